@@ -1,0 +1,313 @@
+//! The Kinesis calls the live transport makes, over the official SDK client: listing, creating,
+//! iterators, reading and writing. Everything here is I/O; the decisions live elsewhere.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_kinesis::Client;
+use aws_sdk_kinesis::error::SdkError;
+use aws_sdk_kinesis::operation::describe_stream_summary::DescribeStreamSummaryError;
+use aws_sdk_kinesis::operation::get_records::GetRecordsError;
+use aws_sdk_kinesis::primitives::{Blob, DateTime};
+use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType, StreamStatus};
+use bytes::Bytes;
+
+use crate::position::ShardStart;
+use crate::{KinesisError, KinesisPosition};
+
+/// One shard as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShardInfo {
+    pub(crate) id: Arc<str>,
+    pub(crate) parents: Vec<Arc<str>>,
+    /// Whether the shard is closed (it has an ending sequence number).
+    pub(crate) closed: bool,
+}
+
+/// One record as `GetRecords` returns it.
+#[derive(Debug, Clone)]
+pub(crate) struct FetchedRecord {
+    pub(crate) data: Bytes,
+    pub(crate) partition_key: String,
+    pub(crate) sequence: Arc<str>,
+    pub(crate) arrived_ms: Option<i64>,
+}
+
+/// What one `GetRecords` call answered.
+#[derive(Debug)]
+pub(crate) enum Fetched {
+    Records {
+        records: Vec<FetchedRecord>,
+        /// `None` when the shard is closed and read to its end.
+        next: Option<String>,
+    },
+    /// The iterator expired; ask for a fresh one.
+    Expired,
+    /// The shard's read throughput is exceeded; back off.
+    Throttled,
+}
+
+/// One record to write.
+#[derive(Debug, Clone)]
+pub(crate) struct OutRecord {
+    pub(crate) data: Bytes,
+    pub(crate) partition_key: String,
+}
+
+/// Whether `stream` exists, and creates it with `create_shards` shards when asked and missing;
+/// waits until it is active either way.
+pub(crate) async fn ensure_stream(
+    client: &Client,
+    stream: &str,
+    create_shards: Option<u32>,
+) -> Result<(), KinesisError> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut created = false;
+    loop {
+        match client
+            .describe_stream_summary()
+            .stream_name(stream)
+            .send()
+            .await
+        {
+            Ok(out) => {
+                let status = out.stream_description_summary().map(|s| s.stream_status().clone());
+                if matches!(status, Some(StreamStatus::Active | StreamStatus::Updating)) {
+                    return Ok(());
+                }
+            }
+            Err(SdkError::ServiceError(err))
+                if matches!(
+                    err.err(),
+                    DescribeStreamSummaryError::ResourceNotFoundException(_)
+                ) =>
+            {
+                let Some(shards) = create_shards else {
+                    return Err(KinesisError::StreamNotFound {
+                        stream: stream.to_owned(),
+                    });
+                };
+                if !created {
+                    create(client, stream, shards).await?;
+                    created = true;
+                }
+            }
+            Err(err) => return Err(KinesisError::api(stream, "DescribeStreamSummary", err)),
+        }
+        if Instant::now() > deadline {
+            return Err(KinesisError::Api {
+                stream: stream.to_owned(),
+                operation: "DescribeStreamSummary",
+                message: "the stream did not become active within 120 s".to_owned(),
+            });
+        }
+        // The SDK's waiter sleeps at least 10 s between polls; a local stack is ready in
+        // milliseconds, so poll briefly ourselves.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn create(client: &Client, stream: &str, shards: u32) -> Result<(), KinesisError> {
+    let shard_count = i32::try_from(shards).unwrap_or(i32::MAX);
+    match client
+        .create_stream()
+        .stream_name(stream)
+        .shard_count(shard_count)
+        .send()
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(stream, shards, "created kinesis stream");
+            Ok(())
+        }
+        // Another instance created it first.
+        Err(SdkError::ServiceError(err)) if err.err().is_resource_in_use_exception() => Ok(()),
+        Err(err) => Err(KinesisError::api(stream, "CreateStream", err)),
+    }
+}
+
+/// Every shard of `stream`, paging through `ListShards`.
+pub(crate) async fn list_shards(
+    client: &Client,
+    stream: &str,
+) -> Result<Vec<ShardInfo>, KinesisError> {
+    let mut shards = Vec::new();
+    let mut next_token: Option<String> = None;
+    loop {
+        // With a NextToken the service refuses the stream name: the token carries it.
+        let request = match &next_token {
+            Some(token) => client.list_shards().next_token(token),
+            None => client.list_shards().stream_name(stream),
+        };
+        let out = request.send().await.map_err(|err| {
+            if let SdkError::ServiceError(service) = &err
+                && service.err().is_resource_not_found_exception()
+            {
+                return KinesisError::StreamNotFound {
+                    stream: stream.to_owned(),
+                };
+            }
+            KinesisError::api(stream, "ListShards", err)
+        })?;
+        for shard in out.shards() {
+            let parents = [shard.parent_shard_id(), shard.adjacent_parent_shard_id()]
+                .into_iter()
+                .flatten()
+                .map(Arc::from)
+                .collect();
+            let closed = shard
+                .sequence_number_range()
+                .is_some_and(|range| range.ending_sequence_number().is_some());
+            shards.push(ShardInfo {
+                id: Arc::from(shard.shard_id()),
+                parents,
+                closed,
+            });
+        }
+        match out.next_token() {
+            Some(token) => next_token = Some(token.to_owned()),
+            None => return Ok(shards),
+        }
+    }
+}
+
+/// An iterator for `shard` of `stream` at `start`.
+pub(crate) async fn shard_iterator(
+    client: &Client,
+    stream: &str,
+    shard: &str,
+    start: &ShardStart,
+) -> Result<String, KinesisError> {
+    let request = client
+        .get_shard_iterator()
+        .stream_name(stream)
+        .shard_id(shard);
+    let request = match start {
+        ShardStart::After(sequence) => request
+            .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
+            .starting_sequence_number(sequence.as_ref()),
+        ShardStart::At(KinesisPosition::TrimHorizon) => {
+            request.shard_iterator_type(ShardIteratorType::TrimHorizon)
+        }
+        ShardStart::At(KinesisPosition::Latest) => {
+            request.shard_iterator_type(ShardIteratorType::Latest)
+        }
+        ShardStart::At(KinesisPosition::AtTimestamp(at)) => request
+            .shard_iterator_type(ShardIteratorType::AtTimestamp)
+            .timestamp(DateTime::from(*at)),
+        ShardStart::At(KinesisPosition::AtSequence { sequence, .. }) => request
+            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
+            .starting_sequence_number(sequence.as_ref()),
+    };
+    let out = request
+        .send()
+        .await
+        .map_err(|err| KinesisError::api(stream, "GetShardIterator", err))?;
+    out.shard_iterator()
+        .map(str::to_owned)
+        .ok_or_else(|| KinesisError::Api {
+            stream: stream.to_owned(),
+            operation: "GetShardIterator",
+            message: format!("no iterator returned for shard {shard}"),
+        })
+}
+
+/// One `GetRecords` call.
+pub(crate) async fn get_records(
+    client: &Client,
+    stream: &str,
+    iterator: &str,
+    limit: u32,
+) -> Result<Fetched, KinesisError> {
+    let answer = client
+        .get_records()
+        .shard_iterator(iterator)
+        .limit(i32::try_from(limit).unwrap_or(10_000))
+        .send()
+        .await;
+    let out = match answer {
+        Ok(out) => out,
+        Err(SdkError::ServiceError(err)) => {
+            return match err.err() {
+                GetRecordsError::ExpiredIteratorException(_) => Ok(Fetched::Expired),
+                GetRecordsError::ProvisionedThroughputExceededException(_) => {
+                    Ok(Fetched::Throttled)
+                }
+                _ => Err(KinesisError::api(
+                    stream,
+                    "GetRecords",
+                    SdkError::ServiceError(err),
+                )),
+            };
+        }
+        Err(err) => return Err(KinesisError::api(stream, "GetRecords", err)),
+    };
+    let records = out
+        .records()
+        .iter()
+        .map(|record| FetchedRecord {
+            data: Bytes::copy_from_slice(record.data().as_ref()),
+            partition_key: record.partition_key().unwrap_or_default().to_owned(),
+            sequence: Arc::from(record.sequence_number()),
+            arrived_ms: record
+                .approximate_arrival_timestamp()
+                .and_then(|at| at.to_millis().ok()),
+        })
+        .collect();
+    Ok(Fetched::Records {
+        records,
+        next: out.next_shard_iterator().map(str::to_owned),
+    })
+}
+
+/// Outcome of one record of a `PutRecords` call.
+#[derive(Debug)]
+pub(crate) enum PutOutcome {
+    Written,
+    Rejected { code: String, message: String },
+}
+
+/// One `PutRecords` call; the answer is per record, in order.
+pub(crate) async fn put_records(
+    client: &Client,
+    stream: &str,
+    records: &[OutRecord],
+) -> Result<Vec<PutOutcome>, KinesisError> {
+    let entries = records
+        .iter()
+        .map(|record| {
+            PutRecordsRequestEntry::builder()
+                .data(Blob::new(record.data.to_vec()))
+                .partition_key(&record.partition_key)
+                .build()
+                .map_err(|err| KinesisError::api(stream, "PutRecords", err))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let out = client
+        .put_records()
+        .stream_name(stream)
+        .set_records(Some(entries))
+        .send()
+        .await
+        .map_err(|err| {
+            if let SdkError::ServiceError(service) = &err
+                && service.err().is_resource_not_found_exception()
+            {
+                return KinesisError::StreamNotFound {
+                    stream: stream.to_owned(),
+                };
+            }
+            KinesisError::api(stream, "PutRecords", err)
+        })?;
+    Ok(out
+        .records()
+        .iter()
+        .map(|entry| match entry.error_code() {
+            Some(code) => PutOutcome::Rejected {
+                code: code.to_owned(),
+                message: entry.error_message().unwrap_or_default().to_owned(),
+            },
+            None => PutOutcome::Written,
+        })
+        .collect())
+}

@@ -1,0 +1,413 @@
+//! The broker: its builder, `connect` and `shutdown`, and the connected form that opens
+//! subscriptions and pairs publishers.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_kinesis::Client;
+use aws_sdk_kinesis::config::Credentials;
+use ruststream::{
+    AddressedCopies, Broker, ConnectedBroker, RedeliveryAddress, RedeliveryAddressed, Subscribe,
+    SubscriptionSource,
+};
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::coordinator::{self, Subscription};
+use crate::subscriber::{Inbox, Source};
+use crate::{
+    KinesisError, KinesisPosition, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings,
+    MemoryLeaseStore, api, validate,
+};
+
+/// How long `shutdown` waits for readers to write their final checkpoints and release.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The Amazon Kinesis Data Streams broker.
+///
+/// Constructors and builders do no I/O: the AWS configuration is resolved and the client built
+/// in `connect`.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use ruststream_kinesis::{KinesisBroker, MemoryLeaseStore};
+///
+/// // The local stack: one endpoint for Kinesis (and DynamoDB), static test credentials.
+/// let local = KinesisBroker::new()
+///     .endpoint("http://127.0.0.1:4566")
+///     .region("us-east-1")
+///     .test_credentials()
+///     .owner_id("pod-a")
+///     .lease_store(Arc::new(MemoryLeaseStore::new()));
+/// assert_eq!(local.owner(), "pod-a");
+/// ```
+#[derive(Debug, Clone)]
+pub struct KinesisBroker {
+    config: Option<SdkConfig>,
+    endpoint: Option<String>,
+    region: Option<String>,
+    test_credentials: bool,
+    store: Arc<dyn LeaseStore>,
+    owner: Arc<str>,
+    timings: LeaseTimings,
+    create_streams: Option<u32>,
+    #[cfg(feature = "testing")]
+    pub(crate) world: Arc<crate::in_process::World>,
+}
+
+impl Default for KinesisBroker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn unique_owner() -> Arc<str> {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "ruststream".to_owned());
+    let nonce: u32 = rand::random();
+    Arc::from(format!("{host}-{}-{nonce:08x}", std::process::id()))
+}
+
+impl KinesisBroker {
+    /// A broker configured from the environment (region, credentials, `AWS_ENDPOINT_URL*`),
+    /// resolved at `connect`.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            config: None,
+            endpoint: None,
+            region: None,
+            test_credentials: false,
+            store: Arc::new(MemoryLeaseStore::new()),
+            owner: unique_owner(),
+            timings: LeaseTimings::default(),
+            create_streams: None,
+            #[cfg(feature = "testing")]
+            world: Arc::default(),
+        }
+    }
+
+    /// A broker on an AWS configuration loaded by the caller (the one a `DynamoLeaseStore` takes
+    /// too, so both reach one account and region).
+    #[must_use]
+    pub fn from_config(config: SdkConfig) -> Self {
+        Self {
+            config: Some(config),
+            ..Self::new()
+        }
+    }
+
+    /// Sends every Kinesis call to `url` (a local stack such as `http://127.0.0.1:4566`).
+    #[must_use]
+    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
+        self.endpoint = Some(url.into());
+        self
+    }
+
+    /// The AWS region.
+    #[must_use]
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// Static test credentials, which local stacks accept; never for a real account.
+    #[must_use]
+    pub fn test_credentials(mut self) -> Self {
+        self.test_credentials = true;
+        self
+    }
+
+    /// The store every subscription of this broker keeps its leases and checkpoints in (default:
+    /// a [`MemoryLeaseStore`] of its own). Instances that share one store share the shards.
+    #[must_use]
+    pub fn lease_store(mut self, store: Arc<dyn LeaseStore>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// Names this instance in the lease table (default: unique per broker). An instance
+    /// restarted under the same name gets its leases back at once; two instances running at the
+    /// same time must never share a name.
+    #[must_use]
+    pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Arc::from(owner.into());
+        self
+    }
+
+    /// The lease, renewal and listing intervals (default 10 s, 3 s, 10 s).
+    #[must_use]
+    pub fn lease_timings(mut self, timings: LeaseTimings) -> Self {
+        self.timings = timings;
+        self
+    }
+
+    /// Creates a stream with `shards` shards when a subscription by bare name
+    /// (`#[subscriber("orders")]`) finds it missing. Off by default: a missing stream fails startup.
+    #[must_use]
+    pub fn create_streams_if_missing(mut self, shards: u32) -> Self {
+        self.create_streams = Some(shards.max(1));
+        self
+    }
+
+    /// This instance's owner id.
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    async fn client(&self) -> Result<Client, KinesisError> {
+        let config = match &self.config {
+            Some(config) => config.clone(),
+            None => {
+                let mut loader = aws_config::defaults(BehaviorVersion::latest());
+                if let Some(region) = &self.region {
+                    loader = loader.region(Region::new(region.clone()));
+                }
+                if self.test_credentials {
+                    loader = loader.credentials_provider(test_credentials());
+                }
+                loader.load().await
+            }
+        };
+        let mut builder = aws_sdk_kinesis::config::Builder::from(&config);
+        if let Some(region) = &self.region {
+            builder = builder.region(Region::new(region.clone()));
+        }
+        if self.test_credentials {
+            builder = builder.credentials_provider(test_credentials());
+        }
+        if let Some(endpoint) = &self.endpoint {
+            builder = builder.endpoint_url(endpoint);
+        }
+        let conf = builder.build();
+        if conf.region().is_none() {
+            return Err(KinesisError::Config {
+                message: "no AWS region: set AWS_REGION, or call KinesisBroker::region(..)"
+                    .to_owned(),
+            });
+        }
+        Ok(Client::from_conf(conf))
+    }
+
+    fn connected(self, transport: Transport) -> ConnectedKinesisBroker {
+        ConnectedKinesisBroker {
+            transport,
+            runtime: Handle::current(),
+            closed: Arc::new(AtomicBool::new(false)),
+            cancel: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            store: self.store,
+            owner: self.owner,
+            timings: self.timings,
+            create_streams: self.create_streams,
+            streams: Arc::default(),
+        }
+    }
+}
+
+fn test_credentials() -> Credentials {
+    Credentials::new("test", "test", None, None, "ruststream-kinesis-test")
+}
+
+impl Broker for KinesisBroker {
+    type Error = KinesisError;
+    type Connected = ConnectedKinesisBroker;
+
+    async fn connect(self) -> Result<ConnectedKinesisBroker, KinesisError> {
+        let client = self.client().await?;
+        Ok(self.connected(Transport::Live(client)))
+    }
+}
+
+#[cfg(feature = "testing")]
+impl ruststream::testing::InProcess for KinesisBroker {
+    async fn connect_in_process(self) -> Result<ConnectedKinesisBroker, KinesisError> {
+        let world = Arc::clone(&self.world);
+        Ok(self.connected(Transport::InProcess(world)))
+    }
+}
+
+/// What the connected broker talks to.
+#[derive(Debug, Clone)]
+pub(crate) enum Transport {
+    Live(Client),
+    #[cfg(feature = "testing")]
+    InProcess(Arc<crate::in_process::World>),
+}
+
+/// The connected broker: opens subscriptions and pairs publishers.
+#[derive(Debug)]
+pub struct ConnectedKinesisBroker {
+    pub(crate) transport: Transport,
+    pub(crate) runtime: Handle,
+    pub(crate) closed: Arc<AtomicBool>,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+    store: Arc<dyn LeaseStore>,
+    owner: Arc<str>,
+    timings: LeaseTimings,
+    pub(crate) create_streams: Option<u32>,
+    streams: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Holds a stream's name on its broker while a subscription reads it.
+#[derive(Debug)]
+pub(crate) struct StreamRegistration {
+    streams: Arc<Mutex<HashSet<String>>>,
+    name: String,
+}
+
+impl Drop for StreamRegistration {
+    fn drop(&mut self) {
+        self.streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.name);
+    }
+}
+
+impl ConnectedKinesisBroker {
+    /// A publisher with the default policy.
+    ///
+    /// # Errors
+    ///
+    /// Never in practice; the signature matches the policy's `pair`.
+    pub async fn publisher(&self) -> Result<crate::KinesisPublisher, ruststream::PairError> {
+        ruststream::PublishPolicy::pair(crate::KinesisPublish::default(), self).await
+    }
+
+    /// This instance's owner id in the lease table.
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn register(&self, name: &str) -> Result<StreamRegistration, KinesisError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(KinesisError::ShutDown { what: "subscribing" });
+        }
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        if !streams.insert(name.to_owned()) {
+            return Err(KinesisError::DuplicateSubscription {
+                stream: name.to_owned(),
+            });
+        }
+        Ok(StreamRegistration {
+            streams: Arc::clone(&self.streams),
+            name: name.to_owned(),
+        })
+    }
+
+    pub(crate) async fn open(&self, source: KinesisStream) -> Result<KinesisSubscriber, KinesisError> {
+        let name = source.name.as_ref();
+        validate::stream_name(name)?;
+        let registration = self.register(name)?;
+        let capacity = usize::try_from(source.batch_size).unwrap_or(1000).max(64);
+        match &self.transport {
+            Transport::Live(client) => {
+                api::ensure_stream(client, name, source.create_if_missing).await?;
+                let (tx, rx) = mpsc::channel(capacity);
+                let sub = Arc::new(Subscription {
+                    stream: Arc::from(name),
+                    client: client.clone(),
+                    store: Arc::clone(&self.store),
+                    owner: Arc::clone(&self.owner),
+                    timings: self.timings,
+                    poll_interval: source.poll_interval,
+                    batch_size: source.batch_size,
+                    tx,
+                    cancel: self.cancel.child_token(),
+                    tasks: self.tasks.clone(),
+                    runtime: self.runtime.clone(),
+                    broker_closed: Arc::clone(&self.closed),
+                    running: Mutex::default(),
+                    finished: Mutex::default(),
+                    wake: tokio::sync::Notify::new(),
+                    initial: Mutex::new(KinesisPosition::Latest),
+                });
+                // The first round runs before the subscription is handed out: every shard this
+                // instance takes is positioned before anything is published to it.
+                sub.round().await?;
+                self.tasks
+                    .spawn_on(coordinator::run(Arc::clone(&sub)), &self.runtime);
+                Ok(KinesisSubscriber {
+                    rx: Inbox::Live(rx),
+                    source: Source::Live(sub),
+                    _registration: registration,
+                })
+            }
+            #[cfg(feature = "testing")]
+            Transport::InProcess(world) => {
+                let (sub, rx) = world.subscribe(name, source.create_if_missing, Arc::clone(&self.closed))?;
+                Ok(KinesisSubscriber {
+                    rx: Inbox::InProcess(rx),
+                    source: Source::InProcess(sub),
+                    _registration: registration,
+                })
+            }
+        }
+    }
+}
+
+impl ConnectedBroker for ConnectedKinesisBroker {
+    type Error = KinesisError;
+    type Closed = ();
+
+    async fn shutdown(self) -> Result<(), KinesisError> {
+        // Later publishes, settlements and seeks fail from here on; readers then stop, write
+        // their final checkpoints and release their leases.
+        self.closed.store(true, Ordering::Release);
+        self.cancel.cancel();
+        self.tasks.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "kinesis shutdown: readers did not finish their final checkpoints within {SHUTDOWN_GRACE:?}"
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Subscribe for ConnectedKinesisBroker {
+    type Subscriber = KinesisSubscriber;
+    /// A publish to a stream reaches the subscription reading it, so the name is the address.
+    type Copies = AddressedCopies;
+
+    async fn subscribe(&self, name: &str) -> Result<KinesisSubscriber, KinesisError> {
+        let mut source = KinesisStream::new(name.to_owned());
+        source.create_if_missing = self.create_streams;
+        self.open(source).await
+    }
+}
+
+impl SubscriptionSource<ConnectedKinesisBroker> for KinesisStream {
+    type Subscriber = KinesisSubscriber;
+    type Copies = AddressedCopies;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn subscribe(self, connected: &ConnectedKinesisBroker) -> Result<KinesisSubscriber, KinesisError> {
+        connected.open(self).await
+    }
+}
+
+impl RedeliveryAddressed<ConnectedKinesisBroker> for KinesisStream {
+    async fn redelivery_address(
+        &self,
+        _connected: &ConnectedKinesisBroker,
+    ) -> Result<RedeliveryAddress, KinesisError> {
+        Ok(RedeliveryAddress::new(self.name.to_string()))
+    }
+}

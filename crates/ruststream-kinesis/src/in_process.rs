@@ -1,0 +1,341 @@
+//! The in-process Kinesis behind the `testing` feature: streams of shards in memory, written with
+//! the same checks the service makes and read in order per key. It consults no lease store: a
+//! `TestApp` test exercises the handler, and the live tests exercise the leases.
+//!
+//! Gaps, each covered live instead: no throttling (the reader's backoff is covered by unit tests),
+//! no resharding (split and merge run against the local stack), no lease fencing (the lease suites
+//! run against both stores).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+
+use bytes::Bytes;
+use md5::{Digest, Md5};
+use ruststream::testing::{Backlog, Coordinator, TestableBroker};
+use ruststream::{AckError, OutgoingMessage, RawMessage};
+use tokio::sync::mpsc;
+
+use crate::api::OutRecord;
+use crate::broker::{ConnectedKinesisBroker, Transport};
+use crate::coordinator::Item;
+use crate::message::Settle;
+use crate::{KinesisError, KinesisMessage, KinesisPosition, envelope, lease::epoch_millis};
+
+#[derive(Debug)]
+struct Stored {
+    data: Bytes,
+    partition_key: String,
+    sequence: Arc<str>,
+    arrived_ms: i64,
+    /// Position in the stream's publish order, so a replay interleaves shards as written.
+    order: u64,
+}
+
+#[derive(Debug, Default)]
+struct StreamLog {
+    shards: Vec<Vec<Stored>>,
+    subscribers: Vec<Weak<InProcessSubscription>>,
+    published: Vec<RawMessage>,
+}
+
+/// The streams every connection of one broker (and its clones) shares.
+#[derive(Debug, Default)]
+pub(crate) struct World {
+    streams: Mutex<HashMap<String, StreamLog>>,
+    next_sequence: AtomicU64,
+    coordinator: OnceLock<Coordinator>,
+}
+
+/// One in-process subscription.
+#[derive(Debug)]
+pub(crate) struct InProcessSubscription {
+    stream: Arc<str>,
+    tx: mpsc::UnboundedSender<Item>,
+    generation: AtomicU64,
+    closed: AtomicBool,
+    broker_closed: Arc<AtomicBool>,
+    world: Weak<World>,
+}
+
+/// The harness's hold on one in-process delivery, released once when it is dropped.
+#[derive(Debug)]
+pub(crate) struct InProcessSettle {
+    coordinator: Option<Coordinator>,
+    sub: Arc<InProcessSubscription>,
+}
+
+impl InProcessSettle {
+    pub(crate) fn settle(&self) -> Result<(), AckError> {
+        if self.is_closed() {
+            return Err(AckError::Broker(Box::new(KinesisError::ShutDown {
+                what: "settling a delivery",
+            })));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.sub.broker_closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_current(&self, generation: u64) -> bool {
+        !self.sub.closed.load(Ordering::Acquire)
+            && self.sub.generation.load(Ordering::Acquire) == generation
+    }
+}
+
+impl Drop for InProcessSettle {
+    fn drop(&mut self) {
+        if let Some(coordinator) = &self.coordinator {
+            coordinator.consumed();
+        }
+    }
+}
+
+/// Which shard of `shards` a partition key lands in: its MD5 as a 128-bit hash key, in equal
+/// ranges, as Kinesis maps keys.
+fn shard_of(partition_key: &str, shards: usize) -> usize {
+    let digest = Md5::digest(partition_key.as_bytes());
+    let hash = u128::from_be_bytes(digest.into());
+    let width = u128::MAX / shards as u128;
+    usize::try_from(hash / width).unwrap_or(0).min(shards - 1)
+}
+
+fn shard_id(index: usize) -> Arc<str> {
+    Arc::from(format!("shardId-{index:012}"))
+}
+
+impl World {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, StreamLog>> {
+        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn create(streams: &mut HashMap<String, StreamLog>, name: &str, shards: u32) {
+        streams.entry(name.to_owned()).or_insert_with(|| StreamLog {
+            shards: (0..shards.max(1)).map(|_| Vec::new()).collect(),
+            ..StreamLog::default()
+        });
+    }
+
+    /// Writes one record, as `PutRecords` would, and hands it to every open subscription.
+    pub(crate) fn put(&self, stream: &str, record: OutRecord) -> Result<(), KinesisError> {
+        let mut streams = self.lock();
+        let Some(log) = streams.get_mut(stream) else {
+            return Err(KinesisError::StreamNotFound {
+                stream: stream.to_owned(),
+            });
+        };
+        let order = self.next_sequence.fetch_add(1, Ordering::Relaxed);
+        let shard = shard_of(&record.partition_key, log.shards.len());
+        let stored = Stored {
+            data: record.data,
+            partition_key: record.partition_key,
+            sequence: Arc::from(format!("{:056}", order + 1)),
+            arrived_ms: i64::try_from(epoch_millis()).unwrap_or(i64::MAX),
+            order,
+        };
+        let (payload, headers) = envelope::decode(stored.data.clone());
+        log.published
+            .push(RawMessage::new(stream.to_owned(), payload).with_headers(headers));
+        log.subscribers.retain(|sub| sub.strong_count() > 0);
+        let subscribers: Vec<_> = log.subscribers.iter().filter_map(Weak::upgrade).collect();
+        for sub in subscribers {
+            self.deliver(&sub, shard, &stored);
+        }
+        log.shards[shard].push(stored);
+        Ok(())
+    }
+
+    fn deliver(&self, sub: &Arc<InProcessSubscription>, shard: usize, stored: &Stored) {
+        if sub.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let (payload, headers) = envelope::decode(stored.data.clone());
+        let coordinator = self.coordinator.get().cloned();
+        let message = KinesisMessage {
+            payload,
+            headers,
+            partition_key: stored.partition_key.clone(),
+            stream: Arc::clone(&sub.stream),
+            shard: shard_id(shard),
+            sequence: Arc::clone(&stored.sequence),
+            arrived_ms: Some(stored.arrived_ms),
+            generation: sub.generation.load(Ordering::Acquire),
+            settle: None,
+        };
+        if let Some(coordinator) = &coordinator {
+            coordinator.enqueued();
+        }
+        let message = KinesisMessage {
+            settle: Some(Settle::InProcess(InProcessSettle {
+                coordinator,
+                sub: Arc::clone(sub),
+            })),
+            ..message
+        };
+        // A closed receiver drops the message, whose settle hold releases the harness count.
+        let _ = sub.tx.send(Ok(message));
+    }
+
+    /// Opens a subscription at the tip of `stream`.
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        stream: &str,
+        create_if_missing: Option<u32>,
+        broker_closed: Arc<AtomicBool>,
+    ) -> Result<(Arc<InProcessSubscription>, mpsc::UnboundedReceiver<Item>), KinesisError> {
+        let mut streams = self.lock();
+        if let Some(shards) = create_if_missing {
+            Self::create(&mut streams, stream, shards);
+        }
+        let Some(log) = streams.get_mut(stream) else {
+            return Err(KinesisError::StreamNotFound {
+                stream: stream.to_owned(),
+            });
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sub = Arc::new(InProcessSubscription {
+            stream: Arc::from(stream),
+            tx,
+            generation: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            broker_closed,
+            world: Arc::downgrade(self),
+        });
+        log.subscribers.push(Arc::downgrade(&sub));
+        Ok((sub, rx))
+    }
+}
+
+impl InProcessSubscription {
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Restarts the subscription at `to`: what the stream holds from there is delivered again.
+    pub(crate) fn seek(self: &Arc<Self>, to: &KinesisPosition) -> Result<(), KinesisError> {
+        if self.broker_closed.load(Ordering::Acquire) {
+            return Err(KinesisError::ShutDown { what: "seeking" });
+        }
+        let Some(world) = self.world.upgrade() else {
+            return Err(KinesisError::ShutDown { what: "seeking" });
+        };
+        let streams = world.lock();
+        let Some(log) = streams.get(self.stream.as_ref()) else {
+            return Err(KinesisError::StreamNotFound {
+                stream: self.stream.to_string(),
+            });
+        };
+        if let Some(shard) = to.shard()
+            && !(0..log.shards.len()).any(|index| *shard_id(index) == *shard)
+        {
+            return Err(KinesisError::Seek {
+                stream: self.stream.to_string(),
+                reason: format!("the stream has no shard {shard}"),
+            });
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let mut replay: Vec<(usize, &Stored)> = Vec::new();
+        for (index, shard) in log.shards.iter().enumerate() {
+            let id = shard_id(index);
+            if !to.applies_to(&id) {
+                continue;
+            }
+            replay.extend(
+                shard
+                    .iter()
+                    .filter(|stored| match to {
+                        KinesisPosition::TrimHorizon => true,
+                        KinesisPosition::Latest => false,
+                        KinesisPosition::AtTimestamp(at) => {
+                            let at_ms = at
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                            stored.arrived_ms >= at_ms
+                        }
+                        KinesisPosition::AtSequence { sequence, .. } => {
+                            crate::position::sequence_cmp(&stored.sequence, sequence).is_ge()
+                        }
+                    })
+                    .map(|stored| (index, stored)),
+            );
+        }
+        replay.sort_by_key(|(_, stored)| stored.order);
+        for (index, stored) in replay {
+            world.deliver(self, index, stored);
+        }
+        Ok(())
+    }
+}
+
+impl TestableBroker for ConnectedKinesisBroker {
+    fn install_coordinator(&self, coordinator: Coordinator) {
+        if let Transport::InProcess(world) = &self.transport {
+            let _ = world.coordinator.set(coordinator);
+        }
+    }
+
+    fn inject(&self, message: OutgoingMessage<'_>) {
+        let Transport::InProcess(world) = &self.transport else {
+            return;
+        };
+        let (name, payload, headers) = message.into_parts();
+        let record = OutRecord {
+            data: envelope::encode(payload, &headers),
+            partition_key: format!("{:032x}", rand::random::<u128>()),
+        };
+        // A test's input goes to a stream the service reads; a broker told to create missing
+        // streams creates it here as the subscription would have.
+        if let Some(shards) = self.create_streams {
+            World::create(&mut world.lock(), name, shards);
+        }
+        if let Err(err) = world.put(name, record) {
+            // Kinesis refuses a record for a stream it does not have; so does the test stream.
+            tracing::warn!(error = %err, "in-process kinesis refused an injected record");
+        }
+    }
+
+    fn published(&self, name: &str) -> Vec<RawMessage> {
+        match &self.transport {
+            Transport::InProcess(world) => world
+                .lock()
+                .get(name)
+                .map(|log| log.published.clone())
+                .unwrap_or_default(),
+            Transport::Live(_) => Vec::new(),
+        }
+    }
+
+    fn backlog(&self) -> Backlog {
+        // A subscription opens at the tip unless a checkpoint or `start_at` says otherwise.
+        Backlog::Missed
+    }
+}
+
+ruststream::register_testable_broker!(crate::KinesisBroker);
+
+/// The payload a test reads back from an in-process stream, for the crate's own tests.
+#[cfg(test)]
+pub(crate) fn headers_of(record: &Bytes) -> ruststream::HeaderMap {
+    envelope::decode(record.clone()).1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_key_always_lands_in_one_shard_and_keys_spread() {
+        let shards: std::collections::HashSet<usize> =
+            (0..200).map(|i| shard_of(&format!("key-{i}"), 4)).collect();
+        assert_eq!(shards.len(), 4, "200 keys reach all four shards");
+        assert_eq!(shard_of("customer-1", 4), shard_of("customer-1", 4));
+        assert_eq!(shard_of("anything", 1), 0);
+    }
+
+    #[test]
+    fn a_plain_record_has_no_headers() {
+        assert!(headers_of(&Bytes::from_static(b"plain")).is_empty());
+    }
+}

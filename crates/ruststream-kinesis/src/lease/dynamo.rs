@@ -1,0 +1,790 @@
+//! The lease table in DynamoDB, shared by every instance of a service.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
+};
+
+use super::{
+    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, SKEW_TOLERANCE, epoch_millis,
+};
+
+/// The table's only key attribute: `stream:shard`, a string.
+const KEY: &str = "lease_key";
+/// The owner id holding the lease; removed by a release.
+const OWNER: &str = "lease_owner";
+/// When the lease lapses, in epoch milliseconds by the writer's clock.
+const EXPIRY: &str = "lease_expiry";
+/// Bumped by every write.
+const COUNTER: &str = "lease_counter";
+/// The last checkpoint: a sequence number or `SHARD_END`.
+const CHECKPOINT: &str = "checkpoint";
+
+/// A take succeeds when the row is new, has no owner, has this owner, or expired more than
+/// [`SKEW_TOLERANCE`] ago by the taker's clock (`:cutoff` is now minus the tolerance).
+const TAKE_CONDITION: &str = "attribute_not_exists(lease_key) OR attribute_not_exists(lease_owner) \
+     OR lease_owner = :me OR lease_expiry < :cutoff";
+/// Renewals, checkpoints and releases need the lease.
+const HELD_CONDITION: &str = "lease_owner = :me";
+/// The copy of a legacy row creates the new row, and never overwrites one.
+const NEW_ROW_CONDITION: &str = "attribute_not_exists(lease_key)";
+
+/// How long [`DynamoLeaseStore::create_table`] waits for a new table to become active.
+const TABLE_ACTIVE_TIMEOUT: Duration = Duration::from_secs(120);
+
+type Item = HashMap<String, AttributeValue>;
+
+/// A [`LeaseStore`] on a DynamoDB table, which lets the instances of a service share the shards
+/// of a stream: each shard is read by the one instance that holds its row.
+///
+/// # The table
+///
+/// One string hash key, `lease_key`, and nothing else; on-demand billing fits it. The table is
+/// infrastructure like the stream: create it once, with Terraform, CloudFormation or the AWS CLI
+/// (the command is [`create_command`](Self::create_command)). One table serves every stream of a
+/// service. A row holds one shard of one stream:
+///
+/// | attribute | type | holds |
+/// |---|---|---|
+/// | `lease_key` | S | `stream:shard` (see [`LeaseKey`]) |
+/// | `lease_owner` | S | the owner id holding the lease; removed by a release |
+/// | `lease_expiry` | N | when the lease lapses, epoch milliseconds by the writer's clock |
+/// | `lease_counter` | N | bumped by every write |
+/// | `checkpoint` | S | the last checkpoint: a sequence number or [`SHARD_END`](crate::SHARD_END) |
+///
+/// # The protocol
+///
+/// Every write is a conditional `UpdateItem`, and every read a strongly consistent `GetItem`.
+/// A take succeeds when the row does not exist, has no owner, has this owner, or expired more
+/// than [`SKEW_TOLERANCE`] ago by the taker's clock; the answer of a refused take (read from the
+/// same request, `ReturnValuesOnConditionCheckFailure`) names the holder in
+/// [`LeaseError::Held`]. Renewals, checkpoints and releases succeed only while the row names
+/// this owner, and answer [`LeaseError::Lost`] otherwise, so a checkpoint never lands from an
+/// instance that lost the shard. A missing table answers [`LeaseError::TableMissing`] with the
+/// command that creates it; any other error of DynamoDB answers [`LeaseError::Store`] with its
+/// code and message.
+///
+/// The calls the store makes need the IAM actions `dynamodb:GetItem` and `dynamodb:UpdateItem`
+/// on the table; [`rows`](Self::rows) needs `dynamodb:Scan`, and
+/// [`create_table`](Self::create_table) `dynamodb:CreateTable` and `dynamodb:DescribeTable`.
+///
+/// # Tables of earlier versions
+///
+/// An earlier version of the crate keyed rows by the bare shard id. When a shard's
+/// `stream:shard` row does not exist yet, a take first reads the bare row of that shard id:
+///
+/// - with [`legacy_stream`](Self::legacy_stream) naming the shard's stream, a bare row with a
+///   checkpoint is copied into a new `stream:shard` row, which the take then holds, so the
+///   upgraded service resumes where the old one stopped (the bare row stays, and is not read
+///   again);
+/// - with `legacy_stream` naming another stream, bare rows are ignored for this stream;
+/// - without `legacy_stream`, a bare row with a checkpoint makes the take fail with
+///   [`LeaseError::LegacyRow`], so the shard neither starts from another stream's progress nor
+///   from the tip by accident: name the stream, or delete the row.
+///
+/// Stop every instance of the earlier version before starting the upgraded one: the two
+/// versions do not see each other's leases.
+///
+/// Once a store has seen a shard's row exist, it skips the look-up of the bare row (the fact is
+/// kept per store, and shared by its clones).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use aws_config::{BehaviorVersion, Region, SdkConfig};
+/// use ruststream_kinesis::{DynamoLeaseStore, KinesisBroker};
+///
+/// // In a service: `aws_config::defaults(BehaviorVersion::latest()).load().await`.
+/// let config = SdkConfig::builder()
+///     .behavior_version(BehaviorVersion::latest())
+///     .region(Region::new("us-east-1"))
+///     .build();
+/// let leases = Arc::new(DynamoLeaseStore::new(&config, "warehouse-leases"));
+/// let broker = KinesisBroker::from_config(config.clone()).lease_store(leases);
+/// # let _ = broker;
+/// ```
+#[derive(Debug, Clone)]
+pub struct DynamoLeaseStore {
+    client: Client,
+    table: Arc<str>,
+    legacy_stream: Option<Arc<str>>,
+    /// The keys whose `stream:shard` row this store has seen exist.
+    existing: Arc<Mutex<HashSet<LeaseKey>>>,
+}
+
+/// A conditional write that did not happen.
+enum WriteError {
+    /// The condition failed; the row as it was, when it exists.
+    Refused(Option<Item>),
+    /// The call failed.
+    Failed(LeaseError),
+}
+
+impl DynamoLeaseStore {
+    /// A store on `table`, reached with `config` (account, region, credentials, endpoint). Does
+    /// no I/O: a missing table shows at the first call, as [`LeaseError::TableMissing`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// let config = SdkConfig::builder()
+    ///     .behavior_version(BehaviorVersion::latest())
+    ///     .region(Region::new("us-east-1"))
+    ///     .build();
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases");
+    /// assert_eq!(store.table(), "warehouse-leases");
+    /// ```
+    #[must_use]
+    pub fn new(config: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
+        Self {
+            client: Client::new(config),
+            table: table.into().into(),
+            legacy_stream: None,
+            existing: Arc::default(),
+        }
+    }
+
+    /// Names the stream that the rows of an earlier version belong to: rows keyed by the bare
+    /// shard id, without the stream. A shard of `stream` that has no `stream:shard` row yet
+    /// resumes from the checkpoint of its bare row, which is copied into a new row; other
+    /// streams ignore bare rows. See [Tables of earlier versions](Self#tables-of-earlier-versions).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// let config = SdkConfig::builder()
+    ///     .behavior_version(BehaviorVersion::latest())
+    ///     .region(Region::new("us-east-1"))
+    ///     .build();
+    /// // The table was written by an earlier version reading `warehouse-orders`.
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases").legacy_stream("warehouse-orders");
+    /// # let _ = store;
+    /// ```
+    #[must_use]
+    pub fn legacy_stream(mut self, stream: impl Into<String>) -> Self {
+        self.legacy_stream = Some(stream.into().into());
+        self
+    }
+
+    /// The table's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// # use ruststream_kinesis::DynamoLeaseStore;
+    /// # let config = SdkConfig::builder().behavior_version(BehaviorVersion::latest()).build();
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases");
+    /// assert_eq!(store.table(), "warehouse-leases");
+    /// ```
+    #[must_use]
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The AWS CLI command that creates this store's table: one string hash key, `lease_key`,
+    /// on-demand billing. [`LeaseError::TableMissing`] carries it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// # use ruststream_kinesis::DynamoLeaseStore;
+    /// # let config = SdkConfig::builder().behavior_version(BehaviorVersion::latest()).build();
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases");
+    /// assert_eq!(
+    ///     store.create_command(),
+    ///     "aws dynamodb create-table --table-name warehouse-leases \
+    ///      --attribute-definitions AttributeName=lease_key,AttributeType=S \
+    ///      --key-schema AttributeName=lease_key,KeyType=HASH --billing-mode PAY_PER_REQUEST",
+    /// );
+    /// ```
+    #[must_use]
+    pub fn create_command(&self) -> String {
+        format!(
+            "aws dynamodb create-table --table-name {} \
+             --attribute-definitions AttributeName={KEY},AttributeType=S \
+             --key-schema AttributeName={KEY},KeyType=HASH --billing-mode PAY_PER_REQUEST",
+            self.table
+        )
+    }
+
+    /// Every row of the table, sorted by key: what an operator's view of the lease table shows.
+    ///
+    /// Reads the whole table (a strongly consistent `Scan`, page by page), so it costs a read of
+    /// every row; call it to inspect, not on a hot path. A row of an earlier version, keyed by
+    /// the bare shard id (a key without `:`), comes back with an empty stream name: its
+    /// [`LeaseKey::stream`] is `""` and its [`LeaseKey::shard`] the key.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::TableMissing`] when the table does not exist, [`LeaseError::Store`] (naming
+    /// the key `*:*` and the operation `rows`) when the scan fails or a row is malformed.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use aws_config::BehaviorVersion;
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), ruststream_kinesis::LeaseError> {
+    /// let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases");
+    /// for (key, row) in store.rows().await? {
+    ///     println!("{key}: owner {:?}, checkpoint {:?}", row.owner, row.checkpoint);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn rows(&self) -> Result<Vec<(LeaseKey, LeaseState)>, LeaseError> {
+        let whole = LeaseKey::new("*", "*");
+        let mut rows = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(self.table())
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|error| self.failure(&whole, "rows", &error))?;
+            for item in page.items() {
+                let Some(AttributeValue::S(row_key)) = item.get(KEY) else {
+                    return Err(self.malformed(&whole, "rows", "a row without a string lease_key"));
+                };
+                let key = match row_key.split_once(':') {
+                    Some((stream, shard)) => LeaseKey::new(stream, shard),
+                    None => LeaseKey::new("", row_key.as_str()),
+                };
+                let state =
+                    state_of(item).map_err(|message| self.malformed(&key, "rows", &message))?;
+                rows.push((key, state));
+            }
+            match page.last_evaluated_key {
+                Some(last) if !last.is_empty() => start = Some(last),
+                _ => break,
+            }
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(rows)
+    }
+
+    /// Creates the table (one string hash key `lease_key`, on-demand billing) and waits until it
+    /// is active; a table that already exists is left as it is. Meant for tests and demos:
+    /// production tables belong with the rest of the infrastructure.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Store`] (naming the key `*:*` and the operation `create_table`) when
+    /// DynamoDB refuses, or when the table is not active within two minutes.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use aws_config::BehaviorVersion;
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), ruststream_kinesis::LeaseError> {
+    /// let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
+    /// let store = DynamoLeaseStore::new(&config, "demo-leases");
+    /// store.create_table().await?;
+    /// store.create_table().await?; // idempotent
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn create_table(&self) -> Result<(), LeaseError> {
+        let whole = LeaseKey::new("*", "*");
+        let operation = "create_table";
+        let attribute = AttributeDefinition::builder()
+            .attribute_name(KEY)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .map_err(|error| self.malformed(&whole, operation, &error.to_string()))?;
+        let hash = KeySchemaElement::builder()
+            .attribute_name(KEY)
+            .key_type(KeyType::Hash)
+            .build()
+            .map_err(|error| self.malformed(&whole, operation, &error.to_string()))?;
+        let created = self
+            .client
+            .create_table()
+            .table_name(self.table())
+            .attribute_definitions(attribute)
+            .key_schema(hash)
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await;
+        match created {
+            Ok(_) => {}
+            Err(error) if error.code() == Some("ResourceInUseException") => {}
+            Err(error) => return Err(self.failure(&whole, operation, &error)),
+        }
+        let deadline = Instant::now() + TABLE_ACTIVE_TIMEOUT;
+        loop {
+            let described = self
+                .client
+                .describe_table()
+                .table_name(self.table())
+                .send()
+                .await;
+            match described {
+                Ok(out) => {
+                    let status = out.table().and_then(|table| table.table_status());
+                    if status == Some(&TableStatus::Active) {
+                        return Ok(());
+                    }
+                }
+                // Just created: not visible everywhere yet.
+                Err(error) if error.code() == Some("ResourceNotFoundException") => {}
+                Err(error) => return Err(self.failure(&whole, operation, &error)),
+            }
+            if Instant::now() >= deadline {
+                return Err(self.malformed(
+                    &whole,
+                    operation,
+                    &format!(
+                        "table {:?} is not active {} s after its creation",
+                        self.table,
+                        TABLE_ACTIVE_TIMEOUT.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn known(&self, key: &LeaseKey) -> bool {
+        self.existing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(key)
+    }
+
+    fn remember(&self, key: &LeaseKey) {
+        self.existing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone());
+    }
+
+    /// The error of a failed call: the table is missing, or DynamoDB said something else.
+    fn failure<E, R>(
+        &self,
+        key: &LeaseKey,
+        operation: &'static str,
+        error: &SdkError<E, R>,
+    ) -> LeaseError
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: Debug,
+    {
+        if error.code() == Some("ResourceNotFoundException") {
+            return LeaseError::TableMissing {
+                table: self.table.to_string(),
+                create_command: self.create_command(),
+            };
+        }
+        let message = match (error.code(), error.message()) {
+            (Some(code), Some(message)) => format!("{code}: {message}"),
+            (Some(code), None) => code.to_owned(),
+            _ => DisplayErrorContext(error).to_string(),
+        };
+        LeaseError::Store {
+            key: key.clone(),
+            operation,
+            message: format!("table {:?}: {message}", self.table),
+        }
+    }
+
+    /// The error of an answer this store cannot read.
+    fn malformed(&self, key: &LeaseKey, operation: &'static str, message: &str) -> LeaseError {
+        LeaseError::Store {
+            key: key.clone(),
+            operation,
+            message: format!("table {:?}: {message}", self.table),
+        }
+    }
+
+    /// Reads the row keyed `row_key`, strongly consistent.
+    async fn get(
+        &self,
+        key: &LeaseKey,
+        row_key: String,
+        operation: &'static str,
+    ) -> Result<Option<Item>, LeaseError> {
+        self.client
+            .get_item()
+            .table_name(self.table())
+            .key(KEY, AttributeValue::S(row_key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map(|out| out.item)
+            .map_err(|error| self.failure(key, operation, &error))
+    }
+
+    /// A conditional `UpdateItem` of the row keyed `row_key`; answers the row as written.
+    ///
+    /// `values` must define every `:name` that `update` and `condition` use, and no other:
+    /// DynamoDB refuses unused values, and moto answers HTTP 500 to undefined ones.
+    async fn update(
+        &self,
+        key: &LeaseKey,
+        operation: &'static str,
+        update: &str,
+        condition: &str,
+        values: Item,
+    ) -> Result<Item, WriteError> {
+        let written = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, AttributeValue::S(key.row_key()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match written {
+            Ok(out) => Ok(out.attributes.unwrap_or_default()),
+            Err(error) => match error.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(refused)) => {
+                    Err(WriteError::Refused(refused.item.clone()))
+                }
+                _ => Err(WriteError::Failed(self.failure(key, operation, &error))),
+            },
+        }
+    }
+
+    /// The state of a row as written, or a [`LeaseError::Store`] naming what is wrong with it.
+    fn written(
+        &self,
+        key: &LeaseKey,
+        operation: &'static str,
+        item: &Item,
+    ) -> Result<LeaseState, LeaseError> {
+        state_of(item).map_err(|message| self.malformed(key, operation, &message))
+    }
+
+    /// The error of a renewal, checkpoint or release that did not happen.
+    fn held_failure(&self, key: &LeaseKey, owner: &str, error: WriteError) -> LeaseError {
+        match error {
+            WriteError::Refused(_) => LeaseError::Lost {
+                key: key.clone(),
+                owner: owner.to_owned(),
+            },
+            WriteError::Failed(error) => error,
+        }
+    }
+
+    async fn take(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<LeaseState, LeaseError> {
+        if !self.known(key)
+            && let Some(adopted) = self.adopt_legacy(key, owner, lease).await?
+        {
+            return Ok(adopted);
+        }
+        let now = epoch_millis();
+        let cutoff = now.saturating_sub(millis(SKEW_TOLERANCE));
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (
+                ":expiry".to_owned(),
+                number(now.saturating_add(millis(lease))),
+            ),
+            (":one".to_owned(), number(1)),
+            (":cutoff".to_owned(), number(cutoff)),
+        ]);
+        let taken = self
+            .update(
+                key,
+                "acquire",
+                "SET lease_owner = :me, lease_expiry = :expiry ADD lease_counter :one",
+                TAKE_CONDITION,
+                values,
+            )
+            .await;
+        match taken {
+            Ok(item) => {
+                self.remember(key);
+                self.written(key, "acquire", &item)
+            }
+            Err(WriteError::Refused(Some(item))) => {
+                self.remember(key);
+                let held = self.written(key, "acquire", &item)?;
+                Err(LeaseError::Held {
+                    key: key.clone(),
+                    owner: held.owner.unwrap_or_default(),
+                    expires_in_ms: held.expiry_ms.saturating_sub(epoch_millis()),
+                })
+            }
+            Err(WriteError::Refused(None)) => Err(self.malformed(
+                key,
+                "acquire",
+                "the take was refused, and DynamoDB did not return the row that refused it",
+            )),
+            Err(WriteError::Failed(error)) => Err(error),
+        }
+    }
+
+    /// Before the first take of a shard whose `stream:shard` row does not exist: looks for the
+    /// bare row of an earlier version, and takes the shard from its checkpoint when
+    /// `legacy_stream` names this stream. `None` when the ordinary take should go on.
+    async fn adopt_legacy(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<LeaseState>, LeaseError> {
+        if self.get(key, key.row_key(), "acquire").await?.is_some() {
+            self.remember(key);
+            return Ok(None);
+        }
+        let Some(bare) = self.get(key, key.shard().to_owned(), "acquire").await? else {
+            return Ok(None);
+        };
+        let checkpoint = match bare.get(CHECKPOINT) {
+            Some(AttributeValue::S(checkpoint)) => checkpoint.clone(),
+            None => return Ok(None),
+            Some(other) => {
+                return Err(self.malformed(
+                    key,
+                    "acquire",
+                    &format!(
+                        "the earlier version's row {:?} has checkpoint {other:?}, not a string",
+                        key.shard()
+                    ),
+                ));
+            }
+        };
+        match self.legacy_stream.as_deref() {
+            Some(stream) if stream == key.stream() => {}
+            Some(_) => return Ok(None),
+            None => {
+                return Err(LeaseError::LegacyRow {
+                    table: self.table.to_string(),
+                    stream: key.stream().to_owned(),
+                    shard: key.shard().to_owned(),
+                    checkpoint,
+                });
+            }
+        }
+        let now = epoch_millis();
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (
+                ":expiry".to_owned(),
+                number(now.saturating_add(millis(lease))),
+            ),
+            (":checkpoint".to_owned(), string(&checkpoint)),
+            (":one".to_owned(), number(1)),
+        ]);
+        let copied = self
+            .update(
+                key,
+                "acquire",
+                "SET lease_owner = :me, lease_expiry = :expiry, checkpoint = :checkpoint \
+                 ADD lease_counter :one",
+                NEW_ROW_CONDITION,
+                values,
+            )
+            .await;
+        match copied {
+            Ok(item) => {
+                self.remember(key);
+                tracing::info!(
+                    table = %self.table,
+                    stream = key.stream(),
+                    shard = key.shard(),
+                    checkpoint,
+                    "resuming from the row of an earlier version, keyed by the bare shard id"
+                );
+                self.written(key, "acquire", &item).map(Some)
+            }
+            // Another instance created the row first: take it the ordinary way.
+            Err(WriteError::Refused(_)) => {
+                self.remember(key);
+                Ok(None)
+            }
+            Err(WriteError::Failed(error)) => Err(error),
+        }
+    }
+
+    async fn renew_held(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<LeaseState, LeaseError> {
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (
+                ":expiry".to_owned(),
+                number(epoch_millis().saturating_add(millis(lease))),
+            ),
+            (":one".to_owned(), number(1)),
+        ]);
+        let item = self
+            .update(
+                key,
+                "renew",
+                "SET lease_expiry = :expiry ADD lease_counter :one",
+                HELD_CONDITION,
+                values,
+            )
+            .await
+            .map_err(|error| self.held_failure(key, owner, error))?;
+        self.written(key, "renew", &item)
+    }
+
+    async fn checkpoint_held(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        checkpoint: &str,
+    ) -> Result<(), LeaseError> {
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (":checkpoint".to_owned(), string(checkpoint)),
+            (":one".to_owned(), number(1)),
+        ]);
+        self.update(
+            key,
+            "checkpoint",
+            "SET checkpoint = :checkpoint ADD lease_counter :one",
+            HELD_CONDITION,
+            values,
+        )
+        .await
+        .map(drop)
+        .map_err(|error| self.held_failure(key, owner, error))
+    }
+
+    async fn read_row(&self, key: &LeaseKey) -> Result<Option<LeaseState>, LeaseError> {
+        let Some(item) = self.get(key, key.row_key(), "read").await? else {
+            return Ok(None);
+        };
+        self.remember(key);
+        self.written(key, "read", &item).map(Some)
+    }
+
+    async fn release_held(&self, key: &LeaseKey, owner: &str) -> Result<(), LeaseError> {
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (":zero".to_owned(), number(0)),
+            (":one".to_owned(), number(1)),
+        ]);
+        self.update(
+            key,
+            "release",
+            "REMOVE lease_owner SET lease_expiry = :zero ADD lease_counter :one",
+            HELD_CONDITION,
+            values,
+        )
+        .await
+        .map(drop)
+        .map_err(|error| self.held_failure(key, owner, error))
+    }
+}
+
+impl LeaseStore for DynamoLeaseStore {
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        Box::pin(self.take(key, owner, lease))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        Box::pin(self.renew_held(key, owner, lease))
+    }
+
+    fn checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        Box::pin(self.checkpoint_held(key, owner, checkpoint))
+    }
+
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
+        Box::pin(self.read_row(key))
+    }
+
+    fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
+        Box::pin(self.release_held(key, owner))
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn string(value: &str) -> AttributeValue {
+    AttributeValue::S(value.to_owned())
+}
+
+fn number(value: u64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// The [`LeaseState`] a row holds; a message naming the attribute that is malformed.
+fn state_of(item: &Item) -> Result<LeaseState, String> {
+    Ok(LeaseState {
+        owner: string_attribute(item, OWNER)?,
+        expiry_ms: number_attribute(item, EXPIRY)?.unwrap_or(0),
+        counter: number_attribute(item, COUNTER)?.unwrap_or(0),
+        checkpoint: string_attribute(item, CHECKPOINT)?,
+    })
+}
+
+fn string_attribute(item: &Item, name: &str) -> Result<Option<String>, String> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::S(value)) => Ok(Some(value.clone())),
+        Some(other) => Err(format!("{name} is {other:?}, not a string")),
+    }
+}
+
+fn number_attribute(item: &Item, name: &str) -> Result<Option<u64>, String> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::N(value)) => value.parse().map(Some).map_err(|_| {
+            format!("{name} is {value:?}, not a whole number of milliseconds or writes")
+        }),
+        Some(other) => Err(format!("{name} is {other:?}, not a number")),
+    }
+}

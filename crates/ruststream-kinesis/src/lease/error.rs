@@ -1,0 +1,74 @@
+use thiserror::Error;
+
+use super::LeaseKey;
+
+/// Why a [`LeaseStore`](crate::LeaseStore) call failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// Another owner holds the row (a take found it held and unexpired).
+    #[error("lease {key} is held by {owner:?} for another {expires_in_ms} ms")]
+    Held {
+        /// The row.
+        key: LeaseKey,
+        /// Who holds it.
+        owner: String,
+        /// How long the lease still runs by this instance's clock.
+        expires_in_ms: u64,
+    },
+    /// This owner no longer holds the row: a renewal, checkpoint or release was refused because
+    /// another owner took it (or it was released). The reader stops without checkpointing.
+    #[error("lease {key} is no longer held by {owner:?}; another instance took the shard")]
+    Lost {
+        /// The row.
+        key: LeaseKey,
+        /// The owner whose write was refused.
+        owner: String,
+    },
+    /// The lease table does not exist.
+    #[error("lease table {table:?} does not exist; create it with: {create_command}")]
+    TableMissing {
+        /// The table name.
+        table: String,
+        /// The command that creates it.
+        create_command: String,
+    },
+    /// A row written by an earlier version, keyed by the shard id alone, holds a checkpoint that
+    /// this store cannot attribute to a stream.
+    #[error(
+        "lease table {table:?} has a row keyed by the bare shard id {shard:?} with checkpoint \
+         {checkpoint:?}, written by an earlier version; it may belong to stream {stream:?} or to \
+         another one. If it belongs to {stream:?}, set `DynamoLeaseStore::legacy_stream({stream:?})`; \
+         otherwise delete the row. The shard stays stopped so it neither starts from another \
+         stream's progress nor from the tip"
+    )]
+    LegacyRow {
+        /// The table name.
+        table: String,
+        /// The stream whose shard found the bare row.
+        stream: String,
+        /// The shard id.
+        shard: String,
+        /// The checkpoint the bare row holds.
+        checkpoint: String,
+    },
+    /// The store could not be reached or answered an error.
+    #[error("lease store call {operation} for {key} failed: {message}")]
+    Store {
+        /// The row.
+        key: LeaseKey,
+        /// The call: `acquire`, `renew`, `checkpoint`, `read` or `release`.
+        operation: &'static str,
+        /// What the store said.
+        message: String,
+    },
+}
+
+impl LeaseError {
+    /// Whether this error means the lease belongs to someone else (a fenced write), as opposed
+    /// to a failure of the store itself that a retry may cure.
+    #[must_use]
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Self::Held { .. } | Self::Lost { .. })
+    }
+}

@@ -1,0 +1,165 @@
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, epoch_millis};
+
+/// The default [`LeaseStore`]: rows in the memory of the process.
+///
+/// Correct for one instance, and for several brokers in one process that share one `Arc` of it.
+/// It is empty again after a restart, so a restarted service has no checkpoints and each shard
+/// opens at the tip unless `start_at(..)` names another position. Clones share the rows.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use ruststream_kinesis::{KinesisBroker, LeaseStore, MemoryLeaseStore};
+///
+/// // Two brokers in one process share the shards of a stream through one store.
+/// let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
+/// let first = KinesisBroker::new().lease_store(Arc::clone(&store));
+/// let second = KinesisBroker::new().lease_store(store);
+/// # let _ = (first, second);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MemoryLeaseStore {
+    rows: Arc<Mutex<HashMap<LeaseKey, LeaseState>>>,
+}
+
+impl MemoryLeaseStore {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every row, sorted by key: what a lease-table view shows.
+    #[must_use]
+    pub fn rows(&self) -> Vec<(LeaseKey, LeaseState)> {
+        let mut rows: Vec<_> = self
+            .lock()
+            .iter()
+            .map(|(key, state)| (key.clone(), state.clone()))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, LeaseState>> {
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies `write` to the row of `key` while `owner` holds it.
+    fn held_write<T>(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        write: impl FnOnce(&mut LeaseState) -> T,
+    ) -> Result<T, LeaseError> {
+        let mut rows = self.lock();
+        match rows.get_mut(key) {
+            Some(row) if row.is_held_by(owner) => {
+                row.counter += 1;
+                Ok(write(row))
+            }
+            _ => Err(LeaseError::Lost {
+                key: key.clone(),
+                owner: owner.to_owned(),
+            }),
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl LeaseStore for MemoryLeaseStore {
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        let now = epoch_millis();
+        let mut rows = self.lock();
+        let row = rows.entry(key.clone()).or_default();
+        let taken = if row.is_held_by(owner) || row.is_expired_at(now) {
+            row.owner = Some(owner.to_owned());
+            row.expiry_ms = now.saturating_add(millis(lease));
+            row.counter += 1;
+            Ok(row.clone())
+        } else {
+            Err(LeaseError::Held {
+                key: key.clone(),
+                owner: row.owner.clone().unwrap_or_default(),
+                expires_in_ms: row.expiry_ms.saturating_sub(now),
+            })
+        };
+        drop(rows);
+        Box::pin(std::future::ready(taken))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        let now = epoch_millis();
+        let renewed = self.held_write(key, owner, |row| {
+            row.expiry_ms = now.saturating_add(millis(lease));
+            row.clone()
+        });
+        Box::pin(std::future::ready(renewed))
+    }
+
+    fn checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        let written = self.held_write(key, owner, |row| {
+            row.checkpoint = Some(checkpoint.to_owned());
+        });
+        Box::pin(std::future::ready(written))
+    }
+
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
+        let row = self.lock().get(key).cloned();
+        Box::pin(std::future::ready(Ok(row)))
+    }
+
+    fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
+        let released = self.held_write(key, owner, |row| {
+            row.owner = None;
+            row.expiry_ms = 0;
+        });
+        Box::pin(std::future::ready(released))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_store_passes_the_lease_store_suite() {
+        crate::lease::suite::run(&MemoryLeaseStore::new(), Duration::from_millis(300)).await;
+    }
+
+    #[tokio::test]
+    async fn clones_share_their_rows() {
+        let store = MemoryLeaseStore::new();
+        let clone = store.clone();
+        let key = LeaseKey::new("orders", "shardId-000000000000");
+        store
+            .acquire(&key, "a", Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(clone.read(&key).await.unwrap().unwrap().is_held_by("a"));
+        assert_eq!(clone.rows().len(), 1);
+    }
+}

@@ -1,0 +1,25 @@
+//! Who reads which shard, and how far they got: the lease table.
+//!
+//! Kinesis records nobody's progress, so a subscription keeps it in a [`LeaseStore`]: one row
+//! per shard of each stream, keyed [`LeaseKey`] (`stream:shard`), holding the owner, the lease
+//! expiry, a counter bumped by every write, and the checkpoint. [`MemoryLeaseStore`] is the
+//! default and serves one instance; `DynamoLeaseStore` (feature `dynamodb-lease`) lets several
+//! instances share the shards of a stream.
+
+mod error;
+mod key;
+mod memory;
+mod state;
+mod store;
+pub mod suite;
+
+#[cfg(feature = "dynamodb-lease")]
+mod dynamo;
+
+#[cfg(feature = "dynamodb-lease")]
+pub use dynamo::DynamoLeaseStore;
+pub use error::LeaseError;
+pub use key::LeaseKey;
+pub use memory::MemoryLeaseStore;
+pub use state::{LeaseState, SHARD_END};
+pub use store::{LeaseFuture, LeaseStore, SKEW_TOLERANCE, epoch_millis};

@@ -1,0 +1,61 @@
+/// The checkpoint of a shard that was read to its end; its children may start.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::{LeaseState, SHARD_END};
+///
+/// let state = LeaseState { checkpoint: Some(SHARD_END.to_owned()), ..LeaseState::default() };
+/// assert!(state.is_finished());
+/// ```
+pub const SHARD_END: &str = "SHARD_END";
+
+/// One row of a lease table, as [`LeaseStore::read`](crate::LeaseStore::read) returns it.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::LeaseState;
+///
+/// let state = LeaseState {
+///     owner: Some("pod-a".to_owned()),
+///     expiry_ms: 1_000,
+///     counter: 3,
+///     checkpoint: None,
+/// };
+/// assert!(state.is_held_by("pod-a"));
+/// assert!(state.is_expired_at(12_000));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseState {
+    /// The owner id holding the lease, `None` once released.
+    pub owner: Option<String>,
+    /// When the lease lapses, in milliseconds since the Unix epoch by the writer's clock.
+    pub expiry_ms: u64,
+    /// Bumped by every write to the row.
+    pub counter: u64,
+    /// The last checkpoint: a sequence number, [`SHARD_END`], or `None` before the first one.
+    pub checkpoint: Option<String>,
+}
+
+impl LeaseState {
+    /// Whether `owner` holds this row.
+    #[must_use]
+    pub fn is_held_by(&self, owner: &str) -> bool {
+        self.owner.as_deref() == Some(owner)
+    }
+
+    /// Whether the shard was read to its end.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.checkpoint.as_deref() == Some(SHARD_END)
+    }
+
+    /// Whether another instance may take this row at `now_ms` (epoch milliseconds): it has no
+    /// owner, or its expiry lies more than [`SKEW_TOLERANCE`](crate::SKEW_TOLERANCE) in the past.
+    #[must_use]
+    pub fn is_expired_at(&self, now_ms: u64) -> bool {
+        self.owner.is_none()
+            || self.expiry_ms.saturating_add(crate::SKEW_TOLERANCE.as_millis() as u64) < now_ms
+    }
+}

@@ -1,0 +1,121 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{LeaseError, LeaseKey, LeaseState};
+
+/// The future every [`LeaseStore`] call returns: boxed, so the trait stays object safe and a
+/// broker holds its store as `Arc<dyn LeaseStore>`.
+pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>> + Send + 'a>>;
+
+/// How far apart the clocks of two instances may be without both holding one shard.
+///
+/// A taker treats a lease as expired only once its expiry lies this far in its own past, and a
+/// holder stops reading a safety margin before its lease runs out by its own
+/// monotonic clock. Together they tolerate a skew of this value plus that margin (2 s with the
+/// defaults); keep instances on NTP, which holds clocks within milliseconds.
+pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
+
+/// Milliseconds since the Unix epoch by this machine's clock: the unit of
+/// [`LeaseState::expiry_ms`].
+///
+/// # Examples
+///
+/// ```
+/// assert!(ruststream_kinesis::epoch_millis() > 1_700_000_000_000);
+/// ```
+#[must_use]
+pub fn epoch_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Holds each shard's owner and checkpoint: five calls that acquire, renew, checkpoint, read and
+/// release a lease, each naming the shard by its [`LeaseKey`].
+///
+/// Every write is conditional. [`acquire`](Self::acquire) succeeds when the row has no owner, has
+/// this owner, or has expired (by more than [`SKEW_TOLERANCE`]); [`renew`](Self::renew),
+/// [`checkpoint`](Self::checkpoint) and [`release`](Self::release) succeed only while `owner` holds
+/// the row, and answer [`LeaseError::Lost`] otherwise. Every write bumps the row's counter.
+/// [`read`](Self::read) is strongly consistent. One store serves every stream of a broker.
+///
+/// Implementations: [`MemoryLeaseStore`](crate::MemoryLeaseStore) (the default, one process) and
+/// `DynamoLeaseStore` (feature `dynamodb-lease`). A store on another database implements these
+/// five calls and runs [`lease::suite`](crate::lease::suite) against itself.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ruststream_kinesis::{LeaseKey, LeaseStore, MemoryLeaseStore};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), ruststream_kinesis::LeaseError> {
+/// let store = MemoryLeaseStore::new();
+/// let key = LeaseKey::new("orders", "shardId-000000000000");
+/// store.acquire(&key, "pod-a", Duration::from_secs(10)).await?;
+/// store.checkpoint(&key, "pod-a", "49590338271490256608559692538361571095921575989136588898").await?;
+/// // Another owner cannot take a live lease.
+/// assert!(store.acquire(&key, "pod-b", Duration::from_secs(10)).await.is_err());
+/// store.release(&key, "pod-a").await?;
+/// let row = store.read(&key).await?.expect("the row exists");
+/// assert_eq!(row.owner, None);
+/// assert!(row.checkpoint.is_some());
+/// # Ok(())
+/// # }
+/// ```
+pub trait LeaseStore: Send + Sync + std::fmt::Debug {
+    /// Takes the lease of `key` for `owner` for `lease`, creating the row when there is none.
+    /// Returns the row as written, its checkpoint included, which is where the new owner resumes.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Held`] when another owner holds an unexpired lease; a store failure otherwise.
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState>;
+
+    /// Extends `owner`'s lease of `key` by `lease` from now.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Lost`] when `owner` no longer holds the row; a store failure otherwise.
+    fn renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState>;
+
+    /// Records `checkpoint` (a sequence number or [`SHARD_END`](crate::SHARD_END)) for `key`,
+    /// accepted only while `owner` holds the lease.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Lost`] when `owner` no longer holds the row; a store failure otherwise.
+    fn checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+    ) -> LeaseFuture<'a, ()>;
+
+    /// Reads the row of `key`, strongly consistent; `None` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>>;
+
+    /// Gives up `owner`'s lease of `key`, keeping the checkpoint, so another instance can take
+    /// the shard at once.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Lost`] when `owner` no longer holds the row; a store failure otherwise.
+    fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()>;
+}

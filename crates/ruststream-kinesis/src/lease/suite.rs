@@ -1,0 +1,639 @@
+//! A test suite every [`LeaseStore`] must pass: the lease protocol, checked against a live store.
+//!
+//! [`run`] drives one store through the protocol the rest of the crate relies on: a live lease
+//! is exclusive, an expired one can be taken (but only once it lies [`SKEW_TOLERANCE`] in the
+//! past), a writer that lost its lease is fenced out of renewals, checkpoints and releases, a
+//! release keeps the checkpoint and frees the shard at once, [`SHARD_END`] reads back as
+//! finished, every write bumps the counter, and shards of different streams are different rows
+//! even when their ids are equal.
+//!
+//! Every run uses stream names with a random suffix, so the suite can run again and again
+//! against one persistent table (a DynamoDB table shared by several test runs, for example). It
+//! waits in real time for leases to expire, so callers pass a short `lease`: a run takes about
+//! `lease + SKEW_TOLERANCE` plus a few hundred milliseconds, and the store calls themselves.
+//!
+//! # Examples
+//!
+//! A store on another database runs the suite from its own tests:
+//!
+//! ```
+//! use std::time::Duration;
+//! use ruststream_kinesis::MemoryLeaseStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! ruststream_kinesis::lease::suite::run(&MemoryLeaseStore::new(), Duration::from_millis(200)).await;
+//! # }
+//! ```
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use super::{
+    LeaseError, LeaseKey, LeaseState, LeaseStore, SHARD_END, SKEW_TOLERANCE, epoch_millis,
+};
+
+/// The first owner of every check.
+const A: &str = "suite-owner-a";
+/// The second owner of every check.
+const B: &str = "suite-owner-b";
+/// The shard id every check uses; shard ids repeat across streams, and so do they here.
+const SHARD: &str = "shardId-000000000000";
+/// How long past `lease + SKEW_TOLERANCE` the suite waits before it expects a lease to be free,
+/// to absorb timer and millisecond rounding.
+const MARGIN: Duration = Duration::from_millis(300);
+
+/// Runs every check of the lease protocol against `store`, with leases of `lease`.
+///
+/// Panics on the first check that fails, with a message that names the check and says what the
+/// store answered. Keys are unique to each run (stream names carry a random suffix), so the suite
+/// may run repeatedly against one table, and concurrently with other runs. The expiry check
+/// sleeps in real time for `lease + SKEW_TOLERANCE` and a small margin, so keep `lease` short
+/// (a few hundred milliseconds in memory, a second against a remote store).
+///
+/// The checks:
+/// - `read-missing`: reading a row that was never written answers `None`;
+/// - `exclusivity`: a second owner cannot take a live lease (it gets [`LeaseError::Held`]
+///   naming the holder), the holder can take it again, and nobody else can renew, checkpoint or
+///   release it ([`LeaseError::Lost`]);
+/// - `missing-row-writes`: renewing, checkpointing or releasing a row that does not exist fails
+///   with [`LeaseError::Lost`] and creates nothing;
+/// - `counter`: reads show the owner and checkpoint as written, and the counter grows with every
+///   write;
+/// - `expiry`: a lease whose expiry lies less than [`SKEW_TOLERANCE`] in the past is still held;
+///   after `lease + SKEW_TOLERANCE` another owner takes it and resumes at its checkpoint;
+/// - `fencing`: once the lease was taken, the old owner's renewal, checkpoint and release each
+///   fail with [`LeaseError::Lost`], and its checkpoint leaves the row unchanged;
+/// - `release`: a release clears the owner, keeps the checkpoint, and lets another owner take
+///   the shard at once;
+/// - `shard-end`: a [`SHARD_END`] checkpoint reads back as finished;
+/// - `streams`: the same shard id in two streams is two rows, with owners and checkpoints of
+///   their own.
+///
+/// # Panics
+///
+/// When `store` breaks the protocol, or a call fails for any other reason.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ruststream_kinesis::MemoryLeaseStore;
+/// use ruststream_kinesis::lease::suite;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// suite::run(&MemoryLeaseStore::new(), Duration::from_millis(200)).await;
+/// # }
+/// ```
+pub async fn run(store: &dyn LeaseStore, lease: Duration) {
+    let run = Run::new(store, lease);
+    run.read_missing().await;
+    run.exclusivity().await;
+    run.missing_row_writes().await;
+    run.counter().await;
+    run.expiry_and_fencing().await;
+    run.released_rows().await;
+    run.shard_end().await;
+    run.streams().await;
+}
+
+/// One run of the suite: the store, the lease, and the run's unique stream prefix.
+struct Run<'s> {
+    store: &'s dyn LeaseStore,
+    lease: Duration,
+    prefix: String,
+}
+
+impl<'s> Run<'s> {
+    fn new(store: &'s dyn LeaseStore, lease: Duration) -> Self {
+        Self {
+            store,
+            lease,
+            prefix: format!("suite-{:016x}", rand::random::<u64>()),
+        }
+    }
+
+    /// A key of this run, for the check `check`.
+    fn key(&self, check: &str) -> LeaseKey {
+        LeaseKey::new(format!("{}-{check}", self.prefix), SHARD)
+    }
+
+    fn lease_ms(&self) -> u64 {
+        u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    async fn acquire(&self, check: &str, key: &LeaseKey, owner: &str) -> LeaseState {
+        let before = epoch_millis();
+        let state = ok(
+            check,
+            &format!("{owner} acquires {key}"),
+            self.store.acquire(key, owner, self.lease).await,
+        );
+        let after = epoch_millis();
+        expect(
+            check,
+            state.is_held_by(owner),
+            &format!("{owner} acquired {key}, yet the state returned names owner {state:?}"),
+        );
+        self.expect_expiry(
+            check,
+            &format!("{owner} acquired {key}"),
+            &state,
+            before,
+            after,
+        );
+        state
+    }
+
+    async fn renew(&self, check: &str, key: &LeaseKey, owner: &str) -> LeaseState {
+        let before = epoch_millis();
+        let state = ok(
+            check,
+            &format!("{owner} renews {key}"),
+            self.store.renew(key, owner, self.lease).await,
+        );
+        let after = epoch_millis();
+        expect(
+            check,
+            state.is_held_by(owner),
+            &format!("{owner} renewed {key}, yet the state returned is {state:?}"),
+        );
+        self.expect_expiry(
+            check,
+            &format!("{owner} renewed {key}"),
+            &state,
+            before,
+            after,
+        );
+        state
+    }
+
+    /// The expiry of a write made between `before` and `after` is `lease` from then, give or take
+    /// the skew tolerance (a store may stamp it with its own clock).
+    fn expect_expiry(&self, check: &str, what: &str, state: &LeaseState, before: u64, after: u64) {
+        let slack = u64::try_from(SKEW_TOLERANCE.as_millis()).unwrap_or(u64::MAX);
+        let low = before.saturating_add(self.lease_ms()).saturating_sub(slack);
+        let high = after.saturating_add(self.lease_ms()).saturating_add(slack);
+        expect(
+            check,
+            (low..=high).contains(&state.expiry_ms),
+            &format!(
+                "{what}: expiry {} is not the lease ({} ms) from now (expected {low}..={high})",
+                state.expiry_ms,
+                self.lease_ms()
+            ),
+        );
+    }
+
+    async fn checkpoint(&self, check: &str, key: &LeaseKey, owner: &str, checkpoint: &str) {
+        ok(
+            check,
+            &format!("{owner} checkpoints {checkpoint:?} on {key}"),
+            self.store.checkpoint(key, owner, checkpoint).await,
+        );
+    }
+
+    async fn release(&self, check: &str, key: &LeaseKey, owner: &str) {
+        ok(
+            check,
+            &format!("{owner} releases {key}"),
+            self.store.release(key, owner).await,
+        );
+    }
+
+    async fn read(&self, check: &str, key: &LeaseKey) -> LeaseState {
+        let row = ok(check, &format!("read {key}"), self.store.read(key).await);
+        row.unwrap_or_else(|| {
+            fail(
+                check,
+                &format!("read {key} answered None after writes to it"),
+            )
+        })
+    }
+
+    /// Reads `key` and checks its owner, checkpoint, and that the counter moved past `counter`.
+    async fn read_expecting(
+        &self,
+        check: &str,
+        key: &LeaseKey,
+        owner: Option<&str>,
+        checkpoint: Option<&str>,
+        counter_above: u64,
+    ) -> LeaseState {
+        let row = self.read(check, key).await;
+        expect(
+            check,
+            row.owner.as_deref() == owner,
+            &format!("read {key}: owner is {:?}, expected {owner:?}", row.owner),
+        );
+        expect(
+            check,
+            row.checkpoint.as_deref() == checkpoint,
+            &format!(
+                "read {key}: checkpoint is {:?}, expected {checkpoint:?}",
+                row.checkpoint
+            ),
+        );
+        expect(
+            check,
+            row.counter > counter_above,
+            &format!(
+                "read {key}: counter is {}, expected it above {counter_above} after a write",
+                row.counter
+            ),
+        );
+        row
+    }
+
+    async fn expect_held(&self, check: &str, key: &LeaseKey, taker: &str, holder: &str) {
+        match self.store.acquire(key, taker, self.lease).await {
+            Err(LeaseError::Held {
+                key: held,
+                owner,
+                expires_in_ms,
+            }) => {
+                expect(
+                    check,
+                    held == *key,
+                    &format!("{taker} acquiring {key}: Held names key {held}"),
+                );
+                expect(
+                    check,
+                    owner == holder,
+                    &format!("{taker} acquiring {key}: Held names owner {owner:?}, not {holder:?}"),
+                );
+                let bound = self
+                    .lease_ms()
+                    .saturating_add(u64::try_from(SKEW_TOLERANCE.as_millis()).unwrap_or(u64::MAX));
+                expect(
+                    check,
+                    expires_in_ms <= bound,
+                    &format!(
+                        "{taker} acquiring {key}: Held says the lease runs another {expires_in_ms} \
+                         ms, longer than the lease ({} ms)",
+                        self.lease_ms()
+                    ),
+                );
+            }
+            other => fail(
+                check,
+                &format!(
+                    "{taker} acquiring {key} held by {holder:?} should fail with \
+                     LeaseError::Held naming {holder:?}, got {other:?}"
+                ),
+            ),
+        }
+    }
+
+    async fn expect_lost<T: Debug>(
+        &self,
+        check: &str,
+        what: &str,
+        key: &LeaseKey,
+        owner: &str,
+        result: Result<T, LeaseError>,
+    ) {
+        match result {
+            Err(LeaseError::Lost {
+                key: lost,
+                owner: refused,
+            }) => {
+                expect(
+                    check,
+                    lost == *key && refused == owner,
+                    &format!(
+                        "{what}: Lost names {lost} and {refused:?}, expected {key} and {owner:?}"
+                    ),
+                );
+            }
+            other => fail(
+                check,
+                &format!("{what} should fail with LeaseError::Lost, got {other:?}"),
+            ),
+        }
+    }
+
+    /// `read-missing`: a row never written reads as `None`.
+    async fn read_missing(&self) {
+        let check = "read-missing";
+        let key = self.key(check);
+        let row = ok(check, &format!("read {key}"), self.store.read(&key).await);
+        expect(
+            check,
+            row.is_none(),
+            &format!("read of {key}, never written, answered {row:?} instead of None"),
+        );
+    }
+
+    /// `exclusivity`: one live owner; the holder may take it again; others are fenced.
+    async fn exclusivity(&self) {
+        let check = "exclusivity";
+        let key = self.key(check);
+        let first = self.acquire(check, &key, A).await;
+        expect(
+            check,
+            first.checkpoint.is_none(),
+            &format!("a new row {key} has checkpoint {:?}", first.checkpoint),
+        );
+        self.expect_held(check, &key, B, A).await;
+        let again = self.acquire(check, &key, A).await;
+        expect(
+            check,
+            again.counter > first.counter,
+            &format!(
+                "{A} took {key} again: counter {} did not grow past {}",
+                again.counter, first.counter
+            ),
+        );
+        let what = format!("{B} renewing {key} held by {A}");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            B,
+            self.store.renew(&key, B, self.lease).await,
+        )
+        .await;
+        let what = format!("{B} checkpointing {key} held by {A}");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            B,
+            self.store.checkpoint(&key, B, "13").await,
+        )
+        .await;
+        let what = format!("{B} releasing {key} held by {A}");
+        self.expect_lost(check, &what, &key, B, self.store.release(&key, B).await)
+            .await;
+        let row = self.read(check, &key).await;
+        expect(
+            check,
+            row == again,
+            &format!(
+                "refused writes by {B} changed {key}: it reads {row:?}, was {again:?} after {A} \
+                 took it"
+            ),
+        );
+    }
+
+    /// `missing-row-writes`: writes that need a holder fail on a row that does not exist.
+    async fn missing_row_writes(&self) {
+        let check = "missing-row-writes";
+        let key = self.key(check);
+        let what = format!("{A} renewing {key}, which does not exist");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            A,
+            self.store.renew(&key, A, self.lease).await,
+        )
+        .await;
+        let what = format!("{A} checkpointing {key}, which does not exist");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            A,
+            self.store.checkpoint(&key, A, "1").await,
+        )
+        .await;
+        let what = format!("{A} releasing {key}, which does not exist");
+        self.expect_lost(check, &what, &key, A, self.store.release(&key, A).await)
+            .await;
+        let row = ok(check, &format!("read {key}"), self.store.read(&key).await);
+        expect(
+            check,
+            row.is_none(),
+            &format!("refused writes created row {key}: {row:?}"),
+        );
+    }
+
+    /// `counter`: every write shows in a read, and bumps the counter.
+    async fn counter(&self) {
+        let check = "counter";
+        let key = self.key(check);
+        let taken = self.acquire(check, &key, A).await;
+        let row = self.read(check, &key).await;
+        expect(
+            check,
+            row == taken,
+            &format!("read {key} answered {row:?}, but acquire returned {taken:?}"),
+        );
+        self.checkpoint(check, &key, A, "100").await;
+        let row = self
+            .read_expecting(check, &key, Some(A), Some("100"), taken.counter)
+            .await;
+        let renewed = self.renew(check, &key, A).await;
+        expect(
+            check,
+            renewed.counter > row.counter && renewed.checkpoint.as_deref() == Some("100"),
+            &format!("{A} renewed {key}: got {renewed:?}, after {row:?}"),
+        );
+        let row = self.read(check, &key).await;
+        expect(
+            check,
+            row == renewed,
+            &format!("read {key} answered {row:?}, but renew returned {renewed:?}"),
+        );
+        self.checkpoint(check, &key, A, "200").await;
+        let row = self
+            .read_expecting(check, &key, Some(A), Some("200"), renewed.counter)
+            .await;
+        let again = self.acquire(check, &key, A).await;
+        expect(
+            check,
+            again.counter > row.counter && again.checkpoint.as_deref() == Some("200"),
+            &format!("{A} took {key} again: got {again:?}, after {row:?}"),
+        );
+        self.release(check, &key, A).await;
+        self.read_expecting(check, &key, None, Some("200"), again.counter)
+            .await;
+    }
+
+    /// `expiry` and `fencing`: an expired lease passes to another owner, and the old owner is
+    /// refused from then on.
+    async fn expiry_and_fencing(&self) {
+        let check = "expiry";
+        let key = self.key(check);
+        let old = self.acquire(check, &key, A).await;
+        self.checkpoint(check, &key, A, "300").await;
+        let written = self
+            .read_expecting(check, &key, Some(A), Some("300"), old.counter)
+            .await;
+
+        // Past the expiry, but by less than the skew tolerance: still A's.
+        tokio::time::sleep(self.lease + SKEW_TOLERANCE / 2).await;
+        self.expect_held(check, &key, B, A).await;
+
+        // Past the expiry by more than the skew tolerance: free.
+        tokio::time::sleep(SKEW_TOLERANCE / 2 + MARGIN).await;
+        let taken = self.acquire(check, &key, B).await;
+        expect(
+            check,
+            taken.checkpoint.as_deref() == Some("300") && taken.counter > written.counter,
+            &format!(
+                "{B} took the expired {key}: got {taken:?}, expected checkpoint \"300\" and a \
+                 counter above {}",
+                written.counter
+            ),
+        );
+
+        let check = "fencing";
+        let what = format!("{A} renewing {key} after {B} took it");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            A,
+            self.store.renew(&key, A, self.lease).await,
+        )
+        .await;
+        let what = format!("{A} checkpointing {key} after {B} took it");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            A,
+            self.store.checkpoint(&key, A, "400").await,
+        )
+        .await;
+        let what = format!("{A} releasing {key} after {B} took it");
+        self.expect_lost(check, &what, &key, A, self.store.release(&key, A).await)
+            .await;
+        self.expect_held(check, &key, A, B).await;
+        let row = self.read(check, &key).await;
+        expect(
+            check,
+            row == taken,
+            &format!(
+                "{A}'s refused writes changed {key}: it reads {row:?}, was {taken:?} when {B} \
+                 took it"
+            ),
+        );
+        self.checkpoint(check, &key, B, "500").await;
+        self.read_expecting(check, &key, Some(B), Some("500"), taken.counter)
+            .await;
+    }
+
+    /// `release`: the owner goes, the checkpoint stays, and another owner takes it at once.
+    async fn released_rows(&self) {
+        let check = "release";
+        let key = self.key(check);
+        self.acquire(check, &key, A).await;
+        self.checkpoint(check, &key, A, "700").await;
+        let held = self.read(check, &key).await;
+        self.release(check, &key, A).await;
+        let released = self
+            .read_expecting(check, &key, None, Some("700"), held.counter)
+            .await;
+        let what = format!("{A} checkpointing {key} after releasing it");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            A,
+            self.store.checkpoint(&key, A, "800").await,
+        )
+        .await;
+        let what = format!("{A} renewing {key} after releasing it");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            A,
+            self.store.renew(&key, A, self.lease).await,
+        )
+        .await;
+        let what = format!("{A} releasing {key} twice");
+        self.expect_lost(check, &what, &key, A, self.store.release(&key, A).await)
+            .await;
+        // No waiting for the expiry: a released row is free.
+        let taken = self.acquire(check, &key, B).await;
+        expect(
+            check,
+            taken.checkpoint.as_deref() == Some("700") && taken.counter > released.counter,
+            &format!(
+                "{B} took the released {key}: got {taken:?}, expected checkpoint \"700\" and a \
+                 counter above {}",
+                released.counter
+            ),
+        );
+    }
+
+    /// `shard-end`: the end-of-shard checkpoint reads back as finished, also after a release.
+    async fn shard_end(&self) {
+        let check = "shard-end";
+        let key = self.key(check);
+        let taken = self.acquire(check, &key, A).await;
+        self.checkpoint(check, &key, A, SHARD_END).await;
+        let row = self
+            .read_expecting(check, &key, Some(A), Some(SHARD_END), taken.counter)
+            .await;
+        expect(
+            check,
+            row.is_finished(),
+            &format!("{key} checkpointed at SHARD_END is not finished: {row:?}"),
+        );
+        self.release(check, &key, A).await;
+        let row = self
+            .read_expecting(check, &key, None, Some(SHARD_END), row.counter)
+            .await;
+        expect(
+            check,
+            row.is_finished(),
+            &format!("{key} at SHARD_END is not finished after its release: {row:?}"),
+        );
+    }
+
+    /// `streams`: one shard id in two streams is two rows.
+    async fn streams(&self) {
+        let check = "streams";
+        let first = LeaseKey::new(format!("{}-streams-one", self.prefix), SHARD);
+        let second = LeaseKey::new(format!("{}-streams-two", self.prefix), SHARD);
+        let one = self.acquire(check, &first, A).await;
+        // B takes the same shard id of the other stream: a row of its own, not held by A.
+        let two = self.acquire(check, &second, B).await;
+        self.checkpoint(check, &first, A, "10").await;
+        self.checkpoint(check, &second, B, "20").await;
+        let what = format!("{A} checkpointing {second}, held by {B}");
+        self.expect_lost(
+            check,
+            &what,
+            &second,
+            A,
+            self.store.checkpoint(&second, A, "30").await,
+        )
+        .await;
+        self.expect_held(check, &first, B, A).await;
+        self.read_expecting(check, &first, Some(A), Some("10"), one.counter)
+            .await;
+        self.read_expecting(check, &second, Some(B), Some("20"), two.counter)
+            .await;
+        self.release(check, &first, A).await;
+        self.read_expecting(check, &second, Some(B), Some("20"), two.counter)
+            .await;
+    }
+}
+
+/// Panics with the suite's message for `check`.
+#[track_caller]
+fn fail(check: &str, message: &str) -> ! {
+    panic!("lease store suite, check `{check}`: {message}")
+}
+
+/// Panics unless `condition` holds.
+#[track_caller]
+fn expect(check: &str, condition: bool, message: &str) {
+    if !condition {
+        fail(check, message);
+    }
+}
+
+/// The value of a call that must succeed.
+#[track_caller]
+fn ok<T>(check: &str, what: &str, result: Result<T, LeaseError>) -> T {
+    result.unwrap_or_else(|error| fail(check, &format!("{what} failed: {error}")))
+}

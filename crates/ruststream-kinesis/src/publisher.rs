@@ -1,0 +1,332 @@
+//! Publishing: the policy a mount site names, the per-message options, and the live publisher,
+//! which writes with `PutRecords` whatever is ready at once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rand::Rng;
+use ruststream::runtime::{PublishBuilder, PublishSink};
+use ruststream::{DefaultPublish, Lend, OutgoingMessage, PairError, PublishPolicy, Publisher};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::api::{self, OutRecord, PutOutcome};
+use crate::broker::{ConnectedKinesisBroker, Transport};
+use crate::validate::{self, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES};
+use crate::{KinesisError, envelope};
+
+/// How often a record Kinesis rejected inside a `PutRecords` answer is tried again before the
+/// publish reports it.
+const PUT_ATTEMPTS: u32 = 5;
+
+/// Per-message settings of a Kinesis publish: every field optional, so a call carries only what
+/// it adjusted.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::KinesisOptions;
+///
+/// let options = KinesisOptions::default().with_partition_key("customer-42");
+/// assert_eq!(options.partition_key.as_deref(), Some("customer-42"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KinesisOptions {
+    /// The record's partition key: records with one key land in one shard, in order.
+    pub partition_key: Option<String>,
+}
+
+impl KinesisOptions {
+    /// These options with `key` as the partition key.
+    #[must_use]
+    pub fn with_partition_key(mut self, key: impl Into<String>) -> Self {
+        self.partition_key = Some(key.into());
+        self
+    }
+}
+
+/// The call-site step that sets one publish's partition key.
+pub trait KinesisPublishSteps {
+    /// Publishes this one message under partition key `key`.
+    #[must_use]
+    fn partition_key(self, key: impl Into<String>) -> Self;
+}
+
+impl<Sink, Body, Enc, Hdrs, Dest> KinesisPublishSteps for PublishBuilder<Sink, Body, Enc, Hdrs, Dest>
+where
+    Sink: PublishSink<Options = KinesisOptions>,
+{
+    fn partition_key(mut self, key: impl Into<String>) -> Self {
+        self.options_mut()
+            .get_or_insert_with(KinesisOptions::default)
+            .partition_key = Some(key.into());
+        self
+    }
+}
+
+/// The publish policy: where a message goes is its type's or the call site's; this holds the
+/// defaults.
+///
+/// Without a partition key of its own (the policy's or the call's), each record gets a random
+/// one, which spreads records over the shards.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::KinesisPublish;
+///
+/// // Every record of this publisher lands in one shard, in publish order.
+/// let ordered = KinesisPublish::default().partition_key("all-in-order");
+/// # let _ = ordered;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KinesisPublish {
+    partition_key: Option<String>,
+}
+
+impl KinesisPublish {
+    /// Publishes under `key` unless the call names another one.
+    #[must_use]
+    pub fn partition_key(mut self, key: impl Into<String>) -> Self {
+        self.partition_key = Some(key.into());
+        self
+    }
+}
+
+impl PublishPolicy<ConnectedKinesisBroker> for KinesisPublish {
+    type Live = KinesisPublisher;
+
+    async fn pair(self, connected: &ConnectedKinesisBroker) -> Result<KinesisPublisher, PairError> {
+        let sink = match &connected.transport {
+            Transport::Live(client) => {
+                let (tx, rx) = mpsc::channel(MAX_PUT_RECORDS * 2);
+                connected
+                    .runtime
+                    .spawn(flush(client.clone(), rx, Arc::clone(&connected.closed)));
+                Sink::Live(tx)
+            }
+            #[cfg(feature = "testing")]
+            Transport::InProcess(world) => Sink::InProcess(Arc::clone(world)),
+        };
+        Ok(KinesisPublisher {
+            default_key: self.partition_key,
+            sink,
+            closed: Arc::clone(&connected.closed),
+        })
+    }
+}
+
+impl DefaultPublish for ConnectedKinesisBroker {
+    type Policy = KinesisPublish;
+}
+
+#[derive(Debug)]
+struct Pending {
+    stream: String,
+    record: OutRecord,
+    done: oneshot::Sender<Result<(), KinesisError>>,
+}
+
+#[derive(Debug, Clone)]
+enum Sink {
+    Live(mpsc::Sender<Pending>),
+    #[cfg(feature = "testing")]
+    InProcess(Arc<crate::in_process::World>),
+}
+
+/// The live publisher a [`KinesisPublish`] pairs into.
+///
+/// Each publish is checked before any call (stream name, partition key, the 1 MiB record limit)
+/// and then queued; a background writer sends everything queued at once in one `PutRecords` call
+/// per stream (up to 500 records, 5 MiB), retries records the service rejected inside the answer,
+/// and answers each publish with its own record's outcome.
+#[derive(Debug, Clone)]
+pub struct KinesisPublisher {
+    default_key: Option<String>,
+    sink: Sink,
+    closed: Arc<AtomicBool>,
+}
+
+impl KinesisPublisher {
+    /// Checks and encodes one message into a record.
+    pub(crate) fn record(
+        &self,
+        stream: &str,
+        payload: &[u8],
+        headers: &ruststream::HeaderMap,
+        options: Option<&KinesisOptions>,
+    ) -> Result<OutRecord, KinesisError> {
+        validate::stream_name(stream)?;
+        let partition_key = options
+            .and_then(|options| options.partition_key.clone())
+            .or_else(|| self.default_key.clone())
+            .unwrap_or_else(random_key);
+        validate::partition_key(stream, &partition_key)?;
+        validate::record_size(stream, envelope::encoded_len(payload, headers))?;
+        Ok(OutRecord {
+            data: envelope::encode(payload, headers),
+            partition_key,
+        })
+    }
+}
+
+fn random_key() -> String {
+    format!("{:032x}", rand::rng().random::<u128>())
+}
+
+impl Publisher for KinesisPublisher {
+    type Payload = Lend;
+    type Error = KinesisError;
+    type Options = KinesisOptions;
+
+    async fn publish(
+        &self,
+        msg: OutgoingMessage<'_, &[u8]>,
+        options: Option<&KinesisOptions>,
+    ) -> Result<(), KinesisError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(KinesisError::ShutDown { what: "publishing" });
+        }
+        let stream = msg.name();
+        let record = self.record(stream, msg.payload(), msg.headers(), options)?;
+        match &self.sink {
+            Sink::Live(tx) => {
+                let (done, answer) = oneshot::channel();
+                let pending = Pending {
+                    stream: stream.to_owned(),
+                    record,
+                    done,
+                };
+                tx.send(pending)
+                    .await
+                    .map_err(|_| KinesisError::ShutDown { what: "publishing" })?;
+                answer
+                    .await
+                    .map_err(|_| KinesisError::ShutDown { what: "publishing" })?
+            }
+            #[cfg(feature = "testing")]
+            Sink::InProcess(world) => world.put(stream, record),
+        }
+    }
+}
+
+/// The background writer of one publisher: takes everything queued, writes it per stream, and
+/// answers each publish.
+async fn flush(
+    client: aws_sdk_kinesis::Client,
+    mut rx: mpsc::Receiver<Pending>,
+    closed: Arc<AtomicBool>,
+) {
+    let mut batch: Vec<Pending> = Vec::with_capacity(MAX_PUT_RECORDS);
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        let mut bytes = 0;
+        while batch.len() < MAX_PUT_RECORDS * 4 {
+            match rx.try_recv() {
+                Ok(next) => {
+                    bytes += next.record.data.len();
+                    batch.push(next);
+                    if bytes > MAX_PUT_RECORDS_BYTES * 4 {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let mut by_stream: HashMap<String, Vec<Pending>> = HashMap::new();
+        for pending in batch.drain(..) {
+            by_stream
+                .entry(pending.stream.clone())
+                .or_default()
+                .push(pending);
+        }
+        let writes = by_stream
+            .into_iter()
+            .map(|(stream, pending)| write_stream(&client, stream, pending));
+        futures::future::join_all(writes).await;
+        if closed.load(Ordering::Acquire) && rx.is_empty() {
+            // Keep answering queued publishes with an error rather than writing after shutdown.
+            rx.close();
+        }
+    }
+}
+
+/// Writes the records of one stream in calls within the service's limits.
+async fn write_stream(client: &aws_sdk_kinesis::Client, stream: String, pending: Vec<Pending>) {
+    let mut rest = pending.into_iter().peekable();
+    while rest.peek().is_some() {
+        let mut chunk = Vec::new();
+        let mut bytes = 0;
+        while let Some(next) = rest.peek() {
+            let size = next.record.data.len() + next.record.partition_key.len();
+            if chunk.len() == MAX_PUT_RECORDS
+                || (!chunk.is_empty() && bytes + size > MAX_PUT_RECORDS_BYTES)
+            {
+                break;
+            }
+            bytes += size;
+            chunk.extend(rest.next());
+        }
+        write_chunk(client, &stream, chunk).await;
+    }
+}
+
+/// One chunk: `PutRecords`, then the rejected records again with a jittered backoff, up to
+/// [`PUT_ATTEMPTS`]; every publish gets its own record's answer.
+async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: Vec<Pending>) {
+    for attempt in 1..=PUT_ATTEMPTS {
+        let records: Vec<OutRecord> = chunk.iter().map(|p| p.record.clone()).collect();
+        let outcomes = match api::put_records(client, stream, &records).await {
+            Ok(outcomes) => outcomes,
+            Err(err) => {
+                let message = err.to_string();
+                let mut first = Some(err);
+                for pending in chunk {
+                    let err = first.take().unwrap_or_else(|| KinesisError::Api {
+                        stream: stream.to_owned(),
+                        operation: "PutRecords",
+                        message: message.clone(),
+                    });
+                    let _ = pending.done.send(Err(err));
+                }
+                return;
+            }
+        };
+        let mut rejected = Vec::new();
+        let mut last_reason = (String::new(), String::new());
+        for (pending, outcome) in chunk.into_iter().zip(outcomes) {
+            match outcome {
+                PutOutcome::Written => {
+                    let _ = pending.done.send(Ok(()));
+                }
+                PutOutcome::Rejected { code, message } => {
+                    last_reason = (code, message);
+                    rejected.push(pending);
+                }
+            }
+        }
+        if rejected.is_empty() {
+            return;
+        }
+        if attempt == PUT_ATTEMPTS {
+            let failed = rejected.len();
+            for pending in rejected {
+                let _ = pending.done.send(Err(KinesisError::PutRejected {
+                    stream: stream.to_owned(),
+                    failed,
+                    attempts: PUT_ATTEMPTS,
+                    code: last_reason.0.clone(),
+                    message: last_reason.1.clone(),
+                }));
+            }
+            return;
+        }
+        let ceiling = 100u64 << attempt;
+        let wait = rand::rng().random_range(50..=ceiling);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        chunk = rejected;
+    }
+}
+

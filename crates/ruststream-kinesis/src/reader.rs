@@ -1,0 +1,338 @@
+//! One task per owned shard: it reads with `GetRecords` inside the service limits, renews the
+//! lease, writes checkpoints as acknowledgements move the watermark, and ends by handing the
+//! shard back (released, or `SHARD_END`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, Fetched};
+use crate::coordinator::Subscription;
+use crate::message::Settle;
+use crate::position::ShardStart;
+use crate::shard::ShardHandle;
+use crate::{KinesisMessage, KinesisPosition, SHARD_END, envelope};
+
+/// At most five `GetRecords` calls per second per shard.
+const MIN_CALL_GAP: Duration = Duration::from_millis(200);
+/// The longest wait after a throttled or failed call.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Everything one shard's reader owns.
+pub(crate) struct Reader {
+    pub(crate) sub: Arc<Subscription>,
+    pub(crate) handle: Arc<ShardHandle>,
+    pub(crate) shard: Arc<str>,
+    pub(crate) start: ShardStart,
+    pub(crate) iterator: String,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) restart: watch::Receiver<Option<KinesisPosition>>,
+}
+
+/// Why a reader stopped.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    /// The shard is closed and read to its end.
+    Ended,
+    /// Shutdown, the subscription dropped, or the lease lost (then the handle is stopped).
+    Cancelled,
+}
+
+pub(crate) async fn run(mut reader: Reader) {
+    let keeper = keep_lease(
+        Arc::clone(&reader.sub),
+        Arc::clone(&reader.handle),
+        reader.cancel.clone(),
+    );
+    let writer = write_checkpoints(
+        Arc::clone(&reader.sub),
+        Arc::clone(&reader.handle),
+        reader.cancel.clone(),
+    );
+    let reading = async {
+        let stop = reader.read().await;
+        reader.finish(stop).await
+    };
+    let ((), (), finished) = tokio::join!(keeper, writer, reading);
+    reader.sub.reader_ended(&reader.shard, finished);
+}
+
+/// Renews the lease every renewal interval. A refused renewal stops the shard at once; a failed
+/// one is retried while the lease is valid by this instance's clock, and the shard stops before
+/// that moment.
+async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
+    let timings = sub.timings;
+    let mut wait = timings.renew();
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        let sent = Instant::now();
+        match sub.store.renew(&handle.key, &sub.owner, timings.lease()).await {
+            Ok(_) => {
+                handle.extend(sent + timings.lease() - timings.holder_margin());
+                wait = timings.renew();
+            }
+            Err(err) if err.is_fenced() => {
+                tracing::info!(lease = %handle.key, "lease lost; the shard stops without a checkpoint");
+                handle.stop();
+                cancel.cancel();
+                return;
+            }
+            Err(err) => {
+                sub.report(sub.lease_error(handle.key.shard(), err));
+                let left = handle
+                    .valid_until()
+                    .map_or(Duration::ZERO, |until| until.saturating_duration_since(Instant::now()));
+                if left.is_zero() {
+                    tracing::warn!(lease = %handle.key, "lease ran out while the store failed; the shard stops");
+                    handle.stop();
+                    cancel.cancel();
+                    return;
+                }
+                // Try again soon, and once more before the lease runs out.
+                wait = (timings.renew() / 3).min(left / 2).max(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Writes each pending checkpoint; while one call is in flight later acknowledgements fold into
+/// the next one.
+async fn write_checkpoints(
+    sub: Arc<Subscription>,
+    handle: Arc<ShardHandle>,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = handle.wake.notified() => {}
+        }
+        if handle.is_stopped() {
+            return;
+        }
+        match handle.write_pending(sub.store.as_ref(), &sub.owner).await {
+            Ok(()) => {}
+            Err(err) if err.is_fenced() => {
+                handle.stop();
+                cancel.cancel();
+                return;
+            }
+            Err(err) => {
+                sub.report(sub.lease_error(handle.key.shard(), err));
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(sub.timings.renew() / 3) => {}
+                }
+                handle.wake.notify_one();
+            }
+        }
+    }
+}
+
+impl Reader {
+    async fn read(&mut self) -> Stop {
+        let mut iterator = Some(std::mem::take(&mut self.iterator));
+        let mut last_sequence: Option<Arc<str>> = None;
+        let mut last_call = Instant::now() - MIN_CALL_GAP;
+        let mut failures: u32 = 0;
+        loop {
+            if self.restart.has_changed().unwrap_or(false) {
+                let position = self.restart.borrow_and_update().clone();
+                if let Some(position) = position {
+                    self.handle.reset();
+                    self.start = ShardStart::At(position);
+                    last_sequence = None;
+                    iterator = self.fresh_iterator(None).await;
+                }
+            }
+            let Some(current) = iterator.take() else {
+                return Stop::Ended;
+            };
+            let pace = tokio::time::sleep_until((last_call + MIN_CALL_GAP).into());
+            tokio::select! {
+                () = self.cancel.cancelled() => return Stop::Cancelled,
+                () = pace => {}
+            }
+            last_call = Instant::now();
+            let generation = self.handle.generation();
+            let fetched = tokio::select! {
+                () = self.cancel.cancelled() => return Stop::Cancelled,
+                fetched = api::get_records(&self.sub.client, &self.sub.stream, &current, self.sub.batch_size) => fetched,
+            };
+            match fetched {
+                Ok(Fetched::Records { records, next }) => {
+                    failures = 0;
+                    let empty = records.is_empty();
+                    for record in records {
+                        if !self.handle.may_deliver() {
+                            // The lease ran out by our clock (or was lost): deliver nothing more.
+                            self.handle.stop();
+                            return Stop::Cancelled;
+                        }
+                        let sequence = Arc::clone(&record.sequence);
+                        let Some(ticket) = self.handle.track(Arc::clone(&sequence), generation)
+                        else {
+                            break;
+                        };
+                        let (payload, headers) = envelope::decode(record.data);
+                        let message = KinesisMessage {
+                            payload,
+                            headers,
+                            partition_key: record.partition_key,
+                            stream: Arc::clone(&self.sub.stream),
+                            shard: Arc::clone(&self.shard),
+                            sequence: Arc::clone(&sequence),
+                            arrived_ms: record.arrived_ms,
+                            generation: ticket.generation,
+                            settle: Some(Settle::Live {
+                                shard: Arc::clone(&self.handle),
+                                ticket,
+                            }),
+                        };
+                        tokio::select! {
+                            () = self.cancel.cancelled() => return Stop::Cancelled,
+                            sent = self.sub.tx.send(Ok(message)) => {
+                                if sent.is_err() {
+                                    return Stop::Cancelled;
+                                }
+                            }
+                        }
+                        last_sequence = Some(sequence);
+                    }
+                    iterator = next;
+                    if empty && iterator.is_some() {
+                        tokio::select! {
+                            () = self.cancel.cancelled() => return Stop::Cancelled,
+                            () = tokio::time::sleep(self.sub.poll_interval) => {}
+                            _ = self.restart.changed() => {}
+                        }
+                    }
+                }
+                Ok(Fetched::Expired) => {
+                    // Resume after the last record handed out, or where the shard started.
+                    iterator = self.fresh_iterator(last_sequence.clone()).await;
+                }
+                Ok(Fetched::Throttled) => {
+                    failures += 1;
+                    iterator = Some(current);
+                    if self.back_off(failures).await {
+                        return Stop::Cancelled;
+                    }
+                }
+                Err(err) => {
+                    failures += 1;
+                    self.sub.report(err);
+                    iterator = Some(current);
+                    if self.back_off(failures).await {
+                        return Stop::Cancelled;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A new iterator after `after`, or at the shard's start; retried with backoff until the
+    /// reader is cancelled.
+    async fn fresh_iterator(&self, after: Option<Arc<str>>) -> Option<String> {
+        let start = after.map_or_else(|| self.start.clone(), ShardStart::After);
+        let mut failures = 0;
+        loop {
+            match api::shard_iterator(&self.sub.client, &self.sub.stream, &self.shard, &start).await
+            {
+                Ok(iterator) => return Some(iterator),
+                Err(err) => {
+                    failures += 1;
+                    self.sub.report(err);
+                    if self.back_off(failures).await {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sleeps a jittered exponential backoff; true when cancelled meanwhile.
+    async fn back_off(&self, failures: u32) -> bool {
+        let ceiling = MIN_CALL_GAP
+            .saturating_mul(1 << failures.min(5))
+            .min(MAX_BACKOFF);
+        let wait = rand::rng().random_range(MIN_CALL_GAP..=ceiling.max(MIN_CALL_GAP));
+        tokio::select! {
+            () = self.cancel.cancelled() => true,
+            () = tokio::time::sleep(wait) => false,
+        }
+    }
+
+    /// Hands the shard back; whether it was read to its end.
+    async fn finish(&self, stop: Stop) -> bool {
+        let store = self.sub.store.as_ref();
+        let owner = &self.sub.owner;
+        let key = &self.handle.key;
+        if self.handle.is_stopped() {
+            // Lost, or ran out by our clock: no checkpoint, no release.
+            self.handle.stop();
+            self.cancel.cancel();
+            return false;
+        }
+        match stop {
+            Stop::Ended => {
+                // Every delivery settled first, so the children start after all of this shard.
+                while !self.handle.is_drained() {
+                    let settled = self.handle.settled.notified();
+                    tokio::select! {
+                        () = self.cancel.cancelled() => break,
+                        () = settled => {}
+                        () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    }
+                    if self.handle.is_stopped() {
+                        return false;
+                    }
+                }
+                if !self.handle.is_drained() {
+                    return self.release_graceful().await;
+                }
+                self.cancel.cancel();
+                let _writing = self.handle.writing.lock().await;
+                let ended = store.checkpoint(key, owner, SHARD_END).await;
+                let released = store.release(key, owner).await;
+                drop(_writing);
+                match ended.and(released) {
+                    Ok(()) => {
+                        tracing::info!(lease = %key, "shard read to its end");
+                        true
+                    }
+                    Err(err) => {
+                        self.sub.report(self.sub.lease_error(key.shard(), err));
+                        false
+                    }
+                }
+            }
+            Stop::Cancelled => self.release_graceful().await,
+        }
+    }
+
+    /// A graceful stop: deliver nothing more, write the final checkpoint, release.
+    async fn release_graceful(&self) -> bool {
+        self.handle.stop();
+        self.cancel.cancel();
+        let store = self.sub.store.as_ref();
+        if let Err(err) = self.handle.write_pending(store, &self.sub.owner).await {
+            if !err.is_fenced() {
+                self.sub.report(self.sub.lease_error(self.handle.key.shard(), err));
+            }
+            return false;
+        }
+        if let Err(err) = store.release(&self.handle.key, &self.sub.owner).await
+            && !err.is_fenced()
+        {
+            self.sub.report(self.sub.lease_error(self.handle.key.shard(), err));
+        }
+        false
+    }
+}

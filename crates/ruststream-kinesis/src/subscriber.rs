@@ -1,0 +1,162 @@
+//! The subscriber the runtime reads deliveries from, and the seeker that moves it.
+
+use std::sync::{Arc, PoisonError};
+
+use futures::{Stream, StreamExt};
+use ruststream::{Seekable, Seeker, Subscriber};
+use tokio::sync::mpsc;
+
+use crate::coordinator::{Item, Subscription};
+use crate::message::Settle;
+use crate::{KinesisError, KinesisMessage, KinesisPosition};
+
+/// Where a subscription's deliveries come from.
+#[derive(Debug)]
+pub(crate) enum Source {
+    Live(Arc<Subscription>),
+    #[cfg(feature = "testing")]
+    InProcess(Arc<crate::in_process::InProcessSubscription>),
+}
+
+/// The subscription to one stream: a stream of [`KinesisMessage`]s from every shard this instance
+/// holds the lease of.
+///
+/// Dropping it stops the readers: each writes its final checkpoint and releases its lease.
+#[derive(Debug)]
+pub struct KinesisSubscriber {
+    pub(crate) rx: Inbox,
+    pub(crate) source: Source,
+    /// Frees the stream's name on the broker when the subscription goes.
+    pub(crate) _registration: crate::broker::StreamRegistration,
+}
+
+/// The channel deliveries arrive on: bounded for the live readers (backpressure keeps memory
+/// per shard bounded), unbounded in process (a publish hands over synchronously).
+#[derive(Debug)]
+pub(crate) enum Inbox {
+    Live(mpsc::Receiver<Item>),
+    #[cfg(feature = "testing")]
+    InProcess(mpsc::UnboundedReceiver<Item>),
+}
+
+impl Inbox {
+    fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Item>> {
+        match self {
+            Self::Live(rx) => rx.poll_recv(cx),
+            #[cfg(feature = "testing")]
+            Self::InProcess(rx) => rx.poll_recv(cx),
+        }
+    }
+}
+
+/// Whether a delivery may still reach the handler: its shard still delivers and no seek made
+/// it stale.
+fn current(msg: &KinesisMessage) -> bool {
+    match &msg.settle {
+        Some(Settle::Live { shard, ticket }) => {
+            !shard.is_stopped() && shard.generation() == ticket.generation
+        }
+        #[cfg(feature = "testing")]
+        Some(Settle::InProcess(settle)) => settle.is_current(msg.generation),
+        None => true,
+    }
+}
+
+impl Subscriber for KinesisSubscriber {
+    type Message = KinesisMessage;
+    type Error = KinesisError;
+
+    fn stream(&mut self) -> impl Stream<Item = Result<KinesisMessage, KinesisError>> + Send + '_ {
+        futures::stream::poll_fn(move |cx| self.rx.poll_recv(cx)).filter(|item| {
+            std::future::ready(match item {
+                Ok(msg) => current(msg),
+                Err(_) => true,
+            })
+        })
+    }
+}
+
+impl Drop for KinesisSubscriber {
+    fn drop(&mut self) {
+        match &self.source {
+            Source::Live(sub) => sub.cancel.cancel(),
+            #[cfg(feature = "testing")]
+            Source::InProcess(sub) => sub.close(),
+        }
+    }
+}
+
+/// Moves a subscription: every shard it reads (or the one shard of an
+/// [`AtSequence`](KinesisPosition::AtSequence) position) restarts at the position, and the
+/// acknowledgement watermark resets, so settlements of earlier deliveries move no checkpoint.
+///
+/// A seek made before the subscription took any shard (a `start_at(..)` at startup) sets where
+/// the shards it takes without a checkpoint start. Shards taken over later from another instance
+/// resume after their checkpoint. The seek covers this instance only.
+#[derive(Debug, Clone)]
+pub struct KinesisSeeker {
+    source: SeekSource,
+}
+
+#[derive(Debug, Clone)]
+enum SeekSource {
+    Live(Arc<Subscription>),
+    #[cfg(feature = "testing")]
+    InProcess(Arc<crate::in_process::InProcessSubscription>),
+}
+
+impl Seekable for KinesisSubscriber {
+    type Seeker = KinesisSeeker;
+
+    fn seeker(&self) -> KinesisSeeker {
+        let source = match &self.source {
+            Source::Live(sub) => SeekSource::Live(Arc::clone(sub)),
+            #[cfg(feature = "testing")]
+            Source::InProcess(sub) => SeekSource::InProcess(Arc::clone(sub)),
+        };
+        KinesisSeeker { source }
+    }
+}
+
+impl Seeker for KinesisSeeker {
+    type Position = KinesisPosition;
+    type Error = KinesisError;
+
+    async fn seek(&self, to: KinesisPosition) -> Result<(), KinesisError> {
+        match &self.source {
+            SeekSource::Live(sub) => seek_live(sub, to),
+            #[cfg(feature = "testing")]
+            SeekSource::InProcess(sub) => sub.seek(&to),
+        }
+    }
+}
+
+fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), KinesisError> {
+    if sub.broker_closed.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(KinesisError::ShutDown { what: "seeking" });
+    }
+    let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(shard) = to.shard()
+        && !running.contains_key(shard)
+    {
+        return Err(KinesisError::Seek {
+            stream: sub.stream.to_string(),
+            reason: format!(
+                "shard {shard} is not read by this instance (it holds {:?}); seek where the \
+                 delivery was handled",
+                running.keys().collect::<Vec<_>>()
+            ),
+        });
+    }
+    if running.is_empty() {
+        *sub.initial.lock().unwrap_or_else(PoisonError::into_inner) = to;
+        return Ok(());
+    }
+    for (shard, reader) in running.iter() {
+        if to.applies_to(shard) {
+            reader.handle.reset();
+            let _ = reader.restart.send(Some(to.clone()));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! Live tests of `DynamoLeaseStore` against a DynamoDB endpoint (the local stack, LocalStack, or
+//! AWS): the lease store suite, a missing table, tables of an earlier version, and the row's
+//! attributes.
+//!
+//! They run when `KINESIS_TEST_ENDPOINT` names the endpoint (region `us-east-1`, test
+//! credentials), each on a table of its own with a random name. Without it they print a skip
+//! line and pass, unless `KINESIS_TEST_STRICT=1`, which makes them fail instead.
+#![cfg(feature = "dynamodb-lease")]
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use aws_sdk_dynamodb::types::AttributeValue;
+use ruststream_kinesis::lease::{DynamoLeaseStore, LeaseError, LeaseKey, LeaseStore, suite};
+
+const SHARD: &str = "shardId-000000000001";
+const LEASE: Duration = Duration::from_secs(1);
+
+/// The endpoint's configuration, or `None` (after a skip line) when no endpoint is set.
+fn live_config(test: &str) -> Option<SdkConfig> {
+    match std::env::var("KINESIS_TEST_ENDPOINT") {
+        Ok(endpoint) if !endpoint.is_empty() => Some(
+            SdkConfig::builder()
+                .behavior_version(BehaviorVersion::latest())
+                .region(Region::new("us-east-1"))
+                .endpoint_url(endpoint)
+                .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+                    "test", "test", None, None, "test",
+                )))
+                .build(),
+        ),
+        _ => {
+            assert!(
+                std::env::var("KINESIS_TEST_STRICT").as_deref() != Ok("1"),
+                "KINESIS_TEST_ENDPOINT is not set and KINESIS_TEST_STRICT=1: live tests may not \
+                 be skipped"
+            );
+            println!("skipping {test}: KINESIS_TEST_ENDPOINT is not set");
+            None
+        }
+    }
+}
+
+fn unique_table() -> String {
+    format!("lease-test-{:016x}", rand::random::<u64>())
+}
+
+/// A store on a new table of its own.
+async fn fresh_store(config: &SdkConfig) -> DynamoLeaseStore {
+    let store = DynamoLeaseStore::new(config, unique_table());
+    store.create_table().await.expect("create the lease table");
+    store
+}
+
+/// Writes a row the way an earlier version did: keyed by the bare shard id.
+async fn put_bare_row(config: &SdkConfig, table: &str, shard: &str, checkpoint: &str) {
+    Client::new(config)
+        .put_item()
+        .table_name(table)
+        .item("lease_key", AttributeValue::S(shard.to_owned()))
+        .item("lease_owner", AttributeValue::S("old-version".to_owned()))
+        .item("lease_expiry", AttributeValue::N("1000".to_owned()))
+        .item("lease_counter", AttributeValue::N("41".to_owned()))
+        .item("checkpoint", AttributeValue::S(checkpoint.to_owned()))
+        .send()
+        .await
+        .expect("put the bare row");
+}
+
+/// The raw row keyed `row_key`, read past the store.
+async fn raw_row(
+    config: &SdkConfig,
+    table: &str,
+    row_key: &str,
+) -> Option<HashMap<String, AttributeValue>> {
+    Client::new(config)
+        .get_item()
+        .table_name(table)
+        .key("lease_key", AttributeValue::S(row_key.to_owned()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get the row")
+        .item
+}
+
+#[tokio::test]
+async fn the_store_passes_the_lease_store_suite() {
+    let Some(config) = live_config("the_store_passes_the_lease_store_suite") else {
+        return;
+    };
+    let store = fresh_store(&config).await;
+    suite::run(&store, LEASE).await;
+    // Again on the same table: the suite's keys are unique per run.
+    suite::run(&store, LEASE).await;
+}
+
+#[tokio::test]
+async fn a_missing_table_is_named_with_the_command_that_creates_it() {
+    let Some(config) = live_config("a_missing_table_is_named_with_the_command_that_creates_it")
+    else {
+        return;
+    };
+    let table = unique_table();
+    let store = DynamoLeaseStore::new(&config, table.clone());
+    let key = LeaseKey::new("orders-x", SHARD);
+    let expected = format!(
+        "aws dynamodb create-table --table-name {table} --attribute-definitions \
+         AttributeName=lease_key,AttributeType=S --key-schema AttributeName=lease_key,KeyType=HASH \
+         --billing-mode PAY_PER_REQUEST"
+    );
+    let results = [
+        ("acquire", store.acquire(&key, "a", LEASE).await.err()),
+        ("renew", store.renew(&key, "a", LEASE).await.err()),
+        ("checkpoint", store.checkpoint(&key, "a", "1").await.err()),
+        ("read", store.read(&key).await.err()),
+        ("release", store.release(&key, "a").await.err()),
+        ("rows", store.rows().await.err()),
+    ];
+    for (call, error) in results {
+        match error {
+            Some(LeaseError::TableMissing {
+                table: named,
+                create_command,
+            }) => {
+                assert_eq!(named, table, "{call}: TableMissing names the table");
+                assert_eq!(create_command, expected, "{call}: the create command");
+            }
+            other => panic!("{call} on a missing table: expected TableMissing, got {other:?}"),
+        }
+    }
+    let message = store.read(&key).await.unwrap_err().to_string();
+    assert!(
+        message.contains(&table) && message.contains(&expected),
+        "the message names the table and the command: {message}"
+    );
+}
+
+#[tokio::test]
+async fn with_legacy_stream_a_bare_row_is_resumed_and_moved_to_the_new_key() {
+    let Some(config) =
+        live_config("with_legacy_stream_a_bare_row_is_resumed_and_moved_to_the_new_key")
+    else {
+        return;
+    };
+    let plain = fresh_store(&config).await;
+    let table = plain.table().to_owned();
+    put_bare_row(&config, &table, SHARD, "4242").await;
+    let store = DynamoLeaseStore::new(&config, table.clone()).legacy_stream("orders-x");
+    let key = LeaseKey::new("orders-x", SHARD);
+
+    let taken = store.acquire(&key, "new-a", LEASE).await.expect("take");
+    assert!(taken.is_held_by("new-a"), "{taken:?}");
+    assert_eq!(
+        taken.checkpoint.as_deref(),
+        Some("4242"),
+        "resumes from the bare row"
+    );
+    let row = store.read(&key).await.unwrap().expect("the new row exists");
+    assert_eq!(row, taken);
+    assert!(
+        raw_row(&config, &table, "orders-x:shardId-000000000001")
+            .await
+            .is_some(),
+        "the new row is keyed stream:shard"
+    );
+
+    // The new row now holds the progress: later takes, even by a store that never saw the bare
+    // row, resume from it and not from the bare row.
+    store.checkpoint(&key, "new-a", "4343").await.unwrap();
+    store.release(&key, "new-a").await.unwrap();
+    let other = DynamoLeaseStore::new(&config, table.clone()).legacy_stream("orders-x");
+    let again = other
+        .acquire(&key, "new-b", LEASE)
+        .await
+        .expect("take again");
+    assert_eq!(again.checkpoint.as_deref(), Some("4343"));
+    // Once the new row exists, even a store without legacy_stream takes it.
+    other.release(&key, "new-b").await.unwrap();
+    let unaware = DynamoLeaseStore::new(&config, table.clone());
+    let third = unaware.acquire(&key, "new-c", LEASE).await.expect("take");
+    assert_eq!(third.checkpoint.as_deref(), Some("4343"));
+
+    // The bare row is left as the earlier version wrote it.
+    let bare = raw_row(&config, &table, SHARD).await.expect("the bare row");
+    assert_eq!(bare["checkpoint"], AttributeValue::S("4242".to_owned()));
+    assert_eq!(bare["lease_counter"], AttributeValue::N("41".to_owned()));
+}
+
+#[tokio::test]
+async fn without_legacy_stream_a_bare_row_stops_the_shard() {
+    let Some(config) = live_config("without_legacy_stream_a_bare_row_stops_the_shard") else {
+        return;
+    };
+    let store = fresh_store(&config).await;
+    let table = store.table().to_owned();
+    put_bare_row(&config, &table, SHARD, "4242").await;
+    let key = LeaseKey::new("orders-x", SHARD);
+
+    for attempt in 0..2 {
+        match store.acquire(&key, "new-a", LEASE).await {
+            Err(LeaseError::LegacyRow {
+                table: named,
+                stream,
+                shard,
+                checkpoint,
+            }) => {
+                assert_eq!(named, table);
+                assert_eq!(stream, "orders-x");
+                assert_eq!(shard, SHARD);
+                assert_eq!(checkpoint, "4242");
+            }
+            other => panic!("take {attempt}: expected LegacyRow, got {other:?}"),
+        }
+    }
+    let message = store
+        .acquire(&key, "new-a", LEASE)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains(&table) && message.contains(SHARD) && message.contains("orders-x"),
+        "the message names the table, the shard and the stream: {message}"
+    );
+    assert!(
+        raw_row(&config, &table, "orders-x:shardId-000000000001")
+            .await
+            .is_none(),
+        "a refused take creates no row"
+    );
+    assert_eq!(store.read(&key).await.unwrap(), None);
+
+    // Another shard id, with no bare row, is taken as usual.
+    let fresh = LeaseKey::new("orders-x", "shardId-000000000002");
+    store.acquire(&fresh, "new-a", LEASE).await.expect("take");
+}
+
+#[tokio::test]
+async fn a_legacy_stream_naming_another_stream_ignores_bare_rows() {
+    let Some(config) = live_config("a_legacy_stream_naming_another_stream_ignores_bare_rows")
+    else {
+        return;
+    };
+    let plain = fresh_store(&config).await;
+    let table = plain.table().to_owned();
+    put_bare_row(&config, &table, SHARD, "4242").await;
+    let store = DynamoLeaseStore::new(&config, table.clone()).legacy_stream("payments");
+    let key = LeaseKey::new("orders-x", SHARD);
+
+    let taken = store.acquire(&key, "new-a", LEASE).await.expect("take");
+    assert!(taken.is_held_by("new-a"));
+    assert_eq!(taken.checkpoint, None, "the bare row is not this stream's");
+
+    // The named stream still resumes from the bare row.
+    let payments = LeaseKey::new("payments", SHARD);
+    let resumed = store
+        .acquire(&payments, "new-a", LEASE)
+        .await
+        .expect("take");
+    assert_eq!(resumed.checkpoint.as_deref(), Some("4242"));
+}
+
+#[tokio::test]
+async fn a_row_holds_exactly_the_lease_attributes() {
+    let Some(config) = live_config("a_row_holds_exactly_the_lease_attributes") else {
+        return;
+    };
+    let store = fresh_store(&config).await;
+    let table = store.table().to_owned();
+    let key = LeaseKey::new("orders-x", SHARD);
+    store.acquire(&key, "pod-a", LEASE).await.unwrap();
+    store.checkpoint(&key, "pod-a", "777").await.unwrap();
+    store.renew(&key, "pod-a", LEASE).await.unwrap();
+    let state = store.read(&key).await.unwrap().unwrap();
+
+    let row = raw_row(&config, &table, "orders-x:shardId-000000000001")
+        .await
+        .expect("the row");
+    let kinds: BTreeMap<&str, &str> = row
+        .iter()
+        .map(|(name, value)| {
+            let kind = match value {
+                AttributeValue::S(_) => "S",
+                AttributeValue::N(_) => "N",
+                _ => "other",
+            };
+            (name.as_str(), kind)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeMap::from([
+            ("checkpoint", "S"),
+            ("lease_counter", "N"),
+            ("lease_expiry", "N"),
+            ("lease_key", "S"),
+            ("lease_owner", "S"),
+        ])
+    );
+    assert_eq!(
+        row["lease_key"],
+        AttributeValue::S("orders-x:shardId-000000000001".to_owned())
+    );
+    assert_eq!(row["lease_owner"], AttributeValue::S("pod-a".to_owned()));
+    assert_eq!(row["checkpoint"], AttributeValue::S("777".to_owned()));
+    assert_eq!(row["lease_counter"], AttributeValue::N("3".to_owned()));
+    assert_eq!(
+        row["lease_expiry"],
+        AttributeValue::N(state.expiry_ms.to_string())
+    );
+
+    // A release removes the owner and keeps the rest.
+    store.release(&key, "pod-a").await.unwrap();
+    let row = raw_row(&config, &table, "orders-x:shardId-000000000001")
+        .await
+        .expect("the row");
+    let mut names: Vec<&str> = row.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["checkpoint", "lease_counter", "lease_expiry", "lease_key"]
+    );
+}
+
+#[tokio::test]
+async fn rows_lists_every_row_with_legacy_rows_under_an_empty_stream() {
+    let Some(config) = live_config("rows_lists_every_row_with_legacy_rows_under_an_empty_stream")
+    else {
+        return;
+    };
+    let store = fresh_store(&config).await;
+    let table = store.table().to_owned();
+    assert!(store.rows().await.unwrap().is_empty());
+    put_bare_row(&config, &table, "shardId-000000000009", "99").await;
+    let orders = LeaseKey::new("orders-x", SHARD);
+    let payments = LeaseKey::new("payments", SHARD);
+    store.acquire(&orders, "pod-a", LEASE).await.unwrap();
+    store.acquire(&payments, "pod-b", LEASE).await.unwrap();
+    store.checkpoint(&payments, "pod-b", "5").await.unwrap();
+
+    let rows = store.rows().await.unwrap();
+    let keys: Vec<String> = rows.iter().map(|(key, _)| key.to_string()).collect();
+    assert_eq!(
+        keys,
+        [
+            ":shardId-000000000009",
+            "orders-x:shardId-000000000001",
+            "payments:shardId-000000000001",
+        ]
+    );
+    let (legacy, bare) = &rows[0];
+    assert_eq!(legacy.stream(), "");
+    assert_eq!(legacy.shard(), "shardId-000000000009");
+    assert_eq!(bare.checkpoint.as_deref(), Some("99"));
+    assert_eq!(rows[1].1, store.read(&orders).await.unwrap().unwrap());
+    assert_eq!(rows[2].1, store.read(&payments).await.unwrap().unwrap());
+}
