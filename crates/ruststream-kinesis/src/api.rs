@@ -71,7 +71,9 @@ pub(crate) async fn ensure_stream(
             .await
         {
             Ok(out) => {
-                let status = out.stream_description_summary().map(|s| s.stream_status().clone());
+                let status = out
+                    .stream_description_summary()
+                    .map(|s| s.stream_status().clone());
                 if matches!(status, Some(StreamStatus::Active | StreamStatus::Updating)) {
                     return Ok(());
                 }

@@ -291,7 +291,9 @@ impl ConnectedKinesisBroker {
 
     fn register(&self, name: &str) -> Result<StreamRegistration, KinesisError> {
         if self.closed.load(Ordering::Acquire) {
-            return Err(KinesisError::ShutDown { what: "subscribing" });
+            return Err(KinesisError::ShutDown {
+                what: "subscribing",
+            });
         }
         let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
         if !streams.insert(name.to_owned()) {
@@ -305,7 +307,10 @@ impl ConnectedKinesisBroker {
         })
     }
 
-    pub(crate) async fn open(&self, source: KinesisStream) -> Result<KinesisSubscriber, KinesisError> {
+    pub(crate) async fn open(
+        &self,
+        source: KinesisStream,
+    ) -> Result<KinesisSubscriber, KinesisError> {
         let name = source.name.as_ref();
         validate::stream_name(name)?;
         let registration = self.register(name)?;
@@ -345,7 +350,8 @@ impl ConnectedKinesisBroker {
             }
             #[cfg(feature = "testing")]
             Transport::InProcess(world) => {
-                let (sub, rx) = world.subscribe(name, source.create_if_missing, Arc::clone(&self.closed))?;
+                let (sub, rx) =
+                    world.subscribe(name, source.create_if_missing, Arc::clone(&self.closed))?;
                 Ok(KinesisSubscriber {
                     rx: Inbox::InProcess(rx),
                     source: Source::InProcess(sub),
@@ -398,7 +404,10 @@ impl SubscriptionSource<ConnectedKinesisBroker> for KinesisStream {
         &self.name
     }
 
-    async fn subscribe(self, connected: &ConnectedKinesisBroker) -> Result<KinesisSubscriber, KinesisError> {
+    async fn subscribe(
+        self,
+        connected: &ConnectedKinesisBroker,
+    ) -> Result<KinesisSubscriber, KinesisError> {
         connected.open(self).await
     }
 }

@@ -145,7 +145,12 @@ mod tests {
 
     #[test]
     fn a_foreign_record_reads_as_a_headerless_message() {
-        for foreign in [&b"\0RSK"[..], b"\0RSK\x01\x05\x02ab", b"\0RSK\x09", b"plain text"] {
+        for foreign in [
+            &b"\0RSK"[..],
+            b"\0RSK\x01\x05\x02ab",
+            b"\0RSK\x09",
+            b"plain text",
+        ] {
             let (payload, headers) = decode(Bytes::copy_from_slice(foreign));
             assert_eq!(&payload[..], foreign);
             assert!(headers.is_empty());

@@ -84,7 +84,7 @@ pub enum KinesisError {
         shard: String,
         /// What the store said.
         #[source]
-        source: LeaseError,
+        source: Box<LeaseError>,
     },
     /// A Kinesis call failed.
     #[error("kinesis {operation} on stream {stream:?} failed: {message}")]

@@ -77,7 +77,9 @@ pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, Kinesis
 pub use stream::KinesisStream;
 pub use subscriber::{KinesisSeeker, KinesisSubscriber};
 pub use timings::LeaseTimings;
-pub use validate::{MAX_GET_RECORDS_LIMIT, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES, MAX_RECORD_BYTES};
+pub use validate::{
+    MAX_GET_RECORDS_LIMIT, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES, MAX_RECORD_BYTES,
+};
 
 /// What a service file imports: the framework's prelude, this crate's service-facing types, and
 /// the publish policy under the uniform name `Publish`.
@@ -86,12 +88,12 @@ pub mod prelude {
 
     #[cfg(feature = "dynamodb-lease")]
     pub use crate::DynamoLeaseStore;
+    pub use crate::KinesisPublish as Publish;
     pub use crate::{
         KinesisBroker, KinesisContext, KinesisError, KinesisOptions, KinesisPosition,
         KinesisPublishSteps, KinesisStream, LeaseKey, LeaseState, LeaseStore, LeaseTimings,
         MemoryLeaseStore, SHARD_END, SequenceNumber, ShardId, StreamName,
     };
-    pub use crate::KinesisPublish as Publish;
     pub use aws_config::SdkConfig;
     pub use std::sync::Arc;
 }

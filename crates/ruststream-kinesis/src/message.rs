@@ -38,6 +38,8 @@ pub struct KinesisMessage {
     pub(crate) shard: Arc<str>,
     pub(crate) sequence: Arc<str>,
     pub(crate) arrived_ms: Option<i64>,
+    /// The in-process subscription's seek generation the delivery belongs to.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) generation: u64,
     pub(crate) settle: Option<Settle>,
 }

@@ -71,6 +71,7 @@ pub(crate) enum ShardStart {
 }
 
 /// Compares two Kinesis sequence numbers (decimal strings of up to 128 bits).
+#[cfg(any(test, feature = "testing"))]
 pub(crate) fn sequence_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }

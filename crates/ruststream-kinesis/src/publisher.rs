@@ -54,7 +54,8 @@ pub trait KinesisPublishSteps {
     fn partition_key(self, key: impl Into<String>) -> Self;
 }
 
-impl<Sink, Body, Enc, Hdrs, Dest> KinesisPublishSteps for PublishBuilder<Sink, Body, Enc, Hdrs, Dest>
+impl<Sink, Body, Enc, Hdrs, Dest> KinesisPublishSteps
+    for PublishBuilder<Sink, Body, Enc, Hdrs, Dest>
 where
     Sink: PublishSink<Options = KinesisOptions>,
 {
@@ -329,4 +330,3 @@ async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: 
         chunk = rejected;
     }
 }
-

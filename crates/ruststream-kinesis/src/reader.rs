@@ -72,7 +72,11 @@ async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: Ca
             () = tokio::time::sleep(wait) => {}
         }
         let sent = Instant::now();
-        match sub.store.renew(&handle.key, &sub.owner, timings.lease()).await {
+        match sub
+            .store
+            .renew(&handle.key, &sub.owner, timings.lease())
+            .await
+        {
             Ok(_) => {
                 handle.extend(sent + timings.lease() - timings.holder_margin());
                 wait = timings.renew();
@@ -85,9 +89,9 @@ async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: Ca
             }
             Err(err) => {
                 sub.report(sub.lease_error(handle.key.shard(), err));
-                let left = handle
-                    .valid_until()
-                    .map_or(Duration::ZERO, |until| until.saturating_duration_since(Instant::now()));
+                let left = handle.valid_until().map_or(Duration::ZERO, |until| {
+                    until.saturating_duration_since(Instant::now())
+                });
                 if left.is_zero() {
                     tracing::warn!(lease = %handle.key, "lease ran out while the store failed; the shard stops");
                     handle.stop();
@@ -95,7 +99,9 @@ async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: Ca
                     return;
                 }
                 // Try again soon, and once more before the lease runs out.
-                wait = (timings.renew() / 3).min(left / 2).max(Duration::from_millis(50));
+                wait = (timings.renew() / 3)
+                    .min(left / 2)
+                    .max(Duration::from_millis(50));
             }
         }
     }
@@ -324,14 +330,16 @@ impl Reader {
         let store = self.sub.store.as_ref();
         if let Err(err) = self.handle.write_pending(store, &self.sub.owner).await {
             if !err.is_fenced() {
-                self.sub.report(self.sub.lease_error(self.handle.key.shard(), err));
+                self.sub
+                    .report(self.sub.lease_error(self.handle.key.shard(), err));
             }
             return false;
         }
         if let Err(err) = store.release(&self.handle.key, &self.sub.owner).await
             && !err.is_fenced()
         {
-            self.sub.report(self.sub.lease_error(self.handle.key.shard(), err));
+            self.sub
+                .report(self.sub.lease_error(self.handle.key.shard(), err));
         }
         false
     }

@@ -77,14 +77,18 @@ mod tests {
         assert!(partition_key("s", "k").is_ok());
         assert!(partition_key("s", &"é".repeat(256)).is_ok());
         assert!(partition_key("s", "").is_err());
-        let err = partition_key("orders", &"k".repeat(257)).unwrap_err().to_string();
+        let err = partition_key("orders", &"k".repeat(257))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("orders") && err.contains("257"), "{err}");
     }
 
     #[test]
     fn a_record_over_one_mebibyte_is_refused_naming_the_limit() {
         assert!(record_size("s", MAX_RECORD_BYTES).is_ok());
-        let err = record_size("orders", MAX_RECORD_BYTES + 1).unwrap_err().to_string();
+        let err = record_size("orders", MAX_RECORD_BYTES + 1)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("1048576") && err.contains("orders"), "{err}");
     }
 }

@@ -3,8 +3,8 @@
 
 use ruststream::conformance::harness::{self, InProcessBroker};
 use ruststream::conformance::helpers::unique_subject;
-use ruststream::conformance::{lifecycle, message_shape, retry};
 use ruststream::conformance::message_shape::OptionCases;
+use ruststream::conformance::{lifecycle, message_shape, retry};
 use ruststream::testing::Backlog;
 use ruststream::{IncomingMessage, Name};
 use ruststream_kinesis::{KinesisBroker, KinesisOptions, KinesisPublish, KinesisStream};

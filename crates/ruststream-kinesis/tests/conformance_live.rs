@@ -19,7 +19,9 @@ fn source(name: &str) -> KinesisStream {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_ladder_live() {
-    let Some(url) = common::endpoint() else { return };
+    let Some(url) = common::endpoint() else {
+        return;
+    };
     harness::lifecycle(
         move || common::broker(&url).create_streams_if_missing(1),
         source,
@@ -30,7 +32,9 @@ async fn lifecycle_ladder_live() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_flushes_live() {
-    let Some(url) = common::endpoint() else { return };
+    let Some(url) = common::endpoint() else {
+        return;
+    };
     lifecycle::shutdown_flushes(
         move || common::broker(&url),
         source,
@@ -42,7 +46,9 @@ async fn shutdown_flushes_live() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn settlement_matches_in_process() {
-    let Some(url) = common::endpoint() else { return };
+    let Some(url) = common::endpoint() else {
+        return;
+    };
     // Every connection of one run reaches the same checkpoints, as instances sharing a table do.
     let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
     let answers_from = common::broker_with(&url, Arc::clone(&store));
@@ -57,7 +63,9 @@ async fn settlement_matches_in_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backlog_matches_server() {
-    let Some(url) = common::endpoint() else { return };
+    let Some(url) = common::endpoint() else {
+        return;
+    };
     in_process::backlog_matches_server(
         move || common::broker(&url).create_streams_if_missing(1),
         |connected| futures::executor::block_on(connected.publisher()).unwrap(),
@@ -67,7 +75,9 @@ async fn backlog_matches_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_like_the_server() {
-    let Some(url) = common::endpoint() else { return };
+    let Some(url) = common::endpoint() else {
+        return;
+    };
     let accepted = common::unique("conformance-refusals");
     in_process::refuses_like_the_server(
         move || common::broker(&url).create_streams_if_missing(1),

@@ -68,7 +68,7 @@ impl Subscription {
         KinesisError::Lease {
             stream: self.stream.to_string(),
             shard: shard.to_owned(),
-            source,
+            source: Box::new(source),
         }
     }
 

@@ -4,10 +4,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::KinesisPosition;
 use crate::api::ShardInfo;
 use crate::lease::LeaseState;
 use crate::position::ShardStart;
-use crate::KinesisPosition;
 
 /// What to do with one listed shard this instance does not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,7 +179,10 @@ mod tests {
         let listing = std::slice::from_ref(&root);
         assert_eq!(decide(&root, listing, &rows, 9_000), Verdict::HeldElsewhere);
         // Expired, but within the skew tolerance: still held.
-        assert_eq!(decide(&root, listing, &rows, 10_500), Verdict::HeldElsewhere);
+        assert_eq!(
+            decide(&root, listing, &rows, 10_500),
+            Verdict::HeldElsewhere
+        );
         assert!(matches!(
             decide(&root, listing, &rows, 11_001),
             Verdict::Take { .. }

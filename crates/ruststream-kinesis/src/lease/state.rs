@@ -56,6 +56,9 @@ impl LeaseState {
     #[must_use]
     pub fn is_expired_at(&self, now_ms: u64) -> bool {
         self.owner.is_none()
-            || self.expiry_ms.saturating_add(crate::SKEW_TOLERANCE.as_millis() as u64) < now_ms
+            || self
+                .expiry_ms
+                .saturating_add(crate::SKEW_TOLERANCE.as_millis() as u64)
+                < now_ms
     }
 }
