@@ -109,6 +109,15 @@ impl Subscription {
                 }
             }
         }
+        // Shards known to be finished are not read again; their children still see them done.
+        for shard in &finished {
+            rows.entry(Arc::clone(shard)).or_insert_with(|| {
+                Some(crate::LeaseState {
+                    checkpoint: Some(crate::SHARD_END.to_owned()),
+                    ..crate::LeaseState::default()
+                })
+            });
+        }
         for (shard, row) in &rows {
             if row.as_ref().is_some_and(crate::LeaseState::is_finished) {
                 self.finished

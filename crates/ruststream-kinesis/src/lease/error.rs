@@ -57,7 +57,8 @@ pub enum LeaseError {
     Store {
         /// The row.
         key: LeaseKey,
-        /// The call: `acquire`, `renew`, `checkpoint`, `read` or `release`.
+        /// The call: `acquire`, `renew`, `checkpoint`, `read` or `release`, or the table-wide
+        /// `rows` and `create_table` of a store that has them.
         operation: &'static str,
         /// What the store said.
         message: String,
