@@ -70,6 +70,57 @@ pub(crate) enum ShardStart {
     At(KinesisPosition),
 }
 
+impl ShardStart {
+    /// Where a shard resumes from a stored checkpoint: after a sequence number, or at the start
+    /// position its first owner recorded before reading (see [`ShardStart::to_checkpoint`]).
+    pub(crate) fn from_checkpoint(shard: &str, checkpoint: &str) -> Self {
+        if checkpoint == TRIM_HORIZON {
+            return Self::At(KinesisPosition::TrimHorizon);
+        }
+        if let Some(ms) = checkpoint
+            .strip_prefix(AT_TIMESTAMP)
+            .and_then(|ms| ms.parse::<u64>().ok())
+        {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            return Self::At(KinesisPosition::AtTimestamp(at));
+        }
+        if let Some(sequence) = checkpoint.strip_prefix(AT_SEQUENCE) {
+            return Self::At(KinesisPosition::at_sequence(shard, sequence));
+        }
+        Self::After(Arc::from(checkpoint))
+    }
+
+    /// The checkpoint a first owner writes before it reads a shard that has none, so an owner
+    /// that takes over before the first acknowledgement starts no later than it did: the tip is
+    /// recorded as the time it was opened, less the clock skew tolerance.
+    pub(crate) fn to_checkpoint(&self, opened_ms: u64) -> String {
+        match self {
+            Self::After(sequence) => sequence.to_string(),
+            Self::At(KinesisPosition::TrimHorizon) => TRIM_HORIZON.to_owned(),
+            Self::At(KinesisPosition::Latest) => {
+                let tolerance = u64::try_from(crate::SKEW_TOLERANCE.as_millis()).unwrap_or(0);
+                format!("{AT_TIMESTAMP}{}", opened_ms.saturating_sub(tolerance))
+            }
+            Self::At(KinesisPosition::AtTimestamp(at)) => {
+                let ms = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| {
+                    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+                });
+                format!("{AT_TIMESTAMP}{ms}")
+            }
+            Self::At(KinesisPosition::AtSequence { sequence, .. }) => {
+                format!("{AT_SEQUENCE}{sequence}")
+            }
+        }
+    }
+}
+
+/// The checkpoint of a shard whose first owner started at its oldest record.
+const TRIM_HORIZON: &str = "TRIM_HORIZON";
+/// The prefix of a checkpoint that records a start time, in epoch milliseconds.
+const AT_TIMESTAMP: &str = "AT_TIMESTAMP:";
+/// The prefix of a checkpoint that records a start at (not after) a sequence number.
+const AT_SEQUENCE: &str = "AT_SEQUENCE:";
+
 /// Compares two Kinesis sequence numbers (decimal strings of up to 128 bits).
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn sequence_cmp(a: &str, b: &str) -> std::cmp::Ordering {
@@ -86,6 +137,32 @@ mod tests {
         assert_eq!(sequence_cmp("9", "10"), Ordering::Less);
         assert_eq!(sequence_cmp("495903", "495903"), Ordering::Equal);
         assert_eq!(sequence_cmp("495904", "495903"), Ordering::Greater);
+    }
+
+    #[test]
+    fn a_start_recorded_as_a_checkpoint_reads_back_as_the_same_start() {
+        let starts = [
+            ShardStart::At(KinesisPosition::TrimHorizon),
+            ShardStart::At(KinesisPosition::at_sequence("s-1", "42")),
+            ShardStart::After(Arc::from("43")),
+            ShardStart::At(KinesisPosition::AtTimestamp(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(5_000),
+            )),
+        ];
+        for start in starts {
+            assert_eq!(
+                ShardStart::from_checkpoint("s-1", &start.to_checkpoint(0)),
+                start
+            );
+        }
+        // The tip is recorded as the time it was opened, less the skew tolerance.
+        let tip = ShardStart::At(KinesisPosition::Latest).to_checkpoint(10_000);
+        assert_eq!(
+            ShardStart::from_checkpoint("s-1", &tip),
+            ShardStart::At(KinesisPosition::AtTimestamp(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(9_000)
+            ))
+        );
     }
 
     #[test]

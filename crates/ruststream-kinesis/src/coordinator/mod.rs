@@ -2,7 +2,10 @@
 //! listing interval, takes every shard that is free or whose lease expired (in parallel), and
 //! starts a reader for each. The decisions are [`plan`]; this module does the I/O around them.
 
+pub(crate) mod keeper;
 pub(crate) mod plan;
+#[cfg(test)]
+mod simulation;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
@@ -179,11 +182,23 @@ impl Subscription {
                 let _ = self.store.release(&key, &self.owner).await;
                 return false;
             }
-            Some(checkpoint) => ShardStart::After(Arc::from(checkpoint)),
+            Some(checkpoint) => ShardStart::from_checkpoint(&shard.id, checkpoint),
             None if !shard.parents.is_empty() => ShardStart::At(KinesisPosition::TrimHorizon),
             None if initial.applies_to(&shard.id) => ShardStart::At(initial),
             None => ShardStart::At(KinesisPosition::Latest),
         };
+        if state.checkpoint.is_none() {
+            // Recorded before the first read, so an instance that takes the shard over before
+            // the first acknowledgement starts no later than this one did.
+            let recorded = start.to_checkpoint(epoch_millis());
+            if let Err(err) = self.store.checkpoint(&key, &self.owner, &recorded).await {
+                if !err.is_fenced() {
+                    self.report(self.lease_error(&shard.id, err));
+                    let _ = self.store.release(&key, &self.owner).await;
+                }
+                return false;
+            }
+        }
         let iterator =
             match api::shard_iterator(&self.client, &self.stream, &shard.id, &start).await {
                 Ok(iterator) => iterator,

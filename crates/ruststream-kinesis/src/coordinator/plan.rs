@@ -60,7 +60,7 @@ pub(crate) fn verdict(
         return Verdict::HeldElsewhere;
     }
     let start = match row.and_then(|row| row.checkpoint) {
-        Some(checkpoint) => ShardStart::After(Arc::from(checkpoint)),
+        Some(checkpoint) => ShardStart::from_checkpoint(&shard.id, &checkpoint),
         None if !shard.parents.is_empty() => ShardStart::At(KinesisPosition::TrimHorizon),
         None if initial.applies_to(&shard.id) => ShardStart::At(initial.clone()),
         None => ShardStart::At(KinesisPosition::Latest),

@@ -35,6 +35,11 @@ pub struct LeaseState {
     /// Bumped by every write to the row.
     pub counter: u64,
     /// The last checkpoint: a sequence number, [`SHARD_END`], or `None` before the first one.
+    ///
+    /// Before its first acknowledgement a shard's first owner records where it started reading:
+    /// `TRIM_HORIZON`, `AT_TIMESTAMP:<epoch ms>` (the tip, as the time it was opened less the
+    /// skew tolerance) or `AT_SEQUENCE:<n>`, so an owner that takes the shard over early starts
+    /// no later than it did.
     pub checkpoint: Option<String>,
 }
 

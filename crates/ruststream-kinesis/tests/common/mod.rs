@@ -43,3 +43,20 @@ fn rand_u64() -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(std::time::SystemTime::now())
 }
+
+/// The local stack's AWS configuration, built without I/O.
+pub fn sdk_config(url: &str) -> aws_config::SdkConfig {
+    aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url(url)
+        .credentials_provider(aws_sdk_kinesis::config::SharedCredentialsProvider::new(
+            aws_sdk_kinesis::config::Credentials::new("test", "test", None, None, "test"),
+        ))
+        .build()
+}
+
+/// A Kinesis client on the local stack, for what the tests do behind the broker's back.
+pub fn raw_kinesis(url: &str) -> aws_sdk_kinesis::Client {
+    aws_sdk_kinesis::Client::new(&sdk_config(url))
+}

@@ -1,0 +1,687 @@
+//! Live tests of the lease protocol with several instances on one DynamoDB lease table (the
+//! local stack): exclusivity, graceful handover, takeover after SIGKILL, restart under the same
+//! owner id, the legacy table upgrade, resharding with two instances, and a table deleted
+//! mid-run. Each prints the times it measured.
+#![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::pin::pin;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use ruststream::{
+    Broker, ConnectedBroker, IncomingMessage, OutgoingMessage, Publisher, Subscriber,
+    SubscriptionSource,
+};
+use ruststream_kinesis::{
+    DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, KinesisStream, LeaseKey,
+    LeaseStore, LeaseTimings,
+};
+use tokio::sync::mpsc;
+
+/// Short timings so the suite runs in seconds: a 3 s lease renewed every second, listing every
+/// second. The defaults are measured by the benchmarks.
+fn timings() -> LeaseTimings {
+    LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
+        .unwrap()
+        .listing(Duration::from_secs(1))
+}
+
+fn stream_of(name: &str, shards: u32) -> KinesisStream {
+    KinesisStream::new(name.to_owned())
+        .create_if_missing(shards)
+        .poll_interval(Duration::from_millis(200))
+}
+
+/// What an instance handled.
+#[derive(Debug, Clone)]
+struct Handled {
+    instance: String,
+    shard: String,
+    payload: String,
+    at: Instant,
+}
+
+/// One instance reading `stream`, acknowledging every delivery and reporting it.
+struct Instance {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Instance {
+    async fn start(
+        url: &str,
+        store: Arc<dyn LeaseStore>,
+        owner: &str,
+        stream: &str,
+        shards: u32,
+        seen: mpsc::UnboundedSender<Handled>,
+        errors: Option<mpsc::UnboundedSender<String>>,
+    ) -> Self {
+        let broker = common::broker_with(url, store)
+            .owner_id(owner)
+            .lease_timings(timings());
+        let connected = broker.connect().await.unwrap();
+        let mut subscriber = stream_of(stream, shards)
+            .subscribe(&connected)
+            .await
+            .unwrap();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let instance = owner.to_owned();
+        let task = tokio::spawn(async move {
+            {
+                let mut deliveries = pin!(subscriber.stream());
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => break,
+                        item = deliveries.next() => match item {
+                            Some(Ok(msg)) => {
+                                let _ = seen.send(Handled {
+                                    instance: instance.clone(),
+                                    shard: msg.shard_id().to_owned(),
+                                    payload: String::from_utf8_lossy(msg.payload()).into_owned(),
+                                    at: Instant::now(),
+                                });
+                                msg.ack().await.unwrap();
+                            }
+                            Some(Err(err)) => match &errors {
+                                Some(errors) => {
+                                    let _ = errors.send(err.to_string());
+                                }
+                                None => eprintln!("{instance}: subscription reported: {err}"),
+                            },
+                            None => break,
+                        }
+                    }
+                }
+            }
+            drop(subscriber);
+            connected.shutdown().await.unwrap();
+        });
+        Self {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// A graceful stop: final checkpoints and releases are written before this returns.
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.unwrap();
+    }
+}
+
+async fn table(url: &str) -> (aws_config::SdkConfig, DynamoLeaseStore) {
+    let config = common::sdk_config(url);
+    let store = DynamoLeaseStore::new(&config, common::unique("leases"));
+    store.create_table().await.unwrap();
+    (config, store)
+}
+
+async fn publish_all(url: &str, stream: &str, bodies: impl IntoIterator<Item = String>) {
+    let connected = common::broker(url).connect().await.unwrap();
+    let publisher = connected.publisher().await.unwrap();
+    for (i, body) in bodies.into_iter().enumerate() {
+        let key = KinesisOptions::default().with_partition_key(format!("key-{}", i % 16));
+        publisher
+            .publish(OutgoingMessage::new(stream, body.as_bytes()), Some(&key))
+            .await
+            .unwrap();
+    }
+    connected.shutdown().await.unwrap();
+}
+
+/// Receives until `done` says so or `within` passes.
+async fn collect_until(
+    rx: &mut mpsc::UnboundedReceiver<Handled>,
+    into: &mut Vec<Handled>,
+    within: Duration,
+    done: impl Fn(&[Handled]) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !done(into) {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(handled)) => into.push(handled),
+            _ => break,
+        }
+    }
+}
+
+fn payloads(handled: &[Handled]) -> HashSet<String> {
+    handled.iter().map(|h| h.payload.clone()).collect()
+}
+
+async fn holders(store: &DynamoLeaseStore, stream: &str) -> HashMap<String, Option<String>> {
+    store
+        .rows()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(key, _)| key.stream() == stream)
+        .map(|(key, row)| (key.shard().to_owned(), row.owner))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_never_handle_one_shard_at_the_same_time() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let stream = common::unique("exclusive");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let a = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-a",
+        &stream,
+        4,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let b = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-b",
+        &stream,
+        4,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let bodies: Vec<String> = (0..120).map(|i| format!("r{i}")).collect();
+    publish_all(&url, &stream, bodies.clone()).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(60), |h| {
+        payloads(h).len() == bodies.len()
+    })
+    .await;
+    assert_eq!(payloads(&handled), bodies.iter().cloned().collect());
+    let mut owner_of: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for h in &handled {
+        owner_of.entry(&h.shard).or_default().insert(&h.instance);
+    }
+    for (shard, instances) in &owner_of {
+        assert_eq!(
+            instances.len(),
+            1,
+            "shard {shard} was handled by {instances:?}"
+        );
+    }
+    assert_eq!(handled.len(), bodies.len(), "no record was handled twice");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_hands_the_shards_over_after_the_checkpoint() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let dynamo = store.clone();
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let stream = common::unique("graceful");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // The first instance lists first and takes every shard.
+    let a = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-a",
+        &stream,
+        2,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let b = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-b",
+        &stream,
+        2,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let first: Vec<String> = (0..40).map(|i| format!("first-{i}")).collect();
+    publish_all(&url, &stream, first.clone()).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(60), |h| {
+        payloads(h).len() == first.len()
+    })
+    .await;
+    assert!(
+        handled.iter().all(|h| h.instance == "pod-a"),
+        "pod-a holds every shard"
+    );
+    assert!(
+        holders(&dynamo, &stream)
+            .await
+            .values()
+            .all(|o| o.as_deref() == Some("pod-a"))
+    );
+
+    let stopping = Instant::now();
+    a.stop().await;
+    let stopped = stopping.elapsed();
+    let second: Vec<String> = (0..40).map(|i| format!("second-{i}")).collect();
+    publish_all(&url, &stream, second.clone()).await;
+    let mut after = Vec::new();
+    collect_until(&mut rx, &mut after, Duration::from_secs(60), |h| {
+        payloads(h).len() >= second.len()
+    })
+    .await;
+    assert!(after.iter().all(|h| h.instance == "pod-b"));
+    assert_eq!(
+        payloads(&after),
+        second.iter().cloned().collect(),
+        "pod-b handles every later record and none that pod-a acked"
+    );
+    let takeover = after.iter().map(|h| h.at).min().unwrap() - stopping;
+    println!(
+        "graceful handover: shutdown took {stopped:?}; first record handled by pod-b {takeover:?} \
+         after pod-a's shutdown began (lease 3 s, listing 1 s)"
+    );
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_under_the_same_owner_id_resumes_at_once() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let stream = common::unique("same-owner");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut child = spawn_child(&url, store.table(), &stream, "pod-a");
+    wait_ready(&mut child);
+    publish_all(&url, &stream, ["one".to_owned()]).await;
+    let handled = read_child_until(&mut child, |h| h.contains("one"));
+    assert!(handled, "the child handled the first record");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Its leases are still live in the table; the same name takes them back without waiting.
+    let restarting = Instant::now();
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let again = Instance::start(&url, store, "pod-a", &stream, 1, tx, None).await;
+    publish_all(&url, &stream, ["two".to_owned()]).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(30), |h| {
+        payloads(h).contains("two")
+    })
+    .await;
+    let resumed = handled
+        .iter()
+        .find(|h| h.payload == "two")
+        .expect("resumed")
+        .at
+        - restarting;
+    assert!(
+        resumed < Duration::from_secs(3),
+        "the restarted owner read again before its old lease (3 s) could expire: {resumed:?}"
+    );
+    println!("restart under the same owner id: reading again after {resumed:?}");
+    again.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_instance_is_taken_over_within_lease_and_listing() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let stream = common::unique("killed");
+    let mut child = spawn_child(&url, store.table(), &stream, "pod-a");
+    wait_ready(&mut child);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let b = Instance::start(&url, store, "pod-b", &stream, 1, tx, None).await;
+    publish_all(&url, &stream, ["before".to_owned()]).await;
+    assert!(read_child_until(&mut child, |line| line.contains("before")));
+    let killed = Instant::now();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    publish_all(&url, &stream, ["after".to_owned()]).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(30), |h| {
+        payloads(h).contains("after")
+    })
+    .await;
+    let taken = handled
+        .iter()
+        .find(|h| h.payload == "after")
+        .expect("pod-b took over")
+        .at
+        - killed;
+    // Lease 3 s + listing 1 s + the skew tolerance of 1 s, with room for a busy machine.
+    assert!(taken < Duration::from_secs(12), "takeover took {taken:?}");
+    println!(
+        "takeover after SIGKILL: first record handled by pod-b {taken:?} after the kill (lease 3 s, listing 1 s)"
+    );
+    b.stop().await;
+}
+
+fn spawn_child(url: &str, table: &str, stream: &str, owner: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_instance",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LEASE_CHILD", format!("{url}|{table}|{stream}|{owner}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_ready(child: &mut Child) {
+    assert!(
+        read_child_until(child, |line| line.contains("READY")),
+        "the child started"
+    );
+}
+
+/// Reads the child's stdout until a line satisfies `found` (true) or it ends (false).
+fn read_child_until(child: &mut Child, found: impl Fn(&str) -> bool) -> bool {
+    let stdout = child.stdout.as_mut().unwrap();
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return false;
+        }
+        if found(line.trim()) {
+            return true;
+        }
+    }
+}
+
+/// The instance a killed-process test runs in a child process; idle unless `LEASE_CHILD` is set.
+#[test]
+fn child_instance() {
+    let Ok(spec) = std::env::var("LEASE_CHILD") else {
+        return;
+    };
+    let parts: Vec<&str> = spec.split('|').collect();
+    let [url, table, stream, owner] = parts[..] else {
+        panic!("bad LEASE_CHILD {spec}")
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config = common::sdk_config(url);
+        let store = Arc::new(DynamoLeaseStore::new(&config, table));
+        let connected = KinesisBroker::from_config(config)
+            .lease_store(store)
+            .owner_id(owner)
+            .lease_timings(timings())
+            .connect()
+            .await
+            .unwrap();
+        let mut subscriber = stream_of(stream, 1).subscribe(&connected).await.unwrap();
+        println!("READY");
+        let mut deliveries = pin!(subscriber.stream());
+        while let Some(item) = deliveries.next().await {
+            if let Ok(msg) = item {
+                println!("HANDLED {}", String::from_utf8_lossy(msg.payload()));
+                msg.ack().await.unwrap();
+            }
+        }
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_legacy_table_upgrade_both_ways() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (config, store) = table(&url).await;
+    let stream = common::unique("legacy");
+    // The stream exists; its one shard has a bare row written by an earlier version.
+    {
+        let connected = common::broker(&url).connect().await.unwrap();
+        drop(stream_of(&stream, 1).subscribe(&connected).await.unwrap());
+        connected.shutdown().await.unwrap();
+    }
+    publish_all(&url, &stream, ["old".to_owned(), "new".to_owned()]).await;
+    let raw = common::raw_kinesis(&url);
+    let iterator = raw
+        .get_shard_iterator()
+        .stream_name(&stream)
+        .shard_id("shardId-000000000000")
+        .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+        .send()
+        .await
+        .unwrap();
+    let records = raw
+        .get_records()
+        .shard_iterator(iterator.shard_iterator().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let old_sequence = records.records()[0].sequence_number().to_owned();
+    aws_sdk_dynamodb::Client::new(&config)
+        .put_item()
+        .table_name(store.table())
+        .item(
+            "lease_key",
+            aws_sdk_dynamodb::types::AttributeValue::S("shardId-000000000000".into()),
+        )
+        .item(
+            "checkpoint",
+            aws_sdk_dynamodb::types::AttributeValue::S(old_sequence),
+        )
+        .item(
+            "lease_counter",
+            aws_sdk_dynamodb::types::AttributeValue::N("1".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+
+    // Without the setting the shard stops with a lease error naming table, shard and stream.
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let (errors_tx, mut errors) = mpsc::unbounded_channel();
+    let plain: Arc<dyn LeaseStore> = Arc::new(DynamoLeaseStore::new(&config, store.table()));
+    let refused = Instance::start(&url, plain, "pod-a", &stream, 1, tx, Some(errors_tx)).await;
+    let err = tokio::time::timeout(Duration::from_secs(10), errors.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        err.contains(store.table())
+            && err.contains("shardId-000000000000")
+            && err.contains(&stream),
+        "{err}"
+    );
+    refused.stop().await;
+
+    // With it, the shard resumes after the bare row's checkpoint.
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let upgraded: Arc<dyn LeaseStore> =
+        Arc::new(DynamoLeaseStore::new(&config, store.table()).legacy_stream(stream.clone()));
+    let reader = Instance::start(&url, Arc::clone(&upgraded), "pod-a", &stream, 1, tx, None).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(20), |h| {
+        !h.is_empty()
+    })
+    .await;
+    assert_eq!(
+        handled[0].payload, "new",
+        "resumed after the legacy checkpoint"
+    );
+    reader.stop().await;
+    let row = upgraded
+        .read(&LeaseKey::new(stream.clone(), "shardId-000000000000"))
+        .await
+        .unwrap()
+        .expect("the upgraded row");
+    assert!(row.checkpoint.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_lease_table_surfaces_and_the_shard_resumes_when_it_is_back() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (config, store) = table(&url).await;
+    let stream = common::unique("table-gone");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (errors_tx, mut errors) = mpsc::unbounded_channel();
+    let shared: Arc<dyn LeaseStore> = Arc::new(store.clone());
+    let instance = Instance::start(&url, shared, "pod-a", &stream, 1, tx, Some(errors_tx)).await;
+    aws_sdk_dynamodb::Client::new(&config)
+        .delete_table()
+        .table_name(store.table())
+        .send()
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(15), errors.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(err.contains("lease") && err.contains(&stream), "{err}");
+    store.create_table().await.unwrap();
+    // Once the table is back the shard is taken again at the next listing and read.
+    let mut handled = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !payloads(&handled).contains("back") {
+        publish_all(&url, &stream, ["back".to_owned()]).await;
+        collect_until(&mut rx, &mut handled, Duration::from_secs(3), |h| {
+            payloads(h).contains("back")
+        })
+        .await;
+    }
+    assert!(payloads(&handled).contains("back"), "the shard resumed");
+    instance.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_and_a_merge_with_two_instances_keep_parent_first_order() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let stream = common::unique("reshard-two");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let a = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-a",
+        &stream,
+        1,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let b = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-b",
+        &stream,
+        1,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let raw = common::raw_kinesis(&url);
+    let keys = 6;
+    let rounds = 30;
+    let connected = common::broker(&url).connect().await.unwrap();
+    let publisher = connected.publisher().await.unwrap();
+    for round in 0..rounds {
+        for key in 0..keys {
+            publisher
+                .publish(
+                    OutgoingMessage::new(stream.as_str(), format!("k{key}:{round}").as_bytes()),
+                    Some(&KinesisOptions::default().with_partition_key(format!("k{key}"))),
+                )
+                .await
+                .unwrap();
+        }
+        if round == 8 || round == 18 {
+            let shards = raw.list_shards().stream_name(&stream).send().await.unwrap();
+            let mut open: Vec<_> = shards
+                .shards()
+                .iter()
+                .filter(|s| {
+                    s.sequence_number_range()
+                        .unwrap()
+                        .ending_sequence_number()
+                        .is_none()
+                })
+                .cloned()
+                .collect();
+            open.sort_by_key(|s| {
+                s.hash_key_range()
+                    .unwrap()
+                    .starting_hash_key()
+                    .parse::<u128>()
+                    .unwrap()
+            });
+            if round == 8 {
+                let range = open[0].hash_key_range().unwrap();
+                let start: u128 = range.starting_hash_key().parse().unwrap();
+                let end: u128 = range.ending_hash_key().parse().unwrap();
+                raw.split_shard()
+                    .stream_name(&stream)
+                    .shard_to_split(open[0].shard_id())
+                    .new_starting_hash_key((start + (end - start) / 2).to_string())
+                    .send()
+                    .await
+                    .unwrap();
+            } else {
+                raw.merge_shards()
+                    .stream_name(&stream)
+                    .shard_to_merge(open[0].shard_id())
+                    .adjacent_shard_to_merge(open[1].shard_id())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(800)).await;
+        }
+    }
+    let total = keys * rounds;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(90), |h| {
+        payloads(h).len() == total
+    })
+    .await;
+    assert_eq!(payloads(&handled).len(), total, "every record was handled");
+    let mut last: HashMap<String, i64> = HashMap::new();
+    let mut firsts = HashSet::new();
+    for h in &handled {
+        if !firsts.insert(h.payload.clone()) {
+            continue;
+        }
+        let (key, round) = h.payload.split_once(':').unwrap();
+        let round: i64 = round.parse().unwrap();
+        let previous = last.insert(key.to_owned(), round).unwrap_or(-1);
+        assert!(
+            round > previous,
+            "key {key}: round {round} first handled after round {previous}"
+        );
+    }
+    connected.shutdown().await.unwrap();
+    a.stop().await;
+    b.stop().await;
+}
+
+#[allow(dead_code)]
+fn _error_type_names_stream_and_shard(err: &KinesisError) -> bool {
+    matches!(err, KinesisError::Lease { .. })
+}
