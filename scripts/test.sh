@@ -19,5 +19,6 @@ export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
+scripts/docs.sh
 cargo test --all-features --all-targets
 cargo test --all-features --doc

@@ -17,6 +17,7 @@ const ORDERS: usize = 20;
 
 static HANDLED: AtomicUsize = AtomicUsize::new(0);
 
+// ANCHOR: service
 #[derive(Debug, serde::Deserialize, serde::Serialize)]
 struct Order {
     id: u64,
@@ -40,15 +41,18 @@ fn local_broker(endpoint: &str) -> KinesisBroker {
         .region("us-east-1")
         .test_credentials()
 }
+// ANCHOR_END: service
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let endpoint = std::env::var("KINESIS_TEST_ENDPOINT")
         .unwrap_or_else(|_| "http://127.0.0.1:4566".to_owned());
+    // ANCHOR: app
     let app =
         RustStream::new(AppInfo::new("demo", "0.1.0")).with_broker(local_broker(&endpoint), |b| {
             b.include(pick);
         });
+    // ANCHOR_END: app
     let producer = async {
         let connected = local_broker(&endpoint).connect().await.expect("connect");
         let publisher = connected.publisher().await.expect("publisher");

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::coordinator::{self, Subscription};
-use crate::subscriber::{Inbox, Source};
+use crate::subscriber::{Deliveries, Inbox, Source};
 use crate::{
     KinesisError, KinesisPosition, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings,
     MemoryLeaseStore, api, validate,
@@ -342,21 +342,23 @@ impl ConnectedKinesisBroker {
                 sub.round().await?;
                 self.tasks
                     .spawn_on(coordinator::run(Arc::clone(&sub)), &self.runtime);
-                Ok(KinesisSubscriber {
+                let deliveries = Deliveries {
                     rx: Inbox::Live(rx),
                     source: Source::Live(sub),
                     _registration: registration,
-                })
+                };
+                Ok(KinesisSubscriber::new(deliveries, source.max_wait))
             }
             #[cfg(feature = "testing")]
             Transport::InProcess(world) => {
                 let (sub, rx) =
                     world.subscribe(name, source.create_if_missing, Arc::clone(&self.closed))?;
-                Ok(KinesisSubscriber {
+                let deliveries = Deliveries {
                     rx: Inbox::InProcess(rx),
                     source: Source::InProcess(sub),
                     _registration: registration,
-                })
+                };
+                Ok(KinesisSubscriber::new(deliveries, source.max_wait))
             }
         }
     }
@@ -409,6 +411,15 @@ impl SubscriptionSource<ConnectedKinesisBroker> for KinesisStream {
         connected: &ConnectedKinesisBroker,
     ) -> Result<KinesisSubscriber, KinesisError> {
         connected.open(self).await
+    }
+}
+
+/// Lets the manual mount take the descriptor: `subscriber(KinesisStream::new("orders"), Pick)`.
+impl ruststream::runtime::IntoSource for KinesisStream {
+    type Source = Self;
+
+    fn into_source(self) -> Self {
+        self
     }
 }
 

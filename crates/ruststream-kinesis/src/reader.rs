@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Fetched};
 use crate::coordinator::Subscription;
+use crate::coordinator::keeper::{KeeperAction, LeaseKeeper};
 use crate::message::Settle;
 use crate::position::ShardStart;
 use crate::shard::ShardHandle;
@@ -62,47 +63,58 @@ pub(crate) async fn run(mut reader: Reader) {
 
 /// Renews the lease every renewal interval. A refused renewal stops the shard at once; a failed
 /// one is retried while the lease is valid by this instance's clock, and the shard stops before
-/// that moment.
+/// that moment. The decisions are the [`LeaseKeeper`]'s; this function sends and sleeps.
 async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
     let timings = sub.timings;
-    let mut wait = timings.renew();
+    // The take set how long the lease it won may be used.
+    let Some(valid_until) = handle.valid_until() else {
+        return;
+    };
+    let mut keeper = LeaseKeeper::new(timings, valid_until, Instant::now());
     loop {
+        let wait = keeper
+            .next_renewal()
+            .saturating_duration_since(Instant::now());
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
+        if handle.is_stopped() {
+            // Stopped elsewhere (a refused checkpoint, a lapsed lease seen by a delivery): end
+            // the shard's tasks rather than keep a lease nobody reads under.
+            cancel.cancel();
+            return;
+        }
         let sent = Instant::now();
-        match sub
+        let action = match sub
             .store
             .renew(&handle.key, &sub.owner, timings.lease())
             .await
         {
             Ok(_) => {
-                handle.extend(sent + timings.lease() - timings.holder_margin());
-                wait = timings.renew();
+                keeper.on_renewed(sent);
+                handle.extend(keeper.valid_until());
+                continue;
             }
             Err(err) if err.is_fenced() => {
                 tracing::info!(lease = %handle.key, "lease lost; the shard stops without a checkpoint");
-                handle.stop();
-                cancel.cancel();
-                return;
+                keeper.on_refused()
             }
             Err(err) => {
                 sub.report(sub.lease_error(handle.key.shard(), err));
-                let left = handle.valid_until().map_or(Duration::ZERO, |until| {
-                    until.saturating_duration_since(Instant::now())
-                });
-                if left.is_zero() {
+                let action = keeper.on_failed(Instant::now());
+                if matches!(action, KeeperAction::Stop { .. }) {
                     tracing::warn!(lease = %handle.key, "lease ran out while the store failed; the shard stops");
-                    handle.stop();
-                    cancel.cancel();
-                    return;
                 }
-                // Try again soon, and once more before the lease runs out.
-                wait = (timings.renew() / 3)
-                    .min(left / 2)
-                    .max(Duration::from_millis(50));
+                action
             }
+        };
+        if let KeeperAction::Stop { checkpoint } = action {
+            // Neither stop allows a final checkpoint: a stopped handle writes none.
+            debug_assert!(!checkpoint);
+            handle.stop();
+            cancel.cancel();
+            return;
         }
     }
 }
@@ -147,8 +159,10 @@ impl Reader {
         let mut last_sequence: Option<Arc<str>> = None;
         let mut last_call = Instant::now() - MIN_CALL_GAP;
         let mut failures: u32 = 0;
+        let mut seek_seen = false;
         loop {
-            if self.restart.has_changed().unwrap_or(false) {
+            // `changed()` in the idle wait below marks the seek seen, so it sets `seek_seen`.
+            if std::mem::take(&mut seek_seen) || self.restart.has_changed().unwrap_or(false) {
                 let position = self.restart.borrow_and_update().clone();
                 if let Some(position) = position {
                     self.handle.reset();
@@ -216,7 +230,7 @@ impl Reader {
                         tokio::select! {
                             () = self.cancel.cancelled() => return Stop::Cancelled,
                             () = tokio::time::sleep(self.sub.poll_interval) => {}
-                            _ = self.restart.changed() => {}
+                            _ = self.restart.changed() => seek_seen = true,
                         }
                     }
                 }
@@ -304,20 +318,25 @@ impl Reader {
                     return self.release_graceful().await;
                 }
                 self.cancel.cancel();
-                let _writing = self.handle.writing.lock().await;
-                let ended = store.checkpoint(key, owner, SHARD_END).await;
-                let released = store.release(key, owner).await;
-                drop(_writing);
-                match ended.and(released) {
-                    Ok(()) => {
-                        tracing::info!(lease = %key, "shard read to its end");
-                        true
-                    }
-                    Err(err) => {
-                        self.sub.report(self.sub.lease_error(key.shard(), err));
-                        false
-                    }
+                let writing = self.handle.writing.lock().await;
+                // SHARD_END covers every settled record; a checkpoint still pending would land
+                // after it and move the shard back.
+                let _ = self.handle.take_pending();
+                if let Err(err) = store.checkpoint(key, owner, SHARD_END).await {
+                    // Not finished in the table: keep the lease until it lapses, and the next
+                    // owner reads the shard's end again from the last checkpoint.
+                    self.sub.report(self.sub.lease_error(key.shard(), err));
+                    return false;
                 }
+                let released = store.release(key, owner).await;
+                drop(writing);
+                if let Err(err) = released
+                    && !err.is_fenced()
+                {
+                    self.sub.report(self.sub.lease_error(key.shard(), err));
+                }
+                tracing::info!(lease = %key, "shard read to its end");
+                true
             }
             Stop::Cancelled => self.release_graceful().await,
         }

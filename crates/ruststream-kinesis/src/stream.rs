@@ -27,6 +27,7 @@ pub struct KinesisStream {
     pub(crate) create_if_missing: Option<u32>,
     pub(crate) poll_interval: Duration,
     pub(crate) batch_size: u32,
+    pub(crate) max_wait: Duration,
 }
 
 impl KinesisStream {
@@ -38,6 +39,7 @@ impl KinesisStream {
             create_if_missing: None,
             poll_interval: Duration::from_millis(1000),
             batch_size: 1000,
+            max_wait: Duration::from_millis(50),
         }
     }
 
@@ -61,6 +63,14 @@ impl KinesisStream {
     #[must_use]
     pub fn batch_size(mut self, size: u32) -> Self {
         self.batch_size = size.clamp(1, crate::validate::MAX_GET_RECORDS_LIMIT);
+        self
+    }
+
+    /// How long a batch handler (`&[T]`) waits to fill a batch before it takes what arrived
+    /// (default 50 ms).
+    #[must_use]
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.max_wait = wait;
         self
     }
 

@@ -2,8 +2,11 @@
 
 use std::sync::{Arc, PoisonError};
 
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
 use futures::{Stream, StreamExt};
-use ruststream::{Seekable, Seeker, Subscriber};
+use ruststream::{BatchSubscriber, BufferedSubscriber, Seekable, Seeker, Subscriber};
 use tokio::sync::mpsc;
 
 use crate::coordinator::{Item, Subscription};
@@ -19,11 +22,54 @@ pub(crate) enum Source {
 }
 
 /// The subscription to one stream: a stream of [`KinesisMessage`]s from every shard this instance
-/// holds the lease of.
+/// holds the lease of, one at a time or in batches (`&[T]` handlers) of at most the mount's
+/// batch size, closed after [`KinesisStream::max_wait`](crate::KinesisStream::max_wait).
 ///
 /// Dropping it stops the readers: each writes its final checkpoint and releases its lease.
 #[derive(Debug)]
 pub struct KinesisSubscriber {
+    buffered: BufferedSubscriber<Deliveries>,
+}
+
+impl KinesisSubscriber {
+    pub(crate) fn new(deliveries: Deliveries, max_wait: Duration) -> Self {
+        Self {
+            buffered: BufferedSubscriber::new(deliveries).max_wait(max_wait),
+        }
+    }
+}
+
+impl Subscriber for KinesisSubscriber {
+    type Message = KinesisMessage;
+    type Error = KinesisError;
+
+    fn stream(&mut self) -> impl Stream<Item = Result<KinesisMessage, KinesisError>> + Send + '_ {
+        self.buffered.stream()
+    }
+}
+
+impl BatchSubscriber for KinesisSubscriber {
+    type Batch = Vec<KinesisMessage>;
+
+    fn batches(
+        &mut self,
+        size: NonZeroUsize,
+    ) -> impl Stream<Item = Result<Vec<KinesisMessage>, KinesisError>> + Send + '_ {
+        self.buffered.batches(size)
+    }
+}
+
+impl Seekable for KinesisSubscriber {
+    type Seeker = KinesisSeeker;
+
+    fn seeker(&self) -> KinesisSeeker {
+        self.buffered.seeker()
+    }
+}
+
+/// The deliveries of one subscription, before batching.
+#[derive(Debug)]
+pub(crate) struct Deliveries {
     pub(crate) rx: Inbox,
     pub(crate) source: Source,
     /// Frees the stream's name on the broker when the subscription goes.
@@ -54,7 +100,14 @@ impl Inbox {
 fn current(msg: &KinesisMessage) -> bool {
     match &msg.settle {
         Some(Settle::Live { shard, ticket }) => {
-            !shard.is_stopped() && shard.generation() == ticket.generation
+            // A record that waited in the channel while its lease lapsed (a stall, renewals
+            // failing) must not reach a handler: another instance may hold the shard by now.
+            // Stopping the shard also ends its reader, so nothing waits on the dropped record.
+            if !shard.may_deliver() {
+                shard.stop();
+                return false;
+            }
+            shard.generation() == ticket.generation
         }
         #[cfg(feature = "testing")]
         Some(Settle::InProcess(settle)) => settle.is_current(msg.generation),
@@ -62,7 +115,7 @@ fn current(msg: &KinesisMessage) -> bool {
     }
 }
 
-impl Subscriber for KinesisSubscriber {
+impl Subscriber for Deliveries {
     type Message = KinesisMessage;
     type Error = KinesisError;
 
@@ -76,7 +129,7 @@ impl Subscriber for KinesisSubscriber {
     }
 }
 
-impl Drop for KinesisSubscriber {
+impl Drop for Deliveries {
     fn drop(&mut self) {
         match &self.source {
             Source::Live(sub) => sub.cancel.cancel(),
@@ -105,7 +158,7 @@ enum SeekSource {
     InProcess(Arc<crate::in_process::InProcessSubscription>),
 }
 
-impl Seekable for KinesisSubscriber {
+impl Seekable for Deliveries {
     type Seeker = KinesisSeeker;
 
     fn seeker(&self) -> KinesisSeeker {

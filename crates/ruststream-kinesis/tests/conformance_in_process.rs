@@ -4,7 +4,7 @@
 use ruststream::conformance::harness::{self, InProcessBroker};
 use ruststream::conformance::helpers::unique_subject;
 use ruststream::conformance::message_shape::OptionCases;
-use ruststream::conformance::{lifecycle, message_shape, retry};
+use ruststream::conformance::{capabilities, lifecycle, message_shape, retry};
 use ruststream::testing::Backlog;
 use ruststream::{IncomingMessage, Name};
 use ruststream_kinesis::{KinesisBroker, KinesisOptions, KinesisPublish, KinesisStream};
@@ -86,6 +86,43 @@ async fn publish_options() {
             .refuses(KinesisOptions::default().with_partition_key(too_long))
             .refuses(KinesisOptions::default().with_partition_key("")),
         |delivery| delivery.partition_key().map(<[u8]>::to_vec),
+    )
+    .await;
+}
+
+/// One shard, so publish order is delivery order across every message of the check.
+fn one_shard(name: &str) -> KinesisStream {
+    KinesisStream::new(name.to_owned()).create_if_missing(1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches() {
+    capabilities::batches(
+        || InProcessBroker::new(broker()),
+        one_shard,
+        |connected| futures::executor::block_on(connected.publisher()).unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeking() {
+    let shared = broker();
+    capabilities::seeking(
+        move || InProcessBroker::new(shared.clone()),
+        one_shard,
+        |connected| futures::executor::block_on(connected.publisher()).unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_seeking() {
+    let shared = broker();
+    capabilities::batch_seeking(
+        move || InProcessBroker::new(shared.clone()),
+        one_shard,
+        |connected| futures::executor::block_on(connected.publisher()).unwrap(),
     )
     .await;
 }

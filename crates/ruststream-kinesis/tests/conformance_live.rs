@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream::conformance::in_process::{self, Refusal};
-use ruststream::conformance::{harness, lifecycle, settlement};
+use ruststream::conformance::{capabilities, harness, lifecycle, settlement};
 use ruststream::testing::Backlog;
 use ruststream_kinesis::{KinesisStream, LeaseStore, MAX_RECORD_BYTES, MemoryLeaseStore};
 
@@ -100,6 +100,49 @@ async fn refuses_like_the_server() {
                 source: KinesisStream::new(common::unique("conformance-absent")),
             },
         ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_live() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    capabilities::batches(
+        move || common::broker(&url),
+        source,
+        |connected| futures::executor::block_on(connected.publisher()).unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeking_live() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
+    let shared = common::broker_with(&url, store);
+    capabilities::seeking(
+        move || shared.clone(),
+        source,
+        |connected| futures::executor::block_on(connected.publisher()).unwrap(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_seeking_live() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
+    let shared = common::broker_with(&url, store);
+    capabilities::batch_seeking(
+        move || shared.clone(),
+        source,
+        |connected| futures::executor::block_on(connected.publisher()).unwrap(),
     )
     .await;
 }

@@ -1,0 +1,132 @@
+//! The `lease-table` binary against a DynamoDB endpoint (the local stack): a missing table, a
+//! table created empty, and rows held, released and finished.
+//!
+//! They run when `KINESIS_TEST_ENDPOINT` names the endpoint; without it they print a skip line
+//! and pass, unless `KINESIS_TEST_STRICT=1`, which makes them fail instead.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseKey, LeaseStore, SHARD_END};
+
+const SEQUENCE: &str = "49680672754139884217042819293168615594233462764991414274";
+
+fn endpoint() -> Option<String> {
+    match std::env::var("KINESIS_TEST_ENDPOINT") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("KINESIS_TEST_STRICT").as_deref() != Ok("1"),
+                "KINESIS_TEST_ENDPOINT is not set and KINESIS_TEST_STRICT=1: live tests may not \
+                 be skipped"
+            );
+            eprintln!("skipped: set KINESIS_TEST_ENDPOINT to run the live lease-table tests");
+            None
+        }
+    }
+}
+
+/// Runs `lease-table` with the stack's configuration in its environment.
+fn lease_table(endpoint: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lease-table"))
+        .args(args)
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env_remove("AWS_PROFILE")
+        .output()
+        .expect("run lease-table")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn config(endpoint: &str) -> SdkConfig {
+    SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "lease-table-test",
+        )))
+        .build()
+}
+
+#[test]
+fn a_missing_table_is_named_with_the_command_that_creates_it() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let table = format!("lease-table-missing-{:08x}", rand::random::<u32>());
+    let out = lease_table(&endpoint, &[&table]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("aws dynamodb create-table --table-name {table} ")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("lease-table {table} --create")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn the_rows_show_who_holds_what_and_how_far_it_got() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let table = format!("lease-table-view-{:08x}", rand::random::<u32>());
+    let out = lease_table(&endpoint, &[&table, "--create"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text(&out.stdout).starts_with(&format!("no leases yet in table {table}")),
+        "{out:?}"
+    );
+
+    let store = DynamoLeaseStore::new(&config(&endpoint), table.as_str());
+    let held = LeaseKey::new("orders", "shardId-000000000000");
+    let done = LeaseKey::new("orders", "shardId-000000000001");
+    let lease = Duration::from_secs(30);
+    store.acquire(&held, "pod-a", lease).await.unwrap();
+    store.checkpoint(&held, "pod-a", SEQUENCE).await.unwrap();
+    store.acquire(&done, "pod-b", lease).await.unwrap();
+    store.checkpoint(&done, "pod-b", SHARD_END).await.unwrap();
+    store.release(&done, "pod-b").await.unwrap();
+
+    let out = lease_table(&endpoint, &[&table]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = text(&out.stdout);
+    let lines: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip(2)
+        .map(|line| {
+            line.split("  ")
+                .filter(|cell| !cell.is_empty())
+                .map(str::trim)
+                .collect()
+        })
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert_eq!(
+        lines[0][..3],
+        ["orders", "shardId-000000000000", "pod-a"],
+        "{stdout}"
+    );
+    assert!(lines[0][3].ends_with(" s"), "the lease runs: {stdout}");
+    assert_eq!(lines[0][4..], ["2", "…764991414274"], "{stdout}");
+    assert_eq!(
+        lines[1],
+        ["orders", "shardId-000000000001", "-", "-", "3", "SHARD_END"],
+        "{stdout}"
+    );
+}

@@ -1,0 +1,2882 @@
+//! A deterministic simulation of the coordinator and the lease protocol (DESIGN §3): thousands of
+//! random schedules on a virtual clock, each checked against the protocol's invariants after
+//! every event.
+//!
+//! # What runs for real, and what is modelled
+//!
+//! The decisions are the crate's own pure code: [`plan::rows_to_read`] and [`plan::verdict`]
+//! choose what a listing round reads and takes, [`LeaseKeeper`] decides renewals, retries, and
+//! whether a record may still be handed out, [`Watermark`] tracks the contiguous settled prefix
+//! that becomes the checkpoint, and [`LeaseState::is_expired_at`] / [`LeaseState::is_held_by`]
+//! are the store's conditions. The I/O around them is a model that follows `coordinator/mod.rs`
+//! (`round`, `take`, `reader_ended`, `run`), `reader.rs` (`keep_lease`, `write_checkpoints`, the
+//! read loop, `finish`, `release_graceful`), `shard.rs` (the `writing` lock, pending checkpoint,
+//! `restore_pending`) and `subscriber.rs` (the filter in front of the handlers) step by step,
+//! including the races between them (an in-flight renewal or checkpoint while the reader
+//! finishes, a writer woken after a cancel, a reader blocked on a full channel).
+//!
+//! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
+//! (closed shards keep a finite record list, open ones grow as a producer writes), one lease
+//! store, and per instance a bounded delivery channel and a pool of handlers that ack out of
+//! order. Faults, during a chaos phase: store calls that fail (not applied), time out (applied or
+//! not, the caller cannot tell) or answer late; an instance cut off from the store for a while;
+//! Kinesis calls that fail (`ListShards`, `GetShardIterator`, `GetRecords`); crashes (for good, or
+//! a restart under the same owner id or a fresh one); stalls (the whole process frozen, often for
+//! longer than a lease, then resumed with its timers and answers arriving in random order);
+//! graceful stops (the runtime drains its handlers, then drops the subscription), with or without
+//! a restart; skewed wall clocks that may also step (NTP) within the bound. Lease timings vary
+//! between the default (10 s / 3 s / 10 s listing) and shortened ones. A quiet phase follows: no
+//! more faults except at most one crash or graceful stop, with at least one instance left, until
+//! every record is acked.
+//!
+//! Two fixes proposed for the I/O code are modelled, each behind a [`Config`] flag that a test
+//! turns off to show the violation the code of today allows: the filter in front of the handlers
+//! checks the lease by the clock (`filter_checks_lease`), and `finish` drops the pending
+//! checkpoint before `SHARD_END` (`end_discards_pending`).
+//!
+//! Abstracted away: time inside a handler or the runtime other than the handler's own duration;
+//! rate drift of clocks (a 10 s lease at 100 ppm drifts by 1 ms) and a monotonic clock that stops
+//! while the host is suspended (a stall here lets it run on, as a frozen process's does);
+//! `ListShards` being stale; retention (no shard is trimmed, so every parent stays listed); seeks
+//! and `nack`; throttling beyond a failed call; the bytes of records. A timed-out store call
+//! lands, if at all, before its caller gives up: one that lands later, behind the caller's newer
+//! calls, can move a checkpoint or an expiry back under the owner-only conditions (the
+//! `late_landing` flag and its test show it). An instance restarts only after every request of
+//! its last incarnation could have landed, as a real process restart does.
+//!
+//! # Clock skew
+//!
+//! Each incarnation of an instance gets a wall-clock offset in `[-B/2, +B/2]`, so any two clocks
+//! differ by at most `B = SKEW_TOLERANCE + holder_margin` (2 s with the default timings): the
+//! documented tolerance. A holder whose renewal was sent at `s` stops at `s + lease - margin` by
+//! its monotonic clock (true time here, no drift); a taker's condition `expiry + SKEW_TOLERANCE <
+//! now` with `expiry = wall_holder(s) + lease` holds only after true time `s + lease +
+//! SKEW_TOLERANCE - (off_taker - off_holder) >= s + lease - margin`. Offsets are drawn at the two
+//! extremes a third of the time each, so the boundary is exercised; a test runs clocks skewed
+//! beyond `B` and expects a fencing violation, showing the bound is tight and the check bites.
+//!
+//! # Invariants, checked after every event
+//!
+//! 1. Fencing. (a) The store accepts a renewal, checkpoint or release only from the session
+//!    (instance incarnation and take) that holds the row: the owner-id condition is the real one,
+//!    and the ghost check behind it also catches a same-id restart or an old session's write.
+//!    (b) A take never succeeds while another live session may still deliver by its own clock
+//!    (its last granted `sent + lease - margin` is in the future and it was not stopped).
+//!    (c) Every delivery (a record handed to a handler) is made by the session that holds the
+//!    row at that instant, before `sent + lease - margin` of its last grant it heard of, and not
+//!    after it heard of a refusal. So no two instances ever deliver from one shard in
+//!    overlapping lease intervals, and none delivers after it learned, or should have learned by
+//!    its own clock, that its lease is gone.
+//! 2. Monotonic checkpoints: every accepted checkpoint is at or after the row's previous one
+//!    (`SHARD_END` last); the simulation makes no seeks.
+//! 3. At least once: when the schedule ends (quiet phase, every instance healthy) every written
+//!    record was acked at least once.
+//! 4. Order: each session delivers the records after its start position one by one with no gap;
+//!    the first delivery of each record of a shard follows sequence order; a child's record is
+//!    delivered only while every parent's row is at `SHARD_END`.
+//! 5. Graceful: when a graceful stop's release lands, the row's checkpoint covers every record
+//!    the session delivered (the runtime drained its handlers, so all were acked), and no record
+//!    covered that way is ever delivered again.
+//! 6. Liveness (quiet phase, once the last faulty request could have landed): every shard that
+//!    is not finished and whose parents are finished is held by a live, unstopped session again
+//!    within `lease + SKEW_TOLERANCE + B + listing + 1 s` of losing its reader (the second is
+//!    for round trips). DESIGN §3 says `lease + listing`, which cannot hold exactly: a taker waits
+//!    `SKEW_TOLERANCE` beyond the expiry, plus the skew between the clocks.
+//!
+//! # Running
+//!
+//! `cargo test -p ruststream-kinesis --lib coordinator::simulation` runs 1,000 schedules from a
+//! random base seed on every core. `SIM_SCHEDULES=n` runs `n`; `SIM_BASE_SEED=b` fixes the base;
+//! `SIM_SEED=s` replays one schedule, and `SIM_TRACE=1` with it prints its whole trace (with
+//! `-- --nocapture`). A failure panics with `seed=<s>`, the invariant, the schedule's settings and
+//! its last events.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as Atomic};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::keeper::{KeeperAction, LeaseKeeper};
+use super::plan::{self, Rows, Verdict};
+use crate::api::ShardInfo;
+use crate::lease::LeaseState;
+use crate::position::ShardStart;
+use crate::watermark::{Ticket, Watermark};
+use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};
+
+/// Virtual true time since the start of a schedule; also every instance's monotonic clock.
+type Time = Duration;
+
+/// The wall clock's origin, in epoch milliseconds.
+const BASE_MS: i64 = 1_700_000_000_000;
+/// `reader.rs`: at most five `GetRecords` calls per second per shard.
+const MIN_CALL_GAP: Duration = Duration::from_millis(200);
+/// `reader.rs`: the longest backoff after a failed call.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Open shards at most.
+const MAX_OPEN: usize = 8;
+/// Lines of trace a failure prints.
+const TRACE_LINES: usize = 60;
+/// Schedules per `cargo test` run unless `SIM_SCHEDULES` says otherwise.
+const DEFAULT_SCHEDULES: u64 = 1_000;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn secs(t: Time) -> String {
+    format!("{:>8.3}", t.as_secs_f64())
+}
+
+/// The pairwise clock skew the protocol tolerates: the taker's `SKEW_TOLERANCE` plus the
+/// holder's margin.
+fn tolerated_skew(timings: &LeaseTimings) -> Duration {
+    SKEW_TOLERANCE + timings.holder_margin()
+}
+
+/// A checkpoint's place in a shard: none, after a sequence number, or the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Mark {
+    None,
+    Seq(u64),
+    End,
+}
+
+impl Mark {
+    fn of(checkpoint: Option<&str>) -> Self {
+        match checkpoint {
+            None => Self::None,
+            Some(SHARD_END) => Self::End,
+            Some(seq) => Self::Seq(seq.parse().expect("checkpoints are sequence numbers")),
+        }
+    }
+}
+
+/// The settings of one schedule.
+#[derive(Debug, Clone)]
+struct Config {
+    timings: LeaseTimings,
+    instances: usize,
+    initial_shards: usize,
+    /// How long faults happen; the quiet phase follows.
+    chaos: Time,
+    /// The pairwise bound of the wall-clock offsets.
+    skew: Duration,
+    p_fail: f64,
+    p_timeout: f64,
+    p_slow: f64,
+    /// The store client's timeout: the longest a store call is in flight.
+    timeout: Duration,
+    p_kinesis: f64,
+    write_gap_ms: (u64, u64),
+    channel: usize,
+    workers: usize,
+    batch: usize,
+    poll: Duration,
+    reshards: usize,
+    crashes: usize,
+    stalls: usize,
+    shutdowns: usize,
+    partitions: usize,
+    clock_steps: usize,
+    quiet_fault: bool,
+    /// Whether the filter in front of the handlers also checks the lease by the clock (the fix
+    /// proposed for `subscriber.rs`), or only the stopped flag (`subscriber.rs` today).
+    filter_checks_lease: bool,
+    /// Whether `finish` drops the pending checkpoint under the `writing` lock before it writes
+    /// `SHARD_END` (the fix proposed for `reader.rs`), or leaves it for the writer, which then
+    /// overwrites `SHARD_END` when the release failed (`reader.rs` today).
+    end_discards_pending: bool,
+    /// Whether a timed-out call may land after its caller gave up (up to three timeouts after
+    /// it was sent), behind the caller's later calls. Off in the main run: see
+    /// `a_write_landing_after_its_timeout_moves_a_checkpoint_back`.
+    late_landing: bool,
+}
+
+impl Config {
+    /// How long after it was sent a store call may still land.
+    fn request_lifetime(&self) -> Duration {
+        if self.late_landing {
+            self.timeout * 3
+        } else {
+            self.timeout
+        }
+    }
+
+    fn random(rng: &mut StdRng) -> Self {
+        let timings = match rng.random_range(0..4) {
+            0 => LeaseTimings::default(),
+            1 => LeaseTimings::default().listing(Duration::from_secs(2)),
+            2 => LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
+                .expect("valid timings")
+                .listing(Duration::from_secs(1)),
+            _ => LeaseTimings::new(Duration::from_secs(6), Duration::from_secs(2))
+                .expect("valid timings")
+                .listing(Duration::from_secs(3)),
+        };
+        let lease = timings.lease();
+        let renew = timings.renew();
+        let pick = |rng: &mut StdRng, options: &[f64]| options[rng.random_range(0..options.len())];
+        Self {
+            timings,
+            instances: rng.random_range(2..=5),
+            initial_shards: rng.random_range(1..=4),
+            chaos: lease * rng.random_range(4..=8),
+            skew: tolerated_skew(&timings),
+            p_fail: pick(rng, &[0.0, 0.01, 0.05, 0.2]),
+            p_timeout: pick(rng, &[0.0, 0.01, 0.05, 0.1]),
+            p_slow: pick(rng, &[0.0, 0.02, 0.1]),
+            timeout: ms(rng.random_range(millis(renew) / 2..=millis(renew) * 2)),
+            p_kinesis: pick(rng, &[0.0, 0.02, 0.1]),
+            write_gap_ms: (rng.random_range(20..=100), rng.random_range(150..=600)),
+            channel: rng.random_range(1..=6),
+            workers: rng.random_range(1..=4),
+            batch: rng.random_range(1..=5),
+            poll: ms(rng.random_range(millis(lease) / 10..=millis(lease) / 5)),
+            reshards: rng.random_range(0..=4),
+            crashes: rng.random_range(0..=2),
+            stalls: rng.random_range(0..=2),
+            shutdowns: rng.random_range(0..=2),
+            partitions: rng.random_range(0..=2),
+            clock_steps: rng.random_range(0..=2),
+            quiet_fault: rng.random_bool(0.7),
+            filter_checks_lease: true,
+            end_discards_pending: true,
+            late_landing: false,
+        }
+    }
+}
+
+/// One shard of the simulated stream.
+#[derive(Debug)]
+struct SimShard {
+    info: ShardInfo,
+    parents: Vec<usize>,
+    /// Sequence numbers, ascending.
+    records: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Stream {
+    shards: Vec<SimShard>,
+    /// Open shards in hash-key order: splits replace one, merges two neighbours.
+    open: Vec<usize>,
+    ids: HashMap<Arc<str>, usize>,
+    next_seq: u64,
+}
+
+impl Stream {
+    fn add(&mut self, parents: Vec<usize>) -> usize {
+        let idx = self.shards.len();
+        let id: Arc<str> = Arc::from(format!("shardId-{idx:012}"));
+        let info = ShardInfo {
+            id: Arc::clone(&id),
+            parents: parents
+                .iter()
+                .map(|&p| Arc::clone(&self.shards[p].info.id))
+                .collect(),
+            closed: false,
+        };
+        self.shards.push(SimShard {
+            info,
+            parents,
+            records: Vec::new(),
+        });
+        self.ids.insert(id, idx);
+        idx
+    }
+
+    fn listing(&self) -> Vec<ShardInfo> {
+        self.shards.iter().map(|s| s.info.clone()).collect()
+    }
+}
+
+/// A row of the store, and the session that holds it (the ghost behind the owner id).
+#[derive(Debug, Default)]
+struct Row {
+    state: Option<LeaseState>,
+    holder: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+enum OpKind {
+    Read,
+    Acquire,
+    Renew,
+    Checkpoint(Arc<str>),
+    /// `cover`: the last record index a gracefully stopping session delivered.
+    Release {
+        cover: Option<usize>,
+    },
+}
+
+/// One store call as it travels to the store.
+#[derive(Debug, Clone)]
+struct Op {
+    inst: usize,
+    inc: u32,
+    sid: u64,
+    shard: usize,
+    owner: Arc<str>,
+    kind: OpKind,
+    /// The caller's wall clock when it built the call (DynamoDB conditions carry it).
+    wall_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Res {
+    Row(Option<LeaseState>),
+    Granted(LeaseState),
+    Ok,
+    Fenced,
+    Failed,
+}
+
+/// Where a store answer goes.
+#[derive(Debug, Clone)]
+enum Cont {
+    Read {
+        shard: usize,
+    },
+    Acquire {
+        shard: usize,
+        sid: u64,
+        sent: Time,
+    },
+    TakeRelease,
+    Renew {
+        sid: u64,
+        sent: Time,
+    },
+    Write {
+        sid: u64,
+        checkpoint: Arc<str>,
+    },
+    FinishCheckpoint {
+        sid: u64,
+        end: bool,
+        checkpoint: Arc<str>,
+    },
+    FinishRelease {
+        sid: u64,
+        end: bool,
+    },
+}
+
+/// A delivery in the channel or in a handler.
+#[derive(Debug, Clone, Copy)]
+struct Msg {
+    sid: u64,
+    shard: usize,
+    idx: usize,
+    ticket: Ticket,
+}
+
+#[derive(Debug)]
+enum Ev {
+    Apply {
+        op: Op,
+        reply: Option<(Duration, Cont)>,
+    },
+    Reply {
+        inst: usize,
+        inc: u32,
+        cont: Cont,
+        res: Res,
+    },
+    Round {
+        inst: usize,
+        inc: u32,
+        token: u64,
+    },
+    Keeper {
+        inst: usize,
+        inc: u32,
+        sid: u64,
+        token: u64,
+    },
+    Reader {
+        inst: usize,
+        inc: u32,
+        sid: u64,
+        token: u64,
+    },
+    Writer {
+        inst: usize,
+        inc: u32,
+        sid: u64,
+        token: u64,
+    },
+    Handler {
+        inst: usize,
+        inc: u32,
+        msg: Msg,
+    },
+    Dispatch {
+        inst: usize,
+        inc: u32,
+    },
+    Write,
+    Reshard,
+    Crash {
+        restart: bool,
+        quiet: bool,
+    },
+    Start {
+        inst: usize,
+        same_id: bool,
+    },
+    Stall {
+        dur: Duration,
+    },
+    Partition {
+        dur: Duration,
+    },
+    /// An instance's wall clock steps (NTP) to another offset within the bound.
+    ClockStep,
+    Shutdown {
+        restart: bool,
+        quiet: bool,
+    },
+    Quiet,
+}
+
+impl Ev {
+    /// The instance incarnation an event belongs to: dropped when it died, deferred while it is
+    /// stalled.
+    fn target(&self) -> Option<(usize, u32)> {
+        match *self {
+            Self::Reply { inst, inc, .. }
+            | Self::Round { inst, inc, .. }
+            | Self::Keeper { inst, inc, .. }
+            | Self::Reader { inst, inc, .. }
+            | Self::Writer { inst, inc, .. }
+            | Self::Handler { inst, inc, .. }
+            | Self::Dispatch { inst, inc } => Some((inst, inc)),
+            _ => None,
+        }
+    }
+}
+
+struct Queued {
+    at: Time,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Task {
+    Sleeping(u64),
+    InFlight,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriterState {
+    /// Waiting for a notification or the cancel.
+    Idle,
+    Woken(u64),
+    WaitLock,
+    InFlight,
+    Sleeping(u64),
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReaderState {
+    Ready,
+    /// A tracked record waits for room in the channel.
+    Blocked,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FinishState {
+    NotYet,
+    Drain,
+    WaitLock { end: bool },
+    InFlight,
+    Done { finished: bool },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    Free,
+    Writer,
+    Finish,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Ended,
+    Cancelled,
+}
+
+/// One reader of one shard: its `ShardHandle`, its three tasks and `finish`.
+#[derive(Debug)]
+struct Session {
+    shard: usize,
+    keeper: LeaseKeeper<Time>,
+    keeper_task: Task,
+    /// `ShardHandle::stop`.
+    stopped: bool,
+    /// The reader's cancellation token.
+    cancelled: bool,
+    watermark: Watermark,
+    pending: Option<Arc<str>>,
+    lock: Lock,
+    writer: WriterState,
+    writer_permit: bool,
+    reader: ReaderState,
+    reader_token: u64,
+    pos: usize,
+    last_call: Time,
+    batch: VecDeque<usize>,
+    tracked: Option<Ticket>,
+    next_none: bool,
+    batch_empty: bool,
+    failures: u32,
+    finish: FinishState,
+    ended_ok: bool,
+    // The ghost: what the checks know about this session, independent of the code under test.
+    start_idx: usize,
+    last_idx: Option<usize>,
+    deadline: Time,
+    lost: bool,
+    cover: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct Round {
+    listing: Vec<ShardInfo>,
+    reading: HashSet<Arc<str>>,
+    finished: HashSet<Arc<str>>,
+    reads_left: usize,
+    rows: Rows,
+    unreadable: HashSet<Arc<str>>,
+    takes_left: usize,
+}
+
+#[derive(Debug, Default)]
+struct Coord {
+    round: Option<Round>,
+    timer: u64,
+    wake: bool,
+    finished: HashSet<Arc<str>>,
+    cancelled: bool,
+}
+
+#[derive(Debug)]
+struct Inst {
+    owner: Arc<str>,
+    inc: u32,
+    alive: bool,
+    offset_ms: i64,
+    stalled_until: Time,
+    partitioned_until: Time,
+    shutting_down: bool,
+    dropped: bool,
+    restart_after_exit: Option<bool>,
+    died_at: Time,
+    coord: Coord,
+    sessions: BTreeMap<u64, Session>,
+    running: BTreeMap<usize, u64>,
+    channel: VecDeque<Msg>,
+    in_flight: usize,
+    dispatch_pending: bool,
+}
+
+#[derive(Debug, Default)]
+struct GhostShard {
+    first_upto: usize,
+    acked: Vec<bool>,
+    covered_upto: usize,
+    unserved_since: Option<Time>,
+}
+
+/// Counts over schedules, to see that the faults were exercised.
+#[derive(Debug, Default, Clone, Copy)]
+struct Stats {
+    schedules: u64,
+    events: u64,
+    records: u64,
+    deliveries: u64,
+    redeliveries: u64,
+    takes: u64,
+    takeovers: u64,
+    refused_renewals: u64,
+    lapsed_by_clock: u64,
+    fenced_writes: u64,
+    store_failures: u64,
+    crashes: u64,
+    restarts: u64,
+    stalls: u64,
+    shutdowns: u64,
+    graceful_covers: u64,
+    partitions: u64,
+    reshards: u64,
+    filtered: u64,
+    virtual_secs: u64,
+    /// The longest a shard went without a reader in a quiet phase, as a share of the bound, in
+    /// per mille.
+    worst_recovery_permille: u64,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Self) {
+        self.schedules += o.schedules;
+        self.events += o.events;
+        self.records += o.records;
+        self.deliveries += o.deliveries;
+        self.redeliveries += o.redeliveries;
+        self.takes += o.takes;
+        self.takeovers += o.takeovers;
+        self.refused_renewals += o.refused_renewals;
+        self.lapsed_by_clock += o.lapsed_by_clock;
+        self.fenced_writes += o.fenced_writes;
+        self.store_failures += o.store_failures;
+        self.crashes += o.crashes;
+        self.restarts += o.restarts;
+        self.stalls += o.stalls;
+        self.shutdowns += o.shutdowns;
+        self.graceful_covers += o.graceful_covers;
+        self.partitions += o.partitions;
+        self.reshards += o.reshards;
+        self.filtered += o.filtered;
+        self.virtual_secs += o.virtual_secs;
+        self.worst_recovery_permille = self.worst_recovery_permille.max(o.worst_recovery_permille);
+    }
+}
+
+/// Why a schedule failed.
+#[derive(Debug)]
+struct Failure {
+    at: Time,
+    message: String,
+}
+
+struct Sim {
+    cfg: Config,
+    rng: StdRng,
+    now: Time,
+    seq: u64,
+    token: u64,
+    queue: BinaryHeap<Reverse<Queued>>,
+    stream: Stream,
+    rows: Vec<Row>,
+    insts: Vec<Inst>,
+    sid_inst: HashMap<u64, (usize, u32)>,
+    next_sid: u64,
+    ghost: Vec<GhostShard>,
+    written: usize,
+    acked: usize,
+    quiet_at: Time,
+    live_from: Time,
+    writes_until: Time,
+    last_live_check: Time,
+    /// When a record was last acked for the first time.
+    last_progress: Time,
+    failure: Option<Failure>,
+    trace: Option<VecDeque<String>>,
+    full_trace: bool,
+    stats: Stats,
+}
+
+impl Sim {
+    fn new(seed: u64, tweak: &dyn Fn(&mut Config, &mut StdRng)) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut cfg = Config::random(&mut rng);
+        tweak(&mut cfg, &mut rng);
+        let quiet_at = cfg.chaos;
+        let live_from = quiet_at + cfg.request_lifetime() + ms(1);
+        let mut sim = Self {
+            rng,
+            now: Time::ZERO,
+            seq: 0,
+            token: 0,
+            queue: BinaryHeap::new(),
+            stream: Stream {
+                next_seq: 1_000,
+                ..Stream::default()
+            },
+            rows: Vec::new(),
+            insts: Vec::new(),
+            sid_inst: HashMap::new(),
+            next_sid: 1,
+            ghost: Vec::new(),
+            written: 0,
+            acked: 0,
+            quiet_at,
+            live_from,
+            writes_until: quiet_at + cfg.timings.lease(),
+            last_live_check: Time::ZERO,
+            last_progress: Time::ZERO,
+            failure: None,
+            trace: None,
+            full_trace: false,
+            stats: Stats::default(),
+            cfg,
+        };
+        sim.setup();
+        sim
+    }
+
+    // ----- plumbing -------------------------------------------------------------------------
+
+    fn push(&mut self, at: Time, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse(Queued {
+            at,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    fn token(&mut self) -> u64 {
+        self.token += 1;
+        self.token
+    }
+
+    /// A few milliseconds: tasks woken together run in a random order.
+    fn jitter(&mut self) -> Duration {
+        ms(self.rng.random_range(0..=2))
+    }
+
+    fn chaos(&self) -> bool {
+        self.now < self.quiet_at
+    }
+
+    fn wall(&self, i: usize) -> u64 {
+        let now = i64::try_from(self.now.as_millis()).unwrap_or(i64::MAX);
+        u64::try_from(BASE_MS + now + self.insts[i].offset_ms).unwrap_or(0)
+    }
+
+    fn fail(&mut self, message: String) {
+        if self.failure.is_none() {
+            self.failure = Some(Failure {
+                at: self.now,
+                message,
+            });
+        }
+    }
+
+    fn log(&mut self, line: impl FnOnce() -> String) {
+        if let Some(trace) = &mut self.trace {
+            let line = format!("{} {}", secs(self.now), line());
+            if self.full_trace {
+                println!("{line}");
+            }
+            trace.push_back(line);
+            if trace.len() > TRACE_LINES {
+                trace.pop_front();
+            }
+        }
+    }
+
+    fn id(&self, shard: usize) -> Arc<str> {
+        Arc::clone(&self.stream.shards[shard].info.id)
+    }
+
+    fn session(&mut self, i: usize, sid: u64) -> Option<&mut Session> {
+        self.insts[i].sessions.get_mut(&sid)
+    }
+
+    fn offset(&mut self) -> i64 {
+        let half = i64::try_from(millis(self.cfg.skew) / 2).unwrap_or(0);
+        match self.rng.random_range(0..3) {
+            0 => -half,
+            1 => half,
+            _ => self.rng.random_range(-half..=half),
+        }
+    }
+
+    fn alive(&self) -> Vec<usize> {
+        (0..self.insts.len())
+            .filter(|&i| self.insts[i].alive && !self.insts[i].shutting_down)
+            .collect()
+    }
+
+    // ----- setup ----------------------------------------------------------------------------
+
+    fn setup(&mut self) {
+        for _ in 0..self.cfg.initial_shards {
+            let idx = self.stream.add(Vec::new());
+            self.stream.open.push(idx);
+            self.rows.push(Row::default());
+            self.ghost.push(GhostShard::default());
+        }
+        for i in 0..self.cfg.instances {
+            let offset_ms = self.offset();
+            self.insts.push(Inst {
+                owner: Arc::from(format!("i{i}")),
+                inc: 0,
+                alive: false,
+                offset_ms,
+                stalled_until: Time::ZERO,
+                partitioned_until: Time::ZERO,
+                shutting_down: false,
+                dropped: false,
+                restart_after_exit: None,
+                died_at: Time::ZERO,
+                coord: Coord::default(),
+                sessions: BTreeMap::new(),
+                running: BTreeMap::new(),
+                channel: VecDeque::new(),
+                in_flight: 0,
+                dispatch_pending: false,
+            });
+            // Instances open one after another.
+            let at = ms(self.rng.random_range(0..=2_000));
+            self.push(
+                at,
+                Ev::Start {
+                    inst: i,
+                    same_id: true,
+                },
+            );
+        }
+        self.push(ms(1), Ev::Write);
+        let chaos = millis(self.cfg.chaos);
+        let lease = millis(self.cfg.timings.lease());
+        for _ in 0..self.cfg.reshards {
+            let at = ms(self.rng.random_range(chaos / 10..chaos));
+            self.push(at, Ev::Reshard);
+        }
+        for _ in 0..self.cfg.crashes {
+            let at = ms(self.rng.random_range(chaos / 10..chaos * 9 / 10));
+            let restart = self.rng.random_bool(0.6);
+            self.push(
+                at,
+                Ev::Crash {
+                    restart,
+                    quiet: false,
+                },
+            );
+        }
+        for _ in 0..self.cfg.shutdowns {
+            let at = ms(self.rng.random_range(chaos / 10..chaos * 9 / 10));
+            let restart = self.rng.random_bool(0.5);
+            self.push(
+                at,
+                Ev::Shutdown {
+                    restart,
+                    quiet: false,
+                },
+            );
+        }
+        for _ in 0..self.cfg.stalls {
+            let dur = if self.rng.random_bool(0.6) {
+                ms(self.rng.random_range(lease..=lease * 5 / 2))
+            } else {
+                ms(self.rng.random_range(200..=lease / 2))
+            };
+            let latest = chaos.saturating_sub(millis(dur) + 1).max(1);
+            let at = ms(self.rng.random_range(0..latest));
+            self.push(at, Ev::Stall { dur });
+        }
+        for _ in 0..self.cfg.partitions {
+            let dur = ms(self.rng.random_range(lease / 5..=lease * 2));
+            let latest = chaos.saturating_sub(millis(dur) + 1).max(1);
+            let at = ms(self.rng.random_range(0..latest));
+            self.push(at, Ev::Partition { dur });
+        }
+        for _ in 0..self.cfg.clock_steps {
+            let at = ms(self.rng.random_range(0..chaos));
+            self.push(at, Ev::ClockStep);
+        }
+        self.push(self.quiet_at, Ev::Quiet);
+    }
+
+    // ----- the loop -------------------------------------------------------------------------
+
+    fn run(&mut self) -> Result<Stats, Failure> {
+        let min_end = self.live_from + self.cfg.timings.lease() + self.liveness_bound() * 2;
+        // A backlog may take long to work off (one slow handler, a full channel); what must
+        // not happen is a quiet phase in which nothing is acked any more.
+        let stuck_after = self.liveness_bound() * 3 + Duration::from_secs(60);
+        let cap = self.quiet_at + Duration::from_secs(4 * 3600);
+        while let Some(Reverse(queued)) = self.queue.pop() {
+            self.now = queued.at;
+            self.stats.events += 1;
+            self.step(queued.ev);
+            if self.failure.is_none() {
+                self.check_liveness();
+            }
+            if let Some(failure) = self.failure.take() {
+                return Err(failure);
+            }
+            if self.now >= min_end && self.now >= self.writes_until && self.acked == self.written {
+                break;
+            }
+            let idle = self
+                .now
+                .saturating_sub(self.last_progress.max(self.live_from));
+            if self.now > cap || (self.now >= self.writes_until && idle > stuck_after) {
+                break;
+            }
+        }
+        if self.acked != self.written {
+            let missing: Vec<String> = self
+                .ghost
+                .iter()
+                .enumerate()
+                .flat_map(|(shard, g)| {
+                    g.acked
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, acked)| !**acked)
+                        .map(move |(idx, _)| format!("{shard}#{idx}"))
+                })
+                .take(10)
+                .collect();
+            return Err(Failure {
+                at: self.now,
+                message: format!(
+                    "at least once: {} of {} records were never acked, and none was for {:?} \
+                     (shard#index: {})",
+                    self.written - self.acked,
+                    self.written,
+                    self.now.saturating_sub(self.last_progress),
+                    missing.join(", ")
+                ),
+            });
+        }
+        self.stats.schedules = 1;
+        self.stats.records = self.written as u64;
+        self.stats.virtual_secs = self.now.as_secs();
+        Ok(self.stats)
+    }
+
+    fn step(&mut self, ev: Ev) {
+        if let Some((i, inc)) = ev.target() {
+            let inst = &self.insts[i];
+            if !inst.alive || inst.inc != inc {
+                return;
+            }
+            if self.now < inst.stalled_until {
+                let resume = inst.stalled_until + self.jitter();
+                self.push(resume, ev);
+                return;
+            }
+        }
+        if self.trace.is_some() && !matches!(ev, Ev::Write | Ev::Dispatch { .. }) {
+            let line = format!("{ev:?}");
+            self.log(|| line);
+        }
+        match ev {
+            Ev::Apply { op, reply } => {
+                let res = self.apply(&op);
+                if let Some((delay, cont)) = reply {
+                    self.push(
+                        self.now + delay,
+                        Ev::Reply {
+                            inst: op.inst,
+                            inc: op.inc,
+                            cont,
+                            res,
+                        },
+                    );
+                }
+            }
+            Ev::Reply {
+                inst, cont, res, ..
+            } => self.on_reply(inst, cont, res),
+            Ev::Round { inst, token, .. } => {
+                if self.insts[inst].coord.timer == token {
+                    self.start_round(inst);
+                }
+            }
+            Ev::Keeper {
+                inst, sid, token, ..
+            } => self.keeper_wake(inst, sid, token),
+            Ev::Reader {
+                inst, sid, token, ..
+            } => {
+                if self
+                    .session(inst, sid)
+                    .is_some_and(|s| s.reader_token == token)
+                {
+                    self.reader_wake(inst, sid);
+                }
+            }
+            Ev::Writer {
+                inst, sid, token, ..
+            } => self.writer_wake(inst, sid, token),
+            Ev::Handler { inst, msg, .. } => self.handler_done(inst, msg),
+            Ev::Dispatch { inst, .. } => self.dispatch(inst),
+            Ev::Write => self.write(),
+            Ev::Reshard => self.reshard(),
+            Ev::Crash { restart, quiet } => self.crash_some(restart, quiet),
+            Ev::Start { inst, same_id } => self.start(inst, same_id),
+            Ev::Stall { dur } => {
+                let alive = self.alive();
+                if !alive.is_empty() {
+                    let i = alive[self.rng.random_range(0..alive.len())];
+                    self.insts[i].stalled_until = self.now + dur;
+                    self.stats.stalls += 1;
+                    self.log(|| format!("i{i} stalls for {dur:?}"));
+                }
+            }
+            Ev::Partition { dur } => {
+                let alive = self.alive();
+                if !alive.is_empty() {
+                    let i = alive[self.rng.random_range(0..alive.len())];
+                    self.insts[i].partitioned_until = self.now + dur;
+                    self.stats.partitions += 1;
+                    self.log(|| format!("i{i} cut off from the store for {dur:?}"));
+                }
+            }
+            Ev::ClockStep => {
+                let alive = self.alive();
+                if !alive.is_empty() {
+                    let i = alive[self.rng.random_range(0..alive.len())];
+                    let offset = self.offset();
+                    self.insts[i].offset_ms = offset;
+                    self.log(|| format!("i{i}'s wall clock steps to offset {offset} ms"));
+                }
+            }
+            Ev::Shutdown { restart, quiet } => self.shutdown_some(restart, quiet),
+            Ev::Quiet => self.quiet(),
+        }
+    }
+
+    // ----- the store ------------------------------------------------------------------------
+
+    /// Sends a store call: it lands (or not) and answers (or times out) later.
+    fn send(&mut self, i: usize, sid: u64, shard: usize, kind: OpKind, cont: Cont) {
+        let op = Op {
+            inst: i,
+            inc: self.insts[i].inc,
+            sid,
+            shard,
+            owner: Arc::clone(&self.insts[i].owner),
+            kind,
+            wall_ms: self.wall(i),
+        };
+        let chaos = self.chaos();
+        let timeout = self.cfg.timeout;
+        let timeout_ms = millis(timeout);
+        let quick = |rng: &mut StdRng| ms(rng.random_range(1..=25));
+        let partitioned = self.now < self.insts[i].partitioned_until;
+        if partitioned || (chaos && self.rng.random_bool(self.cfg.p_fail)) {
+            // Not applied: refused at once, or never answered.
+            self.stats.store_failures += 1;
+            let after = if self.rng.random_bool(0.5) {
+                quick(&mut self.rng)
+            } else {
+                timeout
+            };
+            self.push(
+                self.now + after,
+                Ev::Reply {
+                    inst: i,
+                    inc: op.inc,
+                    cont,
+                    res: Res::Failed,
+                },
+            );
+            return;
+        }
+        let (there, back) = if chaos && self.rng.random_bool(self.cfg.p_slow) {
+            (
+                ms(self.rng.random_range(1..timeout_ms)),
+                ms(self.rng.random_range(1..timeout_ms)),
+            )
+        } else {
+            (quick(&mut self.rng), quick(&mut self.rng))
+        };
+        let lost_answer = chaos && self.rng.random_bool(self.cfg.p_timeout);
+        if lost_answer || there + back >= timeout {
+            // Timed out: the caller cannot tell whether the write landed.
+            self.stats.store_failures += 1;
+            let lands = if lost_answer {
+                self.rng.random_bool(0.5)
+            } else {
+                there < timeout
+            };
+            if lands {
+                let land = if lost_answer && self.cfg.late_landing {
+                    ms(self.rng.random_range(1..timeout_ms * 3))
+                } else {
+                    there.min(timeout - ms(1))
+                };
+                self.push(self.now + land, Ev::Apply { op, reply: None });
+            }
+            self.push(
+                self.now + timeout,
+                Ev::Reply {
+                    inst: i,
+                    inc: self.insts[i].inc,
+                    cont,
+                    res: Res::Failed,
+                },
+            );
+            return;
+        }
+        self.push(
+            self.now + there,
+            Ev::Apply {
+                op,
+                reply: Some((back, cont)),
+            },
+        );
+    }
+
+    /// The store's conditional writes, as `MemoryLeaseStore` and `DynamoLeaseStore` make them,
+    /// with the expiry judged by the caller's clock.
+    fn apply(&mut self, op: &Op) -> Res {
+        let lease_ms = millis(self.cfg.timings.lease());
+        let shard = op.shard;
+        match &op.kind {
+            OpKind::Read => Res::Row(self.rows[shard].state.clone()),
+            OpKind::Acquire => {
+                let row = &mut self.rows[shard];
+                let state = row.state.get_or_insert_with(LeaseState::default);
+                if !(state.is_held_by(&op.owner) || state.is_expired_at(op.wall_ms)) {
+                    return Res::Fenced;
+                }
+                let previous = row.holder.filter(|&prev| prev != op.sid);
+                let stolen = state.owner.is_some() && !state.is_held_by(&op.owner);
+                state.owner = Some(op.owner.to_string());
+                state.expiry_ms = op.wall_ms + lease_ms;
+                state.counter += 1;
+                let granted = state.clone();
+                row.holder = Some(op.sid);
+                self.stats.takes += 1;
+                if stolen {
+                    self.stats.takeovers += 1;
+                }
+                if let Some(prev) = previous {
+                    self.check_no_live_holder(prev, op);
+                }
+                Res::Granted(granted)
+            }
+            OpKind::Renew | OpKind::Checkpoint(_) | OpKind::Release { .. } => {
+                let row = &mut self.rows[shard];
+                let Some(state) = row.state.as_mut().filter(|s| s.is_held_by(&op.owner)) else {
+                    self.stats.fenced_writes += 1;
+                    return Res::Fenced;
+                };
+                if row.holder != Some(op.sid) {
+                    let holder = row.holder;
+                    self.fail(format!(
+                        "fencing: the store accepted {:?} on shard {shard} from session {} of \
+                         {} (incarnation {}), but session {holder:?} holds the row",
+                        op.kind, op.sid, op.owner, op.inc
+                    ));
+                    return Res::Fenced;
+                }
+                state.counter += 1;
+                match &op.kind {
+                    OpKind::Renew => state.expiry_ms = op.wall_ms + lease_ms,
+                    OpKind::Checkpoint(checkpoint) => {
+                        let old = Mark::of(state.checkpoint.as_deref());
+                        let new = Mark::of(Some(checkpoint));
+                        if new < old {
+                            let was = state.checkpoint.clone();
+                            self.fail(format!(
+                                "monotonic: shard {shard}'s checkpoint moved back from {was:?} \
+                                 to {checkpoint} (session {})",
+                                op.sid
+                            ));
+                            return Res::Ok;
+                        }
+                        state.checkpoint = Some(checkpoint.to_string());
+                    }
+                    OpKind::Release { cover } => {
+                        let mark = Mark::of(state.checkpoint.as_deref());
+                        state.owner = None;
+                        state.expiry_ms = 0;
+                        row.holder = None;
+                        if let Some(idx) = *cover {
+                            let seq = self.stream.shards[shard].records[idx];
+                            if mark < Mark::Seq(seq) {
+                                self.fail(format!(
+                                    "graceful: session {} released shard {shard} at checkpoint \
+                                     {mark:?}, behind record #{idx} ({seq}) it delivered and \
+                                     had acked",
+                                    op.sid
+                                ));
+                            }
+                            let g = &mut self.ghost[shard];
+                            g.covered_upto = g.covered_upto.max(idx + 1);
+                            self.stats.graceful_covers += 1;
+                        }
+                    }
+                    OpKind::Read | OpKind::Acquire => unreachable!(),
+                }
+                Res::Ok
+            }
+        }
+    }
+
+    /// Invariant 1b: a take lands only when the session it replaces may no longer deliver.
+    fn check_no_live_holder(&mut self, prev: u64, op: &Op) {
+        let Some(&(i, inc)) = self.sid_inst.get(&prev) else {
+            return;
+        };
+        let inst = &self.insts[i];
+        if !inst.alive || inst.inc != inc {
+            return;
+        }
+        let Some(s) = inst.sessions.get(&prev) else {
+            return;
+        };
+        if !s.stopped && !s.lost && s.deadline > self.now {
+            let (deadline, owner) = (s.deadline, Arc::clone(&inst.owner));
+            self.fail(format!(
+                "fencing: {} (session {}) took shard {} while session {prev} of {owner} may \
+                 still deliver until {} by its own clock",
+                op.owner,
+                op.sid,
+                op.shard,
+                secs(deadline)
+            ));
+        }
+    }
+
+    fn on_reply(&mut self, i: usize, cont: Cont, res: Res) {
+        match cont {
+            Cont::Read { shard } => self.round_read(i, shard, res),
+            Cont::Acquire { shard, sid, sent } => self.round_acquired(i, shard, sid, sent, res),
+            Cont::TakeRelease => self.take_done(i),
+            Cont::Renew { sid, sent } => self.renewed(i, sid, sent, res),
+            Cont::Write { sid, checkpoint } => self.written(i, sid, checkpoint, res),
+            Cont::FinishCheckpoint {
+                sid,
+                end,
+                checkpoint,
+            } => self.finish_checkpointed(i, sid, end, checkpoint, res),
+            Cont::FinishRelease { sid, end } => self.finish_released(i, sid, end, res),
+        }
+    }
+
+    // ----- the stream and its producer ------------------------------------------------------
+
+    fn write(&mut self) {
+        if self.now >= self.writes_until {
+            return;
+        }
+        let open = &self.stream.open;
+        let shard = open[self.rng.random_range(0..open.len())];
+        let seq = self.stream.next_seq;
+        self.stream.next_seq += self.rng.random_range(1..=3);
+        self.stream.shards[shard].records.push(seq);
+        self.ghost[shard].acked.push(false);
+        self.written += 1;
+        let (lo, hi) = self.cfg.write_gap_ms;
+        let next = self.now + ms(self.rng.random_range(lo..=hi));
+        self.push(next, Ev::Write);
+    }
+
+    fn reshard(&mut self) {
+        let open = self.stream.open.len();
+        let split = open == 1 || (open < MAX_OPEN && self.rng.random_bool(0.5));
+        let pos = self
+            .rng
+            .random_range(0..if split { open } else { open - 1 });
+        let parents: Vec<usize> = if split {
+            vec![self.stream.open[pos]]
+        } else {
+            vec![self.stream.open[pos], self.stream.open[pos + 1]]
+        };
+        for &p in &parents {
+            self.stream.shards[p].info.closed = true;
+        }
+        let children: Vec<usize> = (0..if split { 2 } else { 1 })
+            .map(|_| {
+                self.rows.push(Row::default());
+                self.ghost.push(GhostShard::default());
+                self.stream.add(parents.clone())
+            })
+            .collect();
+        self.stream
+            .open
+            .splice(pos..pos + parents.len(), children.iter().copied());
+        self.stats.reshards += 1;
+        self.log(|| format!("reshard: {parents:?} -> {children:?}"));
+    }
+
+    // ----- instances: start, crash, stall, graceful stop ------------------------------------
+
+    fn start(&mut self, i: usize, same_id: bool) {
+        if self.insts[i].alive {
+            return;
+        }
+        let offset = self.offset();
+        let inst = &mut self.insts[i];
+        if inst.inc > 0 {
+            self.stats.restarts += 1;
+        }
+        if !same_id {
+            inst.owner = Arc::from(format!("i{i}.{}", inst.inc));
+        }
+        inst.alive = true;
+        inst.offset_ms = offset;
+        inst.stalled_until = Time::ZERO;
+        inst.shutting_down = false;
+        inst.dropped = false;
+        inst.coord = Coord::default();
+        let owner = Arc::clone(&inst.owner);
+        self.log(|| format!("i{i} starts as {owner}, clock offset {offset} ms"));
+        self.start_round(i);
+    }
+
+    /// Kills instance `i`: nothing of it runs again; its requests in flight still land.
+    fn kill(&mut self, i: usize) {
+        let inst = &mut self.insts[i];
+        inst.alive = false;
+        inst.died_at = self.now;
+        inst.inc += 1;
+        inst.sessions.clear();
+        inst.running.clear();
+        inst.channel.clear();
+        inst.in_flight = 0;
+        inst.dispatch_pending = false;
+        inst.coord = Coord::default();
+    }
+
+    fn restart_later(&mut self, i: usize, same_id: bool) {
+        // After every request the dead incarnation sent has landed or timed out.
+        let delay = self.cfg.request_lifetime()
+            + ms(1)
+            + ms(self.rng.random_range(0..=millis(self.cfg.timings.lease())));
+        self.push(self.now + delay, Ev::Start { inst: i, same_id });
+    }
+
+    fn crash_some(&mut self, restart: bool, quiet: bool) {
+        let alive = self.alive();
+        if alive.is_empty() || ((!restart || quiet) && alive.len() < 2) {
+            return;
+        }
+        let i = alive[self.rng.random_range(0..alive.len())];
+        self.kill(i);
+        self.stats.crashes += 1;
+        self.log(|| format!("i{i} crashes (restart: {restart})"));
+        if restart && !quiet {
+            let same_id = self.rng.random_bool(0.5);
+            self.restart_later(i, same_id);
+        }
+    }
+
+    fn shutdown_some(&mut self, restart: bool, quiet: bool) {
+        let alive = self.alive();
+        if alive.is_empty() || ((!restart || quiet) && alive.len() < 2) {
+            return;
+        }
+        let i = alive[self.rng.random_range(0..alive.len())];
+        let inst = &mut self.insts[i];
+        inst.shutting_down = true;
+        inst.restart_after_exit = (restart && !quiet).then_some(true);
+        self.stats.shutdowns += 1;
+        self.log(|| format!("i{i} shuts down gracefully"));
+        if self.insts[i].in_flight == 0 {
+            self.drop_subscriber(i);
+        }
+    }
+
+    /// The runtime drained its handlers and drops the subscription: every reader stops.
+    fn drop_subscriber(&mut self, i: usize) {
+        let inst = &mut self.insts[i];
+        inst.dropped = true;
+        inst.coord.cancelled = true;
+        let sids: Vec<u64> = inst.sessions.keys().copied().collect();
+        for sid in sids {
+            if let Some(s) = self.session(i, sid) {
+                s.cover = s.last_idx;
+            }
+            self.cancel(i, sid);
+        }
+        self.maybe_exit(i);
+    }
+
+    fn maybe_exit(&mut self, i: usize) {
+        let inst = &self.insts[i];
+        if !inst.alive || !inst.dropped || !inst.sessions.is_empty() || inst.coord.round.is_some() {
+            return;
+        }
+        let restart = self.insts[i].restart_after_exit.take();
+        self.kill(i);
+        self.log(|| format!("i{i} stopped"));
+        if restart.is_some() {
+            let delay = self.cfg.request_lifetime() + ms(self.rng.random_range(1..=5_000));
+            self.push(
+                self.now + delay,
+                Ev::Start {
+                    inst: i,
+                    same_id: true,
+                },
+            );
+        }
+    }
+
+    fn quiet(&mut self) {
+        self.log(|| "quiet phase: no more faults".to_owned());
+        // At least one healthy instance from here on.
+        if self.alive().is_empty() {
+            match (0..self.insts.len()).find(|&i| !self.insts[i].alive) {
+                Some(dead) => {
+                    // Not before the requests of its last incarnation landed.
+                    let at = self.insts[dead].died_at + self.cfg.request_lifetime() + ms(1);
+                    self.push(
+                        at.max(self.now),
+                        Ev::Start {
+                            inst: dead,
+                            same_id: true,
+                        },
+                    );
+                }
+                // Every instance is stopping: the first comes back once it stopped.
+                None => self.insts[0].restart_after_exit = Some(true),
+            }
+        }
+        if self.cfg.quiet_fault {
+            let at =
+                self.live_from + ms(self.rng.random_range(0..=millis(self.cfg.timings.lease())));
+            let ev = if self.rng.random_bool(0.5) {
+                Ev::Crash {
+                    restart: false,
+                    quiet: true,
+                }
+            } else {
+                Ev::Shutdown {
+                    restart: false,
+                    quiet: true,
+                }
+            };
+            self.push(at, ev);
+        }
+    }
+
+    // ----- the coordinator: `Subscription::round`, `take`, `reader_ended`, `run` -----------
+
+    fn start_round(&mut self, i: usize) {
+        let coord = &mut self.insts[i].coord;
+        if coord.cancelled || coord.round.is_some() {
+            return;
+        }
+        coord.wake = false;
+        if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
+            self.log(|| format!("i{i} ListShards failed"));
+            self.insts[i].coord.round = Some(Round::default());
+            self.round_over(i);
+            return;
+        }
+        let listing = self.stream.listing();
+        let inst = &self.insts[i];
+        let reading: HashSet<Arc<str>> = inst.running.keys().map(|&s| self.id(s)).collect();
+        let finished = inst.coord.finished.clone();
+        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &finished)
+            .into_iter()
+            .cloned()
+            .collect();
+        self.insts[i].coord.round = Some(Round {
+            listing,
+            reading,
+            finished,
+            reads_left: wanted.len(),
+            ..Round::default()
+        });
+        if wanted.is_empty() {
+            self.decide(i);
+            return;
+        }
+        for id in wanted {
+            let shard = self.stream.ids[&id];
+            self.send(i, 0, shard, OpKind::Read, Cont::Read { shard });
+        }
+    }
+
+    fn round_read(&mut self, i: usize, shard: usize, res: Res) {
+        let id = self.id(shard);
+        let Some(round) = self.insts[i].coord.round.as_mut() else {
+            return;
+        };
+        match res {
+            Res::Row(row) => {
+                round.rows.insert(id, row);
+            }
+            _ => {
+                round.unreadable.insert(id);
+            }
+        }
+        round.reads_left -= 1;
+        if round.reads_left == 0 {
+            self.decide(i);
+        }
+    }
+
+    fn decide(&mut self, i: usize) {
+        let now_ms = self.wall(i);
+        let owner = Arc::clone(&self.insts[i].owner);
+        let inst = &mut self.insts[i];
+        let Some(round) = inst.coord.round.as_mut() else {
+            return;
+        };
+        for shard in &round.finished {
+            round.rows.entry(Arc::clone(shard)).or_insert_with(|| {
+                Some(LeaseState {
+                    checkpoint: Some(SHARD_END.to_owned()),
+                    ..LeaseState::default()
+                })
+            });
+        }
+        for (shard, row) in &round.rows {
+            if row.as_ref().is_some_and(LeaseState::is_finished) {
+                inst.coord.finished.insert(Arc::clone(shard));
+            }
+        }
+        let listed: HashSet<&str> = round.listing.iter().map(|s| s.id.as_ref()).collect();
+        let initial = KinesisPosition::TrimHorizon;
+        let to_take: Vec<Arc<str>> = round
+            .listing
+            .iter()
+            .filter(|shard| {
+                !round.reading.contains(&shard.id) && !round.unreadable.contains(&shard.id)
+            })
+            .filter(|shard| {
+                matches!(
+                    plan::verdict(shard, &listed, &round.rows, &owner, now_ms, &initial),
+                    Verdict::Take { .. }
+                )
+            })
+            .map(|shard| Arc::clone(&shard.id))
+            .collect();
+        round.takes_left = to_take.len();
+        if to_take.is_empty() {
+            self.round_over(i);
+            return;
+        }
+        for id in to_take {
+            let shard = self.stream.ids[&id];
+            let sid = self.next_sid;
+            self.next_sid += 1;
+            self.sid_inst.insert(sid, (i, self.insts[i].inc));
+            let sent = self.now;
+            self.send(
+                i,
+                sid,
+                shard,
+                OpKind::Acquire,
+                Cont::Acquire { shard, sid, sent },
+            );
+        }
+    }
+
+    /// `Subscription::take` after its acquire answered.
+    fn round_acquired(&mut self, i: usize, shard: usize, sid: u64, sent: Time, res: Res) {
+        let Res::Granted(state) = res else {
+            self.take_done(i);
+            return;
+        };
+        let info = self.stream.shards[shard].info.clone();
+        let initial = KinesisPosition::TrimHorizon;
+        let start = match state.checkpoint.as_deref() {
+            Some(SHARD_END) => {
+                self.insts[i].coord.finished.insert(Arc::clone(&info.id));
+                self.send(
+                    i,
+                    sid,
+                    shard,
+                    OpKind::Release { cover: None },
+                    Cont::TakeRelease,
+                );
+                return;
+            }
+            Some(checkpoint) => ShardStart::After(Arc::from(checkpoint)),
+            None if !info.parents.is_empty() => ShardStart::At(KinesisPosition::TrimHorizon),
+            None if initial.applies_to(&info.id) => ShardStart::At(initial),
+            None => ShardStart::At(KinesisPosition::Latest),
+        };
+        if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
+            self.log(|| format!("i{i} GetShardIterator failed for shard {shard}"));
+            self.send(
+                i,
+                sid,
+                shard,
+                OpKind::Release { cover: None },
+                Cont::TakeRelease,
+            );
+            return;
+        }
+        self.open_session(i, sid, shard, &start, sent);
+        self.take_done(i);
+    }
+
+    fn take_done(&mut self, i: usize) {
+        let Some(round) = self.insts[i].coord.round.as_mut() else {
+            return;
+        };
+        round.takes_left -= 1;
+        if round.takes_left == 0 {
+            self.round_over(i);
+        }
+    }
+
+    /// `coordinator::run`: the next round after the listing interval, or at once when a reader
+    /// ended meanwhile.
+    fn round_over(&mut self, i: usize) {
+        let token = self.token();
+        let coord = &mut self.insts[i].coord;
+        coord.round = None;
+        if coord.cancelled {
+            self.maybe_exit(i);
+            return;
+        }
+        coord.timer = token;
+        let after = if coord.wake {
+            self.jitter()
+        } else {
+            self.cfg.timings.listing_interval()
+        };
+        let inc = self.insts[i].inc;
+        self.push(
+            self.now + after,
+            Ev::Round {
+                inst: i,
+                inc,
+                token,
+            },
+        );
+    }
+
+    fn reader_ended(&mut self, i: usize, shard: usize, finished: bool) {
+        let id = self.id(shard);
+        let token = self.token();
+        let jitter = self.jitter();
+        let inst = &mut self.insts[i];
+        inst.running.remove(&shard);
+        if finished {
+            inst.coord.finished.insert(id);
+        }
+        inst.coord.wake = true;
+        if inst.coord.round.is_none() && !inst.coord.cancelled {
+            inst.coord.timer = token;
+            let inc = inst.inc;
+            self.push(
+                self.now + jitter,
+                Ev::Round {
+                    inst: i,
+                    inc,
+                    token,
+                },
+            );
+        }
+        self.maybe_exit(i);
+    }
+
+    // ----- one shard's reader: `reader::run` -----------------------------------------------
+
+    fn open_session(&mut self, i: usize, sid: u64, shard: usize, start: &ShardStart, sent: Time) {
+        let records = &self.stream.shards[shard].records;
+        let start_idx = match start {
+            ShardStart::After(checkpoint) => {
+                let after: u64 = checkpoint.parse().expect("a sequence number");
+                records.partition_point(|&seq| seq <= after)
+            }
+            ShardStart::At(KinesisPosition::TrimHorizon) => 0,
+            ShardStart::At(KinesisPosition::Latest) => records.len(),
+            ShardStart::At(other) => unreachable!("the simulation starts at no {other:?}"),
+        };
+        let timings = self.cfg.timings;
+        // `take`: `handle.extend(sent + lease - holder_margin)`; `keep_lease` starts from it.
+        let keeper = LeaseKeeper::new(timings, LeaseKeeper::valid_after(&timings, sent), self.now);
+        let cancelled = self.insts[i].coord.cancelled;
+        let keeper_token = self.token();
+        let reader_token = self.token();
+        let next_renewal = keeper.next_renewal();
+        let session = Session {
+            shard,
+            keeper,
+            keeper_task: if cancelled {
+                Task::Done
+            } else {
+                Task::Sleeping(keeper_token)
+            },
+            stopped: false,
+            cancelled,
+            watermark: Watermark::default(),
+            pending: None,
+            lock: Lock::Free,
+            writer: if cancelled {
+                WriterState::Done
+            } else {
+                WriterState::Idle
+            },
+            writer_permit: false,
+            reader: ReaderState::Ready,
+            reader_token,
+            pos: start_idx,
+            last_call: self.now.saturating_sub(MIN_CALL_GAP),
+            batch: VecDeque::new(),
+            tracked: None,
+            next_none: false,
+            batch_empty: false,
+            failures: 0,
+            finish: FinishState::NotYet,
+            ended_ok: false,
+            start_idx,
+            last_idx: None,
+            // DESIGN §3: a holder stops at `sent + lease - holder_margin` by its own clock.
+            deadline: sent + timings.lease() - timings.holder_margin(),
+            lost: false,
+            cover: None,
+        };
+        self.log(|| format!("i{i} reads shard {shard} from #{start_idx} as session {sid}"));
+        let inst = &mut self.insts[i];
+        let inc = inst.inc;
+        inst.sessions.insert(sid, session);
+        inst.running.insert(shard, sid);
+        let jitter = self.jitter();
+        self.push(
+            self.now + jitter,
+            Ev::Reader {
+                inst: i,
+                inc,
+                sid,
+                token: reader_token,
+            },
+        );
+        if !cancelled {
+            self.push(
+                next_renewal.max(self.now),
+                Ev::Keeper {
+                    inst: i,
+                    inc,
+                    sid,
+                    token: keeper_token,
+                },
+            );
+        }
+    }
+
+    /// `ShardHandle::stop`: no more deliveries; wakes the writer and a draining `finish`.
+    fn stop(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.stopped = true;
+        self.writer_notify(i, sid);
+        self.drain_wake(i, sid);
+    }
+
+    /// The reader's cancellation token fires: every task's `select!` on it wakes.
+    fn cancel(&mut self, i: usize, sid: u64) {
+        let token = self.token();
+        let jitter = self.jitter();
+        let inc = self.insts[i].inc;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.cancelled {
+            return;
+        }
+        s.cancelled = true;
+        if matches!(s.keeper_task, Task::Sleeping(_)) {
+            s.keeper_task = Task::Done;
+        }
+        let wake_reader = s.reader != ReaderState::Done;
+        if wake_reader {
+            s.reader_token = token;
+        }
+        match s.writer {
+            WriterState::Idle if !s.writer_permit => s.writer = WriterState::Done,
+            WriterState::Sleeping(_) => s.writer = WriterState::Done,
+            _ => {}
+        }
+        if wake_reader {
+            self.push(
+                self.now + jitter,
+                Ev::Reader {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+        }
+        self.drain_wake(i, sid);
+        self.maybe_end(i, sid);
+    }
+
+    /// `reader::run` joins the keeper, the writer and the reader; then `reader_ended`.
+    fn maybe_end(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.insts[i].sessions.get(&sid) else {
+            return;
+        };
+        let FinishState::Done { finished } = s.finish else {
+            return;
+        };
+        if s.keeper_task != Task::Done
+            || s.writer != WriterState::Done
+            || s.reader != ReaderState::Done
+        {
+            return;
+        }
+        let shard = s.shard;
+        self.insts[i].sessions.remove(&sid);
+        self.sid_inst.remove(&sid);
+        self.log(|| format!("i{i} session {sid} of shard {shard} ended (finished: {finished})"));
+        self.reader_ended(i, shard, finished);
+    }
+
+    // `keep_lease`.
+
+    fn keeper_wake(&mut self, i: usize, sid: u64, token: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.keeper_task != Task::Sleeping(token) {
+            return;
+        }
+        if s.cancelled {
+            s.keeper_task = Task::Done;
+            self.maybe_end(i, sid);
+            return;
+        }
+        if s.stopped {
+            s.keeper_task = Task::Done;
+            self.cancel(i, sid);
+            self.maybe_end(i, sid);
+            return;
+        }
+        s.keeper_task = Task::InFlight;
+        let shard = s.shard;
+        let sent = self.now;
+        self.send(i, sid, shard, OpKind::Renew, Cont::Renew { sid, sent });
+    }
+
+    fn renewed(&mut self, i: usize, sid: u64, sent: Time, res: Res) {
+        let timings = self.cfg.timings;
+        let now = self.now;
+        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+            return;
+        };
+        let action = match res {
+            Res::Ok => {
+                s.keeper.on_renewed(sent);
+                s.deadline = s
+                    .deadline
+                    .max(sent + timings.lease() - timings.holder_margin());
+                None
+            }
+            Res::Fenced => {
+                s.lost = true;
+                self.stats.refused_renewals += 1;
+                Some(s.keeper.on_refused())
+            }
+            _ => match s.keeper.on_failed(now) {
+                KeeperAction::RetryAt(_) => None,
+                stop @ KeeperAction::Stop { .. } => {
+                    self.stats.lapsed_by_clock += 1;
+                    Some(stop)
+                }
+            },
+        };
+        if let Some(KeeperAction::Stop { checkpoint }) = action {
+            assert!(!checkpoint, "the keeper never allows a final checkpoint");
+            if let Some(s) = self.session(i, sid) {
+                s.keeper_task = Task::Done;
+            }
+            self.stop(i, sid);
+            self.cancel(i, sid);
+            self.maybe_end(i, sid);
+            return;
+        }
+        let token = self.token();
+        let inc = self.insts[i].inc;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.cancelled {
+            s.keeper_task = Task::Done;
+            self.maybe_end(i, sid);
+            return;
+        }
+        s.keeper_task = Task::Sleeping(token);
+        let next = s.keeper.next_renewal().max(self.now);
+        self.push(
+            next,
+            Ev::Keeper {
+                inst: i,
+                inc,
+                sid,
+                token,
+            },
+        );
+    }
+
+    // `write_checkpoints` and `ShardHandle::write_pending`.
+
+    fn writer_notify(&mut self, i: usize, sid: u64) {
+        let token = self.token();
+        let jitter = self.jitter();
+        let inc = self.insts[i].inc;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.writer_permit = true;
+        if s.writer == WriterState::Idle {
+            s.writer = WriterState::Woken(token);
+            self.push(
+                self.now + jitter,
+                Ev::Writer {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+        }
+    }
+
+    fn writer_wake(&mut self, i: usize, sid: u64, token: u64) {
+        let coin = self.rng.random_bool(0.5);
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        match s.writer {
+            WriterState::Woken(t) if t == token => {
+                // `select!` on the cancel and the notification: either may win when both are
+                // ready.
+                let permit = std::mem::take(&mut s.writer_permit);
+                if s.cancelled && (!permit || coin) {
+                    s.writer = WriterState::Done;
+                    self.maybe_end(i, sid);
+                    return;
+                }
+                if s.stopped {
+                    s.writer = WriterState::Done;
+                    self.maybe_end(i, sid);
+                    return;
+                }
+                self.writer_write(i, sid);
+            }
+            WriterState::Sleeping(t) if t == token => {
+                // The retry's sleep ended: `handle.wake.notify_one()`, then the loop's top.
+                s.writer = WriterState::Idle;
+                self.writer_notify(i, sid);
+            }
+            _ => {}
+        }
+    }
+
+    fn writer_write(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.lock != Lock::Free {
+            s.writer = WriterState::WaitLock;
+            return;
+        }
+        match s.pending.take() {
+            None => {
+                s.writer = WriterState::Idle;
+                self.writer_idle(i, sid);
+            }
+            Some(checkpoint) => {
+                s.lock = Lock::Writer;
+                s.writer = WriterState::InFlight;
+                let shard = s.shard;
+                self.send(
+                    i,
+                    sid,
+                    shard,
+                    OpKind::Checkpoint(Arc::clone(&checkpoint)),
+                    Cont::Write { sid, checkpoint },
+                );
+            }
+        }
+    }
+
+    /// Back at the top of the writer's loop.
+    fn writer_idle(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.writer_permit {
+            s.writer_permit = false;
+            self.writer_notify(i, sid);
+        } else if s.cancelled {
+            s.writer = WriterState::Done;
+            self.maybe_end(i, sid);
+        } else {
+            s.writer = WriterState::Idle;
+        }
+    }
+
+    fn written(&mut self, i: usize, sid: u64, checkpoint: Arc<str>, res: Res) {
+        let token = self.token();
+        let inc = self.insts[i].inc;
+        let renew = self.cfg.timings.renew();
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        match res {
+            Res::Ok => {
+                s.writer = WriterState::Idle;
+                self.unlock(i, sid);
+                if let Some(s) = self.session(i, sid)
+                    && s.writer == WriterState::Idle
+                {
+                    self.writer_idle(i, sid);
+                }
+            }
+            Res::Fenced => {
+                s.lost = true;
+                s.writer = WriterState::Done;
+                self.unlock(i, sid);
+                self.stop(i, sid);
+                self.cancel(i, sid);
+                self.maybe_end(i, sid);
+            }
+            _ => {
+                if s.pending.is_none() {
+                    s.pending = Some(checkpoint);
+                }
+                if s.cancelled {
+                    s.writer = WriterState::Done;
+                } else {
+                    s.writer = WriterState::Sleeping(token);
+                    self.push(
+                        self.now + renew / 3,
+                        Ev::Writer {
+                            inst: i,
+                            inc,
+                            sid,
+                            token,
+                        },
+                    );
+                }
+                self.unlock(i, sid);
+                self.maybe_end(i, sid);
+            }
+        }
+    }
+
+    /// Drops the `writing` guard; a waiting `finish` or writer takes it.
+    fn unlock(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.lock = Lock::Free;
+        if let FinishState::WaitLock { end } = s.finish {
+            self.finish_locked(i, sid, end);
+        } else if s.writer == WriterState::WaitLock {
+            self.writer_write(i, sid);
+        }
+    }
+
+    // The read loop.
+
+    fn reader_wake(&mut self, i: usize, sid: u64) {
+        let chaos = self.chaos();
+        let fails = chaos && self.rng.random_bool(self.cfg.p_kinesis);
+        let batch = self.cfg.batch;
+        let backoff_coin: u64 = self.rng.random_range(0..=u64::MAX);
+        let token = self.token();
+        let inc = self.insts[i].inc;
+        let now = self.now;
+        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+            return;
+        };
+        if s.reader == ReaderState::Done {
+            return;
+        }
+        if s.cancelled {
+            self.reader_stop(i, sid, Stop::Cancelled);
+            return;
+        }
+        if s.reader == ReaderState::Blocked {
+            self.reader_batch(i, sid);
+            return;
+        }
+        if fails {
+            // `GetRecords` failed: a jittered exponential backoff.
+            s.failures += 1;
+            let ceiling = millis(
+                MIN_CALL_GAP
+                    .saturating_mul(1 << s.failures.min(5))
+                    .min(MAX_BACKOFF),
+            );
+            let gap = millis(MIN_CALL_GAP);
+            let wait = ms(gap + backoff_coin % (ceiling - gap + 1));
+            s.reader_token = token;
+            self.push(
+                now + wait,
+                Ev::Reader {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+            return;
+        }
+        s.failures = 0;
+        s.last_call = now;
+        let shard = &self.stream.shards[s.shard];
+        let len = shard.records.len();
+        let end = (s.pos + batch).min(len);
+        s.batch = (s.pos..end).collect();
+        s.batch_empty = s.batch.is_empty();
+        s.pos = end;
+        s.next_none = shard.info.closed && end == len;
+        self.reader_batch(i, sid);
+    }
+
+    fn reader_batch(&mut self, i: usize, sid: u64) {
+        let now = self.now;
+        let capacity = self.cfg.channel;
+        loop {
+            let inst = &mut self.insts[i];
+            let Some(s) = inst.sessions.get_mut(&sid) else {
+                return;
+            };
+            let Some(&idx) = s.batch.front() else {
+                break;
+            };
+            if s.tracked.is_none() {
+                if s.stopped || !s.keeper.may_deliver(now) {
+                    // The lease ran out by our clock (or was lost): deliver nothing more.
+                    if !s.stopped {
+                        self.stats.lapsed_by_clock += 1;
+                    }
+                    self.stop(i, sid);
+                    self.reader_stop(i, sid, Stop::Cancelled);
+                    return;
+                }
+                let seq = self.stream.shards[s.shard].records[idx];
+                s.tracked = Some(s.watermark.push(Arc::from(seq.to_string())));
+            }
+            if inst.channel.len() >= capacity {
+                s.reader = ReaderState::Blocked;
+                return;
+            }
+            let ticket = s.tracked.take().expect("tracked above");
+            s.batch.pop_front();
+            let msg = Msg {
+                sid,
+                shard: s.shard,
+                idx,
+                ticket,
+            };
+            inst.channel.push_back(msg);
+            self.dispatch_soon(i);
+        }
+        let token = self.token();
+        let inc = self.insts[i].inc;
+        let poll = self.cfg.poll;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.reader = ReaderState::Ready;
+        if s.next_none {
+            self.reader_stop(i, sid, Stop::Ended);
+            return;
+        }
+        let next = if s.batch_empty {
+            now + poll
+        } else {
+            (s.last_call + MIN_CALL_GAP).max(now)
+        };
+        s.reader_token = token;
+        self.push(
+            next,
+            Ev::Reader {
+                inst: i,
+                inc,
+                sid,
+                token,
+            },
+        );
+    }
+
+    fn reader_stop(&mut self, i: usize, sid: u64, stop: Stop) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.reader = ReaderState::Done;
+        // `Reader::finish`.
+        if s.stopped {
+            s.finish = FinishState::Done { finished: false };
+            self.cancel(i, sid);
+            self.maybe_end(i, sid);
+            return;
+        }
+        match stop {
+            Stop::Ended => {
+                s.finish = FinishState::Drain;
+                if s.watermark.is_drained() {
+                    self.end_shard(i, sid);
+                }
+            }
+            Stop::Cancelled => self.release_graceful(i, sid),
+        }
+    }
+
+    /// The drain loop of `finish` woke (a settlement, the cancel, or a stop).
+    fn drain_wake(&mut self, i: usize, sid: u64) {
+        let coin = self.rng.random_bool(0.5);
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.finish != FinishState::Drain {
+            return;
+        }
+        // `select!` between the cancel (break) and the settled notification (then the stopped
+        // check): when both are ready either may win.
+        let took_cancel = s.cancelled && (!s.stopped || coin);
+        if took_cancel {
+            if s.watermark.is_drained() {
+                self.end_shard(i, sid);
+            } else {
+                self.release_graceful(i, sid);
+            }
+        } else if s.stopped {
+            s.finish = FinishState::Done { finished: false };
+            self.maybe_end(i, sid);
+        } else if s.watermark.is_drained() {
+            self.end_shard(i, sid);
+        }
+    }
+
+    /// Read to its end and drained: cancel, then `SHARD_END` and release under the lock.
+    fn end_shard(&mut self, i: usize, sid: u64) {
+        self.locking_finish(i, sid, true);
+    }
+
+    /// `release_graceful`: stop, cancel, write the pending checkpoint, release.
+    fn release_graceful(&mut self, i: usize, sid: u64) {
+        self.locking_finish(i, sid, false);
+    }
+
+    /// Both ends of `finish`: (stop and) cancel, then wait for the `writing` lock.
+    fn locking_finish(&mut self, i: usize, sid: u64, end: bool) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        // Out of the drain state first: the stop and the cancel below wake it.
+        s.finish = FinishState::WaitLock { end };
+        if !end {
+            self.stop(i, sid);
+        }
+        self.cancel(i, sid);
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.lock == Lock::Free && s.finish == (FinishState::WaitLock { end }) {
+            self.finish_locked(i, sid, end);
+        }
+    }
+
+    fn finish_locked(&mut self, i: usize, sid: u64, end: bool) {
+        let discard = self.cfg.end_discards_pending;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        let shard = s.shard;
+        s.lock = Lock::Finish;
+        s.finish = FinishState::InFlight;
+        if end {
+            if discard {
+                s.pending = None;
+            }
+            let checkpoint: Arc<str> = Arc::from(SHARD_END);
+            self.send(
+                i,
+                sid,
+                shard,
+                OpKind::Checkpoint(Arc::clone(&checkpoint)),
+                Cont::FinishCheckpoint {
+                    sid,
+                    end,
+                    checkpoint,
+                },
+            );
+            return;
+        }
+        match s.pending.take() {
+            Some(checkpoint) => self.send(
+                i,
+                sid,
+                shard,
+                OpKind::Checkpoint(Arc::clone(&checkpoint)),
+                Cont::FinishCheckpoint {
+                    sid,
+                    end,
+                    checkpoint,
+                },
+            ),
+            None => {
+                let cover = s.cover;
+                self.unlock(i, sid);
+                self.send(
+                    i,
+                    sid,
+                    shard,
+                    OpKind::Release { cover },
+                    Cont::FinishRelease { sid, end },
+                );
+            }
+        }
+    }
+
+    fn finish_checkpointed(
+        &mut self,
+        i: usize,
+        sid: u64,
+        end: bool,
+        checkpoint: Arc<str>,
+        res: Res,
+    ) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        let shard = s.shard;
+        if end {
+            // `ended.and(released)`: the release goes out whatever the checkpoint answered.
+            s.ended_ok = matches!(res, Res::Ok);
+            self.send(
+                i,
+                sid,
+                shard,
+                OpKind::Release { cover: None },
+                Cont::FinishRelease { sid, end },
+            );
+            return;
+        }
+        match res {
+            Res::Ok => {
+                let cover = s.cover;
+                self.unlock(i, sid);
+                self.send(
+                    i,
+                    sid,
+                    shard,
+                    OpKind::Release { cover },
+                    Cont::FinishRelease { sid, end },
+                );
+            }
+            other => {
+                if matches!(other, Res::Failed) && s.pending.is_none() {
+                    s.pending = Some(checkpoint);
+                }
+                s.finish = FinishState::Done { finished: false };
+                self.unlock(i, sid);
+                self.maybe_end(i, sid);
+            }
+        }
+    }
+
+    fn finish_released(&mut self, i: usize, sid: u64, end: bool, res: Res) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        let finished = end && s.ended_ok && matches!(res, Res::Ok);
+        s.finish = FinishState::Done { finished };
+        if end {
+            self.unlock(i, sid);
+        }
+        self.maybe_end(i, sid);
+    }
+
+    // ----- the runtime: channel, filter, handlers -------------------------------------------
+
+    fn dispatch_soon(&mut self, i: usize) {
+        let inst = &mut self.insts[i];
+        if !inst.dispatch_pending {
+            inst.dispatch_pending = true;
+            let inc = inst.inc;
+            self.push(self.now, Ev::Dispatch { inst: i, inc });
+        }
+    }
+
+    fn dispatch(&mut self, i: usize) {
+        self.insts[i].dispatch_pending = false;
+        if self.insts[i].shutting_down {
+            return;
+        }
+        let mut popped = false;
+        while self.insts[i].in_flight < self.cfg.workers {
+            let Some(msg) = self.insts[i].channel.pop_front() else {
+                break;
+            };
+            popped = true;
+            if !self.current(i, msg) {
+                self.stats.filtered += 1;
+                continue;
+            }
+            self.deliver(i, msg);
+            if self.failure.is_some() {
+                return;
+            }
+            self.insts[i].in_flight += 1;
+            let took = match self.rng.random_range(0..20) {
+                0 => ms(self.rng.random_range(3_000..=15_000)),
+                1..=5 => ms(self.rng.random_range(200..=3_000)),
+                _ => ms(self.rng.random_range(1..=200)),
+            };
+            let inc = self.insts[i].inc;
+            self.push(self.now + took, Ev::Handler { inst: i, inc, msg });
+        }
+        if popped {
+            // A sender blocked on the full channel gets its room.
+            let blocked: Vec<u64> = self.insts[i]
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.reader == ReaderState::Blocked)
+                .map(|(&sid, _)| sid)
+                .collect();
+            let inc = self.insts[i].inc;
+            for sid in blocked {
+                let token = self.token();
+                if let Some(s) = self.session(i, sid) {
+                    s.reader_token = token;
+                }
+                let jitter = self.jitter();
+                self.push(
+                    self.now + jitter,
+                    Ev::Reader {
+                        inst: i,
+                        inc,
+                        sid,
+                        token,
+                    },
+                );
+            }
+        }
+    }
+
+    /// `subscriber.rs`'s `current()`: whether a delivery may still reach a handler.
+    fn current(&mut self, i: usize, msg: Msg) -> bool {
+        let now = self.now;
+        let checks_lease = self.cfg.filter_checks_lease;
+        let Some(s) = self.session(i, msg.sid) else {
+            return false;
+        };
+        if s.stopped {
+            return false;
+        }
+        if checks_lease && !s.keeper.may_deliver(now) {
+            // The proposed fix: the lease ran out by our clock; stop the shard for good.
+            self.stop(i, msg.sid);
+            return false;
+        }
+        true
+    }
+
+    /// A record reaches a handler: the checks of invariants 1c, 4 and 5.
+    fn deliver(&mut self, i: usize, msg: Msg) {
+        let now = self.now;
+        let holder = self.rows[msg.shard].holder;
+        let parents_done = self.stream.shards[msg.shard].parents.iter().all(|&p| {
+            self.rows[p]
+                .state
+                .as_ref()
+                .is_some_and(LeaseState::is_finished)
+        });
+        let owner = Arc::clone(&self.insts[i].owner);
+        let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
+            return;
+        };
+        let expected = s.last_idx.map_or(s.start_idx, |last| last + 1);
+        s.last_idx = Some(msg.idx);
+        let (deadline, lost) = (s.deadline, s.lost);
+        let shard = msg.shard;
+        let idx = msg.idx;
+        self.stats.deliveries += 1;
+        self.log(|| format!("{owner} delivers shard {shard} #{idx}"));
+        if holder != Some(msg.sid) {
+            self.fail(format!(
+                "fencing: {owner} (session {}) delivered shard {shard} #{idx} while session \
+                 {holder:?} holds the row",
+                msg.sid
+            ));
+        } else if now >= deadline || lost {
+            self.fail(format!(
+                "fencing: {owner} (session {}) delivered shard {shard} #{idx} after its lease \
+                 ran out by its own clock at {} (or was refused: {lost})",
+                msg.sid,
+                secs(deadline)
+            ));
+        } else if idx != expected {
+            self.fail(format!(
+                "order: session {} delivered shard {shard} #{idx} where #{expected} was next",
+                msg.sid
+            ));
+        } else if !parents_done {
+            self.fail(format!(
+                "order: shard {shard} #{idx} delivered before every parent reached SHARD_END"
+            ));
+        }
+        let g = &mut self.ghost[shard];
+        let first_upto = g.first_upto;
+        let covered = g.covered_upto;
+        match idx.cmp(&first_upto) {
+            Ordering::Equal => g.first_upto += 1,
+            Ordering::Less => self.stats.redeliveries += 1,
+            Ordering::Greater => self.fail(format!(
+                "order: the first delivery of shard {shard} #{idx} came before that of \
+                 #{first_upto}"
+            )),
+        }
+        if idx < covered {
+            self.fail(format!(
+                "graceful: shard {shard} #{idx} delivered again after a graceful stop had \
+                 checkpointed it (covered below #{covered})"
+            ));
+        }
+    }
+
+    fn handler_done(&mut self, i: usize, msg: Msg) {
+        self.insts[i].in_flight -= 1;
+        let g = &mut self.ghost[msg.shard];
+        if !g.acked[msg.idx] {
+            g.acked[msg.idx] = true;
+            self.acked += 1;
+            self.last_progress = self.now;
+        }
+        // `ShardHandle::settle`.
+        if let Some(s) = self.session(i, msg.sid) {
+            if let Some(checkpoint) = s.watermark.settle(msg.ticket) {
+                s.pending = Some(checkpoint);
+                self.writer_notify(i, msg.sid);
+            }
+            self.drain_wake(i, msg.sid);
+        }
+        let inst = &self.insts[i];
+        if inst.shutting_down {
+            if inst.in_flight == 0 && !inst.dropped {
+                self.drop_subscriber(i);
+            }
+        } else {
+            self.dispatch_soon(i);
+        }
+    }
+
+    // ----- liveness -------------------------------------------------------------------------
+
+    fn liveness_bound(&self) -> Duration {
+        let t = &self.cfg.timings;
+        t.lease() + SKEW_TOLERANCE + self.cfg.skew + t.listing_interval() + Duration::from_secs(1)
+    }
+
+    fn check_liveness(&mut self) {
+        if self.now < self.live_from || self.now < self.last_live_check + ms(100) {
+            return;
+        }
+        self.last_live_check = self.now;
+        let bound = self.liveness_bound();
+        for shard in 0..self.stream.shards.len() {
+            let finished = |rows: &[Row], s: usize| {
+                rows[s].state.as_ref().is_some_and(LeaseState::is_finished)
+            };
+            let eligible = !finished(&self.rows, shard)
+                && self.stream.shards[shard]
+                    .parents
+                    .iter()
+                    .all(|&p| finished(&self.rows, p));
+            let served = self.insts.iter().any(|inst| {
+                inst.alive
+                    && inst
+                        .running
+                        .get(&shard)
+                        .and_then(|sid| inst.sessions.get(sid))
+                        .is_some_and(|s| !s.stopped && !s.cancelled)
+            });
+            let g = &mut self.ghost[shard];
+            if eligible && !served {
+                let since = *g.unserved_since.get_or_insert(self.now);
+                let waited = self.now.saturating_sub(since);
+                let permille = u64::try_from(waited.as_micros() * 1000 / bound.as_micros())
+                    .unwrap_or(u64::MAX);
+                self.stats.worst_recovery_permille =
+                    self.stats.worst_recovery_permille.max(permille);
+                if waited > bound {
+                    self.fail(format!(
+                        "liveness: shard {shard} has had no reader since {} (bound {bound:?})",
+                        secs(since)
+                    ));
+                    return;
+                }
+            } else {
+                g.unserved_since = None;
+            }
+        }
+    }
+}
+
+// ----- the runner ---------------------------------------------------------------------------
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+type Tweak = dyn Fn(&mut Config, &mut StdRng) + Sync;
+
+fn no_tweak(_: &mut Config, _: &mut StdRng) {}
+
+/// Runs one schedule; on failure runs it again with a trace and returns the report.
+fn run_seed(seed: u64, tweak: &Tweak) -> Result<Stats, String> {
+    let mut sim = Sim::new(seed, tweak);
+    match sim.run() {
+        Ok(stats) => Ok(stats),
+        Err(_) => {
+            let mut sim = Sim::new(seed, tweak);
+            sim.trace = Some(VecDeque::new());
+            let failure = sim
+                .run()
+                .expect_err("a replay fails the same way: the simulation is deterministic");
+            let mut report = format!(
+                "seed={seed}: {}\n  at {} s of virtual time\n  config: {:?}\n  last events:\n",
+                failure.message,
+                failure.at.as_secs_f64(),
+                sim.cfg
+            );
+            for line in sim.trace.iter().flatten() {
+                let _ = writeln!(report, "    {line}");
+            }
+            let _ = write!(
+                report,
+                "  replay: SIM_SEED={seed} cargo test -p ruststream-kinesis --all-features --lib \
+                 coordinator::simulation"
+            );
+            Err(report)
+        }
+    }
+}
+
+/// Runs `count` schedules from `base` on every core; the first failure, if any.
+fn run_many(base: u64, count: u64, tweak: &Tweak) -> (Stats, Option<String>) {
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let total = Mutex::new(Stats::default());
+    let failure: Mutex<Option<(u64, String)>> = Mutex::new(None);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut mine = Stats::default();
+                while !stop.load(Atomic::Relaxed) {
+                    let n = next.fetch_add(1, Atomic::Relaxed);
+                    if n >= count {
+                        break;
+                    }
+                    let seed = base.wrapping_add(n);
+                    match run_seed(seed, tweak) {
+                        Ok(stats) => mine.add(&stats),
+                        Err(report) => {
+                            stop.store(true, Atomic::Relaxed);
+                            let mut slot = failure.lock().unwrap_or_else(PoisonError::into_inner);
+                            if slot.as_ref().is_none_or(|(s, _)| seed < *s) {
+                                *slot = Some((seed, report));
+                            }
+                        }
+                    }
+                }
+                total
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .add(&mine);
+            });
+        }
+    });
+    let total = total.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let failure = failure
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .map(|(_, report)| report);
+    (total, failure)
+}
+
+fn base_seed() -> u64 {
+    env_u64("SIM_BASE_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    })
+}
+
+#[test]
+fn random_schedules_keep_the_lease_invariants() {
+    if let Some(seed) = env_u64("SIM_SEED") {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            let mut sim = Sim::new(seed, &no_tweak);
+            sim.trace = Some(VecDeque::new());
+            sim.full_trace = true;
+            let outcome = sim.run();
+            println!("seed={seed}: {:?}", outcome.map_err(|f| f.message));
+        }
+        match run_seed(seed, &no_tweak) {
+            Ok(stats) => println!("seed={seed}: ok, {stats:?}"),
+            Err(report) => panic!("{report}"),
+        }
+        return;
+    }
+    let count = env_u64("SIM_SCHEDULES").unwrap_or(DEFAULT_SCHEDULES);
+    let base = base_seed();
+    let started = std::time::Instant::now();
+    let (stats, failure) = run_many(base, count, &no_tweak);
+    if let Some(report) = failure {
+        panic!("{report}");
+    }
+    println!(
+        "{} schedules from base seed {base} in {:.1?}: {stats:?}",
+        stats.schedules,
+        started.elapsed()
+    );
+    assert_eq!(stats.schedules, count);
+    // The faults were exercised, not only scheduled.
+    assert!(stats.takeovers > 0 && stats.refused_renewals > 0 && stats.graceful_covers > 0);
+}
+
+/// Searches `count` seeds of a tweaked world for a failure whose report mentions `expect`.
+fn find_failure(count: u64, tweak: &Tweak, expect: &str) -> Option<String> {
+    (0..count).find_map(|n| {
+        run_seed(0x5eed_0000 + n, tweak)
+            .err()
+            .filter(|report| report.contains(expect))
+    })
+}
+
+#[test]
+fn a_schedule_replays_identically() {
+    let first = Sim::new(42, &no_tweak).run().expect("seed 42 passes");
+    let second = Sim::new(42, &no_tweak).run().expect("seed 42 passes");
+    assert_eq!(format!("{first:?}"), format!("{second:?}"));
+}
+
+/// The checks bite: clocks skewed beyond the documented tolerance let a taker in while the
+/// holder still delivers.
+#[test]
+fn clocks_skewed_beyond_the_tolerance_break_fencing() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        // Two instances, clocks as far apart as allowed plus 600 ms, renewals failing for
+        // seconds at a time so leases lapse while their holders still read.
+        cfg.instances = 2;
+        cfg.timings = LeaseTimings::default().listing(Duration::from_secs(1));
+        cfg.skew = tolerated_skew(&cfg.timings) + ms(600);
+        cfg.partitions = 4;
+        cfg.write_gap_ms = (20, 60);
+        cfg.crashes = 0;
+        cfg.shutdowns = 0;
+        let _ = rng;
+    };
+    let found = find_failure(300, &tweak, "fencing");
+    println!(
+        "{}",
+        found
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        found.is_some(),
+        "no schedule with clocks skewed beyond the tolerance broke fencing"
+    );
+}
+
+/// `subscriber.rs` today filters deliveries by the stopped flag only: a record waiting in the
+/// channel while its lease runs out (a stall, a store outage) still reaches a handler.
+#[test]
+fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.filter_checks_lease = false;
+        cfg.stalls = 3;
+        cfg.workers = 1;
+        cfg.channel = 6;
+        cfg.write_gap_ms = (20, 60);
+    };
+    let found = find_failure(300, &tweak, "fencing");
+    println!(
+        "{}",
+        found
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        found.is_some(),
+        "no schedule delivered after the lease ran out"
+    );
+}
+
+/// `reader.rs` today: `finish` writes `SHARD_END` and releases under the `writing` lock, but a
+/// checkpoint still pending for the writer is written after it when the release failed, and
+/// the store accepts it (the row is still ours): the checkpoint moves back from `SHARD_END`.
+#[test]
+fn a_pending_checkpoint_written_after_shard_end_moves_it_back() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.end_discards_pending = false;
+        cfg.reshards = 4;
+        cfg.p_fail = 0.2;
+    };
+    let found = find_failure(300, &tweak, "moved back from Some(\"SHARD_END\")");
+    println!(
+        "{}",
+        found
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(found.is_some(), "no schedule overwrote SHARD_END");
+}
+
+/// A store call that lands after its caller timed out, behind the caller's later calls, is
+/// accepted by the owner-only condition: a stale checkpoint moves the row back (and a stale
+/// renewal moves its expiry back). The main run assumes calls land before their timeout.
+#[test]
+fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.late_landing = true;
+        cfg.p_timeout = 0.1;
+    };
+    let found = find_failure(300, &tweak, "moved back");
+    println!(
+        "{}",
+        found
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(found.is_some(), "no late write moved a checkpoint back");
+}
