@@ -1,7 +1,7 @@
 //! The broker: its builder, `connect` and `shutdown`, and the connected form that opens
 //! subscriptions and pairs publishers.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -254,22 +254,44 @@ pub struct ConnectedKinesisBroker {
     owner: Arc<str>,
     timings: LeaseTimings,
     pub(crate) create_streams: Option<u32>,
-    streams: Arc<Mutex<HashSet<String>>>,
+    streams: Arc<Mutex<HashMap<String, StreamSlot>>>,
+}
+
+/// What a broker knows of a stream it subscribed to.
+#[derive(Debug)]
+enum StreamSlot {
+    /// A subscription reads it.
+    Open,
+    /// Its subscription was dropped and its readers are writing their final checkpoints and
+    /// releasing; a new subscription waits for them, or it would take a lease they then release.
+    Closing(Option<TaskTracker>),
 }
 
 /// Holds a stream's name on its broker while a subscription reads it.
 #[derive(Debug)]
 pub(crate) struct StreamRegistration {
-    streams: Arc<Mutex<HashSet<String>>>,
+    streams: Arc<Mutex<HashMap<String, StreamSlot>>>,
     name: String,
+    tasks: Option<TaskTracker>,
+}
+
+impl StreamRegistration {
+    /// The subscription's tasks, which a later subscription to the stream waits for.
+    fn closes_with(&mut self, tasks: TaskTracker) {
+        self.tasks = Some(tasks);
+    }
 }
 
 impl Drop for StreamRegistration {
     fn drop(&mut self) {
+        let closing = self.tasks.take();
+        if let Some(tasks) = &closing {
+            tasks.close();
+        }
         self.streams
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.name);
+            .insert(self.name.clone(), StreamSlot::Closing(closing));
     }
 }
 
@@ -289,22 +311,40 @@ impl ConnectedKinesisBroker {
         &self.owner
     }
 
-    fn register(&self, name: &str) -> Result<StreamRegistration, KinesisError> {
+    async fn register(&self, name: &str) -> Result<StreamRegistration, KinesisError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(KinesisError::ShutDown {
                 what: "subscribing",
             });
         }
-        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
-        if !streams.insert(name.to_owned()) {
-            return Err(KinesisError::DuplicateSubscription {
-                stream: name.to_owned(),
-            });
-        }
-        Ok(StreamRegistration {
+        let draining = {
+            let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+            match streams.insert(name.to_owned(), StreamSlot::Open) {
+                Some(StreamSlot::Open) => {
+                    return Err(KinesisError::DuplicateSubscription {
+                        stream: name.to_owned(),
+                    });
+                }
+                Some(StreamSlot::Closing(tasks)) => tasks,
+                None => None,
+            }
+        };
+        let registration = StreamRegistration {
             streams: Arc::clone(&self.streams),
             name: name.to_owned(),
-        })
+            tasks: None,
+        };
+        if let Some(tasks) = draining
+            && tokio::time::timeout(SHUTDOWN_GRACE, tasks.wait())
+                .await
+                .is_err()
+        {
+            tracing::warn!(
+                stream = name,
+                "the previous subscription did not finish within {SHUTDOWN_GRACE:?}"
+            );
+        }
+        Ok(registration)
     }
 
     pub(crate) async fn open(
@@ -313,7 +353,7 @@ impl ConnectedKinesisBroker {
     ) -> Result<KinesisSubscriber, KinesisError> {
         let name = source.name.as_ref();
         validate::stream_name(name)?;
-        let registration = self.register(name)?;
+        let mut registration = self.register(name).await?;
         let capacity = usize::try_from(source.batch_size).unwrap_or(1000).max(64);
         match &self.transport {
             Transport::Live(client) => {
@@ -329,19 +369,21 @@ impl ConnectedKinesisBroker {
                     batch_size: source.batch_size,
                     tx,
                     cancel: self.cancel.child_token(),
-                    tasks: self.tasks.clone(),
+                    tasks: TaskTracker::new(),
+                    broker_tasks: self.tasks.clone(),
                     runtime: self.runtime.clone(),
                     broker_closed: Arc::clone(&self.closed),
                     running: Mutex::default(),
                     finished: Mutex::default(),
                     wake: tokio::sync::Notify::new(),
                     initial: Mutex::new(KinesisPosition::Latest),
+                    last_listing: Mutex::default(),
                 });
                 // The first round runs before the subscription is handed out: every shard this
                 // instance takes is positioned before anything is published to it.
                 sub.round().await?;
-                self.tasks
-                    .spawn_on(coordinator::run(Arc::clone(&sub)), &self.runtime);
+                sub.spawn(coordinator::run(Arc::clone(&sub)));
+                registration.closes_with(sub.tasks.clone());
                 let deliveries = Deliveries {
                     rx: Inbox::Live(rx),
                     source: Source::Live(sub),

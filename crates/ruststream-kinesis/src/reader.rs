@@ -85,6 +85,14 @@ async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: Ca
             cancel.cancel();
             return;
         }
+        if let Some(sent) = handle.take_renewed() {
+            // A checkpoint write renewed the lease meanwhile: the next renewal moves out.
+            keeper.on_renewed(sent);
+            handle.extend(keeper.valid_until());
+            if keeper.next_renewal() > Instant::now() {
+                continue;
+            }
+        }
         let sent = Instant::now();
         let action = match sub
             .store
@@ -134,8 +142,20 @@ async fn write_checkpoints(
         if handle.is_stopped() {
             return;
         }
-        match handle.write_pending(sub.store.as_ref(), &sub.owner).await {
-            Ok(()) => {}
+        match handle
+            .write_pending(sub.store.as_ref(), &sub.owner, &sub.timings)
+            .await
+        {
+            Ok(()) => {
+                // The cadence: acknowledgements until then fold into the next write.
+                let cadence = sub.timings.checkpoint_every();
+                if !cadence.is_zero() {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(cadence) => {}
+                    }
+                }
+            }
             Err(err) if err.is_fenced() => {
                 handle.stop();
                 cancel.cancel();
@@ -347,7 +367,11 @@ impl Reader {
         self.handle.stop();
         self.cancel.cancel();
         let store = self.sub.store.as_ref();
-        if let Err(err) = self.handle.write_pending(store, &self.sub.owner).await {
+        if let Err(err) = self
+            .handle
+            .write_pending(store, &self.sub.owner, &self.sub.timings)
+            .await
+        {
             if !err.is_fenced() {
                 self.sub
                     .report(self.sub.lease_error(self.handle.key.shard(), err));

@@ -17,6 +17,8 @@ struct ShardState {
     pending: Option<Arc<str>>,
     /// Until when this instance may deliver, by its own monotonic clock.
     valid_until: Option<Instant>,
+    /// When the newest checkpoint write that also renewed the lease was sent, for the keeper.
+    renewed: Option<Instant>,
 }
 
 /// One shard this instance holds the lease of.
@@ -111,7 +113,13 @@ impl ShardHandle {
 
     /// Records a successful take or renewal: the lease holds until `until` by our clock.
     pub(crate) fn extend(&self, until: Instant) {
-        self.lock().valid_until = Some(until);
+        let mut state = self.lock();
+        state.valid_until = Some(state.valid_until.map_or(until, |known| known.max(until)));
+    }
+
+    /// Takes the send time of the newest checkpoint write that renewed the lease, if any.
+    pub(crate) fn take_renewed(&self) -> Option<Instant> {
+        self.lock().renewed.take()
     }
 
     /// Whether this instance may still deliver from the shard.
@@ -139,18 +147,31 @@ impl ShardHandle {
         self.stopped.load(Ordering::Acquire)
     }
 
-    /// Writes the pending checkpoint, in order with every other write of this shard.
+    /// Writes the pending checkpoint, in order with every other write of this shard; the write
+    /// also renews the lease, which the keeper learns through [`take_renewed`](Self::take_renewed).
     pub(crate) async fn write_pending(
         &self,
         store: &dyn LeaseStore,
         owner: &str,
+        timings: &crate::LeaseTimings,
     ) -> Result<(), LeaseError> {
         let _writing = self.writing.lock().await;
         let Some(checkpoint) = self.take_pending() else {
             return Ok(());
         };
-        match store.checkpoint(&self.key, owner, &checkpoint).await {
-            Ok(()) => Ok(()),
+        let sent = Instant::now();
+        match store
+            .checkpoint_and_renew(&self.key, owner, &checkpoint, timings.lease())
+            .await
+        {
+            Ok(()) => {
+                self.extend(crate::coordinator::keeper::LeaseKeeper::valid_after(
+                    timings, sent,
+                ));
+                let mut state = self.lock();
+                state.renewed = Some(state.renewed.map_or(sent, |known| known.max(sent)));
+                Ok(())
+            }
             Err(err) => {
                 if !err.is_fenced() {
                     self.restore_pending(checkpoint);

@@ -25,6 +25,8 @@ pub struct LeaseTimings {
     lease: Duration,
     renew: Duration,
     listing: Duration,
+    handover_poll: Duration,
+    checkpoint_interval: Duration,
 }
 
 impl Default for LeaseTimings {
@@ -33,6 +35,8 @@ impl Default for LeaseTimings {
             lease: Duration::from_secs(10),
             renew: Duration::from_secs(3),
             listing: Duration::from_secs(10),
+            handover_poll: Duration::from_secs(1),
+            checkpoint_interval: Duration::ZERO,
         }
     }
 }
@@ -64,6 +68,39 @@ impl LeaseTimings {
     pub fn listing(mut self, listing: Duration) -> Self {
         self.listing = listing.max(Duration::from_millis(100));
         self
+    }
+
+    /// Between listings, looks at the lease table every `poll` for a lease another instance
+    /// released or let expire (default 1 s), so a graceful handover takes about a second rather
+    /// than a listing interval. It costs one `LeaseStore::list` call (one Scan of a DynamoDB
+    /// table) per poll, made only while some shard of the stream is held by another instance:
+    /// 60 calls per instance per minute by default. `Duration::ZERO` turns it off.
+    #[must_use]
+    pub fn handover_poll(mut self, poll: Duration) -> Self {
+        self.handover_poll = poll;
+        self
+    }
+
+    /// Writes a shard's checkpoint at most once every `interval` (default zero: one write per
+    /// move of the checkpoint, folded while one is in flight). Acknowledgements in between fold
+    /// into the next write, and a checkpoint write also renews the lease, so a shard under load
+    /// needs no separate renewals. A graceful stop writes the last checkpoint at once.
+    #[must_use]
+    pub fn checkpoint_interval(mut self, interval: Duration) -> Self {
+        self.checkpoint_interval = interval;
+        self
+    }
+
+    /// How often the lease table is looked at between listings; zero when never.
+    #[must_use]
+    pub fn handover_poll_interval(&self) -> Duration {
+        self.handover_poll
+    }
+
+    /// The least time between two checkpoint writes of one shard.
+    #[must_use]
+    pub fn checkpoint_every(&self) -> Duration {
+        self.checkpoint_interval
     }
 
     /// How long a lease lasts.

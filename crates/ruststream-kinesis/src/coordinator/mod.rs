@@ -48,7 +48,10 @@ pub(crate) struct Subscription {
     pub(crate) batch_size: u32,
     pub(crate) tx: mpsc::Sender<Item>,
     pub(crate) cancel: CancellationToken,
+    /// This subscription's tasks, which a later subscription to the stream waits for.
     pub(crate) tasks: TaskTracker,
+    /// The broker's tasks, which its shutdown waits for.
+    pub(crate) broker_tasks: TaskTracker,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) broker_closed: Arc<AtomicBool>,
     pub(crate) running: Mutex<HashMap<Arc<str>, Running>>,
@@ -57,9 +60,23 @@ pub(crate) struct Subscription {
     pub(crate) wake: Notify,
     /// Where shards without a checkpoint start; a seek made before any shard was taken sets it.
     pub(crate) initial: Mutex<KinesisPosition>,
+    /// The shards the last listing found, for the handover poll between listings.
+    pub(crate) last_listing: Mutex<Vec<ShardInfo>>,
 }
 
 impl Subscription {
+    /// Runs `task` on the broker's runtime, tracked by this subscription and by the broker.
+    pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let held = self.broker_tasks.token();
+        self.tasks.spawn_on(
+            async move {
+                let _held = held;
+                task.await;
+            },
+            &self.runtime,
+        );
+    }
+
     /// Sends a failure to the subscriber stream without waiting; a full channel drops it with a
     /// warning rather than stalling a reader.
     pub(crate) fn report(&self, err: KinesisError) {
@@ -112,15 +129,7 @@ impl Subscription {
                 }
             }
         }
-        // Shards known to be finished are not read again; their children still see them done.
-        for shard in &finished {
-            rows.entry(Arc::clone(shard)).or_insert_with(|| {
-                Some(crate::LeaseState {
-                    checkpoint: Some(crate::SHARD_END.to_owned()),
-                    ..crate::LeaseState::default()
-                })
-            });
-        }
+        plan::add_finished(&mut rows, &finished);
         for (shard, row) in &rows {
             if row.as_ref().is_some_and(crate::LeaseState::is_finished) {
                 self.finished
@@ -130,12 +139,12 @@ impl Subscription {
             }
         }
         let listed: HashSet<&str> = listing.iter().map(|s| s.id.as_ref()).collect();
-        let initial = self
-            .initial
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let initial = self.initial_position();
         let now_ms = epoch_millis();
+        *self
+            .last_listing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = listing.clone();
         let to_take: Vec<&ShardInfo> = listing
             .iter()
             .filter(|shard| !reading.contains(&shard.id) && !unreadable.contains(&shard.id))
@@ -148,6 +157,76 @@ impl Subscription {
             .collect();
         let taken = join_all(to_take.into_iter().map(|shard| self.take(shard))).await;
         Ok(taken.into_iter().filter(|taken| *taken).count())
+    }
+
+    fn initial_position(&self) -> KinesisPosition {
+        self.initial
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Between listings: whether the lease table shows a shard of the last listing that this
+    /// instance could take now (released, expired, or its parents finished). One `list` call, or
+    /// a read per waiting shard where the store cannot list; nothing while no shard waits.
+    async fn takeable_between_listings(&self) -> bool {
+        let listing = self
+            .last_listing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let reading = self.reading();
+        let finished = self
+            .finished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let wanted = plan::rows_to_read(&listing, &reading, &finished);
+        if wanted.is_empty() {
+            return false;
+        }
+        let mut rows = Rows::new();
+        match self.store.list(&self.stream).await {
+            Ok(Some(listed)) => {
+                for shard in &wanted {
+                    rows.insert(Arc::clone(shard), None);
+                }
+                for (key, row) in listed {
+                    rows.insert(Arc::from(key.shard()), Some(row));
+                }
+            }
+            Ok(None) => {
+                for shard in wanted {
+                    let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(shard));
+                    match self.store.read(&key).await {
+                        Ok(row) => {
+                            rows.insert(Arc::clone(shard), row);
+                        }
+                        Err(err) => {
+                            self.report(self.lease_error(shard, err));
+                            return false;
+                        }
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::debug!(stream = %self.stream, error = %err, "handover poll failed");
+                return false;
+            }
+        }
+        plan::add_finished(&mut rows, &finished);
+        let listed: HashSet<&str> = listing.iter().map(|s| s.id.as_ref()).collect();
+        let initial = self.initial_position();
+        let now_ms = epoch_millis();
+        listing
+            .iter()
+            .filter(|shard| !reading.contains(&shard.id) && !finished.contains(&shard.id))
+            .any(|shard| {
+                matches!(
+                    plan::verdict(shard, &listed, &rows, &self.owner, now_ms, &initial),
+                    Verdict::Take { .. }
+                )
+            })
     }
 
     /// Takes the lease of `shard` and starts its reader; whether it now reads the shard.
@@ -167,11 +246,7 @@ impl Subscription {
                 return false;
             }
         };
-        let initial = self
-            .initial
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let initial = self.initial_position();
         // Decided again on the row the take returned: it is the authoritative one.
         let start = match state.checkpoint.as_deref() {
             Some(crate::SHARD_END) => {
@@ -232,7 +307,7 @@ impl Subscription {
             cancel,
             restart: restart_rx,
         };
-        self.tasks.spawn_on(reader::run(reader), &self.runtime);
+        self.spawn(reader::run(reader));
         true
     }
 
@@ -252,14 +327,27 @@ impl Subscription {
     }
 }
 
-/// Lists and takes every listing interval, or sooner when a reader ended, until cancelled.
+/// Lists and takes every listing interval, sooner when a reader ended or the handover poll sees
+/// a shard to take, until cancelled.
 pub(crate) async fn run(sub: Arc<Subscription>) {
+    let listing = sub.timings.listing_interval();
+    let poll = sub.timings.handover_poll_interval();
+    let mut next_listing = tokio::time::Instant::now() + listing;
+    let mut next_poll = tokio::time::Instant::now() + poll;
     loop {
+        let polling = !poll.is_zero();
         tokio::select! {
             () = sub.cancel.cancelled() => return,
-            () = tokio::time::sleep(sub.timings.listing_interval()) => {}
+            () = tokio::time::sleep_until(next_listing) => {}
             () = sub.wake.notified() => {}
+            () = tokio::time::sleep_until(next_poll), if polling => {
+                next_poll = tokio::time::Instant::now() + poll;
+                if !sub.takeable_between_listings().await {
+                    continue;
+                }
+            }
         }
+        next_listing = tokio::time::Instant::now() + listing;
         if let Err(err) = sub.round().await {
             sub.report(err);
         }

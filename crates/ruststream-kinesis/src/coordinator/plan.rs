@@ -68,6 +68,19 @@ pub(crate) fn verdict(
     Verdict::Take { start }
 }
 
+/// Marks the shards known to be finished as finished in `rows`: they are not read again, and
+/// their children must still see them done.
+pub(crate) fn add_finished(rows: &mut Rows, finished: &HashSet<Arc<str>>) {
+    for shard in finished {
+        rows.entry(Arc::clone(shard)).or_insert_with(|| {
+            Some(LeaseState {
+                checkpoint: Some(crate::SHARD_END.to_owned()),
+                ..LeaseState::default()
+            })
+        });
+    }
+}
+
 /// The shard ids whose rows a round must read: every listed shard this instance does not read,
 /// and their parents.
 pub(crate) fn rows_to_read<'a>(
@@ -197,6 +210,20 @@ mod tests {
             decide(&root, std::slice::from_ref(&root), &rows, 0),
             Verdict::Finished
         );
+    }
+
+    #[test]
+    fn a_child_of_a_parent_known_finished_is_taken_without_reading_the_parent() {
+        let parent = shard("a", &[], true);
+        let child = shard("c", &["a"], false);
+        let listing = [parent, child.clone()];
+        let mut rows = Rows::new();
+        assert_eq!(decide(&child, &listing, &rows, 0), Verdict::WaitForParents);
+        add_finished(&mut rows, &HashSet::from([Arc::from("a")]));
+        assert!(matches!(
+            decide(&child, &listing, &rows, 0),
+            Verdict::Take { .. }
+        ));
     }
 
     #[test]

@@ -685,6 +685,34 @@ impl DynamoLeaseStore {
         .map_err(|error| self.held_failure(key, owner, error))
     }
 
+    async fn checkpoint_renewing(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        checkpoint: &str,
+        lease: Duration,
+    ) -> Result<(), LeaseError> {
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (":checkpoint".to_owned(), string(checkpoint)),
+            (
+                ":expiry".to_owned(),
+                number(epoch_millis().saturating_add(millis(lease))),
+            ),
+            (":one".to_owned(), number(1)),
+        ]);
+        self.update(
+            key,
+            "checkpoint",
+            "SET checkpoint = :checkpoint, lease_expiry = :expiry ADD lease_counter :one",
+            HELD_CONDITION,
+            values,
+        )
+        .await
+        .map(drop)
+        .map_err(|error| self.held_failure(key, owner, error))
+    }
+
     async fn read_row(&self, key: &LeaseKey) -> Result<Option<LeaseState>, LeaseError> {
         let Some(item) = self.get(key, key.row_key(), "read").await? else {
             return Ok(None);
@@ -746,6 +774,29 @@ impl LeaseStore for DynamoLeaseStore {
 
     fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
         Box::pin(self.release_held(key, owner))
+    }
+
+    fn checkpoint_and_renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        Box::pin(self.checkpoint_renewing(key, owner, checkpoint, lease))
+    }
+
+    /// One consistent Scan of the table (paginated), filtered to `stream`: it costs the table's
+    /// size in read capacity, whatever the stream.
+    fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        Box::pin(async move {
+            let rows = self.rows().await?;
+            Ok(Some(
+                rows.into_iter()
+                    .filter(|(key, _)| key.stream() == stream)
+                    .collect(),
+            ))
+        })
     }
 }
 

@@ -139,6 +139,30 @@ impl LeaseStore for MemoryLeaseStore {
         });
         Box::pin(std::future::ready(released))
     }
+
+    fn checkpoint_and_renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        let now = epoch_millis();
+        let written = self.held_write(key, owner, |row| {
+            row.checkpoint = Some(checkpoint.to_owned());
+            row.expiry_ms = now.saturating_add(millis(lease));
+        });
+        Box::pin(std::future::ready(written))
+    }
+
+    fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        let rows = self
+            .rows()
+            .into_iter()
+            .filter(|(key, _)| key.stream() == stream)
+            .collect();
+        Box::pin(std::future::ready(Ok(Some(rows))))
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +172,39 @@ mod tests {
     #[tokio::test]
     async fn the_store_passes_the_lease_store_suite() {
         crate::lease::suite::run(&MemoryLeaseStore::new(), Duration::from_millis(300)).await;
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_with_renewal_extends_the_lease_in_one_write() {
+        let store = MemoryLeaseStore::new();
+        let key = LeaseKey::new("orders", "shardId-000000000000");
+        let taken = store
+            .acquire(&key, "a", Duration::from_secs(1))
+            .await
+            .unwrap();
+        store
+            .checkpoint_and_renew(&key, "a", "42", Duration::from_secs(60))
+            .await
+            .unwrap();
+        let row = store.read(&key).await.unwrap().unwrap();
+        assert_eq!(row.checkpoint.as_deref(), Some("42"));
+        assert!(row.expiry_ms >= taken.expiry_ms + 50_000);
+        assert_eq!(row.counter, taken.counter + 1, "one write");
+        assert!(
+            store
+                .checkpoint_and_renew(&key, "b", "43", Duration::from_secs(60))
+                .await
+                .unwrap_err()
+                .is_fenced()
+        );
+        let other = LeaseKey::new("payments", "shardId-000000000000");
+        store
+            .acquire(&other, "a", Duration::from_secs(1))
+            .await
+            .unwrap();
+        let listed = store.list("orders").await.unwrap().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].0, key);
     }
 
     #[tokio::test]

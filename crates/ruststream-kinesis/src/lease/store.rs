@@ -120,4 +120,38 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     ///
     /// [`LeaseError::Lost`] when `owner` no longer holds the row; a store failure otherwise.
     fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()>;
+
+    /// Records `checkpoint` and extends `owner`'s lease by `lease` from now, so a shard whose
+    /// checkpoint moves needs no separate renewal.
+    ///
+    /// Provided as a checkpoint followed by a renewal; a store that can do both in one
+    /// conditional write overrides it (both stores of this crate do).
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Lost`] when `owner` no longer holds the row; a store failure otherwise.
+    fn checkpoint_and_renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        Box::pin(async move {
+            self.checkpoint(key, owner, checkpoint).await?;
+            self.renew(key, owner, lease).await.map(drop)
+        })
+    }
+
+    /// Every row of `stream` in one call, for a coordinator that watches for released and
+    /// expired leases between listings; `None` when the store has no such call, and the
+    /// coordinator then reads the rows it waits for one by one.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        let _ = stream;
+        Box::pin(std::future::ready(Ok(None)))
+    }
 }

@@ -96,6 +96,8 @@ pub async fn run(store: &dyn LeaseStore, lease: Duration) {
     run.released_rows().await;
     run.shard_end().await;
     run.streams().await;
+    run.checkpoint_renewing().await;
+    run.listing().await;
 }
 
 /// One run of the suite: the store, the lease, and the run's unique stream prefix.
@@ -586,6 +588,69 @@ impl<'s> Run<'s> {
             row.is_finished(),
             &format!("{key} at SHARD_END is not finished after its release: {row:?}"),
         );
+    }
+
+    /// `checkpoint-renewing`: a checkpoint with renewal writes the checkpoint, pushes the expiry
+    /// out by the lease, and is fenced like a checkpoint.
+    async fn checkpoint_renewing(&self) {
+        let check = "checkpoint-renewing";
+        let key = self.key(check);
+        let taken = self.acquire(check, &key, A).await;
+        let long = self.lease * 20;
+        let written = self.store.checkpoint_and_renew(&key, A, "900", long).await;
+        expect(
+            check,
+            written.is_ok(),
+            &format!("{A} checkpointing {key} with a renewal failed: {written:?}"),
+        );
+        let row = self
+            .read_expecting(check, &key, Some(A), Some("900"), taken.counter)
+            .await;
+        let floor = taken.expiry_ms + (long - self.lease).as_millis() as u64 / 2;
+        expect(
+            check,
+            row.expiry_ms >= floor,
+            &format!("{key}: the renewal did not push the expiry out ({row:?}, taken {taken:?})"),
+        );
+        let what = format!("{B} checkpointing {key} with a renewal, held by {A}");
+        self.expect_lost(
+            check,
+            &what,
+            &key,
+            B,
+            self.store.checkpoint_and_renew(&key, B, "901", long).await,
+        )
+        .await;
+        self.release(check, &key, A).await;
+    }
+
+    /// `listing`: a store that lists a stream's rows lists exactly those.
+    async fn listing(&self) {
+        let check = "listing";
+        let stream = format!("{}-listing", self.prefix);
+        let mine = LeaseKey::new(stream.as_str(), SHARD);
+        let other = LeaseKey::new(format!("{stream}-other"), SHARD);
+        self.acquire(check, &mine, A).await;
+        self.acquire(check, &other, B).await;
+        match self.store.list(&stream).await {
+            Ok(None) => {}
+            Ok(Some(rows)) => {
+                let keys: Vec<&LeaseKey> = rows.iter().map(|(key, _)| key).collect();
+                expect(
+                    check,
+                    keys == [&mine],
+                    &format!("listing {stream:?} answered {keys:?}, not just {mine}"),
+                );
+                expect(
+                    check,
+                    rows[0].1.is_held_by(A),
+                    &format!("listing {stream:?} shows {mine} as {:?}", rows[0].1),
+                );
+            }
+            Err(err) => expect(check, false, &format!("listing {stream:?} failed: {err}")),
+        }
+        self.release(check, &mine, A).await;
+        self.release(check, &other, B).await;
     }
 
     /// `streams`: one shard id in two streams is two rows.
