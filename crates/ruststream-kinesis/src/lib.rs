@@ -3,27 +3,40 @@
 //! A service consumes a stream with `#[subscriber(KinesisStream::new("orders"))]` and publishes
 //! with `#[derive(Outgoing)]`. Kinesis records nobody's progress, so this crate keeps it in a
 //! **lease table**: one row per shard of each stream, keyed `stream:shard`, with the owner, the
-//! lease expiry, a counter and the checkpoint ([`LeaseStore`]).
+//! lease expiry, a counter and the checkpoint ([`LeaseStore`]). A service depends on `ruststream`
+//! and `serde` too: the macros expand to `::ruststream` paths.
 //!
 //! - **Leases.** A subscription lists the shards when it opens and every 10 s, takes every shard
 //!   that is free or whose lease expired, and reads it. A lease lasts 10 s and is renewed every
 //!   3 s; a reader whose renewal is refused stops at once without checkpointing. A stopping reader
-//!   writes its final checkpoint and releases its lease, so the next owner starts at once.
+//!   writes its final checkpoint and releases its lease, and the other instances look at the table
+//!   every second between listings, so a graceful handover takes about a second. Up to 2 s of
+//!   clock skew between instances is tolerated ([`SKEW_TOLERANCE`] plus a holder margin).
 //!   [`MemoryLeaseStore`] (the default) serves one instance; `DynamoLeaseStore` (feature
 //!   `dynamodb-lease`) lets several instances share the shards through one DynamoDB table.
 //! - **Checkpoints.** An acknowledged record moves its shard's checkpoint along the contiguous
 //!   prefix of settled records, so an out-of-order ack never skips an unsettled one. A shard read
 //!   to its end is checkpointed [`SHARD_END`], and its children start only after every parent is
-//!   there, so per-key order survives splits and merges. Delivery is at least once.
+//!   there, so per-key order survives splits and merges. Delivery is at least once. `nack(true)`
+//!   answers `Unsupported`: the runtime's retry publishes a copy to the stream instead.
 //! - **Testing.** With the `testing` feature, `ruststream::testing::TestApp::start(app)` runs the
 //!   service's own app on an in-process Kinesis that consults no lease store; the crate's live
 //!   tests run against a local Kinesis + DynamoDB stack (`scripts/local-stack.sh`).
 //!
-//! ```no_run
-//! use ruststream_kinesis::prelude::*;
+//! The user guide (leases, the lease store, several instances, checkpoints, testing, benchmarks;
+//! in English, and the leases pages in Russian) is built from `docs/` by `scripts/docs.sh`.
 //!
-//! #[derive(Debug, serde::Deserialize)]
-//! struct Order { id: u64 }
+//! ```
+//! # #[cfg(feature = "testing")]
+//! # mod demo {
+//! use ruststream_kinesis::prelude::*;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+//! #[outgoing(name = "orders")]
+//! struct Order {
+//!     id: u64,
+//! }
 //!
 //! #[subscriber(KinesisStream::new("orders").create_if_missing(2))]
 //! async fn pick(order: &Order) -> HandlerOutcome {
@@ -31,13 +44,27 @@
 //!     HandlerOutcome::ack()
 //! }
 //!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! RustStream::new(AppInfo::new("warehouse", "0.1.0"))
-//!     .with_broker(KinesisBroker::new(), |b| { b.include(pick); })
-//!     .run()
-//!     .await?;
-//! # Ok(())
+//! fn app() -> RustStream {
+//!     RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(KinesisBroker::new(), |b| {
+//!         b.include(pick);
+//!     })
+//! }
+//!
+//! // In process: no AWS account, no lease store.
+//! pub async fn test() -> Result<(), Box<dyn std::error::Error>> {
+//!     let tb = ruststream::testing::TestApp::start(app()).await?;
+//!     let orders = tb.broker::<KinesisBroker>();
+//!     orders.message(&Order { id: 1 }).publish().await?;
+//!     orders
+//!         .subscriber("orders")
+//!         .assert_called_once()
+//!         .with(&Order { id: 1 })
+//!         .settled(HandlerOutcome::ack());
+//!     Ok(())
+//! }
 //! # }
+//! # #[cfg(feature = "testing")]
+//! # tokio::runtime::Runtime::new().unwrap().block_on(demo::test()).unwrap();
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
