@@ -313,3 +313,53 @@ pub(crate) async fn put_records(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_kinesis::{client, error};
+
+    #[tokio::test]
+    async fn a_throttled_or_expired_read_is_told_apart_from_a_failure() {
+        let (client, seen) = client(|n, _, _| match n {
+            0 => (400, error("ProvisionedThroughputExceededException")),
+            1 => (400, error("ExpiredIteratorException")),
+            2 => (
+                200,
+                serde_json::json!({
+                    "Records": [{
+                        "Data": "aGk=",
+                        "PartitionKey": "k",
+                        "SequenceNumber": "49590338271490256608559692538361571095921575989136588898",
+                    }],
+                    "NextShardIterator": "next",
+                    "MillisBehindLatest": 0,
+                }),
+            ),
+            _ => (400, error("KMSAccessDeniedException")),
+        });
+        assert!(matches!(
+            get_records(&client, "orders", "it", 500).await,
+            Ok(Fetched::Throttled)
+        ));
+        assert!(matches!(
+            get_records(&client, "orders", "it", 500).await,
+            Ok(Fetched::Expired)
+        ));
+        let Ok(Fetched::Records { records, next }) =
+            get_records(&client, "orders", "it", 500).await
+        else {
+            panic!("records expected");
+        };
+        assert_eq!(&records[0].data[..], b"hi");
+        assert_eq!(next.as_deref(), Some("next"));
+        let err = get_records(&client, "orders", "it", 500).await.unwrap_err();
+        assert!(err.to_string().contains("orders"), "{err}");
+        let calls = seen.lock().unwrap();
+        assert!(
+            calls
+                .iter()
+                .all(|(op, body)| op == "GetRecords" && body["Limit"] == 500)
+        );
+    }
+}

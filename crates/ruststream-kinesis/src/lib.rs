@@ -75,6 +75,8 @@ mod context;
 mod coordinator;
 mod envelope;
 mod error;
+#[cfg(test)]
+mod fake_kinesis;
 #[cfg(feature = "testing")]
 mod in_process;
 pub mod lease;

@@ -330,3 +330,104 @@ async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: 
         chunk = rejected;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_kinesis::{client, error};
+
+    fn pending(
+        n: usize,
+    ) -> (
+        Vec<Pending>,
+        Vec<oneshot::Receiver<Result<(), KinesisError>>>,
+    ) {
+        (0..n)
+            .map(|i| {
+                let (done, answer) = oneshot::channel();
+                let record = OutRecord {
+                    data: bytes::Bytes::from(format!("record-{i}")),
+                    partition_key: format!("key-{i}"),
+                };
+                let pending = Pending {
+                    stream: "orders".to_owned(),
+                    record,
+                    done,
+                };
+                (pending, answer)
+            })
+            .unzip()
+    }
+
+    fn answer(failed: &[bool]) -> serde_json::Value {
+        let records: Vec<_> = failed
+            .iter()
+            .map(|&failed| {
+                if failed {
+                    serde_json::json!({
+                        "ErrorCode": "ProvisionedThroughputExceededException",
+                        "ErrorMessage": "Rate exceeded for shard",
+                    })
+                } else {
+                    serde_json::json!({ "SequenceNumber": "1", "ShardId": "shardId-000000000000" })
+                }
+            })
+            .collect();
+        let count = failed.iter().filter(|f| **f).count();
+        serde_json::json!({ "FailedRecordCount": count, "Records": records })
+    }
+
+    #[tokio::test]
+    async fn a_record_rejected_inside_the_answer_is_written_again() {
+        let (client, seen) = client(|n, _, body| {
+            let sent = body["Records"].as_array().map_or(0, Vec::len);
+            if n == 0 {
+                // The second of three is rejected the first time.
+                (200, answer(&[false, true, false]))
+            } else {
+                (200, answer(&vec![false; sent]))
+            }
+        });
+        let (chunk, answers) = pending(3);
+        write_chunk(&client, "orders", chunk).await;
+        for answer in answers {
+            answer.await.unwrap().unwrap();
+        }
+        let calls = seen.lock().unwrap();
+        assert_eq!(calls.len(), 2, "one retry call");
+        let retried = calls[1].1["Records"].as_array().unwrap();
+        assert_eq!(retried.len(), 1, "only the rejected record is sent again");
+        assert_eq!(retried[0]["PartitionKey"], "key-1");
+    }
+
+    #[tokio::test]
+    async fn a_record_rejected_every_time_is_reported_never_dropped() {
+        let (client, seen) = client(|_, _, body| {
+            let sent = body["Records"].as_array().map_or(0, Vec::len);
+            (200, answer(&vec![true; sent]))
+        });
+        let (chunk, answers) = pending(2);
+        write_chunk(&client, "orders", chunk).await;
+        for answer in answers {
+            let err = answer.await.unwrap().unwrap_err();
+            assert!(
+                matches!(&err, KinesisError::PutRejected { stream, attempts, code, .. }
+                    if stream == "orders" && *attempts == PUT_ATTEMPTS
+                        && code == "ProvisionedThroughputExceededException"),
+                "{err}"
+            );
+        }
+        assert_eq!(seen.lock().unwrap().len(), PUT_ATTEMPTS as usize);
+    }
+
+    #[tokio::test]
+    async fn a_missing_stream_fails_every_publish_of_the_call_naming_it() {
+        let (client, _) = client(|_, _, _| (400, error("ResourceNotFoundException")));
+        let (chunk, answers) = pending(2);
+        write_chunk(&client, "orders", chunk).await;
+        for answer in answers {
+            let err = answer.await.unwrap().unwrap_err();
+            assert!(err.to_string().contains("orders"), "{err}");
+        }
+    }
+}

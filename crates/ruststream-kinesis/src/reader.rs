@@ -22,6 +22,15 @@ const MIN_CALL_GAP: Duration = Duration::from_millis(200);
 /// The longest wait after a throttled or failed call.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
+/// The longest wait after `failures` throttled or failed calls in a row: doubling from the
+/// call gap, capped; the wait itself is drawn between the call gap and this (full jitter), so
+/// readers of many shards do not retry in step.
+fn backoff_ceiling(failures: u32) -> Duration {
+    MIN_CALL_GAP
+        .saturating_mul(1 << failures.min(5))
+        .clamp(MIN_CALL_GAP, MAX_BACKOFF)
+}
+
 /// Everything one shard's reader owns.
 pub(crate) struct Reader {
     pub(crate) sub: Arc<Subscription>,
@@ -299,10 +308,7 @@ impl Reader {
 
     /// Sleeps a jittered exponential backoff; true when cancelled meanwhile.
     async fn back_off(&self, failures: u32) -> bool {
-        let ceiling = MIN_CALL_GAP
-            .saturating_mul(1 << failures.min(5))
-            .min(MAX_BACKOFF);
-        let wait = rand::rng().random_range(MIN_CALL_GAP..=ceiling.max(MIN_CALL_GAP));
+        let wait = rand::rng().random_range(MIN_CALL_GAP..=backoff_ceiling(failures));
         tokio::select! {
             () = self.cancel.cancelled() => true,
             () = tokio::time::sleep(wait) => false,
@@ -385,5 +391,22 @@ impl Reader {
                 .report(self.sub.lease_error(self.handle.key.shard(), err));
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_from_the_call_gap_up_to_its_cap() {
+        assert_eq!(backoff_ceiling(0), MIN_CALL_GAP);
+        assert_eq!(backoff_ceiling(1), MIN_CALL_GAP * 2);
+        assert_eq!(backoff_ceiling(3), MIN_CALL_GAP * 8);
+        assert_eq!(backoff_ceiling(5), MAX_BACKOFF);
+        assert_eq!(backoff_ceiling(40), MAX_BACKOFF);
+        for failures in 0..10 {
+            assert!(backoff_ceiling(failures) <= backoff_ceiling(failures + 1));
+        }
     }
 }
