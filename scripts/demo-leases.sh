@@ -148,7 +148,7 @@ echo "pod-a stopped in $(since "$stopped_at") s; its last orders:"
 grep 'order picked' "$LOGS/pod-a.log" | tail -n 3 | sed 's/^/    pod-a: /'
 view
 
-say "waiting for pod-b to take the shards over (it lists the shards every 10 s)"
+say "waiting for pod-b to take the shards over (it looks at the lease table every second)"
 wait_until "$TAKEOVER_TIMEOUT" all_held_by pod-b ||
   fail "pod-b did not hold every shard $TAKEOVER_TIMEOUT s after pod-a stopped"
 takeover="$(since "$stopped_at")"

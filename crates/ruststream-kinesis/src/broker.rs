@@ -135,13 +135,46 @@ impl KinesisBroker {
     /// Names this instance in the lease table (default: unique per broker). An instance
     /// restarted under the same name gets its leases back at once; two instances running at the
     /// same time must never share a name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ruststream_kinesis::KinesisBroker;
+    ///
+    /// // One name per pod: a restarted pod takes its shards back without waiting for its leases
+    /// // to lapse.
+    /// let pod = std::env::var("POD_NAME").unwrap_or_else(|_| "pod-a".to_owned());
+    /// let broker = KinesisBroker::new().owner_id(pod.clone());
+    /// assert_eq!(broker.owner(), pod);
+    ///
+    /// // Without a name of its own each broker is unique.
+    /// assert_ne!(KinesisBroker::new().owner(), KinesisBroker::new().owner());
+    /// ```
     #[must_use]
     pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
         self.owner = Arc::from(owner.into());
         self
     }
 
-    /// The lease, renewal and listing intervals (default 10 s, 3 s, 10 s).
+    /// The lease timings of every subscription of this broker (default: a 10 s lease renewed
+    /// every 3 s, shards listed every 10 s, the lease table looked at every second between
+    /// listings, one checkpoint write per move of the checkpoint). See [`LeaseTimings`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruststream_kinesis::{KinesisBroker, LeaseTimings};
+    ///
+    /// # fn main() -> Result<(), ruststream_kinesis::KinesisError> {
+    /// // A test that cannot wait ten seconds for a crashed instance's lease to lapse.
+    /// let fast = LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))?
+    ///     .listing(Duration::from_secs(1));
+    /// let broker = KinesisBroker::new().lease_timings(fast);
+    /// # let _ = broker;
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn lease_timings(mut self, timings: LeaseTimings) -> Self {
         self.timings = timings;
@@ -150,6 +183,50 @@ impl KinesisBroker {
 
     /// Creates a stream with `shards` shards when a subscription by bare name
     /// (`#[subscriber("orders")]`) finds it missing. Off by default: a missing stream fails startup.
+    ///
+    /// A subscription through [`KinesisStream`] says it on its own, with
+    /// [`KinesisStream::create_if_missing`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "testing")]
+    /// # mod demo {
+    /// use ruststream_kinesis::prelude::*;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+    /// #[outgoing(name = "orders")]
+    /// struct Order {
+    ///     id: u64,
+    /// }
+    ///
+    /// /// Subscribed by the stream's name alone.
+    /// #[subscriber("orders")]
+    /// async fn pick(order: &Order) -> HandlerOutcome {
+    ///     tracing::info!(order.id, "order picked");
+    ///     HandlerOutcome::ack()
+    /// }
+    ///
+    /// fn app() -> RustStream {
+    ///     // `orders` is created with two shards when it does not exist.
+    ///     let broker = KinesisBroker::new().create_streams_if_missing(2);
+    ///     RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(broker, |b| {
+    ///         b.include(pick);
+    ///     })
+    /// }
+    ///
+    /// pub async fn test() -> Result<(), Box<dyn std::error::Error>> {
+    ///     let tb = ruststream::testing::TestApp::start(app()).await?;
+    ///     let orders = tb.broker::<KinesisBroker>();
+    ///     orders.message(&Order { id: 1 }).publish().await?;
+    ///     orders.subscriber("orders").assert_called_once().with(&Order { id: 1 });
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # #[cfg(feature = "testing")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(demo::test()).unwrap();
+    /// ```
     #[must_use]
     pub fn create_streams_if_missing(mut self, shards: u32) -> Self {
         self.create_streams = Some(shards.max(1));

@@ -4,6 +4,44 @@ use crate::LeaseError;
 
 /// Everything the Kinesis broker reports: every variant names the stream (and the shard, where
 /// there is one) and, where there is one, the fix.
+///
+/// A failure of the lease store comes as [`Lease`](Self::Lease), naming the stream and the shard;
+/// its `source` tells a fenced write ([`LeaseError::is_fenced`]: the shard belongs to another
+/// instance now) from a failure of the store itself, which a retry may cure.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::{KinesisError, LeaseError, LeaseKey};
+///
+/// fn explain(err: &KinesisError) -> String {
+///     match err {
+///         KinesisError::Lease { stream, shard, source } if source.is_fenced() => {
+///             format!("{shard} of {stream} belongs to another instance now")
+///         }
+///         KinesisError::Lease { stream, shard, source } => {
+///             format!("the lease store failed for {shard} of {stream}: {source}")
+///         }
+///         other => other.to_string(),
+///     }
+/// }
+///
+/// let lost = KinesisError::Lease {
+///     stream: "orders".to_owned(),
+///     shard: "shardId-000000000000".to_owned(),
+///     source: Box::new(LeaseError::Lost {
+///         key: LeaseKey::new("orders", "shardId-000000000000"),
+///         owner: "pod-a".to_owned(),
+///     }),
+/// };
+/// assert_eq!(explain(&lost), "shardId-000000000000 of orders belongs to another instance now");
+///
+/// // A missing stream says how to create it, or to let the subscription do it.
+/// let missing = KinesisError::StreamNotFound { stream: "orders".to_owned() };
+/// let message = explain(&missing);
+/// assert!(message.contains("aws kinesis create-stream --stream-name orders"));
+/// assert!(message.contains(r#"KinesisStream::new("orders").create_if_missing(shards)"#));
+/// ```
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum KinesisError {
@@ -75,7 +113,10 @@ pub enum KinesisError {
         /// What was attempted.
         what: &'static str,
     },
-    /// A lease store call failed for one shard; the shard is tried again at the next listing.
+    /// A lease store call for one shard failed. The subscription goes on: a failed take is tried
+    /// again at a later listing round, and a failed renewal or checkpoint again while the lease is
+    /// still valid by this instance's clock. A `SHARD_END` that could not be written leaves the
+    /// lease to lapse, and the next owner reads the shard's end again.
     #[error("lease of shard {shard} of stream {stream:?}: {source}")]
     Lease {
         /// The stream.

@@ -3,6 +3,12 @@ use std::time::SystemTime;
 
 /// Where a shard starts reading: the argument of `start_at(..)` and of a seek.
 ///
+/// A shard taken without a checkpoint starts at the tip ([`Latest`](Self::Latest)) unless a start
+/// position says otherwise, and a shard born from a split or a merge at its oldest record; a
+/// shard with a checkpoint resumes after it. A
+/// `start_at(..)` at the mount site is a seek made at every startup: it moves the shards this
+/// instance holds at that moment (see [`KinesisSeeker`](crate::KinesisSeeker)).
+///
 /// A delivery's own position ([`Positioned::position`](ruststream::Positioned::position)) is
 /// [`AtSequence`](Self::AtSequence): seeking to it delivers that record again, and what follows
 /// it in its shard.
@@ -18,6 +24,31 @@ use std::time::SystemTime;
 /// let one = KinesisPosition::at_sequence("shardId-000000000000", "4959033827149025660855969");
 /// assert_eq!(one.shard(), Some("shardId-000000000000"));
 /// # let _ = (replay, last_hour);
+/// ```
+///
+/// At the mount site:
+///
+/// ```
+/// use ruststream_kinesis::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+/// #[outgoing(name = "orders")]
+/// struct Order {
+///     id: u64,
+/// }
+///
+/// #[subscriber(KinesisStream::new("orders"))]
+/// async fn audit(order: &Order) -> HandlerOutcome {
+///     tracing::info!(order.id, "audited");
+///     HandlerOutcome::ack()
+/// }
+///
+/// // At every startup, the shards this instance holds start again at their oldest records.
+/// let app = RustStream::new(AppInfo::new("audit", "0.1.0")).with_broker(KinesisBroker::new(), |b| {
+///     b.include(audit.start_at(KinesisPosition::TrimHorizon));
+/// });
+/// # let _ = app;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KinesisPosition {

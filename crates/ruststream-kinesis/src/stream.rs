@@ -4,10 +4,12 @@ use std::time::Duration;
 use ruststream::FromName;
 
 /// A subscription to one Kinesis stream: the descriptor `#[subscriber(KinesisStream::new(..))]`
-/// takes.
+/// takes, and the source of the manual mount `subscriber(KinesisStream::new(..), handler)`.
 ///
 /// Each shard is read by one reader that holds the shard's lease; see the crate docs for how the
-/// shards are shared between instances.
+/// shards are shared between instances. `#[subscriber("orders")]` subscribes by the bare name,
+/// with the defaults below; [`KinesisBroker::create_streams_if_missing`](crate::KinesisBroker::create_streams_if_missing)
+/// then says whether a missing stream is created.
 ///
 /// # Examples
 ///
@@ -18,8 +20,44 @@ use ruststream::FromName;
 /// let orders = KinesisStream::new("orders")
 ///     .create_if_missing(2)
 ///     .poll_interval(Duration::from_millis(500))
-///     .batch_size(500);
+///     .batch_size(500)
+///     .max_wait(Duration::from_millis(20));
 /// assert_eq!(orders.stream_name(), "orders");
+/// ```
+///
+/// Without the macros, the handler is a type implementing `Handle<T>`, mounted with
+/// `subscriber(KinesisStream::new(..), handler).build()`:
+///
+/// ```
+/// use std::future::{Future, ready};
+///
+/// use ruststream_kinesis::prelude::*;
+/// use serde::Deserialize;
+///
+/// #[derive(Debug, Deserialize)]
+/// struct Order {
+///     id: u64,
+/// }
+///
+/// /// Picks each order.
+/// struct Pick;
+///
+/// impl Handle<Order> for Pick {
+///     fn handle(
+///         &self,
+///         order: &Order,
+///         _outs: &(),
+///         _ctx: &mut Context<'_>,
+///     ) -> impl Future<Output = Result<(), HandlerOutcome>> {
+///         tracing::info!(order.id, "order picked");
+///         ready(Ok(()))
+///     }
+/// }
+///
+/// let app = RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(KinesisBroker::new(), |b| {
+///     b.include(subscriber(KinesisStream::new("orders").create_if_missing(2), Pick).build());
+/// });
+/// # let _ = app;
 /// ```
 #[derive(Debug, Clone)]
 pub struct KinesisStream {
@@ -67,7 +105,35 @@ impl KinesisStream {
     }
 
     /// How long a batch handler (`&[T]`) waits to fill a batch before it takes what arrived
-    /// (default 50 ms).
+    /// (default 50 ms), counted from the batch's first delivery. The batch size is the mount
+    /// site's `batch(n)`; a single-message handler (`&T`) gets each delivery at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use ruststream_kinesis::prelude::*;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+    /// #[outgoing(name = "orders")]
+    /// struct Order {
+    ///     id: u64,
+    /// }
+    ///
+    /// /// One call per batch of up to 100 orders, gathered for at most 200 ms.
+    /// #[subscriber(KinesisStream::new("orders").max_wait(Duration::from_millis(200)))]
+    /// async fn store(orders: &[Order]) -> HandlerOutcome {
+    ///     tracing::info!(count = orders.len(), "stored");
+    ///     HandlerOutcome::ack()
+    /// }
+    ///
+    /// let app = RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(KinesisBroker::new(), |b| {
+    ///     b.include(store.batch(nonzero!(100)));
+    /// });
+    /// # let _ = app;
+    /// ```
     #[must_use]
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = wait;

@@ -25,7 +25,14 @@ pub(crate) enum Source {
 /// holds the lease of, one at a time or in batches (`&[T]` handlers) of at most the mount's
 /// batch size, closed after [`KinesisStream::max_wait`](crate::KinesisStream::max_wait).
 ///
-/// Dropping it stops the readers: each writes its final checkpoint and releases its lease.
+/// A delivery still waiting in the subscription when its shard's lease has lapsed by this
+/// instance's clock (a stalled process, renewals that kept failing) is dropped rather than
+/// handed to a handler, and the shard stops without a checkpoint: another instance may hold it
+/// by then. Whoever takes the shard next reads it again from its last checkpoint.
+///
+/// Dropping the subscription stops the readers: each writes its final checkpoint and releases
+/// its lease. A new subscription to the same stream on the same broker waits until they have
+/// (at most 10 s), so it cannot take a lease that one of them then releases.
 #[derive(Debug)]
 pub struct KinesisSubscriber {
     buffered: BufferedSubscriber<Deliveries>,
@@ -146,6 +153,52 @@ impl Drop for Deliveries {
 /// A seek made before the subscription took any shard (a `start_at(..)` at startup) sets where
 /// the shards it takes without a checkpoint start. Shards taken over later from another instance
 /// resume after their checkpoint. The seek covers this instance only.
+///
+/// # Examples
+///
+/// `start_at(..)` at the mount site seeks the subscription at every startup:
+///
+/// ```
+/// # #[cfg(feature = "testing")]
+/// # mod demo {
+/// use ruststream_kinesis::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+/// #[outgoing(name = "orders")]
+/// struct Order {
+///     id: u64,
+/// }
+///
+/// #[subscriber(KinesisStream::new("orders").create_if_missing(2))]
+/// async fn pick(order: &Order) -> HandlerOutcome {
+///     tracing::info!(order.id, "order picked");
+///     HandlerOutcome::ack()
+/// }
+///
+/// fn app() -> RustStream {
+///     RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(KinesisBroker::new(), |b| {
+///         // At every startup, the shards this instance holds start again at their oldest
+///         // records.
+///         b.include(pick.start_at(KinesisPosition::TrimHorizon));
+///     })
+/// }
+///
+/// pub async fn test() -> Result<(), Box<dyn std::error::Error>> {
+///     let tb = ruststream::testing::TestApp::start(app()).await?;
+///     let orders = tb.broker::<KinesisBroker>();
+///     orders.message(&Order { id: 1 }).publish().await?;
+///     orders
+///         .subscriber("orders")
+///         .assert_called_once()
+///         .with(&Order { id: 1 })
+///         .settled(HandlerOutcome::ack());
+///     Ok(())
+/// }
+/// # }
+/// # #[cfg(feature = "testing")]
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo::test()).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct KinesisSeeker {
     source: SeekSource,

@@ -2,12 +2,28 @@ use std::time::Duration;
 
 use crate::KinesisError;
 
-/// How long a lease lasts, how often it is renewed and how often a subscription lists shards.
+/// How long a lease lasts, how often it is renewed, how often a subscription lists shards and
+/// looks at the lease table between listings, and how often a shard's checkpoint is written.
 ///
 /// The defaults are the ones the lease table's documentation names: a 10 s lease renewed every
-/// 3 s, shards listed when a subscription opens and every 10 s. Tests shorten them; renewal must
-/// stay well inside the lease (at most a third of it), so a renewal can fail twice and still land
-/// before the lease lapses.
+/// 3 s, shards listed when a subscription opens and every 10 s. Between listings a subscription
+/// looks at the lease table every second while some shard waits
+/// ([`handover_poll`](Self::handover_poll)), and every move of a shard's checkpoint is written
+/// ([`checkpoint_interval`](Self::checkpoint_interval) zero).
+///
+/// Tests shorten them; renewal must stay well inside the lease (at most a third of it), so a
+/// renewal can fail twice and still land before the lease lapses.
+///
+/// How long a shard goes unread after its owner stops, with one healthy instance left:
+///
+/// - a graceful stop writes the last checkpoints and releases the leases, and another instance
+///   takes the shards at its next look at the table: within one handover poll (about a second
+///   by default), or one listing interval when the poll is off;
+/// - after a crash the lease must lapse first: every open shard is read again within `lease` +
+///   [`SKEW_TOLERANCE`] + the actual skew between the clocks + one handover poll (one listing
+///   interval when the poll is off) after its owner died, plus the time of the calls.
+///
+/// [`SKEW_TOLERANCE`]: crate::SKEW_TOLERANCE
 ///
 /// # Examples
 ///
@@ -19,6 +35,19 @@ use crate::KinesisError;
 /// assert_eq!(fast.lease(), Duration::from_secs(3));
 /// // Renewing every 2 s of a 3 s lease leaves no room for a failed renewal.
 /// assert!(LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(2)).is_err());
+///
+/// let defaults = LeaseTimings::default();
+/// assert_eq!(defaults.listing_interval(), Duration::from_secs(10));
+/// assert_eq!(defaults.handover_poll_interval(), Duration::from_secs(1));
+/// assert_eq!(defaults.checkpoint_every(), Duration::ZERO);
+///
+/// // Fewer calls to the lease table: no handover poll (a released shard then waits for the next
+/// // listing), and at most one checkpoint write per shard every 5 s.
+/// let frugal = LeaseTimings::default()
+///     .handover_poll(Duration::ZERO)
+///     .checkpoint_interval(Duration::from_secs(5));
+/// assert_eq!(frugal.handover_poll_interval(), Duration::ZERO);
+/// assert_eq!(frugal.checkpoint_every(), Duration::from_secs(5));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseTimings {
@@ -42,7 +71,8 @@ impl Default for LeaseTimings {
 }
 
 impl LeaseTimings {
-    /// A lease of `lease`, renewed every `renew`; listing keeps its 10 s default.
+    /// A lease of `lease`, renewed every `renew`; the listing (10 s), the handover poll (1 s)
+    /// and the checkpoint interval (zero) keep their defaults.
     ///
     /// # Errors
     ///
@@ -71,10 +101,19 @@ impl LeaseTimings {
     }
 
     /// Between listings, looks at the lease table every `poll` for a lease another instance
-    /// released or let expire (default 1 s), so a graceful handover takes about a second rather
-    /// than a listing interval. It costs one `LeaseStore::list` call (one Scan of a DynamoDB
-    /// table) per poll, made only while some shard of the stream is held by another instance:
-    /// 60 calls per instance per minute by default. `Duration::ZERO` turns it off.
+    /// released or let lapse, or a shard whose parents finished (default 1 s), so a graceful
+    /// handover takes about a second rather than up to a listing interval. Shards are still
+    /// listed every listing interval.
+    ///
+    /// A look is made only while some shard of the last listing is neither read by this
+    /// subscription nor finished (held by another instance, or waiting for its parents), and costs
+    /// one [`LeaseStore::list`](crate::LeaseStore::list) call; nothing while no shard waits. With
+    /// `DynamoLeaseStore` that call is one strongly consistent Scan of the whole table (the rows
+    /// of every stream), which consumes read capacity for the table's size and needs the IAM
+    /// action `dynamodb:Scan`; by default that is 60 Scans a minute for each instance that leaves
+    /// some shard of the stream to another, which for instances sharing the shards is nearly
+    /// always. A store without `list` is read row by row for the shards that wait. A look that fails changes nothing: a later look or listing takes the shard.
+    /// `Duration::ZERO` turns the poll off.
     #[must_use]
     pub fn handover_poll(mut self, poll: Duration) -> Self {
         self.handover_poll = poll;
@@ -83,8 +122,12 @@ impl LeaseTimings {
 
     /// Writes a shard's checkpoint at most once every `interval` (default zero: one write per
     /// move of the checkpoint, folded while one is in flight). Acknowledgements in between fold
-    /// into the next write, and a checkpoint write also renews the lease, so a shard under load
-    /// needs no separate renewals. A graceful stop writes the last checkpoint at once.
+    /// into the next write. A checkpoint write also renews the lease
+    /// ([`LeaseStore::checkpoint_and_renew`](crate::LeaseStore::checkpoint_and_renew)), so a shard
+    /// under load needs no separate renewals. A graceful stop writes the last checkpoint at once.
+    ///
+    /// The cost of a longer interval: after a crash or a lost lease, the next owner delivers
+    /// again up to that much more of what was acknowledged.
     #[must_use]
     pub fn checkpoint_interval(mut self, interval: Duration) -> Self {
         self.checkpoint_interval = interval;

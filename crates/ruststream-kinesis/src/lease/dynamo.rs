@@ -73,7 +73,8 @@ type Item = HashMap<String, AttributeValue>;
 /// code and message.
 ///
 /// The calls the store makes need the IAM actions `dynamodb:GetItem` and `dynamodb:UpdateItem`
-/// on the table; [`rows`](Self::rows) needs `dynamodb:Scan`, and
+/// on the table; [`rows`](Self::rows) and the coordinator's handover poll (`list`, once a second
+/// while a shard of the stream is held by another instance) need `dynamodb:Scan`, and
 /// [`create_table`](Self::create_table) `dynamodb:CreateTable` and `dynamodb:DescribeTable`.
 ///
 /// # Tables of earlier versions

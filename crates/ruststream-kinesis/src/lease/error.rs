@@ -3,6 +3,37 @@ use thiserror::Error;
 use super::LeaseKey;
 
 /// Why a [`LeaseStore`](crate::LeaseStore) call failed.
+///
+/// [`Held`](Self::Held) and [`Lost`](Self::Lost) are refusals by the protocol: the shard belongs
+/// to another owner ([`is_fenced`](Self::is_fenced)). The others are failures of the store
+/// itself, which a retry may cure. A subscription reports the failures as
+/// [`KinesisError::Lease`](crate::KinesisError::Lease), naming the stream and the shard; a
+/// refusal mostly means another instance was faster or took the shard over, and the subscription
+/// leaves the shard to it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use ruststream_kinesis::{LeaseError, LeaseKey, LeaseStore, MemoryLeaseStore};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LeaseError> {
+/// let store = MemoryLeaseStore::new();
+/// let key = LeaseKey::new("orders", "shardId-000000000000");
+/// store.acquire(&key, "pod-a", Duration::from_secs(10)).await?;
+///
+/// // pod-b cannot take the live lease, and the answer names its holder.
+/// let taken = store.acquire(&key, "pod-b", Duration::from_secs(10)).await;
+/// assert!(matches!(&taken, Err(LeaseError::Held { owner, .. }) if owner == "pod-a"));
+///
+/// // Nor can it write a checkpoint for the shard: the write is fenced.
+/// let written = store.checkpoint(&key, "pod-b", "4959").await.unwrap_err();
+/// assert!(matches!(&written, LeaseError::Lost { owner, .. } if owner == "pod-b"));
+/// assert!(written.is_fenced());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum LeaseError {
@@ -58,7 +89,9 @@ pub enum LeaseError {
         /// The row.
         key: LeaseKey,
         /// The call: `acquire`, `renew`, `checkpoint`, `read` or `release`, or the table-wide
-        /// `rows` and `create_table` of a store that has them.
+        /// `rows` and `create_table` of a store that has them. `DynamoLeaseStore` names a
+        /// checkpoint that also renews the lease `checkpoint`, and the `list` of the handover
+        /// poll `rows`.
         operation: &'static str,
         /// What the store said.
         message: String,

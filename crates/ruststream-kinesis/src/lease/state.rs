@@ -1,5 +1,8 @@
 /// The checkpoint of a shard that was read to its end; its children may start.
 ///
+/// A reader writes it once every delivery from the shard is settled (a checkpoint still waiting
+/// to be written is dropped first: `SHARD_END` covers it), and then releases the lease.
+///
 /// # Examples
 ///
 /// ```
@@ -10,7 +13,8 @@
 /// ```
 pub const SHARD_END: &str = "SHARD_END";
 
-/// One row of a lease table, as [`LeaseStore::read`](crate::LeaseStore::read) returns it.
+/// One row of a lease table, as [`LeaseStore::read`](crate::LeaseStore::read) and
+/// [`LeaseStore::list`](crate::LeaseStore::list) return it.
 ///
 /// # Examples
 ///
@@ -34,12 +38,15 @@ pub struct LeaseState {
     pub expiry_ms: u64,
     /// Bumped by every write to the row.
     pub counter: u64,
-    /// The last checkpoint: a sequence number, [`SHARD_END`], or `None` before the first one.
+    /// The last checkpoint: a sequence number, [`SHARD_END`], a recorded start (below), or
+    /// `None` until the shard's first owner recorded its start.
     ///
-    /// Before its first acknowledgement a shard's first owner records where it started reading:
-    /// `TRIM_HORIZON`, `AT_TIMESTAMP:<epoch ms>` (the tip, as the time it was opened less the
-    /// skew tolerance) or `AT_SEQUENCE:<n>`, so an owner that takes the shard over early starts
-    /// no later than it did.
+    /// A first owner that takes a shard without a checkpoint records where it starts before it
+    /// reads: `TRIM_HORIZON`, `AT_TIMESTAMP:<epoch ms>` (a start at a time; the tip is recorded
+    /// as the time the shard was opened less [`SKEW_TOLERANCE`](crate::SKEW_TOLERANCE)) or
+    /// `AT_SEQUENCE:<n>`. An owner that takes the shard over before the first acknowledgement
+    /// then starts there, no later than the first one did; the first checkpoint written after an
+    /// acknowledgement replaces the value with a sequence number.
     pub checkpoint: Option<String>,
 }
 

@@ -4,8 +4,9 @@
 //! is exclusive, an expired one can be taken (but only once it lies [`SKEW_TOLERANCE`] in the
 //! past), a writer that lost its lease is fenced out of renewals, checkpoints and releases, a
 //! release keeps the checkpoint and frees the shard at once, [`SHARD_END`] reads back as
-//! finished, every write bumps the counter, and shards of different streams are different rows
-//! even when their ids are equal.
+//! finished, every write bumps the counter, shards of different streams are different rows
+//! even when their ids are equal, a checkpoint with renewal pushes the expiry out and is fenced
+//! like a checkpoint, and a store that lists a stream's rows lists exactly those.
 //!
 //! Every run uses stream names with a random suffix, so the suite can run again and again
 //! against one persistent table (a DynamoDB table shared by several test runs, for example). It
