@@ -416,10 +416,13 @@ impl ConnectedKinesisBroker {
                 .await
                 .is_err()
         {
+            // Opening anyway would take, under the same owner id, leases whose release or last
+            // writes are still on their way: wait for them, however slow the store is.
             tracing::warn!(
                 stream = name,
-                "the previous subscription did not finish within {SHUTDOWN_GRACE:?}"
+                "the previous subscription did not finish within {SHUTDOWN_GRACE:?}; still waiting"
             );
+            tasks.wait().await;
         }
         Ok(registration)
     }

@@ -48,6 +48,34 @@ impl KinesisOptions {
 }
 
 /// The call-site step that sets one publish's partition key.
+///
+/// It appears on the builder of a publisher whose options are [`KinesisOptions`]: the live
+/// publisher of a connected broker, or an `Out` slot bound to `impl Publisher<Options =
+/// KinesisOptions>`. Records with one key land in one shard, in publish order.
+///
+/// # Examples
+///
+/// ```no_run
+/// use ruststream_kinesis::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+/// #[outgoing(name = "orders")]
+/// struct Order {
+///     id: u64,
+///     sku: String,
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let connected = KinesisBroker::new().connect().await?;
+/// let publisher = connected.publisher().await?;
+/// let order = Order { id: 7, sku: "sku-1".to_owned() };
+/// // The orders of one SKU stay in order: they share a shard.
+/// publisher.message(&order).partition_key(order.sku.clone()).publish().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub trait KinesisPublishSteps {
     /// Publishes this one message under partition key `key`.
     #[must_use]
@@ -418,6 +446,41 @@ mod tests {
             );
         }
         assert_eq!(seen.lock().unwrap().len(), PUT_ATTEMPTS as usize);
+    }
+
+    #[tokio::test]
+    async fn publishes_ready_at_once_leave_in_one_put_records_call_per_stream() {
+        let (client, seen) = client(|_, _, body| {
+            let sent = body["Records"].as_array().map_or(0, Vec::len);
+            (200, answer(&vec![false; sent]))
+        });
+        let (tx, rx) = mpsc::channel(16);
+        let (mut chunk, answers) = pending(5);
+        chunk[4].stream = "payments".to_owned();
+        for pending in chunk {
+            tx.send(pending).await.unwrap();
+        }
+        drop(tx);
+        flush(client, rx, Arc::new(AtomicBool::new(false))).await;
+        for answer in answers {
+            answer.await.unwrap().unwrap();
+        }
+        let calls = seen.lock().unwrap();
+        let mut per_stream: Vec<(String, usize)> = calls
+            .iter()
+            .map(|(op, body)| {
+                assert_eq!(op, "PutRecords");
+                (
+                    body["StreamName"].as_str().unwrap().to_owned(),
+                    body["Records"].as_array().unwrap().len(),
+                )
+            })
+            .collect();
+        per_stream.sort();
+        assert_eq!(
+            per_stream,
+            [("orders".to_owned(), 4), ("payments".to_owned(), 1)]
+        );
     }
 
     #[tokio::test]

@@ -88,6 +88,13 @@ async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: Ca
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
+        // One write that sets the expiry in flight per shard: a renewal and a checkpoint (which
+        // also renews) racing could land in the other order and move the expiry back while this
+        // instance counts from the later one.
+        let writing = tokio::select! {
+            () = cancel.cancelled() => return,
+            writing = handle.writing.lock() => writing,
+        };
         if handle.is_stopped() {
             // Stopped elsewhere (a refused checkpoint, a lapsed lease seen by a delivery): end
             // the shard's tasks rather than keep a lease nobody reads under.
@@ -103,11 +110,12 @@ async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: Ca
             }
         }
         let sent = Instant::now();
-        let action = match sub
+        let renewed = sub
             .store
             .renew(&handle.key, &sub.owner, timings.lease())
-            .await
-        {
+            .await;
+        drop(writing);
+        let action = match renewed {
             Ok(_) => {
                 keeper.on_renewed(sent);
                 handle.extend(keeper.valid_until());

@@ -337,6 +337,7 @@ pub(crate) async fn run(sub: Arc<Subscription>) {
     loop {
         let polling = !poll.is_zero();
         tokio::select! {
+            biased;
             () = sub.cancel.cancelled() => return,
             () = tokio::time::sleep_until(next_listing) => {}
             () = sub.wake.notified() => {}
@@ -346,6 +347,9 @@ pub(crate) async fn run(sub: Arc<Subscription>) {
                     continue;
                 }
             }
+        }
+        if sub.cancel.is_cancelled() {
+            return;
         }
         next_listing = tokio::time::Instant::now() + listing;
         if let Err(err) = sub.round().await {

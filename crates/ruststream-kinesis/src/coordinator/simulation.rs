@@ -5,15 +5,22 @@
 //! # What runs for real, and what is modelled
 //!
 //! The decisions are the crate's own pure code: [`plan::rows_to_read`] and [`plan::verdict`]
-//! choose what a listing round reads and takes, [`LeaseKeeper`] decides renewals, retries, and
-//! whether a record may still be handed out, [`Watermark`] tracks the contiguous settled prefix
-//! that becomes the checkpoint, and [`LeaseState::is_expired_at`] / [`LeaseState::is_held_by`]
-//! are the store's conditions. The I/O around them is a model that follows `coordinator/mod.rs`
-//! (`round`, `take`, `reader_ended`, `run`), `reader.rs` (`keep_lease`, `write_checkpoints`, the
-//! read loop, `finish`, `release_graceful`), `shard.rs` (the `writing` lock, pending checkpoint,
-//! `restore_pending`) and `subscriber.rs` (the filter in front of the handlers) step by step,
-//! including the races between them (an in-flight renewal or checkpoint while the reader
-//! finishes, a writer woken after a cancel, a reader blocked on a full channel).
+//! choose what a listing round reads and takes and whether the handover poll between listings
+//! starts a round, [`LeaseKeeper`] decides renewals, retries, and whether a record may still be
+//! handed out, [`Watermark`] tracks the contiguous settled prefix that becomes the checkpoint,
+//! [`ShardStart::from_checkpoint`] / [`ShardStart::to_checkpoint`] read and record where a shard
+//! starts, and [`LeaseState::is_expired_at`] / [`LeaseState::is_held_by`] are the store's
+//! conditions. The I/O around them is a model that follows `coordinator/mod.rs` (`round`,
+//! `takeable_between_listings`, `take` with its start checkpoint, `reader_ended`, and the
+//! `select!` of `run` over the cancel, the listing deadline, the wake and the poll, a random
+//! ready branch winning as in tokio), `reader.rs` (`keep_lease` with `take_renewed`,
+//! `write_checkpoints` with its cadence, the read loop, `finish`, `release_graceful`), `shard.rs`
+//! (the `writing` lock, pending checkpoint, `restore_pending`, `write_pending` with
+//! `checkpoint_and_renew` extending the handle's lease), `subscriber.rs` (the filter in front of
+//! the handlers) and `broker.rs` (`register`: a new subscription to a stream waits for the
+//! previous one's tasks) step by step, including the races between them (an in-flight renewal or
+//! checkpoint while the reader finishes, a writer woken after a cancel, a reader blocked on a
+//! full channel, a coordinator whose `select!` picks a round over its ready cancel).
 //!
 //! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
 //! (closed shards keep a finite record list, open ones grow as a producer writes), one lease
@@ -24,21 +31,40 @@
 //! a restart under the same owner id or a fresh one); stalls (the whole process frozen, often for
 //! longer than a lease, then resumed with its timers and answers arriving in random order);
 //! graceful stops (the runtime drains its handlers, then drops the subscription), with or without
-//! a restart; skewed wall clocks that may also step (NTP) within the bound. Lease timings vary
-//! between the default (10 s / 3 s / 10 s listing) and shortened ones. A quiet phase follows: no
-//! more faults except at most one crash or graceful stop, with at least one instance left, until
-//! every record is acked.
+//! a restart; a subscription dropped and opened again in the same process under the same owner
+//! id (a new subscription slot of the process, which shares its clock, stalls and partitions);
+//! skewed wall clocks that may also step (NTP) within the bound. Lease timings
+//! vary between the default (10 s / 3 s / 10 s listing) and shortened ones, the handover poll
+//! between off, 0.5 s and 1 s, and the checkpoint cadence between 0, 1 s and 2.5 s. A quiet phase
+//! follows: no more faults except at most one crash or graceful stop, with at least one instance
+//! left, until every record is acked.
 //!
-//! Two fixes proposed for the I/O code are modelled, each behind a [`Config`] flag that a test
-//! turns off to show the violation the code of today allows: the filter in front of the handlers
-//! checks the lease by the clock (`filter_checks_lease`), and `finish` drops the pending
-//! checkpoint before `SHARD_END` (`end_discards_pending`).
+//! Two fixes the simulation found are now the real code, each behind a [`Config`] flag that a
+//! test turns off to show that the checker still catches the old behaviour: the filter in front
+//! of the handlers checks the lease by the clock (`filter_checks_lease`), and `finish` drops the
+//! pending checkpoint before `SHARD_END` (`end_discards_pending`).
+//!
+//! Two fixes proposed for the I/O code are modelled in the main run, each behind a [`Config`]
+//! flag that a test sets to today's code to show the violation it allows:
+//!
+//! - `keep_lease` sends its renewal under the shard's `writing` lock (`renew_under_lock`). Today
+//!   a renewal and a `checkpoint_and_renew` can be in flight together; when the one sent first
+//!   lands second, the row's expiry moves back behind the lease the holder counts on, and a
+//!   taker can get in while the holder still delivers
+//!   (`a_renewal_beside_a_renewing_checkpoint_breaks_fencing`).
+//! - `register` waits for the previous subscription's tasks until they ended
+//!   (`resubscribe_grace` off). Today it stops waiting after `SHUTDOWN_GRACE` (10 s), which a
+//!   checkpoint write, the final checkpoint and the release can each take a store timeout of,
+//!   and the two subscriptions then share one owner id, which the store's conditions cannot tell
+//!   apart (`a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`).
 //!
 //! Abstracted away: time inside a handler or the runtime other than the handler's own duration;
 //! rate drift of clocks (a 10 s lease at 100 ppm drifts by 1 ms) and a monotonic clock that stops
 //! while the host is suspended (a stall here lets it run on, as a frozen process's does);
 //! `ListShards` being stale; retention (no shard is trimmed, so every parent stays listed); seeks
-//! and `nack`; throttling beyond a failed call; the bytes of records. A timed-out store call
+//! and `nack`; throttling beyond a failed call; the bytes of records; a store without `list` (the
+//! poll then reads row by row); initial positions other than `TRIM_HORIZON` (so the only start
+//! checkpoint is `TRIM_HORIZON`). A timed-out store call
 //! lands, if at all, before its caller gives up: one that lands later, behind the caller's newer
 //! calls, can move a checkpoint or an expiry back under the owner-only conditions (the
 //! `late_landing` flag and its test show it). An instance restarts only after every request of
@@ -61,14 +87,17 @@
 //!    (instance incarnation and take) that holds the row: the owner-id condition is the real one,
 //!    and the ghost check behind it also catches a same-id restart or an old session's write.
 //!    (b) A take never succeeds while another live session may still deliver by its own clock
-//!    (its last granted `sent + lease - margin` is in the future and it was not stopped).
+//!    (its last granted `sent + lease - margin` is in the future and it was not stopped); a
+//!    grant is a take, a renewal or a checkpoint write (`checkpoint_and_renew`) the session
+//!    heard succeed.
 //!    (c) Every delivery (a record handed to a handler) is made by the session that holds the
 //!    row at that instant, before `sent + lease - margin` of its last grant it heard of, and not
 //!    after it heard of a refusal. So no two instances ever deliver from one shard in
 //!    overlapping lease intervals, and none delivers after it learned, or should have learned by
 //!    its own clock, that its lease is gone.
 //! 2. Monotonic checkpoints: every accepted checkpoint is at or after the row's previous one
-//!    (`SHARD_END` last); the simulation makes no seeks.
+//!    (a recorded start below every sequence number, `SHARD_END` last); the simulation makes no
+//!    seeks.
 //! 3. At least once: when the schedule ends (quiet phase, every instance healthy) every written
 //!    record was acked at least once.
 //! 4. Order: each session delivers the records after its start position one by one with no gap;
@@ -80,16 +109,24 @@
 //! 6. Liveness (quiet phase, once the last faulty request could have landed): every shard that
 //!    is not finished and whose parents are finished is held by a live, unstopped session again
 //!    within `lease + SKEW_TOLERANCE + B + listing + 1 s` of losing its reader (the second is
-//!    for round trips). DESIGN §3 says `lease + listing`, which cannot hold exactly: a taker waits
-//!    `SKEW_TOLERANCE` beyond the expiry, plus the skew between the clocks.
+//!    for round trips). With the handover poll on, the listing interval in that bound becomes
+//!    one poll interval once every instance has listed the shard (a listing interval after it
+//!    was made or the quiet phase began), as `LeaseTimings` documents. DESIGN §3 says `lease +
+//!    listing`, which cannot hold exactly: a taker waits `SKEW_TOLERANCE` beyond the expiry,
+//!    plus the skew between the clocks.
+//!
+//! Not an invariant but printed by the main test: how long graceful handovers take, from the
+//! release landing to the next owner's take, its first record read and its first delivery (the
+//! last includes the records ahead of it in the taker's channel and slow handlers), with the
+//! handover poll on and off, worst over all and over quiet ones where another instance is up.
 //!
 //! # Running
 //!
 //! `cargo test -p ruststream-kinesis --lib coordinator::simulation` runs 1,000 schedules from a
-//! random base seed on every core. `SIM_SCHEDULES=n` runs `n`; `SIM_BASE_SEED=b` fixes the base;
-//! `SIM_SEED=s` replays one schedule, and `SIM_TRACE=1` with it prints its whole trace (with
-//! `-- --nocapture`). A failure panics with `seed=<s>`, the invariant, the schedule's settings and
-//! its last events.
+//! random base seed on every core (`-- --nocapture` prints the counts and the handover times).
+//! `SIM_SCHEDULES=n` runs `n`; `SIM_BASE_SEED=b` fixes the base; `SIM_SEED=s` replays one
+//! schedule, and `SIM_TRACE=1` with it prints its whole trace (with `-- --nocapture`). A failure
+//! panics with `seed=<s>`, the invariant, the schedule's settings and its last events.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
@@ -124,6 +161,10 @@ const MAX_OPEN: usize = 8;
 const TRACE_LINES: usize = 60;
 /// Schedules per `cargo test` run unless `SIM_SCHEDULES` says otherwise.
 const DEFAULT_SCHEDULES: u64 = 1_000;
+/// `broker.rs`: how long a new subscription waits for the previous one's tasks.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The start checkpoint of a shard read from its oldest record (`ShardStart::to_checkpoint`).
+const START_CHECKPOINT: &str = "TRIM_HORIZON";
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -143,10 +184,12 @@ fn tolerated_skew(timings: &LeaseTimings) -> Duration {
     SKEW_TOLERANCE + timings.holder_margin()
 }
 
-/// A checkpoint's place in a shard: none, after a sequence number, or the end.
+/// A checkpoint's place in a shard: none, the start its first owner recorded before reading
+/// (below every sequence number), after a sequence number, or the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Mark {
     None,
+    Start,
     Seq(u64),
     End,
 }
@@ -156,6 +199,9 @@ impl Mark {
         match checkpoint {
             None => Self::None,
             Some(SHARD_END) => Self::End,
+            // The simulation starts every shard at its oldest record, so the only start a first
+            // owner records is `TRIM_HORIZON` (`ShardStart::to_checkpoint`).
+            Some(START_CHECKPOINT) => Self::Start,
             Some(seq) => Self::Seq(seq.parse().expect("checkpoints are sequence numbers")),
         }
     }
@@ -189,13 +235,25 @@ struct Config {
     partitions: usize,
     clock_steps: usize,
     quiet_fault: bool,
-    /// Whether the filter in front of the handlers also checks the lease by the clock (the fix
-    /// proposed for `subscriber.rs`), or only the stopped flag (`subscriber.rs` today).
+    /// Whether the filter in front of the handlers also checks the lease by the clock
+    /// (`subscriber.rs`), or only the stopped flag (the bug it had, which a test pins).
     filter_checks_lease: bool,
     /// Whether `finish` drops the pending checkpoint under the `writing` lock before it writes
-    /// `SHARD_END` (the fix proposed for `reader.rs`), or leaves it for the writer, which then
-    /// overwrites `SHARD_END` when the release failed (`reader.rs` today).
+    /// `SHARD_END` (`reader.rs`), or leaves it for the writer, which then overwrites `SHARD_END`
+    /// (the bug it had, which a test pins).
     end_discards_pending: bool,
+    /// Subscriptions dropped and opened again in the same process (same owner id).
+    resubscribes: usize,
+    /// Whether a new subscription stops waiting for the previous one's tasks after
+    /// `SHUTDOWN_GRACE` (`register` today), or waits until they ended (the fix proposed). Off in
+    /// the main run: see `a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`.
+    resubscribe_grace: bool,
+    /// Whether `keep_lease` sends its renewal under the shard's `writing` lock (the fix
+    /// proposed), so no renewal and checkpoint write, both of which set the expiry, are in flight
+    /// together; or beside the checkpoint writes (`reader.rs` today), where an older renewal
+    /// landing after a newer checkpoint moves the expiry back behind what the holder counts on.
+    /// On in the main run: see `a_renewal_beside_a_renewing_checkpoint_breaks_fencing`.
+    renew_under_lock: bool,
     /// Whether a timed-out call may land after its caller gave up (up to three timeouts after
     /// it was sent), behind the caller's later calls. Off in the main run: see
     /// `a_write_landing_after_its_timeout_moves_a_checkpoint_back`.
@@ -223,6 +281,9 @@ impl Config {
                 .expect("valid timings")
                 .listing(Duration::from_secs(3)),
         };
+        let poll = [Duration::ZERO, ms(500), Duration::from_secs(1)][rng.random_range(0..3)];
+        let cadence = [Duration::ZERO, Duration::from_secs(1), ms(2_500)][rng.random_range(0..3)];
+        let timings = timings.handover_poll(poll).checkpoint_interval(cadence);
         let lease = timings.lease();
         let renew = timings.renew();
         let pick = |rng: &mut StdRng, options: &[f64]| options[rng.random_range(0..options.len())];
@@ -248,9 +309,12 @@ impl Config {
             shutdowns: rng.random_range(0..=2),
             partitions: rng.random_range(0..=2),
             clock_steps: rng.random_range(0..=2),
+            resubscribes: rng.random_range(0..=2),
             quiet_fault: rng.random_bool(0.7),
             filter_checks_lease: true,
             end_discards_pending: true,
+            resubscribe_grace: false,
+            renew_under_lock: true,
             late_landing: false,
         }
     }
@@ -305,17 +369,28 @@ impl Stream {
 struct Row {
     state: Option<LeaseState>,
     holder: Option<u64>,
+    /// When the write that set the row's expiry was sent (true time), and whether a write of
+    /// the holder sent earlier than the one before it set it: the expiry moved back.
+    expiry_sent: Time,
+    expiry_moved_back: bool,
 }
 
 #[derive(Debug, Clone)]
 enum OpKind {
     Read,
+    /// `LeaseStore::list`: every row of the stream, read consistently.
+    List,
     Acquire,
     Renew,
+    /// `LeaseStore::checkpoint`: the start checkpoint of a take, and `SHARD_END`.
     Checkpoint(Arc<str>),
-    /// `cover`: the last record index a gracefully stopping session delivered.
+    /// `LeaseStore::checkpoint_and_renew`: every checkpoint `write_pending` writes.
+    CheckpointRenew(Arc<str>),
+    /// `cover`: the last record index a gracefully stopping session delivered; `graceful`: the
+    /// release of `release_graceful` (not of a failed take or of `SHARD_END`).
     Release {
         cover: Option<usize>,
+        graceful: bool,
     },
 }
 
@@ -330,11 +405,14 @@ struct Op {
     kind: OpKind,
     /// The caller's wall clock when it built the call (DynamoDB conditions carry it).
     wall_ms: u64,
+    /// The true time it was sent, for the checks.
+    sent: Time,
 }
 
 #[derive(Debug, Clone)]
 enum Res {
     Row(Option<LeaseState>),
+    Rows(Vec<(usize, LeaseState)>),
     Granted(LeaseState),
     Ok,
     Fenced,
@@ -352,7 +430,15 @@ enum Cont {
         sid: u64,
         sent: Time,
     },
+    /// `take`: the start checkpoint of a shard that had none.
+    StartCheckpoint {
+        shard: usize,
+        sid: u64,
+        sent: Time,
+    },
     TakeRelease,
+    /// The handover poll's `list`.
+    Poll,
     Renew {
         sid: u64,
         sent: Time,
@@ -360,11 +446,13 @@ enum Cont {
     Write {
         sid: u64,
         checkpoint: Arc<str>,
+        sent: Time,
     },
     FinishCheckpoint {
         sid: u64,
         end: bool,
         checkpoint: Arc<str>,
+        sent: Time,
     },
     FinishRelease {
         sid: u64,
@@ -435,6 +523,13 @@ enum Ev {
         inst: usize,
         same_id: bool,
     },
+    /// The new subscription of a resubscribe opens: the previous one's tasks ended, or the
+    /// grace ran out.
+    Resubscribed {
+        inst: usize,
+    },
+    /// A subscription is dropped and opened again in the same process.
+    Resubscribe,
     Stall {
         dur: Duration,
     },
@@ -493,6 +588,8 @@ impl Ord for Queued {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Task {
     Sleeping(u64),
+    /// Waiting for the `writing` lock (renewing under it).
+    WaitLock,
     InFlight,
     Done,
 }
@@ -504,7 +601,10 @@ enum WriterState {
     Woken(u64),
     WaitLock,
     InFlight,
+    /// After a failed write: `renew / 3`, then a notification to itself.
     Sleeping(u64),
+    /// After a successful write: the checkpoint cadence, then the top of the loop.
+    Cadence(u64),
     Done,
 }
 
@@ -530,6 +630,7 @@ enum Lock {
     Free,
     Writer,
     Finish,
+    Keeper,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -542,8 +643,13 @@ enum Stop {
 #[derive(Debug)]
 struct Session {
     shard: usize,
+    /// `keep_lease`'s keeper.
     keeper: LeaseKeeper<Time>,
     keeper_task: Task,
+    /// `ShardHandle`'s `valid_until`: extended by the keeper's renewals and by checkpoint writes.
+    valid_until: Time,
+    /// `ShardHandle`'s `renewed`: the send time of the newest checkpoint write that renewed.
+    renewed: Option<Time>,
     /// `ShardHandle::stop`.
     stopped: bool,
     /// The reader's cancellation token.
@@ -551,6 +657,8 @@ struct Session {
     watermark: Watermark,
     pending: Option<Arc<str>>,
     lock: Lock,
+    /// Who waits for the `writing` lock, first come first served (a tokio mutex is fair).
+    waiters: VecDeque<Lock>,
     writer: WriterState,
     writer_permit: bool,
     reader: ReaderState,
@@ -563,7 +671,6 @@ struct Session {
     batch_empty: bool,
     failures: u32,
     finish: FinishState,
-    ended_ok: bool,
     // The ghost: what the checks know about this session, independent of the code under test.
     start_idx: usize,
     last_idx: Option<usize>,
@@ -583,18 +690,47 @@ struct Round {
     takes_left: usize,
 }
 
+/// The handover poll in flight: what `takeable_between_listings` read before its `list`.
+#[derive(Debug, Default)]
+struct Poll {
+    listing: Vec<ShardInfo>,
+    reading: HashSet<Arc<str>>,
+    finished: HashSet<Arc<str>>,
+    wanted: Vec<Arc<str>>,
+}
+
+/// One subscription's coordinator: the first round of `open`, then `run`'s loop.
 #[derive(Debug, Default)]
 struct Coord {
     round: Option<Round>,
+    poll: Option<Poll>,
+    /// The token of the pending wake-up of `run`'s `select!`.
     timer: u64,
+    /// The `Notify` permit `reader_ended` leaves.
     wake: bool,
     finished: HashSet<Arc<str>>,
     cancelled: bool,
+    /// `run` started (the first round of `open` is over).
+    looping: bool,
+    /// `run` returned.
+    exited: bool,
+    next_listing: Time,
+    next_poll: Time,
+    /// `Subscription::last_listing`.
+    last_listing: Vec<ShardInfo>,
 }
 
 #[derive(Debug)]
 struct Inst {
     owner: Arc<str>,
+    /// The process this subscription lives in: a resubscribe opens a new slot in the same one.
+    process: usize,
+    /// A new subscription waiting for its predecessor's tasks (`register`).
+    pending_start: bool,
+    /// The new subscription that waits for this one to end.
+    successor: Option<usize>,
+    /// A subscription dropped by a resubscribe: it never starts again.
+    retired: bool,
     inc: u32,
     alive: bool,
     offset_ms: i64,
@@ -618,6 +754,80 @@ struct GhostShard {
     acked: Vec<bool>,
     covered_upto: usize,
     unserved_since: Option<Time>,
+    /// When a reshard made the shard: instances see it only from their next listing on.
+    created_at: Time,
+    /// A graceful release that left records to read, until the next owner delivers.
+    handover: Option<Handover>,
+}
+
+/// A graceful release that left records to read: when it landed, by which session, and which
+/// steps of the next owner were counted already.
+#[derive(Debug, Clone, Copy)]
+struct Handover {
+    at: Time,
+    from: u64,
+    /// Whether a subscription of another process was up and past its first round, ready to
+    /// take the shard.
+    taker_ready: bool,
+    taken: bool,
+    read: bool,
+}
+
+/// What the next owner did how long after a graceful release landed, in virtual milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Its acquire landed.
+    Take,
+    /// Its reader fetched the first record (before it waits for room in its channel).
+    Read,
+    /// The first record reached a handler: after the records ahead of it in the channel.
+    Delivery,
+}
+
+/// Graceful handovers: the worst time from a release that leaves records to read to each step
+/// of the next owner, over every handover, and over the quiet ones: released after the quiet
+/// phase's last faulty call could have landed, with a subscription of another process up to take
+/// the shard (no fault slows the next owner down, none has to start first), in virtual
+/// milliseconds.
+#[derive(Debug, Default, Clone, Copy)]
+struct Handovers {
+    count: u64,
+    delivery_sum_ms: u64,
+    take_max_ms: u64,
+    read_max_ms: u64,
+    delivery_max_ms: u64,
+    quiet_take_max_ms: u64,
+    quiet_read_max_ms: u64,
+    quiet_delivery_max_ms: u64,
+}
+
+impl Handovers {
+    fn add(&mut self, o: &Self) {
+        self.count += o.count;
+        self.delivery_sum_ms += o.delivery_sum_ms;
+        self.take_max_ms = self.take_max_ms.max(o.take_max_ms);
+        self.read_max_ms = self.read_max_ms.max(o.read_max_ms);
+        self.delivery_max_ms = self.delivery_max_ms.max(o.delivery_max_ms);
+        self.quiet_take_max_ms = self.quiet_take_max_ms.max(o.quiet_take_max_ms);
+        self.quiet_read_max_ms = self.quiet_read_max_ms.max(o.quiet_read_max_ms);
+        self.quiet_delivery_max_ms = self.quiet_delivery_max_ms.max(o.quiet_delivery_max_ms);
+    }
+
+    fn record(&mut self, step: Step, took_ms: u64, quiet: bool) {
+        let (all, calm) = match step {
+            Step::Take => (&mut self.take_max_ms, &mut self.quiet_take_max_ms),
+            Step::Read => (&mut self.read_max_ms, &mut self.quiet_read_max_ms),
+            Step::Delivery => {
+                self.count += 1;
+                self.delivery_sum_ms += took_ms;
+                (&mut self.delivery_max_ms, &mut self.quiet_delivery_max_ms)
+            }
+        };
+        *all = (*all).max(took_ms);
+        if quiet {
+            *calm = (*calm).max(took_ms);
+        }
+    }
 }
 
 /// Counts over schedules, to see that the faults were exercised.
@@ -642,10 +852,16 @@ struct Stats {
     partitions: u64,
     reshards: u64,
     filtered: u64,
+    polls: u64,
+    poll_rounds: u64,
+    resubscribes: u64,
     virtual_secs: u64,
     /// The longest a shard went without a reader in a quiet phase, as a share of the bound, in
     /// per mille.
     worst_recovery_permille: u64,
+    /// Graceful handovers with the handover poll on, and with it off.
+    handovers_polled: Handovers,
+    handovers_unpolled: Handovers,
 }
 
 impl Stats {
@@ -669,8 +885,13 @@ impl Stats {
         self.partitions += o.partitions;
         self.reshards += o.reshards;
         self.filtered += o.filtered;
+        self.polls += o.polls;
+        self.poll_rounds += o.poll_rounds;
+        self.resubscribes += o.resubscribes;
         self.virtual_secs += o.virtual_secs;
         self.worst_recovery_permille = self.worst_recovery_permille.max(o.worst_recovery_permille);
+        self.handovers_polled.add(&o.handovers_polled);
+        self.handovers_unpolled.add(&o.handovers_unpolled);
     }
 }
 
@@ -822,6 +1043,25 @@ impl Sim {
             .collect()
     }
 
+    /// A random live process, by one of its live subscriptions: stalls, partitions and clock
+    /// steps hit every subscription of a process, a stopping one included.
+    fn some_process(&mut self) -> Option<usize> {
+        let live: Vec<usize> = (0..self.insts.len())
+            .filter(|&i| self.insts[i].alive)
+            .collect();
+        (!live.is_empty()).then(|| live[self.rng.random_range(0..live.len())])
+    }
+
+    /// Applies `f` to every subscription slot of `i`'s process that runs or waits to run.
+    fn each_slot(&mut self, i: usize, f: impl Fn(&mut Inst)) {
+        let process = self.insts[i].process;
+        for inst in &mut self.insts {
+            if inst.process == process && (inst.alive || inst.pending_start) {
+                f(inst);
+            }
+        }
+    }
+
     // ----- setup ----------------------------------------------------------------------------
 
     fn setup(&mut self) {
@@ -835,6 +1075,10 @@ impl Sim {
             let offset_ms = self.offset();
             self.insts.push(Inst {
                 owner: Arc::from(format!("i{i}")),
+                process: i,
+                pending_start: false,
+                successor: None,
+                retired: false,
                 inc: 0,
                 alive: false,
                 offset_ms,
@@ -909,6 +1153,10 @@ impl Sim {
         for _ in 0..self.cfg.clock_steps {
             let at = ms(self.rng.random_range(0..chaos));
             self.push(at, Ev::ClockStep);
+        }
+        for _ in 0..self.cfg.resubscribes {
+            let at = ms(self.rng.random_range(chaos / 10..chaos * 9 / 10));
+            self.push(at, Ev::Resubscribe);
         }
         self.push(self.quiet_at, Ev::Quiet);
     }
@@ -1009,7 +1257,7 @@ impl Sim {
             } => self.on_reply(inst, cont, res),
             Ev::Round { inst, token, .. } => {
                 if self.insts[inst].coord.timer == token {
-                    self.start_round(inst);
+                    self.coord_fire(inst);
                 }
             }
             Ev::Keeper {
@@ -1034,30 +1282,28 @@ impl Sim {
             Ev::Reshard => self.reshard(),
             Ev::Crash { restart, quiet } => self.crash_some(restart, quiet),
             Ev::Start { inst, same_id } => self.start(inst, same_id),
+            Ev::Resubscribed { inst } => self.resubscribed(inst),
+            Ev::Resubscribe => self.resubscribe_some(),
             Ev::Stall { dur } => {
-                let alive = self.alive();
-                if !alive.is_empty() {
-                    let i = alive[self.rng.random_range(0..alive.len())];
-                    self.insts[i].stalled_until = self.now + dur;
+                if let Some(i) = self.some_process() {
+                    let until = self.now + dur;
+                    self.each_slot(i, |inst| inst.stalled_until = until);
                     self.stats.stalls += 1;
                     self.log(|| format!("i{i} stalls for {dur:?}"));
                 }
             }
             Ev::Partition { dur } => {
-                let alive = self.alive();
-                if !alive.is_empty() {
-                    let i = alive[self.rng.random_range(0..alive.len())];
-                    self.insts[i].partitioned_until = self.now + dur;
+                if let Some(i) = self.some_process() {
+                    let until = self.now + dur;
+                    self.each_slot(i, |inst| inst.partitioned_until = until);
                     self.stats.partitions += 1;
                     self.log(|| format!("i{i} cut off from the store for {dur:?}"));
                 }
             }
             Ev::ClockStep => {
-                let alive = self.alive();
-                if !alive.is_empty() {
-                    let i = alive[self.rng.random_range(0..alive.len())];
+                if let Some(i) = self.some_process() {
                     let offset = self.offset();
-                    self.insts[i].offset_ms = offset;
+                    self.each_slot(i, |inst| inst.offset_ms = offset);
                     self.log(|| format!("i{i}'s wall clock steps to offset {offset} ms"));
                 }
             }
@@ -1078,6 +1324,7 @@ impl Sim {
             owner: Arc::clone(&self.insts[i].owner),
             kind,
             wall_ms: self.wall(i),
+            sent: self.now,
         };
         let chaos = self.chaos();
         let timeout = self.cfg.timeout;
@@ -1155,6 +1402,13 @@ impl Sim {
         let shard = op.shard;
         match &op.kind {
             OpKind::Read => Res::Row(self.rows[shard].state.clone()),
+            OpKind::List => Res::Rows(
+                self.rows
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(shard, row)| row.state.clone().map(|state| (shard, state)))
+                    .collect(),
+            ),
             OpKind::Acquire => {
                 let row = &mut self.rows[shard];
                 let state = row.state.get_or_insert_with(LeaseState::default);
@@ -1175,9 +1429,16 @@ impl Sim {
                 if let Some(prev) = previous {
                     self.check_no_live_holder(prev, op);
                 }
+                let row = &mut self.rows[shard];
+                row.expiry_sent = op.sent;
+                row.expiry_moved_back = false;
+                self.handover_step(shard, op.sid, Step::Take);
                 Res::Granted(granted)
             }
-            OpKind::Renew | OpKind::Checkpoint(_) | OpKind::Release { .. } => {
+            OpKind::Renew
+            | OpKind::Checkpoint(_)
+            | OpKind::CheckpointRenew(_)
+            | OpKind::Release { .. } => {
                 let row = &mut self.rows[shard];
                 let Some(state) = row.state.as_mut().filter(|s| s.is_held_by(&op.owner)) else {
                     self.stats.fenced_writes += 1;
@@ -1193,9 +1454,16 @@ impl Sim {
                     return Res::Fenced;
                 }
                 state.counter += 1;
+                if matches!(op.kind, OpKind::Renew | OpKind::CheckpointRenew(_)) {
+                    state.expiry_ms = op.wall_ms + lease_ms;
+                    if op.sent < row.expiry_sent {
+                        row.expiry_moved_back = true;
+                    }
+                    row.expiry_sent = op.sent;
+                }
                 match &op.kind {
-                    OpKind::Renew => state.expiry_ms = op.wall_ms + lease_ms,
-                    OpKind::Checkpoint(checkpoint) => {
+                    OpKind::Renew => {}
+                    OpKind::Checkpoint(checkpoint) | OpKind::CheckpointRenew(checkpoint) => {
                         let old = Mark::of(state.checkpoint.as_deref());
                         let new = Mark::of(Some(checkpoint));
                         if new < old {
@@ -1209,11 +1477,32 @@ impl Sim {
                         }
                         state.checkpoint = Some(checkpoint.to_string());
                     }
-                    OpKind::Release { cover } => {
+                    OpKind::Release { cover, graceful } => {
                         let mark = Mark::of(state.checkpoint.as_deref());
                         state.owner = None;
                         state.expiry_ms = 0;
                         row.holder = None;
+                        let records = &self.stream.shards[shard].records;
+                        let next = match mark {
+                            Mark::None | Mark::Start => 0,
+                            Mark::Seq(seq) => records.partition_point(|&s| s <= seq),
+                            Mark::End => records.len(),
+                        };
+                        let process = self.insts[op.inst].process;
+                        let taker_ready = self.insts.iter().any(|inst| {
+                            inst.alive
+                                && !inst.shutting_down
+                                && inst.coord.looping
+                                && inst.process != process
+                        });
+                        self.ghost[shard].handover =
+                            (*graceful && next < records.len()).then_some(Handover {
+                                at: self.now,
+                                from: op.sid,
+                                taker_ready,
+                                taken: false,
+                                read: false,
+                            });
                         if let Some(idx) = *cover {
                             let seq = self.stream.shards[shard].records[idx];
                             if mark < Mark::Seq(seq) {
@@ -1229,7 +1518,7 @@ impl Sim {
                             self.stats.graceful_covers += 1;
                         }
                     }
-                    OpKind::Read | OpKind::Acquire => unreachable!(),
+                    OpKind::Read | OpKind::List | OpKind::Acquire => unreachable!(),
                 }
                 Res::Ok
             }
@@ -1250,9 +1539,15 @@ impl Sim {
         };
         if !s.stopped && !s.lost && s.deadline > self.now {
             let (deadline, owner) = (s.deadline, Arc::clone(&inst.owner));
+            let moved_back = if self.rows[op.shard].expiry_moved_back {
+                " (an earlier write of that session landed after a later one and moved the \
+                 row's expiry back)"
+            } else {
+                ""
+            };
             self.fail(format!(
                 "fencing: {} (session {}) took shard {} while session {prev} of {owner} may \
-                 still deliver until {} by its own clock",
+                 still deliver until {} by its own clock{moved_back}",
                 op.owner,
                 op.sid,
                 op.shard,
@@ -1265,15 +1560,24 @@ impl Sim {
         match cont {
             Cont::Read { shard } => self.round_read(i, shard, res),
             Cont::Acquire { shard, sid, sent } => self.round_acquired(i, shard, sid, sent, res),
+            Cont::StartCheckpoint { shard, sid, sent } => {
+                self.start_checkpointed(i, shard, sid, sent, res);
+            }
             Cont::TakeRelease => self.take_done(i),
+            Cont::Poll => self.polled(i, res),
             Cont::Renew { sid, sent } => self.renewed(i, sid, sent, res),
-            Cont::Write { sid, checkpoint } => self.written(i, sid, checkpoint, res),
+            Cont::Write {
+                sid,
+                checkpoint,
+                sent,
+            } => self.written(i, sid, checkpoint, sent, res),
             Cont::FinishCheckpoint {
                 sid,
                 end,
                 checkpoint,
-            } => self.finish_checkpointed(i, sid, end, checkpoint, res),
-            Cont::FinishRelease { sid, end } => self.finish_released(i, sid, end, res),
+                sent,
+            } => self.finish_checkpointed(i, sid, end, checkpoint, sent, res),
+            Cont::FinishRelease { sid, end } => self.finish_released(i, sid, end),
         }
     }
 
@@ -1312,7 +1616,10 @@ impl Sim {
         let children: Vec<usize> = (0..if split { 2 } else { 1 })
             .map(|_| {
                 self.rows.push(Row::default());
-                self.ghost.push(GhostShard::default());
+                self.ghost.push(GhostShard {
+                    created_at: self.now,
+                    ..GhostShard::default()
+                });
                 self.stream.add(parents.clone())
             })
             .collect();
@@ -1337,6 +1644,12 @@ impl Sim {
         if !same_id {
             inst.owner = Arc::from(format!("i{i}.{}", inst.inc));
         }
+        self.open_subscription(i, offset);
+    }
+
+    /// `open`: the subscription's first round, then `run`.
+    fn open_subscription(&mut self, i: usize, offset: i64) {
+        let inst = &mut self.insts[i];
         inst.alive = true;
         inst.offset_ms = offset;
         inst.stalled_until = Time::ZERO;
@@ -1370,12 +1683,30 @@ impl Sim {
         self.push(self.now + delay, Ev::Start { inst: i, same_id });
     }
 
+    /// Kills every other subscription of `i`'s process: the process ends.
+    fn kill_process_but(&mut self, i: usize) {
+        let process = self.insts[i].process;
+        for j in 0..self.insts.len() {
+            if j == i || self.insts[j].process != process {
+                continue;
+            }
+            if self.insts[j].alive {
+                self.kill(j);
+            }
+            if self.insts[j].pending_start {
+                self.insts[j].pending_start = false;
+                self.insts[j].retired = true;
+            }
+        }
+    }
+
     fn crash_some(&mut self, restart: bool, quiet: bool) {
         let alive = self.alive();
         if alive.is_empty() || ((!restart || quiet) && alive.len() < 2) {
             return;
         }
         let i = alive[self.rng.random_range(0..alive.len())];
+        self.kill_process_but(i);
         self.kill(i);
         self.stats.crashes += 1;
         self.log(|| format!("i{i} crashes (restart: {restart})"));
@@ -1401,27 +1732,107 @@ impl Sim {
         }
     }
 
+    /// A subscription is dropped (the runtime drains its handlers first) and opened again in
+    /// the same process, under the same owner id, as a new subscription slot.
+    fn resubscribe_some(&mut self) {
+        let alive = self.alive();
+        if alive.is_empty() {
+            return;
+        }
+        let i = alive[self.rng.random_range(0..alive.len())];
+        let j = self.insts.len();
+        let old = &self.insts[i];
+        let slot = Inst {
+            owner: Arc::clone(&old.owner),
+            process: old.process,
+            pending_start: true,
+            successor: None,
+            retired: false,
+            inc: 0,
+            alive: false,
+            offset_ms: old.offset_ms,
+            stalled_until: old.stalled_until,
+            partitioned_until: old.partitioned_until,
+            shutting_down: false,
+            dropped: false,
+            restart_after_exit: None,
+            died_at: Time::ZERO,
+            coord: Coord::default(),
+            sessions: BTreeMap::new(),
+            running: BTreeMap::new(),
+            channel: VecDeque::new(),
+            in_flight: 0,
+            dispatch_pending: false,
+        };
+        self.insts.push(slot);
+        let inst = &mut self.insts[i];
+        inst.shutting_down = true;
+        inst.restart_after_exit = None;
+        inst.successor = Some(j);
+        inst.retired = true;
+        self.stats.resubscribes += 1;
+        self.log(|| format!("i{i} resubscribes as slot {j}"));
+        if self.insts[i].in_flight == 0 {
+            self.drop_subscriber(i);
+        }
+    }
+
+    /// `register`: the new subscription opens once the old one's tasks ended, or after
+    /// `SHUTDOWN_GRACE` of waiting.
+    fn resubscribed(&mut self, j: usize) {
+        let inst = &self.insts[j];
+        if !inst.pending_start {
+            return;
+        }
+        if self.now < inst.stalled_until {
+            let resume = inst.stalled_until + self.jitter();
+            self.push(resume, Ev::Resubscribed { inst: j });
+            return;
+        }
+        self.insts[j].pending_start = false;
+        let offset = self.insts[j].offset_ms;
+        self.open_subscription(j, offset);
+    }
+
     /// The runtime drained its handlers and drops the subscription: every reader stops.
     fn drop_subscriber(&mut self, i: usize) {
         let inst = &mut self.insts[i];
         inst.dropped = true;
         inst.coord.cancelled = true;
-        let sids: Vec<u64> = inst.sessions.keys().copied().collect();
+        if let Some(j) = inst.successor
+            && self.cfg.resubscribe_grace
+        {
+            self.push(self.now + SHUTDOWN_GRACE, Ev::Resubscribed { inst: j });
+        }
+        let sids: Vec<u64> = self.insts[i].sessions.keys().copied().collect();
         for sid in sids {
             if let Some(s) = self.session(i, sid) {
                 s.cover = s.last_idx;
             }
             self.cancel(i, sid);
         }
+        self.coord_select(i);
         self.maybe_exit(i);
     }
 
+    /// The subscription's tasks all ended: a dropped one is gone (with its process, unless a
+    /// resubscribe replaced it).
     fn maybe_exit(&mut self, i: usize) {
         let inst = &self.insts[i];
-        if !inst.alive || !inst.dropped || !inst.sessions.is_empty() || inst.coord.round.is_some() {
+        if !inst.alive || !inst.dropped || !inst.sessions.is_empty() || !inst.coord.exited {
             return;
         }
         let restart = self.insts[i].restart_after_exit.take();
+        if let Some(j) = self.insts[i].successor {
+            self.kill(i);
+            self.log(|| format!("i{i}'s old subscription ended"));
+            if self.insts[j].pending_start {
+                let at = self.now + self.jitter();
+                self.push(at, Ev::Resubscribed { inst: j });
+            }
+            return;
+        }
+        self.kill_process_but(i);
         self.kill(i);
         self.log(|| format!("i{i} stopped"));
         if restart.is_some() {
@@ -1439,8 +1850,11 @@ impl Sim {
     fn quiet(&mut self) {
         self.log(|| "quiet phase: no more faults".to_owned());
         // At least one healthy instance from here on.
-        if self.alive().is_empty() {
-            match (0..self.insts.len()).find(|&i| !self.insts[i].alive) {
+        let pending = self.insts.iter().any(|inst| inst.pending_start);
+        if self.alive().is_empty() && !pending {
+            let dead =
+                (0..self.insts.len()).find(|&i| !self.insts[i].alive && !self.insts[i].retired);
+            match dead {
                 Some(dead) => {
                     // Not before the requests of its last incarnation landed.
                     let at = self.insts[dead].died_at + self.cfg.request_lifetime() + ms(1);
@@ -1452,8 +1866,12 @@ impl Sim {
                         },
                     );
                 }
-                // Every instance is stopping: the first comes back once it stopped.
-                None => self.insts[0].restart_after_exit = Some(true),
+                // Every instance is stopping: one comes back once it stopped.
+                None => {
+                    if let Some(i) = (0..self.insts.len()).find(|&i| !self.insts[i].retired) {
+                        self.insts[i].restart_after_exit = Some(true);
+                    }
+                }
             }
         }
         if self.cfg.quiet_fault {
@@ -1478,10 +1896,9 @@ impl Sim {
 
     fn start_round(&mut self, i: usize) {
         let coord = &mut self.insts[i].coord;
-        if coord.cancelled || coord.round.is_some() {
+        if coord.round.is_some() {
             return;
         }
-        coord.wake = false;
         if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
             self.log(|| format!("i{i} ListShards failed"));
             self.insts[i].coord.round = Some(Round::default());
@@ -1539,14 +1956,7 @@ impl Sim {
         let Some(round) = inst.coord.round.as_mut() else {
             return;
         };
-        for shard in &round.finished {
-            round.rows.entry(Arc::clone(shard)).or_insert_with(|| {
-                Some(LeaseState {
-                    checkpoint: Some(SHARD_END.to_owned()),
-                    ..LeaseState::default()
-                })
-            });
-        }
+        plan::add_finished(&mut round.rows, &round.finished);
         for (shard, row) in &round.rows {
             if row.as_ref().is_some_and(LeaseState::is_finished) {
                 inst.coord.finished.insert(Arc::clone(shard));
@@ -1554,6 +1964,7 @@ impl Sim {
         }
         let listed: HashSet<&str> = round.listing.iter().map(|s| s.id.as_ref()).collect();
         let initial = KinesisPosition::TrimHorizon;
+        inst.coord.last_listing.clone_from(&round.listing);
         let to_take: Vec<Arc<str>> = round
             .listing
             .iter()
@@ -1595,38 +2006,83 @@ impl Sim {
             self.take_done(i);
             return;
         };
-        let info = self.stream.shards[shard].info.clone();
-        let initial = KinesisPosition::TrimHorizon;
-        let start = match state.checkpoint.as_deref() {
+        match state.checkpoint.as_deref() {
             Some(SHARD_END) => {
-                self.insts[i].coord.finished.insert(Arc::clone(&info.id));
+                let id = self.id(shard);
+                self.insts[i].coord.finished.insert(id);
+                self.take_release(i, sid, shard);
+            }
+            Some(_) => self.take_positioned(i, shard, sid, sent, state.checkpoint.as_deref()),
+            None => {
+                // Recorded before the first read, so an instance that takes the shard over
+                // before the first acknowledgement starts no later than this one did.
+                let start = self.take_start(shard, None);
+                let recorded: Arc<str> = Arc::from(start.to_checkpoint(self.wall(i)));
                 self.send(
                     i,
                     sid,
                     shard,
-                    OpKind::Release { cover: None },
-                    Cont::TakeRelease,
+                    OpKind::Checkpoint(recorded),
+                    Cont::StartCheckpoint { shard, sid, sent },
                 );
-                return;
             }
-            Some(checkpoint) => ShardStart::After(Arc::from(checkpoint)),
+        }
+    }
+
+    /// Where `take` starts `shard`, decided again on the row the acquire returned.
+    fn take_start(&self, shard: usize, checkpoint: Option<&str>) -> ShardStart {
+        let info = &self.stream.shards[shard].info;
+        let initial = KinesisPosition::TrimHorizon;
+        match checkpoint {
+            Some(checkpoint) => ShardStart::from_checkpoint(&info.id, checkpoint),
             None if !info.parents.is_empty() => ShardStart::At(KinesisPosition::TrimHorizon),
             None if initial.applies_to(&info.id) => ShardStart::At(initial),
             None => ShardStart::At(KinesisPosition::Latest),
-        };
+        }
+    }
+
+    /// `take`: the start checkpoint answered.
+    fn start_checkpointed(&mut self, i: usize, shard: usize, sid: u64, sent: Time, res: Res) {
+        match res {
+            Res::Ok => self.take_positioned(i, shard, sid, sent, None),
+            // Another instance was faster, or a same-id session's release landed: nothing to
+            // hand back.
+            Res::Fenced => self.take_done(i),
+            _ => self.take_release(i, sid, shard),
+        }
+    }
+
+    /// `take` after the row is positioned: `GetShardIterator`, then the reader.
+    fn take_positioned(
+        &mut self,
+        i: usize,
+        shard: usize,
+        sid: u64,
+        sent: Time,
+        checkpoint: Option<&str>,
+    ) {
+        let start = self.take_start(shard, checkpoint);
         if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
             self.log(|| format!("i{i} GetShardIterator failed for shard {shard}"));
-            self.send(
-                i,
-                sid,
-                shard,
-                OpKind::Release { cover: None },
-                Cont::TakeRelease,
-            );
+            self.take_release(i, sid, shard);
             return;
         }
         self.open_session(i, sid, shard, &start, sent);
         self.take_done(i);
+    }
+
+    /// `take` gives the shard back and reports that it does not read it.
+    fn take_release(&mut self, i: usize, sid: u64, shard: usize) {
+        self.send(
+            i,
+            sid,
+            shard,
+            OpKind::Release {
+                cover: None,
+                graceful: false,
+            },
+            Cont::TakeRelease,
+        );
     }
 
     fn take_done(&mut self, i: usize) {
@@ -1639,25 +2095,41 @@ impl Sim {
         }
     }
 
-    /// `coordinator::run`: the next round after the listing interval, or at once when a reader
-    /// ended meanwhile.
+    /// A round ended: the first one starts `run`, every one goes back to its `select!`.
     fn round_over(&mut self, i: usize) {
-        let token = self.token();
+        let now = self.now;
+        let timings = self.cfg.timings;
         let coord = &mut self.insts[i].coord;
         coord.round = None;
-        if coord.cancelled {
-            self.maybe_exit(i);
+        if !coord.looping {
+            coord.looping = true;
+            coord.next_listing = now + timings.listing_interval();
+            coord.next_poll = now + timings.handover_poll_interval();
+        }
+        self.coord_select(i);
+    }
+
+    /// `run` waits in its `select!`: the wake-up is due when a branch is ready.
+    fn coord_select(&mut self, i: usize) {
+        let polling = !self.cfg.timings.handover_poll_interval().is_zero();
+        let token = self.token();
+        let jitter = self.jitter();
+        let inst = &mut self.insts[i];
+        let coord = &mut inst.coord;
+        if !coord.looping || coord.exited || coord.round.is_some() || coord.poll.is_some() {
             return;
         }
-        coord.timer = token;
-        let after = if coord.wake {
-            self.jitter()
+        let at = if coord.cancelled || coord.wake {
+            self.now + jitter
+        } else if polling {
+            coord.next_listing.min(coord.next_poll)
         } else {
-            self.cfg.timings.listing_interval()
+            coord.next_listing
         };
-        let inc = self.insts[i].inc;
+        coord.timer = token;
+        let inc = inst.inc;
         self.push(
-            self.now + after,
+            at.max(self.now),
             Ev::Round {
                 inst: i,
                 inc,
@@ -1666,28 +2138,118 @@ impl Sim {
         );
     }
 
+    /// `run`'s `select!` wakes: tokio polls the branches from a random one on, and the first
+    /// ready one wins.
+    fn coord_fire(&mut self, i: usize) {
+        let timings = self.cfg.timings;
+        let poll = timings.handover_poll_interval();
+        let start = self.rng.random_range(0..4);
+        let now = self.now;
+        let coord = &mut self.insts[i].coord;
+        let ready = [
+            coord.cancelled,
+            now >= coord.next_listing,
+            coord.wake,
+            !poll.is_zero() && now >= coord.next_poll,
+        ];
+        let Some(branch) = (0..4).map(|k| (start + k) % 4).find(|&b| ready[b]) else {
+            self.coord_select(i);
+            return;
+        };
+        match branch {
+            0 => {
+                coord.exited = true;
+                self.maybe_exit(i);
+            }
+            3 => {
+                coord.next_poll = now + poll;
+                self.start_poll(i);
+            }
+            _ => {
+                if branch == 2 {
+                    coord.wake = false;
+                }
+                coord.next_listing = now + timings.listing_interval();
+                self.start_round(i);
+            }
+        }
+    }
+
+    /// `takeable_between_listings`: one `list` while some shard of the last listing waits.
+    fn start_poll(&mut self, i: usize) {
+        let inst = &self.insts[i];
+        let listing = inst.coord.last_listing.clone();
+        let reading: HashSet<Arc<str>> = inst.running.keys().map(|&s| self.id(s)).collect();
+        let finished = inst.coord.finished.clone();
+        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &finished)
+            .into_iter()
+            .cloned()
+            .collect();
+        if wanted.is_empty() {
+            self.coord_select(i);
+            return;
+        }
+        self.stats.polls += 1;
+        self.insts[i].coord.poll = Some(Poll {
+            listing,
+            reading,
+            finished,
+            wanted,
+        });
+        self.send(i, 0, 0, OpKind::List, Cont::Poll);
+    }
+
+    /// The poll's `list` answered: a full round when some waiting shard may be taken now; a
+    /// failed poll does nothing.
+    fn polled(&mut self, i: usize, res: Res) {
+        let now_ms = self.wall(i);
+        let owner = Arc::clone(&self.insts[i].owner);
+        let Some(poll) = self.insts[i].coord.poll.take() else {
+            return;
+        };
+        let Res::Rows(listed_rows) = res else {
+            self.coord_select(i);
+            return;
+        };
+        let mut rows = Rows::new();
+        for shard in &poll.wanted {
+            rows.insert(Arc::clone(shard), None);
+        }
+        for (shard, row) in listed_rows {
+            rows.insert(self.id(shard), Some(row));
+        }
+        plan::add_finished(&mut rows, &poll.finished);
+        let listed: HashSet<&str> = poll.listing.iter().map(|s| s.id.as_ref()).collect();
+        let initial = KinesisPosition::TrimHorizon;
+        let takeable = poll
+            .listing
+            .iter()
+            .filter(|shard| !poll.reading.contains(&shard.id) && !poll.finished.contains(&shard.id))
+            .any(|shard| {
+                matches!(
+                    plan::verdict(shard, &listed, &rows, &owner, now_ms, &initial),
+                    Verdict::Take { .. }
+                )
+            });
+        if !takeable {
+            self.coord_select(i);
+            return;
+        }
+        self.stats.poll_rounds += 1;
+        let listing = self.cfg.timings.listing_interval();
+        self.insts[i].coord.next_listing = self.now + listing;
+        self.start_round(i);
+    }
+
     fn reader_ended(&mut self, i: usize, shard: usize, finished: bool) {
         let id = self.id(shard);
-        let token = self.token();
-        let jitter = self.jitter();
         let inst = &mut self.insts[i];
         inst.running.remove(&shard);
         if finished {
             inst.coord.finished.insert(id);
         }
         inst.coord.wake = true;
-        if inst.coord.round.is_none() && !inst.coord.cancelled {
-            inst.coord.timer = token;
-            let inc = inst.inc;
-            self.push(
-                self.now + jitter,
-                Ev::Round {
-                    inst: i,
-                    inc,
-                    token,
-                },
-            );
-        }
+        self.coord_select(i);
         self.maybe_exit(i);
     }
 
@@ -1706,7 +2268,8 @@ impl Sim {
         };
         let timings = self.cfg.timings;
         // `take`: `handle.extend(sent + lease - holder_margin)`; `keep_lease` starts from it.
-        let keeper = LeaseKeeper::new(timings, LeaseKeeper::valid_after(&timings, sent), self.now);
+        let valid_until = LeaseKeeper::valid_after(&timings, sent);
+        let keeper = LeaseKeeper::new(timings, valid_until, self.now);
         let cancelled = self.insts[i].coord.cancelled;
         let keeper_token = self.token();
         let reader_token = self.token();
@@ -1719,11 +2282,14 @@ impl Sim {
             } else {
                 Task::Sleeping(keeper_token)
             },
+            valid_until,
+            renewed: None,
             stopped: false,
             cancelled,
             watermark: Watermark::default(),
             pending: None,
             lock: Lock::Free,
+            waiters: VecDeque::new(),
             writer: if cancelled {
                 WriterState::Done
             } else {
@@ -1740,7 +2306,6 @@ impl Sim {
             batch_empty: false,
             failures: 0,
             finish: FinishState::NotYet,
-            ended_ok: false,
             start_idx,
             last_idx: None,
             // DESIGN §3: a holder stops at `sent + lease - holder_margin` by its own clock.
@@ -1798,8 +2363,9 @@ impl Sim {
             return;
         }
         s.cancelled = true;
-        if matches!(s.keeper_task, Task::Sleeping(_)) {
+        if matches!(s.keeper_task, Task::Sleeping(_) | Task::WaitLock) {
             s.keeper_task = Task::Done;
+            s.waiters.retain(|&waiter| waiter != Lock::Keeper);
         }
         let wake_reader = s.reader != ReaderState::Done;
         if wake_reader {
@@ -1807,7 +2373,7 @@ impl Sim {
         }
         match s.writer {
             WriterState::Idle if !s.writer_permit => s.writer = WriterState::Done,
-            WriterState::Sleeping(_) => s.writer = WriterState::Done,
+            WriterState::Sleeping(_) | WriterState::Cadence(_) => s.writer = WriterState::Done,
             _ => {}
         }
         if wake_reader {
@@ -1849,6 +2415,7 @@ impl Sim {
     // `keep_lease`.
 
     fn keeper_wake(&mut self, i: usize, sid: u64, token: u64) {
+        let under_lock = self.cfg.renew_under_lock;
         let Some(s) = self.session(i, sid) else {
             return;
         };
@@ -1866,13 +2433,74 @@ impl Sim {
             self.maybe_end(i, sid);
             return;
         }
+        if !under_lock {
+            self.keeper_locked(i, sid);
+        } else if s.lock == Lock::Free {
+            s.lock = Lock::Keeper;
+            self.keeper_locked(i, sid);
+        } else {
+            // `select!` on the cancel and the `writing` lock.
+            s.keeper_task = Task::WaitLock;
+            s.waiters.push_back(Lock::Keeper);
+        }
+    }
+
+    /// `keep_lease` after its sleep (and, renewing under the lock, with the `writing` lock):
+    /// a checkpoint write that renewed meanwhile moves the renewal out; otherwise it renews.
+    fn keeper_locked(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.stopped {
+            // Stopped while it waited for the lock.
+            s.keeper_task = Task::Done;
+            self.keeper_unlock(i, sid);
+            self.cancel(i, sid);
+            self.maybe_end(i, sid);
+            return;
+        }
+        if let Some(sent) = s.renewed.take() {
+            // A checkpoint write renewed the lease meanwhile: the next renewal moves out.
+            s.keeper.on_renewed(sent);
+            s.valid_until = s.valid_until.max(s.keeper.valid_until());
+            let next = s.keeper.next_renewal();
+            if next > self.now {
+                let token = self.token();
+                let inc = self.insts[i].inc;
+                if let Some(s) = self.session(i, sid) {
+                    s.keeper_task = Task::Sleeping(token);
+                }
+                self.keeper_unlock(i, sid);
+                self.push(
+                    next,
+                    Ev::Keeper {
+                        inst: i,
+                        inc,
+                        sid,
+                        token,
+                    },
+                );
+                return;
+            }
+        }
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
         s.keeper_task = Task::InFlight;
         let shard = s.shard;
         let sent = self.now;
         self.send(i, sid, shard, OpKind::Renew, Cont::Renew { sid, sent });
     }
 
+    /// The keeper drops the `writing` lock, if it holds it.
+    fn keeper_unlock(&mut self, i: usize, sid: u64) {
+        if self.session(i, sid).is_some_and(|s| s.lock == Lock::Keeper) {
+            self.unlock(i, sid);
+        }
+    }
+
     fn renewed(&mut self, i: usize, sid: u64, sent: Time, res: Res) {
+        self.keeper_unlock(i, sid);
         let timings = self.cfg.timings;
         let now = self.now;
         let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
@@ -1881,6 +2509,7 @@ impl Sim {
         let action = match res {
             Res::Ok => {
                 s.keeper.on_renewed(sent);
+                s.valid_until = s.valid_until.max(s.keeper.valid_until());
                 s.deadline = s
                     .deadline
                     .max(sent + timings.lease() - timings.holder_margin());
@@ -1983,6 +2612,12 @@ impl Sim {
                 s.writer = WriterState::Idle;
                 self.writer_notify(i, sid);
             }
+            WriterState::Cadence(t) if t == token => {
+                // The cadence's sleep ended: the loop's top, where acknowledgements folded
+                // meanwhile left their notification.
+                s.writer = WriterState::Idle;
+                self.writer_idle(i, sid);
+            }
             _ => {}
         }
     }
@@ -1993,26 +2628,72 @@ impl Sim {
         };
         if s.lock != Lock::Free {
             s.writer = WriterState::WaitLock;
+            s.waiters.push_back(Lock::Writer);
             return;
         }
         match s.pending.take() {
-            None => {
-                s.writer = WriterState::Idle;
-                self.writer_idle(i, sid);
-            }
+            // `write_pending` had nothing to write: `Ok(())` all the same.
+            None => self.writer_wrote(i, sid),
             Some(checkpoint) => {
                 s.lock = Lock::Writer;
                 s.writer = WriterState::InFlight;
                 let shard = s.shard;
+                let sent = self.now;
                 self.send(
                     i,
                     sid,
                     shard,
-                    OpKind::Checkpoint(Arc::clone(&checkpoint)),
-                    Cont::Write { sid, checkpoint },
+                    OpKind::CheckpointRenew(Arc::clone(&checkpoint)),
+                    Cont::Write {
+                        sid,
+                        checkpoint,
+                        sent,
+                    },
                 );
             }
         }
+    }
+
+    /// `write_pending` returned `Ok`: the cadence, then the top of the loop.
+    fn writer_wrote(&mut self, i: usize, sid: u64) {
+        let cadence = self.cfg.timings.checkpoint_every();
+        let token = self.token();
+        let inc = self.insts[i].inc;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if cadence.is_zero() {
+            s.writer = WriterState::Idle;
+            self.writer_idle(i, sid);
+        } else if s.cancelled {
+            s.writer = WriterState::Done;
+            self.maybe_end(i, sid);
+        } else {
+            s.writer = WriterState::Cadence(token);
+            self.push(
+                self.now + cadence,
+                Ev::Writer {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+        }
+    }
+
+    /// `write_pending` succeeded with a write sent at `sent`: the handle's lease extends to
+    /// `valid_after(sent)`, and the keeper learns of the renewal on its next wake.
+    fn checkpoint_renewed(&mut self, i: usize, sid: u64, sent: Time) {
+        let timings = self.cfg.timings;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.valid_until = s.valid_until.max(LeaseKeeper::valid_after(&timings, sent));
+        s.renewed = Some(s.renewed.map_or(sent, |known| known.max(sent)));
+        s.deadline = s
+            .deadline
+            .max(sent + timings.lease() - timings.holder_margin());
     }
 
     /// Back at the top of the writer's loop.
@@ -2031,10 +2712,13 @@ impl Sim {
         }
     }
 
-    fn written(&mut self, i: usize, sid: u64, checkpoint: Arc<str>, res: Res) {
+    fn written(&mut self, i: usize, sid: u64, checkpoint: Arc<str>, sent: Time, res: Res) {
         let token = self.token();
         let inc = self.insts[i].inc;
         let renew = self.cfg.timings.renew();
+        if matches!(res, Res::Ok) {
+            self.checkpoint_renewed(i, sid, sent);
+        }
         let Some(s) = self.session(i, sid) else {
             return;
         };
@@ -2045,7 +2729,7 @@ impl Sim {
                 if let Some(s) = self.session(i, sid)
                     && s.writer == WriterState::Idle
                 {
-                    self.writer_idle(i, sid);
+                    self.writer_wrote(i, sid);
                 }
             }
             Res::Fenced => {
@@ -2086,10 +2770,18 @@ impl Sim {
             return;
         };
         s.lock = Lock::Free;
-        if let FinishState::WaitLock { end } = s.finish {
-            self.finish_locked(i, sid, end);
-        } else if s.writer == WriterState::WaitLock {
-            self.writer_write(i, sid);
+        match s.waiters.pop_front() {
+            Some(Lock::Finish) => {
+                if let FinishState::WaitLock { end } = s.finish {
+                    self.finish_locked(i, sid, end);
+                }
+            }
+            Some(Lock::Writer) => self.writer_write(i, sid),
+            Some(Lock::Keeper) => {
+                s.lock = Lock::Keeper;
+                self.keeper_locked(i, sid);
+            }
+            Some(Lock::Free) | None => {}
         }
     }
 
@@ -2163,7 +2855,7 @@ impl Sim {
                 break;
             };
             if s.tracked.is_none() {
-                if s.stopped || !s.keeper.may_deliver(now) {
+                if s.stopped || now >= s.valid_until {
                     // The lease ran out by our clock (or was lost): deliver nothing more.
                     if !s.stopped {
                         self.stats.lapsed_by_clock += 1;
@@ -2172,9 +2864,15 @@ impl Sim {
                     self.reader_stop(i, sid, Stop::Cancelled);
                     return;
                 }
-                let seq = self.stream.shards[s.shard].records[idx];
+                let shard = s.shard;
+                let seq = self.stream.shards[shard].records[idx];
                 s.tracked = Some(s.watermark.push(Arc::from(seq.to_string())));
+                self.handover_step(shard, sid, Step::Read);
             }
+            let inst = &mut self.insts[i];
+            let Some(s) = inst.sessions.get_mut(&sid) else {
+                return;
+            };
             if inst.channel.len() >= capacity {
                 s.reader = ReaderState::Blocked;
                 return;
@@ -2291,13 +2989,18 @@ impl Sim {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        if s.lock == Lock::Free && s.finish == (FinishState::WaitLock { end }) {
-            self.finish_locked(i, sid, end);
+        if s.finish == (FinishState::WaitLock { end }) {
+            if s.lock == Lock::Free {
+                self.finish_locked(i, sid, end);
+            } else {
+                s.waiters.push_back(Lock::Finish);
+            }
         }
     }
 
     fn finish_locked(&mut self, i: usize, sid: u64, end: bool) {
         let discard = self.cfg.end_discards_pending;
+        let sent = self.now;
         let Some(s) = self.session(i, sid) else {
             return;
         };
@@ -2305,6 +3008,8 @@ impl Sim {
         s.lock = Lock::Finish;
         s.finish = FinishState::InFlight;
         if end {
+            // `SHARD_END` covers every settled record; a checkpoint still pending would land
+            // after it and move the shard back.
             if discard {
                 s.pending = None;
             }
@@ -2318,34 +3023,49 @@ impl Sim {
                     sid,
                     end,
                     checkpoint,
+                    sent,
                 },
             );
             return;
         }
+        // `release_graceful`: `write_pending` (a checkpoint that renews), then the release.
         match s.pending.take() {
             Some(checkpoint) => self.send(
                 i,
                 sid,
                 shard,
-                OpKind::Checkpoint(Arc::clone(&checkpoint)),
+                OpKind::CheckpointRenew(Arc::clone(&checkpoint)),
                 Cont::FinishCheckpoint {
                     sid,
                     end,
                     checkpoint,
+                    sent,
                 },
             ),
             None => {
-                let cover = s.cover;
                 self.unlock(i, sid);
-                self.send(
-                    i,
-                    sid,
-                    shard,
-                    OpKind::Release { cover },
-                    Cont::FinishRelease { sid, end },
-                );
+                self.release_final(i, sid, end);
             }
         }
+    }
+
+    /// The last call of `finish`: the release after `SHARD_END` (still under the `writing`
+    /// lock) or after the final checkpoint (outside it).
+    fn release_final(&mut self, i: usize, sid: u64, end: bool) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        let (shard, cover) = (s.shard, s.cover);
+        self.send(
+            i,
+            sid,
+            shard,
+            OpKind::Release {
+                cover: if end { None } else { cover },
+                graceful: !end,
+            },
+            Cont::FinishRelease { sid, end },
+        );
     }
 
     fn finish_checkpointed(
@@ -2354,38 +3074,27 @@ impl Sim {
         sid: u64,
         end: bool,
         checkpoint: Arc<str>,
+        sent: Time,
         res: Res,
     ) {
+        if !end && matches!(res, Res::Ok) {
+            self.checkpoint_renewed(i, sid, sent);
+        }
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        let shard = s.shard;
-        if end {
-            // `ended.and(released)`: the release goes out whatever the checkpoint answered.
-            s.ended_ok = matches!(res, Res::Ok);
-            self.send(
-                i,
-                sid,
-                shard,
-                OpKind::Release { cover: None },
-                Cont::FinishRelease { sid, end },
-            );
-            return;
-        }
         match res {
             Res::Ok => {
-                let cover = s.cover;
-                self.unlock(i, sid);
-                self.send(
-                    i,
-                    sid,
-                    shard,
-                    OpKind::Release { cover },
-                    Cont::FinishRelease { sid, end },
-                );
+                if !end {
+                    self.unlock(i, sid);
+                }
+                self.release_final(i, sid, end);
             }
             other => {
-                if matches!(other, Res::Failed) && s.pending.is_none() {
+                // `SHARD_END` not written: not finished in the table, the lease lapses and the
+                // next owner reads the shard's end again. A final checkpoint not written: no
+                // release.
+                if !end && matches!(other, Res::Failed) && s.pending.is_none() {
                     s.pending = Some(checkpoint);
                 }
                 s.finish = FinishState::Done { finished: false };
@@ -2395,12 +3104,13 @@ impl Sim {
         }
     }
 
-    fn finish_released(&mut self, i: usize, sid: u64, end: bool, res: Res) {
+    /// The release answered: a shard whose `SHARD_END` was written is finished whatever the
+    /// release answered.
+    fn finish_released(&mut self, i: usize, sid: u64, end: bool) {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        let finished = end && s.ended_ok && matches!(res, Res::Ok);
-        s.finish = FinishState::Done { finished };
+        s.finish = FinishState::Done { finished: end };
         if end {
             self.unlock(i, sid);
         }
@@ -2484,8 +3194,8 @@ impl Sim {
         if s.stopped {
             return false;
         }
-        if checks_lease && !s.keeper.may_deliver(now) {
-            // The proposed fix: the lease ran out by our clock; stop the shard for good.
+        if checks_lease && now >= s.valid_until {
+            // `may_deliver`: the lease ran out by our clock; stop the shard for good.
             self.stop(i, msg.sid);
             return false;
         }
@@ -2536,6 +3246,7 @@ impl Sim {
                 "order: shard {shard} #{idx} delivered before every parent reached SHARD_END"
             ));
         }
+        self.handover_step(shard, msg.sid, Step::Delivery);
         let g = &mut self.ghost[shard];
         let first_upto = g.first_upto;
         let covered = g.covered_upto;
@@ -2583,9 +3294,53 @@ impl Sim {
 
     // ----- liveness -------------------------------------------------------------------------
 
+    /// Session `sid` of another owner than the one that released `shard` gracefully made its
+    /// next step: counted once per step, under this schedule's poll setting.
+    fn handover_step(&mut self, shard: usize, sid: u64, step: Step) {
+        let Some(mut handover) = self.ghost[shard].handover else {
+            return;
+        };
+        if handover.from == sid {
+            return;
+        }
+        let done = match step {
+            Step::Take => std::mem::replace(&mut handover.taken, true),
+            Step::Read => std::mem::replace(&mut handover.read, true),
+            Step::Delivery => false,
+        };
+        if done {
+            return;
+        }
+        self.ghost[shard].handover = (step != Step::Delivery).then_some(handover);
+        let took = millis(self.now.saturating_sub(handover.at));
+        let quiet = handover.at >= self.live_from && handover.taker_ready;
+
+        let handovers = if self.cfg.timings.handover_poll_interval().is_zero() {
+            &mut self.stats.handovers_unpolled
+        } else {
+            &mut self.stats.handovers_polled
+        };
+        handovers.record(step, took, quiet);
+    }
+
     fn liveness_bound(&self) -> Duration {
         let t = &self.cfg.timings;
         t.lease() + SKEW_TOLERANCE + self.cfg.skew + t.listing_interval() + Duration::from_secs(1)
+    }
+
+    /// The bound for a shard that lost its reader at `since`: with the handover poll on, one poll
+    /// interval instead of a listing interval (`LeaseTimings` says so) once every instance listed
+    /// the shard, that is a listing interval after it was made or the quiet phase began.
+    fn liveness_bound_for(&self, shard: usize, since: Time) -> Duration {
+        let t = &self.cfg.timings;
+        let poll = t.handover_poll_interval();
+        let listed_by_all = self.ghost[shard].created_at.max(self.live_from)
+            + t.listing_interval()
+            + Duration::from_secs(1);
+        if poll.is_zero() || since < listed_by_all {
+            return self.liveness_bound();
+        }
+        t.lease() + SKEW_TOLERANCE + self.cfg.skew + poll + Duration::from_secs(1)
     }
 
     fn check_liveness(&mut self) {
@@ -2593,7 +3348,6 @@ impl Sim {
             return;
         }
         self.last_live_check = self.now;
-        let bound = self.liveness_bound();
         for shard in 0..self.stream.shards.len() {
             let finished = |rows: &[Row], s: usize| {
                 rows[s].state.as_ref().is_some_and(LeaseState::is_finished)
@@ -2611,9 +3365,9 @@ impl Sim {
                         .and_then(|sid| inst.sessions.get(sid))
                         .is_some_and(|s| !s.stopped && !s.cancelled)
             });
-            let g = &mut self.ghost[shard];
             if eligible && !served {
-                let since = *g.unserved_since.get_or_insert(self.now);
+                let since = *self.ghost[shard].unserved_since.get_or_insert(self.now);
+                let bound = self.liveness_bound_for(shard, since);
                 let waited = self.now.saturating_sub(since);
                 let permille = u64::try_from(waited.as_micros() * 1000 / bound.as_micros())
                     .unwrap_or(u64::MAX);
@@ -2627,7 +3381,7 @@ impl Sim {
                     return;
                 }
             } else {
-                g.unserved_since = None;
+                self.ghost[shard].unserved_since = None;
             }
         }
     }
@@ -2752,6 +3506,24 @@ fn random_schedules_keep_the_lease_invariants() {
         stats.schedules,
         started.elapsed()
     );
+    for (poll, h) in [
+        ("on", &stats.handovers_polled),
+        ("off", &stats.handovers_unpolled),
+    ] {
+        println!(
+            "graceful handovers, poll {poll}: {} (release landed -> next owner's take / first \
+             record read / first delivery): worst {} / {} / {} ms, mean delivery {} ms; in quiet \
+             phases with a taker up: worst {} / {} / {} ms",
+            h.count,
+            h.take_max_ms,
+            h.read_max_ms,
+            h.delivery_max_ms,
+            h.delivery_sum_ms / h.count.max(1),
+            h.quiet_take_max_ms,
+            h.quiet_read_max_ms,
+            h.quiet_delivery_max_ms,
+        );
+    }
     assert_eq!(stats.schedules, count);
     // The faults were exercised, not only scheduled.
     assert!(stats.takeovers > 0 && stats.refused_renewals > 0 && stats.graceful_covers > 0);
@@ -2806,8 +3578,10 @@ fn clocks_skewed_beyond_the_tolerance_break_fencing() {
     );
 }
 
-/// `subscriber.rs` today filters deliveries by the stopped flag only: a record waiting in the
-/// channel while its lease runs out (a stall, a store outage) still reaches a handler.
+/// Pins the regression of a fixed bug: `subscriber.rs` filtered deliveries by the stopped flag
+/// only, so a record waiting in the channel while its lease ran out (a stall, a store outage)
+/// still reached a handler. The filter now asks `may_deliver`; this shows the checker catches the
+/// old filter.
 #[test]
 fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
@@ -2834,9 +3608,11 @@ fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
     );
 }
 
-/// `reader.rs` today: `finish` writes `SHARD_END` and releases under the `writing` lock, but a
-/// checkpoint still pending for the writer is written after it when the release failed, and
-/// the store accepts it (the row is still ours): the checkpoint moves back from `SHARD_END`.
+/// Pins the regression of a fixed bug: `finish` wrote `SHARD_END` and released under the
+/// `writing` lock but left a pending checkpoint for the writer, which wrote it after `SHARD_END`
+/// when the release failed, and the store accepted it (the row was still ours): the checkpoint
+/// moved back from `SHARD_END`. `finish` now drops the pending checkpoint first; this shows the
+/// checker catches the old `finish`.
 #[test]
 fn a_pending_checkpoint_written_after_shard_end_moves_it_back() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
@@ -2879,4 +3655,74 @@ fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
             .join("\n")
     );
     assert!(found.is_some(), "no late write moved a checkpoint back");
+}
+
+/// `reader.rs` today: `keep_lease` renews beside `write_checkpoints`, and both calls set the
+/// row's expiry (`renew`, `checkpoint_and_renew`). Two of them in flight together can land in
+/// either order (a slow request, a retry inside the client): when the one sent first lands
+/// second, the row's expiry moves back to its send time while the holder counts its lease from
+/// the later one. If the holder's calls fail from then on (a partition), a taker whose clock runs
+/// ahead takes the row while the holder still delivers. Renewing under the `writing` lock (the
+/// main run) keeps one expiry write in flight per shard.
+#[test]
+fn a_renewal_beside_a_renewing_checkpoint_breaks_fencing() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.renew_under_lock = false;
+        cfg.p_slow = 0.3;
+        cfg.p_timeout = 0.1;
+        cfg.partitions = 12;
+        cfg.chaos = cfg.timings.lease() * 8;
+        cfg.timeout = cfg.timings.renew() * 2;
+        cfg.timings = cfg.timings.checkpoint_interval(Duration::ZERO);
+        cfg.write_gap_ms = (100, 400);
+    };
+    let found = find_failure(1_000, &tweak, "moved the row's expiry back");
+    println!(
+        "{}",
+        found
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        found.is_some(),
+        "no renewal landing after a newer checkpoint broke fencing"
+    );
+}
+
+/// `broker.rs` today: a new subscription to a stream waits for the previous subscription's tasks
+/// for at most `SHUTDOWN_GRACE`, then opens anyway. Those tasks can take longer (a checkpoint
+/// write in flight, the final checkpoint and the release, each up to a store timeout, or a round
+/// the old coordinator runs after its cancel), and they run under the same owner id, so the
+/// store's conditions cannot tell the two apart: the new subscription takes a row the old one
+/// still holds, and the old one's release or take lands on it. Waiting until the tasks ended
+/// (the main run) keeps them apart.
+#[test]
+fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.resubscribe_grace = true;
+        cfg.resubscribes = 4;
+        cfg.stalls = 0;
+        cfg.p_slow = 0.2;
+        cfg.p_timeout = 0.1;
+        cfg.timeout = cfg.timings.renew() * 2;
+    };
+    let found = find_failure(300, &tweak, "fencing");
+    println!(
+        "{}",
+        found
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        found.is_some(),
+        "no resubscribe that stopped waiting broke fencing"
+    );
 }
