@@ -32,7 +32,8 @@ pub(crate) enum Source {
 ///
 /// Dropping the subscription stops the readers: each writes its final checkpoint and releases
 /// its lease. A new subscription to the same stream on the same broker waits until they have
-/// (at most 10 s), so it cannot take a lease that one of them then releases.
+/// (however slow the store is; a warning is logged after 10 s), so it cannot take a lease that
+/// one of them then releases.
 #[derive(Debug)]
 pub struct KinesisSubscriber {
     buffered: BufferedSubscriber<Deliveries>,

@@ -47,13 +47,15 @@
 //! Two fixes proposed for the I/O code are modelled in the main run, each behind a [`Config`]
 //! flag that a test sets to today's code to show the violation it allows:
 //!
-//! - `keep_lease` sends its renewal under the shard's `writing` lock (`renew_under_lock`). Today
-//!   a renewal and a `checkpoint_and_renew` can be in flight together; when the one sent first
+//! - `keep_lease` sends its renewal under the shard's `writing` lock (`renew_under_lock`), as the
+//!   real code now does. Without it a renewal and a `checkpoint_and_renew` can be in flight
+//!   together; when the one sent first
 //!   lands second, the row's expiry moves back behind the lease the holder counts on, and a
 //!   taker can get in while the holder still delivers
 //!   (`a_renewal_beside_a_renewing_checkpoint_breaks_fencing`).
 //! - `register` waits for the previous subscription's tasks until they ended
-//!   (`resubscribe_grace` off). Today it stops waiting after `SHUTDOWN_GRACE` (10 s), which a
+//!   (`resubscribe_grace` off), as the real code now does. It used to stop waiting after
+//!   `SHUTDOWN_GRACE` (10 s), which a
 //!   checkpoint write, the final checkpoint and the release can each take a store timeout of,
 //!   and the two subscriptions then share one owner id, which the store's conditions cannot tell
 //!   apart (`a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`).
