@@ -44,8 +44,8 @@
 //! of the handlers checks the lease by the clock (`filter_checks_lease`), and `finish` drops the
 //! pending checkpoint before `SHARD_END` (`end_discards_pending`).
 //!
-//! Two fixes proposed for the I/O code are modelled in the main run, each behind a [`Config`]
-//! flag that a test sets to today's code to show the violation it allows:
+//! Two fixes the simulation led to in the I/O code are modelled in the main run, each behind a
+//! [`Config`] flag that a test sets back to the old code to show the violation it allowed:
 //!
 //! - `keep_lease` sends its renewal under the shard's `writing` lock (`renew_under_lock`), as the
 //!   real code now does. Without it a renewal and a `checkpoint_and_renew` can be in flight
