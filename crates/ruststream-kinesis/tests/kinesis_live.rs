@@ -67,18 +67,6 @@ async fn publish(connected: &ConnectedKinesisBroker, stream: &str, body: &str, k
         .unwrap();
 }
 
-fn raw_client(url: &str) -> aws_sdk_kinesis::Client {
-    let config = aws_sdk_kinesis::Config::builder()
-        .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
-        .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_kinesis::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .endpoint_url(url)
-        .build();
-    aws_sdk_kinesis::Client::from_conf(config)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payload_headers_and_key_round_trip() {
     let Some(url) = common::endpoint() else {
@@ -114,7 +102,7 @@ async fn payload_headers_and_key_round_trip() {
     let plain = next(&mut deliveries).await;
     assert_eq!(plain.payload(), b"plain");
     assert!(plain.headers().is_empty());
-    let raw = raw_client(&url);
+    let raw = common::raw_kinesis(&url);
     let iterator = raw
         .get_shard_iterator()
         .stream_name(&name)
@@ -352,53 +340,6 @@ async fn missing_streams_and_a_second_subscription_are_refused_with_the_fix() {
     );
 }
 
-/// The hash key halfway through a shard's range.
-fn midpoint(shard: &aws_sdk_kinesis::types::Shard) -> String {
-    let range = shard.hash_key_range().unwrap();
-    let start: u128 = range.starting_hash_key().parse().unwrap();
-    let end: u128 = range.ending_hash_key().parse().unwrap();
-    (start + (end - start) / 2).to_string()
-}
-
-async fn wait_active(raw: &aws_sdk_kinesis::Client, name: &str) {
-    for _ in 0..100 {
-        let summary = raw
-            .describe_stream_summary()
-            .stream_name(name)
-            .send()
-            .await
-            .unwrap();
-        if summary
-            .stream_description_summary()
-            .unwrap()
-            .stream_status()
-            == &aws_sdk_kinesis::types::StreamStatus::Active
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("stream {name} did not become active");
-}
-
-async fn open_shards(
-    raw: &aws_sdk_kinesis::Client,
-    name: &str,
-) -> Vec<aws_sdk_kinesis::types::Shard> {
-    let shards = raw.list_shards().stream_name(name).send().await.unwrap();
-    shards
-        .shards()
-        .iter()
-        .filter(|s| {
-            s.sequence_number_range()
-                .unwrap()
-                .ending_sequence_number()
-                .is_none()
-        })
-        .cloned()
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_split_and_a_merge_under_load_keep_per_key_order_and_lose_nothing() {
     let Some(url) = common::endpoint() else {
@@ -422,39 +363,16 @@ async fn a_split_and_a_merge_under_load_keep_per_key_order_and_lose_nothing() {
     let producer_name = name.clone();
     let producer = tokio::spawn(async move {
         let connected = common::broker(&producer_url).connect().await.unwrap();
-        let raw = raw_client(&producer_url);
+        let raw = common::raw_kinesis(&producer_url);
         for round in 0..per_key {
             for key in keys {
                 publish(&connected, &producer_name, &format!("{key}:{round}"), key).await;
             }
             if round == 10 {
-                let shard = open_shards(&raw, &producer_name).await.remove(0);
-                raw.split_shard()
-                    .stream_name(&producer_name)
-                    .shard_to_split(shard.shard_id())
-                    .new_starting_hash_key(midpoint(&shard))
-                    .send()
-                    .await
-                    .unwrap();
-                wait_active(&raw, &producer_name).await;
+                common::split_first(&raw, &producer_name).await;
             }
             if round == 25 {
-                let mut children = open_shards(&raw, &producer_name).await;
-                children.sort_by_key(|s| {
-                    s.hash_key_range()
-                        .unwrap()
-                        .starting_hash_key()
-                        .parse::<u128>()
-                        .unwrap()
-                });
-                raw.merge_shards()
-                    .stream_name(&producer_name)
-                    .shard_to_merge(children[0].shard_id())
-                    .adjacent_shard_to_merge(children[1].shard_id())
-                    .send()
-                    .await
-                    .unwrap();
-                wait_active(&raw, &producer_name).await;
+                common::merge_first_two(&raw, &producer_name).await;
             }
         }
     });

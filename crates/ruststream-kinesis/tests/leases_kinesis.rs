@@ -612,47 +612,11 @@ async fn a_split_and_a_merge_with_two_instances_keep_parent_first_order() {
                 .await
                 .unwrap();
         }
-        if round == 8 || round == 18 {
-            let shards = raw.list_shards().stream_name(&stream).send().await.unwrap();
-            let mut open: Vec<_> = shards
-                .shards()
-                .iter()
-                .filter(|s| {
-                    s.sequence_number_range()
-                        .unwrap()
-                        .ending_sequence_number()
-                        .is_none()
-                })
-                .cloned()
-                .collect();
-            open.sort_by_key(|s| {
-                s.hash_key_range()
-                    .unwrap()
-                    .starting_hash_key()
-                    .parse::<u128>()
-                    .unwrap()
-            });
-            if round == 8 {
-                let range = open[0].hash_key_range().unwrap();
-                let start: u128 = range.starting_hash_key().parse().unwrap();
-                let end: u128 = range.ending_hash_key().parse().unwrap();
-                raw.split_shard()
-                    .stream_name(&stream)
-                    .shard_to_split(open[0].shard_id())
-                    .new_starting_hash_key((start + (end - start) / 2).to_string())
-                    .send()
-                    .await
-                    .unwrap();
-            } else {
-                raw.merge_shards()
-                    .stream_name(&stream)
-                    .shard_to_merge(open[0].shard_id())
-                    .adjacent_shard_to_merge(open[1].shard_id())
-                    .send()
-                    .await
-                    .unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(800)).await;
+        if round == 8 {
+            common::split_first(&raw, &stream).await;
+        }
+        if round == 18 {
+            common::merge_first_two(&raw, &stream).await;
         }
     }
     let total = keys * rounds;

@@ -104,12 +104,7 @@ impl Subscription {
     /// One listing round: list, read the rows that matter, take what is free, start readers.
     pub(crate) async fn round(self: &Arc<Self>) -> Result<usize, KinesisError> {
         let listing = api::list_shards(&self.client, &self.stream).await?;
-        let reading = self.reading();
-        let finished = self
-            .finished
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let (reading, finished) = self.snapshot();
         let wanted = plan::rows_to_read(&listing, &reading, &finished);
         let reads = join_all(wanted.iter().map(|shard| async move {
             let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(shard));
@@ -138,23 +133,13 @@ impl Subscription {
                     .insert(Arc::clone(shard));
             }
         }
-        let listed: HashSet<&str> = listing.iter().map(|s| s.id.as_ref()).collect();
-        let initial = self.initial_position();
-        let now_ms = epoch_millis();
         *self
             .last_listing
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = listing.clone();
-        let to_take: Vec<&ShardInfo> = listing
-            .iter()
-            .filter(|shard| !reading.contains(&shard.id) && !unreadable.contains(&shard.id))
-            .filter(|shard| {
-                matches!(
-                    plan::verdict(shard, &listed, &rows, &self.owner, now_ms, &initial),
-                    Verdict::Take { .. }
-                )
-            })
-            .collect();
+        let skip =
+            |shard: &ShardInfo| reading.contains(&shard.id) || unreadable.contains(&shard.id);
+        let to_take = self.takeable(&listing, &rows, skip);
         let taken = join_all(to_take.into_iter().map(|shard| self.take(shard))).await;
         Ok(taken.into_iter().filter(|taken| *taken).count())
     }
@@ -175,12 +160,7 @@ impl Subscription {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let reading = self.reading();
-        let finished = self
-            .finished
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let (reading, finished) = self.snapshot();
         let wanted = plan::rows_to_read(&listing, &reading, &finished);
         if wanted.is_empty() {
             return false;
@@ -215,18 +195,40 @@ impl Subscription {
             }
         }
         plan::add_finished(&mut rows, &finished);
+        let skip = |shard: &ShardInfo| reading.contains(&shard.id) || finished.contains(&shard.id);
+        !self.takeable(&listing, &rows, skip).is_empty()
+    }
+
+    /// What this instance reads and what it knows finished, as of now.
+    fn snapshot(&self) -> (HashSet<Arc<str>>, HashSet<Arc<str>>) {
+        let finished = self
+            .finished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        (self.reading(), finished)
+    }
+
+    /// The shards of `listing` that `plan::verdict` says to take, `skip` aside.
+    fn takeable<'a>(
+        &self,
+        listing: &'a [ShardInfo],
+        rows: &Rows,
+        skip: impl Fn(&ShardInfo) -> bool,
+    ) -> Vec<&'a ShardInfo> {
         let listed: HashSet<&str> = listing.iter().map(|s| s.id.as_ref()).collect();
         let initial = self.initial_position();
         let now_ms = epoch_millis();
         listing
             .iter()
-            .filter(|shard| !reading.contains(&shard.id) && !finished.contains(&shard.id))
-            .any(|shard| {
+            .filter(|shard| !skip(shard))
+            .filter(|shard| {
                 matches!(
-                    plan::verdict(shard, &listed, &rows, &self.owner, now_ms, &initial),
+                    plan::verdict(shard, &listed, rows, &self.owner, now_ms, &initial),
                     Verdict::Take { .. }
                 )
             })
+            .collect()
     }
 
     /// Takes the lease of `shard` and starts its reader; whether it now reads the shard.

@@ -60,3 +60,81 @@ pub fn sdk_config(url: &str) -> aws_config::SdkConfig {
 pub fn raw_kinesis(url: &str) -> aws_sdk_kinesis::Client {
     aws_sdk_kinesis::Client::new(&sdk_config(url))
 }
+
+/// The open shards of `stream`, ordered by their hash key ranges.
+pub async fn open_shards(
+    raw: &aws_sdk_kinesis::Client,
+    stream: &str,
+) -> Vec<aws_sdk_kinesis::types::Shard> {
+    let listed = raw.list_shards().stream_name(stream).send().await.unwrap();
+    let mut open: Vec<_> = listed
+        .shards()
+        .iter()
+        .filter(|s| {
+            s.sequence_number_range()
+                .unwrap()
+                .ending_sequence_number()
+                .is_none()
+        })
+        .cloned()
+        .collect();
+    open.sort_by_key(|s| {
+        s.hash_key_range()
+            .unwrap()
+            .starting_hash_key()
+            .parse::<u128>()
+            .unwrap()
+    });
+    open
+}
+
+/// Splits the first open shard of `stream` in the middle of its hash key range.
+pub async fn split_first(raw: &aws_sdk_kinesis::Client, stream: &str) {
+    let shard = open_shards(raw, stream).await.remove(0);
+    let range = shard.hash_key_range().unwrap();
+    let start: u128 = range.starting_hash_key().parse().unwrap();
+    let end: u128 = range.ending_hash_key().parse().unwrap();
+    raw.split_shard()
+        .stream_name(stream)
+        .shard_to_split(shard.shard_id())
+        .new_starting_hash_key((start + (end - start) / 2).to_string())
+        .send()
+        .await
+        .unwrap();
+    wait_active(raw, stream).await;
+}
+
+/// Merges the first two open shards of `stream`, which are adjacent.
+pub async fn merge_first_two(raw: &aws_sdk_kinesis::Client, stream: &str) {
+    let open = open_shards(raw, stream).await;
+    raw.merge_shards()
+        .stream_name(stream)
+        .shard_to_merge(open[0].shard_id())
+        .adjacent_shard_to_merge(open[1].shard_id())
+        .send()
+        .await
+        .unwrap();
+    wait_active(raw, stream).await;
+}
+
+/// Waits until a resharded stream is active again.
+pub async fn wait_active(raw: &aws_sdk_kinesis::Client, stream: &str) {
+    for _ in 0..100 {
+        let summary = raw
+            .describe_stream_summary()
+            .stream_name(stream)
+            .send()
+            .await
+            .unwrap();
+        if summary
+            .stream_description_summary()
+            .unwrap()
+            .stream_status()
+            == &aws_sdk_kinesis::types::StreamStatus::Active
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("stream {stream} did not become active");
+}
