@@ -19,6 +19,10 @@ use crate::{KinesisError, envelope};
 /// How often a record Kinesis rejected inside a `PutRecords` answer is tried again before the
 /// publish reports it.
 const PUT_ATTEMPTS: u32 = 5;
+/// How many scheduler turns the writer waits for more records before it sends a call that is
+/// not full: enough for publishers woken by the previous answer to queue again, far below a
+/// network round trip.
+const GATHER_TURNS: u32 = 3;
 
 /// Per-message settings of a Kinesis publish: every field optional, so a call carries only what
 /// it adjusted.
@@ -252,14 +256,19 @@ async fn flush(
     while let Some(first) = rx.recv().await {
         batch.push(first);
         let mut bytes = 0;
-        while batch.len() < MAX_PUT_RECORDS * 4 {
+        // Publishers answered by the previous call are about to queue their next records: a
+        // few scheduler turns let them join this call rather than start a small one of their own.
+        let mut idle_turns = 0;
+        while batch.len() < MAX_PUT_RECORDS * 4 && bytes <= MAX_PUT_RECORDS_BYTES * 4 {
             match rx.try_recv() {
                 Ok(next) => {
                     bytes += next.record.data.len();
                     batch.push(next);
-                    if bytes > MAX_PUT_RECORDS_BYTES * 4 {
-                        break;
-                    }
+                    idle_turns = 0;
+                }
+                Err(_) if idle_turns < GATHER_TURNS && batch.len() < MAX_PUT_RECORDS => {
+                    idle_turns += 1;
+                    tokio::task::yield_now().await;
                 }
                 Err(_) => break,
             }

@@ -1,0 +1,373 @@
+//! Consume overhead and durable checkpoints: records per second read from one backlog by a
+//! hand-written `GetRecords` loop, by the `#[subscriber]` service with `MemoryLeaseStore`, and by
+//! the same service with `DynamoLeaseStore`, interleaved in rounds on one stream.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use aws_sdk_kinesis::types::ShardIteratorType;
+use futures::future::try_join_all;
+use ruststream_kinesis::LeaseTimings;
+use ruststream_kinesis::prelude::App;
+
+use crate::counting::{CountingStore, Counts};
+use crate::report::{Figure, median, thousands};
+use crate::service::{self, BenchRecord, Mount, Probe};
+use crate::stack::{self, Stack, sdk, unique};
+use crate::{Error, Options};
+
+/// The service's fastest `GetRecords` cadence per shard, which the hand-written loop keeps too:
+/// Kinesis allows five calls per second per shard.
+const MIN_CALL_GAP: Duration = Duration::from_millis(200);
+/// The `Limit` of every `GetRecords` call on both sides (the service's default batch size).
+const LIMIT: i32 = 1000;
+
+/// How long one reader took: from its start (`start()`, or the loop's first call) to the last
+/// record, and from the first record to the last.
+#[derive(Debug, Clone, Copy)]
+struct Took {
+    from_start: Duration,
+    steady: Duration,
+    /// The lease-store calls of a service reader, from `start()` to its shutdown.
+    calls: Counts,
+    /// CPU seconds used meanwhile by this process, kinesis-mock and moto.
+    cpu: [f64; 3],
+}
+
+/// The processes whose CPU time a read is charged with: this one, and the stack's emulators
+/// (their pid files in `.local-stack/`, when this is the stack `scripts/local-stack.sh` started).
+fn processes() -> [Option<u32>; 3] {
+    let dir = std::env::var("LOCAL_STACK_DIR").unwrap_or_else(|_| ".local-stack".to_owned());
+    let pid = |name: &str| {
+        std::fs::read_to_string(format!("{dir}/{name}.pid"))
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+    };
+    [Some(std::process::id()), pid("kinesis"), pid("dynamodb")]
+}
+
+/// CPU seconds (user + system) each process has used so far.
+fn cpu_seconds(pids: &[Option<u32>; 3]) -> [f64; 3] {
+    pids.map(|pid| {
+        pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+            .and_then(|stat| {
+                // Fields after the command name, which is in parentheses and may hold spaces.
+                let rest = stat.rsplit_once(") ")?.1;
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                let user: f64 = fields.get(11)?.parse().ok()?;
+                let system: f64 = fields.get(12)?.parse().ok()?;
+                Some((user + system) / 100.0)
+            })
+            .unwrap_or(0.0)
+    })
+}
+
+/// Who reads the backlog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The hand-written loop over the SDK: one task per shard.
+    Sdk,
+    /// The service with `MemoryLeaseStore`.
+    Memory,
+    /// The service with `DynamoLeaseStore` on a new table.
+    Dynamo,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sdk => "SDK loop",
+            Self::Memory => "service + MemoryLeaseStore",
+            Self::Dynamo => "service + DynamoLeaseStore",
+        }
+    }
+}
+
+/// The two figures this experiment can produce, from the sides it ran.
+pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Figure>, Error> {
+    // Enough shards that kinesis-mock, not the five-calls-per-second pacing, bounds the read,
+    // and few enough records per shard that the emulator stays fast (it slows as shards fill).
+    let shards: u32 = 8;
+    let records: u64 = if opts.quick { 8000 } else { 20_000 };
+    let rounds = if opts.quick { 1 } else { 5 };
+    let stream = unique("bench-consume");
+    stack.create_stream(&stream, shards).await?;
+    let result = match stack.fill(&stream, records, service::body).await {
+        Ok(filled) => rounds_on(stack, &stream, records, rounds, sides)
+            .await
+            .map(|took| (filled, took)),
+        Err(err) => Err(err),
+    };
+    stack.delete_stream(&stream).await;
+    let (filled, took) = result?;
+
+    let rates = |side: Side, steady: bool| -> Vec<f64> {
+        took.iter()
+            .filter_map(|round| round.iter().find(|(s, _)| *s == side))
+            .map(|(_, t)| {
+                let d = if steady { t.steady } else { t.from_start };
+                records as f64 / d.as_secs_f64().max(1e-6)
+            })
+            .collect()
+    };
+    let ratio = |num: Side, den: Side, steady: bool| -> f64 {
+        let ratios: Vec<f64> = rates(num, steady)
+            .iter()
+            .zip(rates(den, steady))
+            .map(|(n, d)| if d > 0.0 { n / d } else { 0.0 })
+            .collect();
+        median(&ratios)
+    };
+    let per_round = |side: Side| {
+        let list = |steady| {
+            rates(side, steady)
+                .iter()
+                .map(|r| thousands(*r))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "{}: first to last record {} records/s (median {}); from start {} (median {})",
+            side.name(),
+            list(true),
+            thousands(median(&rates(side, true))),
+            list(false),
+            thousands(median(&rates(side, false)))
+        )
+    };
+    let cpu = |side: Side| {
+        let per = |i: usize| {
+            let values: Vec<f64> = took
+                .iter()
+                .filter_map(|round| round.iter().find(|(s, _)| *s == side))
+                .map(|(_, t)| t.cpu[i])
+                .collect();
+            median(&values)
+        };
+        format!(
+            "{}: CPU per read (median, start to shutdown) {:.2} s in this process, {:.2} s in \
+             kinesis-mock, {:.2} s in moto",
+            side.name(),
+            per(0),
+            per(1),
+            per(2)
+        )
+    };
+    let setup = format!(
+        "{records} records of ~60 B JSON on {shards} shards, written in {:.1} s before reading; \
+         {rounds} round(s), the order of the sides rotating each round; each reader reads the \
+         whole backlog from TRIM_HORIZON and decodes every record; GetRecords Limit {LIMIT}, at \
+         most one call per shard per {} ms on both sides",
+        filled.as_secs_f64(),
+        MIN_CALL_GAP.as_millis()
+    );
+    let method = "the figure divides the rates between the first and the last record handled \
+                  (the read itself; start-up has a figure of its own), as the median of the \
+                  per-round ratios; `from start` counts from `start()` (the loop: from its \
+                  ListShards) to the last record";
+    let mut figures = Vec::new();
+    if sides.contains(&Side::Sdk) && sides.contains(&Side::Memory) {
+        let value = ratio(Side::Memory, Side::Sdk, true);
+        let mut figure = Figure::new("consume overhead", "consume");
+        figure.measured = format!(
+            "{value:.2} (service {} rec/s ÷ SDK loop {} rec/s)",
+            thousands(median(&rates(Side::Memory, true))),
+            thousands(median(&rates(Side::Sdk, true)))
+        );
+        figure.target = "≥ 0.95".to_owned();
+        figure.pass = Some(value >= 0.95);
+        figure.detail(setup.clone());
+        figure.detail(method);
+        figure.detail(per_round(Side::Sdk));
+        figure.detail(per_round(Side::Memory));
+        figure.detail(format!(
+            "from start: {:.2}",
+            ratio(Side::Memory, Side::Sdk, false)
+        ));
+        figure.detail(cpu(Side::Sdk));
+        figure.detail(cpu(Side::Memory));
+        figures.push(figure);
+    }
+    if sides.contains(&Side::Memory) && sides.contains(&Side::Dynamo) {
+        let value = ratio(Side::Dynamo, Side::Memory, true);
+        let mut figure = Figure::new("durable checkpoints", "checkpoints");
+        figure.measured = format!(
+            "{value:.2} (DynamoLeaseStore {} rec/s ÷ MemoryLeaseStore {} rec/s)",
+            thousands(median(&rates(Side::Dynamo, true))),
+            thousands(median(&rates(Side::Memory, true)))
+        );
+        figure.target = "≥ 0.90".to_owned();
+        figure.pass = Some(value >= 0.90);
+        figure.detail(setup);
+        figure.detail(method);
+        if !sides.contains(&Side::Sdk) {
+            figure.detail(per_round(Side::Memory));
+        }
+        figure.detail(per_round(Side::Dynamo));
+        figure.detail(cpu(Side::Memory));
+        figure.detail(cpu(Side::Dynamo));
+        if let Some((_, first)) = took
+            .first()
+            .and_then(|round| round.iter().find(|(s, _)| *s == Side::Dynamo))
+        {
+            figure.detail(format!(
+                "lease-store calls of the DynamoDB reader in the first round, start to shutdown: {}",
+                first.calls.describe()
+            ));
+        }
+        figure.detail(format!(
+            "from start: {:.2}; default timings (a checkpoint call per checkpoint move, folded \
+             while one is in flight); each round on a new table",
+            ratio(Side::Dynamo, Side::Memory, false)
+        ));
+        figures.push(figure);
+    }
+    Ok(figures)
+}
+
+/// Runs every side once per round; each round's `(side, timing)`.
+async fn rounds_on(
+    stack: &Stack,
+    stream: &str,
+    records: u64,
+    rounds: usize,
+    sides: &[Side],
+) -> Result<Vec<Vec<(Side, Took)>>, Error> {
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        let mut timings = Vec::new();
+        for i in 0..sides.len() {
+            let side = sides[(i + round) % sides.len()];
+            let pids = processes();
+            let before = cpu_seconds(&pids);
+            let mut took = match side {
+                Side::Sdk => sdk_loop(stack, stream, records).await?,
+                Side::Memory => through_service(stack, stream, records, false).await?,
+                Side::Dynamo => through_service(stack, stream, records, true).await?,
+            };
+            let after = cpu_seconds(&pids);
+            for (slot, (a, b)) in took.cpu.iter_mut().zip(after.iter().zip(before)) {
+                *slot = a - b;
+            }
+            eprintln!(
+                "consume: round {} {}: {records} records, {:.2} s from start, {:.2} s first to last",
+                round + 1,
+                side.name(),
+                took.from_start.as_secs_f64(),
+                took.steady.as_secs_f64(),
+            );
+            timings.push((side, took));
+        }
+        out.push(timings);
+    }
+    Ok(out)
+}
+
+/// How long the service takes from `start()` to handling the `records`th record.
+async fn through_service(
+    stack: &Stack,
+    stream: &str,
+    records: u64,
+    durable: bool,
+) -> Result<Took, Error> {
+    let (store, table) = stack::store(stack, durable).await?;
+    let counted = Arc::new(CountingStore::new(store));
+    let probe = Probe::default();
+    probe.target_count(records);
+    let app = service::app(
+        stack,
+        counted.clone(),
+        &unique("bench-consumer"),
+        LeaseTimings::default(),
+        Mount::new(stream),
+        probe.clone(),
+    )
+    .await;
+    let started = Instant::now();
+    let running = app.start().await?;
+    let reached = probe
+        .wait_count(Duration::from_secs(60) + Duration::from_millis(records * 10))
+        .await;
+    running.shutdown().await?;
+    if let Some(table) = table {
+        stack.drop_table(&table).await;
+    }
+    let reached = reached.ok_or_else(|| {
+        format!(
+            "the service handled {} of {records} records before the deadline",
+            probe.count()
+        )
+    })?;
+    let first = probe.first().unwrap_or(started);
+    Ok(Took {
+        from_start: reached - started,
+        steady: reached - first,
+        calls: counted.snapshot(),
+        cpu: [0.0; 3],
+    })
+}
+
+/// How long a hand-written loop takes to read and decode `records` records: one task per shard,
+/// an iterator at TRIM_HORIZON, `GetRecords` until the shard's backlog is read.
+async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Error> {
+    let started = Instant::now();
+    let read = Arc::new(AtomicU64::new(0));
+    let shards = stack.shards(stream).await?;
+    let last = try_join_all(shards.iter().map(|(shard, _)| {
+        let client = stack.kinesis.clone();
+        let read = Arc::clone(&read);
+        async move {
+            let mut iterator = client
+                .get_shard_iterator()
+                .stream_name(stream)
+                .shard_id(shard)
+                .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .map_err(|err| format!("GetShardIterator: {}", sdk(err)))?
+                .shard_iterator()
+                .map(str::to_owned);
+            let mut last_call = started.checked_sub(MIN_CALL_GAP).unwrap_or(started);
+            let mut first_record = None;
+            let mut last_record = None;
+            while let Some(current) = iterator {
+                tokio::time::sleep_until((last_call + MIN_CALL_GAP).into()).await;
+                last_call = Instant::now();
+                let out = client
+                    .get_records()
+                    .shard_iterator(current)
+                    .limit(LIMIT)
+                    .send()
+                    .await
+                    .map_err(|err| format!("GetRecords: {}", sdk(err)))?;
+                for record in out.records() {
+                    let decoded: BenchRecord = serde_json::from_slice(record.data().as_ref())?;
+                    std::hint::black_box(decoded.id);
+                    read.fetch_add(1, Ordering::Relaxed);
+                    let now = Instant::now();
+                    first_record.get_or_insert(now);
+                    last_record = Some(now);
+                }
+                if out.records().is_empty() && out.millis_behind_latest().unwrap_or(0) == 0 {
+                    break;
+                }
+                iterator = out.next_shard_iterator().map(str::to_owned);
+            }
+            Ok::<_, Error>((first_record, last_record))
+        }
+    }))
+    .await?;
+    let total = read.load(Ordering::Relaxed);
+    if total < records {
+        return Err(format!("the SDK loop read {total} of {records} records").into());
+    }
+    let first = last.iter().filter_map(|(f, _)| *f).min().unwrap_or(started);
+    let last = last.iter().filter_map(|(_, l)| *l).max().unwrap_or(started);
+    Ok(Took {
+        from_start: last - started,
+        steady: last - first,
+        calls: Counts::default(),
+        cpu: [0.0; 3],
+    })
+}

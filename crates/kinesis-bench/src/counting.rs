@@ -1,0 +1,242 @@
+//! A [`LeaseStore`] that counts the calls it forwards, by kind: what the lease-table figures read.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use ruststream_kinesis::{LeaseFuture, LeaseKey, LeaseState, LeaseStore};
+
+/// The kinds of call a store receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    Acquire,
+    Renew,
+    Checkpoint,
+    CheckpointAndRenew,
+    Release,
+    Read,
+    List,
+}
+
+impl Call {
+    pub const ALL: [Self; 7] = [
+        Self::Acquire,
+        Self::Renew,
+        Self::Checkpoint,
+        Self::CheckpointAndRenew,
+        Self::Release,
+        Self::Read,
+        Self::List,
+    ];
+
+    /// Whether the call is a conditional write to the table.
+    pub fn is_write(self) -> bool {
+        !matches!(self, Self::Read | Self::List)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Renew => "renew",
+            Self::Checkpoint => "checkpoint",
+            Self::CheckpointAndRenew => "checkpoint+renew",
+            Self::Release => "release",
+            Self::Read => "read",
+            Self::List => "list",
+        }
+    }
+}
+
+/// How many calls of each kind, in [`Call::ALL`] order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts(pub [u64; 7]);
+
+impl Counts {
+    pub fn get(&self, call: Call) -> u64 {
+        self.0[call as usize]
+    }
+
+    pub fn writes(&self) -> u64 {
+        Call::ALL
+            .iter()
+            .filter(|c| c.is_write())
+            .map(|c| self.get(*c))
+            .sum()
+    }
+
+    /// What happened between `earlier` and this snapshot.
+    pub fn since(&self, earlier: &Self) -> Self {
+        let mut out = [0; 7];
+        for (i, slot) in out.iter_mut().enumerate() {
+            *slot = self.0[i].saturating_sub(earlier.0[i]);
+        }
+        Self(out)
+    }
+
+    /// `kind count` pairs of the kinds that happened, for a details line.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = Call::ALL
+            .iter()
+            .filter(|c| self.get(**c) > 0)
+            .map(|c| format!("{} {}", c.name(), self.get(*c)))
+            .collect();
+        if parts.is_empty() {
+            "no calls".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// Forwards every call to `inner` and counts it; writes are also logged with their moment, by
+/// row.
+#[derive(Debug)]
+pub struct CountingStore {
+    inner: Arc<dyn LeaseStore>,
+    calls: [AtomicU64; 7],
+    writes: Mutex<HashMap<String, Vec<Instant>>>,
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn LeaseStore>) -> Self {
+        Self {
+            inner,
+            calls: Default::default(),
+            writes: Mutex::default(),
+        }
+    }
+
+    fn count(&self, call: Call) {
+        self.calls[call as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn write(&self, call: Call, key: &LeaseKey) {
+        self.count(call);
+        self.writes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.row_key())
+            .or_default()
+            .push(Instant::now());
+    }
+
+    /// Writes per row per minute between `from` and `to`, averaged over the rows that had at
+    /// least two: (writes - 1) / (last - first) for each row, which a periodic write measures
+    /// exactly whatever the window's phase. `None` when no row had two writes.
+    pub fn writes_per_row_minute(&self, from: Instant, to: Instant) -> Option<f64> {
+        let rows = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let rates: Vec<f64> = rows
+            .values()
+            .filter_map(|moments| {
+                let inside: Vec<&Instant> = moments
+                    .iter()
+                    .filter(|m| **m >= from && **m <= to)
+                    .collect();
+                let (first, last) = (inside.first()?, inside.last()?);
+                let span = last.duration_since(**first).as_secs_f64();
+                (inside.len() >= 2 && span > 0.0).then(|| (inside.len() - 1) as f64 / span * 60.0)
+            })
+            .collect();
+        (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64)
+    }
+
+    pub fn snapshot(&self) -> Counts {
+        let mut out = [0; 7];
+        for (slot, count) in out.iter_mut().zip(&self.calls) {
+            *slot = count.load(Ordering::Relaxed);
+        }
+        Counts(out)
+    }
+}
+
+impl LeaseStore for CountingStore {
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.write(Call::Acquire, key);
+        self.inner.acquire(key, owner, lease)
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.write(Call::Renew, key);
+        self.inner.renew(key, owner, lease)
+    }
+
+    fn checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        self.write(Call::Checkpoint, key);
+        self.inner.checkpoint(key, owner, checkpoint)
+    }
+
+    fn checkpoint_and_renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        self.write(Call::CheckpointAndRenew, key);
+        self.inner
+            .checkpoint_and_renew(key, owner, checkpoint, lease)
+    }
+
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
+        self.count(Call::Read);
+        self.inner.read(key)
+    }
+
+    fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
+        self.write(Call::Release, key);
+        self.inner.release(key, owner)
+    }
+
+    fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        self.count(Call::List);
+        self.inner.list(stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ruststream_kinesis::MemoryLeaseStore;
+
+    #[tokio::test]
+    async fn every_call_is_counted_by_kind_and_forwarded() {
+        let store = CountingStore::new(Arc::new(MemoryLeaseStore::new()));
+        let key = LeaseKey::new("s", "shardId-000000000000");
+        let lease = Duration::from_secs(10);
+        store.acquire(&key, "a", lease).await.unwrap();
+        store.renew(&key, "a", lease).await.unwrap();
+        store.checkpoint(&key, "a", "1").await.unwrap();
+        store
+            .checkpoint_and_renew(&key, "a", "2", lease)
+            .await
+            .unwrap();
+        let row = store.read(&key).await.unwrap().unwrap();
+        assert_eq!(row.checkpoint.as_deref(), Some("2"));
+        store.release(&key, "a").await.unwrap();
+        let _ = store.list("s").await.unwrap();
+        let counts = store.snapshot();
+        assert_eq!(counts, Counts([1, 1, 1, 1, 1, 1, 1]));
+        assert_eq!(counts.writes(), 5);
+        assert_eq!(counts.since(&Counts([1, 0, 0, 0, 0, 0, 0])).writes(), 4);
+        let rate = store
+            .writes_per_row_minute(Instant::now() - Duration::from_secs(60), Instant::now())
+            .unwrap();
+        assert!(rate > 0.0);
+    }
+}

@@ -1,0 +1,272 @@
+//! `kinesis-bench`: what ruststream-kinesis costs and how fast it hands shards over, measured
+//! against the local stack, each figure a ratio or a median taken within one run.
+//!
+//! ```text
+//! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
+//! kinesis-bench consume | checkpoints | handover | takeover | writes | startup | publish
+//!               | in-process | memory [--quick]
+//! ```
+//!
+//! The stack is `KINESIS_TEST_ENDPOINT` (else `AWS_ENDPOINT_URL`, else
+//! `http://127.0.0.1:4566`); `scripts/bench.sh` starts it, runs `all` in release mode and stops
+//! what it started. The method behind each figure is in `docs/src/benchmarks.md`.
+// The binary holds no unsafe code of its own; the allocation counter it links brings its own
+// global allocator.
+#![deny(unsafe_code)]
+
+mod consume;
+mod counting;
+mod handover;
+mod in_process;
+mod memory;
+mod publish;
+mod report;
+mod service;
+mod stack;
+mod startup;
+mod writes;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use report::Figure;
+use stack::Stack;
+
+/// Every error of a figure, boxed: a benchmark reports it and goes on with the next figure.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const USAGE: &str = "\
+usage: kinesis-bench <command> [--quick] [--out FILE]
+
+commands (each prints a Markdown table of its figures):
+  all          every figure below in one run (several minutes; --quick: one repetition each)
+  consume      service with MemoryLeaseStore ÷ a hand-written GetRecords loop (records/s)
+  checkpoints  service with DynamoLeaseStore ÷ with MemoryLeaseStore (records/s)
+  handover     graceful stop of one instance -> first record handled by the other (median of 5)
+  takeover     SIGKILL of one instance -> first record handled by the other (median of 5)
+  writes       lease-table writes per shard per minute: idle, loaded, loaded with a 1 s
+               checkpoint cadence; the handover poll's calls per standby instance per minute
+  startup      start() -> every one of 40 shards read, one instance
+  publish      messages/s published through the crate ÷ a hand-written PutRecords loop
+  in-process   instructions (callgrind, when valgrind is installed) and allocations per message
+               through TestApp
+  memory       resident memory per owned shard with a backlog, and that it stays bounded
+
+options:
+  --quick      one repetition and shorter windows: a smoke run, not figures to publish
+  --out FILE   also write the report to FILE
+
+The stack: KINESIS_TEST_ENDPOINT, else AWS_ENDPOINT_URL, else http://127.0.0.1:4566
+(scripts/local-stack.sh start).";
+
+/// The command line's options.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub quick: bool,
+    pub out: Option<String>,
+    /// Arguments after the command (the internal child commands take theirs here).
+    pub rest: Vec<String>,
+}
+
+fn parse(args: &[String]) -> Result<(String, Options), String> {
+    let mut opts = Options::default();
+    let mut command = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "-h" | "--help" | "help" => return Err(USAGE.to_owned()),
+            "--quick" => opts.quick = true,
+            "--out" => {
+                opts.out = Some(iter.next().ok_or("--out needs a file")?.clone());
+            }
+            other if command.is_none() => command = Some(other.to_owned()),
+            other => opts.rest.push(other.to_owned()),
+        }
+    }
+    let command = command.ok_or_else(|| USAGE.to_owned())?;
+    Ok((command, opts))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (command, opts) = match parse(&args) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(64);
+        }
+    };
+    // Internal commands: a region measured under callgrind, and the child processes of the
+    // takeover and memory figures.
+    match command.as_str() {
+        "in-process-region" => return in_process::region_command(&opts),
+        "child" => return run_async(handover::child_command(opts)),
+        "memory-child" => return run_async(memory::child_command(opts)),
+        _ => {}
+    }
+    let known = [
+        "all",
+        "consume",
+        "checkpoints",
+        "consume+checkpoints",
+        "handover",
+        "takeover",
+        "writes",
+        "startup",
+        "publish",
+        "in-process",
+        "memory",
+    ];
+    if !known.contains(&command.as_str()) {
+        eprintln!("unknown command {command}\n\n{USAGE}");
+        return ExitCode::from(64);
+    }
+    let started = Instant::now();
+    let figures = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(figures(&command, &opts)),
+        Err(err) => {
+            eprintln!("kinesis-bench: no runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let figures = match figures {
+        Ok(figures) => figures,
+        Err(err) => {
+            eprintln!("kinesis-bench: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut title = format!("kinesis-bench {command}");
+    if opts.quick {
+        title.push_str(" --quick");
+    }
+    let text = report::markdown(&figures, &title, started.elapsed());
+    println!("{text}");
+    if let Some(path) = &opts.out
+        && let Err(err) = std::fs::write(path, &text)
+    {
+        eprintln!("kinesis-bench: cannot write {path}: {err}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_async(work: impl Future<Output = Result<(), Error>>) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("kinesis-bench: no runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("kinesis-bench: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the figures `command` names; one that fails becomes a row saying why.
+async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
+    let needs_stack = command != "in-process";
+    let stack = Stack::new(&stack::endpoint());
+    if needs_stack {
+        stack.check().await?;
+    }
+    let mut out = Vec::new();
+    let steps: &[&str] = match command {
+        "all" => &[
+            "in-process",
+            "publish",
+            "consume+checkpoints",
+            "startup",
+            "memory",
+            "writes",
+            "handover",
+            "takeover",
+        ],
+        "consume" => &["consume"],
+        "checkpoints" => &["checkpoints"],
+        _ => std::slice::from_ref(&command),
+    };
+    for step in steps {
+        eprintln!("kinesis-bench: {step}");
+        let taken = Instant::now();
+        let result = match *step {
+            "in-process" => in_process::run(opts).await,
+            "publish" => publish::run(&stack, opts).await,
+            "consume" => {
+                consume::run(&stack, opts, &[consume::Side::Sdk, consume::Side::Memory]).await
+            }
+            "checkpoints" => {
+                consume::run(
+                    &stack,
+                    opts,
+                    &[consume::Side::Memory, consume::Side::Dynamo],
+                )
+                .await
+            }
+            "consume+checkpoints" => {
+                consume::run(
+                    &stack,
+                    opts,
+                    &[
+                        consume::Side::Sdk,
+                        consume::Side::Memory,
+                        consume::Side::Dynamo,
+                    ],
+                )
+                .await
+            }
+            "startup" => startup::run(&stack, opts).await,
+            "memory" => memory::run(&stack, opts).await,
+            "writes" => writes::run(&stack, opts).await,
+            "handover" => handover::graceful(&stack, opts).await,
+            "takeover" => handover::crash(&stack, opts).await,
+            _ => unreachable!("every step is known"),
+        };
+        eprintln!(
+            "kinesis-bench: {step} done in {:.0} s",
+            taken.elapsed().as_secs_f64()
+        );
+        match result {
+            Ok(figures) => out.extend(figures),
+            Err(err) => {
+                eprintln!("kinesis-bench: {step} failed: {err}");
+                out.push(Figure::failed(
+                    "(failed)",
+                    step,
+                    "-",
+                    &err.to_string().replace('|', "/"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Waits `d`, for the figures that let time pass.
+pub async fn pause(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_reads_command_flags_and_rest() {
+        let args: Vec<String> = ["child", "--quick", "a", "b"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let (command, opts) = parse(&args).unwrap();
+        assert_eq!(command, "child");
+        assert!(opts.quick);
+        assert_eq!(opts.rest, ["a", "b"]);
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["--out".to_owned()]).is_err());
+    }
+}

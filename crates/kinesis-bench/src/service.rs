@@ -1,0 +1,264 @@
+//! The service every live figure runs: one `#[subscriber]` handler that decodes a small JSON
+//! record, tells a [`Probe`] and acknowledges, mounted on a `KinesisBroker` with the lease store
+//! and timings the figure chooses.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use ruststream_kinesis::prelude::*;
+use ruststream_kinesis::{KinesisPosition, ShardId};
+use serde::Deserialize;
+
+use crate::stack::Stack;
+
+/// What the producers write and the handler decodes; other fields (the padding of the memory
+/// figure) are skipped.
+#[derive(Debug, Deserialize)]
+pub struct BenchRecord {
+    pub id: u64,
+}
+
+/// The body of record `i`: about 60 bytes of JSON.
+pub fn body(i: u64) -> Vec<u8> {
+    format!(
+        r#"{{"id":{i},"sku":"sku-{:02}","quantity":{}}}"#,
+        i % 17,
+        i % 5 + 1
+    )
+    .into_bytes()
+}
+
+/// The body of record `i` padded to about `size` bytes.
+pub fn padded_body(i: u64, size: usize) -> Vec<u8> {
+    let head = format!(r#"{{"id":{i},"pad":""#);
+    let pad = size.saturating_sub(head.len() + 2);
+    let mut out = head.into_bytes();
+    out.extend(std::iter::repeat_n(b'x', pad));
+    out.extend_from_slice(b"\"}");
+    out
+}
+
+/// What a figure learns from a running service: how many records it handled, when the first
+/// one and a target one arrived, and which shards they came from.
+#[derive(Debug, Clone)]
+pub struct Probe(Arc<ProbeInner>);
+
+#[derive(Debug)]
+struct ProbeInner {
+    count: AtomicU64,
+    count_target: AtomicU64,
+    shard_target: AtomicU64,
+    marks: Mutex<Marks>,
+    /// How long the handler works on each record (the memory figure's slow consumer).
+    delay: Duration,
+    /// Print `HANDLED` lines on stdout (a child process reports to its parent this way).
+    echo: bool,
+}
+
+#[derive(Debug, Default)]
+struct Marks {
+    first: Option<Instant>,
+    count_reached: Option<Instant>,
+    shards_reached: Option<Instant>,
+    shards: HashSet<Arc<str>>,
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Self::new(Duration::ZERO, false)
+    }
+}
+
+impl Probe {
+    pub fn new(delay: Duration, echo: bool) -> Self {
+        Self(Arc::new(ProbeInner {
+            count: AtomicU64::new(0),
+            count_target: AtomicU64::new(u64::MAX),
+            shard_target: AtomicU64::new(u64::MAX),
+            marks: Mutex::default(),
+            delay,
+            echo,
+        }))
+    }
+
+    fn marks(&self) -> std::sync::MutexGuard<'_, Marks> {
+        self.0.marks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks the moment the `n`th record is handled.
+    pub fn target_count(&self, n: u64) {
+        self.0.count_target.store(n, Ordering::SeqCst);
+    }
+
+    /// Marks the moment records from `n` distinct shards have been handled.
+    pub fn target_shards(&self, n: u64) {
+        self.0.shard_target.store(n, Ordering::SeqCst);
+    }
+
+    async fn handled(&self, id: u64, shard: Arc<str>) {
+        let now = Instant::now();
+        let n = self.0.count.fetch_add(1, Ordering::SeqCst) + 1;
+        {
+            let mut marks = self.marks();
+            marks.first.get_or_insert(now);
+            if n == self.0.count_target.load(Ordering::SeqCst) {
+                marks.count_reached = Some(now);
+            }
+            if marks.shards.insert(shard)
+                && marks.shards.len() as u64 == self.0.shard_target.load(Ordering::SeqCst)
+            {
+                marks.shards_reached = Some(now);
+            }
+        }
+        if self.0.echo && (n == 1 || n.is_multiple_of(50)) {
+            println!("HANDLED {n} id {id}");
+        }
+        if !self.0.delay.is_zero() {
+            tokio::time::sleep(self.0.delay).await;
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.count.load(Ordering::SeqCst)
+    }
+
+    pub fn first(&self) -> Option<Instant> {
+        self.marks().first
+    }
+
+    /// Waits until `read` answers a moment, polling every 2 ms, for at most `limit`.
+    async fn wait(
+        &self,
+        limit: Duration,
+        read: impl Fn(&Marks) -> Option<Instant>,
+    ) -> Option<Instant> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(at) = read(&self.marks()) {
+                return Some(at);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    pub async fn wait_first(&self, limit: Duration) -> Option<Instant> {
+        self.wait(limit, |m| m.first).await
+    }
+
+    pub async fn wait_count(&self, limit: Duration) -> Option<Instant> {
+        self.wait(limit, |m| m.count_reached).await
+    }
+
+    pub async fn wait_shards(&self, limit: Duration) -> Option<Instant> {
+        self.wait(limit, |m| m.shards_reached).await
+    }
+}
+
+/// The application state: the probe, which the handler takes with `State<Probe>`.
+#[derive(Debug, Clone, FromRef)]
+pub struct BenchState {
+    pub probe: Probe,
+}
+
+/// Where the next service built reads: the `#[subscriber]` attribute evaluates its descriptor
+/// when the app is built, from these.
+#[derive(Debug, Clone)]
+pub struct Mount {
+    pub stream: String,
+    pub batch_size: u32,
+}
+
+impl Mount {
+    pub fn new(stream: &str) -> Self {
+        Self {
+            stream: stream.to_owned(),
+            batch_size: 1000,
+        }
+    }
+}
+
+static MOUNT: Mutex<Option<Mount>> = Mutex::new(None);
+/// Held while an app is built, so two figures building at once never swap descriptors.
+static BUILDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn mounted() -> Mount {
+    MOUNT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .expect("a Mount is set before an app is built")
+}
+
+fn mount_stream() -> String {
+    mounted().stream
+}
+
+fn mount_batch() -> u32 {
+    mounted().batch_size
+}
+
+/// Decodes the record, tells the probe, acknowledges.
+#[subscriber(KinesisStream::new(mount_stream()).batch_size(mount_batch()))]
+async fn handle(
+    record: &BenchRecord,
+    Ctx(shard): Ctx<ShardId>,
+    State(probe): State<Probe>,
+) -> HandlerOutcome {
+    probe.handled(record.id, shard).await;
+    HandlerOutcome::ack()
+}
+
+/// The service on `mount`'s stream with `store`, named `owner` in the lease table, reading each
+/// shard it takes without a checkpoint from the start of the shard.
+pub async fn app(
+    stack: &Stack,
+    store: Arc<dyn LeaseStore>,
+    owner: &str,
+    timings: LeaseTimings,
+    mount: Mount,
+    probe: Probe,
+) -> impl App + use<> {
+    let _building = BUILDING.lock().await;
+    *MOUNT.lock().unwrap_or_else(PoisonError::into_inner) = Some(mount);
+    let broker = stack.broker(store, owner).lease_timings(timings);
+    RustStream::new(AppInfo::new("kinesis-bench", "0.1.0"))
+        .on_startup(async move |()| Ok::<_, Infallible>(BenchState { probe }))
+        .with_broker(broker, |b| {
+            b.include(handle.start_at(KinesisPosition::TrimHorizon));
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_decode_as_bench_records() {
+        let record: BenchRecord = serde_json::from_slice(&body(42)).unwrap();
+        assert_eq!(record.id, 42);
+        let padded = padded_body(7, 2048);
+        assert_eq!(padded.len(), 2048);
+        let record: BenchRecord = serde_json::from_slice(&padded).unwrap();
+        assert_eq!(record.id, 7);
+    }
+
+    #[tokio::test]
+    async fn the_probe_marks_its_targets() {
+        let probe = Probe::default();
+        probe.target_count(2);
+        probe.target_shards(2);
+        probe.handled(1, Arc::from("a")).await;
+        assert!(probe.first().is_some());
+        assert!(probe.marks().count_reached.is_none());
+        probe.handled(2, Arc::from("b")).await;
+        assert!(probe.wait_count(Duration::ZERO).await.is_some());
+        assert!(probe.wait_shards(Duration::ZERO).await.is_some());
+        assert_eq!(probe.count(), 2);
+    }
+}
