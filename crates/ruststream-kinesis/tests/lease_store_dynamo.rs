@@ -358,3 +358,41 @@ async fn rows_lists_every_row_with_legacy_rows_under_an_empty_stream() {
     assert_eq!(rows[1].1, store.read(&orders).await.unwrap().unwrap());
     assert_eq!(rows[2].1, store.read(&payments).await.unwrap().unwrap());
 }
+
+#[tokio::test]
+async fn a_restart_under_the_same_owner_fences_out_the_old_instances_writes() {
+    let Some(config) =
+        live_config("a_restart_under_the_same_owner_fences_out_the_old_instances_writes")
+    else {
+        return;
+    };
+    let old = fresh_store(&config).await;
+    // A second store object on the same table: the same service restarted under the same name
+    // while the old process still has writes to send.
+    let restarted = DynamoLeaseStore::new(&config, old.table());
+    let key = LeaseKey::new("orders-restart", SHARD);
+    old.acquire(&key, "pod-a", Duration::from_secs(30))
+        .await
+        .unwrap();
+    old.checkpoint(&key, "pod-a", "1").await.unwrap();
+    restarted
+        .acquire(&key, "pod-a", Duration::from_secs(30))
+        .await
+        .unwrap();
+    for refused in [
+        old.checkpoint(&key, "pod-a", "2").await.err(),
+        old.renew(&key, "pod-a", Duration::from_secs(30))
+            .await
+            .err(),
+        old.release(&key, "pod-a").await.err(),
+    ] {
+        assert!(
+            matches!(refused, Some(LeaseError::Lost { .. })),
+            "the old instance's write was accepted: {refused:?}"
+        );
+    }
+    restarted.checkpoint(&key, "pod-a", "3").await.unwrap();
+    let row = restarted.read(&key).await.unwrap().unwrap();
+    assert_eq!(row.checkpoint.as_deref(), Some("3"));
+    assert!(row.is_held_by("pod-a"));
+}

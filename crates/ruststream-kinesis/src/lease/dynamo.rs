@@ -34,6 +34,7 @@ const TAKE_CONDITION: &str = "attribute_not_exists(lease_key) OR attribute_not_e
      OR lease_owner = :me OR lease_expiry < :cutoff";
 /// Renewals, checkpoints and releases need the lease.
 const HELD_CONDITION: &str = "lease_owner = :me";
+const HELD_AT_CONDITION: &str = "lease_owner = :me AND lease_counter = :seen";
 /// The copy of a legacy row creates the new row, and never overwrites one.
 const NEW_ROW_CONDITION: &str = "attribute_not_exists(lease_key)";
 
@@ -68,7 +69,12 @@ type Item = HashMap<String, AttributeValue>;
 /// same request, `ReturnValuesOnConditionCheckFailure`) names the holder in
 /// [`LeaseError::Held`]. Renewals, checkpoints and releases succeed only while the row names
 /// this owner, and answer [`LeaseError::Lost`] otherwise, so a checkpoint never lands from an
-/// instance that lost the shard. A missing table answers [`LeaseError::TableMissing`] with the
+/// instance that lost the shard. Once this store has written a row, they are also conditioned on
+/// the `lease_counter` its last write left there: a write of its own that lands late (its call
+/// timed out while newer ones went ahead) is refused rather than moving the checkpoint or the
+/// expiry back, and a process restarted under the same owner id fences out the old one's writes
+/// (a refusal that finds the row still ours after one of our writes had an unknown outcome
+/// adopts the row's counter and tries once more). A missing table answers [`LeaseError::TableMissing`] with the
 /// command that creates it; any other error of DynamoDB answers [`LeaseError::Store`] with its
 /// code and message.
 ///
@@ -120,6 +126,19 @@ pub struct DynamoLeaseStore {
     legacy_stream: Option<Arc<str>>,
     /// The keys whose `stream:shard` row this store has seen exist.
     existing: Arc<Mutex<HashSet<LeaseKey>>>,
+    /// Per held row, the counter this store's last write left there, and whether a write of
+    /// this store since then has an unknown outcome (it failed in transport, so it may still land).
+    fences: Arc<Mutex<HashMap<LeaseKey, Fence>>>,
+}
+
+/// What this store knows of its own writes to one row: held writes are conditioned on the
+/// counter it last saw, so a write of its own that lands late (after its call timed out, behind
+/// newer writes) is refused instead of moving the checkpoint or the expiry back, and a process
+/// restarted under the same owner id fences out the old one's writes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Fence {
+    counter: Option<u64>,
+    uncertain: bool,
 }
 
 /// A conditional write that did not happen.
@@ -154,6 +173,7 @@ impl DynamoLeaseStore {
             table: table.into().into(),
             legacy_stream: None,
             existing: Arc::default(),
+            fences: Arc::default(),
         }
     }
 
@@ -387,6 +407,92 @@ impl DynamoLeaseStore {
             .insert(key.clone());
     }
 
+    fn fence(&self, key: &LeaseKey) -> Fence {
+        self.fences
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn set_fence(&self, key: &LeaseKey, fence: Fence) {
+        self.fences
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), fence);
+    }
+
+    /// Records the row a write of this store left, or, for a write with an unknown outcome, that
+    /// the counter may have moved.
+    fn settle_fence(&self, key: &LeaseKey, written: Result<&Item, &WriteError>) {
+        let fence = match written {
+            Ok(item) => Fence {
+                counter: number_attribute(item, COUNTER).ok().flatten(),
+                uncertain: false,
+            },
+            Err(WriteError::Failed(_)) => Fence {
+                uncertain: true,
+                ..self.fence(key)
+            },
+            // Refused: the counter this store saw stays the condition of its later writes, so
+            // none of them lands on a row another instance (or a restart) wrote since.
+            Err(WriteError::Refused(_)) => Fence {
+                uncertain: false,
+                ..self.fence(key)
+            },
+        };
+        self.set_fence(key, fence);
+    }
+
+    /// A renewal, checkpoint or release: conditioned on this owner holding the row and, once this
+    /// store has written it, on the counter it left there. A refusal that finds the row still
+    /// held by this owner after one of this store's own writes had an unknown outcome adopts the
+    /// row's counter and tries once more; any other refusal is [`LeaseError::Lost`].
+    async fn held_update(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        operation: &'static str,
+        update: &str,
+        values: Item,
+    ) -> Result<Item, LeaseError> {
+        let mut retried = false;
+        loop {
+            let fence = self.fence(key);
+            let mut values = values.clone();
+            let condition = match fence.counter {
+                Some(counter) => {
+                    values.insert(":seen".to_owned(), number(counter));
+                    HELD_AT_CONDITION
+                }
+                None => HELD_CONDITION,
+            };
+            let written = self.update(key, operation, update, condition, values).await;
+            self.settle_fence(key, written.as_ref());
+            match written {
+                Ok(item) => return Ok(item),
+                Err(WriteError::Refused(Some(row)))
+                    if !retried
+                        && fence.uncertain
+                        && string_attribute(&row, OWNER).ok().flatten().as_deref()
+                            == Some(owner) =>
+                {
+                    // One of this store's own writes landed after all: the row is still ours.
+                    self.set_fence(
+                        key,
+                        Fence {
+                            counter: number_attribute(&row, COUNTER).ok().flatten(),
+                            uncertain: false,
+                        },
+                    );
+                    retried = true;
+                }
+                Err(error) => return Err(self.held_failure(key, owner, error)),
+            }
+        }
+    }
+
     /// The error of a failed call: the table is missing, or DynamoDB said something else.
     fn failure<E, R>(
         &self,
@@ -530,6 +636,7 @@ impl DynamoLeaseStore {
                 values,
             )
             .await;
+        self.settle_fence(key, taken.as_ref());
         match taken {
             Ok(item) => {
                 self.remember(key);
@@ -615,6 +722,9 @@ impl DynamoLeaseStore {
                 values,
             )
             .await;
+        if let Ok(item) = &copied {
+            self.settle_fence(key, Ok(item));
+        }
         match copied {
             Ok(item) => {
                 self.remember(key);
@@ -651,15 +761,14 @@ impl DynamoLeaseStore {
             (":one".to_owned(), number(1)),
         ]);
         let item = self
-            .update(
+            .held_update(
                 key,
+                owner,
                 "renew",
                 "SET lease_expiry = :expiry ADD lease_counter :one",
-                HELD_CONDITION,
                 values,
             )
-            .await
-            .map_err(|error| self.held_failure(key, owner, error))?;
+            .await?;
         self.written(key, "renew", &item)
     }
 
@@ -674,16 +783,15 @@ impl DynamoLeaseStore {
             (":checkpoint".to_owned(), string(checkpoint)),
             (":one".to_owned(), number(1)),
         ]);
-        self.update(
+        self.held_update(
             key,
+            owner,
             "checkpoint",
             "SET checkpoint = :checkpoint ADD lease_counter :one",
-            HELD_CONDITION,
             values,
         )
         .await
         .map(drop)
-        .map_err(|error| self.held_failure(key, owner, error))
     }
 
     async fn checkpoint_renewing(
@@ -702,16 +810,15 @@ impl DynamoLeaseStore {
             ),
             (":one".to_owned(), number(1)),
         ]);
-        self.update(
+        self.held_update(
             key,
+            owner,
             "checkpoint",
             "SET checkpoint = :checkpoint, lease_expiry = :expiry ADD lease_counter :one",
-            HELD_CONDITION,
             values,
         )
         .await
         .map(drop)
-        .map_err(|error| self.held_failure(key, owner, error))
     }
 
     async fn read_row(&self, key: &LeaseKey) -> Result<Option<LeaseState>, LeaseError> {
@@ -728,16 +835,15 @@ impl DynamoLeaseStore {
             (":zero".to_owned(), number(0)),
             (":one".to_owned(), number(1)),
         ]);
-        self.update(
+        self.held_update(
             key,
+            owner,
             "release",
             "REMOVE lease_owner SET lease_expiry = :zero ADD lease_counter :one",
-            HELD_CONDITION,
             values,
         )
         .await
         .map(drop)
-        .map_err(|error| self.held_failure(key, owner, error))
     }
 }
 
