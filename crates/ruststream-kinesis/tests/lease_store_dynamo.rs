@@ -396,3 +396,35 @@ async fn a_restart_under_the_same_owner_fences_out_the_old_instances_writes() {
     assert_eq!(row.checkpoint.as_deref(), Some("3"));
     assert!(row.is_held_by("pod-a"));
 }
+
+#[tokio::test]
+async fn a_take_never_moves_its_own_lease_back() {
+    let Some(config) = live_config("a_take_never_moves_its_own_lease_back") else {
+        return;
+    };
+    let store = fresh_store(&config).await;
+    let key = LeaseKey::new("orders-late-take", SHARD);
+    store
+        .acquire(&key, "pod-a", Duration::from_secs(10))
+        .await
+        .unwrap();
+    // Renewals went ahead of a take of ours still on its way: the row runs further than the
+    // late take would set it.
+    let later = ruststream_kinesis::epoch_millis() + 600_000;
+    Client::new(&config)
+        .update_item()
+        .table_name(store.table())
+        .key("lease_key", AttributeValue::S(key.to_string()))
+        .update_expression("SET lease_expiry = :later")
+        .expression_attribute_values(":later", AttributeValue::N(later.to_string()))
+        .send()
+        .await
+        .unwrap();
+    let late = store.acquire(&key, "pod-a", Duration::from_secs(10)).await;
+    assert!(
+        matches!(&late, Err(LeaseError::Held { owner, .. }) if owner == "pod-a"),
+        "a take that would shorten this owner's lease was accepted: {late:?}"
+    );
+    let row = store.read(&key).await.unwrap().unwrap();
+    assert_eq!(row.expiry_ms, later, "the expiry did not move back");
+}

@@ -66,11 +66,33 @@
 //! `ListShards` being stale; retention (no shard is trimmed, so every parent stays listed); seeks
 //! and `nack`; throttling beyond a failed call; the bytes of records; a store without `list` (the
 //! poll then reads row by row); initial positions other than `TRIM_HORIZON` (so the only start
-//! checkpoint is `TRIM_HORIZON`). A timed-out store call
-//! lands, if at all, before its caller gives up: one that lands later, behind the caller's newer
-//! calls, can move a checkpoint or an expiry back under the owner-only conditions (the
-//! `late_landing` flag and its test show it). An instance restarts only after every request of
-//! its last incarnation could have landed, as a real process restart does.
+//! checkpoint is `TRIM_HORIZON`).
+//!
+//! # The store model
+//!
+//! A take is conditioned on a new or unowned row, this owner id, or an expiry past by the
+//! caller's clock; renewals, checkpoints and releases on this owner id and, with the counter
+//! fence (`counter_fence`, on in the main run), on the `lease_counter` that this store object's
+//! own last write left in the row, as `DynamoLeaseStore` does (`Fence`, `held_update`,
+//! `settle_fence`): when an answer reaches the caller, a success records the counter the write
+//! left (a granted take too), a failed call marks the row uncertain, a refusal keeps the
+//! recorded counter; a held write refused by a row this owner still holds while it was
+//! uncertain adopts the row's counter and is sent once more with the same values. Each
+//! incarnation of each subscription slot has its own store object, so a restarted process (or
+//! a new subscription) starts with no recorded counters.
+//!
+//! In the main run a held write whose call timed out may land any time up to three timeouts
+//! after it was sent (`late_landing`), behind its caller's later writes or after a same-id
+//! restart, which no longer waits for the old incarnation's held writes, only for its takes
+//! (`Config::restart_wait`). Without the fence such a write moves a checkpoint or an expiry back
+//! (`a_write_landing_after_its_timeout_moves_a_checkpoint_back`); with it no invariant breaks
+//! (`late_writes_behind_the_counter_fence_keep_the_invariants`). A take is not
+//! counter-conditioned; instead a take of a row the taker's owner holds must not move its expiry
+//! back (`take_keeps_expiry`, as `TAKE_CONDITION` in `lease/dynamo.rs` now says), so takes land
+//! late in the main run too (`late_takes_that_keep_the_expiry_keep_the_invariants`). With the
+//! plain `lease_owner = :me` a take of the same owner id landing after a later one was granted
+//! set the expiry back to its own send time and let another instance take the shard while the
+//! holder still delivered (`a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence`).
 //!
 //! # Clock skew
 //!
@@ -258,8 +280,25 @@ struct Config {
     renew_under_lock: bool,
     /// Whether a timed-out call may land after its caller gave up (up to three timeouts after
     /// it was sent), behind the caller's later calls. Off in the main run: see
-    /// `a_write_landing_after_its_timeout_moves_a_checkpoint_back`.
+    /// `a_write_landing_after_its_timeout_moves_a_checkpoint_back`. On in the main run, where
+    /// the counter fence keeps late writes out.
     late_landing: bool,
+    /// Whether each incarnation's store object conditions its held writes on the counter its own
+    /// last write left in the row (`Fence` in `lease/dynamo.rs`), or on the owner alone. On in
+    /// the main run; a process restart gets a fresh store object, so it may start while the old
+    /// incarnation's writes are still in flight.
+    counter_fence: bool,
+    /// Whether late landing includes takes. Without `take_keeps_expiry` one of an instance's own
+    /// takes that lands after a later take of the same owner id (the same store object or a
+    /// restarted process) is accepted and sets the expiry back to its own send time: see
+    /// `a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence`. On in the main
+    /// run, with `take_keeps_expiry`.
+    late_takes: bool,
+    /// Whether a take of a row the taker's owner holds must not move its expiry back
+    /// (`lease_owner = :me AND lease_expiry <= :expiry` in `TAKE_CONDITION` of
+    /// `lease/dynamo.rs`), so a late take of one's own is refused. On in the main run, which then
+    /// lets takes land late too.
+    take_keeps_expiry: bool,
 }
 
 impl Config {
@@ -269,6 +308,16 @@ impl Config {
             self.timeout * 3
         } else {
             self.timeout
+        }
+    }
+
+    /// How long a new incarnation waits after the old one died: until every take of the old one
+    /// landed or timed out, and with neither the counter fence nor in-time takes, every request.
+    fn restart_wait(&self) -> Duration {
+        if self.counter_fence && (self.take_keeps_expiry || !self.late_takes) {
+            self.timeout + ms(1)
+        } else {
+            self.request_lifetime() + ms(1)
         }
     }
 
@@ -317,7 +366,10 @@ impl Config {
             end_discards_pending: true,
             resubscribe_grace: false,
             renew_under_lock: true,
-            late_landing: false,
+            late_landing: true,
+            counter_fence: true,
+            late_takes: true,
+            take_keeps_expiry: true,
         }
     }
 }
@@ -409,6 +461,29 @@ struct Op {
     wall_ms: u64,
     /// The true time it was sent, for the checks.
     sent: Time,
+    /// With the counter fence, a held write's condition on the row's counter: the one this
+    /// store object's last write left there (`:seen`).
+    seen: Option<u64>,
+    /// Whether a write of this store object to the row had an unknown outcome when this one was
+    /// sent (`Fence::uncertain`).
+    uncertain: bool,
+    /// The one retry of `held_update` after it adopted the row's counter.
+    retried: bool,
+}
+
+/// What a store object knows of its own writes to one row (`Fence` in `lease/dynamo.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Fence {
+    counter: Option<u64>,
+    uncertain: bool,
+}
+
+/// A write whose answer settles its store object's fence: the call, and the row as the write
+/// left it or found it (`None` when it did not land before its answer).
+#[derive(Debug)]
+struct FenceNote {
+    op: Op,
+    row: Option<LeaseState>,
 }
 
 #[derive(Debug, Clone)]
@@ -482,6 +557,7 @@ enum Ev {
         inc: u32,
         cont: Cont,
         res: Res,
+        fence: Option<Box<FenceNote>>,
     },
     Round {
         inst: usize,
@@ -845,6 +921,10 @@ struct Stats {
     refused_renewals: u64,
     lapsed_by_clock: u64,
     fenced_writes: u64,
+    /// Held writes `held_update` sent again after adopting the row's counter.
+    fence_retries: u64,
+    /// Store calls that landed after their caller timed out.
+    late_landings: u64,
     store_failures: u64,
     crashes: u64,
     restarts: u64,
@@ -878,6 +958,8 @@ impl Stats {
         self.refused_renewals += o.refused_renewals;
         self.lapsed_by_clock += o.lapsed_by_clock;
         self.fenced_writes += o.fenced_writes;
+        self.fence_retries += o.fence_retries;
+        self.late_landings += o.late_landings;
         self.store_failures += o.store_failures;
         self.crashes += o.crashes;
         self.restarts += o.restarts;
@@ -913,6 +995,8 @@ struct Sim {
     queue: BinaryHeap<Reverse<Queued>>,
     stream: Stream,
     rows: Vec<Row>,
+    /// Per (instance, incarnation, shard): its store object's fence.
+    fences: HashMap<(usize, u32, usize), Fence>,
     insts: Vec<Inst>,
     sid_inst: HashMap<u64, (usize, u32)>,
     next_sid: u64,
@@ -949,6 +1033,7 @@ impl Sim {
                 ..Stream::default()
             },
             rows: Vec::new(),
+            fences: HashMap::new(),
             insts: Vec::new(),
             sid_inst: HashMap::new(),
             next_sid: 1,
@@ -1243,6 +1328,13 @@ impl Sim {
             Ev::Apply { op, reply } => {
                 let res = self.apply(&op);
                 if let Some((delay, cont)) = reply {
+                    let fence = self.fenced(&op).then(|| {
+                        let row = self.rows[op.shard].state.clone();
+                        Box::new(FenceNote {
+                            op: op.clone(),
+                            row,
+                        })
+                    });
                     self.push(
                         self.now + delay,
                         Ev::Reply {
@@ -1250,13 +1342,26 @@ impl Sim {
                             inc: op.inc,
                             cont,
                             res,
+                            fence,
                         },
                     );
                 }
             }
             Ev::Reply {
-                inst, cont, res, ..
-            } => self.on_reply(inst, cont, res),
+                inst,
+                cont,
+                res,
+                fence,
+                ..
+            } => {
+                let cont = match fence {
+                    Some(note) => self.settle_fence(inst, *note, &res, cont),
+                    None => Some(cont),
+                };
+                if let Some(cont) = cont {
+                    self.on_reply(inst, cont, res);
+                }
+            }
             Ev::Round { inst, token, .. } => {
                 if self.insts[inst].coord.timer == token {
                     self.coord_fire(inst);
@@ -1318,7 +1423,7 @@ impl Sim {
 
     /// Sends a store call: it lands (or not) and answers (or times out) later.
     fn send(&mut self, i: usize, sid: u64, shard: usize, kind: OpKind, cont: Cont) {
-        let op = Op {
+        let mut op = Op {
             inst: i,
             inc: self.insts[i].inc,
             sid,
@@ -1327,7 +1432,99 @@ impl Sim {
             kind,
             wall_ms: self.wall(i),
             sent: self.now,
+            seen: None,
+            uncertain: false,
+            retried: false,
         };
+        if self.fenced(&op) && !matches!(op.kind, OpKind::Acquire) {
+            let fence = self.fence(i, op.inc, shard);
+            op.seen = fence.counter;
+            op.uncertain = fence.uncertain;
+        }
+        self.transmit(op, cont);
+    }
+
+    /// Whether the call is a write whose answer settles its store object's fence: a take, or a
+    /// held write, with the counter fence on.
+    fn fenced(&self, op: &Op) -> bool {
+        self.cfg.counter_fence && !matches!(op.kind, OpKind::Read | OpKind::List)
+    }
+
+    fn fence(&self, i: usize, inc: u32, shard: usize) -> Fence {
+        self.fences
+            .get(&(i, inc, shard))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// `settle_fence` and the retry of `held_update` in `lease/dynamo.rs`, when a write's answer
+    /// reaches its caller: records the counter a successful write left, marks the row uncertain
+    /// after a failed call, keeps the recorded counter after a refusal. A held write refused by
+    /// a row this owner still holds while one of this store object's writes was uncertain adopts
+    /// the row's counter and is sent once more (its answer then goes to the caller): `None`.
+    fn settle_fence(&mut self, i: usize, note: FenceNote, res: &Res, cont: Cont) -> Option<Cont> {
+        let FenceNote { op, row } = note;
+        let key = (i, op.inc, op.shard);
+        let fence = self.fence(i, op.inc, op.shard);
+        let settled = match res {
+            Res::Failed => Fence {
+                uncertain: true,
+                ..fence
+            },
+            Res::Fenced => Fence {
+                uncertain: false,
+                ..fence
+            },
+            _ => Fence {
+                counter: row.as_ref().map(|row| row.counter),
+                uncertain: false,
+            },
+        };
+        self.fences.insert(key, settled);
+        if let (Res::Fenced, Some(row)) = (res, &row)
+            && !matches!(op.kind, OpKind::Acquire)
+            && !op.retried
+            && op.uncertain
+            && row.is_held_by(&op.owner)
+        {
+            self.stats.fence_retries += 1;
+            self.fences.insert(
+                key,
+                Fence {
+                    counter: Some(row.counter),
+                    uncertain: false,
+                },
+            );
+            let op = Op {
+                seen: Some(row.counter),
+                uncertain: false,
+                retried: true,
+                ..op
+            };
+            self.log(|| {
+                format!(
+                    "i{i} adopts counter {} and retries {:?}",
+                    row.counter, op.kind
+                )
+            });
+            self.transmit(op, cont);
+            return None;
+        }
+        Some(cont)
+    }
+
+    /// Sends a built call: a retry keeps the values (expiry, wall clock) of the first.
+    fn transmit(&mut self, op: Op, cont: Cont) {
+        let i = op.inst;
+        let note = |op: &Op| {
+            self.fenced(op).then(|| {
+                Box::new(FenceNote {
+                    op: op.clone(),
+                    row: None,
+                })
+            })
+        };
+        let fence = note(&op);
         let chaos = self.chaos();
         let timeout = self.cfg.timeout;
         let timeout_ms = millis(timeout);
@@ -1348,6 +1545,7 @@ impl Sim {
                     inc: op.inc,
                     cont,
                     res: Res::Failed,
+                    fence,
                 },
             );
             return;
@@ -1369,21 +1567,28 @@ impl Sim {
             } else {
                 there < timeout
             };
+            let inc = op.inc;
             if lands {
-                let land = if lost_answer && self.cfg.late_landing {
+                let late = self.cfg.late_landing
+                    && (self.cfg.late_takes || !matches!(op.kind, OpKind::Acquire));
+                let land = if lost_answer && late {
                     ms(self.rng.random_range(1..timeout_ms * 3))
                 } else {
                     there.min(timeout - ms(1))
                 };
+                if land >= timeout {
+                    self.stats.late_landings += 1;
+                }
                 self.push(self.now + land, Ev::Apply { op, reply: None });
             }
             self.push(
                 self.now + timeout,
                 Ev::Reply {
                     inst: i,
-                    inc: self.insts[i].inc,
+                    inc,
                     cont,
                     res: Res::Failed,
+                    fence,
                 },
             );
             return;
@@ -1414,7 +1619,9 @@ impl Sim {
             OpKind::Acquire => {
                 let row = &mut self.rows[shard];
                 let state = row.state.get_or_insert_with(LeaseState::default);
-                if !(state.is_held_by(&op.owner) || state.is_expired_at(op.wall_ms)) {
+                let own = state.is_held_by(&op.owner)
+                    && (!self.cfg.take_keeps_expiry || state.expiry_ms <= op.wall_ms + lease_ms);
+                if !(own || state.is_expired_at(op.wall_ms)) {
                     return Res::Fenced;
                 }
                 let previous = row.holder.filter(|&prev| prev != op.sid);
@@ -1442,7 +1649,9 @@ impl Sim {
             | OpKind::CheckpointRenew(_)
             | OpKind::Release { .. } => {
                 let row = &mut self.rows[shard];
-                let Some(state) = row.state.as_mut().filter(|s| s.is_held_by(&op.owner)) else {
+                let Some(state) = row.state.as_mut().filter(|s| {
+                    s.is_held_by(&op.owner) && op.seen.is_none_or(|seen| seen == s.counter)
+                }) else {
                     self.stats.fenced_writes += 1;
                     return Res::Fenced;
                 };
@@ -1679,8 +1888,7 @@ impl Sim {
 
     fn restart_later(&mut self, i: usize, same_id: bool) {
         // After every request the dead incarnation sent has landed or timed out.
-        let delay = self.cfg.request_lifetime()
-            + ms(1)
+        let delay = self.cfg.restart_wait()
             + ms(self.rng.random_range(0..=millis(self.cfg.timings.lease())));
         self.push(self.now + delay, Ev::Start { inst: i, same_id });
     }
@@ -1838,7 +2046,7 @@ impl Sim {
         self.kill(i);
         self.log(|| format!("i{i} stopped"));
         if restart.is_some() {
-            let delay = self.cfg.request_lifetime() + ms(self.rng.random_range(1..=5_000));
+            let delay = self.cfg.restart_wait() + ms(self.rng.random_range(1..=5_000));
             self.push(
                 self.now + delay,
                 Ev::Start {
@@ -1859,7 +2067,7 @@ impl Sim {
             match dead {
                 Some(dead) => {
                     // Not before the requests of its last incarnation landed.
-                    let at = self.insts[dead].died_at + self.cfg.request_lifetime() + ms(1);
+                    let at = self.insts[dead].died_at + self.cfg.restart_wait();
                     self.push(
                         at.max(self.now),
                         Ev::Start {
@@ -3643,6 +3851,8 @@ fn a_pending_checkpoint_written_after_shard_end_moves_it_back() {
 fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
         cfg.late_landing = true;
+        cfg.late_takes = true;
+        cfg.counter_fence = false;
         cfg.p_timeout = 0.1;
     };
     let found = find_failure(300, &tweak, "moved back");
@@ -3659,7 +3869,74 @@ fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
     assert!(found.is_some(), "no late write moved a checkpoint back");
 }
 
-/// `reader.rs` today: `keep_lease` renews beside `write_checkpoints`, and both calls set the
+/// With the counter fence of `DynamoLeaseStore`, renewals, checkpoints and releases that land
+/// long after their caller timed out (behind its later writes, or after a same-id restart) are
+/// refused, and a write of the caller's own that did land is recognised by the one retry: no
+/// invariant breaks.
+#[test]
+fn late_writes_behind_the_counter_fence_keep_the_invariants() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.late_landing = true;
+        cfg.counter_fence = true;
+        cfg.p_timeout = 0.1;
+    };
+    let (stats, failure) = run_many(0x0fe2_ce00, 200, &tweak);
+    if let Some(report) = failure {
+        panic!("{report}");
+    }
+    println!("{stats:?}");
+    assert!(stats.late_landings > 0 && stats.fenced_writes > 0 && stats.fence_retries > 0);
+}
+
+/// A take is conditioned on the owner (or an expired row), not on the counter: one of an
+/// instance's own takes that timed out and lands after a later take of the same owner id was
+/// granted (by the same store object, or after a same-id restart) is accepted, sets the expiry
+/// back to its own send time, and another instance takes the shard while the holder still
+/// delivers. The counter fence then only makes the holder's next write refused.
+#[test]
+fn a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence() {
+    // The take condition before it kept the expiry from moving back.
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.late_landing = true;
+        cfg.late_takes = true;
+        cfg.counter_fence = true;
+        cfg.take_keeps_expiry = false;
+        cfg.p_timeout = 0.1;
+    };
+    let found = find_failure(300, &tweak, "may still deliver");
+    println!(
+        "{}",
+        found
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(found.is_some(), "no late take broke fencing");
+}
+
+/// With the take condition of `DynamoLeaseStore` (a take of one's own row never moves its expiry
+/// back) and the counter fence, takes, renewals, checkpoints and releases that land long after
+/// their caller timed out break no invariant.
+#[test]
+fn late_takes_that_keep_the_expiry_keep_the_invariants() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.late_landing = true;
+        cfg.late_takes = true;
+        cfg.counter_fence = true;
+        cfg.take_keeps_expiry = true;
+        cfg.p_timeout = 0.1;
+    };
+    let (stats, failure) = run_many(0x7a4e_0000, 200, &tweak);
+    if let Some(report) = failure {
+        panic!("{report}");
+    }
+    assert!(stats.late_landings > 0);
+}
+
+/// `reader.rs` before a fix: `keep_lease` renewed beside `write_checkpoints`, and both calls set the
 /// row's expiry (`renew`, `checkpoint_and_renew`). Two of them in flight together can land in
 /// either order (a slow request, a retry inside the client): when the one sent first lands
 /// second, the row's expiry moves back to its send time while the holder counts its lease from
@@ -3670,6 +3947,8 @@ fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
 fn a_renewal_beside_a_renewing_checkpoint_breaks_fencing() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
         cfg.renew_under_lock = false;
+        cfg.counter_fence = false;
+        cfg.late_landing = false;
         cfg.p_slow = 0.3;
         cfg.p_timeout = 0.1;
         cfg.partitions = 12;
@@ -3706,6 +3985,8 @@ fn a_renewal_beside_a_renewing_checkpoint_breaks_fencing() {
 fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
         cfg.resubscribe_grace = true;
+        cfg.counter_fence = false;
+        cfg.late_landing = false;
         cfg.resubscribes = 4;
         cfg.stalls = 0;
         cfg.p_slow = 0.2;

@@ -29,9 +29,11 @@ const COUNTER: &str = "lease_counter";
 const CHECKPOINT: &str = "checkpoint";
 
 /// A take succeeds when the row is new, has no owner, has this owner, or expired more than
-/// [`SKEW_TOLERANCE`] ago by the taker's clock (`:cutoff` is now minus the tolerance).
+/// [`SKEW_TOLERANCE`] ago by the taker's clock (`:cutoff` is now minus the tolerance). A take
+/// of a row this owner holds never moves its expiry back: a take of ours that lands late, after
+/// its call timed out and renewals went ahead, is refused rather than shortening the lease.
 const TAKE_CONDITION: &str = "attribute_not_exists(lease_key) OR attribute_not_exists(lease_owner) \
-     OR lease_owner = :me OR lease_expiry < :cutoff";
+     OR (lease_owner = :me AND lease_expiry <= :expiry) OR lease_expiry < :cutoff";
 /// Renewals, checkpoints and releases need the lease.
 const HELD_CONDITION: &str = "lease_owner = :me";
 const HELD_AT_CONDITION: &str = "lease_owner = :me AND lease_counter = :seen";
