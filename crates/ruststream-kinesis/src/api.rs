@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::error::SdkError;
+use aws_sdk_kinesis::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_kinesis::operation::describe_stream_summary::DescribeStreamSummaryError;
 use aws_sdk_kinesis::operation::get_records::GetRecordsError;
 use aws_sdk_kinesis::primitives::{Blob, DateTime};
@@ -14,6 +14,21 @@ use bytes::Bytes;
 
 use crate::position::ShardStart;
 use crate::{KinesisError, KinesisPosition};
+
+/// The error of a failed call on `stream`: [`KinesisError::StreamNotFound`] when the service
+/// says the stream does not exist, which names the fix, and the service's own error otherwise.
+fn call_failed<E, R>(stream: &str, operation: &'static str, err: SdkError<E, R>) -> KinesisError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    if err.code() == Some("ResourceNotFoundException") {
+        return KinesisError::StreamNotFound {
+            stream: stream.to_owned(),
+        };
+    }
+    KinesisError::api(stream, operation, err)
+}
 
 /// One shard as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,16 +156,10 @@ pub(crate) async fn list_shards(
             Some(token) => client.list_shards().next_token(token),
             None => client.list_shards().stream_name(stream),
         };
-        let out = request.send().await.map_err(|err| {
-            if let SdkError::ServiceError(service) = &err
-                && service.err().is_resource_not_found_exception()
-            {
-                return KinesisError::StreamNotFound {
-                    stream: stream.to_owned(),
-                };
-            }
-            KinesisError::api(stream, "ListShards", err)
-        })?;
+        let out = request
+            .send()
+            .await
+            .map_err(|err| call_failed(stream, "ListShards", err))?;
         for shard in out.shards() {
             let parents = [shard.parent_shard_id(), shard.adjacent_parent_shard_id()]
                 .into_iter()
@@ -291,16 +300,7 @@ pub(crate) async fn put_records(
         .set_records(Some(entries))
         .send()
         .await
-        .map_err(|err| {
-            if let SdkError::ServiceError(service) = &err
-                && service.err().is_resource_not_found_exception()
-            {
-                return KinesisError::StreamNotFound {
-                    stream: stream.to_owned(),
-                };
-            }
-            KinesisError::api(stream, "PutRecords", err)
-        })?;
+        .map_err(|err| call_failed(stream, "PutRecords", err))?;
     Ok(out
         .records()
         .iter()

@@ -79,8 +79,6 @@ impl ShardHandle {
             state.pending = Some(checkpoint);
             drop(state);
             self.wake.notify_one();
-        } else if state.watermark.is_drained() {
-            drop(state);
         }
         self.settled.notify_waiters();
         Ok(())

@@ -109,6 +109,37 @@ impl Instance {
         }
     }
 
+    /// `pod-a`, then `pod-b`, on one store: the first lists first and takes every free shard.
+    async fn pair(
+        url: &str,
+        store: &Arc<dyn LeaseStore>,
+        stream: &str,
+        shards: u32,
+        seen: &mpsc::UnboundedSender<Handled>,
+    ) -> (Self, Self) {
+        let a = Self::start(
+            url,
+            Arc::clone(store),
+            "pod-a",
+            stream,
+            shards,
+            seen.clone(),
+            None,
+        )
+        .await;
+        let b = Self::start(
+            url,
+            Arc::clone(store),
+            "pod-b",
+            stream,
+            shards,
+            seen.clone(),
+            None,
+        )
+        .await;
+        (a, b)
+    }
+
     /// A graceful stop: final checkpoints and releases are written before this returns.
     async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
@@ -178,26 +209,7 @@ async fn two_instances_never_handle_one_shard_at_the_same_time() {
     let store: Arc<dyn LeaseStore> = Arc::new(store);
     let stream = common::unique("exclusive");
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let a = Instance::start(
-        &url,
-        Arc::clone(&store),
-        "pod-a",
-        &stream,
-        4,
-        tx.clone(),
-        None,
-    )
-    .await;
-    let b = Instance::start(
-        &url,
-        Arc::clone(&store),
-        "pod-b",
-        &stream,
-        4,
-        tx.clone(),
-        None,
-    )
-    .await;
+    let (a, b) = Instance::pair(&url, &store, &stream, 4, &tx).await;
     let bodies: Vec<String> = (0..120).map(|i| format!("r{i}")).collect();
     publish_all(&url, &stream, bodies.clone()).await;
     let mut handled = Vec::new();
@@ -233,26 +245,7 @@ async fn a_graceful_stop_hands_the_shards_over_after_the_checkpoint() {
     let stream = common::unique("graceful");
     let (tx, mut rx) = mpsc::unbounded_channel();
     // The first instance lists first and takes every shard.
-    let a = Instance::start(
-        &url,
-        Arc::clone(&store),
-        "pod-a",
-        &stream,
-        2,
-        tx.clone(),
-        None,
-    )
-    .await;
-    let b = Instance::start(
-        &url,
-        Arc::clone(&store),
-        "pod-b",
-        &stream,
-        2,
-        tx.clone(),
-        None,
-    )
-    .await;
+    let (a, b) = Instance::pair(&url, &store, &stream, 2, &tx).await;
     let first: Vec<String> = (0..40).map(|i| format!("first-{i}")).collect();
     publish_all(&url, &stream, first.clone()).await;
     let mut handled = Vec::new();
@@ -577,26 +570,7 @@ async fn a_split_and_a_merge_with_two_instances_keep_parent_first_order() {
     let store: Arc<dyn LeaseStore> = Arc::new(store);
     let stream = common::unique("reshard-two");
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let a = Instance::start(
-        &url,
-        Arc::clone(&store),
-        "pod-a",
-        &stream,
-        1,
-        tx.clone(),
-        None,
-    )
-    .await;
-    let b = Instance::start(
-        &url,
-        Arc::clone(&store),
-        "pod-b",
-        &stream,
-        1,
-        tx.clone(),
-        None,
-    )
-    .await;
+    let (a, b) = Instance::pair(&url, &store, &stream, 1, &tx).await;
     let raw = common::raw_kinesis(&url);
     let keys = 6;
     let rounds = 30;
