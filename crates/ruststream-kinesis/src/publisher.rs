@@ -319,13 +319,24 @@ async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: 
         let outcomes = match api::put_records(client, stream, &records).await {
             Ok(outcomes) => outcomes,
             Err(err) => {
+                // Every publish of the call gets the same kind of error: a missing stream stays
+                // `StreamNotFound` (with its fix), anything else the service's message.
+                let missing = matches!(err, KinesisError::StreamNotFound { .. });
                 let message = err.to_string();
                 let mut first = Some(err);
                 for pending in chunk {
-                    let err = first.take().unwrap_or_else(|| KinesisError::Api {
-                        stream: stream.to_owned(),
-                        operation: "PutRecords",
-                        message: message.clone(),
+                    let err = first.take().unwrap_or_else(|| {
+                        if missing {
+                            KinesisError::StreamNotFound {
+                                stream: stream.to_owned(),
+                            }
+                        } else {
+                            KinesisError::Api {
+                                stream: stream.to_owned(),
+                                operation: "PutRecords",
+                                message: message.clone(),
+                            }
+                        }
                     });
                     let _ = pending.done.send(Err(err));
                 }
@@ -499,7 +510,10 @@ mod tests {
         write_chunk(&client, "orders", chunk).await;
         for answer in answers {
             let err = answer.await.unwrap().unwrap_err();
-            assert!(err.to_string().contains("orders"), "{err}");
+            assert!(
+                matches!(&err, KinesisError::StreamNotFound { stream } if stream == "orders"),
+                "{err}"
+            );
         }
     }
 }
