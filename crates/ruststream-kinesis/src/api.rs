@@ -55,6 +55,8 @@ pub(crate) enum Fetched {
         records: Vec<FetchedRecord>,
         /// `None` when the shard is closed and read to its end.
         next: Option<String>,
+        /// How far the answer is behind the shard's tip (`MillisBehindLatest`), when told.
+        millis_behind: Option<i64>,
     },
     /// The iterator expired; ask for a fresh one.
     Expired,
@@ -268,6 +270,7 @@ pub(crate) async fn get_records(
     Ok(Fetched::Records {
         records,
         next: out.next_shard_iterator().map(str::to_owned),
+        millis_behind: out.millis_behind_latest(),
     })
 }
 
@@ -333,7 +336,7 @@ mod tests {
                         "SequenceNumber": "49590338271490256608559692538361571095921575989136588898",
                     }],
                     "NextShardIterator": "next",
-                    "MillisBehindLatest": 0,
+                    "MillisBehindLatest": 1500,
                 }),
             ),
             _ => (400, error("KMSAccessDeniedException")),
@@ -346,13 +349,17 @@ mod tests {
             get_records(&client, "orders", "it", 500).await,
             Ok(Fetched::Expired)
         ));
-        let Ok(Fetched::Records { records, next }) =
-            get_records(&client, "orders", "it", 500).await
+        let Ok(Fetched::Records {
+            records,
+            next,
+            millis_behind,
+        }) = get_records(&client, "orders", "it", 500).await
         else {
             panic!("records expected");
         };
         assert_eq!(&records[0].data[..], b"hi");
         assert_eq!(next.as_deref(), Some("next"));
+        assert_eq!(millis_behind, Some(1500));
         let err = get_records(&client, "orders", "it", 500).await.unwrap_err();
         assert!(err.to_string().contains("orders"), "{err}");
         let calls = seen.lock().unwrap();

@@ -4,7 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
+use aws_config::SdkConfig;
+use aws_sdk_kinesis::config::retry::RetryConfig;
+use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_smithy_http_client::test_util::infallible_client_fn;
 use aws_smithy_types::body::SdkBody;
 
@@ -16,6 +18,14 @@ pub(crate) type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
 pub(crate) fn client(
     answer: impl Fn(usize, &str, &serde_json::Value) -> (u16, serde_json::Value) + Send + Sync + 'static,
 ) -> (aws_sdk_kinesis::Client, Seen) {
+    let (config, seen) = config(answer);
+    (aws_sdk_kinesis::Client::new(&config), seen)
+}
+
+/// The AWS configuration behind [`client`], for a whole broker (`KinesisBroker::from_config`).
+pub(crate) fn config(
+    answer: impl Fn(usize, &str, &serde_json::Value) -> (u16, serde_json::Value) + Send + Sync + 'static,
+) -> (SdkConfig, Seen) {
     let seen: Seen = Arc::default();
     let log = Arc::clone(&seen);
     let http = infallible_client_fn(move |request: http::Request<SdkBody>| {
@@ -40,14 +50,16 @@ pub(crate) fn client(
             .body(SdkBody::from(reply.to_string()))
             .unwrap()
     });
-    let config = aws_sdk_kinesis::Config::builder()
+    let config = SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "test"))
-        .retry_config(aws_sdk_kinesis::config::retry::RetryConfig::disabled())
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "test", "test", None, None, "test",
+        )))
+        .retry_config(RetryConfig::disabled())
         .http_client(http)
         .build();
-    (aws_sdk_kinesis::Client::from_conf(config), seen)
+    (config, seen)
 }
 
 /// The JSON error body Kinesis answers with.

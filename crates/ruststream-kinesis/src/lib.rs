@@ -81,6 +81,7 @@ mod fake_kinesis;
 mod in_process;
 pub mod lease;
 mod message;
+mod pace;
 mod position;
 mod publisher;
 mod reader;

@@ -89,8 +89,14 @@ impl KinesisStream {
         self
     }
 
-    /// How long a reader waits after a `GetRecords` call that returned nothing (default 1 s).
-    /// Calls are never closer than 200 ms apart, the service's limit of five per second per shard.
+    /// How often a reader that has caught up with its shard calls `GetRecords` (default 1 s),
+    /// counted from one call to the next. A reader that is behind (its last answer was a full
+    /// batch, or `MillisBehindLatest` was above zero) calls again after 200 ms, the service's
+    /// limit of five calls per second per shard, until it reaches the tip.
+    ///
+    /// The interval is the longest a new record waits before it is read, and under a steady
+    /// trickle it sets the cost: one call and at most one checkpoint write per shard per
+    /// interval.
     #[must_use]
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
