@@ -90,7 +90,7 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
     // and few enough records per shard that the emulator stays fast (it slows as shards fill).
     let shards: u32 = 8;
     let records: u64 = if opts.quick { 8000 } else { 20_000 };
-    let rounds = if opts.quick { 1 } else { 5 };
+    let rounds = if opts.quick { 1 } else { 9 };
     let stream = unique("bench-consume");
     stack.create_stream(&stream, shards).await?;
     let result = match stack.fill(&stream, records, service::body).await {

@@ -161,6 +161,18 @@ impl LeaseStore for CountingStore {
         self.inner.acquire(key, owner, lease)
     }
 
+    /// A take that records the start is one acquire: both stores do it in one write.
+    fn acquire_from<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.write(Call::Acquire, key);
+        self.inner.acquire_from(key, owner, lease, start)
+    }
+
     fn renew<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -230,10 +242,13 @@ mod tests {
         assert_eq!(row.checkpoint.as_deref(), Some("2"));
         store.release(&key, "a").await.unwrap();
         let _ = store.list("s").await.unwrap();
+        let other = LeaseKey::new("s", "shardId-000000000001");
+        let taken = store.acquire_from(&other, "a", lease, "TRIM_HORIZON").await;
+        assert_eq!(taken.unwrap().checkpoint.as_deref(), Some("TRIM_HORIZON"));
         let counts = store.snapshot();
-        assert_eq!(counts, Counts([1, 1, 1, 1, 1, 1, 1]));
-        assert_eq!(counts.writes(), 5);
-        assert_eq!(counts.since(&Counts([1, 0, 0, 0, 0, 0, 0])).writes(), 4);
+        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 1, 1]));
+        assert_eq!(counts.writes(), 6);
+        assert_eq!(counts.since(&Counts([1, 0, 0, 0, 0, 0, 0])).writes(), 5);
         let rate = store
             .writes_per_row_minute(Instant::now() - Duration::from_secs(60), Instant::now())
             .unwrap();

@@ -234,10 +234,22 @@ impl Subscription {
     /// Takes the lease of `shard` and starts its reader; whether it now reads the shard.
     async fn take(self: &Arc<Self>, shard: &ShardInfo) -> bool {
         let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id));
+        // Where a first owner starts: recorded by the take itself when the row has no
+        // checkpoint, so an instance that takes the shard over before the first acknowledgement
+        // starts no later than this one did.
+        let initial = self.initial_position();
+        let fresh = if !shard.parents.is_empty() {
+            KinesisPosition::TrimHorizon
+        } else if initial.applies_to(&shard.id) {
+            initial
+        } else {
+            KinesisPosition::Latest
+        };
+        let recorded = ShardStart::At(fresh.clone()).to_checkpoint(epoch_millis());
         let sent = Instant::now();
         let state = match self
             .store
-            .acquire(&key, &self.owner, self.timings.lease())
+            .acquire_from(&key, &self.owner, self.timings.lease(), &recorded)
             .await
         {
             Ok(state) => state,
@@ -245,10 +257,11 @@ impl Subscription {
             Err(err) if err.is_fenced() => return false,
             Err(err) => {
                 self.report(self.lease_error(&shard.id, err));
+                // The provided `acquire_from` may have taken the lease before failing.
+                let _ = self.store.release(&key, &self.owner).await;
                 return false;
             }
         };
-        let initial = self.initial_position();
         // Decided again on the row the take returned: it is the authoritative one.
         let start = match state.checkpoint.as_deref() {
             Some(crate::SHARD_END) => {
@@ -259,23 +272,13 @@ impl Subscription {
                 let _ = self.store.release(&key, &self.owner).await;
                 return false;
             }
+            // The start this take recorded: read from the position itself (the tip stays the
+            // tip, rather than the moment recorded for it).
+            Some(checkpoint) if checkpoint == recorded => ShardStart::At(fresh),
             Some(checkpoint) => ShardStart::from_checkpoint(&shard.id, checkpoint),
-            None if !shard.parents.is_empty() => ShardStart::At(KinesisPosition::TrimHorizon),
-            None if initial.applies_to(&shard.id) => ShardStart::At(initial),
-            None => ShardStart::At(KinesisPosition::Latest),
+            // A store whose take keeps no start: read from the position all the same.
+            None => ShardStart::At(fresh),
         };
-        if state.checkpoint.is_none() {
-            // Recorded before the first read, so an instance that takes the shard over before
-            // the first acknowledgement starts no later than this one did.
-            let recorded = start.to_checkpoint(epoch_millis());
-            if let Err(err) = self.store.checkpoint(&key, &self.owner, &recorded).await {
-                if !err.is_fenced() {
-                    self.report(self.lease_error(&shard.id, err));
-                    let _ = self.store.release(&key, &self.owner).await;
-                }
-                return false;
-            }
-        }
         let iterator =
             match api::shard_iterator(&self.client, &self.stream, &shard.id, &start).await {
                 Ok(iterator) => iterator,

@@ -607,11 +607,14 @@ impl DynamoLeaseStore {
         }
     }
 
+    /// The take of `acquire` and `acquire_from`: one conditional write, which sets `start` as
+    /// the checkpoint of a row without one.
     async fn take(
         &self,
         key: &LeaseKey,
         owner: &str,
         lease: Duration,
+        start: Option<&str>,
     ) -> Result<LeaseState, LeaseError> {
         if !self.known(key)
             && let Some(adopted) = self.adopt_legacy(key, owner, lease).await?
@@ -620,7 +623,7 @@ impl DynamoLeaseStore {
         }
         let now = epoch_millis();
         let cutoff = now.saturating_sub(millis(SKEW_TOLERANCE));
-        let values = HashMap::from([
+        let mut values = HashMap::from([
             (":me".to_owned(), string(owner)),
             (
                 ":expiry".to_owned(),
@@ -629,14 +632,16 @@ impl DynamoLeaseStore {
             (":one".to_owned(), number(1)),
             (":cutoff".to_owned(), number(cutoff)),
         ]);
+        let update = match start {
+            Some(start) => {
+                values.insert(":start".to_owned(), string(start));
+                "SET lease_owner = :me, lease_expiry = :expiry, \
+                 checkpoint = if_not_exists(checkpoint, :start) ADD lease_counter :one"
+            }
+            None => "SET lease_owner = :me, lease_expiry = :expiry ADD lease_counter :one",
+        };
         let taken = self
-            .update(
-                key,
-                "acquire",
-                "SET lease_owner = :me, lease_expiry = :expiry ADD lease_counter :one",
-                TAKE_CONDITION,
-                values,
-            )
+            .update(key, "acquire", update, TAKE_CONDITION, values)
             .await;
         self.settle_fence(key, taken.as_ref());
         match taken {
@@ -662,19 +667,16 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// Before the first take of a shard whose `stream:shard` row does not exist: looks for the
-    /// bare row of an earlier version, and takes the shard from its checkpoint when
-    /// `legacy_stream` names this stream. `None` when the ordinary take should go on.
+    /// Before this instance's first take of a shard whose `stream:shard` row it has not seen:
+    /// looks for the bare row of an earlier version, and takes the shard from its checkpoint
+    /// when `legacy_stream` names this stream. `None` when the ordinary take should go on.
     async fn adopt_legacy(
         &self,
         key: &LeaseKey,
         owner: &str,
         lease: Duration,
     ) -> Result<Option<LeaseState>, LeaseError> {
-        if self.get(key, key.row_key(), "acquire").await?.is_some() {
-            self.remember(key);
-            return Ok(None);
-        }
+        // The common case (no earlier version ever wrote this table) costs this one read.
         let Some(bare) = self.get(key, key.shard().to_owned(), "acquire").await? else {
             return Ok(None);
         };
@@ -696,6 +698,12 @@ impl DynamoLeaseStore {
             Some(stream) if stream == key.stream() => {}
             Some(_) => return Ok(None),
             None => {
+                // Without `legacy_stream` the bare row is an error only while this version has
+                // no row of its own: once one exists, another instance has moved on from it.
+                if self.get(key, key.row_key(), "acquire").await?.is_some() {
+                    self.remember(key);
+                    return Ok(None);
+                }
                 return Err(LeaseError::LegacyRow {
                     table: self.table.to_string(),
                     stream: key.stream().to_owned(),
@@ -856,7 +864,17 @@ impl LeaseStore for DynamoLeaseStore {
         owner: &'a str,
         lease: Duration,
     ) -> LeaseFuture<'a, LeaseState> {
-        Box::pin(self.take(key, owner, lease))
+        Box::pin(self.take(key, owner, lease, None))
+    }
+
+    fn acquire_from<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+    ) -> LeaseFuture<'a, LeaseState> {
+        Box::pin(self.take(key, owner, lease, Some(start)))
     }
 
     fn renew<'a>(

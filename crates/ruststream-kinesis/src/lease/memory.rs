@@ -75,20 +75,26 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-impl LeaseStore for MemoryLeaseStore {
-    fn acquire<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-        owner: &'a str,
+impl MemoryLeaseStore {
+    /// The take of `acquire` and `acquire_from`: `start` becomes the checkpoint of a row
+    /// without one, in the same step.
+    fn take(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
         lease: Duration,
-    ) -> LeaseFuture<'a, LeaseState> {
+        start: Option<&str>,
+    ) -> Result<LeaseState, LeaseError> {
         let now = epoch_millis();
         let mut rows = self.lock();
         let row = rows.entry(key.clone()).or_default();
-        let taken = if row.is_held_by(owner) || row.is_expired_at(now) {
+        if row.is_held_by(owner) || row.is_expired_at(now) {
             row.owner = Some(owner.to_owned());
             row.expiry_ms = now.saturating_add(millis(lease));
             row.counter += 1;
+            if row.checkpoint.is_none() {
+                row.checkpoint = start.map(str::to_owned);
+            }
             Ok(row.clone())
         } else {
             Err(LeaseError::Held {
@@ -96,9 +102,33 @@ impl LeaseStore for MemoryLeaseStore {
                 owner: row.owner.clone().unwrap_or_default(),
                 expires_in_ms: row.expiry_ms.saturating_sub(now),
             })
-        };
-        drop(rows);
-        Box::pin(std::future::ready(taken))
+        }
+    }
+}
+
+impl LeaseStore for MemoryLeaseStore {
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        Box::pin(std::future::ready(self.take(key, owner, lease, None)))
+    }
+
+    fn acquire_from<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+    ) -> LeaseFuture<'a, LeaseState> {
+        Box::pin(std::future::ready(self.take(
+            key,
+            owner,
+            lease,
+            Some(start),
+        )))
     }
 
     fn renew<'a>(
@@ -172,6 +202,66 @@ mod tests {
     #[tokio::test]
     async fn the_store_passes_the_lease_store_suite() {
         crate::lease::suite::run(&MemoryLeaseStore::new(), Duration::from_millis(300)).await;
+    }
+
+    /// A store of the five required calls only: the provided ones run as the trait writes them.
+    #[derive(Debug)]
+    struct FiveCalls(MemoryLeaseStore);
+
+    impl LeaseStore for FiveCalls {
+        fn acquire<'a>(
+            &'a self,
+            key: &'a LeaseKey,
+            owner: &'a str,
+            lease: Duration,
+        ) -> LeaseFuture<'a, LeaseState> {
+            self.0.acquire(key, owner, lease)
+        }
+
+        fn renew<'a>(
+            &'a self,
+            key: &'a LeaseKey,
+            owner: &'a str,
+            lease: Duration,
+        ) -> LeaseFuture<'a, LeaseState> {
+            self.0.renew(key, owner, lease)
+        }
+
+        fn checkpoint<'a>(
+            &'a self,
+            key: &'a LeaseKey,
+            owner: &'a str,
+            checkpoint: &'a str,
+        ) -> LeaseFuture<'a, ()> {
+            self.0.checkpoint(key, owner, checkpoint)
+        }
+
+        fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
+            self.0.read(key)
+        }
+
+        fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
+            self.0.release(key, owner)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_store_of_the_five_calls_passes_the_suite_with_the_provided_ones() {
+        let store = FiveCalls(MemoryLeaseStore::new());
+        crate::lease::suite::run(&store, Duration::from_millis(300)).await;
+    }
+
+    #[tokio::test]
+    async fn a_take_from_a_start_is_one_write() {
+        let store = MemoryLeaseStore::new();
+        let key = LeaseKey::new("orders", "shardId-000000000000");
+        let lease = Duration::from_secs(10);
+        let taken = store
+            .acquire_from(&key, "a", lease, "TRIM_HORIZON")
+            .await
+            .unwrap();
+        assert_eq!(taken.checkpoint.as_deref(), Some("TRIM_HORIZON"));
+        assert_eq!(taken.counter, 1, "one write");
     }
 
     #[tokio::test]

@@ -44,7 +44,9 @@ pub fn epoch_millis() -> u64 {
 ///
 /// Implementations: [`MemoryLeaseStore`](crate::MemoryLeaseStore) (the default, one process) and
 /// `DynamoLeaseStore` (feature `dynamodb-lease`). A store on another database implements these
-/// five calls and runs [`lease::suite`](crate::lease::suite) against itself.
+/// five calls, may override the provided [`acquire_from`](Self::acquire_from),
+/// [`checkpoint_and_renew`](Self::checkpoint_and_renew) and [`list`](Self::list), and runs
+/// [`lease::suite`](crate::lease::suite) against itself.
 ///
 /// # Examples
 ///
@@ -140,6 +142,36 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(async move {
             self.checkpoint(key, owner, checkpoint).await?;
             self.renew(key, owner, lease).await.map(drop)
+        })
+    }
+
+    /// Takes the lease like [`acquire`](LeaseStore::acquire) and, when the row holds no
+    /// checkpoint yet, records `start` as its checkpoint; answers the row as taken, checkpoint
+    /// included. The coordinator takes every shard this way, so a first owner that dies before
+    /// its first acknowledgement leaves its start behind, and the next owner starts no later.
+    ///
+    /// Provided as an acquire followed by a checkpoint when the row had none; a store that can
+    /// do both in one conditional write overrides it (both stores of this crate do), so no crash
+    /// falls between the take and the recorded start.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](LeaseStore::acquire); [`LeaseError::Lost`] when the lease was lost
+    /// between the two calls of the provided version.
+    fn acquire_from<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+    ) -> LeaseFuture<'a, LeaseState> {
+        Box::pin(async move {
+            let mut state = self.acquire(key, owner, lease).await?;
+            if state.checkpoint.is_none() {
+                self.checkpoint(key, owner, start).await?;
+                state.checkpoint = Some(start.to_owned());
+            }
+            Ok(state)
         })
     }
 

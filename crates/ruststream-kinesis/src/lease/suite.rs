@@ -69,7 +69,11 @@ const MARGIN: Duration = Duration::from_millis(300);
 ///   the shard at once;
 /// - `shard-end`: a [`SHARD_END`] checkpoint reads back as finished;
 /// - `streams`: the same shard id in two streams is two rows, with owners and checkpoints of
-///   their own.
+///   their own;
+/// - `take-from-start`: a take with a start records it as the checkpoint of a row without one,
+///   keeps the checkpoint of a row that has one (a sequence number or [`SHARD_END`]), and a
+///   refused take writes nothing;
+/// - `checkpoint-renewing` and `listing`: the provided calls, as the crate's stores do them.
 ///
 /// # Panics
 ///
@@ -98,6 +102,7 @@ pub async fn run(store: &dyn LeaseStore, lease: Duration) {
     run.shard_end().await;
     run.streams().await;
     run.checkpoint_renewing().await;
+    run.take_from_start().await;
     run.listing().await;
 }
 
@@ -622,6 +627,62 @@ impl<'s> Run<'s> {
             self.store.checkpoint_and_renew(&key, B, "901", long).await,
         )
         .await;
+        self.release(check, &key, A).await;
+    }
+
+    /// `take-from-start`: the start of a take lands only in a row without a checkpoint, and a
+    /// refused take writes nothing.
+    async fn take_from_start(&self) {
+        let check = "take-from-start";
+        let key = self.key(check);
+        let what = format!("{A} taking new {key} from TRIM_HORIZON");
+        let taken = ok(
+            check,
+            &what,
+            self.store
+                .acquire_from(&key, A, self.lease, "TRIM_HORIZON")
+                .await,
+        );
+        expect(
+            check,
+            taken.checkpoint.as_deref() == Some("TRIM_HORIZON") && taken.is_held_by(A),
+            &format!("{what} answered {taken:?}"),
+        );
+        // The row was new: its counter was 0 before the take.
+        self.read_expecting(check, &key, Some(A), Some("TRIM_HORIZON"), 0)
+            .await;
+        let refused = self.store.acquire_from(&key, B, self.lease, "LATEST").await;
+        expect(
+            check,
+            matches!(refused, Err(LeaseError::Held { .. })),
+            &format!("{B} taking {key} from {A} answered {refused:?}"),
+        );
+        self.checkpoint(check, &key, A, "42").await;
+        self.release(check, &key, A).await;
+        let what = format!("{B} taking released {key}, checkpointed at 42");
+        let again = ok(
+            check,
+            &what,
+            self.store.acquire_from(&key, B, self.lease, "LATEST").await,
+        );
+        expect(
+            check,
+            again.checkpoint.as_deref() == Some("42"),
+            &format!("{what} answered {again:?}"),
+        );
+        self.checkpoint(check, &key, B, SHARD_END).await;
+        self.release(check, &key, B).await;
+        let what = format!("{A} taking finished {key}");
+        let finished = ok(
+            check,
+            &what,
+            self.store.acquire_from(&key, A, self.lease, "LATEST").await,
+        );
+        expect(
+            check,
+            finished.is_finished(),
+            &format!("{what} answered {finished:?}"),
+        );
         self.release(check, &key, A).await;
     }
 
