@@ -5,8 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
+use aws_config::SdkConfig;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, StreamStatus};
 use ruststream_kinesis::{DynamoLeaseStore, KinesisBroker, LeaseStore, MemoryLeaseStore};
@@ -34,18 +33,7 @@ pub struct Stack {
 
 impl Stack {
     pub fn new(url: &str) -> Self {
-        let config = SdkConfig::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .endpoint_url(url)
-            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-                "test",
-                "test",
-                None,
-                None,
-                "kinesis-bench",
-            )))
-            .build();
+        let config = ruststream_kinesis::local_stack_config(url);
         Self {
             url: url.to_owned(),
             kinesis: aws_sdk_kinesis::Client::new(&config),

@@ -7,8 +7,7 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use aws_config::SdkConfig;
 use ruststream_kinesis::{DynamoLeaseStore, LeaseKey, LeaseStore, SHARD_END};
 
 const SEQUENCE: &str = "49680672754139884217042819293168615594233462764991414274";
@@ -46,18 +45,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn config(endpoint: &str) -> SdkConfig {
-    SdkConfig::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "lease-table-test",
-        )))
-        .build()
+    ruststream_kinesis::local_stack_config(endpoint)
 }
 
 #[test]

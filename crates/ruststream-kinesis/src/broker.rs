@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::local_stack::test_credentials;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::config::Credentials;
 use ruststream::{
     AddressedCopies, Broker, ConnectedBroker, RedeliveryAddress, RedeliveryAddressed, Subscribe,
     SubscriptionSource,
@@ -287,10 +287,6 @@ impl KinesisBroker {
             streams: Arc::default(),
         }
     }
-}
-
-fn test_credentials() -> Credentials {
-    Credentials::new("test", "test", None, None, "ruststream-kinesis-test")
 }
 
 impl Broker for KinesisBroker {

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 
 use aws_config::SdkConfig;
 use aws_sdk_kinesis::config::retry::RetryConfig;
-use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_smithy_http_client::test_util::infallible_client_fn;
 use aws_smithy_types::body::SdkBody;
 
@@ -50,12 +49,9 @@ pub(crate) fn config(
             .body(SdkBody::from(reply.to_string()))
             .unwrap()
     });
-    let config = SdkConfig::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-            "test", "test", None, None, "test",
-        )))
+    // The endpoint is never reached: the HTTP client answers every request.
+    let config = crate::local_stack_config("http://127.0.0.1:9")
+        .into_builder()
         .retry_config(RetryConfig::disabled())
         .http_client(http)
         .build();

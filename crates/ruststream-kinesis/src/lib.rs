@@ -80,6 +80,7 @@ mod fake_kinesis;
 #[cfg(feature = "testing")]
 mod in_process;
 pub mod lease;
+mod local_stack;
 mod message;
 mod pace;
 mod position;
@@ -101,6 +102,7 @@ pub use lease::{
     LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, MemoryLeaseStore, SHARD_END,
     SKEW_TOLERANCE, epoch_millis,
 };
+pub use local_stack::local_stack_config;
 pub use message::KinesisMessage;
 pub use position::KinesisPosition;
 pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, KinesisPublisher};

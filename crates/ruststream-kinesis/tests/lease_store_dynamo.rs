@@ -10,11 +10,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
 use aws_sdk_dynamodb::types::AttributeValue;
 use ruststream_kinesis::lease::{DynamoLeaseStore, LeaseError, LeaseKey, LeaseStore, suite};
+use ruststream_kinesis::local_stack_config;
 
 const SHARD: &str = "shardId-000000000001";
 const LEASE: Duration = Duration::from_secs(1);
@@ -22,16 +22,7 @@ const LEASE: Duration = Duration::from_secs(1);
 /// The endpoint's configuration, or `None` (after a skip line) when no endpoint is set.
 fn live_config(test: &str) -> Option<SdkConfig> {
     match std::env::var("KINESIS_TEST_ENDPOINT") {
-        Ok(endpoint) if !endpoint.is_empty() => Some(
-            SdkConfig::builder()
-                .behavior_version(BehaviorVersion::latest())
-                .region(Region::new("us-east-1"))
-                .endpoint_url(endpoint)
-                .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-                    "test", "test", None, None, "test",
-                )))
-                .build(),
-        ),
+        Ok(endpoint) if !endpoint.is_empty() => Some(local_stack_config(endpoint)),
         _ => {
             assert!(
                 std::env::var("KINESIS_TEST_STRICT").as_deref() != Ok("1"),

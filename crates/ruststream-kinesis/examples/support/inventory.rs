@@ -212,15 +212,7 @@ fn print_rows(store: &MemoryLeaseStore) {
 /// The open shards of `inventory`, created with two shards when it does not exist: the stream
 /// is infrastructure, made before the service starts.
 async fn inventory_shards(endpoint: &str) -> Result<Vec<String>, Box<dyn Error>> {
-    let config = aws_sdk_kinesis::Config::builder()
-        .behavior_version(aws_sdk_kinesis::config::BehaviorVersion::latest())
-        .region(aws_sdk_kinesis::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_kinesis::config::Credentials::new(
-            "test", "test", None, None, "example",
-        ))
-        .endpoint_url(endpoint)
-        .build();
-    let client = aws_sdk_kinesis::Client::from_conf(config);
+    let client = aws_sdk_kinesis::Client::new(&ruststream_kinesis::local_stack_config(endpoint));
     let started = Instant::now();
     loop {
         match client

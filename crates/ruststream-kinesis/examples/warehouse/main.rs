@@ -110,7 +110,6 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use aws_config::Region;
-    use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
     use ruststream::testing::TestApp;
     use ruststream::{Broker, ConnectedBroker};
 
@@ -146,20 +145,9 @@ mod tests {
     /// not set; with `KINESIS_TEST_STRICT=1` the test fails instead.
     fn live_config() -> Option<SdkConfig> {
         match std::env::var("KINESIS_TEST_ENDPOINT") {
-            Ok(endpoint) if !endpoint.is_empty() => Some(
-                SdkConfig::builder()
-                    .behavior_version(BehaviorVersion::latest())
-                    .region(Region::new("us-east-1"))
-                    .endpoint_url(endpoint)
-                    .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-                        "test",
-                        "test",
-                        None,
-                        None,
-                        "warehouse-test",
-                    )))
-                    .build(),
-            ),
+            Ok(endpoint) if !endpoint.is_empty() => {
+                Some(ruststream_kinesis::local_stack_config(endpoint))
+            }
             _ => {
                 assert!(
                     std::env::var("KINESIS_TEST_STRICT").as_deref() != Ok("1"),

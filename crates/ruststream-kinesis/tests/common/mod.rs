@@ -46,14 +46,7 @@ fn rand_u64() -> u64 {
 
 /// The local stack's AWS configuration, built without I/O.
 pub fn sdk_config(url: &str) -> aws_config::SdkConfig {
-    aws_config::SdkConfig::builder()
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .endpoint_url(url)
-        .credentials_provider(aws_sdk_kinesis::config::SharedCredentialsProvider::new(
-            aws_sdk_kinesis::config::Credentials::new("test", "test", None, None, "test"),
-        ))
-        .build()
+    ruststream_kinesis::local_stack_config(url)
 }
 
 /// A Kinesis client on the local stack, for what the tests do behind the broker's back.
