@@ -15,7 +15,7 @@ use crate::coordinator::keeper::{KeeperAction, LeaseKeeper};
 use crate::message::Settle;
 use crate::pace::{self, MIN_CALL_GAP, backoff_ceiling};
 use crate::position::ShardStart;
-use crate::shard::ShardHandle;
+use crate::shard::{Sent, ShardHandle};
 use crate::{KinesisMessage, KinesisPosition, SHARD_END, envelope};
 
 /// Everything one shard's reader owns.
@@ -89,14 +89,14 @@ async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: Ca
             return;
         }
         if let Some(sent) = handle.take_renewed() {
-            // A checkpoint write renewed the lease meanwhile: the next renewal moves out.
+            // A checkpoint write renewed the lease meanwhile (and extended the handle): the next
+            // renewal moves out.
             keeper.on_renewed(sent);
-            handle.extend(keeper.valid_until());
             if keeper.next_renewal() > Instant::now() {
                 continue;
             }
         }
-        let sent = Instant::now();
+        let sent = Sent::now();
         let renewed = sub
             .store
             .renew(&handle.key, &sub.owner, timings.lease())
@@ -104,8 +104,8 @@ async fn keep_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: Ca
         drop(writing);
         let action = match renewed {
             Ok(_) => {
-                keeper.on_renewed(sent);
-                handle.extend(keeper.valid_until());
+                keeper.on_renewed(sent.at);
+                handle.extend(sent, &timings);
                 continue;
             }
             Err(err) if err.is_fenced() => {

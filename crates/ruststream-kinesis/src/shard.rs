@@ -7,8 +7,36 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
+use crate::coordinator::keeper::LeaseKeeper;
 use crate::lease::{LeaseError, LeaseKey, LeaseStore};
 use crate::watermark::{Ticket, Watermark};
+use crate::{LeaseTimings, epoch_millis};
+
+/// When a call that grants the lease (a take, a renewal, a checkpoint that renews) was sent, by
+/// both of this instance's clocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sent {
+    pub(crate) at: Instant,
+    pub(crate) at_ms: u64,
+}
+
+impl Sent {
+    pub(crate) fn now() -> Self {
+        Self {
+            at: Instant::now(),
+            at_ms: epoch_millis(),
+        }
+    }
+}
+
+/// Whether a lease usable until `until` by the monotonic clock and until `until_ms` by the
+/// wall clock may still deliver at (`now`, `now_ms`). Both clocks must agree. The monotonic one
+/// ignores steps of the wall clock, but stands still while the host is suspended, and the
+/// lease in the table runs on in wall time meanwhile: after a suspension longer than the lease,
+/// only the wall clock knows that another instance may hold the shard by now.
+fn usable(until: Option<Instant>, until_ms: Option<u64>, now: Instant, now_ms: u64) -> bool {
+    until.is_some_and(|until| now < until) && until_ms.is_some_and(|until_ms| now_ms < until_ms)
+}
 
 #[derive(Debug, Default)]
 struct ShardState {
@@ -17,6 +45,8 @@ struct ShardState {
     pending: Option<Arc<str>>,
     /// Until when this instance may deliver, by its own monotonic clock.
     valid_until: Option<Instant>,
+    /// The same moment by its wall clock (milliseconds since the epoch).
+    valid_until_ms: Option<u64>,
     /// When the newest checkpoint write that also renewed the lease was sent, for the keeper.
     renewed: Option<Instant>,
 }
@@ -109,10 +139,21 @@ impl ShardHandle {
         }
     }
 
-    /// Records a successful take or renewal: the lease holds until `until` by our clock.
-    pub(crate) fn extend(&self, until: Instant) {
+    /// Records a successful take or renewal sent at `sent`: the lease may be used until
+    /// [`LeaseKeeper::valid_after`] it, by each clock. A late answer never shortens it.
+    pub(crate) fn extend(&self, sent: Sent, timings: &LeaseTimings) {
+        let until = LeaseKeeper::valid_after(timings, sent.at);
+        let usable_ms = timings.lease().saturating_sub(timings.holder_margin());
+        let until_ms = sent
+            .at_ms
+            .saturating_add(u64::try_from(usable_ms.as_millis()).unwrap_or(u64::MAX));
         let mut state = self.lock();
         state.valid_until = Some(state.valid_until.map_or(until, |known| known.max(until)));
+        state.valid_until_ms = Some(
+            state
+                .valid_until_ms
+                .map_or(until_ms, |known| known.max(until_ms)),
+        );
     }
 
     /// Takes the send time of the newest checkpoint write that renewed the lease, if any.
@@ -122,14 +163,19 @@ impl ShardHandle {
 
     /// Whether this instance may still deliver from the shard.
     pub(crate) fn may_deliver(&self) -> bool {
-        !self.stopped.load(Ordering::Acquire)
-            && self
-                .lock()
-                .valid_until
-                .is_some_and(|until| Instant::now() < until)
+        if self.stopped.load(Ordering::Acquire) {
+            return false;
+        }
+        let state = self.lock();
+        usable(
+            state.valid_until,
+            state.valid_until_ms,
+            Instant::now(),
+            epoch_millis(),
+        )
     }
 
-    /// Until when the lease is valid by our clock.
+    /// Until when the lease is valid by our monotonic clock.
     pub(crate) fn valid_until(&self) -> Option<Instant> {
         self.lock().valid_until
     }
@@ -151,22 +197,21 @@ impl ShardHandle {
         &self,
         store: &dyn LeaseStore,
         owner: &str,
-        timings: &crate::LeaseTimings,
+        timings: &LeaseTimings,
     ) -> Result<(), LeaseError> {
         let _writing = self.writing.lock().await;
         let Some(checkpoint) = self.take_pending() else {
             return Ok(());
         };
-        let sent = Instant::now();
+        let sent = Sent::now();
         match store
             .checkpoint_and_renew(&self.key, owner, &checkpoint, timings.lease())
             .await
         {
             Ok(()) => {
-                self.extend(crate::coordinator::keeper::LeaseKeeper::valid_after(
-                    timings, sent,
-                ));
+                self.extend(sent, timings);
                 let mut state = self.lock();
+                let sent = sent.at;
                 state.renewed = Some(state.renewed.map_or(sent, |known| known.max(sent)));
                 Ok(())
             }
@@ -177,5 +222,80 @@ impl ShardHandle {
                 Err(err)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_lease_is_usable_only_while_both_clocks_say_so() {
+        let now = Instant::now();
+        let now_ms = 1_000_000;
+        assert!(usable(Some(now + SECOND), Some(now_ms + 1000), now, now_ms));
+        // The wall clock ran on while the monotonic one stood still (a suspended host).
+        assert!(!usable(Some(now + SECOND), Some(now_ms - 1), now, now_ms));
+        // The monotonic deadline passed; a wall clock stepped back does not revive the lease.
+        assert!(!usable(Some(now), Some(now_ms + 60_000), now, now_ms));
+        assert!(!usable(None, Some(now_ms + 1000), now, now_ms));
+        assert!(!usable(Some(now + SECOND), None, now, now_ms));
+    }
+
+    #[test]
+    fn after_a_suspension_longer_than_the_lease_the_shard_delivers_nothing() {
+        let timings = LeaseTimings::default();
+        let handle = ShardHandle::new(
+            LeaseKey::new("orders", "shardId-000000000000"),
+            Arc::default(),
+        );
+        handle.extend(Sent::now(), &timings);
+        assert!(handle.may_deliver());
+
+        // A take sent before a 60 s suspension: by the monotonic clock it was sent just now.
+        let suspended = ShardHandle::new(
+            LeaseKey::new("orders", "shardId-000000000001"),
+            Arc::default(),
+        );
+        let sent = Sent {
+            at: Instant::now(),
+            at_ms: epoch_millis() - 60_000,
+        };
+        suspended.extend(sent, &timings);
+        assert!(
+            suspended
+                .valid_until()
+                .is_some_and(|until| until > Instant::now()),
+            "the monotonic clock alone would still deliver"
+        );
+        assert!(!suspended.may_deliver());
+    }
+
+    #[test]
+    fn a_late_answer_never_shortens_the_lease_on_either_clock() {
+        let timings = LeaseTimings::default();
+        let handle = ShardHandle::new(
+            LeaseKey::new("orders", "shardId-000000000000"),
+            Arc::default(),
+        );
+        let fresh = Sent::now();
+        handle.extend(fresh, &timings);
+        let older = Sent {
+            at: fresh
+                .at
+                .checked_sub(Duration::from_secs(9))
+                .unwrap_or(fresh.at),
+            at_ms: fresh.at_ms - 9_000,
+        };
+        handle.extend(older, &timings);
+        assert!(handle.may_deliver());
+        assert_eq!(
+            handle.valid_until(),
+            Some(LeaseKeeper::valid_after(&timings, fresh.at))
+        );
     }
 }

@@ -8,7 +8,8 @@
 //! - a lease granted by a call sent at `sent` may be used until `sent + lease - holder_margin` by
 //!   this instance's monotonic clock: the holder's half of the skew tolerance, the taker's half
 //!   being [`SKEW_TOLERANCE`](crate::SKEW_TOLERANCE) in
-//!   [`LeaseState::is_expired_at`](crate::LeaseState::is_expired_at);
+//!   [`LeaseState::is_expired_at`](crate::LeaseState::is_expired_at) (the driver's `ShardHandle`
+//!   holds the same deadline by the wall clock too, for a host that was suspended);
 //! - a renewal is sent every `renew`, counted from the moment the previous one was sent;
 //! - a refused renewal stops the shard at once, without a checkpoint;
 //! - a renewal that failed for transport reasons is retried while the lease is still valid by
@@ -90,6 +91,13 @@ impl<T: Moment> LeaseKeeper<T> {
     }
 
     /// Until when the shard may deliver by this instance's clock (exclusive).
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "the simulation asks the keeper; the driver's ShardHandle keeps both clocks' deadlines"
+        )
+    )]
     pub(crate) fn valid_until(&self) -> T {
         self.valid_until
     }

@@ -10,7 +10,7 @@ mod simulation;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
 use futures::future::join_all;
@@ -22,7 +22,7 @@ use crate::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, LeaseStore, epoch_millis};
 use crate::position::ShardStart;
 use crate::reader::{self, Reader};
-use crate::shard::ShardHandle;
+use crate::shard::{Sent, ShardHandle};
 use crate::{KinesisError, KinesisMessage, KinesisPosition, LeaseTimings};
 use plan::{Rows, Verdict};
 
@@ -246,7 +246,7 @@ impl Subscription {
             KinesisPosition::Latest
         };
         let recorded = ShardStart::At(fresh.clone()).to_checkpoint(epoch_millis());
-        let sent = Instant::now();
+        let sent = Sent::now();
         let state = match self
             .store
             .acquire_from(&key, &self.owner, self.timings.lease(), &recorded)
@@ -289,7 +289,7 @@ impl Subscription {
                 }
             };
         let handle = Arc::new(ShardHandle::new(key, Arc::clone(&self.broker_closed)));
-        handle.extend(sent + self.timings.lease() - self.timings.holder_margin());
+        handle.extend(sent, &self.timings);
         let (restart, restart_rx) = watch::channel(None);
         let cancel = self.cancel.child_token();
         self.running

@@ -11,8 +11,8 @@ pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>>
 /// How far apart the clocks of two instances may be without both holding one shard.
 ///
 /// A taker treats a lease as expired only once its expiry lies this far in its own past, and a
-/// holder stops reading a safety margin before its lease runs out by its own
-/// monotonic clock. Together they tolerate a skew of this value plus that margin (2 s with the
+/// holder stops reading a safety margin before its lease runs out by its own clocks (monotonic
+/// and wall: either one ending the lease stops it, so a suspended host stops too). Together they tolerate a skew of this value plus that margin (2 s with the
 /// defaults); keep instances on NTP, which holds clocks within milliseconds.
 pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 
