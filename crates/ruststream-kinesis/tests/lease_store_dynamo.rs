@@ -192,6 +192,11 @@ async fn without_legacy_stream_a_bare_row_stops_the_shard() {
     let key = LeaseKey::new("orders-x", SHARD);
 
     for attempt in 0..2 {
+        if attempt == 1 {
+            // A Scan of the table (a listing) that saw the bare row leaves the check in place;
+            // only one that saw none lets a first take skip it.
+            store.list("orders-x").await.expect("list");
+        }
         match store.acquire(&key, "new-a", LEASE).await {
             Err(LeaseError::LegacyRow {
                 table: named,

@@ -4,6 +4,18 @@
 
 pub(crate) mod keeper;
 pub(crate) mod plan;
+/// The rows a `list` call answered, with no row for each shard of `wanted` it did not show.
+fn listed_rows(wanted: &[&Arc<str>], listed: Vec<(LeaseKey, crate::LeaseState)>) -> Rows {
+    let mut rows: Rows = wanted
+        .iter()
+        .map(|shard| (Arc::clone(shard), None))
+        .collect();
+    for (key, row) in listed {
+        rows.insert(Arc::from(key.shard()), Some(row));
+    }
+    rows
+}
+
 #[cfg(test)]
 mod simulation;
 
@@ -106,24 +118,7 @@ impl Subscription {
         let listing = api::list_shards(&self.client, &self.stream).await?;
         let (reading, finished) = self.snapshot();
         let wanted = plan::rows_to_read(&listing, &reading, &finished);
-        let reads = join_all(wanted.iter().map(|shard| async move {
-            let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(shard));
-            (Arc::clone(shard), self.store.read(&key).await)
-        }))
-        .await;
-        let mut rows = Rows::new();
-        let mut unreadable = HashSet::new();
-        for (shard, row) in reads {
-            match row {
-                Ok(row) => {
-                    rows.insert(shard, row);
-                }
-                Err(err) => {
-                    self.report(self.lease_error(&shard, err));
-                    unreadable.insert(shard);
-                }
-            }
-        }
+        let (mut rows, unreadable) = self.read_rows(&wanted).await;
         plan::add_finished(&mut rows, &finished);
         for (shard, row) in &rows {
             if row.as_ref().is_some_and(crate::LeaseState::is_finished) {
@@ -142,6 +137,41 @@ impl Subscription {
         let to_take = self.takeable(&listing, &rows, skip);
         let taken = join_all(to_take.into_iter().map(|shard| self.take(shard))).await;
         Ok(taken.into_iter().filter(|taken| *taken).count())
+    }
+
+    /// The rows of `wanted`: one `list` call where the store can list (and answers), a read per
+    /// row otherwise; the shards whose row could not be read are reported and returned apart.
+    async fn read_rows(&self, wanted: &[&Arc<str>]) -> (Rows, HashSet<Arc<str>>) {
+        let mut rows = Rows::new();
+        let mut unreadable = HashSet::new();
+        if wanted.is_empty() {
+            return (rows, unreadable);
+        }
+        match self.store.list(&self.stream).await {
+            Ok(Some(listed)) => return (listed_rows(wanted, listed), unreadable),
+            Ok(None) => {}
+            // Reading row by row below reports what is wrong, naming each shard.
+            Err(err) => {
+                tracing::debug!(stream = %self.stream, error = %err, "listing the lease rows failed")
+            }
+        }
+        let reads = join_all(wanted.iter().map(|shard| async move {
+            let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(shard));
+            (Arc::clone(shard), self.store.read(&key).await)
+        }))
+        .await;
+        for (shard, row) in reads {
+            match row {
+                Ok(row) => {
+                    rows.insert(shard, row);
+                }
+                Err(err) => {
+                    self.report(self.lease_error(&shard, err));
+                    unreadable.insert(shard);
+                }
+            }
+        }
+        (rows, unreadable)
     }
 
     fn initial_position(&self) -> KinesisPosition {
@@ -167,14 +197,7 @@ impl Subscription {
         }
         let mut rows = Rows::new();
         match self.store.list(&self.stream).await {
-            Ok(Some(listed)) => {
-                for shard in &wanted {
-                    rows.insert(Arc::clone(shard), None);
-                }
-                for (key, row) in listed {
-                    rows.insert(Arc::from(key.shard()), Some(row));
-                }
-            }
+            Ok(Some(listed)) => rows = listed_rows(&wanted, listed),
             Ok(None) => {
                 for shard in wanted {
                     let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(shard));

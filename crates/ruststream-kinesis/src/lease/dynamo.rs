@@ -128,6 +128,10 @@ pub struct DynamoLeaseStore {
     legacy_stream: Option<Arc<str>>,
     /// The keys whose `stream:shard` row this store has seen exist.
     existing: Arc<Mutex<HashSet<LeaseKey>>>,
+    /// The shard ids of the bare rows of an earlier version that this store's newest whole-table
+    /// Scan saw; `None` before the first. A first take looks a bare row up only when the Scan
+    /// saw one for its shard (or there was no Scan yet).
+    bare_rows: Arc<Mutex<Option<HashSet<String>>>>,
     /// Per held row, the counter this store's last write left there, and whether a write of
     /// this store since then has an unknown outcome (it failed in transport, so it may still land).
     fences: Arc<Mutex<HashMap<LeaseKey, Fence>>>,
@@ -175,6 +179,7 @@ impl DynamoLeaseStore {
             table: table.into().into(),
             legacy_stream: None,
             existing: Arc::default(),
+            bare_rows: Arc::default(),
             fences: Arc::default(),
         }
     }
@@ -307,7 +312,30 @@ impl DynamoLeaseStore {
             }
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0));
+        // What the Scan saw spares later takes a read each: every `stream:shard` row exists, and
+        // no other shard id has a bare row.
+        let mut bare = HashSet::new();
+        for (key, _) in &rows {
+            if key.stream().is_empty() {
+                bare.insert(key.shard().to_owned());
+            } else {
+                self.remember(key);
+            }
+        }
+        *self
+            .bare_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(bare);
         Ok(rows)
+    }
+
+    /// Whether the newest whole-table Scan showed that `shard` has no bare row.
+    fn scanned_without_bare_row(&self, shard: &str) -> bool {
+        self.bare_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|bare| !bare.contains(shard))
     }
 
     /// Creates the table (one string hash key `lease_key`, on-demand billing) and waits until it
@@ -676,7 +704,12 @@ impl DynamoLeaseStore {
         owner: &str,
         lease: Duration,
     ) -> Result<Option<LeaseState>, LeaseError> {
-        // The common case (no earlier version ever wrote this table) costs this one read.
+        // The common case (no earlier version ever wrote this table) costs this one read, or
+        // none after a Scan of the table (a listing) saw no bare row for the shard. An earlier
+        // version writing the table at the same time is not supported (see the docs).
+        if self.scanned_without_bare_row(key.shard()) {
+            return Ok(None);
+        }
         let Some(bare) = self.get(key, key.shard().to_owned(), "acquire").await? else {
             return Ok(None);
         };

@@ -175,9 +175,9 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         })
     }
 
-    /// Every row of `stream` in one call, for a coordinator that watches for released and
-    /// expired leases between listings; `None` when the store has no such call, and the
-    /// coordinator then reads the rows it waits for one by one.
+    /// Every row of `stream` in one call, for a coordinator's listing round and for its watch
+    /// on released and expired leases between listings; `None` when the store has no such
+    /// call, and the coordinator then reads the rows it needs one by one.
     ///
     /// # Errors
     ///
