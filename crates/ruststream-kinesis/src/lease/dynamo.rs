@@ -486,6 +486,7 @@ impl DynamoLeaseStore {
         operation: &'static str,
         update: &str,
         values: Item,
+        returns: ReturnValue,
     ) -> Result<Item, LeaseError> {
         let mut retried = false;
         loop {
@@ -498,7 +499,9 @@ impl DynamoLeaseStore {
                 }
                 None => HELD_CONDITION,
             };
-            let written = self.update(key, operation, update, condition, values).await;
+            let written = self
+                .update(key, operation, update, condition, values, returns.clone())
+                .await;
             self.settle_fence(key, written.as_ref());
             match written {
                 Ok(item) => return Ok(item),
@@ -583,6 +586,10 @@ impl DynamoLeaseStore {
     ///
     /// `values` must define every `:name` that `update` and `condition` use, and no other:
     /// DynamoDB refuses unused values, and moto answers HTTP 500 to undefined ones.
+    ///
+    /// `returns` says what the answer holds: `AllNew` where the caller answers the whole row,
+    /// `UpdatedNew` where the counter (which every write updates) is all it needs; the smaller
+    /// answer is cheaper to build and to read.
     async fn update(
         &self,
         key: &LeaseKey,
@@ -590,6 +597,7 @@ impl DynamoLeaseStore {
         update: &str,
         condition: &str,
         values: Item,
+        returns: ReturnValue,
     ) -> Result<Item, WriteError> {
         let written = self
             .client
@@ -599,7 +607,7 @@ impl DynamoLeaseStore {
             .update_expression(update)
             .condition_expression(condition)
             .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
+            .return_values(returns)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
@@ -669,7 +677,14 @@ impl DynamoLeaseStore {
             None => "SET lease_owner = :me, lease_expiry = :expiry ADD lease_counter :one",
         };
         let taken = self
-            .update(key, "acquire", update, TAKE_CONDITION, values)
+            .update(
+                key,
+                "acquire",
+                update,
+                TAKE_CONDITION,
+                values,
+                ReturnValue::AllNew,
+            )
             .await;
         self.settle_fence(key, taken.as_ref());
         match taken {
@@ -763,6 +778,7 @@ impl DynamoLeaseStore {
                  ADD lease_counter :one",
                 NEW_ROW_CONDITION,
                 values,
+                ReturnValue::AllNew,
             )
             .await;
         if let Ok(item) = &copied {
@@ -810,6 +826,7 @@ impl DynamoLeaseStore {
                 "renew",
                 "SET lease_expiry = :expiry ADD lease_counter :one",
                 values,
+                ReturnValue::AllNew,
             )
             .await?;
         self.written(key, "renew", &item)
@@ -832,6 +849,7 @@ impl DynamoLeaseStore {
             "checkpoint",
             "SET checkpoint = :checkpoint ADD lease_counter :one",
             values,
+            ReturnValue::UpdatedNew,
         )
         .await
         .map(drop)
@@ -859,6 +877,7 @@ impl DynamoLeaseStore {
             "checkpoint",
             "SET checkpoint = :checkpoint, lease_expiry = :expiry ADD lease_counter :one",
             values,
+            ReturnValue::UpdatedNew,
         )
         .await
         .map(drop)
@@ -884,6 +903,7 @@ impl DynamoLeaseStore {
             "release",
             "REMOVE lease_owner SET lease_expiry = :zero ADD lease_counter :one",
             values,
+            ReturnValue::UpdatedNew,
         )
         .await
         .map(drop)
