@@ -4,18 +4,6 @@
 
 pub(crate) mod keeper;
 pub(crate) mod plan;
-/// The rows a `list` call answered, with no row for each shard of `wanted` it did not show.
-fn listed_rows(wanted: &[&Arc<str>], listed: Vec<(LeaseKey, crate::LeaseState)>) -> Rows {
-    let mut rows: Rows = wanted
-        .iter()
-        .map(|shard| (Arc::clone(shard), None))
-        .collect();
-    for (key, row) in listed {
-        rows.insert(Arc::from(key.shard()), Some(row));
-    }
-    rows
-}
-
 #[cfg(test)]
 mod simulation;
 
@@ -384,4 +372,16 @@ pub(crate) async fn run(sub: Arc<Subscription>) {
             sub.report(err);
         }
     }
+}
+
+/// The rows a `list` call answered, with no row for each shard of `wanted` it did not show.
+fn listed_rows(wanted: &[&Arc<str>], listed: Vec<(LeaseKey, crate::LeaseState)>) -> Rows {
+    let mut rows: Rows = wanted
+        .iter()
+        .map(|shard| (Arc::clone(shard), None))
+        .collect();
+    for (key, row) in listed {
+        rows.insert(Arc::from(key.shard()), Some(row));
+    }
+    rows
 }
