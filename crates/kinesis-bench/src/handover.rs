@@ -187,10 +187,11 @@ pub async fn crash(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> 
          is killed with SIGKILL 2-3 s (at random) after it handled its first record"
     ));
     figure.detail(
-        "what the figure is made of: under load a checkpoint write renews the lease every few \
-         hundred ms, so the dead instance's lease runs almost the whole 10 s after the kill; a \
-         taker waits out the 1 s skew tolerance (`SKEW_TOLERANCE`) on top, notices within a \
-         handover poll (1 s), then takes, gets an iterator and reads",
+        "what the figure is made of: under load a checkpoint write renews the lease about once \
+         a second (each time the caught-up reader's answer is acknowledged), so the dead \
+         instance's lease runs 9-10 s after the kill; a taker waits out the 1 s skew tolerance \
+         (`SKEW_TOLERANCE`) on top, notices within a handover poll (1 s), then takes, gets an \
+         iterator and reads",
     );
     Ok(vec![figure])
 }
