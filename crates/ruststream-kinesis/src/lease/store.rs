@@ -12,8 +12,9 @@ pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>>
 ///
 /// A taker treats a lease as expired only once its expiry lies this far in its own past, and a
 /// holder stops reading a safety margin before its lease runs out by its own clocks (monotonic
-/// and wall: either one ending the lease stops it, so a suspended host stops too). Together they tolerate a skew of this value plus that margin (2 s with the
-/// defaults); keep instances on NTP, which holds clocks within milliseconds.
+/// and wall: either one ending the lease stops it, so a suspended host stops too). Together
+/// they tolerate a skew of this value plus that margin (2 s with the defaults); keep instances
+/// on NTP, which holds clocks within milliseconds.
 pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 
 /// Milliseconds since the Unix epoch by this machine's clock: the unit of
