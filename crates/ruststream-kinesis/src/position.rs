@@ -1,6 +1,8 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::lease::millis;
+
 /// Where a shard starts reading: the argument of `start_at(..)` and of a seek.
 ///
 /// A shard taken without a checkpoint starts at the tip ([`Latest`](Self::Latest)) unless a start
@@ -129,13 +131,11 @@ impl ShardStart {
             Self::After(sequence) => sequence.to_string(),
             Self::At(KinesisPosition::TrimHorizon) => TRIM_HORIZON.to_owned(),
             Self::At(KinesisPosition::Latest) => {
-                let tolerance = u64::try_from(crate::SKEW_TOLERANCE.as_millis()).unwrap_or(0);
+                let tolerance = millis(crate::SKEW_TOLERANCE);
                 format!("{AT_TIMESTAMP}{}", opened_ms.saturating_sub(tolerance))
             }
             Self::At(KinesisPosition::AtTimestamp(at)) => {
-                let ms = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| {
-                    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-                });
+                let ms = at.duration_since(std::time::UNIX_EPOCH).map_or(0, millis);
                 format!("{AT_TIMESTAMP}{ms}")
             }
             Self::At(KinesisPosition::AtSequence { sequence, .. }) => {

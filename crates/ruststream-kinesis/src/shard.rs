@@ -8,7 +8,7 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 use crate::coordinator::keeper::LeaseKeeper;
-use crate::lease::{LeaseError, LeaseKey, LeaseStore};
+use crate::lease::{LeaseError, LeaseKey, LeaseStore, millis};
 use crate::watermark::{Ticket, Watermark};
 use crate::{LeaseTimings, epoch_millis};
 
@@ -143,10 +143,7 @@ impl ShardHandle {
     /// [`LeaseKeeper::valid_after`] it, by each clock. A late answer never shortens it.
     pub(crate) fn extend(&self, sent: Sent, timings: &LeaseTimings) {
         let until = LeaseKeeper::valid_after(timings, sent.at);
-        let usable_ms = timings.lease().saturating_sub(timings.holder_margin());
-        let until_ms = sent
-            .at_ms
-            .saturating_add(u64::try_from(usable_ms.as_millis()).unwrap_or(u64::MAX));
+        let until_ms = sent.at_ms.saturating_add(millis(timings.usable_lease()));
         let mut state = self.lock();
         state.valid_until = Some(state.valid_until.map_or(until, |known| known.max(until)));
         state.valid_until_ms = Some(

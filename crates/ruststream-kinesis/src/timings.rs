@@ -169,4 +169,10 @@ impl LeaseTimings {
     pub(crate) fn holder_margin(&self) -> Duration {
         (self.lease / 10).min(Duration::from_secs(1))
     }
+
+    /// How long after the call that granted it a lease may be used: the lease less the holder's
+    /// margin.
+    pub(crate) fn usable_lease(&self) -> Duration {
+        self.lease.saturating_sub(self.holder_margin())
+    }
 }

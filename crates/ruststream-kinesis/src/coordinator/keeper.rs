@@ -71,7 +71,7 @@ impl<T: Moment> LeaseKeeper<T> {
     /// `sent + lease - holder_margin`. The row's expiry is written from a clock read after
     /// `sent`, so the holder's deadline lies at least `holder_margin` before it.
     pub(crate) fn valid_after(timings: &LeaseTimings, sent: T) -> T {
-        sent + timings.lease().saturating_sub(timings.holder_margin())
+        sent + timings.usable_lease()
     }
 
     /// The keeper of a lease the take granted until `valid_until` (see

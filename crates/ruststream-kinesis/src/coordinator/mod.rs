@@ -130,19 +130,25 @@ impl Subscription {
     /// The rows of `wanted`: one `list` call where the store can list (and answers), a read per
     /// row otherwise; the shards whose row could not be read are reported and returned apart.
     async fn read_rows(&self, wanted: &[&Arc<str>]) -> (Rows, HashSet<Arc<str>>) {
-        let mut rows = Rows::new();
-        let mut unreadable = HashSet::new();
         if wanted.is_empty() {
-            return (rows, unreadable);
+            return (Rows::new(), HashSet::new());
         }
         match self.store.list(&self.stream).await {
-            Ok(Some(listed)) => return (listed_rows(wanted, listed), unreadable),
+            Ok(Some(listed)) => return (listed_rows(wanted, listed), HashSet::new()),
             Ok(None) => {}
             // Reading row by row below reports what is wrong, naming each shard.
             Err(err) => {
                 tracing::debug!(stream = %self.stream, error = %err, "listing the lease rows failed")
             }
         }
+        self.read_each(wanted).await
+    }
+
+    /// The rows of `wanted`, a read each (in parallel); the shards whose row could not be read
+    /// are reported and returned apart.
+    async fn read_each(&self, wanted: &[&Arc<str>]) -> (Rows, HashSet<Arc<str>>) {
+        let mut rows = Rows::new();
+        let mut unreadable = HashSet::new();
         let reads = join_all(wanted.iter().map(|shard| async move {
             let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(shard));
             (Arc::clone(shard), self.store.read(&key).await)
@@ -183,28 +189,20 @@ impl Subscription {
         if wanted.is_empty() {
             return false;
         }
-        let mut rows = Rows::new();
-        match self.store.list(&self.stream).await {
-            Ok(Some(listed)) => rows = listed_rows(&wanted, listed),
+        let mut rows = match self.store.list(&self.stream).await {
+            Ok(Some(listed)) => listed_rows(&wanted, listed),
             Ok(None) => {
-                for shard in wanted {
-                    let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(shard));
-                    match self.store.read(&key).await {
-                        Ok(row) => {
-                            rows.insert(Arc::clone(shard), row);
-                        }
-                        Err(err) => {
-                            self.report(self.lease_error(shard, err));
-                            return false;
-                        }
-                    }
+                let (rows, unreadable) = self.read_each(&wanted).await;
+                if !unreadable.is_empty() {
+                    return false;
                 }
+                rows
             }
             Err(err) => {
                 tracing::debug!(stream = %self.stream, error = %err, "handover poll failed");
                 return false;
             }
-        }
+        };
         plan::add_finished(&mut rows, &finished);
         let skip = |shard: &ShardInfo| reading.contains(&shard.id) || finished.contains(&shard.id);
         !self.takeable(&listing, &rows, skip).is_empty()

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::{
-    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, SKEW_TOLERANCE, epoch_millis,
+    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, SKEW_TOLERANCE, epoch_millis, millis,
 };
 
 /// The table's only key attribute: `stream:shard`, a string.
@@ -978,10 +978,6 @@ impl LeaseStore for DynamoLeaseStore {
             ))
         })
     }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn string(value: &str) -> AttributeValue {

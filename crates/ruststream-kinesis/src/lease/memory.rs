@@ -2,7 +2,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, epoch_millis};
+use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, epoch_millis, millis};
 
 /// The default [`LeaseStore`]: rows in the memory of the process.
 ///
@@ -69,10 +69,6 @@ impl MemoryLeaseStore {
             }),
         }
     }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl MemoryLeaseStore {

@@ -22,4 +22,5 @@ pub use error::LeaseError;
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
 pub use state::{LeaseState, SHARD_END};
+pub(crate) use store::millis;
 pub use store::{LeaseFuture, LeaseStore, SKEW_TOLERANCE, epoch_millis};

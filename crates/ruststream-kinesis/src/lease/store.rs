@@ -29,9 +29,12 @@ pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 pub fn epoch_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
+        .map_or(0, millis)
+}
+
+/// `duration` in whole milliseconds, the unit of the lease table; saturating.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Holds each shard's owner and checkpoint: five calls that acquire, renew, checkpoint, read and

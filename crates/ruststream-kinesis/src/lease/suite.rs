@@ -31,7 +31,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use super::{
-    LeaseError, LeaseKey, LeaseState, LeaseStore, SHARD_END, SKEW_TOLERANCE, epoch_millis,
+    LeaseError, LeaseKey, LeaseState, LeaseStore, SHARD_END, SKEW_TOLERANCE, epoch_millis, millis,
 };
 
 /// The first owner of every check.
@@ -128,7 +128,7 @@ impl<'s> Run<'s> {
     }
 
     fn lease_ms(&self) -> u64 {
-        u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
+        millis(self.lease)
     }
 
     async fn acquire(&self, check: &str, key: &LeaseKey, owner: &str) -> LeaseState {
@@ -180,7 +180,7 @@ impl<'s> Run<'s> {
     /// The expiry of a write made between `before` and `after` is `lease` from then, give or take
     /// the skew tolerance (a store may stamp it with its own clock).
     fn expect_expiry(&self, check: &str, what: &str, state: &LeaseState, before: u64, after: u64) {
-        let slack = u64::try_from(SKEW_TOLERANCE.as_millis()).unwrap_or(u64::MAX);
+        let slack = millis(SKEW_TOLERANCE);
         let low = before.saturating_add(self.lease_ms()).saturating_sub(slack);
         let high = after.saturating_add(self.lease_ms()).saturating_add(slack);
         expect(
@@ -271,9 +271,7 @@ impl<'s> Run<'s> {
                     owner == holder,
                     &format!("{taker} acquiring {key}: Held names owner {owner:?}, not {holder:?}"),
                 );
-                let bound = self
-                    .lease_ms()
-                    .saturating_add(u64::try_from(SKEW_TOLERANCE.as_millis()).unwrap_or(u64::MAX));
+                let bound = self.lease_ms().saturating_add(millis(SKEW_TOLERANCE));
                 expect(
                     check,
                     expires_in_ms <= bound,
