@@ -3741,11 +3741,15 @@ fn random_schedules_keep_the_lease_invariants() {
 
 /// Searches `count` seeds of a tweaked world for a failure whose report mentions `expect`.
 fn find_failure(count: u64, tweak: &Tweak, expect: &str) -> Option<String> {
-    (0..count).find_map(|n| {
+    let found = (0..count).find_map(|n| {
         run_seed(0x5eed_0000 + n, tweak)
             .err()
             .filter(|report| report.contains(expect))
-    })
+    });
+    // The first two lines (the seed and the broken invariant) show in the test's output.
+    let head: Vec<&str> = found.as_deref().unwrap_or("").lines().take(2).collect();
+    println!("{}", head.join("\n"));
+    found
 }
 
 #[test]
@@ -3772,16 +3776,6 @@ fn clocks_skewed_beyond_the_tolerance_break_fencing() {
         let _ = rng;
     };
     let found = find_failure(300, &tweak, "fencing");
-    println!(
-        "{}",
-        found
-            .as_deref()
-            .unwrap_or("")
-            .lines()
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     assert!(
         found.is_some(),
         "no schedule with clocks skewed beyond the tolerance broke fencing"
@@ -3802,16 +3796,6 @@ fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
         cfg.write_gap_ms = (20, 60);
     };
     let found = find_failure(300, &tweak, "fencing");
-    println!(
-        "{}",
-        found
-            .as_deref()
-            .unwrap_or("")
-            .lines()
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     assert!(
         found.is_some(),
         "no schedule delivered after the lease ran out"
@@ -3831,16 +3815,6 @@ fn a_pending_checkpoint_written_after_shard_end_moves_it_back() {
         cfg.p_fail = 0.2;
     };
     let found = find_failure(300, &tweak, "moved back from Some(\"SHARD_END\")");
-    println!(
-        "{}",
-        found
-            .as_deref()
-            .unwrap_or("")
-            .lines()
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     assert!(found.is_some(), "no schedule overwrote SHARD_END");
 }
 
@@ -3856,16 +3830,6 @@ fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
         cfg.p_timeout = 0.1;
     };
     let found = find_failure(300, &tweak, "moved back");
-    println!(
-        "{}",
-        found
-            .as_deref()
-            .unwrap_or("")
-            .lines()
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     assert!(found.is_some(), "no late write moved a checkpoint back");
 }
 
@@ -3904,16 +3868,6 @@ fn a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence() {
         cfg.p_timeout = 0.1;
     };
     let found = find_failure(300, &tweak, "may still deliver");
-    println!(
-        "{}",
-        found
-            .as_deref()
-            .unwrap_or("")
-            .lines()
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     assert!(found.is_some(), "no late take broke fencing");
 }
 
@@ -3958,16 +3912,6 @@ fn a_renewal_beside_a_renewing_checkpoint_breaks_fencing() {
         cfg.write_gap_ms = (100, 400);
     };
     let found = find_failure(1_000, &tweak, "moved the row's expiry back");
-    println!(
-        "{}",
-        found
-            .as_deref()
-            .unwrap_or("")
-            .lines()
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     assert!(
         found.is_some(),
         "no renewal landing after a newer checkpoint broke fencing"
@@ -3994,16 +3938,6 @@ fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
         cfg.timeout = cfg.timings.renew() * 2;
     };
     let found = find_failure(300, &tweak, "fencing");
-    println!(
-        "{}",
-        found
-            .as_deref()
-            .unwrap_or("")
-            .lines()
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     assert!(
         found.is_some(),
         "no resubscribe that stopped waiting broke fencing"
