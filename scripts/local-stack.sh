@@ -13,7 +13,10 @@
 # Pieces, all on 127.0.0.1 only, everything under .local-stack/ (git-ignored):
 #   router        127.0.0.1:4566  scripts/stack-router.js (Node, builtin http only): X-Amz-Target
 #                                 Kinesis_20131202.* -> kinesis-mock, DynamoDB_20120810.* -> moto,
-#                                 GET /health and /_localstack/health like LocalStack
+#                                 GET /health and /_localstack/health like LocalStack, and a fault
+#                                 injector that tests drive at run time through /_faults (latency,
+#                                 errors, throttling, lost answers, resets, hangs; see
+#                                 docs/src/fault-injector.md). The emulators never fail on their own.
 #   kinesis-mock  127.0.0.1:4567  (TLS 127.0.0.1:4569) npm kinesis-local@0.6.2, started from a copy
 #                                 of its main.js whose hard-coded bind address 0.0.0.0 is patched to
 #                                 127.0.0.1 at install time
@@ -23,7 +26,8 @@
 # Settings (environment): LOCAL_STACK_PORT (4566), LOCAL_STACK_KINESIS_PORT (4567),
 # LOCAL_STACK_KINESIS_TLS_PORT (4569), LOCAL_STACK_DYNAMODB_PORT (4568),
 # LOCAL_STACK_START_TIMEOUT (60 s), LOCAL_STACK_SHARD_LIMIT (200), LOCAL_STACK_DIR (.local-stack),
-# LOCAL_STACK_VERBOSE=1 (log every request in moto and the router).
+# LOCAL_STACK_VERBOSE=1 (log every request in moto and the router). STACK_ROUTER_LOG_FAULTS=1 in the
+# environment of start logs each fault the router injects (it always logs fault rules added and removed).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -13,6 +13,21 @@
 // header names and values are kept as received (only hop-by-hop headers are dropped), and upstream
 // connections are pooled with keep-alive agents. Only Node's builtin modules are used.
 //
+// Fault injector: tests add rules at run time through /_faults on this same port (loopback clients
+// only; these paths never reach a backend), since neither emulator ever throttles or fails:
+//   POST /_faults            add a rule (JSON), answers 201 {"id":"f1"}; 400 names a bad field
+//   GET /_faults             every rule with its hits: {"faults":[...]}; GET /_faults/<id> one rule
+//   DELETE /_faults/<id>     remove one rule (404 if unknown); DELETE /_faults removes them all
+// A rule: {"service":"kinesis"|"dynamodb"|"*", "operation":"GetRecords"|["A","B"]|"*",
+// "client":"pod-a" (matches the token app/pod-a in User-Agent or x-amz-user-agent), "count":N,
+// "probability":0..1, "after":N, "action":{...}} with one action: {"latency_ms":ms}, {"status":5xx},
+// {"throttle":true}, {"apply_then_status":5xx}, {"apply_then_reset":true}, {"reset":true},
+// {"blackhole":true} (status actions take "error_type" and "message" too). The first rule that
+// matches and still acts decides; a request no rule can act on is streamed as without rules, and
+// with no rules the request path costs one length check. Health and /_faults are never faulted.
+// docs/src/fault-injector.md describes each field and action. Each fault that acts is logged when
+// STACK_ROUTER_LOG_REQUESTS=1 or STACK_ROUTER_LOG_FAULTS=1; adds and removes always are.
+//
 // Started and stopped by scripts/local-stack.sh; it can also run alone: `node scripts/stack-router.js`.
 'use strict';
 
@@ -23,6 +38,7 @@ const LISTEN_HOST = process.env.STACK_ROUTER_HOST || '127.0.0.1';
 const LISTEN_PORT = intEnv('STACK_ROUTER_PORT', 4566);
 const BACKEND_HOST = process.env.STACK_BACKEND_HOST || '127.0.0.1';
 const LOG_REQUESTS = process.env.STACK_ROUTER_LOG_REQUESTS === '1';
+const LOG_FAULTS = LOG_REQUESTS || process.env.STACK_ROUTER_LOG_FAULTS === '1';
 
 function intEnv(name, dflt) {
   const v = process.env[name];
@@ -169,16 +185,25 @@ function isStaleSocketError(err) {
   return err && (err.code === 'ECONNRESET' || err.code === 'EPIPE' || err.code === 'ECONNABORTED');
 }
 
-function forward(req, res, backend) {
+// Forwards req to backend and relays the answer. Two options serve the fault injector only:
+//   body:     the whole request body, read already (a fault held the request), sent instead of piping req;
+//   onAnswer: called once the backend's whole answer has arrived, which is then not relayed (the
+//             request was applied; the fault decides what the client gets instead).
+function forward(req, res, backend, { body, onAnswer } = {}) {
   const headers = endToEndHeaders(req.rawHeaders);
   // Keep a copy of the body while it streams through, so that a request that failed on a stale
   // pooled connection (before any response byte) can be replayed once on a fresh connection.
   const chunks = [];
   let bodyDone = false;
-  req.on('data', (c) => chunks.push(c));
-  req.on('end', () => {
+  if (body !== undefined) {
+    chunks.push(body);
     bodyDone = true;
-  });
+  } else {
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      bodyDone = true;
+    });
+  }
 
   let finished = false;
   let upstream = null;
@@ -205,6 +230,15 @@ function forward(req, res, backend) {
       responded = true;
       if (finished) {
         upRes.resume();
+        return;
+      }
+      if (onAnswer) {
+        upRes.resume();
+        upRes.on('end', () => {
+          if (!finished) onAnswer();
+        });
+        upRes.on('error', () => res.destroy());
+        upRes.on('aborted', () => res.destroy());
         return;
       }
       res.writeHead(upRes.statusCode, upRes.statusMessage, endToEndHeaders(upRes.rawHeaders));
@@ -245,10 +279,432 @@ function forward(req, res, backend) {
   };
 
   const first = send(0);
-  req.pipe(first);
+  if (body !== undefined) {
+    first.end(body);
+  } else {
+    req.pipe(first);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fault injector. Neither emulator ever throttles or fails on its own, so tests switch faults on
+// and off here, at run time, through /_faults (see the header and docs/src/fault-injector.md).
+
+// The rules, in the order they were added: the first one that acts on a request decides. Empty in
+// normal use, and then the request path only checks this array's length.
+const faults = [];
+let nextFaultId = 1;
+
+const RULE_FIELDS = ['service', 'operation', 'client', 'action', 'count', 'probability', 'after'];
+const SERVICES = ['*', 'kinesis', 'dynamodb'];
+const CONTROL_BODY_LIMIT = 64 * 1024;
+// The characters aws_types::app_name::AppName accepts, so that a rule's client can match at all.
+const APP_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/;
+const OPERATION = /^(\*|[A-Za-z0-9]+)$/;
+
+const isTrue = (v) => v === true;
+const isErrorStatus = (v) => Number.isInteger(v) && v >= 400 && v <= 599;
+
+// Each action: the check of its value, what that check wants (for the 400 answer), and the keys it
+// takes beside it in "action".
+const ACTIONS = {
+  latency_ms: {
+    valid: (v) => Number.isFinite(v) && v >= 0 && v <= 3600000,
+    wants: 'a number of milliseconds from 0 to 3600000',
+    extras: [],
+  },
+  status: { valid: isErrorStatus, wants: 'an HTTP status from 400 to 599', extras: ['error_type', 'message'] },
+  throttle: { valid: isTrue, wants: 'true', extras: ['message'] },
+  apply_then_status: {
+    valid: isErrorStatus,
+    wants: 'an HTTP status from 400 to 599',
+    extras: ['error_type', 'message'],
+  },
+  apply_then_reset: { valid: isTrue, wants: 'true', extras: [] },
+  reset: { valid: isTrue, wants: 'true', extras: [] },
+  blackhole: { valid: isTrue, wants: 'true', extras: [] },
+};
+
+// The throttling error of each service, one that the AWS SDK for Rust classifies as throttling
+// (and so retries with backoff), with the message the real service gives.
+const THROTTLES = {
+  kinesis: ['ProvisionedThroughputExceededException', 'Rate exceeded for shard'],
+  dynamodb: ['ThrottlingException', 'Rate of requests exceeds the allowed throughput.'],
+};
+
+// A rule that does not validate; `field` names the offending field for the 400 answer.
+class RuleError extends Error {
+  constructor(field, message) {
+    super(message);
+    this.field = field;
+  }
+}
+
+// Checks a rule as POSTed and returns it ready to match (without its id).
+function parseRule(input) {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+    throw new RuleError(null, 'a rule must be a JSON object');
+  }
+  for (const key of Object.keys(input)) {
+    // Rejecting unknown fields catches typos ("probabilty") that would otherwise widen a rule.
+    if (!RULE_FIELDS.includes(key)) {
+      throw new RuleError(key, `unknown field "${key}" (a rule has ${RULE_FIELDS.join(', ')})`);
+    }
+  }
+
+  const service = input.service === undefined ? '*' : input.service;
+  if (!SERVICES.includes(service)) throw new RuleError('service', '"service" must be "kinesis", "dynamodb" or "*"');
+
+  const operation = input.operation === undefined ? '*' : input.operation;
+  const names = typeof operation === 'string' ? [operation] : operation;
+  if (!Array.isArray(names) || names.length === 0 || !names.every((n) => typeof n === 'string' && OPERATION.test(n))) {
+    throw new RuleError(
+      'operation',
+      '"operation" must be "*", an operation name such as "GetRecords" (the X-Amz-Target part after the dot) ' +
+        'or a non-empty list of them',
+    );
+  }
+
+  const client = input.client === undefined ? null : input.client;
+  if (client !== null && (typeof client !== 'string' || !APP_NAME.test(client))) {
+    throw new RuleError('client', "\"client\" must be an SDK app name (letters, digits and !#$%&'*+-.^_`|~)");
+  }
+
+  const count = input.count === undefined ? null : input.count;
+  if (count !== null && !(Number.isInteger(count) && count >= 1)) {
+    throw new RuleError('count', '"count" must be an integer of at least 1');
+  }
+  const probability = input.probability === undefined ? 1 : input.probability;
+  if (!(typeof probability === 'number' && probability >= 0 && probability <= 1)) {
+    throw new RuleError('probability', '"probability" must be a number from 0 to 1');
+  }
+  const after = input.after === undefined ? 0 : input.after;
+  if (!(Number.isInteger(after) && after >= 0)) {
+    throw new RuleError('after', '"after" must be an integer of at least 0');
+  }
+
+  const action = input.action;
+  const kindList = Object.keys(ACTIONS).join(', ');
+  if (action === null || typeof action !== 'object' || Array.isArray(action)) {
+    throw new RuleError('action', `"action" must be an object with one of ${kindList}, such as {"status": 500}`);
+  }
+  const kinds = Object.keys(action).filter((k) => Object.hasOwn(ACTIONS, k));
+  if (kinds.length !== 1) {
+    const sets = kinds.length !== 0 ? kinds.join(', ') : `none (it has ${Object.keys(action).join(', ') || 'no key'})`;
+    throw new RuleError('action', `"action" must set exactly one of ${kindList}; it sets ${sets}`);
+  }
+  const kind = kinds[0];
+  const spec = ACTIONS[kind];
+  if (!spec.valid(action[kind])) throw new RuleError(`action.${kind}`, `"action.${kind}" must be ${spec.wants}`);
+  for (const key of Object.keys(action)) {
+    if (key === kind) continue;
+    if (!spec.extras.includes(key)) {
+      const takes = spec.extras.length === 0 ? 'nothing else' : spec.extras.join(', ');
+      throw new RuleError(`action.${key}`, `"action.${key}" does not go with ${kind} (it takes ${takes})`);
+    }
+    if (typeof action[key] !== 'string' || action[key] === '') {
+      throw new RuleError(`action.${key}`, `"action.${key}" must be a non-empty string`);
+    }
+  }
+
+  return {
+    service,
+    operation,
+    operations: names.includes('*') ? null : new Set(names), // null: every operation
+    client,
+    action,
+    kind,
+    value: action[kind],
+    errorType: action.error_type || (action[kind] === 503 ? 'ServiceUnavailable' : 'InternalFailure'),
+    message: action.message || null,
+    count,
+    probability,
+    after,
+    seen: 0, // matching requests let through while `after` was not reached
+    hits: 0, // requests acted on
+    held: kind === 'blackhole' ? new Set() : null, // requests a blackhole holds now
+  };
+}
+
+// The rule as GET /_faults lists it.
+function describeFault(f) {
+  const out = { id: f.id, service: f.service, operation: f.operation };
+  if (f.client !== null) out.client = f.client;
+  out.action = f.action;
+  if (f.count !== null) out.count = f.count;
+  out.probability = f.probability;
+  out.after = f.after;
+  out.hits = f.hits;
+  if (f.held !== null) out.held = f.held.size;
+  return out;
+}
+
+function actionLabel(f) {
+  return f.value === true ? f.kind : `${f.kind}=${f.value}`;
+}
+
+// The app names (`app/<name>` tokens) in the request's user agents: the AWS SDK for Rust puts the
+// app name of its config (aws_config's app_name) into x-amz-user-agent and User-Agent.
+function appNames(req) {
+  const names = [];
+  for (const header of [req.headers['x-amz-user-agent'], req.headers['user-agent']]) {
+    if (typeof header !== 'string') continue;
+    for (const token of header.split(/\s+/)) {
+      if (token.startsWith('app/')) names.push(token.slice(4));
+    }
+  }
+  return names;
+}
+
+// The rule that acts on this request, or null; counts the hit. A rule that matches but is spent,
+// still within `after`, or loses its probability draw leaves the request to the rules after it.
+function pickFault(req, backend, target) {
+  const operation = target.slice(target.indexOf('.') + 1);
+  let apps = null; // parsed on first need: most rules name no client
+  for (const f of faults) {
+    if (f.service !== '*' && f.service !== backend.name) continue;
+    if (f.operations !== null && !f.operations.has(operation)) continue;
+    if (f.client !== null) {
+      if (apps === null) apps = appNames(req);
+      if (!apps.includes(f.client)) continue;
+    }
+    if (f.count !== null && f.hits >= f.count) continue; // spent: listed still, acts no more
+    if (f.seen < f.after) {
+      f.seen++;
+      continue;
+    }
+    if (f.probability < 1 && !(Math.random() < f.probability)) continue;
+    f.hits++;
+    if (LOG_FAULTS) {
+      if (apps === null) apps = appNames(req);
+      log(`fault ${f.id} ${actionLabel(f)} ${backend.name}.${operation} client=${apps[0] || '-'}`);
+    }
+    return f;
+  }
+  return null;
+}
+
+// Buffers the whole request body, for a request that a fault delays or holds before it is forwarded.
+// Never settles when the client goes away mid-body; the request is dropped then anyway.
+function readBody(req) {
+  return new Promise((resolve) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+  });
+}
+
+// An error in the AWS JSON protocol of the service the backend stands in for: Kinesis speaks
+// awsJson1_1 (a bare __type), DynamoDB awsJson1_0 (a __type with its namespace).
+function sendFaultError(res, backend, status, type, message) {
+  if (backend === BACKENDS.dynamodb) {
+    const qualified = type.includes('#') ? type : `com.amazonaws.dynamodb.v20120810#${type}`;
+    sendJson(res, status, { __type: qualified, message }, 'application/x-amz-json-1.0');
+  } else {
+    sendJson(res, status, { __type: type, message }, 'application/x-amz-json-1.1');
+  }
+}
+
+function sendStatusFault(res, backend, f, applied) {
+  const what = applied ? 'the request was applied; its answer was replaced by' : 'injected';
+  const message = f.message || `stack-router fault ${f.id}: ${what} HTTP ${f.value}`;
+  sendFaultError(res, backend, f.value, f.errorType, message);
+}
+
+// Drops the client's connection with a TCP RST, so that it sees a connection reset (a plain destroy
+// sends FIN, which a client may take for a server that closed an idle keep-alive connection).
+function resetClient(req) {
+  const socket = req.socket;
+  if (typeof socket.resetAndDestroy === 'function' && !socket.destroyed) {
+    socket.resetAndDestroy();
+  } else {
+    socket.destroy();
+  }
+}
+
+// Forwards a request that a blackhole rule held, once that rule is removed; unless its client gave up.
+function releaseHeld(held) {
+  held.body.then((body) => {
+    if (!held.gone) forward(held.req, held.res, held.backend, { body });
+  });
+}
+
+// Carries out fault f on a request it acted on. Only the apply_then_* actions read the backend's
+// answer whole; the others leave it streaming (SubscribeToShard answers are long-lived streams).
+function injectFault(req, res, backend, f) {
+  switch (f.kind) {
+    case 'reset':
+      resetClient(req);
+      return;
+    case 'status':
+      req.resume(); // drain the body so that the keep-alive connection stays usable
+      sendStatusFault(res, backend, f, false);
+      return;
+    case 'throttle': {
+      req.resume();
+      const [type, message] = THROTTLES[backend.name];
+      sendFaultError(res, backend, 400, type, f.message || `${message} (stack-router fault ${f.id})`);
+      return;
+    }
+    case 'apply_then_status':
+      forward(req, res, backend, { onAnswer: () => sendStatusFault(res, backend, f, true) });
+      return;
+    case 'apply_then_reset':
+      forward(req, res, backend, { onAnswer: () => resetClient(req) });
+      return;
+    case 'latency_ms': {
+      const body = readBody(req);
+      let gone = false;
+      const timer = setTimeout(() => {
+        body.then((b) => {
+          if (!gone) forward(req, res, backend, { body: b });
+        });
+      }, f.value);
+      // Nothing has been answered yet, so a close here means the client gave up.
+      res.once('close', () => {
+        gone = true;
+        clearTimeout(timer);
+      });
+      return;
+    }
+    case 'blackhole': {
+      const held = { req, res, backend, body: readBody(req), gone: false };
+      f.held.add(held);
+      res.once('close', () => {
+        held.gone = true;
+        f.held.delete(held);
+      });
+      return;
+    }
+  }
+}
+
+// Removes rule f and forwards the requests it held, as if it had never acted. Returns how many.
+function removeFault(f) {
+  faults.splice(faults.indexOf(f), 1);
+  let released = 0;
+  if (f.held !== null) {
+    for (const held of f.held) {
+      releaseHeld(held);
+      released++;
+    }
+    f.held.clear();
+  }
+  log(`fault ${f.id} removed (hits ${f.hits}${f.held !== null ? `, ${released} held request(s) released` : ''})`);
+  return released;
+}
+
+// The control path a URL names: '' for /_faults itself, the id for /_faults/<id>, null for neither.
+function faultsPath(url) {
+  const path = url.split('?')[0].replace(/\/+$/, '');
+  if (path === '/_faults') return '';
+  if (!path.startsWith('/_faults/')) return null;
+  const id = path.slice('/_faults/'.length);
+  try {
+    return decodeURIComponent(id);
+  } catch {
+    return id;
+  }
+}
+
+function isLoopback(address) {
+  if (typeof address !== 'string') return false;
+  return address.startsWith('127.') || address === '::1' || address.startsWith('::ffff:127.');
+}
+
+function readControlBody(req, res, done) {
+  const chunks = [];
+  let size = 0;
+  req.on('data', (c) => {
+    size += c.length;
+    if (size <= CONTROL_BODY_LIMIT) chunks.push(c);
+  });
+  req.on('end', () => {
+    if (size > CONTROL_BODY_LIMIT) {
+      sendJson(res, 413, { error: `stack-router: a rule is at most ${CONTROL_BODY_LIMIT} bytes` });
+    } else {
+      done(Buffer.concat(chunks).toString('utf8'));
+    }
+  });
+}
+
+function addFault(res, text) {
+  let rule;
+  try {
+    rule = parseRule(JSON.parse(text));
+  } catch (err) {
+    if (err instanceof SyntaxError) {
+      sendJson(res, 400, { error: `stack-router: the rule is not JSON: ${err.message}` });
+      return;
+    }
+    if (!(err instanceof RuleError)) throw err;
+    const body = { error: `stack-router: ${err.message}` };
+    if (err.field !== null) body.field = err.field;
+    sendJson(res, 400, body);
+    return;
+  }
+  rule.id = `f${nextFaultId++}`;
+  faults.push(rule);
+  log(`fault ${rule.id} added: ${JSON.stringify(describeFault(rule))}`);
+  sendJson(res, 201, { id: rule.id });
+}
+
+function methodNotAllowed(req, res, allow) {
+  res.setHeader('Allow', allow);
+  sendJson(res, 405, { error: `stack-router: ${req.method} ${req.url} is not allowed; use ${allow}` });
+}
+
+// The control API. Loopback clients only, even when the router is made to listen further out:
+// a fault rule can stop every test on the machine.
+function handleFaults(req, res, id) {
+  if (!isLoopback(req.socket.remoteAddress)) {
+    req.resume();
+    sendJson(res, 403, { error: 'stack-router: /_faults answers loopback clients only' });
+    return;
+  }
+  if (id === '' && req.method === 'POST') {
+    readControlBody(req, res, (text) => addFault(res, text));
+    return;
+  }
+  req.resume(); // no other control request has a body worth reading
+  if (id === '') {
+    if (req.method === 'GET') {
+      sendJson(res, 200, { faults: faults.map(describeFault) });
+    } else if (req.method === 'DELETE') {
+      const removed = faults.slice();
+      let released = 0;
+      for (const f of removed) released += removeFault(f);
+      sendJson(res, 200, { removed: removed.map((f) => f.id), released });
+    } else {
+      methodNotAllowed(req, res, 'GET, POST, DELETE');
+    }
+    return;
+  }
+  if (req.method !== 'GET' && req.method !== 'DELETE') {
+    methodNotAllowed(req, res, 'GET, DELETE');
+    return;
+  }
+  const f = faults.find((r) => r.id === id);
+  if (f === undefined) {
+    sendJson(res, 404, { error: `stack-router: no fault rule "${id}"` });
+  } else if (req.method === 'GET') {
+    sendJson(res, 200, describeFault(f));
+  } else {
+    sendJson(res, 200, { id, released: removeFault(f) });
+  }
 }
 
 const server = http.createServer((req, res) => {
+  // The control API first: its paths never reach a backend, whatever their headers say. Any other
+  // request pays one startsWith for it.
+  if (req.url.startsWith('/_faults')) {
+    const id = faultsPath(req.url);
+    if (id !== null) {
+      if (LOG_REQUESTS) log(`${req.method} ${req.url} -> faults`);
+      handleFaults(req, res, id);
+      return;
+    }
+  }
   const target = req.headers['x-amz-target'];
   let backend = null;
   if (typeof target === 'string') {
@@ -262,6 +718,14 @@ const server = http.createServer((req, res) => {
   if (LOG_REQUESTS) log(`${req.method} ${req.url} target=${target || '-'} -> ${backend ? backend.name : '-'}`);
 
   if (backend) {
+    // Faults act on backend requests only, and never on a health path (even one with a target).
+    if (faults.length !== 0 && !isHealthPath(req.url)) {
+      const f = pickFault(req, backend, target);
+      if (f !== null) {
+        injectFault(req, res, backend, f);
+        return;
+      }
+    }
     forward(req, res, backend);
     return;
   }

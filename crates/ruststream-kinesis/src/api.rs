@@ -62,6 +62,9 @@ pub(crate) enum Fetched {
     Expired,
     /// The shard's read throughput is exceeded; back off.
     Throttled,
+    /// The shard is no longer in the stream (`ResourceNotFoundException`: trimmed after a
+    /// resharding, or the stream deleted).
+    Gone,
 }
 
 /// One record to write.
@@ -212,10 +215,16 @@ pub(crate) async fn shard_iterator(
             .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
             .starting_sequence_number(sequence.as_ref()),
     };
-    let out = request
-        .send()
-        .await
-        .map_err(|err| KinesisError::api(stream, "GetShardIterator", err))?;
+    let out = request.send().await.map_err(|err| {
+        if err.code() == Some("ResourceNotFoundException") {
+            KinesisError::ShardNotFound {
+                stream: stream.to_owned(),
+                shard: shard.to_owned(),
+            }
+        } else {
+            KinesisError::shard_api(stream, shard, "GetShardIterator", err)
+        }
+    })?;
     out.shard_iterator()
         .map(str::to_owned)
         .ok_or_else(|| KinesisError::Api {
@@ -225,10 +234,11 @@ pub(crate) async fn shard_iterator(
         })
 }
 
-/// One `GetRecords` call.
+/// One `GetRecords` call on `shard`.
 pub(crate) async fn get_records(
     client: &Client,
     stream: &str,
+    shard: &str,
     iterator: &str,
     limit: u32,
 ) -> Result<Fetched, KinesisError> {
@@ -246,14 +256,16 @@ pub(crate) async fn get_records(
                 GetRecordsError::ProvisionedThroughputExceededException(_) => {
                     Ok(Fetched::Throttled)
                 }
-                _ => Err(KinesisError::api(
+                GetRecordsError::ResourceNotFoundException(_) => Ok(Fetched::Gone),
+                _ => Err(KinesisError::shard_api(
                     stream,
+                    shard,
                     "GetRecords",
                     SdkError::ServiceError(err),
                 )),
             };
         }
-        Err(err) => return Err(KinesisError::api(stream, "GetRecords", err)),
+        Err(err) => return Err(KinesisError::shard_api(stream, shard, "GetRecords", err)),
     };
     let records = out
         .records()
@@ -342,25 +354,27 @@ mod tests {
             _ => (400, error("KMSAccessDeniedException")),
         });
         assert!(matches!(
-            get_records(&client, "orders", "it", 500).await,
+            get_records(&client, "orders", "shardId-000000000000", "it", 500).await,
             Ok(Fetched::Throttled)
         ));
         assert!(matches!(
-            get_records(&client, "orders", "it", 500).await,
+            get_records(&client, "orders", "shardId-000000000000", "it", 500).await,
             Ok(Fetched::Expired)
         ));
         let Ok(Fetched::Records {
             records,
             next,
             millis_behind,
-        }) = get_records(&client, "orders", "it", 500).await
+        }) = get_records(&client, "orders", "shardId-000000000000", "it", 500).await
         else {
             panic!("records expected");
         };
         assert_eq!(&records[0].data[..], b"hi");
         assert_eq!(next.as_deref(), Some("next"));
         assert_eq!(millis_behind, Some(1500));
-        let err = get_records(&client, "orders", "it", 500).await.unwrap_err();
+        let err = get_records(&client, "orders", "shardId-000000000000", "it", 500)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("orders"), "{err}");
         let calls = seen.lock().unwrap();
         assert!(

@@ -263,6 +263,10 @@ impl KinesisBroker {
         if let Some(endpoint) = &self.endpoint {
             builder = builder.endpoint_url(endpoint);
         }
+        builder = builder.timeout_config(crate::timings::call_timeouts(
+            config.timeout_config(),
+            self.timings.kinesis_call_timeout(),
+        ));
         let conf = builder.build();
         if conf.region().is_none() {
             return Err(KinesisError::Config {
@@ -438,11 +442,15 @@ impl ConnectedKinesisBroker {
                 let sub = Arc::new(Subscription {
                     stream: Arc::from(name),
                     client: client.clone(),
-                    store: Arc::clone(&self.store),
+                    store: Arc::new(crate::lease::Timed::new(
+                        Arc::clone(&self.store),
+                        self.timings.store_call_timeout(),
+                    )),
                     owner: Arc::clone(&self.owner),
                     timings: self.timings,
                     poll_interval: source.poll_interval,
                     batch_size: source.batch_size,
+                    window: source.max_unsettled,
                     tx,
                     cancel: self.cancel.child_token(),
                     tasks: TaskTracker::new(),
@@ -451,6 +459,8 @@ impl ConnectedKinesisBroker {
                     broker_closed: Arc::clone(&self.closed),
                     running: Mutex::default(),
                     finished: Mutex::default(),
+                    skipped: Mutex::default(),
+                    take_backoff: Mutex::default(),
                     wake: tokio::sync::Notify::new(),
                     initial: Mutex::new(KinesisPosition::Latest),
                     last_listing: Mutex::default(),
@@ -469,8 +479,12 @@ impl ConnectedKinesisBroker {
             }
             #[cfg(feature = "testing")]
             Transport::InProcess(world) => {
-                let (sub, rx) =
-                    world.subscribe(name, source.create_if_missing, Arc::clone(&self.closed))?;
+                let (sub, rx) = world.subscribe(
+                    name,
+                    source.create_if_missing,
+                    Arc::clone(&self.closed),
+                    self.runtime.clone(),
+                )?;
                 let deliveries = Deliveries {
                     rx: Inbox::InProcess(rx),
                     source: Source::InProcess(sub),

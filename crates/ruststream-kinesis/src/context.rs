@@ -1,13 +1,15 @@
-//! What a handler reads off a delivery: `Ctx<ShardId>`, `Ctx<SequenceNumber>`, `Ctx<StreamName>`.
+//! What a handler reads off a delivery: `Ctx<ShardId>`, `Ctx<SequenceNumber>`, `Ctx<StreamName>`,
+//! `Ctx<Position>` and `Ctx<SeekHandle>`; a batch body reads `SeekHandle` off its batch context.
 
 use std::sync::Arc;
 
-use ruststream::{BuildContext, ContextField, Field};
+use ruststream::{BuildBatchContext, BuildContext, ContextField, Field, Positioned};
 
-use crate::KinesisMessage;
+use crate::{KinesisMessage, KinesisPosition, KinesisSeeker};
 
 /// The per-delivery context of a Kinesis subscription: a handler reads it through the keys
-/// [`ShardId`], [`SequenceNumber`] and [`StreamName`] (`Ctx<ShardId>`, ...).
+/// [`ShardId`], [`SequenceNumber`], [`StreamName`], [`Position`] and [`SeekHandle`]
+/// (`Ctx<ShardId>`, ...).
 #[non_exhaustive]
 #[derive(Debug, Clone)]
 pub struct KinesisContext {
@@ -17,6 +19,10 @@ pub struct KinesisContext {
     pub shard: Arc<str>,
     /// Its sequence number.
     pub sequence: Arc<str>,
+    /// Its position: seeking to it delivers the record again, and what follows it in its shard.
+    pub position: KinesisPosition,
+    /// The subscription's seeker.
+    pub seeker: KinesisSeeker,
 }
 
 impl BuildContext<KinesisMessage> for KinesisContext {
@@ -24,8 +30,154 @@ impl BuildContext<KinesisMessage> for KinesisContext {
         Self {
             stream: Arc::clone(&msg.stream),
             shard: Arc::clone(&msg.shard),
-            sequence: Arc::clone(&msg.sequence),
+            sequence: Arc::clone(&msg.record.sequence),
+            position: msg.position(),
+            seeker: msg.seeker.clone(),
         }
+    }
+}
+
+/// The batch context of a Kinesis subscription: the subscription's seeker, which a batch body
+/// reads through [`SeekHandle`]. A batch spans records of several shards, so per-record fields
+/// have no place here.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::prelude::*;
+/// use ruststream_kinesis::{KinesisBatchContext, SeekHandle};
+/// use ruststream::Seeker;
+/// use serde::Deserialize;
+///
+/// #[derive(Debug, Deserialize)]
+/// struct Order {
+///     id: u64,
+/// }
+///
+/// /// Replays the stream from its oldest records when a batch carries the marker order 0.
+/// struct Replay;
+///
+/// impl Handle<[Order], (), (), KinesisBatchContext> for Replay {
+///     async fn handle(
+///         &self,
+///         batch: &[Order],
+///         _outs: &(),
+///         ctx: &mut Context<'_, KinesisBatchContext>,
+///     ) -> Result<(), Vec<HandlerOutcome>> {
+///         if batch.iter().any(|order| order.id == 0) {
+///             let seeker = ctx.context(SeekHandle);
+///             if seeker.seek(KinesisPosition::TrimHorizon).await.is_err() {
+///                 return Err(batch.iter().map(|_| HandlerOutcome::retry()).collect());
+///             }
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub struct KinesisBatchContext {
+    /// The subscription's seeker.
+    pub seeker: KinesisSeeker,
+}
+
+impl BuildBatchContext<KinesisMessage> for KinesisBatchContext {
+    fn build(first: &KinesisMessage) -> Self {
+        Self {
+            seeker: first.seeker.clone(),
+        }
+    }
+}
+
+/// `Ctx<Position>` in a handler binds the delivery's [`KinesisPosition`]
+/// ([`AtSequence`](KinesisPosition::AtSequence)): seeking to it delivers the record again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Position;
+
+impl ContextField for Position {
+    type Context = KinesisContext;
+    type Value = KinesisPosition;
+    fn read(self, src: &KinesisContext) -> KinesisPosition {
+        src.position.clone()
+    }
+}
+
+impl Field<KinesisContext> for Position {
+    type Value<'a> = &'a KinesisPosition;
+    fn get(self, src: &KinesisContext) -> &KinesisPosition {
+        &src.position
+    }
+}
+
+/// `Ctx<SeekHandle>` in a handler binds the subscription's [`KinesisSeeker`]; a batch body reads
+/// it with `ctx.context(SeekHandle)` off [`KinesisBatchContext`].
+///
+/// # Examples
+///
+/// ```
+/// # #[cfg(feature = "testing")]
+/// # mod demo {
+/// use ruststream::Seeker;
+/// use ruststream_kinesis::prelude::*;
+/// use ruststream_kinesis::{Position, SeekHandle};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+/// #[outgoing(name = "orders")]
+/// struct Order {
+///     id: u64,
+///     replay: bool,
+/// }
+///
+/// /// An order marked `replay` rewinds its shard to itself once: it and what follows come again.
+/// #[subscriber(KinesisStream::new("orders").create_if_missing(1))]
+/// async fn pick(order: &Order, Ctx(at): Ctx<Position>, Ctx(seeker): Ctx<SeekHandle>) -> HandlerOutcome {
+///     if order.replay && seeker.seek(at).await.is_err() {
+///         return HandlerOutcome::retry();
+///     }
+///     HandlerOutcome::ack()
+/// }
+///
+/// fn app() -> RustStream {
+///     RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(KinesisBroker::new(), |b| {
+///         b.include(pick);
+///     })
+/// }
+///
+/// pub async fn test() -> Result<(), Box<dyn std::error::Error>> {
+///     let tb = ruststream::testing::TestApp::start(app()).await?;
+///     tb.broker::<KinesisBroker>()
+///         .message(&Order { id: 1, replay: false })
+///         .publish()
+///         .await?;
+///     Ok(())
+/// }
+/// # }
+/// # #[cfg(feature = "testing")]
+/// # tokio::runtime::Runtime::new().unwrap().block_on(demo::test()).unwrap();
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SeekHandle;
+
+impl ContextField for SeekHandle {
+    type Context = KinesisContext;
+    type Value = KinesisSeeker;
+    fn read(self, src: &KinesisContext) -> KinesisSeeker {
+        src.seeker.clone()
+    }
+}
+
+impl Field<KinesisContext> for SeekHandle {
+    type Value<'a> = &'a KinesisSeeker;
+    fn get(self, src: &KinesisContext) -> &KinesisSeeker {
+        &src.seeker
+    }
+}
+
+impl Field<KinesisBatchContext> for SeekHandle {
+    type Value<'a> = &'a KinesisSeeker;
+    fn get(self, src: &KinesisBatchContext) -> &KinesisSeeker {
+        &src.seeker
     }
 }
 

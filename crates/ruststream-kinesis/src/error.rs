@@ -87,6 +87,18 @@ pub enum KinesisError {
         /// The limit.
         limit: usize,
     },
+    /// A shard this instance held left the stream: trimmed after a resharding, or the stream
+    /// was deleted. Its lease is released and it is not read again.
+    #[error(
+        "shard {shard} of stream {stream:?} no longer exists (trimmed after a resharding, or the \
+         stream was deleted); its lease is released and it is not read again"
+    )]
+    ShardNotFound {
+        /// The stream.
+        stream: String,
+        /// The shard.
+        shard: String,
+    },
     /// The stream does not exist.
     #[error(
         "stream {stream:?} does not exist: create it (aws kinesis create-stream --stream-name \
@@ -165,6 +177,23 @@ pub enum KinesisError {
 }
 
 impl KinesisError {
+    /// A failed call about one shard: the message names it.
+    pub(crate) fn shard_api(
+        stream: &str,
+        shard: &str,
+        operation: &'static str,
+        err: impl std::error::Error + 'static,
+    ) -> Self {
+        Self::Api {
+            stream: stream.to_owned(),
+            operation,
+            message: format!(
+                "shard {shard}: {}",
+                aws_sdk_kinesis::error::DisplayErrorContext(&err)
+            ),
+        }
+    }
+
     pub(crate) fn api(
         stream: &str,
         operation: &'static str,

@@ -19,8 +19,10 @@ use tokio::sync::mpsc;
 use crate::api::OutRecord;
 use crate::broker::{ConnectedKinesisBroker, Transport};
 use crate::coordinator::Item;
-use crate::message::Settle;
-use crate::{KinesisError, KinesisMessage, KinesisPosition, envelope, lease::epoch_millis};
+use crate::message::{Record, Settle};
+use crate::{
+    KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, envelope, lease::epoch_millis,
+};
 
 #[derive(Debug)]
 struct Stored {
@@ -56,6 +58,8 @@ pub(crate) struct InProcessSubscription {
     closed: AtomicBool,
     broker_closed: Arc<AtomicBool>,
     world: Weak<World>,
+    /// The runtime the broker connected on, for a delayed redelivery's timer.
+    runtime: tokio::runtime::Handle,
 }
 
 /// The harness's hold on one in-process delivery, released once when it is dropped.
@@ -82,6 +86,57 @@ impl InProcessSettle {
     pub(crate) fn is_current(&self, generation: u64) -> bool {
         !self.sub.closed.load(Ordering::Acquire)
             && self.sub.generation.load(Ordering::Acquire) == generation
+    }
+
+    /// Delivers `record` again to its subscription, after `delay`, as a live shard does with a
+    /// record its handler handed back; nothing once a seek made it stale or the subscription
+    /// closed. The new delivery is counted before this one's count is released, so the harness
+    /// sees no moment without it.
+    pub(crate) fn hand_back(
+        self,
+        record: Record,
+        shard: &Arc<str>,
+        generation: u64,
+        attempt: u64,
+        delay: std::time::Duration,
+    ) -> Result<(), AckError> {
+        self.settle()?;
+        if !self.is_current(generation) {
+            return Ok(());
+        }
+        let Some(world) = self.sub.world.upgrade() else {
+            return Ok(());
+        };
+        let sub = Arc::clone(&self.sub);
+        let shard = Arc::clone(shard);
+        if delay.is_zero() {
+            world.hand_out(&sub, shard, record, generation, attempt + 1);
+            return Ok(());
+        }
+        // The delivery is released now and its redelivery counted when the delay ran out, on the
+        // harness's timers when a test drives the clock.
+        let redeliver = move || {
+            if sub.generation.load(Ordering::Acquire) == generation
+                && !sub.closed.load(Ordering::Acquire)
+            {
+                world.hand_out(&sub, shard, record, generation, attempt + 1);
+            }
+        };
+        match self.coordinator.clone() {
+            Some(coordinator) => {
+                drop(self);
+                coordinator.schedule_redelivery(delay, redeliver);
+            }
+            None => {
+                let runtime = self.sub.runtime.clone();
+                drop(self);
+                runtime.spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    redeliver();
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -152,27 +207,42 @@ impl World {
             return;
         }
         let (payload, headers) = envelope::decode(stored.data.clone());
-        let coordinator = self.coordinator.get().cloned();
-        let message = KinesisMessage {
+        let record = Record {
             payload,
             headers,
             partition_key: stored.partition_key.clone(),
-            stream: Arc::clone(&sub.stream),
-            shard: shard_id(shard),
             sequence: Arc::clone(&stored.sequence),
             arrived_ms: Some(stored.arrived_ms),
-            generation: sub.generation.load(Ordering::Acquire),
-            settle: None,
         };
+        let generation = sub.generation.load(Ordering::Acquire);
+        self.hand_out(sub, shard_id(shard), record, generation, 1);
+    }
+
+    /// Hands `record` to `sub`, its `attempt`th delivery, counted by the harness until settled.
+    fn hand_out(
+        &self,
+        sub: &Arc<InProcessSubscription>,
+        shard: Arc<str>,
+        record: Record,
+        generation: u64,
+        attempt: u64,
+    ) {
+        let coordinator = self.coordinator.get().cloned();
         if let Some(coordinator) = &coordinator {
             coordinator.enqueued();
         }
         let message = KinesisMessage {
+            record,
+            stream: Arc::clone(&sub.stream),
+            shard,
+            generation,
+            attempt,
+            seeker: KinesisSeeker::in_process(Arc::clone(sub)),
+            refused: OnceLock::new(),
             settle: Some(Settle::InProcess(InProcessSettle {
                 coordinator,
                 sub: Arc::clone(sub),
             })),
-            ..message
         };
         // A closed receiver drops the message, whose settle hold releases the harness count.
         let _ = sub.tx.send(Ok(message));
@@ -184,6 +254,7 @@ impl World {
         stream: &str,
         create_if_missing: Option<u32>,
         broker_closed: Arc<AtomicBool>,
+        runtime: tokio::runtime::Handle,
     ) -> Result<(Arc<InProcessSubscription>, mpsc::UnboundedReceiver<Item>), KinesisError> {
         let mut streams = self.lock();
         if let Some(shards) = create_if_missing {
@@ -202,6 +273,7 @@ impl World {
             closed: AtomicBool::new(false),
             broker_closed,
             world: Arc::downgrade(self),
+            runtime,
         });
         log.subscribers.push(Arc::downgrade(&sub));
         Ok((sub, rx))

@@ -77,6 +77,8 @@ mod envelope;
 mod error;
 #[cfg(test)]
 mod fake_kinesis;
+#[cfg(test)]
+mod fake_stream;
 #[cfg(feature = "testing")]
 mod in_process;
 pub mod lease;
@@ -89,12 +91,16 @@ mod reader;
 mod shard;
 mod stream;
 mod subscriber;
+#[cfg(test)]
+mod test_store;
 mod timings;
 mod validate;
 mod watermark;
 
 pub use broker::{ConnectedKinesisBroker, KinesisBroker};
-pub use context::{KinesisContext, SequenceNumber, ShardId, StreamName};
+pub use context::{
+    KinesisBatchContext, KinesisContext, Position, SeekHandle, SequenceNumber, ShardId, StreamName,
+};
 pub use error::KinesisError;
 #[cfg(feature = "dynamodb-lease")]
 pub use lease::DynamoLeaseStore;
@@ -106,7 +112,7 @@ pub use local_stack::local_stack_config;
 pub use message::KinesisMessage;
 pub use position::KinesisPosition;
 pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, KinesisPublisher};
-pub use stream::KinesisStream;
+pub use stream::{DEFAULT_MAX_UNSETTLED, KinesisStream};
 pub use subscriber::{KinesisSeeker, KinesisSubscriber};
 pub use timings::LeaseTimings;
 pub use validate::{

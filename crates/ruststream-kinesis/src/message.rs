@@ -1,13 +1,25 @@
 //! The delivery a handler settles: one Kinesis record.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use bytes::Bytes;
+use ruststream::codec::CodecError;
 use ruststream::{AckError, HeaderMap, IncomingMessage, Positioned};
 
-use crate::KinesisPosition;
 use crate::shard::ShardHandle;
 use crate::watermark::Ticket;
+use crate::{KinesisPosition, KinesisSeeker};
+
+/// What a delivery carries of its record: enough to hand it out again after a retry.
+#[derive(Debug, Clone)]
+pub(crate) struct Record {
+    pub(crate) payload: Bytes,
+    pub(crate) headers: HeaderMap,
+    pub(crate) partition_key: String,
+    pub(crate) sequence: Arc<str>,
+    pub(crate) arrived_ms: Option<i64>,
+}
 
 /// How a delivery reaches what it settles.
 #[derive(Debug)]
@@ -25,24 +37,43 @@ pub(crate) enum Settle {
 /// One record delivered from a shard.
 ///
 /// `ack` and `nack(false)` settle it: the shard's checkpoint follows the contiguous prefix of
-/// settled records. `nack(true)` answers [`AckError::Unsupported`]: Kinesis cannot hand one
-/// record back, and the runtime's retry publishes a copy to the stream instead. A delivery
-/// dropped unsettled keeps the checkpoint behind it, so the next owner of the shard reads it
-/// again.
+/// settled records. `nack(true)` (a handler's `HandlerOutcome::retry()`) hands the record back
+/// to its shard on this instance, which delivers it again at once; `nack_after(delay)`
+/// (`retry_after(delay)`) delivers it again after `delay`. Either way the record stays unsettled
+/// meanwhile, so the checkpoint stays behind it and a crash or a handover reads it again; the
+/// records after it are not delivered twice. [`redelivery_count`](IncomingMessage::redelivery_count)
+/// counts this instance's deliveries of the record (1 the first time), so a registration's
+/// `max_attempts(..)` and dead-letter destination apply. A delivery dropped without being settled
+/// is handed back the same way.
+///
+/// A delivery whose shard's lease ran out by this instance's clock before its handler started
+/// (a slow handler ahead of it in a worker lane, renewals that kept failing), or that a seek made
+/// stale, never reaches its handler: it reports itself undecodable
+/// ([`decode_error`](IncomingMessage::decode_error)), the runtime settles it by the
+/// subscription's decode policy and logs why, and the next owner of the shard (or the seek)
+/// delivers it again.
 #[derive(Debug)]
 pub struct KinesisMessage {
-    pub(crate) payload: Bytes,
-    pub(crate) headers: HeaderMap,
-    pub(crate) partition_key: String,
+    pub(crate) record: Record,
     pub(crate) stream: Arc<str>,
     pub(crate) shard: Arc<str>,
-    pub(crate) sequence: Arc<str>,
-    pub(crate) arrived_ms: Option<i64>,
-    /// The in-process subscription's seek generation the delivery belongs to.
+    /// The subscription's seek generation the delivery belongs to (in process; a live delivery's
+    /// ticket carries its own).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) generation: u64,
+    /// How many times this subscription delivered the record, this delivery included.
+    pub(crate) attempt: u64,
+    /// The subscription's seeker, for the handler's context.
+    pub(crate) seeker: KinesisSeeker,
+    /// Why the delivery may no longer reach a handler, once that was found.
+    pub(crate) refused: OnceLock<CodecError>,
     pub(crate) settle: Option<Settle>,
 }
+
+/// Why a delivery was kept from its handler: a lapsed lease or a seek, never the payload.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Withheld(String);
 
 impl KinesisMessage {
     /// The stream the record was read from.
@@ -60,19 +91,19 @@ impl KinesisMessage {
     /// The record's sequence number in its shard.
     #[must_use]
     pub fn sequence_number(&self) -> &str {
-        &self.sequence
+        &self.record.sequence
     }
 
     /// The record's partition key as a string.
     #[must_use]
     pub fn partition_key_str(&self) -> &str {
-        &self.partition_key
+        &self.record.partition_key
     }
 
     /// When Kinesis received the record, in milliseconds since the Unix epoch.
     #[must_use]
     pub fn arrived_ms(&self) -> Option<i64> {
-        self.arrived_ms
+        self.record.arrived_ms
     }
 
     fn settle_now(&mut self) -> Result<(), AckError> {
@@ -85,19 +116,92 @@ impl KinesisMessage {
             None => Ok(()),
         }
     }
+
+    /// Hands the record back to its shard, to be delivered again after `delay`.
+    fn hand_back(&mut self, delay: Duration) -> Result<(), AckError> {
+        let record = self.record.clone();
+        match self.settle.take() {
+            Some(Settle::Live { shard, ticket }) => shard
+                .hand_back(record, ticket, self.attempt, delay)
+                .map_err(|err| AckError::Broker(Box::new(err))),
+            #[cfg(feature = "testing")]
+            Some(Settle::InProcess(settle)) => {
+                settle.hand_back(record, &self.shard, self.generation, self.attempt, delay)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Why this delivery may not reach its handler now, if it may not.
+    fn withheld(&self) -> Option<String> {
+        match &self.settle {
+            Some(Settle::Live { shard, ticket }) => {
+                if !shard.may_deliver() {
+                    // Another instance may hold the shard by now; stopping it also ends its
+                    // reader, so nothing waits on this record.
+                    shard.stop();
+                    return Some(format!(
+                        "the lease of shard {} of stream {:?} ran out by this instance's clock \
+                         before the handler started; the record (sequence number {}) is left to \
+                         the shard's next owner",
+                        self.shard, self.stream, self.record.sequence
+                    ));
+                }
+                (shard.generation() != ticket.generation).then(|| self.stale())
+            }
+            #[cfg(feature = "testing")]
+            Some(Settle::InProcess(settle)) => {
+                (!settle.is_current(self.generation)).then(|| self.stale())
+            }
+            None => None,
+        }
+    }
+
+    fn stale(&self) -> String {
+        format!(
+            "a seek of stream {:?} moved shard {} after this record (sequence number {}) was \
+             read; the seek's position delivers what follows it",
+            self.stream, self.shard, self.record.sequence
+        )
+    }
+}
+
+impl Drop for KinesisMessage {
+    fn drop(&mut self) {
+        // Dropped without a settlement (a runtime that gave up on it, a panicking lane): the
+        // record goes back to its shard, or its checkpoint would stay behind it for good.
+        if self.settle.is_some() {
+            let _ = self.hand_back(Duration::ZERO);
+        }
+    }
 }
 
 impl IncomingMessage for KinesisMessage {
     fn payload(&self) -> &[u8] {
-        &self.payload
+        &self.record.payload
     }
 
     fn headers(&self) -> &HeaderMap {
-        &self.headers
+        &self.record.headers
     }
 
     fn partition_key(&self) -> Option<&[u8]> {
-        Some(self.partition_key.as_bytes())
+        Some(self.record.partition_key.as_bytes())
+    }
+
+    fn redelivery_count(&self) -> Option<u64> {
+        Some(self.attempt)
+    }
+
+    fn decode_error(&self) -> Option<&CodecError> {
+        if let Some(refused) = self.refused.get() {
+            return Some(refused);
+        }
+        let why = self.withheld()?;
+        Some(
+            self.refused
+                .get_or_init(|| CodecError::Decode(Box::new(Withheld(why)))),
+        )
     }
 
     async fn ack(mut self) -> Result<(), AckError> {
@@ -106,19 +210,17 @@ impl IncomingMessage for KinesisMessage {
 
     async fn nack(mut self, requeue: bool) -> Result<(), AckError> {
         if requeue {
-            // Kinesis cannot hand one record back; the record stays unsettled, so the checkpoint
-            // stays behind it. The same answer in process and live.
-            #[cfg(feature = "testing")]
-            if let Some(Settle::InProcess(settle)) = &self.settle
-                && settle.is_closed()
-            {
-                return Err(AckError::Broker(Box::new(crate::KinesisError::ShutDown {
-                    what: "settling a delivery",
-                })));
-            }
-            return Err(AckError::Unsupported);
+            return self.hand_back(Duration::ZERO);
         }
         self.settle_now()
+    }
+
+    fn supports_nack_after(&self) -> bool {
+        true
+    }
+
+    async fn nack_after(mut self, delay: Duration) -> Result<(), AckError> {
+        self.hand_back(delay)
     }
 }
 
@@ -128,13 +230,13 @@ impl Positioned for KinesisMessage {
     fn position(&self) -> KinesisPosition {
         KinesisPosition::AtSequence {
             shard: Arc::clone(&self.shard),
-            sequence: Arc::clone(&self.sequence),
+            sequence: Arc::clone(&self.record.sequence),
         }
     }
 }
 
 impl ruststream::Partitioned for KinesisMessage {
     fn partition_key(&self) -> Option<&[u8]> {
-        Some(self.partition_key.as_bytes())
+        Some(self.record.partition_key.as_bytes())
     }
 }

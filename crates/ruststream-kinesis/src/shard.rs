@@ -3,14 +3,15 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use crate::coordinator::keeper::LeaseKeeper;
 use crate::lease::{LeaseError, LeaseKey, LeaseStore, millis};
+use crate::message::Record;
 use crate::watermark::{Ticket, Watermark};
-use crate::{LeaseTimings, epoch_millis};
+use crate::{KinesisError, LeaseTimings, SHARD_END, epoch_millis};
 
 /// When a call that grants the lease (a take, a renewal, a checkpoint that renews) was sent, by
 /// both of this instance's clocks.
@@ -38,9 +39,26 @@ fn usable(until: Option<Instant>, until_ms: Option<u64>, now: Instant, now_ms: u
     until.is_some_and(|until| now < until) && until_ms.is_some_and(|until_ms| now_ms < until_ms)
 }
 
+/// A record a handler handed back (`nack(true)`, `nack_after`, or dropped unsettled), waiting to
+/// be delivered again.
+#[derive(Debug)]
+pub(crate) struct Redelivery {
+    pub(crate) record: Record,
+    pub(crate) ticket: Ticket,
+    /// How many times it was delivered so far.
+    pub(crate) attempts: u64,
+    /// Not before this moment.
+    pub(crate) due: Instant,
+}
+
 #[derive(Debug, Default)]
 struct ShardState {
     watermark: Watermark,
+    /// Deliveries handed out and neither settled nor dropped, of any seek generation: a closed
+    /// shard is finished only once this is zero.
+    in_flight: usize,
+    /// Records handed back, in the order they are due.
+    retries: Vec<Redelivery>,
     /// The newest checkpoint not yet handed to the store.
     pending: Option<Arc<str>>,
     /// Until when this instance may deliver, by its own monotonic clock.
@@ -60,6 +78,8 @@ pub(crate) struct ShardHandle {
     pub(crate) wake: Notify,
     /// Wakes a reader waiting for every delivery to be settled.
     pub(crate) settled: Notify,
+    /// Wakes the redelivery task when a record was handed back.
+    pub(crate) handed_back: Notify,
     /// Set once the shard must deliver nothing more: its lease is lost or its reader stopped.
     stopped: AtomicBool,
     /// Serialises the checkpoint calls of this shard, so they reach the store in order.
@@ -75,6 +95,7 @@ impl ShardHandle {
             state: Mutex::default(),
             wake: Notify::new(),
             settled: Notify::new(),
+            handed_back: Notify::new(),
             stopped: AtomicBool::new(false),
             writing: tokio::sync::Mutex::new(()),
             broker_closed,
@@ -94,29 +115,101 @@ impl ShardHandle {
     /// the record was fetched in `generation`.
     pub(crate) fn track(&self, sequence: Arc<str>, generation: u64) -> Option<Ticket> {
         let mut state = self.lock();
-        (state.watermark.generation() == generation).then(|| state.watermark.push(sequence))
+        if state.watermark.generation() != generation {
+            return None;
+        }
+        state.in_flight += 1;
+        Some(state.watermark.push(sequence))
     }
 
     /// Settles one delivery; a grown prefix becomes the pending checkpoint.
-    pub(crate) fn settle(&self, ticket: Ticket) -> Result<(), crate::KinesisError> {
+    pub(crate) fn settle(&self, ticket: Ticket) -> Result<(), KinesisError> {
+        let mut state = self.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
         if self.broker_closed.load(Ordering::Acquire) {
-            return Err(crate::KinesisError::ShutDown {
+            drop(state);
+            self.settled.notify_waiters();
+            return Err(KinesisError::ShutDown {
                 what: "settling a delivery",
             });
         }
-        let mut state = self.lock();
         if let Some(checkpoint) = state.watermark.settle(ticket) {
             state.pending = Some(checkpoint);
             drop(state);
             self.wake.notify_one();
+        } else {
+            drop(state);
         }
         self.settled.notify_waiters();
         Ok(())
     }
 
-    /// Whether every delivery of this shard was settled.
+    /// Takes back a delivery its handler did not settle, to deliver it again `delay` from now,
+    /// still unsettled meanwhile. A delivery of a stopped shard, or one a seek made stale, is
+    /// forgotten instead: the shard's next owner, or the seek, delivers it again.
+    pub(crate) fn hand_back(
+        &self,
+        record: Record,
+        ticket: Ticket,
+        attempts: u64,
+        delay: Duration,
+    ) -> Result<(), KinesisError> {
+        let closed = self.broker_closed.load(Ordering::Acquire);
+        let mut state = self.lock();
+        if closed || self.is_stopped() || ticket.generation != state.watermark.generation() {
+            state.in_flight = state.in_flight.saturating_sub(1);
+            drop(state);
+            self.settled.notify_waiters();
+            return if closed {
+                Err(KinesisError::ShutDown {
+                    what: "handing a delivery back",
+                })
+            } else {
+                Ok(())
+            };
+        }
+        let due = Instant::now() + delay;
+        let at = state.retries.partition_point(|waiting| waiting.due <= due);
+        state.retries.insert(
+            at,
+            Redelivery {
+                record,
+                ticket,
+                attempts,
+                due,
+            },
+        );
+        drop(state);
+        self.handed_back.notify_one();
+        Ok(())
+    }
+
+    /// The handed-back records due at `now`, in order, and when the next one falls due.
+    pub(crate) fn take_due(&self, now: Instant) -> (Vec<Redelivery>, Option<Instant>) {
+        let mut state = self.lock();
+        let generation = state.watermark.generation();
+        // A seek since the hand-back: the seek's position delivers what follows it.
+        let before = state.retries.len();
+        state
+            .retries
+            .retain(|waiting| waiting.ticket.generation == generation);
+        let stale = before - state.retries.len();
+        state.in_flight = state.in_flight.saturating_sub(stale);
+        let due_now = state.retries.partition_point(|waiting| waiting.due <= now);
+        let due: Vec<Redelivery> = state.retries.drain(..due_now).collect();
+        let next = state.retries.first().map(|waiting| waiting.due);
+        (due, next)
+    }
+
+    /// Whether every delivery of this shard was settled (or dropped after a seek or a stop).
     pub(crate) fn is_drained(&self) -> bool {
-        self.lock().watermark.is_drained()
+        self.lock().in_flight == 0
+    }
+
+    /// How many deliveries of the current generation wait for a settlement at or behind the
+    /// oldest unsettled one: what the shard holds in memory while a record stays unsettled.
+    pub(crate) fn unsettled(&self) -> usize {
+        self.lock().watermark.unsettled()
     }
 
     /// Forgets every delivery and pending checkpoint (a seek).
@@ -190,6 +283,7 @@ impl ShardHandle {
 
     /// Writes the pending checkpoint, in order with every other write of this shard; the write
     /// also renews the lease, which the keeper learns through [`take_renewed`](Self::take_renewed).
+    /// A stopped shard writes nothing here: its last writes are [`close`](Self::close)'s.
     pub(crate) async fn write_pending(
         &self,
         store: &dyn LeaseStore,
@@ -197,6 +291,9 @@ impl ShardHandle {
         timings: &LeaseTimings,
     ) -> Result<(), LeaseError> {
         let _writing = self.writing.lock().await;
+        if self.is_stopped() {
+            return Ok(());
+        }
         let Some(checkpoint) = self.take_pending() else {
             return Ok(());
         };
@@ -222,11 +319,106 @@ impl ShardHandle {
     }
 }
 
+/// How a shard this instance still holds is handed back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Close {
+    /// Write the pending checkpoint, then release.
+    Release,
+    /// Read to its end, every delivery settled: write `SHARD_END`, then release.
+    Finished,
+}
+
+impl ShardHandle {
+    /// The shard's last writes: stops its deliveries, then writes its final checkpoint (or
+    /// `SHARD_END`) and releases the lease, all under the write lock, so no renewal or checkpoint
+    /// of this shard lands after the release (a late one would push the expiry out and the next
+    /// owner would wait a lease for it). Answers whether the final checkpoint landed, and the
+    /// first write the store refused or failed (nothing more is written after it).
+    pub(crate) async fn close(
+        &self,
+        store: &dyn LeaseStore,
+        owner: &str,
+        how: Close,
+    ) -> (bool, Option<LeaseError>) {
+        self.stop();
+        let _writing = self.writing.lock().await;
+        let written = match how {
+            Close::Release => match self.take_pending() {
+                None => Ok(()),
+                Some(checkpoint) => {
+                    let written = store.checkpoint(&self.key, owner, &checkpoint).await;
+                    if written.as_ref().is_err_and(|err| !err.is_fenced()) {
+                        self.restore_pending(checkpoint);
+                    }
+                    written
+                }
+            },
+            Close::Finished => {
+                // SHARD_END covers every settled record; a checkpoint still pending would land
+                // after it and move the shard back.
+                let _ = self.take_pending();
+                store.checkpoint(&self.key, owner, SHARD_END).await
+            }
+        };
+        if let Err(err) = written {
+            return (false, Some(err));
+        }
+        (true, store.release(&self.key, owner).await.err())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::test_store::Recording;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_checkpoint_queued_behind_the_closing_writes_is_never_written_after_the_release() {
+        let store = Arc::new(Recording::default());
+        *store.write_delay.lock().unwrap() = Duration::from_millis(200);
+        let key = LeaseKey::new("orders", "shardId-000000000000");
+        store
+            .acquire(&key, "me", Duration::from_secs(30))
+            .await
+            .unwrap();
+        let handle = Arc::new(ShardHandle::new(key, Arc::default()));
+        let timings = LeaseTimings::default();
+        handle.extend(Sent::now(), &timings);
+        handle.lock().pending = Some(Arc::from("5"));
+        // The shard stops while a renewal holds the write lock.
+        let held = handle.writing.lock().await;
+        let closing = tokio::spawn({
+            let (handle, store) = (Arc::clone(&handle), Arc::clone(&store));
+            async move { handle.close(store.as_ref(), "me", Close::Release).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The checkpoint writer, woken by an acknowledgement, queues behind the closing writes,
+        // and a last settlement lands while they are on their way.
+        let writing = tokio::spawn({
+            let (handle, store) = (Arc::clone(&handle), Arc::clone(&store));
+            async move { handle.write_pending(store.as_ref(), "me", &timings).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(held);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        handle.lock().pending = Some(Arc::from("7"));
+        let (written, failed) = closing.await.unwrap();
+        assert!(written && failed.is_none(), "{failed:?}");
+        writing.await.unwrap().unwrap();
+        let calls = store.calls_of("me");
+        let release = calls
+            .iter()
+            .find(|call| call.operation == "release")
+            .expect("the release");
+        assert!(
+            calls
+                .iter()
+                .all(|call| call.operation == "release" || call.ended <= release.started),
+            "a write of the shard ran past its release: {calls:#?}"
+        );
+    }
 
     const SECOND: Duration = Duration::from_secs(1);
 

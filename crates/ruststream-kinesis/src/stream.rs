@@ -66,7 +66,12 @@ pub struct KinesisStream {
     pub(crate) poll_interval: Duration,
     pub(crate) batch_size: u32,
     pub(crate) max_wait: Duration,
+    pub(crate) max_unsettled: usize,
 }
+
+/// How many deliveries a shard holds at most, by default, from its oldest unsettled record on,
+/// before its reader stops reading ahead.
+pub const DEFAULT_MAX_UNSETTLED: usize = 10_000;
 
 impl KinesisStream {
     /// Reads the stream `name`.
@@ -78,6 +83,7 @@ impl KinesisStream {
             poll_interval: Duration::from_millis(1000),
             batch_size: 1000,
             max_wait: Duration::from_millis(50),
+            max_unsettled: DEFAULT_MAX_UNSETTLED,
         }
     }
 
@@ -143,6 +149,29 @@ impl KinesisStream {
     #[must_use]
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = wait;
+        self
+    }
+
+    /// How many deliveries one shard holds at most from its oldest unsettled record on (default
+    /// [`DEFAULT_MAX_UNSETTLED`], 10,000). A record that stays unsettled (a handler that keeps
+    /// retrying it, a `retry_after(..)` with a long delay) keeps the shard's checkpoint behind
+    /// it; the records after it are still delivered, up to this many, and then the shard's reader
+    /// stops reading ahead until the record is settled. That bounds the memory a shard takes
+    /// (a sequence number and a flag per delivery, and the bytes of the records handed back),
+    /// and what the next owner delivers again after a crash.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ruststream_kinesis::KinesisStream;
+    ///
+    /// // Read at most 1,000 records past a record that waits to be retried.
+    /// let orders = KinesisStream::new("orders").max_unsettled(1_000);
+    /// # let _ = orders;
+    /// ```
+    #[must_use]
+    pub fn max_unsettled(mut self, deliveries: usize) -> Self {
+        self.max_unsettled = deliveries.max(1);
         self
     }
 

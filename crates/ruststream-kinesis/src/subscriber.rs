@@ -9,8 +9,11 @@ use futures::{Stream, StreamExt};
 use ruststream::{BatchSubscriber, BufferedSubscriber, Seekable, Seeker, Subscriber};
 use tokio::sync::mpsc;
 
+use crate::api;
 use crate::coordinator::{Item, Subscription};
 use crate::message::Settle;
+use crate::position::ShardStart;
+use crate::reader::Restart;
 use crate::{KinesisError, KinesisMessage, KinesisPosition};
 
 /// Where a subscription's deliveries come from.
@@ -231,39 +234,99 @@ impl Seeker for KinesisSeeker {
 
     async fn seek(&self, to: KinesisPosition) -> Result<(), KinesisError> {
         match &self.source {
-            SeekSource::Live(sub) => seek_live(sub, to),
+            SeekSource::Live(sub) => seek_live(sub, to).await,
             #[cfg(feature = "testing")]
             SeekSource::InProcess(sub) => sub.seek(&to),
         }
     }
 }
 
-fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), KinesisError> {
+impl KinesisSeeker {
+    /// The seeker of a live subscription.
+    pub(crate) fn live(sub: Arc<Subscription>) -> Self {
+        Self {
+            source: SeekSource::Live(sub),
+        }
+    }
+
+    /// The seeker of an in-process subscription.
+    #[cfg(feature = "testing")]
+    pub(crate) fn in_process(sub: Arc<crate::in_process::InProcessSubscription>) -> Self {
+        Self {
+            source: SeekSource::InProcess(sub),
+        }
+    }
+}
+
+/// Seeks the shards of a live subscription that `to` applies to. Every shard's iterator at `to`
+/// is asked of Kinesis first: a position it refuses (a sequence number of another shard, a
+/// trimmed one) fails the seek, naming the shard and the reason, and moves no shard. Then each
+/// shard's watermark resets and its reader restarts at the new iterator; a delivery of the old
+/// position still on its way never reaches a handler once this returns.
+async fn seek_live(sub: &Arc<Subscription>, to: KinesisPosition) -> Result<(), KinesisError> {
     if sub.broker_closed.load(std::sync::atomic::Ordering::Acquire) {
         return Err(KinesisError::ShutDown { what: "seeking" });
     }
-    let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(shard) = to.shard()
-        && !running.contains_key(shard)
-    {
-        return Err(KinesisError::Seek {
-            stream: sub.stream.to_string(),
-            reason: format!(
-                "shard {shard} is not read by this instance (it holds {:?}); seek where the \
-                 delivery was handled",
-                running.keys().collect::<Vec<_>>()
-            ),
-        });
-    }
-    if running.is_empty() {
-        *sub.initial.lock().unwrap_or_else(PoisonError::into_inner) = to;
-        return Ok(());
-    }
-    for (shard, reader) in running.iter() {
-        if to.applies_to(shard) {
-            reader.handle.reset();
-            let _ = reader.restart.send(Some(to.clone()));
+    let targets: Vec<(Arc<str>, Arc<crate::shard::ShardHandle>, Arc<RestartSender>)> = {
+        let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(shard) = to.shard()
+            && !running.contains_key(shard)
+        {
+            return Err(KinesisError::Seek {
+                stream: sub.stream.to_string(),
+                reason: format!(
+                    "shard {shard} is not read by this instance (it holds {:?}); seek where the \
+                     delivery was handled",
+                    running.keys().collect::<Vec<_>>()
+                ),
+            });
         }
+        if running.is_empty() {
+            *sub.initial.lock().unwrap_or_else(PoisonError::into_inner) = to;
+            return Ok(());
+        }
+        running
+            .iter()
+            .filter(|(shard, _)| to.applies_to(shard))
+            .map(|(shard, reader)| {
+                (
+                    Arc::clone(shard),
+                    Arc::clone(&reader.handle),
+                    Arc::clone(&reader.restart),
+                )
+            })
+            .collect()
+    };
+    let start = ShardStart::At(to.clone());
+    // Where later iterators start until a record is delivered: the tip is the moment of the
+    // seek, not a later tip.
+    let resume = ShardStart::from_checkpoint(
+        to.shard().unwrap_or_default(),
+        &start.to_checkpoint(crate::epoch_millis()),
+    );
+    let mut iterators = Vec::with_capacity(targets.len());
+    for (shard, _, _) in &targets {
+        match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
+            Ok(iterator) => iterators.push(iterator),
+            Err(err) => {
+                return Err(KinesisError::Seek {
+                    stream: sub.stream.to_string(),
+                    reason: format!(
+                        "Kinesis refused the position {to:?} for shard {shard}: {err}; every \
+                         shard reads on where it was"
+                    ),
+                });
+            }
+        }
+    }
+    for ((_, handle, restart), iterator) in targets.into_iter().zip(iterators) {
+        handle.reset();
+        let _ = restart.send(Some(Restart {
+            iterator,
+            resume: resume.clone(),
+        }));
     }
     Ok(())
 }
+
+type RestartSender = tokio::sync::watch::Sender<Option<Restart>>;

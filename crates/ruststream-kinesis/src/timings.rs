@@ -164,6 +164,20 @@ impl LeaseTimings {
         self.listing
     }
 
+    /// How long a lease-store call may take before it counts as failed: the renewal interval, so
+    /// a renewal that hangs fails in time for its retry to land while the lease lasts.
+    pub(crate) fn store_call_timeout(&self) -> Duration {
+        self.renew
+    }
+
+    /// How long one Kinesis call may take, retries of the SDK's own included, before it counts
+    /// as failed: the lease, and at least 10 s (an attempt half of it), so a hung `GetRecords`
+    /// leaves its shard unread for at most that long before the reader asks again, while a slow
+    /// `PutRecords` of 5 MiB is not cut off (and sent twice) by a short test lease.
+    pub(crate) fn kinesis_call_timeout(&self) -> Duration {
+        self.lease.max(Duration::from_secs(10))
+    }
+
     /// How long before its lease runs out (by this instance's own clock) a reader stops: the
     /// holder's half of the skew tolerance.
     pub(crate) fn holder_margin(&self) -> Duration {
@@ -174,5 +188,20 @@ impl LeaseTimings {
     /// margin.
     pub(crate) fn usable_lease(&self) -> Duration {
         self.lease.saturating_sub(self.holder_margin())
+    }
+}
+
+/// The configuration's timeouts, with an operation timeout of `bound` and an attempt timeout of
+/// half of it where the configuration sets none: no call of the broker hangs for good.
+pub(crate) fn call_timeouts(
+    configured: Option<&aws_sdk_kinesis::config::timeout::TimeoutConfig>,
+    bound: Duration,
+) -> aws_sdk_kinesis::config::timeout::TimeoutConfig {
+    let ours = aws_sdk_kinesis::config::timeout::TimeoutConfig::builder()
+        .operation_timeout(bound)
+        .operation_attempt_timeout(bound / 2);
+    match configured {
+        Some(configured) => configured.to_builder().take_unset_from(ours).build(),
+        None => ours.build(),
     }
 }

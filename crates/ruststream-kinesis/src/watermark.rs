@@ -62,12 +62,12 @@ impl Watermark {
     }
 
     /// Whether every delivery was settled.
+    #[cfg(test)]
     pub(crate) fn is_drained(&self) -> bool {
         self.pending.is_empty()
     }
 
-    /// How many deliveries wait for a settlement.
-    #[cfg(test)]
+    /// How many deliveries the watermark holds: the oldest unsettled one and every one after it.
     pub(crate) fn unsettled(&self) -> usize {
         self.pending.len()
     }

@@ -10,7 +10,7 @@ mod simulation;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::Client;
 use futures::future::join_all;
@@ -21,10 +21,40 @@ use tokio_util::task::TaskTracker;
 use crate::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, LeaseStore, epoch_millis};
 use crate::position::ShardStart;
-use crate::reader::{self, Reader};
+use crate::reader::{self, Reader, Restart};
 use crate::shard::{Sent, ShardHandle};
 use crate::{KinesisError, KinesisMessage, KinesisPosition, LeaseTimings};
 use plan::{Rows, Verdict};
+
+/// The first wait after a take that failed once the lease was won (its iterator refused, a
+/// legacy row in the way); it doubles with each failure in a row, up to [`TAKE_BACKOFF_MAX`].
+const TAKE_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between two tries of a shard whose takes keep failing.
+const TAKE_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// A shard whose takes keep failing after the lease was won: how often in a row, and when it
+/// may be tried again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TakeBackoff {
+    failures: u32,
+    until: Instant,
+}
+
+impl TakeBackoff {
+    /// The backoff after one more failure than `previous`: doubling from [`TAKE_BACKOFF`], with
+    /// jitter so the instances that all fail on one shard do not retry in step.
+    fn after(previous: Option<Self>, now: Instant) -> Self {
+        let failures = previous.map_or(1, |backoff| backoff.failures.saturating_add(1));
+        let ceiling = TAKE_BACKOFF
+            .saturating_mul(1 << (failures - 1).min(10))
+            .min(TAKE_BACKOFF_MAX);
+        let wait = rand::Rng::random_range(&mut rand::rng(), ceiling / 2..=ceiling);
+        Self {
+            failures,
+            until: now + wait,
+        }
+    }
+}
 
 /// What the subscriber stream yields.
 pub(crate) type Item = Result<KinesisMessage, KinesisError>;
@@ -33,7 +63,7 @@ pub(crate) type Item = Result<KinesisMessage, KinesisError>;
 #[derive(Debug)]
 pub(crate) struct Running {
     pub(crate) handle: Arc<ShardHandle>,
-    pub(crate) restart: watch::Sender<Option<KinesisPosition>>,
+    pub(crate) restart: Arc<watch::Sender<Option<Restart>>>,
 }
 
 /// One live subscription: its settings, its channel, and the shards it reads.
@@ -46,6 +76,9 @@ pub(crate) struct Subscription {
     pub(crate) timings: LeaseTimings,
     pub(crate) poll_interval: Duration,
     pub(crate) batch_size: u32,
+    /// How many deliveries a shard holds at most behind its oldest unsettled one before its
+    /// reader stops reading ahead.
+    pub(crate) window: usize,
     pub(crate) tx: mpsc::Sender<Item>,
     pub(crate) cancel: CancellationToken,
     /// This subscription's tasks, which a later subscription to the stream waits for.
@@ -56,6 +89,11 @@ pub(crate) struct Subscription {
     pub(crate) broker_closed: Arc<AtomicBool>,
     pub(crate) running: Mutex<HashMap<Arc<str>, Running>>,
     pub(crate) finished: Mutex<HashSet<Arc<str>>>,
+    /// Shards this subscription never reads: closed ones it never read and that would start at
+    /// the tip, and ones that left the stream while it read them.
+    pub(crate) skipped: Mutex<HashSet<Arc<str>>>,
+    /// Shards whose takes failed after the lease was won, and until when they are left alone.
+    pub(crate) take_backoff: Mutex<HashMap<Arc<str>, TakeBackoff>>,
     /// Wakes the coordinator before its next listing (a shard ended or stopped).
     pub(crate) wake: Notify,
     /// Where shards without a checkpoint start; a seek made before any shard was taken sets it.
@@ -93,37 +131,36 @@ impl Subscription {
     }
 
     fn reading(&self) -> HashSet<Arc<str>> {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
+        lock(&self.running).keys().cloned().collect()
     }
 
     /// One listing round: list, read the rows that matter, take what is free, start readers.
     pub(crate) async fn round(self: &Arc<Self>) -> Result<usize, KinesisError> {
         let listing = api::list_shards(&self.client, &self.stream).await?;
-        let (reading, finished) = self.snapshot();
-        let wanted = plan::rows_to_read(&listing, &reading, &finished);
+        self.forget_unlisted(&listing);
+        let Snapshot {
+            reading,
+            settled,
+            finished,
+        } = self.snapshot();
+        let wanted = plan::rows_to_read(&listing, &reading, &settled);
         let (mut rows, unreadable) = self.read_rows(&wanted).await;
         plan::add_finished(&mut rows, &finished);
         for (shard, row) in &rows {
             if row.as_ref().is_some_and(crate::LeaseState::is_finished) {
-                self.finished
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(Arc::clone(shard));
+                lock(&self.finished).insert(Arc::clone(shard));
             }
         }
-        *self
-            .last_listing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = listing.clone();
+        *lock(&self.last_listing) = listing.clone();
         let skip =
             |shard: &ShardInfo| reading.contains(&shard.id) || unreadable.contains(&shard.id);
         let to_take = self.takeable(&listing, &rows, skip);
-        let taken = join_all(to_take.into_iter().map(|shard| self.take(shard))).await;
+        let taken = join_all(
+            to_take
+                .into_iter()
+                .map(|(shard, fresh)| self.take(shard, fresh)),
+        )
+        .await;
         Ok(taken.into_iter().filter(|taken| *taken).count())
     }
 
@@ -169,23 +206,20 @@ impl Subscription {
     }
 
     fn initial_position(&self) -> KinesisPosition {
-        self.initial
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.initial).clone()
     }
 
     /// Between listings: whether the lease table shows a shard of the last listing that this
     /// instance could take now (released, expired, or its parents finished). One `list` call, or
     /// a read per waiting shard where the store cannot list; nothing while no shard waits.
     async fn takeable_between_listings(&self) -> bool {
-        let listing = self
-            .last_listing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let (reading, finished) = self.snapshot();
-        let wanted = plan::rows_to_read(&listing, &reading, &finished);
+        let listing = lock(&self.last_listing).clone();
+        let Snapshot {
+            reading,
+            settled,
+            finished,
+        } = self.snapshot();
+        let wanted = plan::rows_to_read(&listing, &reading, &settled);
         if wanted.is_empty() {
             return false;
         }
@@ -208,52 +242,95 @@ impl Subscription {
         !self.takeable(&listing, &rows, skip).is_empty()
     }
 
-    /// What this instance reads and what it knows finished, as of now.
-    fn snapshot(&self) -> (HashSet<Arc<str>>, HashSet<Arc<str>>) {
-        let finished = self
-            .finished
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        (self.reading(), finished)
+    /// What this instance reads and knows of the shards, as of now.
+    fn snapshot(&self) -> Snapshot {
+        let finished = lock(&self.finished).clone();
+        let mut settled = finished.clone();
+        settled.extend(lock(&self.skipped).iter().cloned());
+        Snapshot {
+            reading: self.reading(),
+            settled,
+            finished,
+        }
     }
 
-    /// The shards of `listing` that `plan::verdict` says to take, `skip` aside.
+    /// Forgets the shards a listing no longer shows: they cannot be taken, and a stream created
+    /// again under the same name starts afresh.
+    fn forget_unlisted(&self, listing: &[ShardInfo]) {
+        let listed: HashSet<&str> = listing.iter().map(|shard| shard.id.as_ref()).collect();
+        lock(&self.skipped).retain(|shard| listed.contains(shard.as_ref()));
+        lock(&self.take_backoff).retain(|shard, _| listed.contains(shard.as_ref()));
+    }
+
+    /// Never reads `shard` again (it left the stream while this instance read it).
+    pub(crate) fn forget(&self, shard: &Arc<str>) {
+        lock(&self.skipped).insert(Arc::clone(shard));
+    }
+
+    /// The shards of `listing` that `plan::verdict` says to take, `skip` aside, and where each
+    /// starts when its row has no checkpoint. Shards it says to skip are remembered, and shards
+    /// whose takes keep failing wait out their backoff.
     fn takeable<'a>(
         &self,
         listing: &'a [ShardInfo],
         rows: &Rows,
         skip: impl Fn(&ShardInfo) -> bool,
-    ) -> Vec<&'a ShardInfo> {
-        let listed: HashSet<&str> = listing.iter().map(|s| s.id.as_ref()).collect();
+    ) -> Vec<(&'a ShardInfo, KinesisPosition)> {
+        let listed = plan::listed(listing);
         let initial = self.initial_position();
         let now_ms = epoch_millis();
-        listing
-            .iter()
-            .filter(|shard| !skip(shard))
-            .filter(|shard| {
-                matches!(
-                    plan::verdict(shard, &listed, rows, &self.owner, now_ms, &initial),
-                    Verdict::Take { .. }
-                )
-            })
-            .collect()
+        let now = Instant::now();
+        let backoff = lock(&self.take_backoff).clone();
+        let skipped = lock(&self.skipped).clone();
+        let mut takeable = Vec::new();
+        for shard in listing {
+            if skip(shard)
+                || skipped.contains(&shard.id)
+                || backoff.get(&shard.id).is_some_and(|wait| wait.until > now)
+            {
+                continue;
+            }
+            match plan::verdict(shard, &listed, rows, &self.owner, now_ms, &initial) {
+                Verdict::Take { fresh } => takeable.push((shard, fresh)),
+                Verdict::Skip => {
+                    tracing::debug!(stream = %self.stream, shard = %shard.id, "closed shard never read and started at the tip: skipped");
+                    lock(&self.skipped).insert(Arc::clone(&shard.id));
+                }
+                Verdict::Finished | Verdict::WaitForParents | Verdict::HeldElsewhere => {}
+            }
+        }
+        takeable
     }
 
-    /// Takes the lease of `shard` and starts its reader; whether it now reads the shard.
-    async fn take(self: &Arc<Self>, shard: &ShardInfo) -> bool {
+    /// A take of `shard` failed after its lease was won (or may have been): reports it once, and
+    /// leaves the shard alone for a backoff that doubles with each failure in a row.
+    async fn take_failed(&self, shard: &Arc<str>, key: &LeaseKey, err: KinesisError) {
+        let backoff = {
+            let mut waits = lock(&self.take_backoff);
+            let backoff = TakeBackoff::after(waits.get(shard).copied(), Instant::now());
+            waits.insert(Arc::clone(shard), backoff);
+            backoff
+        };
+        tracing::warn!(
+            stream = %self.stream,
+            shard = %shard,
+            failures = backoff.failures,
+            retry_in_ms = crate::lease::millis(backoff.until.saturating_duration_since(Instant::now())),
+            error = %err,
+            "taking the shard failed; it is tried again after a backoff"
+        );
+        let _ = self.tx.try_send(Err(err));
+        // The take may have won the lease before failing: hand it back at once.
+        let _ = self.store.release(key, &self.owner).await;
+    }
+
+    /// Takes the lease of `shard` and starts its reader; whether it now reads the shard. A row
+    /// without a checkpoint starts at `fresh`.
+    async fn take(self: &Arc<Self>, shard: &ShardInfo, fresh: KinesisPosition) -> bool {
         let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id));
         // Where a first owner starts: recorded by the take itself when the row has no
         // checkpoint, so an instance that takes the shard over before the first acknowledgement
         // starts no later than this one did.
-        let initial = self.initial_position();
-        let fresh = if !shard.parents.is_empty() {
-            KinesisPosition::TrimHorizon
-        } else if initial.applies_to(&shard.id) {
-            initial
-        } else {
-            KinesisPosition::Latest
-        };
         let recorded = ShardStart::At(fresh.clone()).to_checkpoint(epoch_millis());
         let sent = Sent::now();
         let state = match self
@@ -264,6 +341,15 @@ impl Subscription {
             Ok(state) => state,
             // Another instance was faster: nothing to report.
             Err(err) if err.is_fenced() => return false,
+            // A row no take can use (an earlier version's, naming no stream) fails every take
+            // the same way: back off.
+            Err(err @ crate::LeaseError::LegacyRow { .. }) => {
+                self.take_failed(&shard.id, &key, self.lease_error(&shard.id, err))
+                    .await;
+                return false;
+            }
+            // The store failed: the next listing (or a handover poll that reads the table again)
+            // tries once more.
             Err(err) => {
                 self.report(self.lease_error(&shard.id, err));
                 // The provided `acquire_from` may have taken the lease before failing.
@@ -272,54 +358,58 @@ impl Subscription {
             }
         };
         // Decided again on the row the take returned: it is the authoritative one.
-        let start = match state.checkpoint.as_deref() {
+        let (start, resume) = match state.checkpoint.as_deref() {
             Some(crate::SHARD_END) => {
-                self.finished
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(Arc::clone(&shard.id));
+                lock(&self.finished).insert(Arc::clone(&shard.id));
                 let _ = self.store.release(&key, &self.owner).await;
                 return false;
             }
-            // The start this take recorded: read from the position itself (the tip stays the
-            // tip, rather than the moment recorded for it).
-            Some(checkpoint) if checkpoint == recorded => ShardStart::At(fresh),
-            Some(checkpoint) => ShardStart::from_checkpoint(&shard.id, checkpoint),
-            // A store whose take keeps no start: read from the position all the same.
-            None => ShardStart::At(fresh),
+            // The start this take recorded (or would have, for a store that keeps none): the
+            // first iterator reads from the position itself (the tip stays the tip), and every
+            // later one without a delivered record from the moment recorded for it.
+            Some(checkpoint) if checkpoint != recorded => {
+                let start = ShardStart::from_checkpoint(&shard.id, checkpoint);
+                (start.clone(), start)
+            }
+            _ => (
+                ShardStart::At(fresh),
+                ShardStart::from_checkpoint(&shard.id, &recorded),
+            ),
         };
         let iterator =
             match api::shard_iterator(&self.client, &self.stream, &shard.id, &start).await {
                 Ok(iterator) => iterator,
                 Err(err) => {
-                    self.report(err);
-                    let _ = self.store.release(&key, &self.owner).await;
+                    if matches!(err, KinesisError::ShardNotFound { .. }) {
+                        self.forget(&shard.id);
+                    }
+                    self.take_failed(&shard.id, &key, err).await;
                     return false;
                 }
             };
+        lock(&self.take_backoff).remove(&shard.id);
         let handle = Arc::new(ShardHandle::new(key, Arc::clone(&self.broker_closed)));
         handle.extend(sent, &self.timings);
         let (restart, restart_rx) = watch::channel(None);
         let cancel = self.cancel.child_token();
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                Arc::clone(&shard.id),
-                Running {
-                    handle: Arc::clone(&handle),
-                    restart,
-                },
-            );
+        lock(&self.running).insert(
+            Arc::clone(&shard.id),
+            Running {
+                handle: Arc::clone(&handle),
+                restart: Arc::new(restart),
+            },
+        );
         tracing::debug!(stream = %self.stream, shard = %shard.id, ?start, "reading shard");
         let reader = Reader {
             sub: Arc::clone(self),
             handle,
             shard: shard.id.clone(),
-            start,
+            resume,
             iterator,
             cancel,
             restart: restart_rx,
+            taken: sent,
+            seek_seen: false,
         };
         self.spawn(reader::run(reader));
         true
@@ -327,18 +417,27 @@ impl Subscription {
 
     /// Forgets a shard whose reader ended, and lists again soon.
     pub(crate) fn reader_ended(&self, shard: &Arc<str>, finished: bool) {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(shard);
+        lock(&self.running).remove(shard);
         if finished {
-            self.finished
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(Arc::clone(shard));
+            lock(&self.finished).insert(Arc::clone(shard));
         }
         self.wake.notify_one();
     }
+}
+
+/// What a subscription reads and knows of its shards at one moment.
+struct Snapshot {
+    /// The shards it reads.
+    reading: HashSet<Arc<str>>,
+    /// The shards it never reads again: finished, or skipped.
+    settled: HashSet<Arc<str>>,
+    /// The shards it knows were read to their end.
+    finished: HashSet<Arc<str>>,
+}
+
+/// Locks `mutex`, whatever a panicking holder left.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Lists and takes every listing interval, sooner when a reader ended or the handover poll sees

@@ -7,33 +7,64 @@ use std::sync::Arc;
 use crate::KinesisPosition;
 use crate::api::ShardInfo;
 use crate::lease::LeaseState;
+#[cfg(test)]
 use crate::position::ShardStart;
 
 /// What to do with one listed shard this instance does not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Take its lease and read it from `start`.
-    Take { start: ShardStart },
+    /// Take its lease; a row without a checkpoint starts at `fresh`.
+    Take { fresh: KinesisPosition },
     /// It was read to its end.
     Finished,
     /// A parent still in the stream is not at `SHARD_END` yet.
     WaitForParents,
     /// Another instance holds an unexpired lease.
     HeldElsewhere,
+    /// A closed shard this application never read and never will: it has no row, none of its
+    /// parents was read, and the subscription starts at the tip, where a closed shard holds
+    /// nothing.
+    Skip,
 }
 
 /// The rows a decision reads, by shard id; `None` where the table has no row.
 pub(crate) type Rows = HashMap<Arc<str>, Option<LeaseState>>;
 
+/// The shards of one listing, by id.
+pub(crate) type Listed<'a> = HashMap<&'a str, &'a ShardInfo>;
+
+/// The shards of `listing`, by id.
+pub(crate) fn listed(listing: &[ShardInfo]) -> Listed<'_> {
+    listing
+        .iter()
+        .map(|shard| (shard.id.as_ref(), shard))
+        .collect()
+}
+
+/// How a shard without a checkpoint relates to what this application read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lineage {
+    /// A parent was read (to its end, or it left the stream while its row says it was read):
+    /// the shard holds what follows, from its beginning.
+    ParentsRead,
+    /// Some parent still has to be read to its end first.
+    ParentsPending,
+    /// Nothing this application read comes before it (no parents, or none of them was ever
+    /// read): it starts where the subscription starts.
+    Fresh,
+}
+
 /// Decides what to do with `shard`.
 ///
 /// A child waits until each parent still listed is at `SHARD_END`, so per-key order survives a
-/// split or a merge. A shard with a checkpoint resumes after it; one without starts where
-/// `initial` says when it is a root shard, and at its beginning when it is a child (everything a
-/// child holds was written after its parents ended, which this subscription read).
+/// split or a merge. A shard with a checkpoint resumes after it. One without starts at its
+/// beginning when a parent was read (everything it holds was written after its parents ended,
+/// which this subscription read), and where `initial` says when none was: a new subscription
+/// at the tip, or at a timestamp after a split, does not replay the children's retention. A
+/// closed shard that would start at the tip holds nothing there, and is skipped.
 pub(crate) fn verdict(
     shard: &ShardInfo,
-    listed: &HashSet<&str>,
+    listed: &Listed<'_>,
     rows: &Rows,
     owner: &str,
     now_ms: u64,
@@ -43,14 +74,8 @@ pub(crate) fn verdict(
     if row.as_ref().is_some_and(LeaseState::is_finished) {
         return Verdict::Finished;
     }
-    let parents_done = shard.parents.iter().all(|parent| {
-        !listed.contains(parent.as_ref())
-            || rows
-                .get(parent)
-                .and_then(Option::as_ref)
-                .is_some_and(LeaseState::is_finished)
-    });
-    if !parents_done {
+    let lineage = lineage(shard, listed, rows, initial);
+    if lineage == Lineage::ParentsPending {
         return Verdict::WaitForParents;
     }
     if let Some(row) = &row
@@ -59,13 +84,71 @@ pub(crate) fn verdict(
     {
         return Verdict::HeldElsewhere;
     }
-    let start = match row.and_then(|row| row.checkpoint) {
-        Some(checkpoint) => ShardStart::from_checkpoint(&shard.id, &checkpoint),
-        None if !shard.parents.is_empty() => ShardStart::At(KinesisPosition::TrimHorizon),
-        None if initial.applies_to(&shard.id) => ShardStart::At(initial.clone()),
-        None => ShardStart::At(KinesisPosition::Latest),
+    let fresh = match lineage {
+        Lineage::ParentsRead => KinesisPosition::TrimHorizon,
+        _ if initial.applies_to(&shard.id) => initial.clone(),
+        _ => KinesisPosition::Latest,
     };
-    Verdict::Take { start }
+    let has_checkpoint = row.as_ref().is_some_and(|row| row.checkpoint.is_some());
+    if shard.closed && !has_checkpoint && fresh == KinesisPosition::Latest {
+        return Verdict::Skip;
+    }
+    Verdict::Take { fresh }
+}
+
+fn lineage(
+    shard: &ShardInfo,
+    listed: &Listed<'_>,
+    rows: &Rows,
+    initial: &KinesisPosition,
+) -> Lineage {
+    let mut lineage = Lineage::Fresh;
+    for parent in &shard.parents {
+        let row = rows.get(parent).and_then(Option::as_ref);
+        let parent_listed = listed.get(parent.as_ref());
+        match (row, parent_listed) {
+            (Some(row), _) if row.is_finished() => lineage = Lineage::ParentsRead,
+            // Read once, then trimmed out of the stream: it cannot hold its child.
+            (Some(_), None) => lineage = Lineage::ParentsRead,
+            // Being read, or about to be.
+            (Some(_), Some(_)) => return Lineage::ParentsPending,
+            // Never read, and gone: nothing of it comes first.
+            (None, None) => {}
+            // Never read yet: it holds its child unless it is never to be read at all.
+            (None, Some(parent)) => {
+                if lineage_of_unread(parent, listed, rows, initial) != Verdict::Skip {
+                    return Lineage::ParentsPending;
+                }
+            }
+        }
+    }
+    lineage
+}
+
+/// What becomes of a listed shard without a row: skipped, or taken some day (waiting meanwhile).
+fn lineage_of_unread(
+    shard: &ShardInfo,
+    listed: &Listed<'_>,
+    rows: &Rows,
+    initial: &KinesisPosition,
+) -> Verdict {
+    match lineage(shard, listed, rows, initial) {
+        Lineage::ParentsPending => Verdict::WaitForParents,
+        Lineage::ParentsRead => Verdict::Take {
+            fresh: KinesisPosition::TrimHorizon,
+        },
+        Lineage::Fresh if shard.closed && !initial_reads_closed(initial, &shard.id) => {
+            Verdict::Skip
+        }
+        Lineage::Fresh => Verdict::Take {
+            fresh: initial.clone(),
+        },
+    }
+}
+
+/// Whether a subscription starting at `initial` reads anything of a closed shard it never read.
+fn initial_reads_closed(initial: &KinesisPosition, shard: &str) -> bool {
+    initial.applies_to(shard) && *initial != KinesisPosition::Latest
 }
 
 /// Marks the shards known to be finished as finished in `rows`: they are not read again, and
@@ -81,22 +164,22 @@ pub(crate) fn add_finished(rows: &mut Rows, finished: &HashSet<Arc<str>>) {
     }
 }
 
-/// The shard ids whose rows a round must read: every listed shard this instance does not read,
-/// and their parents.
+/// The shard ids whose rows a round must read: every listed shard this instance neither reads
+/// nor knows to be finished or skipped, and their parents (listed or not: a parent trimmed out
+/// of the stream still tells by its row whether this application read it).
 pub(crate) fn rows_to_read<'a>(
     listing: &'a [ShardInfo],
     reading: &HashSet<Arc<str>>,
-    finished: &HashSet<Arc<str>>,
+    settled: &HashSet<Arc<str>>,
 ) -> Vec<&'a Arc<str>> {
-    let listed: HashSet<&str> = listing.iter().map(|s| s.id.as_ref()).collect();
     let mut wanted: Vec<&Arc<str>> = Vec::new();
     for shard in listing {
-        if reading.contains(&shard.id) || finished.contains(&shard.id) {
+        if reading.contains(&shard.id) || settled.contains(&shard.id) {
             continue;
         }
         wanted.push(&shard.id);
         for parent in &shard.parents {
-            if listed.contains(parent.as_ref()) && !finished.contains(parent) {
+            if !settled.contains(parent) {
                 wanted.push(parent);
             }
         }
@@ -128,32 +211,50 @@ mod tests {
         })
     }
 
+    fn decide_from(
+        shard: &ShardInfo,
+        listing: &[ShardInfo],
+        rows: &Rows,
+        now_ms: u64,
+        initial: &KinesisPosition,
+    ) -> Verdict {
+        verdict(shard, &listed(listing), rows, "me", now_ms, initial)
+    }
+
     fn decide(shard: &ShardInfo, listing: &[ShardInfo], rows: &Rows, now_ms: u64) -> Verdict {
-        let listed = listing.iter().map(|s| s.id.as_ref()).collect();
-        verdict(shard, &listed, rows, "me", now_ms, &KinesisPosition::Latest)
+        decide_from(shard, listing, rows, now_ms, &KinesisPosition::Latest)
+    }
+
+    fn take(fresh: KinesisPosition) -> Verdict {
+        Verdict::Take { fresh }
     }
 
     #[test]
     fn a_new_root_shard_starts_at_the_initial_position() {
         let root = shard("s0", &[], false);
         let verdict = decide(&root, std::slice::from_ref(&root), &Rows::new(), 0);
-        assert_eq!(
-            verdict,
-            Verdict::Take {
-                start: ShardStart::At(KinesisPosition::Latest)
-            }
+        assert_eq!(verdict, take(KinesisPosition::Latest));
+        let horizon = decide_from(
+            &root,
+            std::slice::from_ref(&root),
+            &Rows::new(),
+            0,
+            &KinesisPosition::TrimHorizon,
         );
+        assert_eq!(horizon, take(KinesisPosition::TrimHorizon));
     }
 
     #[test]
-    fn a_checkpointed_shard_resumes_after_its_checkpoint() {
+    fn a_checkpointed_shard_is_taken_and_resumes_after_its_checkpoint() {
         let root = shard("s0", &[], false);
         let rows = Rows::from([(Arc::from("s0"), row(None, 0, Some("42")))]);
-        assert_eq!(
+        assert!(matches!(
             decide(&root, std::slice::from_ref(&root), &rows, 0),
-            Verdict::Take {
-                start: ShardStart::After(Arc::from("42"))
-            }
+            Verdict::Take { .. }
+        ));
+        assert_eq!(
+            ShardStart::from_checkpoint("s0", "42"),
+            ShardStart::After(Arc::from("42"))
         );
     }
 
@@ -170,19 +271,94 @@ mod tests {
         rows.insert(Arc::from("b"), row(None, 0, Some(SHARD_END)));
         assert_eq!(
             decide(&child, &listing, &rows, 0),
-            Verdict::Take {
-                start: ShardStart::At(KinesisPosition::TrimHorizon)
-            }
+            take(KinesisPosition::TrimHorizon)
         );
     }
 
     #[test]
     fn a_parent_trimmed_out_of_the_stream_does_not_hold_its_child() {
         let child = shard("c", &["gone"], false);
-        assert!(matches!(
+        // Never read by this application: the child starts where the subscription starts.
+        assert_eq!(
             decide(&child, std::slice::from_ref(&child), &Rows::new(), 0),
-            Verdict::Take { .. }
-        ));
+            take(KinesisPosition::Latest)
+        );
+        // Read, then trimmed before its end was checkpointed: the child follows from its start.
+        let rows = Rows::from([(Arc::from("gone"), row(None, 0, Some("7")))]);
+        assert_eq!(
+            decide(&child, std::slice::from_ref(&child), &rows, 0),
+            take(KinesisPosition::TrimHorizon)
+        );
+    }
+
+    #[test]
+    fn children_of_parents_never_read_start_at_the_tip_and_the_parents_are_skipped() {
+        // A new subscription at the tip of a stream that was split before it started.
+        let parent = shard("p", &[], true);
+        let (left, right) = (shard("l", &["p"], false), shard("r", &["p"], false));
+        let listing = [parent.clone(), left.clone(), right.clone()];
+        let rows = Rows::new();
+        assert_eq!(decide(&parent, &listing, &rows, 0), Verdict::Skip);
+        assert_eq!(
+            decide(&left, &listing, &rows, 0),
+            take(KinesisPosition::Latest)
+        );
+        assert_eq!(
+            decide(&right, &listing, &rows, 0),
+            take(KinesisPosition::Latest)
+        );
+        // Two generations of splits before the start: the grandchildren start at the tip too.
+        let child = shard("l", &["p"], true);
+        let grandchild = shard("g", &["l"], false);
+        let listing = [parent, child.clone(), grandchild.clone()];
+        assert_eq!(decide(&child, &listing, &rows, 0), Verdict::Skip);
+        assert_eq!(
+            decide(&grandchild, &listing, &rows, 0),
+            take(KinesisPosition::Latest)
+        );
+    }
+
+    #[test]
+    fn a_closed_shard_whose_parent_was_read_is_read_from_its_beginning() {
+        // The application read the grandparent to its end, was down through two splits, and
+        // comes back: the closed child must be read before the grandchild.
+        let grandparent = shard("gp", &[], true);
+        let child = shard("c", &["gp"], true);
+        let grandchild = shard("g", &["c"], false);
+        let listing = [grandparent, child.clone(), grandchild.clone()];
+        let rows = Rows::from([(Arc::from("gp"), row(None, 0, Some(SHARD_END)))]);
+        assert_eq!(
+            decide(&child, &listing, &rows, 0),
+            take(KinesisPosition::TrimHorizon)
+        );
+        assert_eq!(
+            decide(&grandchild, &listing, &rows, 0),
+            Verdict::WaitForParents
+        );
+    }
+
+    #[test]
+    fn at_a_timestamp_never_read_parents_are_read_from_it_and_children_start_there() {
+        let at = KinesisPosition::AtTimestamp(std::time::UNIX_EPOCH);
+        let parent = shard("p", &[], true);
+        let child = shard("c", &["p"], false);
+        let listing = [parent.clone(), child.clone()];
+        // The parent may hold records after the timestamp: it is read first, from there.
+        assert_eq!(
+            decide_from(&parent, &listing, &Rows::new(), 0, &at),
+            take(at.clone())
+        );
+        assert_eq!(
+            decide_from(&child, &listing, &Rows::new(), 0, &at),
+            Verdict::WaitForParents
+        );
+        // A parent trimmed away and never read: the child starts at the timestamp, not at its
+        // oldest record.
+        let orphan = shard("o", &["gone"], false);
+        assert_eq!(
+            decide_from(&orphan, std::slice::from_ref(&orphan), &Rows::new(), 0, &at),
+            take(at)
+        );
     }
 
     #[test]
@@ -217,21 +393,22 @@ mod tests {
         let parent = shard("a", &[], true);
         let child = shard("c", &["a"], false);
         let listing = [parent, child.clone()];
-        let mut rows = Rows::new();
+        let mut rows = Rows::from([(Arc::from("a"), row(Some("other"), u64::MAX, Some("3")))]);
         assert_eq!(decide(&child, &listing, &rows, 0), Verdict::WaitForParents);
+        rows.remove("a");
         add_finished(&mut rows, &HashSet::from([Arc::from("a")]));
-        assert!(matches!(
+        assert_eq!(
             decide(&child, &listing, &rows, 0),
-            Verdict::Take { .. }
-        ));
+            take(KinesisPosition::TrimHorizon)
+        );
     }
 
     #[test]
-    fn rows_to_read_covers_candidates_and_their_parents() {
-        let listing = [shard("a", &[], true), shard("c", &["a"], false)];
+    fn rows_to_read_covers_candidates_and_their_parents_listed_or_not() {
+        let listing = [shard("a", &[], true), shard("c", &["a", "gone"], false)];
         let reading = HashSet::from([Arc::from("a")]);
         let wanted = rows_to_read(&listing, &reading, &HashSet::new());
         let wanted: Vec<&str> = wanted.iter().map(|id| id.as_ref()).collect();
-        assert_eq!(wanted, ["a", "c"]);
+        assert_eq!(wanted, ["a", "c", "gone"]);
     }
 }

@@ -2172,7 +2172,7 @@ impl Sim {
                 inst.coord.finished.insert(Arc::clone(shard));
             }
         }
-        let listed: HashSet<&str> = round.listing.iter().map(|s| s.id.as_ref()).collect();
+        let listed = plan::listed(&round.listing);
         let initial = KinesisPosition::TrimHorizon;
         inst.coord.last_listing.clone_from(&round.listing);
         let to_take: Vec<Arc<str>> = round
@@ -2429,7 +2429,7 @@ impl Sim {
             rows.insert(self.id(shard), Some(row));
         }
         plan::add_finished(&mut rows, &poll.finished);
-        let listed: HashSet<&str> = poll.listing.iter().map(|s| s.id.as_ref()).collect();
+        let listed = plan::listed(&poll.listing);
         let initial = KinesisPosition::TrimHorizon;
         let takeable = poll
             .listing

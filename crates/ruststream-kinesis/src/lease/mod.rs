@@ -12,6 +12,7 @@ mod memory;
 mod state;
 mod store;
 pub mod suite;
+mod timed;
 
 #[cfg(feature = "dynamodb-lease")]
 mod dynamo;
@@ -24,3 +25,4 @@ pub use memory::MemoryLeaseStore;
 pub use state::{LeaseState, SHARD_END};
 pub(crate) use store::millis;
 pub use store::{LeaseFuture, LeaseStore, SKEW_TOLERANCE, epoch_millis};
+pub(crate) use timed::Timed;

@@ -147,6 +147,21 @@ struct Fence {
     uncertain: bool,
 }
 
+/// One renewal, checkpoint or release, as [`DynamoLeaseStore::held_update`] sends it.
+struct HeldWrite<'a> {
+    /// The call, for errors.
+    operation: &'static str,
+    /// The update expression.
+    update: &'a str,
+    /// Its values; `:seen` is added when the store knows the row's counter.
+    values: Item,
+    /// What the answer holds.
+    returns: ReturnValue,
+    /// The attributes the write leaves (`None`: removed), by which a refusal is recognised as
+    /// this very write having landed before.
+    expected: &'a [(&'a str, Option<AttributeValue>)],
+}
+
 /// A conditional write that did not happen.
 enum WriteError {
     /// The condition failed; the row as it was, when it exists.
@@ -174,8 +189,20 @@ impl DynamoLeaseStore {
     /// ```
     #[must_use]
     pub fn new(config: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
+        // No call hangs for good: a renewal that does not answer fails within the default
+        // renewal interval, so its retry lands while the lease lasts (the subscription bounds
+        // every call it makes by its own lease timings too).
+        let timeouts = crate::timings::call_timeouts(
+            config.timeout_config(),
+            crate::LeaseTimings::default().renew(),
+        );
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(config)
+                .timeout_config(timeouts)
+                .build(),
+        );
         Self {
-            client: Client::new(config),
+            client,
             table: table.into().into(),
             legacy_stream: None,
             existing: Arc::default(),
@@ -262,7 +289,9 @@ impl DynamoLeaseStore {
     /// # Errors
     ///
     /// [`LeaseError::TableMissing`] when the table does not exist, [`LeaseError::Store`] (naming
-    /// the key `*:*` and the operation `rows`) when the scan fails or a row is malformed.
+    /// the key `*:*` and the operation `rows`) when the scan fails. A malformed row (an attribute
+    /// of the wrong type, no string `lease_key`) is left out with a warning naming its key, and
+    /// the rest are read.
     ///
     /// # Examples
     ///
@@ -295,16 +324,30 @@ impl DynamoLeaseStore {
                 .await
                 .map_err(|error| self.failure(&whole, "rows", &error))?;
             for item in page.items() {
+                // One bad row (written by hand, or by another tool) must not hide the others:
+                // every listing and handover poll of every stream reads through here.
                 let Some(AttributeValue::S(row_key)) = item.get(KEY) else {
-                    return Err(self.malformed(&whole, "rows", "a row without a string lease_key"));
+                    tracing::warn!(
+                        table = %self.table,
+                        key = ?item.get(KEY),
+                        "skipping a lease row without a string lease_key; delete it"
+                    );
+                    continue;
                 };
                 let key = match row_key.split_once(':') {
                     Some((stream, shard)) => LeaseKey::new(stream, shard),
                     None => LeaseKey::new("", row_key.as_str()),
                 };
-                let state =
-                    state_of(item).map_err(|message| self.malformed(&key, "rows", &message))?;
-                rows.push((key, state));
+                match state_of(item) {
+                    Ok(state) => rows.push((key, state)),
+                    Err(message) => tracing::warn!(
+                        table = %self.table,
+                        key = %row_key,
+                        problem = %message,
+                        "skipping a malformed lease row; fix the attribute or delete the row \
+                         (its shard is not taken until then)"
+                    ),
+                }
             }
             match page.last_evaluated_key {
                 Some(last) if !last.is_empty() => start = Some(last),
@@ -476,18 +519,29 @@ impl DynamoLeaseStore {
     }
 
     /// A renewal, checkpoint or release: conditioned on this owner holding the row and, once this
-    /// store has written it, on the counter it left there. A refusal that finds the row still
-    /// held by this owner after one of this store's own writes had an unknown outcome adopts the
-    /// row's counter and tries once more; any other refusal is [`LeaseError::Lost`].
+    /// store has written it, on the counter it left there.
+    ///
+    /// A refusal is not always a lost lease. When the SDK sent the write again after an attempt
+    /// whose answer was lost (a 5xx, a reset connection) and that attempt had landed, the resent
+    /// write is refused by the very counter it moved: the row then shows this owner, the counter
+    /// one past the one the write was conditioned on, and the attributes this write set, exactly
+    /// (`expected`; `None` for one it removes). That refusal is the write's success. A refusal
+    /// that finds the row still held by this owner after one of this store's own writes had an
+    /// unknown outcome adopts the row's counter and tries once more; any other refusal is
+    /// [`LeaseError::Lost`].
     async fn held_update(
         &self,
         key: &LeaseKey,
         owner: &str,
-        operation: &'static str,
-        update: &str,
-        values: Item,
-        returns: ReturnValue,
+        write: HeldWrite<'_>,
     ) -> Result<Item, LeaseError> {
+        let HeldWrite {
+            operation,
+            update,
+            values,
+            returns,
+            expected,
+        } = write;
         let mut retried = false;
         loop {
             let fence = self.fence(key);
@@ -499,12 +553,25 @@ impl DynamoLeaseStore {
                 }
                 None => HELD_CONDITION,
             };
+            let unanswered = Unanswered::arm(self, key);
             let written = self
                 .update(key, operation, update, condition, values, returns.clone())
                 .await;
+            unanswered.disarm();
             self.settle_fence(key, written.as_ref());
             match written {
                 Ok(item) => return Ok(item),
+                Err(WriteError::Refused(Some(row))) if landed(&row, fence.counter, expected) => {
+                    // Our own earlier attempt of this very write landed.
+                    self.set_fence(
+                        key,
+                        Fence {
+                            counter: number_attribute(&row, COUNTER).ok().flatten(),
+                            uncertain: false,
+                        },
+                    );
+                    return Ok(row);
+                }
                 Err(WriteError::Refused(Some(row)))
                     if !retried
                         && fence.uncertain
@@ -811,22 +878,23 @@ impl DynamoLeaseStore {
         owner: &str,
         lease: Duration,
     ) -> Result<LeaseState, LeaseError> {
+        let expiry = number(epoch_millis().saturating_add(millis(lease)));
         let values = HashMap::from([
             (":me".to_owned(), string(owner)),
-            (
-                ":expiry".to_owned(),
-                number(epoch_millis().saturating_add(millis(lease))),
-            ),
+            (":expiry".to_owned(), expiry.clone()),
             (":one".to_owned(), number(1)),
         ]);
         let item = self
             .held_update(
                 key,
                 owner,
-                "renew",
-                "SET lease_expiry = :expiry ADD lease_counter :one",
-                values,
-                ReturnValue::AllNew,
+                HeldWrite {
+                    operation: "renew",
+                    update: "SET lease_expiry = :expiry ADD lease_counter :one",
+                    values,
+                    returns: ReturnValue::AllNew,
+                    expected: &[(OWNER, Some(string(owner))), (EXPIRY, Some(expiry))],
+                },
             )
             .await?;
         self.written(key, "renew", &item)
@@ -846,10 +914,16 @@ impl DynamoLeaseStore {
         self.held_update(
             key,
             owner,
-            "checkpoint",
-            "SET checkpoint = :checkpoint ADD lease_counter :one",
-            values,
-            ReturnValue::UpdatedNew,
+            HeldWrite {
+                operation: "checkpoint",
+                update: "SET checkpoint = :checkpoint ADD lease_counter :one",
+                values,
+                returns: ReturnValue::UpdatedNew,
+                expected: &[
+                    (OWNER, Some(string(owner))),
+                    (CHECKPOINT, Some(string(checkpoint))),
+                ],
+            },
         )
         .await
         .map(drop)
@@ -862,22 +936,27 @@ impl DynamoLeaseStore {
         checkpoint: &str,
         lease: Duration,
     ) -> Result<(), LeaseError> {
+        let expiry = number(epoch_millis().saturating_add(millis(lease)));
         let values = HashMap::from([
             (":me".to_owned(), string(owner)),
             (":checkpoint".to_owned(), string(checkpoint)),
-            (
-                ":expiry".to_owned(),
-                number(epoch_millis().saturating_add(millis(lease))),
-            ),
+            (":expiry".to_owned(), expiry.clone()),
             (":one".to_owned(), number(1)),
         ]);
         self.held_update(
             key,
             owner,
-            "checkpoint",
-            "SET checkpoint = :checkpoint, lease_expiry = :expiry ADD lease_counter :one",
-            values,
-            ReturnValue::UpdatedNew,
+            HeldWrite {
+                operation: "checkpoint",
+                update: "SET checkpoint = :checkpoint, lease_expiry = :expiry ADD lease_counter :one",
+                values,
+                returns: ReturnValue::UpdatedNew,
+                expected: &[
+                (OWNER, Some(string(owner))),
+                (CHECKPOINT, Some(string(checkpoint))),
+                (EXPIRY, Some(expiry)),
+            ],
+            },
         )
         .await
         .map(drop)
@@ -900,10 +979,13 @@ impl DynamoLeaseStore {
         self.held_update(
             key,
             owner,
-            "release",
-            "REMOVE lease_owner SET lease_expiry = :zero ADD lease_counter :one",
-            values,
-            ReturnValue::UpdatedNew,
+            HeldWrite {
+                operation: "release",
+                update: "REMOVE lease_owner SET lease_expiry = :zero ADD lease_counter :one",
+                values,
+                returns: ReturnValue::UpdatedNew,
+                expected: &[(OWNER, None), (EXPIRY, Some(number(0)))],
+            },
         )
         .await
         .map(drop)
@@ -980,6 +1062,55 @@ impl LeaseStore for DynamoLeaseStore {
     }
 }
 
+/// Whether `row`, which refused a held write conditioned on `seen`, is the row that very write
+/// leaves: the counter one past `seen` (when the write was conditioned on one) and every
+/// attribute of `expected` as the write sets it (`None`: removed).
+fn landed(row: &Item, seen: Option<u64>, expected: &[(&str, Option<AttributeValue>)]) -> bool {
+    let counter_moved_once = match seen {
+        Some(seen) => number_attribute(row, COUNTER).ok().flatten() == seen.checked_add(1),
+        None => true,
+    };
+    counter_moved_once
+        && expected
+            .iter()
+            .all(|(name, value)| row.get(*name) == value.as_ref())
+}
+
+/// Marks a row's fence uncertain when a write to it is dropped before its answer (a call bound
+/// cut it off): the write may still land, and a later refusal by a row this owner holds is then
+/// that write's doing.
+struct Unanswered<'a> {
+    store: &'a DynamoLeaseStore,
+    key: &'a LeaseKey,
+    armed: bool,
+}
+
+impl<'a> Unanswered<'a> {
+    fn arm(store: &'a DynamoLeaseStore, key: &'a LeaseKey) -> Self {
+        Self {
+            store,
+            key,
+            armed: true,
+        }
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let fence = Fence {
+                uncertain: true,
+                ..self.store.fence(self.key)
+            };
+            self.store.set_fence(self.key, fence);
+        }
+    }
+}
+
 fn string(value: &str) -> AttributeValue {
     AttributeValue::S(value.to_owned())
 }
@@ -1015,3 +1146,6 @@ fn number_attribute(item: &Item, name: &str) -> Result<Option<u64>, String> {
         Some(other) => Err(format!("{name} is {other:?}, not a number")),
     }
 }
+
+#[cfg(test)]
+mod tests;

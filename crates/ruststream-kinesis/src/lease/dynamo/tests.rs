@@ -1,0 +1,212 @@
+//! The DynamoDB store at the SDK boundary: exchanges the local stack never produces, replayed
+//! through the SDK's connector with its own retries on.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use serde_json::{Value, json};
+
+use super::DynamoLeaseStore;
+use crate::fake_kinesis::{Reply, Seen, bodies, replying};
+use crate::{LeaseKey, LeaseStore};
+
+/// The row as DynamoDB's JSON carries it.
+fn row(owner: Option<&str>, expiry: &Value, counter: u64, checkpoint: &str) -> Value {
+    let mut item = json!({
+        "lease_key": { "S": "orders:shardId-000000000000" },
+        "lease_expiry": expiry,
+        "lease_counter": { "N": counter.to_string() },
+        "checkpoint": { "S": checkpoint },
+    });
+    if let Some(owner) = owner {
+        item["lease_owner"] = json!({ "S": owner });
+    }
+    item
+}
+
+fn refused(item: Value) -> Reply {
+    Reply::status(
+        400,
+        json!({
+            "__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+            "message": "The conditional request failed",
+            "Item": item,
+        }),
+    )
+}
+
+/// A store on a fake DynamoDB whose `UpdateItem` number `n` (from 0) is answered by
+/// `answer(n, body)`; the SDK retries as it does by default, without waiting.
+fn store(
+    answer: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+) -> (DynamoLeaseStore, Seen) {
+    let updates = AtomicUsize::new(0);
+    let (config, seen) = replying(move |_, operation, body| match operation {
+        "UpdateItem" => answer(updates.fetch_add(1, Ordering::SeqCst), body),
+        // No bare row of an earlier version.
+        "GetItem" => Reply::ok(json!({})),
+        other => Reply::error(400, &format!("Unexpected{other}")),
+    });
+    let config = config
+        .into_builder()
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(Duration::from_millis(1)),
+        )
+        .build();
+    (DynamoLeaseStore::new(&config, "leases"), seen)
+}
+
+fn taken(body: &Value) -> Reply {
+    let values = &body["ExpressionAttributeValues"];
+    Reply::ok(json!({ "Attributes": row(Some("me"), &values[":expiry"], 1, "TRIM_HORIZON") }))
+}
+
+#[tokio::test]
+async fn a_renewal_whose_lost_answer_was_applied_is_a_renewal_not_a_lost_lease() {
+    // [the take, a 500 whose write was applied, the SDK's resend refused by its own counter]
+    let (store, seen) = store(|n, body| match n {
+        0 => taken(body),
+        1 => Reply::error(500, "com.amazonaws.dynamodb.v20120810#InternalServerError"),
+        _ => refused(row(
+            Some("me"),
+            &body["ExpressionAttributeValues"][":expiry"],
+            2,
+            "TRIM_HORIZON",
+        )),
+    });
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store
+        .acquire(&key, "me", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let renewed = store
+        .renew(&key, "me", Duration::from_secs(10))
+        .await
+        .expect("the write this owner sent landed: the lease is renewed, not lost");
+    assert_eq!(renewed.counter, 2);
+    let updates = bodies(&seen, "UpdateItem");
+    assert_eq!(
+        updates.len(),
+        3,
+        "the SDK sent the renewal again after the 500"
+    );
+    assert_eq!(updates[1], updates[2], "the resend is the same request");
+    assert_eq!(
+        updates[2]["ExpressionAttributeValues"][":seen"],
+        json!({ "N": "1" })
+    );
+}
+
+#[tokio::test]
+async fn a_checkpoint_whose_connection_broke_after_it_landed_is_written() {
+    let (store, seen) = store(|n, body| {
+        let values = &body["ExpressionAttributeValues"];
+        match n {
+            0 => taken(body),
+            1 => Reply::Reset,
+            2 => refused(row(
+                Some("me"),
+                &values[":expiry"],
+                2,
+                values[":checkpoint"]["S"].as_str().unwrap(),
+            )),
+            // The next write is conditioned on the counter the landed one left.
+            _ => {
+                assert_eq!(values[":seen"], json!({ "N": "2" }));
+                Reply::ok(json!({ "Attributes": { "lease_counter": { "N": "3" } } }))
+            }
+        }
+    });
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store
+        .acquire(&key, "me", Duration::from_secs(10))
+        .await
+        .unwrap();
+    store
+        .checkpoint_and_renew(&key, "me", "42", Duration::from_secs(10))
+        .await
+        .expect("the checkpoint landed");
+    store.checkpoint(&key, "me", "43").await.unwrap();
+    assert_eq!(bodies(&seen, "UpdateItem").len(), 4);
+}
+
+#[tokio::test]
+async fn a_refusal_by_a_row_another_owner_wrote_is_a_lost_lease() {
+    let (store, _) = store(|n, body| match n {
+        0 => taken(body),
+        1 => Reply::error(500, "com.amazonaws.dynamodb.v20120810#InternalServerError"),
+        // Another instance took the row meanwhile: same counter step, another owner.
+        _ => refused(row(Some("other"), &json!({ "N": "1" }), 2, "TRIM_HORIZON")),
+    });
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store
+        .acquire(&key, "me", Duration::from_secs(10))
+        .await
+        .unwrap();
+    let err = store
+        .renew(&key, "me", Duration::from_secs(10))
+        .await
+        .expect_err("another owner holds the row");
+    assert!(err.is_fenced(), "{err}");
+}
+
+#[tokio::test]
+async fn a_refusal_by_our_own_row_that_moved_twice_is_a_lost_lease() {
+    // Owner and values match, but the counter moved by two: another write (a restart of this
+    // owner id, say) came between; the row is not this write's.
+    let (store, _) = store(|n, body| match n {
+        0 => taken(body),
+        1 => Reply::error(500, "com.amazonaws.dynamodb.v20120810#InternalServerError"),
+        _ => refused(row(
+            Some("me"),
+            &body["ExpressionAttributeValues"][":expiry"],
+            3,
+            "TRIM_HORIZON",
+        )),
+    });
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store
+        .acquire(&key, "me", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .renew(&key, "me", Duration::from_secs(10))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_row_is_skipped_and_the_rest_are_listed() {
+    let (config, _) = replying(|_, operation, _| match operation {
+        "Scan" => Reply::ok(json!({
+            "Items": [
+                row(Some("a"), &json!({ "N": "5" }), 1, "7"),
+                {
+                    "lease_key": { "S": "orders:shardId-000000000001" },
+                    "lease_expiry": { "S": "soon" },
+                },
+                { "lease_key": { "N": "3" } },
+                {
+                    "lease_key": { "S": "orders:shardId-000000000002" },
+                    "lease_counter": { "N": "4" },
+                    "checkpoint": { "S": "SHARD_END" },
+                },
+            ],
+            "Count": 4,
+        })),
+        other => Reply::error(400, &format!("Unexpected{other}")),
+    });
+    let store = DynamoLeaseStore::new(&config, "leases");
+    let listed = store
+        .list("orders")
+        .await
+        .expect("one bad row does not fail the listing")
+        .expect("the store lists");
+    let shards: Vec<&str> = listed.iter().map(|(key, _)| key.shard()).collect();
+    assert_eq!(shards, ["shardId-000000000000", "shardId-000000000002"]);
+}

@@ -1,0 +1,201 @@
+//! Every lease-store call a subscription makes ends within a bound sized to the lease: a store
+//! that hangs fails the call, and the lease keeper retries it while the lease lasts, instead of
+//! a shard staying leased and unread, or a release outlasting shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore};
+
+/// A store whose every call fails with [`LeaseError::Store`] when it has not answered within
+/// `bound`. A write cut off this way may still land; the stores' fences (the owner, and
+/// `DynamoLeaseStore`'s counter) keep such a write from doing harm.
+#[derive(Debug)]
+pub(crate) struct Timed {
+    inner: Arc<dyn LeaseStore>,
+    bound: Duration,
+}
+
+impl Timed {
+    pub(crate) fn new(inner: Arc<dyn LeaseStore>, bound: Duration) -> Self {
+        Self { inner, bound }
+    }
+
+    fn bounded<'a, T: Send + 'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, LeaseError>> + Send + 'a,
+    ) -> LeaseFuture<'a, T> {
+        Box::pin(async move {
+            match tokio::time::timeout(self.bound, call).await {
+                Ok(answered) => answered,
+                Err(_) => Err(LeaseError::Store {
+                    key: key.clone(),
+                    operation,
+                    message: format!(
+                        "no answer within {:?} (a third of the lease); the call may still land",
+                        self.bound
+                    ),
+                }),
+            }
+        })
+    }
+}
+
+impl LeaseStore for Timed {
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.bounded(key, "acquire", self.inner.acquire(key, owner, lease))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.bounded(key, "renew", self.inner.renew(key, owner, lease))
+    }
+
+    fn checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        self.bounded(
+            key,
+            "checkpoint",
+            self.inner.checkpoint(key, owner, checkpoint),
+        )
+    }
+
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
+        self.bounded(key, "read", self.inner.read(key))
+    }
+
+    fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
+        self.bounded(key, "release", self.inner.release(key, owner))
+    }
+
+    fn checkpoint_and_renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        self.bounded(
+            key,
+            "checkpoint",
+            self.inner
+                .checkpoint_and_renew(key, owner, checkpoint, lease),
+        )
+    }
+
+    fn acquire_from<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.bounded(
+            key,
+            "acquire",
+            self.inner.acquire_from(key, owner, lease, start),
+        )
+    }
+
+    fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        Box::pin(async move {
+            let key = LeaseKey::new(stream, "*");
+            match tokio::time::timeout(self.bound, self.inner.list(stream)).await {
+                Ok(answered) => answered,
+                Err(_) => Err(LeaseError::Store {
+                    key,
+                    operation: "rows",
+                    message: format!("no answer within {:?}", self.bound),
+                }),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryLeaseStore;
+
+    /// A store that never answers.
+    #[derive(Debug)]
+    struct Hung;
+
+    impl LeaseStore for Hung {
+        fn acquire<'a>(
+            &'a self,
+            _: &'a LeaseKey,
+            _: &'a str,
+            _: Duration,
+        ) -> LeaseFuture<'a, LeaseState> {
+            Box::pin(std::future::pending())
+        }
+        fn renew<'a>(
+            &'a self,
+            _: &'a LeaseKey,
+            _: &'a str,
+            _: Duration,
+        ) -> LeaseFuture<'a, LeaseState> {
+            Box::pin(std::future::pending())
+        }
+        fn checkpoint<'a>(
+            &'a self,
+            _: &'a LeaseKey,
+            _: &'a str,
+            _: &'a str,
+        ) -> LeaseFuture<'a, ()> {
+            Box::pin(std::future::pending())
+        }
+        fn read<'a>(&'a self, _: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
+            Box::pin(std::future::pending())
+        }
+        fn release<'a>(&'a self, _: &'a LeaseKey, _: &'a str) -> LeaseFuture<'a, ()> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_call_fails_within_the_bound_naming_the_row_and_the_call() {
+        let timed = Timed::new(Arc::new(Hung), Duration::from_secs(3));
+        let key = LeaseKey::new("orders", "shardId-000000000000");
+        let started = tokio::time::Instant::now();
+        let err = timed
+            .renew(&key, "me", Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
+        assert!(
+            !err.is_fenced(),
+            "a timeout is a store failure, not a refusal"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("orders:shardId-000000000000") && message.contains("renew"),
+            "{message}"
+        );
+        assert!(timed.release(&key, "me").await.is_err());
+        assert!(timed.read(&key).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_answering_store_is_passed_through() {
+        let timed = Timed::new(Arc::new(MemoryLeaseStore::new()), Duration::from_secs(3));
+        crate::lease::suite::run(&timed, Duration::from_millis(300)).await;
+    }
+}

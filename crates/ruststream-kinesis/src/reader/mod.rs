@@ -1,0 +1,523 @@
+//! One task per owned shard: it reads with `GetRecords` inside the service limits, renews the
+//! lease, writes checkpoints as acknowledgements move the watermark, delivers again what handlers
+//! hand back, and ends by handing the shard back (released, or `SHARD_END`).
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, Fetched};
+use crate::coordinator::Subscription;
+use crate::coordinator::keeper::{KeeperAction, LeaseKeeper};
+use crate::message::{Record, Settle};
+use crate::pace::{self, MIN_CALL_GAP, backoff_ceiling};
+use crate::position::ShardStart;
+use crate::shard::{Close, Sent, ShardHandle};
+use crate::{KinesisError, KinesisMessage, KinesisSeeker, envelope};
+
+/// A seek the seeker resolved for one shard: an iterator Kinesis gave for the position, and where
+/// later iterators start until a record is delivered.
+#[derive(Debug, Clone)]
+pub(crate) struct Restart {
+    pub(crate) iterator: String,
+    pub(crate) resume: ShardStart,
+}
+
+/// Everything one shard's reader owns.
+pub(crate) struct Reader {
+    pub(crate) sub: Arc<Subscription>,
+    pub(crate) handle: Arc<ShardHandle>,
+    pub(crate) shard: Arc<str>,
+    /// Where a fresh iterator starts while no record was delivered since the shard was taken or
+    /// sought: its checkpoint, or the start its first owner recorded (a tip opened once stays
+    /// that moment, never a later tip).
+    pub(crate) resume: ShardStart,
+    pub(crate) iterator: String,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) restart: watch::Receiver<Option<Restart>>,
+    /// When the take that granted the lease was sent: the first renewal counts from it.
+    pub(crate) taken: Sent,
+    /// A seek the reader's waits noticed and the read loop has still to apply.
+    pub(crate) seek_seen: bool,
+}
+
+/// Why a reader stopped reading.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    /// The shard is closed and read to its end: `GetRecords` answered without a next iterator.
+    Ended,
+    /// Shutdown, the subscription dropped, or the lease lost (then the handle is stopped).
+    Cancelled,
+    /// The shard left the stream (trimmed, or the stream deleted).
+    Gone,
+}
+
+/// How waiting for a closed shard's deliveries to settle ended.
+enum Drain {
+    Done,
+    Seek,
+    Cancelled,
+}
+
+pub(crate) async fn run(mut reader: Reader) {
+    let keeper = keep_lease(
+        Arc::clone(&reader.sub),
+        Arc::clone(&reader.handle),
+        reader.cancel.clone(),
+        reader.taken,
+    );
+    let writer = write_checkpoints(
+        Arc::clone(&reader.sub),
+        Arc::clone(&reader.handle),
+        reader.cancel.clone(),
+    );
+    let redeliver = redeliver(
+        Arc::clone(&reader.sub),
+        Arc::clone(&reader.handle),
+        Arc::clone(&reader.shard),
+        reader.cancel.clone(),
+    );
+    let reading = async {
+        let stop = loop {
+            match reader.read().await {
+                Stop::Ended => match reader.drain().await {
+                    Drain::Seek => {}
+                    Drain::Done => break Stop::Ended,
+                    Drain::Cancelled => break Stop::Cancelled,
+                },
+                stop => break stop,
+            }
+        };
+        reader.finish(stop).await
+    };
+    let ((), (), (), finished) = tokio::join!(keeper, writer, redeliver, reading);
+    reader.sub.reader_ended(&reader.shard, finished);
+}
+
+/// Renews the lease every renewal interval, the first one counted from the take. A refused
+/// renewal stops the shard at once; a failed one is retried while the lease is valid by this
+/// instance's clock, and the shard stops before that moment. The decisions are the
+/// [`LeaseKeeper`]'s; this function sends and sleeps.
+async fn keep_lease(
+    sub: Arc<Subscription>,
+    handle: Arc<ShardHandle>,
+    cancel: CancellationToken,
+    taken: Sent,
+) {
+    let timings = sub.timings;
+    // The take set how long the lease it won may be used.
+    let Some(valid_until) = handle.valid_until() else {
+        return;
+    };
+    let mut keeper = LeaseKeeper::new(timings, valid_until, taken.at);
+    loop {
+        let wait = keeper
+            .next_renewal()
+            .saturating_duration_since(Instant::now());
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        // One write that sets the expiry in flight per shard: a renewal and a checkpoint (which
+        // also renews) racing could land in the other order and move the expiry back while this
+        // instance counts from the later one.
+        let writing = tokio::select! {
+            () = cancel.cancelled() => return,
+            writing = handle.writing.lock() => writing,
+        };
+        if handle.is_stopped() {
+            // Stopped elsewhere (a refused checkpoint, a lapsed lease seen by a delivery, the
+            // shard closing): end the shard's tasks rather than keep a lease nobody reads under.
+            cancel.cancel();
+            return;
+        }
+        if let Some(sent) = handle.take_renewed() {
+            // A checkpoint write renewed the lease meanwhile (and extended the handle): the next
+            // renewal moves out.
+            keeper.on_renewed(sent);
+            if keeper.next_renewal() > Instant::now() {
+                continue;
+            }
+        }
+        let sent = Sent::now();
+        let renewed = sub
+            .store
+            .renew(&handle.key, &sub.owner, timings.lease())
+            .await;
+        drop(writing);
+        let action = match renewed {
+            Ok(_) => {
+                keeper.on_renewed(sent.at);
+                handle.extend(sent, &timings);
+                continue;
+            }
+            Err(err) if err.is_fenced() => {
+                tracing::info!(lease = %handle.key, "lease lost; the shard stops without a checkpoint");
+                keeper.on_refused()
+            }
+            Err(err) => {
+                sub.report(sub.lease_error(handle.key.shard(), err));
+                let action = keeper.on_failed(Instant::now());
+                if matches!(action, KeeperAction::Stop { .. }) {
+                    tracing::warn!(lease = %handle.key, "lease ran out while the store failed; the shard stops");
+                }
+                action
+            }
+        };
+        if let KeeperAction::Stop { checkpoint } = action {
+            // Neither stop allows a final checkpoint: a stopped handle writes none.
+            debug_assert!(!checkpoint);
+            handle.stop();
+            cancel.cancel();
+            return;
+        }
+    }
+}
+
+/// Writes each pending checkpoint; while one call is in flight later acknowledgements fold into
+/// the next one.
+async fn write_checkpoints(
+    sub: Arc<Subscription>,
+    handle: Arc<ShardHandle>,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = handle.wake.notified() => {}
+        }
+        if handle.is_stopped() {
+            return;
+        }
+        match handle
+            .write_pending(sub.store.as_ref(), &sub.owner, &sub.timings)
+            .await
+        {
+            Ok(()) => {
+                // The cadence: acknowledgements until then fold into the next write.
+                let cadence = sub.timings.checkpoint_every();
+                if !cadence.is_zero() {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(cadence) => {}
+                    }
+                }
+            }
+            Err(err) if err.is_fenced() => {
+                handle.stop();
+                cancel.cancel();
+                return;
+            }
+            Err(err) => {
+                sub.report(sub.lease_error(handle.key.shard(), err));
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(sub.timings.renew() / 3) => {}
+                }
+                handle.wake.notify_one();
+            }
+        }
+    }
+}
+
+/// Delivers again, when due, what handlers handed back (`nack(true)`, `nack_after`, a delivery
+/// dropped unsettled), while the lease lasts.
+async fn redeliver(
+    sub: Arc<Subscription>,
+    handle: Arc<ShardHandle>,
+    shard: Arc<str>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let (due, next) = handle.take_due(Instant::now());
+        for waiting in due {
+            if !handle.may_deliver() {
+                handle.stop();
+                cancel.cancel();
+                return;
+            }
+            let message = deliver(
+                &sub,
+                &handle,
+                &shard,
+                waiting.record,
+                waiting.ticket,
+                waiting.attempts + 1,
+            );
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                sent = sub.tx.send(Ok(message)) => {
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let wait = next.map_or(Duration::from_secs(3600), |at| {
+            at.saturating_duration_since(Instant::now())
+        });
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = handle.handed_back.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// A delivery of `record` from `shard`, its `attempt`th.
+fn deliver(
+    sub: &Arc<Subscription>,
+    handle: &Arc<ShardHandle>,
+    shard: &Arc<str>,
+    record: Record,
+    ticket: crate::watermark::Ticket,
+    attempt: u64,
+) -> KinesisMessage {
+    KinesisMessage {
+        record,
+        stream: Arc::clone(&sub.stream),
+        shard: Arc::clone(shard),
+        generation: ticket.generation,
+        attempt,
+        seeker: KinesisSeeker::live(Arc::clone(sub)),
+        refused: OnceLock::new(),
+        settle: Some(Settle::Live {
+            shard: Arc::clone(handle),
+            ticket,
+        }),
+    }
+}
+
+impl Reader {
+    /// The seek to apply, if one arrived.
+    fn take_seek(&mut self) -> Option<Restart> {
+        if std::mem::take(&mut self.seek_seen) || self.restart.has_changed().unwrap_or(false) {
+            return self.restart.borrow_and_update().clone();
+        }
+        None
+    }
+
+    async fn read(&mut self) -> Stop {
+        let mut iterator = Some(std::mem::take(&mut self.iterator));
+        let mut last_sequence: Option<Arc<str>> = None;
+        let mut last_call = Instant::now() - MIN_CALL_GAP;
+        let mut failures: u32 = 0;
+        loop {
+            if let Some(restart) = self.take_seek() {
+                // The seeker reset the watermark and resolved the iterator before it returned.
+                self.resume = restart.resume;
+                last_sequence = None;
+                iterator = Some(restart.iterator);
+            }
+            let Some(current) = iterator.take() else {
+                return Stop::Ended;
+            };
+            // What a shard holds while a record stays unsettled is bounded: no reading ahead
+            // past the window.
+            while self.handle.unsettled() >= self.sub.window {
+                tokio::select! {
+                    () = self.cancel.cancelled() => return Stop::Cancelled,
+                    () = self.handle.settled.notified() => {}
+                    () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    _ = self.restart.changed() => {
+                        self.seek_seen = true;
+                        break;
+                    }
+                }
+            }
+            if self.seek_seen {
+                iterator = Some(current);
+                continue;
+            }
+            let pace = tokio::time::sleep_until((last_call + MIN_CALL_GAP).into());
+            tokio::select! {
+                () = self.cancel.cancelled() => return Stop::Cancelled,
+                () = pace => {}
+            }
+            last_call = Instant::now();
+            let generation = self.handle.generation();
+            let fetched = tokio::select! {
+                () = self.cancel.cancelled() => return Stop::Cancelled,
+                fetched = api::get_records(&self.sub.client, &self.sub.stream, &self.shard, &current, self.sub.batch_size) => fetched,
+            };
+            match fetched {
+                Ok(Fetched::Records {
+                    records,
+                    next,
+                    millis_behind,
+                }) => {
+                    failures = 0;
+                    let caught_up =
+                        pace::caught_up(records.len(), self.sub.batch_size, millis_behind);
+                    for record in records {
+                        if !self.handle.may_deliver() {
+                            // The lease ran out by our clock (or was lost): deliver nothing more.
+                            self.handle.stop();
+                            return Stop::Cancelled;
+                        }
+                        let sequence = Arc::clone(&record.sequence);
+                        let Some(ticket) = self.handle.track(Arc::clone(&sequence), generation)
+                        else {
+                            // A seek since the call: its position delivers what follows it.
+                            break;
+                        };
+                        let (payload, headers) = envelope::decode(record.data);
+                        let record = Record {
+                            payload,
+                            headers,
+                            partition_key: record.partition_key,
+                            sequence: Arc::clone(&sequence),
+                            arrived_ms: record.arrived_ms,
+                        };
+                        let message =
+                            deliver(&self.sub, &self.handle, &self.shard, record, ticket, 1);
+                        tokio::select! {
+                            () = self.cancel.cancelled() => return Stop::Cancelled,
+                            sent = self.sub.tx.send(Ok(message)) => {
+                                if sent.is_err() {
+                                    return Stop::Cancelled;
+                                }
+                            }
+                        }
+                        last_sequence = Some(sequence);
+                    }
+                    iterator = next;
+                    if caught_up && iterator.is_some() {
+                        // At the tip: one call per poll interval, counted from this one.
+                        let due = last_call + self.sub.poll_interval;
+                        tokio::select! {
+                            () = self.cancel.cancelled() => return Stop::Cancelled,
+                            () = tokio::time::sleep_until(due.into()) => {}
+                            _ = self.restart.changed() => self.seek_seen = true,
+                        }
+                    }
+                }
+                Ok(Fetched::Expired) => {
+                    // Resume after the last record handed out, or where the shard started.
+                    match self.fresh_iterator(last_sequence.clone()).await {
+                        Ok(fresh) => iterator = Some(fresh),
+                        Err(stop) => return stop,
+                    }
+                }
+                Ok(Fetched::Throttled) => {
+                    failures += 1;
+                    iterator = Some(current);
+                    if self.back_off(failures).await {
+                        return Stop::Cancelled;
+                    }
+                }
+                Ok(Fetched::Gone) => return Stop::Gone,
+                Err(err) => {
+                    failures += 1;
+                    self.sub.report(err);
+                    iterator = Some(current);
+                    if self.back_off(failures).await {
+                        return Stop::Cancelled;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A new iterator after `after`, or where the shard resumes; retried with backoff until the
+    /// reader is cancelled (a shard whose iterator cannot be had is not finished: it stops, and
+    /// is released, unread).
+    async fn fresh_iterator(&self, after: Option<Arc<str>>) -> Result<String, Stop> {
+        let start = after.map_or_else(|| self.resume.clone(), ShardStart::After);
+        let mut failures = 0;
+        loop {
+            match api::shard_iterator(&self.sub.client, &self.sub.stream, &self.shard, &start).await
+            {
+                Ok(iterator) => return Ok(iterator),
+                Err(KinesisError::ShardNotFound { .. }) => return Err(Stop::Gone),
+                Err(err) => {
+                    failures += 1;
+                    self.sub.report(err);
+                    if self.back_off(failures).await {
+                        return Err(Stop::Cancelled);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sleeps a jittered exponential backoff; true when cancelled meanwhile.
+    async fn back_off(&self, failures: u32) -> bool {
+        let wait = rand::rng().random_range(MIN_CALL_GAP..=backoff_ceiling(failures));
+        tokio::select! {
+            () = self.cancel.cancelled() => true,
+            () = tokio::time::sleep(wait) => false,
+        }
+    }
+
+    /// Waits until every delivery of a shard read to its end is settled, so its children start
+    /// after all of it; a seek meanwhile sends the reader back to reading.
+    async fn drain(&mut self) -> Drain {
+        loop {
+            if self.handle.is_stopped() {
+                return Drain::Cancelled;
+            }
+            if self.restart.has_changed().unwrap_or(false) {
+                return Drain::Seek;
+            }
+            if self.handle.is_drained() {
+                return Drain::Done;
+            }
+            tokio::select! {
+                () = self.cancel.cancelled() => return Drain::Cancelled,
+                () = self.handle.settled.notified() => {}
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = self.restart.changed() => {
+                    self.seek_seen = true;
+                    return Drain::Seek;
+                }
+            }
+        }
+    }
+
+    /// Hands the shard back; whether it was read to its end.
+    async fn finish(&self, stop: Stop) -> bool {
+        let key = &self.handle.key;
+        if self.handle.is_stopped() {
+            // Lost, or ran out by our clock: no checkpoint, no release.
+            self.cancel.cancel();
+            return false;
+        }
+        let how = match stop {
+            Stop::Ended => Close::Finished,
+            Stop::Gone => {
+                tracing::info!(
+                    lease = %key,
+                    "the shard left the stream (trimmed, or the stream was deleted); its lease is \
+                     released and it is not read again"
+                );
+                self.sub.forget(&self.shard);
+                Close::Release
+            }
+            Stop::Cancelled => Close::Release,
+        };
+        self.cancel.cancel();
+        let (written, failed) = self
+            .handle
+            .close(self.sub.store.as_ref(), &self.sub.owner, how)
+            .await;
+        if let Some(err) = failed
+            && !err.is_fenced()
+        {
+            // A SHARD_END that did not land leaves the lease to lapse, and the next owner reads
+            // the shard's end again from the last checkpoint.
+            self.sub.report(self.sub.lease_error(key.shard(), err));
+        }
+        let finished = how == Close::Finished && written;
+        if finished {
+            tracing::info!(lease = %key, "shard read to its end");
+        }
+        finished
+    }
+}
+
+#[cfg(test)]
+mod tests;

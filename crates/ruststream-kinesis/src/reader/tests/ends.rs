@@ -1,0 +1,158 @@
+//! How a shard's reading ends: only a closed shard read to its end is finished; one whose
+//! iterator cannot be had, or that left the stream, is released unfinished.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ruststream::{ConnectedBroker, IncomingMessage, Seekable, Seeker};
+
+use super::{Rig, RigSettings, eventually, next, next_within, text};
+use crate::fake_kinesis::{Reply, calls};
+use crate::{KinesisPosition, SHARD_END};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_shard_whose_iterator_cannot_be_had_is_released_not_finished() {
+    // The first read finds the iterator expired, and Kinesis fails every fresh one since (the
+    // take's own iterator was the first).
+    let iterators = AtomicUsize::new(0);
+    let rig = Rig::start(
+        RigSettings::default(),
+        move |_, operation, _| match operation {
+            "GetRecords" => Some(Reply::error(400, "ExpiredIteratorException")),
+            "GetShardIterator" if iterators.fetch_add(1, Ordering::SeqCst) >= 1 => {
+                Some(Reply::error(500, "InternalFailure"))
+            }
+            _ => None,
+        },
+    )
+    .await;
+    let seen = rig.seen.clone();
+    eventually(
+        "fresh iterators are asked for, and refused, after the expiry",
+        || {
+            let asked = calls(&seen, "GetShardIterator");
+            async move { asked >= 3 }
+        },
+    )
+    .await;
+    let Rig {
+        connected,
+        sub,
+        store,
+        ..
+    } = rig;
+    drop(sub);
+    connected.shutdown().await.expect("shutdown");
+    let row = store
+        .read(&crate::LeaseKey::new("orders", "shardId-000000000000"))
+        .await
+        .unwrap()
+        .expect("the row exists");
+    assert_ne!(
+        row.checkpoint.as_deref(),
+        Some(SHARD_END),
+        "an open shard without an iterator was marked finished: {row:?}"
+    );
+    assert_eq!(row.owner, None, "the stopping reader released the shard");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_that_left_the_stream_is_released_and_not_read_again() {
+    let reads = AtomicUsize::new(0);
+    let rig = Rig::start(
+        RigSettings {
+            records: 2,
+            ..RigSettings::default()
+        },
+        move |_, operation, _| {
+            // Two records are read; then the shard is trimmed away.
+            (operation == "GetRecords" && reads.fetch_add(1, Ordering::SeqCst) >= 1)
+                .then(|| Reply::error(400, "ResourceNotFoundException"))
+        },
+    )
+    .await;
+    let mut sub = rig.sub;
+    for _ in 0..2 {
+        next(&mut sub).await.ack().await.unwrap();
+    }
+    let store = rig.store.clone();
+    eventually("the shard's lease is released", || {
+        let store = store.clone();
+        async move {
+            let row = store
+                .read(&crate::LeaseKey::new("orders", "shardId-000000000000"))
+                .await
+                .unwrap()
+                .unwrap();
+            row.owner.is_none()
+        }
+    })
+    .await;
+    let reads = calls(&rig.seen, "GetRecords");
+    // Two more listing intervals: the shard is neither read nor taken again.
+    assert!(
+        next_within(&mut sub, Duration::from_millis(2500))
+            .await
+            .is_none()
+    );
+    assert_eq!(
+        calls(&rig.seen, "GetRecords"),
+        reads,
+        "a shard that left the stream was read again"
+    );
+    drop(sub);
+    rig.connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_during_a_closed_shards_drain_is_read_before_the_shard_ends() {
+    let rig = Rig::start(
+        RigSettings {
+            records: 2,
+            closed: true,
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    // Both records are in handlers; the shard is read to its end and drains.
+    let first = next(&mut sub).await;
+    let second = next(&mut sub).await;
+    assert_eq!((text(&first), text(&second)), ("0".into(), "1".into()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sub.seeker()
+        .seek(KinesisPosition::TrimHorizon)
+        .await
+        .expect("the seek");
+    // The old deliveries settle after the seek: they move nothing, and the shard is not over.
+    first.ack().await.unwrap();
+    second.ack().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_ne!(
+        rig_row(&rig.store).await.checkpoint.as_deref(),
+        Some(SHARD_END),
+        "SHARD_END was written while the seek's records were still to be delivered"
+    );
+    let again = [next(&mut sub).await, next(&mut sub).await];
+    assert_eq!(text(&again[0]), "0", "the seek read the shard again");
+    for message in again {
+        message.ack().await.unwrap();
+    }
+    let store = rig.store.clone();
+    eventually("the shard ends once the seek's deliveries settled", || {
+        let store = store.clone();
+        async move { rig_row(&store).await.checkpoint.as_deref() == Some(SHARD_END) }
+    })
+    .await;
+    drop(sub);
+    rig.connected.shutdown().await.unwrap();
+}
+
+async fn rig_row(store: &std::sync::Arc<dyn crate::LeaseStore>) -> crate::LeaseState {
+    store
+        .read(&crate::LeaseKey::new("orders", "shardId-000000000000"))
+        .await
+        .unwrap()
+        .expect("the row exists")
+}

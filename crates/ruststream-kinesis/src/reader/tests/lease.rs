@@ -1,0 +1,125 @@
+//! The lease around the reading: the first renewal counts from the take, a delivery whose lease
+//! ran out before its handler started never reaches it, and nothing of a shard is written after
+//! its release.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ruststream::{ConnectedBroker, IncomingMessage};
+
+use super::{Recording, Rig, RigSettings, next};
+use crate::fake_kinesis::Reply;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_renewal_counts_from_the_take() {
+    let store = Arc::new(Recording::default());
+    let iterators = AtomicUsize::new(0);
+    let rig = Rig::start(
+        RigSettings {
+            store: store.clone(),
+            ..RigSettings::default()
+        },
+        // The take's iterator takes 1.5 s to come: longer than the renewal interval.
+        move |_, operation, _| {
+            (operation == "GetShardIterator" && iterators.fetch_add(1, Ordering::SeqCst) == 0)
+                .then_some(Reply::Stream(Duration::from_millis(1500)))
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let calls = store.calls_of("rig");
+    let take = calls
+        .iter()
+        .find(|call| call.operation == "acquire")
+        .expect("the take");
+    assert!(
+        calls.iter().all(|call| call.operation != "release"),
+        "the take failed: {calls:#?}"
+    );
+    let renewal = calls
+        .iter()
+        .find(|call| call.operation == "renew")
+        .expect("a renewal within 3 s of the take");
+    let after = renewal.started.duration_since(take.started);
+    // Due a renewal interval (1 s) after the take, sent as soon as the reader runs (1.5 s);
+    // counted from the reader's start it would come at 2.5 s.
+    assert!(
+        after < Duration::from_millis(2000),
+        "the first renewal came {after:?} after the take: {calls:#?}"
+    );
+    drop(rig.sub);
+    rig.connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_whose_lease_ran_out_before_its_handler_started_never_reaches_it() {
+    let store = Arc::new(Recording::default());
+    let rig = Rig::start(
+        RigSettings {
+            records: 2,
+            store: store.clone(),
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    // Pulled by the runtime and waiting in a lane behind a slow handler, while the store is
+    // unreachable and the 3 s lease runs out.
+    let waiting = next(&mut sub).await;
+    store.fail_renewals.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let withheld = waiting
+        .decode_error()
+        .expect("a delivery whose lease ran out is withheld from its handler");
+    assert!(withheld.to_string().contains("ran out"), "{withheld}");
+    drop(waiting);
+    drop(sub);
+    rig.connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_of_a_shard_is_written_after_its_release() {
+    let store = Arc::new(Recording::default());
+    *store.write_delay.lock().unwrap() = Duration::from_millis(100);
+    let rig = Rig::start(
+        RigSettings {
+            records: 60,
+            store: store.clone(),
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    let mut pulled = Vec::new();
+    for _ in 0..60 {
+        pulled.push(next(&mut sub).await);
+    }
+    // Handlers go on settling while the subscription stops: its final checkpoint and release
+    // race the checkpoint writer.
+    let settling = tokio::spawn(async move {
+        for message in pulled {
+            message.ack().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    drop(sub);
+    settling.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let calls = store.calls_of("rig");
+    let release = calls
+        .iter()
+        .find(|call| call.operation == "release")
+        .expect("the stopping reader released the shard");
+    for call in &calls {
+        assert!(
+            call.operation == "release" || call.ended <= release.started,
+            "a {} of the shard ran past its release: {calls:#?}",
+            call.operation
+        );
+    }
+    rig.connected.shutdown().await.unwrap();
+}

@@ -1,0 +1,120 @@
+//! Seeks: a position Kinesis refuses fails the seek and moves nothing; a delivery read before a
+//! seek never reaches a handler after it; a shard opened at the tip resumes from that moment.
+
+use std::time::Duration;
+
+use ruststream::{ConnectedBroker, IncomingMessage, Seekable, Seeker};
+
+use super::{Rig, RigSettings, eventually, next, text};
+use crate::fake_kinesis::Reply;
+use crate::fake_kinesis::bodies;
+use crate::fake_stream::sequence_string;
+use crate::{KinesisError, KinesisPosition};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_kinesis_refuses_fails_naming_the_shard_and_reading_goes_on() {
+    let rig = Rig::start(
+        RigSettings {
+            records: 1,
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    next(&mut sub).await.ack().await.unwrap();
+    // A sequence number the shard does not hold (of another shard, say): Kinesis refuses it.
+    let refused = sub
+        .seeker()
+        .seek(KinesisPosition::at_sequence(
+            "shardId-000000000000",
+            sequence_string(999),
+        ))
+        .await
+        .expect_err("Kinesis refused the position");
+    let message = refused.to_string();
+    assert!(
+        matches!(refused, KinesisError::Seek { .. })
+            && message.contains("orders")
+            && message.contains("shardId-000000000000")
+            && message.contains("InvalidArgumentException"),
+        "{message}"
+    );
+    // The reader reads on where it was: the next record, not the first again.
+    rig.state.lock().unwrap().append(0, b"after");
+    let following = next(&mut sub).await;
+    assert_eq!(text(&following), "after");
+    following.ack().await.unwrap();
+    drop(sub);
+    rig.connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_read_before_a_seek_never_reaches_a_handler_after_it() {
+    let rig = Rig::start(
+        RigSettings {
+            records: 2,
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    // Pulled by the runtime (a worker lane, a batch gathering), not yet handed to a handler.
+    let waiting = next(&mut sub).await;
+    assert!(
+        waiting.decode_error().is_none(),
+        "fresh deliveries reach their handler"
+    );
+    sub.seeker()
+        .seek(KinesisPosition::TrimHorizon)
+        .await
+        .expect("the seek");
+    let withheld = waiting
+        .decode_error()
+        .expect("a delivery of the old position is withheld from its handler");
+    assert!(withheld.to_string().contains("seek"), "{withheld}");
+    waiting.nack(false).await.unwrap();
+    // The seek's position delivers the records again.
+    let again = next(&mut sub).await;
+    assert_eq!(text(&again), "0");
+    assert!(again.decode_error().is_none());
+    again.ack().await.unwrap();
+    drop(sub);
+    rig.connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_opened_at_the_tip_resumes_from_that_moment_after_an_expiry() {
+    let expired = std::sync::atomic::AtomicBool::new(false);
+    let rig = Rig::start(
+        RigSettings {
+            records: 1,
+            seeded: false,
+            ..RigSettings::default()
+        },
+        move |_, operation, _| {
+            (operation == "GetRecords" && !expired.swap(true, std::sync::atomic::Ordering::SeqCst))
+                .then(|| Reply::error(400, "ExpiredIteratorException"))
+        },
+    )
+    .await;
+    let seen = rig.seen.clone();
+    eventually("a fresh iterator after the expiry", || {
+        let asked = bodies(&seen, "GetShardIterator").len();
+        async move { asked >= 2 }
+    })
+    .await;
+    let iterators = bodies(&rig.seen, "GetShardIterator");
+    assert_eq!(
+        iterators[0]["ShardIteratorType"], "LATEST",
+        "opened at the tip"
+    );
+    assert_eq!(
+        iterators[1]["ShardIteratorType"], "AT_TIMESTAMP",
+        "the tip was asked for again after the expiry: what was written meanwhile is skipped"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(rig.sub);
+    rig.connected.shutdown().await.unwrap();
+}

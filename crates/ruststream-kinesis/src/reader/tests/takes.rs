@@ -1,0 +1,52 @@
+//! Takes that fail after the lease was won back off per shard, reported once per backoff.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use ruststream::{ConnectedBroker, Subscriber};
+
+use super::{Rig, RigSettings};
+use crate::KinesisError;
+use crate::fake_kinesis::{Reply, calls};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_whose_iterator_is_refused_backs_off_and_is_reported_once_per_try() {
+    // Kinesis refuses every iterator of the shard; its lease is free and listed every second.
+    let rig = Rig::start(RigSettings::default(), |_, operation, _| {
+        (operation == "GetShardIterator").then(|| Reply::error(500, "InternalFailure"))
+    })
+    .await;
+    let mut sub = rig.sub;
+    let mut reported = 0;
+    {
+        let mut stream = std::pin::pin!(sub.stream());
+        let watching = tokio::time::sleep(Duration::from_secs(6));
+        tokio::pin!(watching);
+        loop {
+            tokio::select! {
+                () = &mut watching => break,
+                item = stream.next() => match item {
+                    Some(Err(err)) => {
+                        let message = err.to_string();
+                        assert!(
+                            matches!(err, KinesisError::Api { .. })
+                                && message.contains("shardId-000000000000")
+                                && message.contains("GetShardIterator"),
+                            "{message}"
+                        );
+                        reported += 1;
+                    }
+                    Some(Ok(_)) => panic!("nothing can be read"),
+                    None => break,
+                },
+            }
+        }
+    }
+    let tries = calls(&rig.seen, "GetShardIterator");
+    // Waits of 1 s, 2 s, 4 s (each drawn from its upper half): at most four tries in 6 s, where
+    // a try at every listing and handover poll would be six or more.
+    assert!((2..=4).contains(&tries), "{tries} takes in 6 s");
+    assert_eq!(reported, tries, "one report per failed take");
+    drop(sub);
+    rig.connected.shutdown().await.unwrap();
+}

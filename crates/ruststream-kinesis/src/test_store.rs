@@ -1,0 +1,163 @@
+//! A lease store for tests: a [`MemoryLeaseStore`] that records every call, can slow its writes
+//! down, and can fail renewals as an unreachable store does.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::{LeaseKey, LeaseState, LeaseStore, MemoryLeaseStore};
+
+/// One call a [`Recording`] store saw: which, by whom, when it started and ended.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    pub(crate) operation: &'static str,
+    pub(crate) owner: String,
+    pub(crate) started: Instant,
+    pub(crate) ended: Instant,
+}
+
+/// A [`MemoryLeaseStore`] that records every call, can slow its writes down, and can fail
+/// renewals (and checkpoints that renew) as a store that cannot be reached does.
+#[derive(Debug, Default)]
+pub(crate) struct Recording {
+    inner: MemoryLeaseStore,
+    pub(crate) calls: Mutex<Vec<Call>>,
+    pub(crate) write_delay: Mutex<Duration>,
+    pub(crate) fail_renewals: std::sync::atomic::AtomicBool,
+}
+
+impl Recording {
+    pub(crate) fn calls_of(&self, owner: &str) -> Vec<Call> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|call| call.owner == owner)
+            .cloned()
+            .collect()
+    }
+
+    async fn timed<T>(
+        &self,
+        operation: &'static str,
+        owner: &str,
+        write: bool,
+        call: impl std::future::Future<Output = Result<T, crate::LeaseError>>,
+    ) -> Result<T, crate::LeaseError> {
+        let started = Instant::now();
+        let delay = *self.write_delay.lock().unwrap();
+        if write && !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let result = call.await;
+        self.calls.lock().unwrap().push(Call {
+            operation,
+            owner: owner.to_owned(),
+            started,
+            ended: Instant::now(),
+        });
+        result
+    }
+
+    fn unreachable(&self, key: &LeaseKey, operation: &'static str) -> Option<crate::LeaseError> {
+        self.fail_renewals
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| crate::LeaseError::Store {
+                key: key.clone(),
+                operation,
+                message: "unreachable (test)".to_owned(),
+            })
+    }
+}
+
+impl LeaseStore for Recording {
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> crate::LeaseFuture<'a, LeaseState> {
+        Box::pin(self.timed(
+            "acquire",
+            owner,
+            true,
+            self.inner.acquire(key, owner, lease),
+        ))
+    }
+
+    fn acquire_from<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+    ) -> crate::LeaseFuture<'a, LeaseState> {
+        Box::pin(self.timed(
+            "acquire",
+            owner,
+            true,
+            self.inner.acquire_from(key, owner, lease, start),
+        ))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> crate::LeaseFuture<'a, LeaseState> {
+        Box::pin(self.timed("renew", owner, true, async move {
+            match self.unreachable(key, "renew") {
+                Some(err) => Err(err),
+                None => self.inner.renew(key, owner, lease).await,
+            }
+        }))
+    }
+
+    fn checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+    ) -> crate::LeaseFuture<'a, ()> {
+        Box::pin(self.timed(
+            "checkpoint",
+            owner,
+            true,
+            self.inner.checkpoint(key, owner, checkpoint),
+        ))
+    }
+
+    fn checkpoint_and_renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        lease: Duration,
+    ) -> crate::LeaseFuture<'a, ()> {
+        Box::pin(self.timed("checkpoint_and_renew", owner, true, async move {
+            match self.unreachable(key, "checkpoint") {
+                Some(err) => Err(err),
+                None => {
+                    self.inner
+                        .checkpoint_and_renew(key, owner, checkpoint, lease)
+                        .await
+                }
+            }
+        }))
+    }
+
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> crate::LeaseFuture<'a, Option<LeaseState>> {
+        Box::pin(self.inner.read(key))
+    }
+
+    fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> crate::LeaseFuture<'a, ()> {
+        Box::pin(self.timed("release", owner, true, self.inner.release(key, owner)))
+    }
+
+    fn list<'a>(
+        &'a self,
+        stream: &'a str,
+    ) -> crate::LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        self.inner.list(stream)
+    }
+}
