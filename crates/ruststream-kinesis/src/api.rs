@@ -129,6 +129,23 @@ pub(crate) async fn ensure_stream(
     }
 }
 
+/// The largest record `stream` accepts, data and partition key together
+/// (`MaxRecordSizeInKiB`); the default 1 MiB where the service does not say.
+pub(crate) async fn max_record_bytes(client: &Client, stream: &str) -> Result<usize, KinesisError> {
+    let out = client
+        .describe_stream_summary()
+        .stream_name(stream)
+        .send()
+        .await
+        .map_err(|err| call_failed(stream, "DescribeStreamSummary", err))?;
+    let kib = out
+        .stream_description_summary()
+        .and_then(|summary| summary.max_record_size_in_kib())
+        .and_then(|kib| usize::try_from(kib).ok())
+        .filter(|kib| *kib > 0);
+    Ok(kib.map_or(crate::MAX_RECORD_BYTES, |kib| kib * 1024))
+}
+
 async fn create(client: &Client, stream: &str, shards: u32) -> Result<(), KinesisError> {
     let shard_count = i32::try_from(shards).unwrap_or(i32::MAX);
     match client

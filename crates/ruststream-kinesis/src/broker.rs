@@ -289,6 +289,7 @@ impl KinesisBroker {
             timings: self.timings,
             create_streams: self.create_streams,
             streams: Arc::default(),
+            record_limits: Arc::default(),
         }
     }
 }
@@ -332,6 +333,8 @@ pub struct ConnectedKinesisBroker {
     timings: LeaseTimings,
     pub(crate) create_streams: Option<u32>,
     streams: Arc<Mutex<HashMap<String, StreamSlot>>>,
+    /// The largest record of each stream its publishers wrote to.
+    pub(crate) record_limits: crate::publisher::RecordLimits,
 }
 
 /// What a broker knows of a stream it subscribed to.

@@ -73,18 +73,20 @@ pub enum KinesisError {
         /// Which rule it breaks.
         reason: String,
     },
-    /// A record larger than Kinesis accepts.
+    /// A record larger than its stream accepts.
     #[error(
-        "record for stream {stream:?} is {size} bytes, over the Kinesis limit of {limit} bytes \
-         (1 MiB of data per record, headers included); split the message or store the body \
-         elsewhere and publish a reference"
+        "record for stream {stream:?} is {size} bytes (data, headers and partition key), over \
+         the stream's limit of {limit} bytes (its MaxRecordSizeInKiB, 1 MiB unless raised with \
+         `aws kinesis update-max-record-size`); split the message or store the body elsewhere \
+         and publish a reference"
     )]
     RecordTooLarge {
         /// The stream published to.
         stream: String,
-        /// The record's size on the wire (payload, plus the header envelope when there are headers).
+        /// The record's size on the wire: the payload, the header envelope when there are
+        /// headers, and the partition key.
         size: usize,
-        /// The limit.
+        /// The stream's limit.
         limit: usize,
     },
     /// A shard this instance held left the stream: trimmed after a resharding, or the stream

@@ -1,9 +1,9 @@
 //! Publishing: the policy a mount site names, the per-message options, and the live publisher,
 //! which writes with `PutRecords` whatever is ready at once.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use rand::Rng;
@@ -138,7 +138,10 @@ impl PublishPolicy<ConnectedKinesisBroker> for KinesisPublish {
                 connected
                     .runtime
                     .spawn(flush(client.clone(), rx, Arc::clone(&connected.closed)));
-                Sink::Live(tx)
+                Sink::Live {
+                    tx,
+                    client: client.clone(),
+                }
             }
             #[cfg(feature = "testing")]
             Transport::InProcess(world) => Sink::InProcess(Arc::clone(world)),
@@ -147,6 +150,7 @@ impl PublishPolicy<ConnectedKinesisBroker> for KinesisPublish {
             default_key: self.partition_key,
             sink,
             closed: Arc::clone(&connected.closed),
+            limits: Arc::clone(&connected.record_limits),
         })
     }
 }
@@ -164,7 +168,10 @@ struct Pending {
 
 #[derive(Debug, Clone)]
 enum Sink {
-    Live(mpsc::Sender<Pending>),
+    Live {
+        tx: mpsc::Sender<Pending>,
+        client: aws_sdk_kinesis::Client,
+    },
     #[cfg(feature = "testing")]
     InProcess(Arc<crate::in_process::World>),
 }
@@ -180,28 +187,67 @@ pub struct KinesisPublisher {
     default_key: Option<String>,
     sink: Sink,
     closed: Arc<AtomicBool>,
+    /// The largest record of each stream published to, read once per stream.
+    limits: RecordLimits,
 }
 
+/// The largest record of each stream a broker's publishers wrote to, by stream name.
+pub(crate) type RecordLimits = Arc<std::sync::Mutex<HashMap<String, usize>>>;
+
 impl KinesisPublisher {
-    /// Checks and encodes one message into a record.
+    /// Checks and encodes one message into a record for a stream whose records may be `limit`
+    /// bytes at most.
     pub(crate) fn record(
         &self,
         stream: &str,
         payload: &[u8],
         headers: &ruststream::HeaderMap,
         options: Option<&KinesisOptions>,
+        limit: usize,
     ) -> Result<OutRecord, KinesisError> {
-        validate::stream_name(stream)?;
         let partition_key = options
             .and_then(|options| options.partition_key.clone())
             .or_else(|| self.default_key.clone())
             .unwrap_or_else(random_key);
         validate::partition_key(stream, &partition_key)?;
-        validate::record_size(stream, envelope::encoded_len(payload, headers))?;
+        // Kinesis counts the partition key in the record's size.
+        let size = envelope::encoded_len(payload, headers) + partition_key.len();
+        validate::record_size(stream, size, limit)?;
         Ok(OutRecord {
             data: envelope::encode(payload, headers),
             partition_key,
         })
+    }
+
+    /// The largest record `stream` accepts: asked of the stream once, then remembered. A stream
+    /// that does not exist fails the publish before any write; a stream whose limit cannot be
+    /// read (no permission for `DescribeStreamSummary`) keeps the default 1 MiB.
+    async fn limit_of(
+        &self,
+        client: &aws_sdk_kinesis::Client,
+        stream: &str,
+    ) -> Result<usize, KinesisError> {
+        if let Some(limit) = self
+            .limits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(stream)
+        {
+            return Ok(*limit);
+        }
+        let limit = match api::max_record_bytes(client, stream).await {
+            Ok(limit) => limit,
+            Err(err @ KinesisError::StreamNotFound { .. }) => return Err(err),
+            Err(err) => {
+                tracing::debug!(stream, error = %err, "the stream's record limit could not be read; publishing with the default 1 MiB");
+                validate::MAX_RECORD_BYTES
+            }
+        };
+        self.limits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(stream.to_owned(), limit);
+        Ok(limit)
     }
 }
 
@@ -223,9 +269,11 @@ impl Publisher for KinesisPublisher {
             return Err(KinesisError::ShutDown { what: "publishing" });
         }
         let stream = msg.name();
-        let record = self.record(stream, msg.payload(), msg.headers(), options)?;
+        validate::stream_name(stream)?;
         match &self.sink {
-            Sink::Live(tx) => {
+            Sink::Live { tx, client } => {
+                let limit = self.limit_of(client, stream).await?;
+                let record = self.record(stream, msg.payload(), msg.headers(), options, limit)?;
                 let (done, answer) = oneshot::channel();
                 let pending = Pending {
                     stream: stream.to_owned(),
@@ -240,7 +288,16 @@ impl Publisher for KinesisPublisher {
                     .map_err(|_| KinesisError::ShutDown { what: "publishing" })?
             }
             #[cfg(feature = "testing")]
-            Sink::InProcess(world) => world.put(stream, record),
+            Sink::InProcess(world) => {
+                let record = self.record(
+                    stream,
+                    msg.payload(),
+                    msg.headers(),
+                    options,
+                    validate::MAX_RECORD_BYTES,
+                )?;
+                world.put(stream, record)
+            }
         }
     }
 }
@@ -291,21 +348,37 @@ async fn flush(
     }
 }
 
-/// Writes the records of one stream in calls within the service's limits.
+/// Writes the records of one stream in calls within the service's limits, and keeps the
+/// records of one partition key in their publish order: a call carries at most one record of a
+/// key, and the next record of that key goes out only once the call (with its retries of
+/// rejected records) is over. Kinesis can reject one record of a call and write the ones after
+/// it, so a second record of the key in the same call could land before the first one's retry.
 async fn write_stream(client: &aws_sdk_kinesis::Client, stream: String, pending: Vec<Pending>) {
-    let mut rest = pending.into_iter().peekable();
-    while rest.peek().is_some() {
+    let mut rest: VecDeque<Pending> = pending.into();
+    while !rest.is_empty() {
         let mut chunk = Vec::new();
+        let mut keys = HashSet::new();
+        let mut later = Vec::new();
         let mut bytes = 0;
-        while let Some(next) = rest.peek() {
+        while let Some(next) = rest.pop_front() {
             let size = next.record.data.len() + next.record.partition_key.len();
             if chunk.len() == MAX_PUT_RECORDS
                 || (!chunk.is_empty() && bytes + size > MAX_PUT_RECORDS_BYTES)
             {
+                rest.push_front(next);
                 break;
             }
+            if !keys.insert(next.record.partition_key.clone()) {
+                // A record of this key is in the call: this one waits for the next call.
+                later.push(next);
+                continue;
+            }
             bytes += size;
-            chunk.extend(rest.next());
+            chunk.push(next);
+        }
+        // What waited goes first, in publish order.
+        for waiting in later.into_iter().rev() {
+            rest.push_front(waiting);
         }
         write_chunk(client, &stream, chunk).await;
     }
@@ -501,6 +574,148 @@ mod tests {
             per_stream,
             [("orders".to_owned(), 4), ("payments".to_owned(), 1)]
         );
+    }
+
+    #[tokio::test]
+    async fn records_of_one_key_keep_their_order_when_one_is_rejected() {
+        // The first record of key `k` is throttled inside the answer of its call.
+        let (client, seen) = client(|n, _, body| {
+            let sent = body["Records"].as_array().map_or(0, Vec::len);
+            let mut failed = vec![false; sent];
+            if n == 0 {
+                failed[0] = true;
+            }
+            (200, answer(&failed))
+        });
+        let (mut chunk, answers) = pending(4);
+        for (i, pending) in chunk.iter_mut().enumerate() {
+            pending.record.partition_key = if i == 2 { "j" } else { "k" }.to_owned();
+        }
+        write_stream(&client, "orders".to_owned(), chunk).await;
+        for answer in answers {
+            answer.await.unwrap().unwrap();
+        }
+        // What Kinesis wrote, in order: the records of each call it did not reject.
+        let calls = seen.lock().unwrap();
+        let mut written = Vec::new();
+        for (n, (_, body)) in calls.iter().enumerate() {
+            for (i, record) in body["Records"].as_array().unwrap().iter().enumerate() {
+                let key = record["PartitionKey"].as_str().unwrap();
+                let data =
+                    aws_smithy_types::base64::decode(record["Data"].as_str().unwrap()).unwrap();
+                assert!(
+                    body["Records"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|other| other["PartitionKey"] == key)
+                        .count()
+                        == 1,
+                    "two records of key {key} in one call"
+                );
+                if !(n == 0 && i == 0) {
+                    written.push((key.to_owned(), String::from_utf8(data).unwrap()));
+                }
+            }
+        }
+        let of_k: Vec<&str> = written
+            .iter()
+            .filter(|(key, _)| key == "k")
+            .map(|(_, data)| data.as_str())
+            .collect();
+        assert_eq!(of_k, ["record-0", "record-1", "record-3"]);
+    }
+
+    /// A connected broker on a fake Kinesis whose stream `orders` takes records of `kib` KiB
+    /// (`None`: the service does not say).
+    async fn broker_with_limit(
+        kib: Option<u32>,
+    ) -> (ConnectedKinesisBroker, crate::fake_kinesis::Seen) {
+        use ruststream::Broker;
+        let (config, seen) =
+            crate::fake_kinesis::config(move |_, operation, body| match operation {
+                "DescribeStreamSummary" => {
+                    let mut summary = serde_json::json!({
+                        "StreamName": "orders",
+                        "StreamARN": "arn:aws:kinesis:us-east-1:000000000000:stream/orders",
+                        "StreamStatus": "ACTIVE",
+                        "RetentionPeriodHours": 24,
+                        "StreamCreationTimestamp": 0,
+                        "EnhancedMonitoring": [],
+                        "OpenShardCount": 1,
+                    });
+                    if let Some(kib) = kib {
+                        summary["MaxRecordSizeInKiB"] = serde_json::json!(kib);
+                    }
+                    (
+                        200,
+                        serde_json::json!({ "StreamDescriptionSummary": summary }),
+                    )
+                }
+                "PutRecords" => {
+                    let sent = body["Records"].as_array().map_or(0, Vec::len);
+                    (200, answer(&vec![false; sent]))
+                }
+                other => (400, error(&format!("Unexpected{other}"))),
+            });
+        let connected = crate::KinesisBroker::from_config(config)
+            .connect()
+            .await
+            .unwrap();
+        (connected, seen)
+    }
+
+    async fn publish_sized(
+        publisher: &KinesisPublisher,
+        payload: usize,
+    ) -> Result<(), KinesisError> {
+        let body = vec![b'x'; payload];
+        let options = KinesisOptions::default().with_partition_key("k".repeat(10));
+        publisher
+            .publish(
+                ruststream::OutgoingMessage::new("orders", body.as_slice()),
+                Some(&options),
+            )
+            .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_record_limit_counts_the_partition_key_and_follows_the_stream() {
+        // The default 1 MiB, the key included.
+        let (connected, seen) = broker_with_limit(None).await;
+        let publisher = connected.publisher().await.unwrap();
+        publish_sized(&publisher, crate::MAX_RECORD_BYTES - 10)
+            .await
+            .expect("data and key together at the limit");
+        let err = publish_sized(&publisher, crate::MAX_RECORD_BYTES - 9)
+            .await
+            .expect_err("one byte over, counting the key");
+        assert!(
+            matches!(&err, KinesisError::RecordTooLarge { limit, size, .. }
+                if *limit == crate::MAX_RECORD_BYTES && *size == crate::MAX_RECORD_BYTES + 1),
+            "{err}"
+        );
+        assert_eq!(
+            crate::fake_kinesis::calls(&seen, "PutRecords"),
+            1,
+            "refused before any write"
+        );
+        assert_eq!(
+            crate::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
+            1,
+            "the limit is read once per stream"
+        );
+        // A stream raised to 2 MiB.
+        let (connected, seen) = broker_with_limit(Some(2048)).await;
+        let publisher = connected.publisher().await.unwrap();
+        publish_sized(&publisher, 3 << 19)
+            .await
+            .expect("1.5 MiB fits a 2 MiB stream");
+        let err = publish_sized(&publisher, 2 << 20)
+            .await
+            .expect_err("over 2 MiB");
+        assert!(err.to_string().contains("2097152"), "{err}");
+        assert_eq!(crate::fake_kinesis::calls(&seen, "PutRecords"), 1);
     }
 
     #[tokio::test]

@@ -13,6 +13,8 @@ pub(crate) struct Call {
     pub(crate) owner: String,
     pub(crate) started: Instant,
     pub(crate) ended: Instant,
+    /// Whether the call succeeded.
+    pub(crate) ok: bool,
 }
 
 /// A [`MemoryLeaseStore`] that records every call, can slow its writes down, and can fail
@@ -23,6 +25,8 @@ pub(crate) struct Recording {
     pub(crate) calls: Mutex<Vec<Call>>,
     pub(crate) write_delay: Mutex<Duration>,
     pub(crate) fail_renewals: std::sync::atomic::AtomicBool,
+    /// Takes fail too, as a store that cannot be reached fails them.
+    pub(crate) fail_takes: std::sync::atomic::AtomicBool,
 }
 
 impl Recording {
@@ -54,12 +58,18 @@ impl Recording {
             owner: owner.to_owned(),
             started,
             ended: Instant::now(),
+            ok: result.is_ok(),
         });
         result
     }
 
     fn unreachable(&self, key: &LeaseKey, operation: &'static str) -> Option<crate::LeaseError> {
-        self.fail_renewals
+        let failing = if operation == "acquire" {
+            &self.fail_takes
+        } else {
+            &self.fail_renewals
+        };
+        failing
             .load(std::sync::atomic::Ordering::SeqCst)
             .then(|| crate::LeaseError::Store {
                 key: key.clone(),
@@ -91,12 +101,12 @@ impl LeaseStore for Recording {
         lease: Duration,
         start: &'a str,
     ) -> crate::LeaseFuture<'a, LeaseState> {
-        Box::pin(self.timed(
-            "acquire",
-            owner,
-            true,
-            self.inner.acquire_from(key, owner, lease, start),
-        ))
+        Box::pin(self.timed("acquire", owner, true, async move {
+            match self.unreachable(key, "acquire") {
+                Some(err) => Err(err),
+                None => self.inner.acquire_from(key, owner, lease, start).await,
+            }
+        }))
     }
 
     fn renew<'a>(

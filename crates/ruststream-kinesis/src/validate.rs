@@ -2,7 +2,9 @@
 
 use crate::KinesisError;
 
-/// The largest record Kinesis accepts: 1 MiB of data.
+/// The largest record a stream accepts by default: 1 MiB of data and partition key together. A
+/// stream's own limit (`MaxRecordSizeInKiB`, raised up to 10 MiB with `UpdateMaxRecordSize`) is
+/// read from the stream when a publisher first writes to it.
 pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 /// The most records one `PutRecords` call carries.
 pub const MAX_PUT_RECORDS: usize = 500;
@@ -46,13 +48,13 @@ pub(crate) fn partition_key(stream: &str, key: &str) -> Result<(), KinesisError>
     Ok(())
 }
 
-/// Checks a record's data size.
-pub(crate) fn record_size(stream: &str, size: usize) -> Result<(), KinesisError> {
-    if size > MAX_RECORD_BYTES {
+/// Checks a record's size, its data and partition key together, against its stream's limit.
+pub(crate) fn record_size(stream: &str, size: usize, limit: usize) -> Result<(), KinesisError> {
+    if size > limit {
         return Err(KinesisError::RecordTooLarge {
             stream: stream.to_owned(),
             size,
-            limit: MAX_RECORD_BYTES,
+            limit,
         });
     }
     Ok(())
@@ -84,11 +86,12 @@ mod tests {
     }
 
     #[test]
-    fn a_record_over_one_mebibyte_is_refused_naming_the_limit() {
-        assert!(record_size("s", MAX_RECORD_BYTES).is_ok());
-        let err = record_size("orders", MAX_RECORD_BYTES + 1)
+    fn a_record_over_its_streams_limit_is_refused_naming_the_limit() {
+        assert!(record_size("s", MAX_RECORD_BYTES, MAX_RECORD_BYTES).is_ok());
+        let err = record_size("orders", MAX_RECORD_BYTES + 1, MAX_RECORD_BYTES)
             .unwrap_err()
             .to_string();
         assert!(err.contains("1048576") && err.contains("orders"), "{err}");
+        assert!(record_size("big", 3 << 20, 10 << 20).is_ok());
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use ruststream::{ConnectedBroker, IncomingMessage};
 
 use super::{Recording, Rig, RigSettings, next};
+use crate::LeaseStore;
 use crate::fake_kinesis::Reply;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,4 +123,91 @@ async fn nothing_of_a_shard_is_written_after_its_release() {
         );
     }
     rig.connected.shutdown().await.unwrap();
+}
+
+/// Notes when each delivery reached it, and takes its time.
+struct Slow(Arc<std::sync::Mutex<Vec<std::time::Instant>>>);
+
+impl ruststream::prelude::Handle<String> for Slow {
+    async fn handle(
+        &self,
+        _body: &String,
+        _outs: &(),
+        _ctx: &mut ruststream::prelude::Context<'_>,
+    ) -> Result<(), ruststream::prelude::HandlerOutcome> {
+        self.0.lock().unwrap().push(std::time::Instant::now());
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_handler_starts_after_the_lease_ran_out_behind_keyed_worker_lanes() {
+    use ruststream::prelude::*;
+    let store = Arc::new(Recording::default());
+    // Every renewal (and checkpoint, which renews) fails from the start: the 3 s lease taken at
+    // the start may be used for 2.7 s.
+    store.fail_renewals.store(true, Ordering::SeqCst);
+    let state = crate::fake_stream::stream(1);
+    for n in 0..10 {
+        state.lock().unwrap().append(
+            0,
+            serde_json::to_vec(&format!("order {n}"))
+                .unwrap()
+                .as_slice(),
+        );
+    }
+    let key = crate::LeaseKey::new("orders", "shardId-000000000000");
+    store
+        .acquire_from(&key, "seed", Duration::from_secs(1), "TRIM_HORIZON")
+        .await
+        .unwrap();
+    store.release(&key, "seed").await.unwrap();
+    let (config, _) = crate::fake_stream::config(&state, |_, _, _| None);
+    let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = Slow(Arc::clone(&starts));
+    let broker = crate::KinesisBroker::from_config(config)
+        .lease_store(store.clone())
+        .owner_id("rig")
+        .lease_timings(super::timings());
+    let app = RustStream::new(AppInfo::new("lanes", "0.1.0")).with_broker(broker, move |b| {
+        b.include_router(
+            Router::new()
+                .include(subscriber(crate::KinesisStream::new("orders"), handler).build())
+                .workers(ruststream::runtime::Workers::keyed(
+                    std::num::NonZeroUsize::new(2).unwrap(),
+                )),
+        );
+    });
+    let running = app.start().await.unwrap();
+    // Taken; from now on the store cannot be reached at all, so the shard is not taken again
+    // when its lease runs out.
+    store.fail_takes.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    running.shutdown().await.unwrap();
+    let takes: Vec<std::time::Instant> = store
+        .calls_of("rig")
+        .into_iter()
+        .filter(|call| call.operation == "acquire" && call.ok)
+        .map(|call| call.started)
+        .collect();
+    let starts = starts.lock().unwrap();
+    assert!(
+        starts.len() >= 2,
+        "the lanes handled {} deliveries",
+        starts.len()
+    );
+    let usable = super::timings().lease() - Duration::from_millis(300);
+    for start in starts.iter() {
+        let take = takes
+            .iter()
+            .rev()
+            .find(|take| *take <= start)
+            .expect("a take before every delivery");
+        assert!(
+            start.duration_since(*take) < usable,
+            "a handler started {:?} after its take, past the lease's {usable:?}",
+            start.duration_since(*take)
+        );
+    }
 }
