@@ -1,6 +1,8 @@
 //! What the live tests share: the endpoint gate and builders for the local stack.
 #![allow(dead_code)]
 
+pub mod injector;
+
 use std::sync::Arc;
 
 use ruststream_kinesis::{KinesisBroker, LeaseStore};
