@@ -21,8 +21,8 @@ use tokio_util::task::TaskTracker;
 use crate::coordinator::{self, Subscription};
 use crate::subscriber::{Deliveries, Inbox, Source};
 use crate::{
-    KinesisError, KinesisPosition, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings,
-    MemoryLeaseStore, api, validate,
+    KinesisError, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings, MemoryLeaseStore,
+    api, validate,
 };
 
 /// How long `shutdown` waits for readers to write their final checkpoints and release.
@@ -436,6 +436,15 @@ impl ConnectedKinesisBroker {
     ) -> Result<KinesisSubscriber, KinesisError> {
         let name = source.name.as_ref();
         validate::stream_name(name)?;
+        if let Some(shard) = source.initial.shard() {
+            return Err(KinesisError::Config {
+                message: format!(
+                    "KinesisStream::new({name:?}).initial_position(..) names a record of shard \
+                     {shard}; the initial position of a stream is TrimHorizon, Latest or \
+                     AtTimestamp (seek one shard with start_at(..) or a Seeker instead)"
+                ),
+            });
+        }
         let mut registration = self.register(name).await?;
         let capacity = usize::try_from(source.batch_size).unwrap_or(1000).max(64);
         match &self.transport {
@@ -463,9 +472,10 @@ impl ConnectedKinesisBroker {
                     running: Mutex::default(),
                     finished: Mutex::default(),
                     skipped: Mutex::default(),
+                    gone: Mutex::default(),
                     take_backoff: Mutex::default(),
                     wake: tokio::sync::Notify::new(),
-                    initial: Mutex::new(KinesisPosition::Latest),
+                    initial: Mutex::new(source.initial.clone()),
                     last_listing: Mutex::default(),
                 });
                 // The first round runs before the subscription is handed out: every shard this

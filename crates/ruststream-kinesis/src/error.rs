@@ -101,6 +101,20 @@ pub enum KinesisError {
         /// The shard.
         shard: String,
     },
+    /// A delivery was settled after this instance stopped reading its shard (the lease was
+    /// lost, or the shard was handed back): the settlement is not checkpointed, and the shard's
+    /// next owner delivers the record again.
+    #[error(
+        "a delivery of shard {shard} of stream {stream:?} was settled after this instance \
+         stopped reading the shard (its lease was lost, or it was handed back); the settlement \
+         is not checkpointed, and the shard's next owner delivers the record again"
+    )]
+    SettledAfterHandover {
+        /// The stream.
+        stream: String,
+        /// The shard.
+        shard: String,
+    },
     /// The stream does not exist.
     #[error(
         "stream {stream:?} does not exist: create it (aws kinesis create-stream --stream-name \

@@ -54,7 +54,9 @@ pub(crate) struct World {
 pub(crate) struct InProcessSubscription {
     stream: Arc<str>,
     tx: mpsc::UnboundedSender<Item>,
-    generation: AtomicU64,
+    /// Each shard's seek generation, as a live shard's watermark keeps it: a seek of one shard
+    /// makes only that shard's deliveries stale.
+    generations: Mutex<HashMap<Arc<str>, u64>>,
     closed: AtomicBool,
     broker_closed: Arc<AtomicBool>,
     world: Weak<World>,
@@ -83,9 +85,8 @@ impl InProcessSettle {
         self.sub.broker_closed.load(Ordering::Acquire)
     }
 
-    pub(crate) fn is_current(&self, generation: u64) -> bool {
-        !self.sub.closed.load(Ordering::Acquire)
-            && self.sub.generation.load(Ordering::Acquire) == generation
+    pub(crate) fn is_current(&self, shard: &str, generation: u64) -> bool {
+        !self.sub.closed.load(Ordering::Acquire) && self.sub.generation_of(shard) == generation
     }
 
     /// Delivers `record` again to its subscription, after `delay`, as a live shard does with a
@@ -101,7 +102,7 @@ impl InProcessSettle {
         delay: std::time::Duration,
     ) -> Result<(), AckError> {
         self.settle()?;
-        if !self.is_current(generation) {
+        if !self.is_current(shard, generation) {
             return Ok(());
         }
         let Some(world) = self.sub.world.upgrade() else {
@@ -116,9 +117,7 @@ impl InProcessSettle {
         // The delivery is released now and its redelivery counted when the delay ran out, on the
         // harness's timers when a test drives the clock.
         let redeliver = move || {
-            if sub.generation.load(Ordering::Acquire) == generation
-                && !sub.closed.load(Ordering::Acquire)
-            {
+            if sub.generation_of(&shard) == generation && !sub.closed.load(Ordering::Acquire) {
                 world.hand_out(&sub, shard, record, generation, attempt + 1);
             }
         };
@@ -214,8 +213,9 @@ impl World {
             sequence: Arc::clone(&stored.sequence),
             arrived_ms: Some(stored.arrived_ms),
         };
-        let generation = sub.generation.load(Ordering::Acquire);
-        self.hand_out(sub, shard_id(shard), record, generation, 1);
+        let shard = shard_id(shard);
+        let generation = sub.generation_of(&shard);
+        self.hand_out(sub, shard, record, generation, 1);
     }
 
     /// Hands `record` to `sub`, its `attempt`th delivery, counted by the harness until settled.
@@ -244,8 +244,12 @@ impl World {
                 sub: Arc::clone(sub),
             })),
         };
-        // A closed receiver drops the message, whose settle hold releases the harness count.
-        let _ = sub.tx.send(Ok(message));
+        // A closed receiver gives the message back: its settle hold releases the harness count,
+        // and nothing hands it back again (there is no subscription left to hand it to).
+        if let Err(tokio::sync::mpsc::error::SendError(Ok(mut message))) = sub.tx.send(Ok(message))
+        {
+            drop(message.settle.take());
+        }
     }
 
     /// Opens a subscription at the tip of `stream`.
@@ -269,7 +273,7 @@ impl World {
         let sub = Arc::new(InProcessSubscription {
             stream: Arc::from(stream),
             tx,
-            generation: AtomicU64::new(0),
+            generations: Mutex::default(),
             closed: AtomicBool::new(false),
             broker_closed,
             world: Arc::downgrade(self),
@@ -281,6 +285,16 @@ impl World {
 }
 
 impl InProcessSubscription {
+    /// The seek generation of `shard`'s deliveries.
+    fn generation_of(&self, shard: &str) -> u64 {
+        self.generations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(shard)
+            .copied()
+            .unwrap_or(0)
+    }
+
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
@@ -307,7 +321,34 @@ impl InProcessSubscription {
                 reason: format!("the stream has no shard {shard}"),
             });
         }
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        // Kinesis refuses a sequence number its shard does not hold (one of another shard, or
+        // trimmed), and the seek moves nothing.
+        if let KinesisPosition::AtSequence { shard, sequence } = to
+            && let Some(index) = (0..log.shards.len()).find(|index| *shard_id(*index) == **shard)
+            && !log.shards[index]
+                .iter()
+                .any(|stored| *stored.sequence == **sequence)
+        {
+            return Err(KinesisError::Seek {
+                stream: self.stream.to_string(),
+                reason: format!(
+                    "Kinesis refused the position {to:?} for shard {shard}: the shard holds no \
+                     record {sequence}; every shard reads on where it was"
+                ),
+            });
+        }
+        {
+            let mut generations = self
+                .generations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for index in 0..log.shards.len() {
+                let id = shard_id(index);
+                if to.applies_to(&id) {
+                    *generations.entry(id).or_insert(0) += 1;
+                }
+            }
+        }
         let mut replay: Vec<(usize, &Stored)> = Vec::new();
         for (index, shard) in log.shards.iter().enumerate() {
             let id = shard_id(index);
@@ -404,6 +445,75 @@ mod tests {
         assert_eq!(shards.len(), 4, "200 keys reach all four shards");
         assert_eq!(shard_of("customer-1", 4), shard_of("customer-1", 4));
         assert_eq!(shard_of("anything", 1), 0);
+    }
+
+    #[tokio::test]
+    async fn a_seek_of_one_shard_leaves_the_others_deliveries_current() {
+        use crate::message::Settle;
+        let world = Arc::new(World::default());
+        let (sub, mut rx) = world
+            .subscribe(
+                "orders",
+                Some(2),
+                Arc::default(),
+                tokio::runtime::Handle::current(),
+            )
+            .unwrap();
+        // Keys that land in each of the two shards.
+        let keys: Vec<String> = (0..64).map(|i| format!("key-{i}")).collect();
+        let key_in = |shard| {
+            keys.iter()
+                .find(|key| shard_of(key, 2) == shard)
+                .unwrap()
+                .clone()
+        };
+        for shard in [0, 1, 0, 1] {
+            let record = OutRecord {
+                data: Bytes::from_static(b"x"),
+                partition_key: key_in(shard),
+            };
+            world.put("orders", record).unwrap();
+        }
+        let mut delivered = Vec::new();
+        while let Ok(Ok(message)) = rx.try_recv() {
+            delivered.push(message);
+        }
+        assert_eq!(delivered.len(), 4);
+        let first_of_0 = delivered.iter().find(|m| *m.shard == *shard_id(0)).unwrap();
+        // Kinesis refuses a sequence number the shard does not hold; nothing moves.
+        let elsewhere = delivered
+            .iter()
+            .find(|m| *m.shard == *shard_id(1))
+            .unwrap()
+            .record
+            .sequence
+            .clone();
+        let refused = sub.seek(&KinesisPosition::at_sequence(shard_id(0), elsewhere));
+        assert!(
+            matches!(&refused, Err(KinesisError::Seek { reason, .. }) if reason.contains("refused")),
+            "{refused:?}"
+        );
+        let to = KinesisPosition::at_sequence(shard_id(0), Arc::clone(&first_of_0.record.sequence));
+        sub.seek(&to).unwrap();
+        for message in &delivered {
+            let Some(Settle::InProcess(settle)) = &message.settle else {
+                panic!("an in-process delivery")
+            };
+            assert_eq!(
+                settle.is_current(&message.shard, message.generation),
+                *message.shard == *shard_id(1),
+                "only the sought shard's deliveries go stale"
+            );
+        }
+        // The sought shard's records come again. (Kept: a delivery dropped unsettled would
+        // come back once more.)
+        let mut again = Vec::new();
+        while let Ok(Ok(message)) = rx.try_recv() {
+            assert_eq!(*message.shard, *shard_id(0));
+            again.push(message);
+        }
+        assert_eq!(again.len(), 2);
+        sub.close();
     }
 
     #[test]

@@ -57,8 +57,8 @@ pub struct KinesisMessage {
     pub(crate) record: Record,
     pub(crate) stream: Arc<str>,
     pub(crate) shard: Arc<str>,
-    /// The subscription's seek generation the delivery belongs to (in process; a live delivery's
-    /// ticket carries its own).
+    /// Its shard's seek generation the delivery belongs to (in process; a live delivery's ticket
+    /// carries its own).
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) generation: u64,
     /// How many times this subscription delivered the record, this delivery included.
@@ -107,6 +107,12 @@ impl KinesisMessage {
     }
 
     fn settle_now(&mut self) -> Result<(), AckError> {
+        if self.refused.get().is_some() {
+            // Withheld from its handler (its lease ran out, its shard is closing, a seek made it
+            // stale): whatever the decode policy says of it, the record was not handled, so it
+            // moves no checkpoint. The shard's next owner, or the seek, delivers it.
+            return self.forget();
+        }
         match self.settle.take() {
             Some(Settle::Live { shard, ticket }) => shard
                 .settle(ticket)
@@ -117,8 +123,27 @@ impl KinesisMessage {
         }
     }
 
+    /// Lets go of a delivery that was withheld from its handler, settling nothing.
+    fn forget(&mut self) -> Result<(), AckError> {
+        match self.settle.take() {
+            Some(Settle::Live { shard, ticket }) => {
+                shard.forget(ticket);
+                Ok(())
+            }
+            #[cfg(feature = "testing")]
+            Some(Settle::InProcess(settle)) => {
+                drop(settle);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Hands the record back to its shard, to be delivered again after `delay`.
     fn hand_back(&mut self, delay: Duration) -> Result<(), AckError> {
+        if self.refused.get().is_some() {
+            return self.forget();
+        }
         let record = self.record.clone();
         match self.settle.take() {
             Some(Settle::Live { shard, ticket }) => shard
@@ -136,6 +161,14 @@ impl KinesisMessage {
     fn withheld(&self) -> Option<String> {
         match &self.settle {
             Some(Settle::Live { shard, ticket }) => {
+                if shard.is_stopped() {
+                    return Some(format!(
+                        "shard {} of stream {:?} stopped before the handler started (its lease was \
+                         lost, or its reader is handing it back); the record (sequence number {}) \
+                         is left to the shard's next owner",
+                        self.shard, self.stream, self.record.sequence
+                    ));
+                }
                 if !shard.may_deliver() {
                     // Another instance may hold the shard by now; stopping it also ends its
                     // reader, so nothing waits on this record.
@@ -151,7 +184,7 @@ impl KinesisMessage {
             }
             #[cfg(feature = "testing")]
             Some(Settle::InProcess(settle)) => {
-                (!settle.is_current(self.generation)).then(|| self.stale())
+                (!settle.is_current(&self.shard, self.generation)).then(|| self.stale())
             }
             None => None,
         }

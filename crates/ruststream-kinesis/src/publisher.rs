@@ -235,19 +235,21 @@ impl KinesisPublisher {
         {
             return Ok(*limit);
         }
-        let limit = match api::max_record_bytes(client, stream).await {
-            Ok(limit) => limit,
-            Err(err @ KinesisError::StreamNotFound { .. }) => return Err(err),
+        match api::max_record_bytes(client, stream).await {
+            Ok(limit) => {
+                self.limits
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(stream.to_owned(), limit);
+                Ok(limit)
+            }
+            Err(err @ KinesisError::StreamNotFound { .. }) => Err(err),
+            // Not remembered: a throttled or refused look-up is tried again at the next publish.
             Err(err) => {
                 tracing::debug!(stream, error = %err, "the stream's record limit could not be read; publishing with the default 1 MiB");
-                validate::MAX_RECORD_BYTES
+                Ok(validate::MAX_RECORD_BYTES)
             }
-        };
-        self.limits
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(stream.to_owned(), limit);
-        Ok(limit)
+        }
     }
 }
 

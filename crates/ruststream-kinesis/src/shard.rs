@@ -59,6 +59,10 @@ struct ShardState {
     in_flight: usize,
     /// Records handed back, in the order they are due.
     retries: Vec<Redelivery>,
+    /// Set once no checkpoint of this shard will be written any more (its lease is lost, or its
+    /// final checkpoint was taken): a later settlement is refused rather than answered as if it
+    /// counted.
+    sealed: bool,
     /// The newest checkpoint not yet handed to the store.
     pending: Option<Arc<str>>,
     /// Until when this instance may deliver, by its own monotonic clock.
@@ -122,7 +126,9 @@ impl ShardHandle {
         Some(state.watermark.push(sequence))
     }
 
-    /// Settles one delivery; a grown prefix becomes the pending checkpoint.
+    /// Settles one delivery; a grown prefix becomes the pending checkpoint. A settlement that can
+    /// no longer be checkpointed (the lease is lost, the shard was handed back) is refused: the
+    /// shard's next owner delivers the record again.
     pub(crate) fn settle(&self, ticket: Ticket) -> Result<(), KinesisError> {
         let mut state = self.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
@@ -131,6 +137,14 @@ impl ShardHandle {
             self.settled.notify_waiters();
             return Err(KinesisError::ShutDown {
                 what: "settling a delivery",
+            });
+        }
+        if state.sealed {
+            drop(state);
+            self.settled.notify_waiters();
+            return Err(KinesisError::SettledAfterHandover {
+                stream: self.key.stream().to_owned(),
+                shard: self.key.shard().to_owned(),
             });
         }
         if let Some(checkpoint) = state.watermark.settle(ticket) {
@@ -142,6 +156,16 @@ impl ShardHandle {
         }
         self.settled.notify_waiters();
         Ok(())
+    }
+
+    /// Lets go of a delivery that never reached its handler: it moves no checkpoint, and the
+    /// shard's next owner (or the seek that made it stale) delivers it again.
+    pub(crate) fn forget(&self, ticket: Ticket) {
+        let _ = ticket;
+        let mut state = self.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        drop(state);
+        self.settled.notify_waiters();
     }
 
     /// Takes back a delivery its handler did not settle, to deliver it again `delay` from now,
@@ -212,11 +236,22 @@ impl ShardHandle {
         self.lock().watermark.unsettled()
     }
 
-    /// Forgets every delivery and pending checkpoint (a seek).
-    pub(crate) fn reset(&self) {
+    /// Forgets every delivery, handed-back record and pending checkpoint (a seek); answers the
+    /// new generation.
+    pub(crate) fn reset(&self) -> u64 {
         let mut state = self.lock();
         state.watermark.reset();
         state.pending = None;
+        // The seek's position delivers what follows it: records waiting to come back do not,
+        // and a closed shard need not wait for their timers to finish.
+        let dropped = state.retries.len();
+        state.retries.clear();
+        state.in_flight = state.in_flight.saturating_sub(dropped);
+        let generation = state.watermark.generation();
+        drop(state);
+        self.settled.notify_waiters();
+        self.handed_back.notify_one();
+        generation
     }
 
     /// Takes the pending checkpoint, if any.
@@ -270,11 +305,27 @@ impl ShardHandle {
         self.lock().valid_until
     }
 
-    /// Stops deliveries from this shard at once.
+    /// Stops deliveries from this shard at once, and writes no checkpoint of it any more: its
+    /// lease is lost, or ran out by this instance's clock.
     pub(crate) fn stop(&self) {
+        self.lock().sealed = true;
+        self.halt();
+    }
+
+    /// Stops deliveries from this shard at once; settlements still count until the final
+    /// checkpoint is taken ([`close`](Self::close)).
+    fn halt(&self) {
         self.stopped.store(true, Ordering::Release);
         self.wake.notify_one();
         self.settled.notify_waiters();
+    }
+
+    /// Takes the pending checkpoint for the shard's last write, sealing it: later settlements
+    /// are refused.
+    fn take_final(&self) -> Option<Arc<str>> {
+        let mut state = self.lock();
+        state.sealed = true;
+        state.pending.take()
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
@@ -340,10 +391,10 @@ impl ShardHandle {
         owner: &str,
         how: Close,
     ) -> (bool, Option<LeaseError>) {
-        self.stop();
+        self.halt();
         let _writing = self.writing.lock().await;
         let written = match how {
-            Close::Release => match self.take_pending() {
+            Close::Release => match self.take_final() {
                 None => Ok(()),
                 Some(checkpoint) => {
                     let written = store.checkpoint(&self.key, owner, &checkpoint).await;
@@ -356,7 +407,7 @@ impl ShardHandle {
             Close::Finished => {
                 // SHARD_END covers every settled record; a checkpoint still pending would land
                 // after it and move the shard back.
-                let _ = self.take_pending();
+                let _ = self.take_final();
                 store.checkpoint(&self.key, owner, SHARD_END).await
             }
         };
@@ -373,6 +424,61 @@ mod tests {
 
     use super::*;
     use crate::test_store::Recording;
+
+    fn record(sequence: &str) -> Record {
+        Record {
+            payload: bytes::Bytes::new(),
+            headers: ruststream::HeaderMap::new(),
+            partition_key: "k".to_owned(),
+            sequence: Arc::from(sequence),
+            arrived_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_seek_drops_the_records_waiting_to_come_back() {
+        let handle = ShardHandle::new(
+            LeaseKey::new("orders", "shardId-000000000000"),
+            Arc::default(),
+        );
+        handle.extend(Sent::now(), &LeaseTimings::default());
+        let ticket = handle.track(Arc::from("1"), 0).unwrap();
+        handle
+            .hand_back(record("1"), ticket, 1, Duration::from_secs(3600))
+            .unwrap();
+        assert!(
+            !handle.is_drained(),
+            "a record waits to come back in an hour"
+        );
+        handle.reset();
+        assert!(
+            handle.is_drained(),
+            "after a seek nothing waits: a closed shard need not wait out the retry's timer"
+        );
+        assert!(
+            handle
+                .take_due(Instant::now() + Duration::from_secs(7200))
+                .0
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_settlement_after_the_lease_was_lost_is_refused() {
+        let handle = ShardHandle::new(
+            LeaseKey::new("orders", "shardId-000000000000"),
+            Arc::default(),
+        );
+        handle.extend(Sent::now(), &LeaseTimings::default());
+        let ticket = handle.track(Arc::from("1"), 0).unwrap();
+        handle.stop();
+        let err = handle.settle(ticket).unwrap_err();
+        assert!(
+            matches!(err, KinesisError::SettledAfterHandover { .. }),
+            "{err}"
+        );
+        assert!(handle.take_pending().is_none(), "nothing to write");
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_checkpoint_queued_behind_the_closing_writes_is_never_written_after_the_release() {

@@ -67,6 +67,7 @@ pub struct KinesisStream {
     pub(crate) batch_size: u32,
     pub(crate) max_wait: Duration,
     pub(crate) max_unsettled: usize,
+    pub(crate) initial: crate::KinesisPosition,
 }
 
 /// How many deliveries a shard holds at most, by default, from its oldest unsettled record on,
@@ -84,6 +85,7 @@ impl KinesisStream {
             batch_size: 1000,
             max_wait: Duration::from_millis(50),
             max_unsettled: DEFAULT_MAX_UNSETTLED,
+            initial: crate::KinesisPosition::Latest,
         }
     }
 
@@ -172,6 +174,34 @@ impl KinesisStream {
     #[must_use]
     pub fn max_unsettled(mut self, deliveries: usize) -> Self {
         self.max_unsettled = deliveries.max(1);
+        self
+    }
+
+    /// Where a shard that has no checkpoint yet starts (default the tip,
+    /// [`Latest`](crate::KinesisPosition::Latest)): [`TrimHorizon`](crate::KinesisPosition::TrimHorizon)
+    /// reads what the stream still holds, [`AtTimestamp`](crate::KinesisPosition::AtTimestamp)
+    /// what was written from then on. It applies only where the lease table has no checkpoint for
+    /// the shard: a restarted or taken-over shard resumes after its checkpoint whatever this says.
+    /// A shard born from a split or a merge of shards this application read starts at its
+    /// beginning; one whose parents it never read starts here too (a new application at the tip
+    /// does not replay the children's retention, and closed shards it never read are skipped).
+    ///
+    /// Unlike `start_at(..)` at the mount site, which seeks the shards this instance holds at
+    /// every startup, this is the Kinesis Client Library's "initial position in stream".
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ruststream_kinesis::{KinesisPosition, KinesisStream};
+    ///
+    /// // A new application reads the stream's whole retention once, then resumes after its
+    /// // checkpoints.
+    /// let orders = KinesisStream::new("orders").initial_position(KinesisPosition::TrimHorizon);
+    /// # let _ = orders;
+    /// ```
+    #[must_use]
+    pub fn initial_position(mut self, position: crate::KinesisPosition) -> Self {
+        self.initial = position;
         self
     }
 

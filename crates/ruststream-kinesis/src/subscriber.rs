@@ -121,7 +121,7 @@ fn current(msg: &KinesisMessage) -> bool {
             shard.generation() == ticket.generation
         }
         #[cfg(feature = "testing")]
-        Some(Settle::InProcess(settle)) => settle.is_current(msg.generation),
+        Some(Settle::InProcess(settle)) => settle.is_current(&msg.shard, msg.generation),
         None => true,
     }
 }
@@ -282,7 +282,7 @@ async fn seek_live(sub: &Arc<Subscription>, to: KinesisPosition) -> Result<(), K
             });
         }
         if running.is_empty() {
-            *sub.initial.lock().unwrap_or_else(PoisonError::into_inner) = to;
+            sub.start_at(to);
             return Ok(());
         }
         running
@@ -320,10 +320,11 @@ async fn seek_live(sub: &Arc<Subscription>, to: KinesisPosition) -> Result<(), K
         }
     }
     for ((_, handle, restart), iterator) in targets.into_iter().zip(iterators) {
-        handle.reset();
+        let generation = handle.reset();
         let _ = restart.send(Some(Restart {
             iterator,
             resume: resume.clone(),
+            generation,
         }));
     }
     Ok(())

@@ -89,9 +89,12 @@ pub(crate) struct Subscription {
     pub(crate) broker_closed: Arc<AtomicBool>,
     pub(crate) running: Mutex<HashMap<Arc<str>, Running>>,
     pub(crate) finished: Mutex<HashSet<Arc<str>>>,
-    /// Shards this subscription never reads: closed ones it never read and that would start at
-    /// the tip, and ones that left the stream while it read them.
+    /// Closed shards this subscription never read and that would start at the tip: never
+    /// taken while the initial position stays the tip.
     pub(crate) skipped: Mutex<HashSet<Arc<str>>>,
+    /// Shards that left the stream while this subscription read them: never taken again, but
+    /// their rows still tell their children that they were read.
+    pub(crate) gone: Mutex<HashSet<Arc<str>>>,
     /// Shards whose takes failed after the lease was won, and until when they are left alone.
     pub(crate) take_backoff: Mutex<HashMap<Arc<str>, TakeBackoff>>,
     /// Wakes the coordinator before its next listing (a shard ended or stopped).
@@ -136,14 +139,24 @@ impl Subscription {
 
     /// One listing round: list, read the rows that matter, take what is free, start readers.
     pub(crate) async fn round(self: &Arc<Self>) -> Result<usize, KinesisError> {
-        let listing = api::list_shards(&self.client, &self.stream).await?;
+        let listing = match api::list_shards(&self.client, &self.stream).await {
+            Ok(listing) => listing,
+            Err(err) => {
+                if matches!(err, KinesisError::StreamNotFound { .. }) {
+                    // A stream created again under this name has shards of the same ids.
+                    lock(&self.gone).clear();
+                    lock(&self.skipped).clear();
+                }
+                return Err(err);
+            }
+        };
         self.forget_unlisted(&listing);
         let Snapshot {
             reading,
             settled,
             finished,
         } = self.snapshot();
-        let wanted = plan::rows_to_read(&listing, &reading, &settled);
+        let wanted = plan::rows_to_read(&listing, &reading, &settled, &finished);
         let (mut rows, unreadable) = self.read_rows(&wanted).await;
         plan::add_finished(&mut rows, &finished);
         for (shard, row) in &rows {
@@ -152,8 +165,15 @@ impl Subscription {
             }
         }
         *lock(&self.last_listing) = listing.clone();
-        let skip =
-            |shard: &ShardInfo| reading.contains(&shard.id) || unreadable.contains(&shard.id);
+        // A shard whose row, or a parent's, could not be read is left for a later round.
+        let skip = |shard: &ShardInfo| {
+            reading.contains(&shard.id)
+                || unreadable.contains(&shard.id)
+                || shard
+                    .parents
+                    .iter()
+                    .any(|parent| unreadable.contains(parent))
+        };
         let to_take = self.takeable(&listing, &rows, skip);
         let taken = join_all(
             to_take
@@ -219,7 +239,7 @@ impl Subscription {
             settled,
             finished,
         } = self.snapshot();
-        let wanted = plan::rows_to_read(&listing, &reading, &settled);
+        let wanted = plan::rows_to_read(&listing, &reading, &settled, &finished);
         if wanted.is_empty() {
             return false;
         }
@@ -247,6 +267,7 @@ impl Subscription {
         let finished = lock(&self.finished).clone();
         let mut settled = finished.clone();
         settled.extend(lock(&self.skipped).iter().cloned());
+        settled.extend(lock(&self.gone).iter().cloned());
         Snapshot {
             reading: self.reading(),
             settled,
@@ -259,12 +280,20 @@ impl Subscription {
     fn forget_unlisted(&self, listing: &[ShardInfo]) {
         let listed: HashSet<&str> = listing.iter().map(|shard| shard.id.as_ref()).collect();
         lock(&self.skipped).retain(|shard| listed.contains(shard.as_ref()));
+        lock(&self.gone).retain(|shard| listed.contains(shard.as_ref()));
         lock(&self.take_backoff).retain(|shard, _| listed.contains(shard.as_ref()));
     }
 
     /// Never reads `shard` again (it left the stream while this instance read it).
     pub(crate) fn forget(&self, shard: &Arc<str>) {
-        lock(&self.skipped).insert(Arc::clone(shard));
+        lock(&self.gone).insert(Arc::clone(shard));
+    }
+
+    /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
+    /// shards skipped for starting at the tip are judged again.
+    pub(crate) fn start_at(&self, initial: KinesisPosition) {
+        *lock(&self.initial) = initial;
+        lock(&self.skipped).clear();
     }
 
     /// The shards of `listing` that `plan::verdict` says to take, `skip` aside, and where each
@@ -281,11 +310,12 @@ impl Subscription {
         let now_ms = epoch_millis();
         let now = Instant::now();
         let backoff = lock(&self.take_backoff).clone();
-        let skipped = lock(&self.skipped).clone();
+        let mut never = lock(&self.skipped).clone();
+        never.extend(lock(&self.gone).iter().cloned());
         let mut takeable = Vec::new();
         for shard in listing {
             if skip(shard)
-                || skipped.contains(&shard.id)
+                || never.contains(&shard.id)
                 || backoff.get(&shard.id).is_some_and(|wait| wait.until > now)
             {
                 continue;
@@ -302,15 +332,18 @@ impl Subscription {
         takeable
     }
 
+    /// Leaves `shard` alone for a backoff that doubles with each failure in a row; answers it.
+    pub(crate) fn delay_take(&self, shard: &Arc<str>) -> TakeBackoff {
+        let mut waits = lock(&self.take_backoff);
+        let backoff = TakeBackoff::after(waits.get(shard).copied(), Instant::now());
+        waits.insert(Arc::clone(shard), backoff);
+        backoff
+    }
+
     /// A take of `shard` failed after its lease was won (or may have been): reports it once, and
     /// leaves the shard alone for a backoff that doubles with each failure in a row.
     async fn take_failed(&self, shard: &Arc<str>, key: &LeaseKey, err: KinesisError) {
-        let backoff = {
-            let mut waits = lock(&self.take_backoff);
-            let backoff = TakeBackoff::after(waits.get(shard).copied(), Instant::now());
-            waits.insert(Arc::clone(shard), backoff);
-            backoff
-        };
+        let backoff = self.delay_take(shard);
         tracing::warn!(
             stream = %self.stream,
             shard = %shard,
@@ -410,6 +443,8 @@ impl Subscription {
             restart: restart_rx,
             taken: sent,
             seek_seen: false,
+            // A new handle's watermark starts at generation 0.
+            generation: 0,
         };
         self.spawn(reader::run(reader));
         true
@@ -429,7 +464,7 @@ impl Subscription {
 struct Snapshot {
     /// The shards it reads.
     reading: HashSet<Arc<str>>,
-    /// The shards it never reads again: finished, or skipped.
+    /// The shards it never reads again: finished, skipped, or gone.
     settled: HashSet<Arc<str>>,
     /// The shards it knows were read to their end.
     finished: HashSet<Arc<str>>,

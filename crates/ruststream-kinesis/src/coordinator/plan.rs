@@ -74,7 +74,14 @@ pub(crate) fn verdict(
     if row.as_ref().is_some_and(LeaseState::is_finished) {
         return Verdict::Finished;
     }
-    let lineage = lineage(shard, listed, rows, initial);
+    let has_checkpoint = row.as_ref().is_some_and(|row| row.checkpoint.is_some());
+    // A shard with a checkpoint was taken once, when its parents were done: they hold it no
+    // more, and where it starts is its checkpoint.
+    let lineage = if has_checkpoint {
+        Lineage::Fresh
+    } else {
+        lineage(shard, listed, rows, initial)
+    };
     if lineage == Lineage::ParentsPending {
         return Verdict::WaitForParents;
     }
@@ -89,7 +96,6 @@ pub(crate) fn verdict(
         _ if initial.applies_to(&shard.id) => initial.clone(),
         _ => KinesisPosition::Latest,
     };
-    let has_checkpoint = row.as_ref().is_some_and(|row| row.checkpoint.is_some());
     if shard.closed && !has_checkpoint && fresh == KinesisPosition::Latest {
         return Verdict::Skip;
     }
@@ -165,12 +171,14 @@ pub(crate) fn add_finished(rows: &mut Rows, finished: &HashSet<Arc<str>>) {
 }
 
 /// The shard ids whose rows a round must read: every listed shard this instance neither reads
-/// nor knows to be finished or skipped, and their parents (listed or not: a parent trimmed out
-/// of the stream still tells by its row whether this application read it).
+/// nor never reads again (`settled`: finished, skipped, gone), and their parents (listed or
+/// not: a parent trimmed out of the stream still tells by its row whether this application read
+/// it) unless they are known `finished`.
 pub(crate) fn rows_to_read<'a>(
     listing: &'a [ShardInfo],
     reading: &HashSet<Arc<str>>,
     settled: &HashSet<Arc<str>>,
+    finished: &HashSet<Arc<str>>,
 ) -> Vec<&'a Arc<str>> {
     let mut wanted: Vec<&Arc<str>> = Vec::new();
     for shard in listing {
@@ -179,7 +187,7 @@ pub(crate) fn rows_to_read<'a>(
         }
         wanted.push(&shard.id);
         for parent in &shard.parents {
-            if !settled.contains(parent) {
+            if !finished.contains(parent) {
                 wanted.push(parent);
             }
         }
@@ -362,6 +370,19 @@ mod tests {
     }
 
     #[test]
+    fn a_child_with_a_checkpoint_waits_for_no_parent() {
+        // Taken once when its parent was done; the parent's row is gone from the table since.
+        let parent = shard("p", &[], true);
+        let child = shard("c", &["p"], false);
+        let listing = [parent, child.clone()];
+        let rows = Rows::from([(Arc::from("c"), row(None, 0, Some("42")))]);
+        assert!(matches!(
+            decide_from(&child, &listing, &rows, 0, &KinesisPosition::TrimHorizon),
+            Verdict::Take { .. }
+        ));
+    }
+
+    #[test]
     fn a_live_lease_of_another_owner_is_left_alone_until_it_expires() {
         let root = shard("s0", &[], false);
         let rows = Rows::from([(Arc::from("s0"), row(Some("other"), 10_000, Some("5")))]);
@@ -407,7 +428,7 @@ mod tests {
     fn rows_to_read_covers_candidates_and_their_parents_listed_or_not() {
         let listing = [shard("a", &[], true), shard("c", &["a", "gone"], false)];
         let reading = HashSet::from([Arc::from("a")]);
-        let wanted = rows_to_read(&listing, &reading, &HashSet::new());
+        let wanted = rows_to_read(&listing, &reading, &HashSet::new(), &HashSet::new());
         let wanted: Vec<&str> = wanted.iter().map(|id| id.as_ref()).collect();
         assert_eq!(wanted, ["a", "c", "gone"]);
     }

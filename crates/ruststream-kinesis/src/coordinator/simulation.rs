@@ -2119,7 +2119,7 @@ impl Sim {
         let inst = &self.insts[i];
         let reading: HashSet<Arc<str>> = inst.running.keys().map(|&s| self.id(s)).collect();
         let finished = inst.coord.finished.clone();
-        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &finished)
+        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &finished, &finished)
             .into_iter()
             .cloned()
             .collect();
@@ -2391,7 +2391,7 @@ impl Sim {
         let listing = inst.coord.last_listing.clone();
         let reading: HashSet<Arc<str>> = inst.running.keys().map(|&s| self.id(s)).collect();
         let finished = inst.coord.finished.clone();
-        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &finished)
+        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &finished, &finished)
             .into_iter()
             .cloned()
             .collect();

@@ -24,6 +24,8 @@ use crate::{KinesisError, KinesisMessage, KinesisSeeker, envelope};
 pub(crate) struct Restart {
     pub(crate) iterator: String,
     pub(crate) resume: ShardStart,
+    /// The watermark generation the seek started: records of this iterator are tracked in it.
+    pub(crate) generation: u64,
 }
 
 /// Everything one shard's reader owns.
@@ -42,6 +44,10 @@ pub(crate) struct Reader {
     pub(crate) taken: Sent,
     /// A seek the reader's waits noticed and the read loop has still to apply.
     pub(crate) seek_seen: bool,
+    /// The watermark generation of the current iterator's records: a seek resets the shard's
+    /// generation before its restart reaches the reader, and until then the old iterator's
+    /// records are not tracked.
+    pub(crate) generation: u64,
 }
 
 /// Why a reader stopped reading.
@@ -53,6 +59,20 @@ enum Stop {
     Cancelled,
     /// The shard left the stream (trimmed, or the stream deleted).
     Gone,
+    /// No iterator could be had for a long while: the shard is handed back, and this instance
+    /// leaves it alone for a backoff (another may fare better).
+    Unreadable,
+}
+
+/// How many fresh iterators in a row Kinesis may refuse before the reader hands its shard back
+/// (with the backoff between tries, about half a minute).
+const ITERATOR_TRIES: u32 = 10;
+
+/// Why a wait of the read loop ended early.
+enum Interrupted {
+    Stop(Stop),
+    /// A seek arrived: the read loop applies it.
+    Seek,
 }
 
 /// How waiting for a closed shard's deliveries to settle ended.
@@ -301,7 +321,7 @@ impl Reader {
     }
 
     async fn read(&mut self) -> Stop {
-        let mut iterator = Some(std::mem::take(&mut self.iterator));
+        let mut iterator = Some(std::mem::take(&mut self.iterator)).filter(|it| !it.is_empty());
         let mut last_sequence: Option<Arc<str>> = None;
         let mut last_call = Instant::now() - MIN_CALL_GAP;
         let mut failures: u32 = 0;
@@ -309,11 +329,17 @@ impl Reader {
             if let Some(restart) = self.take_seek() {
                 // The seeker reset the watermark and resolved the iterator before it returned.
                 self.resume = restart.resume;
+                self.generation = restart.generation;
                 last_sequence = None;
                 iterator = Some(restart.iterator);
             }
             let Some(current) = iterator.take() else {
-                return Stop::Ended;
+                // Between a seek's reset and its restart: the restart follows at once.
+                tokio::select! {
+                    () = self.cancel.cancelled() => return Stop::Cancelled,
+                    _ = self.restart.changed() => self.seek_seen = true,
+                }
+                continue;
             };
             // What a shard holds while a record stays unsettled is bounded: no reading ahead
             // past the window.
@@ -338,7 +364,7 @@ impl Reader {
                 () = pace => {}
             }
             last_call = Instant::now();
-            let generation = self.handle.generation();
+            let generation = self.generation;
             let fetched = tokio::select! {
                 () = self.cancel.cancelled() => return Stop::Cancelled,
                 fetched = api::get_records(&self.sub.client, &self.sub.stream, &self.shard, &current, self.sub.batch_size) => fetched,
@@ -352,6 +378,15 @@ impl Reader {
                     failures = 0;
                     let caught_up =
                         pace::caught_up(records.len(), self.sub.batch_size, millis_behind);
+                    if let (Some(first), Some(last)) = (records.first(), records.last()) {
+                        tracing::debug!(
+                            lease = %self.handle.key,
+                            records = records.len(),
+                            first = %first.sequence,
+                            last = %last.sequence,
+                            "read"
+                        );
+                    }
                     for record in records {
                         if !self.handle.may_deliver() {
                             // The lease ran out by our clock (or was lost): deliver nothing more.
@@ -384,7 +419,12 @@ impl Reader {
                         }
                         last_sequence = Some(sequence);
                     }
-                    iterator = next;
+                    match next {
+                        Some(next) => iterator = Some(next),
+                        // Closed, and read to its end: the only way a shard is finished.
+                        None if !self.seek_seen => return Stop::Ended,
+                        None => {}
+                    }
                     if caught_up && iterator.is_some() {
                         // At the tip: one call per poll interval, counted from this one.
                         let due = last_call + self.sub.poll_interval;
@@ -399,14 +439,15 @@ impl Reader {
                     // Resume after the last record handed out, or where the shard started.
                     match self.fresh_iterator(last_sequence.clone()).await {
                         Ok(fresh) => iterator = Some(fresh),
-                        Err(stop) => return stop,
+                        Err(Interrupted::Stop(stop)) => return stop,
+                        Err(Interrupted::Seek) => {}
                     }
                 }
                 Ok(Fetched::Throttled) => {
                     failures += 1;
                     iterator = Some(current);
-                    if self.back_off(failures).await {
-                        return Stop::Cancelled;
+                    if let Some(stop) = self.back_off(failures).await {
+                        return stop;
                     }
                 }
                 Ok(Fetched::Gone) => return Stop::Gone,
@@ -414,42 +455,55 @@ impl Reader {
                     failures += 1;
                     self.sub.report(err);
                     iterator = Some(current);
-                    if self.back_off(failures).await {
-                        return Stop::Cancelled;
+                    if let Some(stop) = self.back_off(failures).await {
+                        return stop;
                     }
                 }
             }
         }
     }
 
-    /// A new iterator after `after`, or where the shard resumes; retried with backoff until the
-    /// reader is cancelled (a shard whose iterator cannot be had is not finished: it stops, and
-    /// is released, unread).
-    async fn fresh_iterator(&self, after: Option<Arc<str>>) -> Result<String, Stop> {
+    /// A new iterator after `after`, or where the shard resumes; retried with backoff while
+    /// Kinesis fails it, up to [`ITERATOR_TRIES`] times (a shard whose iterator cannot be had is
+    /// not finished: it is handed back unread). A seek meanwhile interrupts the tries.
+    async fn fresh_iterator(&mut self, after: Option<Arc<str>>) -> Result<String, Interrupted> {
         let start = after.map_or_else(|| self.resume.clone(), ShardStart::After);
         let mut failures = 0;
         loop {
             match api::shard_iterator(&self.sub.client, &self.sub.stream, &self.shard, &start).await
             {
                 Ok(iterator) => return Ok(iterator),
-                Err(KinesisError::ShardNotFound { .. }) => return Err(Stop::Gone),
+                Err(KinesisError::ShardNotFound { .. }) => {
+                    return Err(Interrupted::Stop(Stop::Gone));
+                }
                 Err(err) => {
                     failures += 1;
                     self.sub.report(err);
-                    if self.back_off(failures).await {
-                        return Err(Stop::Cancelled);
+                    if failures >= ITERATOR_TRIES {
+                        return Err(Interrupted::Stop(Stop::Unreadable));
+                    }
+                    if let Some(stop) = self.back_off(failures).await {
+                        return Err(Interrupted::Stop(stop));
+                    }
+                    if self.seek_seen {
+                        return Err(Interrupted::Seek);
                     }
                 }
             }
         }
     }
 
-    /// Sleeps a jittered exponential backoff; true when cancelled meanwhile.
-    async fn back_off(&self, failures: u32) -> bool {
+    /// Sleeps a jittered exponential backoff; the stop when cancelled meanwhile. A seek ends the
+    /// wait early (and is left for the read loop to apply).
+    async fn back_off(&mut self, failures: u32) -> Option<Stop> {
         let wait = rand::rng().random_range(MIN_CALL_GAP..=backoff_ceiling(failures));
         tokio::select! {
-            () = self.cancel.cancelled() => true,
-            () = tokio::time::sleep(wait) => false,
+            () = self.cancel.cancelled() => Some(Stop::Cancelled),
+            () = tokio::time::sleep(wait) => None,
+            _ = self.restart.changed() => {
+                self.seek_seen = true;
+                None
+            }
         }
     }
 
@@ -460,8 +514,18 @@ impl Reader {
             if self.handle.is_stopped() {
                 return Drain::Cancelled;
             }
-            if self.restart.has_changed().unwrap_or(false) {
+            if self.seek_seen || self.restart.has_changed().unwrap_or(false) {
                 return Drain::Seek;
+            }
+            if self.handle.generation() != self.generation {
+                // A seek reset the shard and its restart follows at once: read from it.
+                tokio::select! {
+                    () = self.cancel.cancelled() => return Drain::Cancelled,
+                    _ = self.restart.changed() => {
+                        self.seek_seen = true;
+                        return Drain::Seek;
+                    }
+                }
             }
             if self.handle.is_drained() {
                 return Drain::Done;
@@ -495,6 +559,14 @@ impl Reader {
                      released and it is not read again"
                 );
                 self.sub.forget(&self.shard);
+                Close::Release
+            }
+            Stop::Unreadable => {
+                tracing::warn!(
+                    lease = %key,
+                    "no iterator of the shard could be had; it is handed back and tried again after a backoff"
+                );
+                self.sub.delay_take(&self.shard);
                 Close::Release
             }
             Stop::Cancelled => Close::Release,

@@ -147,6 +147,13 @@ struct Fence {
     uncertain: bool,
 }
 
+/// What a Scan of the table read.
+struct Scanned {
+    rows: Vec<(LeaseKey, LeaseState)>,
+    /// The rows it could not read, and what is wrong with each.
+    malformed: Vec<(LeaseKey, String)>,
+}
+
 /// One renewal, checkpoint or release, as [`DynamoLeaseStore::held_update`] sends it.
 struct HeldWrite<'a> {
     /// The call, for errors.
@@ -310,8 +317,15 @@ impl DynamoLeaseStore {
     /// # }
     /// ```
     pub async fn rows(&self) -> Result<Vec<(LeaseKey, LeaseState)>, LeaseError> {
+        self.scan().await.map(|scanned| scanned.rows)
+    }
+
+    /// Every row of the table, and the keys of the rows it could not read (with what is wrong
+    /// with each), each skipped with a warning.
+    async fn scan(&self) -> Result<Scanned, LeaseError> {
         let whole = LeaseKey::new("*", "*");
         let mut rows = Vec::new();
+        let mut malformed = Vec::new();
         let mut start: Option<Item> = None;
         loop {
             let page = self
@@ -340,13 +354,16 @@ impl DynamoLeaseStore {
                 };
                 match state_of(item) {
                     Ok(state) => rows.push((key, state)),
-                    Err(message) => tracing::warn!(
-                        table = %self.table,
-                        key = %row_key,
-                        problem = %message,
-                        "skipping a malformed lease row; fix the attribute or delete the row \
-                         (its shard is not taken until then)"
-                    ),
+                    Err(problem) => {
+                        tracing::warn!(
+                            table = %self.table,
+                            key = %row_key,
+                            problem = %problem,
+                            "skipping a malformed lease row; fix the attribute or delete the row \
+                             (its shard is not taken until then)"
+                        );
+                        malformed.push((key, problem));
+                    }
                 }
             }
             match page.last_evaluated_key {
@@ -369,7 +386,7 @@ impl DynamoLeaseStore {
             .bare_rows
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(bare);
-        Ok(rows)
+        Ok(Scanned { rows, malformed })
     }
 
     /// Whether the newest whole-table Scan showed that `shard` has no bare row.
@@ -1049,10 +1066,19 @@ impl LeaseStore for DynamoLeaseStore {
     }
 
     /// One consistent Scan of the table (paginated), filtered to `stream`: it costs the table's
-    /// size in read capacity, whatever the stream.
+    /// size in read capacity, whatever the stream. A malformed row of another stream is left out
+    /// (with a warning); one of `stream` fails the call, naming it, so the coordinator reads the
+    /// rows it needs one by one and leaves that shard (and its children) alone rather than take
+    /// it for a shard without a row.
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
         Box::pin(async move {
-            let rows = self.rows().await?;
+            let Scanned { rows, malformed } = self.scan().await?;
+            if let Some((key, problem)) = malformed
+                .into_iter()
+                .find(|(key, _)| key.stream() == stream)
+            {
+                return Err(self.malformed(&key, "rows", &problem));
+            }
             Ok(Some(
                 rows.into_iter()
                     .filter(|(key, _)| key.stream() == stream)

@@ -156,3 +156,149 @@ async fn rig_row(store: &std::sync::Arc<dyn crate::LeaseStore>) -> crate::LeaseS
         .unwrap()
         .expect("the row exists")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_withheld_while_its_shard_closes_moves_no_checkpoint() {
+    let rig = Rig::start(
+        RigSettings {
+            records: 2,
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    let handled = next(&mut sub).await;
+    let waiting = next(&mut sub).await;
+    let Some(crate::message::Settle::Live { shard, .. }) = &handled.settle else {
+        panic!("a live delivery")
+    };
+    let shard = std::sync::Arc::clone(shard);
+    handled.ack().await.unwrap();
+    // The subscription stops while a renewal holds the shard's write lock; the runtime still
+    // holds the second delivery, refuses it at its handler, and settles it by the decode policy.
+    let renewal = shard.writing.lock().await;
+    drop(sub);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let withheld = waiting
+        .decode_error()
+        .expect("a delivery of a closing shard is withheld");
+    assert!(withheld.to_string().contains("stopped"), "{withheld}");
+    waiting.nack(false).await.unwrap();
+    drop(renewal);
+    rig.connected.shutdown().await.unwrap();
+    let row = rig_row(&rig.store).await;
+    assert_eq!(
+        row.checkpoint.as_deref(),
+        Some(crate::fake_stream::sequence_string(1).as_str()),
+        "the final checkpoint passed a record no handler saw"
+    );
+    assert_eq!(row.owner, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_application_at_the_trim_horizon_reads_a_closed_parent_before_its_child() {
+    let rig = Rig::start(
+        RigSettings {
+            shards: 2,
+            records: 2,
+            closed: true,
+            child_records: Some(1),
+            seeded: false,
+            stream: crate::KinesisStream::new("orders")
+                .initial_position(KinesisPosition::TrimHorizon),
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let message = next(&mut sub).await;
+        seen.push(text(&message));
+        message.ack().await.unwrap();
+    }
+    assert_eq!(
+        seen,
+        ["0", "1", "child 0"],
+        "the parent first, then its child"
+    );
+    drop(sub);
+    rig.connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_application_at_the_tip_skips_a_closed_parent_and_starts_its_child_at_the_tip() {
+    let rig = Rig::start(
+        RigSettings {
+            shards: 2,
+            records: 2,
+            closed: true,
+            child_records: Some(1),
+            seeded: false,
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    rig.state
+        .lock()
+        .unwrap()
+        .append(1, b"child written after the start");
+    let message = next(&mut sub).await;
+    assert_eq!(
+        text(&message),
+        "child written after the start",
+        "neither the parent nor the child's older records are replayed"
+    );
+    message.ack().await.unwrap();
+    assert!(
+        next_within(&mut sub, Duration::from_millis(1500))
+            .await
+            .is_none()
+    );
+    let parent = rig
+        .store
+        .read(&crate::LeaseKey::new("orders", "shardId-000000000000"))
+        .await
+        .unwrap();
+    assert_eq!(parent, None, "the parent is never taken");
+    drop(sub);
+    rig.connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_whose_iterators_keep_failing_is_handed_back_unfinished() {
+    let iterators = AtomicUsize::new(0);
+    let rig = Rig::start(
+        RigSettings::default(),
+        move |_, operation, _| match operation {
+            "GetRecords" => Some(Reply::error(400, "ExpiredIteratorException")),
+            "GetShardIterator" if iterators.fetch_add(1, Ordering::SeqCst) >= 1 => {
+                Some(Reply::error(500, "InternalFailure"))
+            }
+            _ => None,
+        },
+    )
+    .await;
+    let store = rig.store.clone();
+    // Ten tries with backoff: the reader gives up, writes no SHARD_END and releases the shard
+    // while the subscription runs on.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let row = rig_row(&store).await;
+        assert_ne!(row.checkpoint.as_deref(), Some(SHARD_END));
+        if row.owner.is_none() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shard was never handed back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(rig.sub);
+    rig.connected.shutdown().await.unwrap();
+}

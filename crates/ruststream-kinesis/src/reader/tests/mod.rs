@@ -53,6 +53,8 @@ pub(super) struct RigSettings {
     /// Whether each shard's row is seeded with the trim horizon as its recorded start (else the
     /// shards start at the tip, as a new application's do).
     pub(super) seeded: bool,
+    /// Shard 1 is a child of shard 0 (a split), with these records.
+    pub(super) child_records: Option<usize>,
 }
 
 impl Default for RigSettings {
@@ -65,6 +67,7 @@ impl Default for RigSettings {
             store: Arc::new(MemoryLeaseStore::new()),
             timings: timings(),
             seeded: true,
+            child_records: None,
         }
     }
 }
@@ -82,6 +85,12 @@ impl Rig {
                 state.append(0, format!("{n}").as_bytes());
             }
             state.shards[0].closed = settings.closed;
+            if let Some(records) = settings.child_records {
+                state.shards[1].parents = vec![state.shards[0].id.clone()];
+                for n in 0..records {
+                    state.append(1, format!("child {n}").as_bytes());
+                }
+            }
         }
         // Every shard starts at its oldest record, so the records appended before are read: a
         // row whose recorded start is the trim horizon, as a first owner leaves it.
