@@ -60,13 +60,25 @@
 //!   and the two subscriptions then share one owner id, which the store's conditions cannot tell
 //!   apart (`a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`).
 //!
-//! Abstracted away: time inside a handler or the runtime other than the handler's own duration;
-//! rate drift of clocks (a 10 s lease at 100 ppm drifts by 1 ms) and a monotonic clock that stops
-//! while the host is suspended (a stall here lets it run on, as a frozen process's does);
-//! `ListShards` being stale; retention (no shard is trimmed, so every parent stays listed); seeks
-//! and `nack`; throttling beyond a failed call; the bytes of records; a store without `list` (the
-//! poll then reads row by row); initial positions other than `TRIM_HORIZON` (so the only start
-//! checkpoint is `TRIM_HORIZON`).
+//! The runtime around the handlers is modelled too: it may hold a pulled delivery in a worker
+//! lane for up to one and a half leases before the handler starts (`p_hold`), where the delivery
+//! is checked against its lease again (`KinesisMessage::decode_error`, `handler_checks_lease`)
+//! and a withheld one is forgotten, settling nothing; and a handler may hand its delivery back
+//! (`nack(true)`, `retry_after`, dropped unsettled: `p_retry`), which comes back on the same
+//! session unsettled meanwhile, or is forgotten by a stopped one. A closed shard drains until no
+//! delivery is in flight (`ShardHandle`'s `in_flight`), and the final checkpoint and the release
+//! go out under the write lock (`ShardHandle::close`).
+//!
+//! Abstracted away: time inside a handler or the runtime other than the handler's own duration
+//! and a lane's hold; rate drift of clocks (a 10 s lease at 100 ppm drifts by 1 ms) and a
+//! monotonic clock that stops while the host is suspended (a stall here lets it run on, as a
+//! frozen process's does); `ListShards` being stale; retention (no shard is trimmed, so every
+//! parent stays listed); seeks; iterator expiry; throttling beyond a failed call; the bytes of
+//! records; a store without `list` (the poll then reads row by row); malformed rows; initial
+//! positions other than `TRIM_HORIZON` (so the only start checkpoint is `TRIM_HORIZON`, and the
+//! lineage rule's tip and timestamp starts are shown by `plan`'s tests and the reader's tests at
+//! the SDK boundary instead); the read-ahead window (`max_unsettled`). Those paths are tested at
+//! the SDK boundary (`reader::tests`) and live (`tests/faults_live.rs`, `tests/chaos.rs`).
 //!
 //! # The store model
 //!
@@ -128,7 +140,8 @@
 //!    the first delivery of each record of a shard follows sequence order; a child's record is
 //!    delivered only while every parent's row is at `SHARD_END`.
 //! 5. Graceful: when a graceful stop's release lands, the row's checkpoint covers every record
-//!    the session delivered (the runtime drained its handlers, so all were acked), and no record
+//!    of the session's settled prefix (the runtime drained its handlers; a record handed back
+//!    for a retry, and what follows it, is the next owner's to read again), and no record
 //!    covered that way is ever delivered again.
 //! 6. Liveness (quiet phase, once the last faulty request could have landed): every shard that
 //!    is not finished and whose parents are finished is held by a live, unstopped session again
@@ -138,6 +151,9 @@
 //!    was made or the quiet phase began), as `LeaseTimings` documents. DESIGN §3 says `lease +
 //!    listing`, which cannot hold exactly: a taker waits `SKEW_TOLERANCE` beyond the expiry,
 //!    plus the skew between the clocks.
+//! 7. No wedge: once every record is acked, and the checkpoints had a liveness bound plus a
+//!    renewal period and a cadence to catch up, every open shard's checkpoint is at its last
+//!    record and every closed shard is at `SHARD_END`.
 //!
 //! Not an invariant but printed by the main test: how long graceful handovers take, from the
 //! release landing to the next owner's take, its first record read and its first delivery (the
@@ -299,6 +315,21 @@ struct Config {
     /// `lease/dynamo.rs`), so a late take of one's own is refused. On in the main run, which then
     /// lets takes land late too.
     take_keeps_expiry: bool,
+    /// The chance that a handler hands its delivery back (`nack(true)`, a `retry_after`, a
+    /// delivery dropped unsettled): it comes back on the same session, unsettled meanwhile.
+    p_retry: f64,
+    /// The chance that the runtime holds a pulled delivery in a worker lane for a while before
+    /// its handler starts (a slow handler ahead of it, a batch gathering).
+    p_hold: f64,
+    /// Whether a delivery is checked against its shard's lease where its handler starts
+    /// (`KinesisMessage::decode_error`), or only where the runtime pulled it (the gap the
+    /// review found, which a test pins).
+    handler_checks_lease: bool,
+    /// Whether a handed-back delivery comes back to its session (`ShardHandle::hand_back`), or
+    /// stays unsettled for good while the runtime publishes a copy of it that is handled
+    /// elsewhere (what `nack(true)` answering `Unsupported` did before), which freezes the
+    /// checkpoint: a test pins it.
+    handed_back_comes_back: bool,
 }
 
 impl Config {
@@ -370,6 +401,10 @@ impl Config {
             counter_fence: true,
             late_takes: true,
             take_keeps_expiry: true,
+            p_retry: pick(rng, &[0.0, 0.05, 0.2]),
+            p_hold: pick(rng, &[0.0, 0.2, 0.5]),
+            handler_checks_lease: true,
+            handed_back_comes_back: true,
         }
     }
 }
@@ -544,6 +579,8 @@ struct Msg {
     shard: usize,
     idx: usize,
     ticket: Ticket,
+    /// Handed back by a handler and delivered again.
+    redelivery: bool,
 }
 
 #[derive(Debug)]
@@ -583,6 +620,12 @@ enum Ev {
         token: u64,
     },
     Handler {
+        inst: usize,
+        inc: u32,
+        msg: Msg,
+    },
+    /// A delivery the runtime held in a worker lane reaches its handler.
+    HandlerStart {
         inst: usize,
         inc: u32,
         msg: Msg,
@@ -634,6 +677,7 @@ impl Ev {
             | Self::Reader { inst, inc, .. }
             | Self::Writer { inst, inc, .. }
             | Self::Handler { inst, inc, .. }
+            | Self::HandlerStart { inst, inc, .. }
             | Self::Dispatch { inst, inc } => Some((inst, inc)),
             _ => None,
         }
@@ -749,6 +793,11 @@ struct Session {
     batch_empty: bool,
     failures: u32,
     finish: FinishState,
+    /// `ShardHandle`'s `in_flight`: deliveries handed out and neither settled nor forgotten.
+    in_flight: usize,
+    /// The index of the last record of the watermark's settled prefix: what a final checkpoint
+    /// covers.
+    settled_upto: Option<usize>,
     // The ghost: what the checks know about this session, independent of the code under test.
     start_idx: usize,
     last_idx: Option<usize>,
@@ -934,6 +983,10 @@ struct Stats {
     partitions: u64,
     reshards: u64,
     filtered: u64,
+    /// Deliveries handed back by their handlers, and deliveries withheld where their handler
+    /// was about to start.
+    handed_back: u64,
+    withheld: u64,
     polls: u64,
     poll_rounds: u64,
     resubscribes: u64,
@@ -969,6 +1022,8 @@ impl Stats {
         self.partitions += o.partitions;
         self.reshards += o.reshards;
         self.filtered += o.filtered;
+        self.handed_back += o.handed_back;
+        self.withheld += o.withheld;
         self.polls += o.polls;
         self.poll_rounds += o.poll_rounds;
         self.resubscribes += o.resubscribes;
@@ -1256,6 +1311,14 @@ impl Sim {
         // not happen is a quiet phase in which nothing is acked any more.
         let stuck_after = self.liveness_bound() * 3 + Duration::from_secs(60);
         let cap = self.quiet_at + Duration::from_secs(4 * 3600);
+        // Once every record is acked: how long the checkpoints may take to catch up (invariant
+        // 7, no wedge), a takeover after the quiet phase's one late fault included.
+        let t = self.cfg.timings;
+        let catch_up = self.liveness_bound()
+            + t.renew()
+            + t.checkpoint_every()
+            + self.cfg.request_lifetime() * 2;
+        let mut caught_up_by: Option<Time> = None;
         while let Some(Reverse(queued)) = self.queue.pop() {
             self.now = queued.at;
             self.stats.events += 1;
@@ -1267,7 +1330,10 @@ impl Sim {
                 return Err(failure);
             }
             if self.now >= min_end && self.now >= self.writes_until && self.acked == self.written {
-                break;
+                let by = *caught_up_by.get_or_insert(self.now + catch_up);
+                if self.now >= by {
+                    break;
+                }
             }
             let idle = self
                 .now
@@ -1301,6 +1367,9 @@ impl Sim {
                     missing.join(", ")
                 ),
             });
+        }
+        if let Some(failure) = self.check_no_wedge() {
+            return Err(failure);
         }
         self.stats.schedules = 1;
         self.stats.records = self.written as u64;
@@ -1383,6 +1452,7 @@ impl Sim {
             Ev::Writer {
                 inst, sid, token, ..
             } => self.writer_wake(inst, sid, token),
+            Ev::HandlerStart { inst, msg, .. } => self.handler_start(inst, msg),
             Ev::Handler { inst, msg, .. } => self.handler_done(inst, msg),
             Ev::Dispatch { inst, .. } => self.dispatch(inst),
             Ev::Write => self.write(),
@@ -2017,7 +2087,9 @@ impl Sim {
         let sids: Vec<u64> = self.insts[i].sessions.keys().copied().collect();
         for sid in sids {
             if let Some(s) = self.session(i, sid) {
-                s.cover = s.last_idx;
+                // What the final checkpoint covers: the settled prefix (a record handed back
+                // for a retry, and what follows it, is read again by the next owner).
+                s.cover = s.settled_upto;
             }
             self.cancel(i, sid);
         }
@@ -2516,6 +2588,8 @@ impl Sim {
             batch_empty: false,
             failures: 0,
             finish: FinishState::NotYet,
+            in_flight: 0,
+            settled_upto: None,
             start_idx,
             last_idx: None,
             // DESIGN §3: a holder stops at `sent + lease - holder_margin` by its own clock.
@@ -3077,6 +3151,7 @@ impl Sim {
                 let shard = s.shard;
                 let seq = self.stream.shards[shard].records[idx];
                 s.tracked = Some(s.watermark.push(Arc::from(seq.to_string())));
+                s.in_flight += 1;
                 self.handover_step(shard, sid, Step::Read);
             }
             let inst = &mut self.insts[i];
@@ -3094,6 +3169,7 @@ impl Sim {
                 shard: s.shard,
                 idx,
                 ticket,
+                redelivery: false,
             };
             inst.channel.push_back(msg);
             self.dispatch_soon(i);
@@ -3161,8 +3237,9 @@ impl Sim {
         // `select!` between the cancel (break) and the settled notification (then the stopped
         // check): when both are ready either may win.
         let took_cancel = s.cancelled && (!s.stopped || coin);
+        let drained = s.in_flight == 0;
         if took_cancel {
-            if s.watermark.is_drained() {
+            if drained {
                 self.end_shard(i, sid);
             } else {
                 self.release_graceful(i, sid);
@@ -3170,7 +3247,7 @@ impl Sim {
         } else if s.stopped {
             s.finish = FinishState::Done { finished: false };
             self.maybe_end(i, sid);
-        } else if s.watermark.is_drained() {
+        } else if drained {
             self.end_shard(i, sid);
         }
     }
@@ -3294,12 +3371,8 @@ impl Sim {
             return;
         };
         match res {
-            Res::Ok => {
-                if !end {
-                    self.unlock(i, sid);
-                }
-                self.release_final(i, sid, end);
-            }
+            // `ShardHandle::close`: the release goes out under the write lock too.
+            Res::Ok => self.release_final(i, sid, end),
             other => {
                 // `SHARD_END` not written: not finished in the table, the lease lapses and the
                 // next owner reads the shard's end again. A final checkpoint not written: no
@@ -3321,9 +3394,7 @@ impl Sim {
             return;
         };
         s.finish = FinishState::Done { finished: end };
-        if end {
-            self.unlock(i, sid);
-        }
+        self.unlock(i, sid);
         self.maybe_end(i, sid);
     }
 
@@ -3351,20 +3422,28 @@ impl Sim {
             popped = true;
             if !self.current(i, msg) {
                 self.stats.filtered += 1;
+                // Dropped by the filter: handed back to a stopped shard, which forgets it.
+                self.forget(i, msg);
                 continue;
             }
-            self.deliver(i, msg);
+            self.pulled(i, msg);
             if self.failure.is_some() {
                 return;
             }
             self.insts[i].in_flight += 1;
-            let took = match self.rng.random_range(0..20) {
-                0 => ms(self.rng.random_range(3_000..=15_000)),
-                1..=5 => ms(self.rng.random_range(200..=3_000)),
-                _ => ms(self.rng.random_range(1..=200)),
-            };
-            let inc = self.insts[i].inc;
-            self.push(self.now + took, Ev::Handler { inst: i, inc, msg });
+            if self.rng.random_bool(self.cfg.p_hold) {
+                // The runtime holds it in a lane behind a slow handler.
+                let held = ms(self
+                    .rng
+                    .random_range(1..=millis(self.cfg.timings.lease()) * 3 / 2));
+                let inc = self.insts[i].inc;
+                self.push(self.now + held, Ev::HandlerStart { inst: i, inc, msg });
+            } else {
+                self.handler_start(i, msg);
+            }
+            if self.failure.is_some() {
+                return;
+            }
         }
         if popped {
             // A sender blocked on the full channel gets its room.
@@ -3394,6 +3473,64 @@ impl Sim {
         }
     }
 
+    /// A delivery reaches the runtime's call of its handler: `KinesisMessage::decode_error`
+    /// withholds it when its shard stopped or its lease ran out by this instance's clock (and
+    /// that settlement moves no checkpoint); otherwise the handler runs.
+    fn handler_start(&mut self, i: usize, msg: Msg) {
+        let now = self.now;
+        if self.cfg.handler_checks_lease {
+            let withheld = match self.session(i, msg.sid) {
+                None => Some(false),
+                Some(s) if s.stopped => Some(false),
+                Some(s) if now >= s.valid_until => Some(true),
+                Some(_) => None,
+            };
+            if let Some(lapsed) = withheld {
+                self.stats.withheld += 1;
+                if lapsed {
+                    self.stop(i, msg.sid);
+                }
+                self.forget(i, msg);
+                self.insts[i].in_flight -= 1;
+                self.after_handler(i);
+                return;
+            }
+        }
+        self.deliver(i, msg);
+        if self.failure.is_some() {
+            return;
+        }
+        let took = match self.rng.random_range(0..20) {
+            0 => ms(self.rng.random_range(3_000..=15_000)),
+            1..=5 => ms(self.rng.random_range(200..=3_000)),
+            _ => ms(self.rng.random_range(1..=200)),
+        };
+        let inc = self.insts[i].inc;
+        self.push(self.now + took, Ev::Handler { inst: i, inc, msg });
+    }
+
+    /// `ShardHandle::forget`: a delivery that never reached its handler (or came back to a
+    /// stopped shard) moves nothing, and no longer counts as in flight.
+    fn forget(&mut self, i: usize, msg: Msg) {
+        if let Some(s) = self.session(i, msg.sid) {
+            s.in_flight = s.in_flight.saturating_sub(1);
+        }
+        self.drain_wake(i, msg.sid);
+    }
+
+    /// What a handler slot does once free: the graceful stop drops the subscription once its
+    /// handlers are done, else the next delivery is dispatched.
+    fn after_handler(&mut self, i: usize) {
+        let inst = &self.insts[i];
+        if inst.shutting_down {
+            if inst.in_flight == 0 && !inst.dropped {
+                self.drop_subscriber(i);
+            }
+        } else {
+            self.dispatch_soon(i);
+        }
+    }
+
     /// `subscriber.rs`'s `current()`: whether a delivery may still reach a handler.
     fn current(&mut self, i: usize, msg: Msg) -> bool {
         let now = self.now;
@@ -3412,41 +3549,26 @@ impl Sim {
         true
     }
 
-    /// A record reaches a handler: the checks of invariants 1c, 4 and 5.
-    fn deliver(&mut self, i: usize, msg: Msg) {
-        let now = self.now;
-        let holder = self.rows[msg.shard].holder;
+    /// The runtime pulled a delivery from the subscription: the checks of invariants 4 and 5
+    /// (the broker hands a shard's records out in order, a child's after its parents ended, and
+    /// none a graceful stop covered).
+    fn pulled(&mut self, i: usize, msg: Msg) {
         let parents_done = self.stream.shards[msg.shard].parents.iter().all(|&p| {
             self.rows[p]
                 .state
                 .as_ref()
                 .is_some_and(LeaseState::is_finished)
         });
-        let owner = Arc::clone(&self.insts[i].owner);
         let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
             return;
         };
         let expected = s.last_idx.map_or(s.start_idx, |last| last + 1);
-        s.last_idx = Some(msg.idx);
-        let (deadline, lost) = (s.deadline, s.lost);
+        if !msg.redelivery {
+            s.last_idx = Some(msg.idx);
+        }
         let shard = msg.shard;
         let idx = msg.idx;
-        self.stats.deliveries += 1;
-        self.log(|| format!("{owner} delivers shard {shard} #{idx}"));
-        if holder != Some(msg.sid) {
-            self.fail(format!(
-                "fencing: {owner} (session {}) delivered shard {shard} #{idx} while session \
-                 {holder:?} holds the row",
-                msg.sid
-            ));
-        } else if now >= deadline || lost {
-            self.fail(format!(
-                "fencing: {owner} (session {}) delivered shard {shard} #{idx} after its lease \
-                 ran out by its own clock at {} (or was refused: {lost})",
-                msg.sid,
-                secs(deadline)
-            ));
-        } else if idx != expected {
+        if idx != expected && !msg.redelivery {
             self.fail(format!(
                 "order: session {} delivered shard {shard} #{idx} where #{expected} was next",
                 msg.sid
@@ -3456,7 +3578,6 @@ impl Sim {
                 "order: shard {shard} #{idx} delivered before every parent reached SHARD_END"
             ));
         }
-        self.handover_step(shard, msg.sid, Step::Delivery);
         let g = &mut self.ghost[shard];
         let first_upto = g.first_upto;
         let covered = g.covered_upto;
@@ -3476,8 +3597,65 @@ impl Sim {
         }
     }
 
+    /// A record reaches a handler: the checks of invariant 1c, where the handler starts.
+    fn deliver(&mut self, i: usize, msg: Msg) {
+        let now = self.now;
+        let holder = self.rows[msg.shard].holder;
+        let owner = Arc::clone(&self.insts[i].owner);
+        let Some(s) = self.insts[i].sessions.get(&msg.sid) else {
+            return;
+        };
+        let (deadline, lost) = (s.deadline, s.lost);
+        let shard = msg.shard;
+        let idx = msg.idx;
+        self.stats.deliveries += 1;
+        self.log(|| format!("{owner} delivers shard {shard} #{idx}"));
+        if holder != Some(msg.sid) {
+            self.fail(format!(
+                "fencing: {owner} (session {}) delivered shard {shard} #{idx} while session \
+                 {holder:?} holds the row",
+                msg.sid
+            ));
+        } else if now >= deadline || lost {
+            self.fail(format!(
+                "fencing: {owner} (session {}) delivered shard {shard} #{idx} after its lease \
+                 ran out by its own clock at {} (or was refused: {lost})",
+                msg.sid,
+                secs(deadline)
+            ));
+        }
+        self.handover_step(shard, msg.sid, Step::Delivery);
+    }
+
     fn handler_done(&mut self, i: usize, msg: Msg) {
         self.insts[i].in_flight -= 1;
+        if self.rng.random_bool(self.cfg.p_retry) {
+            // `nack(true)` (or dropped unsettled): `ShardHandle::hand_back` keeps it unsettled,
+            // and the redelivery task sends it again on its session, unless the shard stopped.
+            self.stats.handed_back += 1;
+            if !self.cfg.handed_back_comes_back {
+                // The copy is handled somewhere; the delivery itself is never settled.
+                let g = &mut self.ghost[msg.shard];
+                if !g.acked[msg.idx] {
+                    g.acked[msg.idx] = true;
+                    self.acked += 1;
+                    self.last_progress = self.now;
+                }
+                self.after_handler(i);
+                return;
+            }
+            let again = self.session(i, msg.sid).is_some_and(|s| !s.stopped);
+            if again {
+                self.insts[i].channel.push_back(Msg {
+                    redelivery: true,
+                    ..msg
+                });
+            } else {
+                self.forget(i, msg);
+            }
+            self.after_handler(i);
+            return;
+        }
         let g = &mut self.ghost[msg.shard];
         if !g.acked[msg.idx] {
             g.acked[msg.idx] = true;
@@ -3485,21 +3663,18 @@ impl Sim {
             self.last_progress = self.now;
         }
         // `ShardHandle::settle`.
-        if let Some(s) = self.session(i, msg.sid) {
+        let records = &self.stream.shards[msg.shard].records;
+        if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
+            s.in_flight = s.in_flight.saturating_sub(1);
             if let Some(checkpoint) = s.watermark.settle(msg.ticket) {
+                let seq: u64 = checkpoint.parse().expect("a sequence number");
+                s.settled_upto = records.binary_search(&seq).ok();
                 s.pending = Some(checkpoint);
                 self.writer_notify(i, msg.sid);
             }
             self.drain_wake(i, msg.sid);
         }
-        let inst = &self.insts[i];
-        if inst.shutting_down {
-            if inst.in_flight == 0 && !inst.dropped {
-                self.drop_subscriber(i);
-            }
-        } else {
-            self.dispatch_soon(i);
-        }
+        self.after_handler(i);
     }
 
     // ----- liveness -------------------------------------------------------------------------
@@ -3531,6 +3706,39 @@ impl Sim {
             &mut self.stats.handovers_polled
         };
         handovers.record(step, took, quiet);
+    }
+
+    /// Invariant 7, no wedge, once every record was acked and the checkpoints had time to
+    /// catch up: every open shard's checkpoint is at its last record, and every closed shard is
+    /// at `SHARD_END` (its children may start).
+    fn check_no_wedge(&self) -> Option<Failure> {
+        for (shard, sim) in self.stream.shards.iter().enumerate() {
+            let mark = Mark::of(
+                self.rows[shard]
+                    .state
+                    .as_ref()
+                    .and_then(|row| row.checkpoint.as_deref()),
+            );
+            let wedged = if sim.info.closed {
+                mark != Mark::End
+            } else {
+                sim.records
+                    .last()
+                    .is_some_and(|&last| mark < Mark::Seq(last))
+            };
+            if wedged {
+                return Some(Failure {
+                    at: self.now,
+                    message: format!(
+                        "no wedge: every record is acked, but shard {shard} ({}, {} records) has \
+                         its checkpoint at {mark:?}",
+                        if sim.info.closed { "closed" } else { "open" },
+                        sim.records.len()
+                    ),
+                });
+            }
+        }
+        None
     }
 
     fn liveness_bound(&self) -> Duration {
@@ -3790,6 +3998,8 @@ fn clocks_skewed_beyond_the_tolerance_break_fencing() {
 fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
         cfg.filter_checks_lease = false;
+        cfg.handler_checks_lease = false;
+        cfg.p_hold = 0.0;
         cfg.stalls = 3;
         cfg.workers = 1;
         cfg.channel = 6;
@@ -3799,6 +4009,43 @@ fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
     assert!(
         found.is_some(),
         "no schedule delivered after the lease ran out"
+    );
+}
+
+/// Pins the wedge `nack(true)` answering `Unsupported` caused: the delivery stayed unsettled
+/// for good (the runtime's copy of it was handled elsewhere), so its shard's checkpoint froze
+/// behind it and a closed shard never reached `SHARD_END`. A handed-back delivery now comes
+/// back to its session; without that the no-wedge check fails.
+#[test]
+fn a_retried_record_that_never_comes_back_wedges_its_shard() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.handed_back_comes_back = false;
+        cfg.p_retry = 0.05;
+    };
+    let found = find_failure(200, &tweak, "no wedge");
+    assert!(
+        found.is_some(),
+        "no schedule wedged a shard behind a lost retry"
+    );
+}
+
+/// Pins the gap the review found: the runtime holds pulled deliveries in worker lanes (a slow
+/// handler ahead, a batch gathering), so a check where the runtime pulls is not enough. A
+/// delivery is now checked where its handler starts (`KinesisMessage::decode_error`); without
+/// that check a record pulled inside the lease reaches a handler after it ran out.
+#[test]
+fn a_check_only_where_the_runtime_pulls_lets_a_held_record_reach_its_handler_late() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.handler_checks_lease = false;
+        cfg.p_hold = 0.6;
+        cfg.workers = 4;
+        cfg.partitions = 2;
+        cfg.write_gap_ms = (20, 60);
+    };
+    let found = find_failure(300, &tweak, "fencing");
+    assert!(
+        found.is_some(),
+        "no schedule ran a held record's handler after the lease ran out"
     );
 }
 
