@@ -17,8 +17,10 @@
 //! - **Checkpoints.** An acknowledged record moves its shard's checkpoint along the contiguous
 //!   prefix of settled records, so an out-of-order ack never skips an unsettled one. A shard read
 //!   to its end is checkpointed [`SHARD_END`], and its children start only after every parent is
-//!   there, so per-key order survives splits and merges. Delivery is at least once. `nack(true)`
-//!   answers `Unsupported`: the runtime's retry publishes a copy to the stream instead.
+//!   there, so per-key order survives splits and merges. Delivery is at least once. A retried
+//!   record (`nack(true)`, `nack_after(..)`, or one dropped unsettled) comes back on this instance,
+//!   alone, unsettled meanwhile; `redelivery_count()` counts its deliveries, so `max_attempts(..)`
+//!   and dead letters apply ([`KinesisMessage`]).
 //! - **Testing.** With the `testing` feature, `ruststream::testing::TestApp::start(app)` runs the
 //!   service's own app on an in-process Kinesis that consults no lease store; the crate's live
 //!   tests run against a local Kinesis + DynamoDB stack (`scripts/local-stack.sh`).

@@ -25,6 +25,12 @@ use crate::KinesisError;
 ///
 /// [`SKEW_TOLERANCE`]: crate::SKEW_TOLERANCE
 ///
+/// The timings also bound every call: each lease-store call a subscription makes fails when it
+/// has not answered within the renewal interval (so a hung renewal fails in time for its retry
+/// to land while the lease lasts, and a hung final checkpoint or release does not hold up
+/// shutdown), and each Kinesis call has an SDK operation timeout of the lease and at least 10 s
+/// (an attempt timeout of half of it) where the AWS configuration sets none.
+///
 /// # Examples
 ///
 /// ```

@@ -33,6 +33,30 @@ async fn table(config: &aws_config::SdkConfig) -> DynamoLeaseStore {
     store
 }
 
+/// An instance on `stream` (created with one shard) whose calls carry `faults`' client name,
+/// with `store` or the default in-memory lease store.
+async fn instance(
+    faults: &Injector,
+    stream: &str,
+    store: Option<Arc<dyn LeaseStore>>,
+) -> (
+    ruststream_kinesis::ConnectedKinesisBroker,
+    ruststream_kinesis::KinesisSubscriber,
+) {
+    let mut broker = KinesisBroker::from_config(faults.sdk_config()).lease_timings(timings());
+    if let Some(store) = store {
+        broker = broker.lease_store(store);
+    }
+    let connected = broker.connect().await.unwrap();
+    let sub = KinesisStream::new(stream.to_owned())
+        .create_if_missing(1)
+        .poll_interval(Duration::from_millis(200))
+        .subscribe(&connected)
+        .await
+        .unwrap();
+    (connected, sub)
+}
+
 async fn next_record<S>(stream: &mut S, within: Duration) -> Option<KinesisMessage>
 where
     S: futures::Stream<Item = Result<KinesisMessage, ruststream_kinesis::KinesisError>> + Unpin,
@@ -112,18 +136,7 @@ async fn a_shard_that_left_the_stream_is_released_and_not_read_again() {
     let name = common::unique("trimmed");
     let mut faults = Injector::new(&url, &common::unique("trimmed"));
     let store: Arc<dyn LeaseStore> = Arc::new(table(&faults.sdk_config()).await);
-    let connected = KinesisBroker::from_config(faults.sdk_config())
-        .lease_store(Arc::clone(&store))
-        .lease_timings(timings())
-        .connect()
-        .await
-        .unwrap();
-    let sub = KinesisStream::new(name.clone())
-        .create_if_missing(1)
-        .poll_interval(Duration::from_millis(200))
-        .subscribe(&connected)
-        .await
-        .unwrap();
+    let (connected, sub) = instance(&faults, &name, Some(Arc::clone(&store))).await;
     let gone = faults.add(
         "kinesis",
         "GetRecords",
@@ -171,18 +184,7 @@ async fn a_hung_read_is_timed_out_and_a_hung_release_does_not_outlast_shutdown()
     let name = common::unique("hung");
     let mut faults = Injector::new(&url, &common::unique("hung"));
     let store: Arc<dyn LeaseStore> = Arc::new(table(&faults.sdk_config()).await);
-    let connected = KinesisBroker::from_config(faults.sdk_config())
-        .lease_store(Arc::clone(&store))
-        .lease_timings(timings())
-        .connect()
-        .await
-        .unwrap();
-    let mut sub = KinesisStream::new(name.clone())
-        .create_if_missing(1)
-        .poll_interval(Duration::from_millis(200))
-        .subscribe(&connected)
-        .await
-        .unwrap();
+    let (connected, mut sub) = instance(&faults, &name, Some(Arc::clone(&store))).await;
     // The next read hangs: the SDK's attempt timeout ends it, and the retry reads the record.
     let hung = faults.add(
         "kinesis",
@@ -224,17 +226,7 @@ async fn throttled_reads_back_off_and_deliver_every_record_once() {
     };
     let name = common::unique("throttled");
     let mut faults = Injector::new(&url, &common::unique("throttled"));
-    let connected = KinesisBroker::from_config(faults.sdk_config())
-        .lease_timings(timings())
-        .connect()
-        .await
-        .unwrap();
-    let mut sub = KinesisStream::new(name.clone())
-        .create_if_missing(1)
-        .poll_interval(Duration::from_millis(200))
-        .subscribe(&connected)
-        .await
-        .unwrap();
+    let (connected, mut sub) = instance(&faults, &name, None).await;
     let throttled = faults.add(
         "kinesis",
         "GetRecords",

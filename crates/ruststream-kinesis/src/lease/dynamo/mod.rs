@@ -80,6 +80,17 @@ type Item = HashMap<String, AttributeValue>;
 /// command that creates it; any other error of DynamoDB answers [`LeaseError::Store`] with its
 /// code and message.
 ///
+/// A write DynamoDB applied whose answer was lost (a 5xx, a reset connection), which the SDK then
+/// sent again and DynamoDB refused by the counter the first attempt had moved, is recognised as
+/// this write's own success: the refused row shows this owner, the counter one past the one the
+/// write was conditioned on, and exactly the values the write set. Any other refusal is a lost
+/// lease.
+///
+/// Every call has an operation timeout of 3 s (an attempt timeout of 1.5 s) where the AWS
+/// configuration sets none, and a subscription bounds each call by its renewal interval too. A
+/// row that cannot be read (an attribute of the wrong type) is skipped with a warning naming its
+/// key: a bad row of another stream never stops a stream's listing.
+///
 /// The calls the store makes need the IAM actions `dynamodb:GetItem` and `dynamodb:UpdateItem`
 /// on the table; [`rows`](Self::rows) and the coordinator's handover poll (`list`, once a second
 /// while a shard of the stream is held by another instance) need `dynamodb:Scan`, and

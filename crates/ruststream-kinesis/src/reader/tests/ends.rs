@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ruststream::{ConnectedBroker, IncomingMessage, Seekable, Seeker};
 
-use super::{Rig, RigSettings, eventually, next, next_within, text};
+use super::{Rig, RigSettings, eventually, next, next_within, stop, text};
 use crate::fake_kinesis::{Reply, calls};
 use crate::{KinesisPosition, SHARD_END};
 
@@ -100,8 +100,7 @@ async fn a_shard_that_left_the_stream_is_released_and_not_read_again() {
         reads,
         "a shard that left the stream was read again"
     );
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,8 +144,7 @@ async fn a_seek_during_a_closed_shards_drain_is_read_before_the_shard_ends() {
         async move { rig_row(&store).await.checkpoint.as_deref() == Some(SHARD_END) }
     })
     .await;
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 async fn rig_row(store: &std::sync::Arc<dyn crate::LeaseStore>) -> crate::LeaseState {
@@ -159,14 +157,7 @@ async fn rig_row(store: &std::sync::Arc<dyn crate::LeaseStore>) -> crate::LeaseS
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_withheld_while_its_shard_closes_moves_no_checkpoint() {
-    let rig = Rig::start(
-        RigSettings {
-            records: 2,
-            ..RigSettings::default()
-        },
-        |_, _, _| None,
-    )
-    .await;
+    let rig = Rig::with_records(2).await;
     let mut sub = rig.sub;
     let handled = next(&mut sub).await;
     let waiting = next(&mut sub).await;
@@ -224,8 +215,7 @@ async fn a_new_application_at_the_trim_horizon_reads_a_closed_parent_before_its_
         ["0", "1", "child 0"],
         "the parent first, then its child"
     );
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,8 +255,7 @@ async fn a_new_application_at_the_tip_skips_a_closed_parent_and_starts_its_child
         .await
         .unwrap();
     assert_eq!(parent, None, "the parent is never taken");
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

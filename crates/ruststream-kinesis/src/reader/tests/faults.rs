@@ -3,9 +3,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ruststream::{ConnectedBroker, IncomingMessage};
+use ruststream::IncomingMessage;
 
-use super::{Rig, RigSettings, next, text};
+use super::{Rig, RigSettings, next, stop, text};
 use crate::fake_kinesis::{Reply, calls};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,8 +38,7 @@ async fn a_hung_read_times_out_and_the_shard_is_read_again() {
     );
     assert!(calls(&rig.seen, "GetRecords") >= 2);
     record.ack().await.unwrap();
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,6 +69,5 @@ async fn a_throttled_read_backs_off_and_reads_every_record_once() {
             .is_none(),
         "a record came twice after the throttling"
     );
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ruststream::{ConnectedBroker, IncomingMessage};
 
-use super::{Recording, Rig, RigSettings, next};
+use super::{Recording, Rig, RigSettings, next, stop};
 use crate::LeaseStore;
 use crate::fake_kinesis::Reply;
 
@@ -79,8 +79,7 @@ async fn a_delivery_whose_lease_ran_out_before_its_handler_started_never_reaches
     let why = withheld.to_string();
     assert!(why.contains("ran out") || why.contains("stopped"), "{why}");
     drop(waiting);
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

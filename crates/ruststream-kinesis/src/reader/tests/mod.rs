@@ -73,6 +73,18 @@ impl Default for RigSettings {
 }
 
 impl Rig {
+    /// A rig on one open shard holding `records` records, answered by the fake stream alone.
+    pub(super) async fn with_records(records: usize) -> Self {
+        Self::start(
+            RigSettings {
+                records,
+                ..RigSettings::default()
+            },
+            |_, _, _| None,
+        )
+        .await
+    }
+
     /// A rig whose requests meet `hook` first.
     pub(super) async fn start(
         settings: RigSettings,
@@ -128,6 +140,15 @@ impl Rig {
             sub,
         }
     }
+}
+
+/// Drops the subscription (its readers write their final checkpoints and release) and shuts the
+/// broker down.
+pub(super) async fn stop(sub: KinesisSubscriber, connected: ConnectedKinesisBroker) {
+    drop(sub);
+    ruststream::ConnectedBroker::shutdown(connected)
+        .await
+        .expect("shutdown");
 }
 
 /// The next delivery, within [`PATIENCE`].

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use ruststream::{ConnectedBroker, IncomingMessage};
+use ruststream::IncomingMessage;
 
-use super::{Rig, RigSettings, eventually, next, next_within, text};
+use super::{Rig, RigSettings, eventually, next, next_within, stop, text};
 use crate::KinesisStream;
 use crate::fake_kinesis::calls;
 use crate::fake_stream::sequence_string;
@@ -20,14 +20,7 @@ async fn checkpoint_of(store: &std::sync::Arc<dyn crate::LeaseStore>) -> Option<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_record_comes_back_alone_and_the_checkpoint_follows() {
-    let rig = Rig::start(
-        RigSettings {
-            records: 3,
-            ..RigSettings::default()
-        },
-        |_, _, _| None,
-    )
-    .await;
+    let rig = Rig::with_records(3).await;
     let mut sub = rig.sub;
     let [first, second, third] = [
         next(&mut sub).await,
@@ -70,20 +63,12 @@ async fn a_retried_record_comes_back_alone_and_the_checkpoint_follows() {
             .is_none(),
         "a record settled after the retried one came again"
     );
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delayed_retry_comes_back_after_its_delay() {
-    let rig = Rig::start(
-        RigSettings {
-            records: 1,
-            ..RigSettings::default()
-        },
-        |_, _, _| None,
-    )
-    .await;
+    let rig = Rig::with_records(1).await;
     let mut sub = rig.sub;
     let first = next(&mut sub).await;
     assert!(first.supports_nack_after());
@@ -100,20 +85,12 @@ async fn a_delayed_retry_comes_back_after_its_delay() {
     );
     assert_eq!(again.redelivery_count(), Some(2));
     again.ack().await.unwrap();
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_dropped_unsettled_comes_back() {
-    let rig = Rig::start(
-        RigSettings {
-            records: 2,
-            ..RigSettings::default()
-        },
-        |_, _, _| None,
-    )
-    .await;
+    let rig = Rig::with_records(2).await;
     let mut sub = rig.sub;
     let first = next(&mut sub).await;
     let second = next(&mut sub).await;
@@ -128,8 +105,7 @@ async fn a_delivery_dropped_unsettled_comes_back() {
         async move { checkpoint_of(&store).await == Some(sequence_string(2)) }
     })
     .await;
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,6 +150,5 @@ async fn a_record_held_unsettled_stops_reading_ahead_past_the_window() {
         delivered, 40,
         "every record was delivered once the window opened"
     );
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ruststream::{ConnectedBroker, IncomingMessage, Seekable, Seeker};
 
-use super::{Rig, RigSettings, eventually, next, text};
+use super::{Rig, RigSettings, eventually, next, stop, text};
 use crate::fake_kinesis::Reply;
 use crate::fake_kinesis::bodies;
 use crate::fake_stream::sequence_string;
@@ -13,14 +13,7 @@ use crate::{KinesisError, KinesisPosition};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seek_kinesis_refuses_fails_naming_the_shard_and_reading_goes_on() {
-    let rig = Rig::start(
-        RigSettings {
-            records: 1,
-            ..RigSettings::default()
-        },
-        |_, _, _| None,
-    )
-    .await;
+    let rig = Rig::with_records(1).await;
     let mut sub = rig.sub;
     next(&mut sub).await.ack().await.unwrap();
     // A sequence number the shard does not hold (of another shard, say): Kinesis refuses it.
@@ -45,20 +38,12 @@ async fn a_seek_kinesis_refuses_fails_naming_the_shard_and_reading_goes_on() {
     let following = next(&mut sub).await;
     assert_eq!(text(&following), "after");
     following.ack().await.unwrap();
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_read_before_a_seek_never_reaches_a_handler_after_it() {
-    let rig = Rig::start(
-        RigSettings {
-            records: 2,
-            ..RigSettings::default()
-        },
-        |_, _, _| None,
-    )
-    .await;
+    let rig = Rig::with_records(2).await;
     let mut sub = rig.sub;
     // Pulled by the runtime (a worker lane, a batch gathering), not yet handed to a handler.
     let waiting = next(&mut sub).await;
@@ -80,8 +65,7 @@ async fn a_delivery_read_before_a_seek_never_reaches_a_handler_after_it() {
     assert_eq!(text(&again), "0");
     assert!(again.decode_error().is_none());
     again.ack().await.unwrap();
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

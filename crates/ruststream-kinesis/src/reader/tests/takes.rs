@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use ruststream::{ConnectedBroker, Subscriber};
+use ruststream::Subscriber;
 
-use super::{Rig, RigSettings};
+use super::{Rig, RigSettings, stop};
 use crate::KinesisError;
 use crate::fake_kinesis::{Reply, calls};
 
@@ -47,6 +47,5 @@ async fn a_take_whose_iterator_is_refused_backs_off_and_is_reported_once_per_try
     // a try at every listing and handover poll would be six or more.
     assert!((2..=4).contains(&tries), "{tries} takes in 6 s");
     assert_eq!(reported, tries, "one report per failed take");
-    drop(sub);
-    rig.connected.shutdown().await.unwrap();
+    stop(sub, rig.connected).await;
 }
