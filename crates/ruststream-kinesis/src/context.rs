@@ -129,7 +129,8 @@ impl Field<KinesisContext> for Position {
 ///     replay: bool,
 /// }
 ///
-/// /// An order marked `replay` rewinds its shard to itself once: it and what follows come again.
+/// /// An order marked `replay` rewinds its shard to itself: it and what follows come again. (A
+/// /// real handler remembers which records it rewound: the record comes back marked too.)
 /// #[subscriber(KinesisStream::new("orders").create_if_missing(1))]
 /// async fn pick(order: &Order, Ctx(at): Ctx<Position>, Ctx(seeker): Ctx<SeekHandle>) -> HandlerOutcome {
 ///     if order.replay && seeker.seek(at).await.is_err() {

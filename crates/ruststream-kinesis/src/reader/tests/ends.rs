@@ -10,22 +10,22 @@ use super::{Rig, RigSettings, eventually, next, next_within, stop, text};
 use crate::fake_kinesis::{Reply, calls};
 use crate::{KinesisPosition, SHARD_END};
 
+/// Every read finds its iterator expired, and Kinesis fails every fresh iterator after the take's
+/// own.
+fn expired_then_no_iterator() -> impl Fn(usize, &str, &serde_json::Value) -> Option<Reply> {
+    let iterators = AtomicUsize::new(0);
+    move |_, operation, _| match operation {
+        "GetRecords" => Some(Reply::error(400, "ExpiredIteratorException")),
+        "GetShardIterator" if iterators.fetch_add(1, Ordering::SeqCst) >= 1 => {
+            Some(Reply::error(500, "InternalFailure"))
+        }
+        _ => None,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_shard_whose_iterator_cannot_be_had_is_released_not_finished() {
-    // The first read finds the iterator expired, and Kinesis fails every fresh one since (the
-    // take's own iterator was the first).
-    let iterators = AtomicUsize::new(0);
-    let rig = Rig::start(
-        RigSettings::default(),
-        move |_, operation, _| match operation {
-            "GetRecords" => Some(Reply::error(400, "ExpiredIteratorException")),
-            "GetShardIterator" if iterators.fetch_add(1, Ordering::SeqCst) >= 1 => {
-                Some(Reply::error(500, "InternalFailure"))
-            }
-            _ => None,
-        },
-    )
-    .await;
+    let rig = Rig::start(RigSettings::default(), expired_then_no_iterator()).await;
     let seen = rig.seen.clone();
     eventually(
         "fresh iterators are asked for, and refused, after the expiry",
@@ -260,18 +260,7 @@ async fn a_new_application_at_the_tip_skips_a_closed_parent_and_starts_its_child
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_whose_iterators_keep_failing_is_handed_back_unfinished() {
-    let iterators = AtomicUsize::new(0);
-    let rig = Rig::start(
-        RigSettings::default(),
-        move |_, operation, _| match operation {
-            "GetRecords" => Some(Reply::error(400, "ExpiredIteratorException")),
-            "GetShardIterator" if iterators.fetch_add(1, Ordering::SeqCst) >= 1 => {
-                Some(Reply::error(500, "InternalFailure"))
-            }
-            _ => None,
-        },
-    )
-    .await;
+    let rig = Rig::start(RigSettings::default(), expired_then_no_iterator()).await;
     let store = rig.store.clone();
     // Ten tries with backoff: the reader gives up, writes no SHARD_END and releases the shard
     // while the subscription runs on.
