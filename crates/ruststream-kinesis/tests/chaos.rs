@@ -714,10 +714,16 @@ fn check(written: &[String], log: &Log) -> Verdict {
             .map(|h| h.shard.as_str())
             .collect();
         for shard in reading {
+            // By another instance; or, after a freeze shorter than a takeover, by the thawed one
+            // itself (its lease was still its own when nobody could take it yet).
             let resumed = log
                 .handled
                 .iter()
-                .filter(|h| h.shard == shard && h.incarnation != d.incarnation && h.at_ms > d.at_ms)
+                .filter(|h| {
+                    h.shard == shard
+                        && h.at_ms > d.at_ms
+                        && (h.incarnation != d.incarnation || h.at_ms >= d.until_ms)
+                })
                 .map(|h| h.at_ms)
                 .min();
             // A shard closed by the split may have nothing left to read.
