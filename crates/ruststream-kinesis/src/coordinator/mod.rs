@@ -27,10 +27,18 @@ use crate::{KinesisError, KinesisMessage, KinesisPosition, LeaseTimings};
 use plan::{Rows, Verdict};
 
 /// The first wait after a take that failed once the lease was won (its iterator refused, a
-/// legacy row in the way); it doubles with each failure in a row, up to [`TAKE_BACKOFF_MAX`].
+/// legacy row in the way); it doubles with each failure in a row, up to the longer of the lease
+/// and the listing interval (10 s by default): a shard whose takes failed during an outage is
+/// taken again no later than a lapsed lease would be.
 const TAKE_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest wait between two tries of a shard whose takes keep failing.
-const TAKE_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// The longest wait after `failures` failed takes of a shard in a row: doubling from
+/// [`TAKE_BACKOFF`], capped at `longest` (the longer of the lease and the listing interval).
+pub(crate) fn take_backoff_ceiling(failures: u32, longest: Duration) -> Duration {
+    TAKE_BACKOFF
+        .saturating_mul(1 << failures.saturating_sub(1).min(10))
+        .min(longest.max(TAKE_BACKOFF))
+}
 
 /// A shard whose takes keep failing after the lease was won: how often in a row, and when it
 /// may be tried again.
@@ -43,11 +51,9 @@ pub(crate) struct TakeBackoff {
 impl TakeBackoff {
     /// The backoff after one more failure than `previous`: doubling from [`TAKE_BACKOFF`], with
     /// jitter so the instances that all fail on one shard do not retry in step.
-    fn after(previous: Option<Self>, now: Instant) -> Self {
+    pub(crate) fn after(previous: Option<Self>, now: Instant, longest: Duration) -> Self {
         let failures = previous.map_or(1, |backoff| backoff.failures.saturating_add(1));
-        let ceiling = TAKE_BACKOFF
-            .saturating_mul(1 << (failures - 1).min(10))
-            .min(TAKE_BACKOFF_MAX);
+        let ceiling = take_backoff_ceiling(failures, longest);
         let wait = rand::Rng::random_range(&mut rand::rng(), ceiling / 2..=ceiling);
         Self {
             failures,
@@ -335,7 +341,8 @@ impl Subscription {
     /// Leaves `shard` alone for a backoff that doubles with each failure in a row; answers it.
     pub(crate) fn delay_take(&self, shard: &Arc<str>) -> TakeBackoff {
         let mut waits = lock(&self.take_backoff);
-        let backoff = TakeBackoff::after(waits.get(shard).copied(), Instant::now());
+        let longest = self.timings.lease().max(self.timings.listing_interval());
+        let backoff = TakeBackoff::after(waits.get(shard).copied(), Instant::now(), longest);
         waits.insert(Arc::clone(shard), backoff);
         backoff
     }

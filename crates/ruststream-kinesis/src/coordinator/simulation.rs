@@ -67,13 +67,17 @@
 //! (`nack(true)`, `retry_after`, dropped unsettled: `p_retry`), which comes back on the same
 //! session unsettled meanwhile, or is forgotten by a stopped one. A closed shard drains until no
 //! delivery is in flight (`ShardHandle`'s `in_flight`), and the final checkpoint and the release
-//! go out under the write lock (`ShardHandle::close`).
+//! go out under the write lock (`ShardHandle::close`). A `GetRecords` may find its iterator
+//! expired (`p_expire`); the reader then asks for a fresh one after the last record it handed
+//! out, and when `ITERATOR_TRIES` tries in a row fail (`p_iterator_fails`) hands its shard back
+//! unread. A take whose `GetShardIterator` fails leaves its shard to a backoff of its own
+//! (`take_backoff_ceiling`, the coordinator's own rule).
 //!
 //! Abstracted away: time inside a handler or the runtime other than the handler's own duration
 //! and a lane's hold; rate drift of clocks (a 10 s lease at 100 ppm drifts by 1 ms) and a
 //! monotonic clock that stops while the host is suspended (a stall here lets it run on, as a
 //! frozen process's does); `ListShards` being stale; retention (no shard is trimmed, so every
-//! parent stays listed); seeks; iterator expiry; throttling beyond a failed call; the bytes of
+//! parent stays listed); seeks; throttling beyond a failed call; the bytes of
 //! records; a store without `list` (the poll then reads row by row); malformed rows; initial
 //! positions other than `TRIM_HORIZON` (so the only start checkpoint is `TRIM_HORIZON`, and the
 //! lineage rule's tip and timestamp starts are shown by `plan`'s tests and the reader's tests at
@@ -325,6 +329,14 @@ struct Config {
     /// (`KinesisMessage::decode_error`), or only where the runtime pulled it (the gap the
     /// review found, which a test pins).
     handler_checks_lease: bool,
+    /// The chance that a `GetRecords` call finds its iterator expired, and the chance that each
+    /// try of the fresh iterator then fails (during the chaos phase).
+    p_expire: f64,
+    p_iterator_fails: f64,
+    /// Whether a reader that gets no fresh iterator takes the missing iterator for the shard's
+    /// end (what `read` did before: it wrote `SHARD_END` for an open shard), rather than handing
+    /// the shard back unread. A test pins it.
+    unreadable_ends_shard: bool,
     /// Whether a handed-back delivery comes back to its session (`ShardHandle::hand_back`), or
     /// stays unsettled for good while the runtime publishes a copy of it that is handled
     /// elsewhere (what `nack(true)` answering `Unsupported` did before), which freezes the
@@ -405,6 +417,9 @@ impl Config {
             p_hold: pick(rng, &[0.0, 0.2, 0.5]),
             handler_checks_lease: true,
             handed_back_comes_back: true,
+            p_expire: pick(rng, &[0.0, 0.01, 0.05]),
+            p_iterator_fails: pick(rng, &[0.0, 0.3, 0.8]),
+            unreadable_ends_shard: false,
         }
     }
 }
@@ -759,7 +774,12 @@ enum Lock {
 enum Stop {
     Ended,
     Cancelled,
+    /// `fresh_iterator` gave up after `ITERATOR_TRIES` failures in a row.
+    Unreadable,
 }
+
+/// `reader.rs`: how many fresh iterators in a row may fail before the reader hands its shard back.
+const ITERATOR_TRIES: u32 = 10;
 
 /// One reader of one shard: its `ShardHandle`, its three tasks and `finish`.
 #[derive(Debug)]
@@ -795,6 +815,9 @@ struct Session {
     finish: FinishState,
     /// `ShardHandle`'s `in_flight`: deliveries handed out and neither settled nor forgotten.
     in_flight: usize,
+    /// After `ExpiredIteratorException`: the fresh iterator `fresh_iterator` is asking for, and
+    /// how many of its tries failed so far.
+    iterator_tries: Option<u32>,
     /// The index of the last record of the watermark's settled prefix: what a final checkpoint
     /// covers.
     settled_upto: Option<usize>,
@@ -845,6 +868,8 @@ struct Coord {
     next_poll: Time,
     /// `Subscription::last_listing`.
     last_listing: Vec<ShardInfo>,
+    /// `Subscription::take_backoff`: per shard, failed takes in a row and until when it waits.
+    backoff: HashMap<usize, (u32, Time)>,
 }
 
 #[derive(Debug)]
@@ -987,6 +1012,11 @@ struct Stats {
     /// was about to start.
     handed_back: u64,
     withheld: u64,
+    /// Expired iterators, and readers that handed their shard back for want of a fresh one.
+    expired: u64,
+    unreadable: u64,
+    /// Takes that failed after the lease was won and left their shard to a backoff.
+    take_backoffs: u64,
     polls: u64,
     poll_rounds: u64,
     resubscribes: u64,
@@ -1024,6 +1054,9 @@ impl Stats {
         self.filtered += o.filtered;
         self.handed_back += o.handed_back;
         self.withheld += o.withheld;
+        self.expired += o.expired;
+        self.unreadable += o.unreadable;
+        self.take_backoffs += o.take_backoffs;
         self.polls += o.polls;
         self.poll_rounds += o.poll_rounds;
         self.resubscribes += o.resubscribes;
@@ -2254,6 +2287,13 @@ impl Sim {
                 !round.reading.contains(&shard.id) && !round.unreadable.contains(&shard.id)
             })
             .filter(|shard| {
+                let index = self.stream.ids[&shard.id];
+                inst.coord
+                    .backoff
+                    .get(&index)
+                    .is_none_or(|&(_, until)| until <= self.now)
+            })
+            .filter(|shard| {
                 matches!(
                     plan::verdict(shard, &listed, &round.rows, &owner, now_ms, &initial),
                     Verdict::Take { .. }
@@ -2346,9 +2386,25 @@ impl Sim {
         let start = self.take_start(shard, checkpoint);
         if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
             self.log(|| format!("i{i} GetShardIterator failed for shard {shard}"));
+            // `take_failed`: the shard waits out a backoff before this instance tries it again.
+            let timings = self.cfg.timings;
+            let longest = timings.lease().max(timings.listing_interval());
+            let failures = self.insts[i]
+                .coord
+                .backoff
+                .get(&shard)
+                .map_or(1, |&(failures, _)| failures + 1);
+            let ceiling = millis(super::take_backoff_ceiling(failures, longest));
+            let wait = ms(self.rng.random_range(ceiling / 2..=ceiling));
+            self.insts[i]
+                .coord
+                .backoff
+                .insert(shard, (failures, self.now + wait));
+            self.stats.take_backoffs += 1;
             self.take_release(i, sid, shard);
             return;
         }
+        self.insts[i].coord.backoff.remove(&shard);
         self.open_session(i, sid, shard, &start, sent);
         self.take_done(i);
     }
@@ -2589,6 +2645,7 @@ impl Sim {
             failures: 0,
             finish: FinishState::NotYet,
             in_flight: 0,
+            iterator_tries: None,
             settled_upto: None,
             start_idx,
             last_idx: None,
@@ -3115,6 +3172,73 @@ impl Sim {
             );
             return;
         }
+        if let Some(tries) = s.iterator_tries {
+            // `fresh_iterator`: a `GetShardIterator` after the last record handed out (the
+            // session's position: the batch before was handed out whole).
+            let failed = chaos && self.rng.random_bool(self.cfg.p_iterator_fails);
+            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                return;
+            };
+            if !failed {
+                s.iterator_tries = None;
+            } else if tries + 1 >= ITERATOR_TRIES {
+                self.stats.unreadable += 1;
+                let stop = if self.cfg.unreadable_ends_shard {
+                    Stop::Ended
+                } else {
+                    Stop::Unreadable
+                };
+                self.reader_stop(i, sid, stop);
+                return;
+            } else {
+                s.iterator_tries = Some(tries + 1);
+            }
+            let ceiling = millis(
+                MIN_CALL_GAP
+                    .saturating_mul(1 << (tries + 1).min(5))
+                    .min(MAX_BACKOFF),
+            );
+            let gap = millis(MIN_CALL_GAP);
+            let wait = if failed {
+                ms(gap + backoff_coin % (ceiling - gap + 1))
+            } else {
+                MIN_CALL_GAP
+            };
+            s.reader_token = token;
+            self.push(
+                now + wait,
+                Ev::Reader {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+            return;
+        }
+        if self.rng.random_bool(self.cfg.p_expire) {
+            // `GetRecords` answered `ExpiredIteratorException`.
+            self.stats.expired += 1;
+            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                return;
+            };
+            s.iterator_tries = Some(0);
+            s.last_call = now;
+            s.reader_token = token;
+            self.push(
+                now + MIN_CALL_GAP,
+                Ev::Reader {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+            return;
+        }
+        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+            return;
+        };
         s.failures = 0;
         s.last_call = now;
         let shard = &self.stream.shards[s.shard];
@@ -3217,11 +3341,12 @@ impl Sim {
         match stop {
             Stop::Ended => {
                 s.finish = FinishState::Drain;
-                if s.watermark.is_drained() {
+                if s.in_flight == 0 {
                     self.end_shard(i, sid);
                 }
             }
-            Stop::Cancelled => self.release_graceful(i, sid),
+            // No iterator could be had: handed back unread, not finished.
+            Stop::Cancelled | Stop::Unreadable => self.release_graceful(i, sid),
         }
     }
 
@@ -4009,6 +4134,24 @@ fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
     assert!(
         found.is_some(),
         "no schedule delivered after the lease ran out"
+    );
+}
+
+/// Pins the loss the review found: a reader that could get no fresh iterator (after an expiry)
+/// took the missing iterator for the shard's end and wrote `SHARD_END` for an open shard, which
+/// no instance read again. It now hands the shard back unread; without that, records are lost.
+#[test]
+fn a_reader_that_takes_a_missing_iterator_for_the_end_loses_records() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.unreadable_ends_shard = true;
+        cfg.p_expire = 0.2;
+        cfg.p_iterator_fails = 0.9;
+        cfg.chaos = cfg.timings.lease() * 8;
+    };
+    let found = find_failure(200, &tweak, "at least once");
+    assert!(
+        found.is_some(),
+        "no schedule lost records behind a missing iterator"
     );
 }
 
