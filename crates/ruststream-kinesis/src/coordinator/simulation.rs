@@ -71,7 +71,10 @@
 //! expired (`p_expire`); the reader then asks for a fresh one after the last record it handed
 //! out, and when `ITERATOR_TRIES` tries in a row fail (`p_iterator_fails`) hands its shard back
 //! unread. A take whose `GetShardIterator` fails leaves its shard to a backoff of its own
-//! (`take_backoff_ceiling`, the coordinator's own rule).
+//! (`take_backoff_ceiling`, the coordinator's own rule). A held write may land and lose its
+//! answer while the SDK sends it again (`p_resend`): the counter the first attempt moved refuses
+//! the resend, and the store recognises the refusal as the write's own success
+//! (`lease::landed`, the rule `DynamoLeaseStore` uses).
 //!
 //! Abstracted away: time inside a handler or the runtime other than the handler's own duration
 //! and a lane's hold; rate drift of clocks (a 10 s lease at 100 ppm drifts by 1 ms) and a
@@ -337,6 +340,12 @@ struct Config {
     /// end (what `read` did before: it wrote `SHARD_END` for an open shard), rather than handing
     /// the shard back unread. A test pins it.
     unreadable_ends_shard: bool,
+    /// The chance that a held write lands and its answer is lost (a 5xx, a reset), and the SDK
+    /// sends it again at once: the resend is refused by the counter the first attempt moved.
+    p_resend: f64,
+    /// Whether such a refusal is recognised as the write's own success (`lease::landed`), or
+    /// taken for a lost lease (what `held_update` did before): a test pins it.
+    recognise_landed: bool,
     /// Whether a handed-back delivery comes back to its session (`ShardHandle::hand_back`), or
     /// stays unsettled for good while the runtime publishes a copy of it that is handled
     /// elsewhere (what `nack(true)` answering `Unsupported` did before), which freezes the
@@ -420,6 +429,8 @@ impl Config {
             p_expire: pick(rng, &[0.0, 0.01, 0.05]),
             p_iterator_fails: pick(rng, &[0.0, 0.3, 0.8]),
             unreadable_ends_shard: false,
+            p_resend: pick(rng, &[0.0, 0.02, 0.1]),
+            recognise_landed: true,
         }
     }
 }
@@ -519,6 +530,10 @@ struct Op {
     uncertain: bool,
     /// The one retry of `held_update` after it adopted the row's counter.
     retried: bool,
+    /// The SDK's resend of a held write whose first attempt landed and whose answer was lost.
+    resend: bool,
+    /// Both attempts of such a pair carry the same token.
+    pair: Option<u64>,
 }
 
 /// What a store object knows of its own writes to one row (`Fence` in `lease/dynamo.rs`).
@@ -1017,6 +1032,10 @@ struct Stats {
     unreadable: u64,
     /// Takes that failed after the lease was won and left their shard to a backoff.
     take_backoffs: u64,
+    /// SDK resends of held writes that had landed: recognised as their write's success, or
+    /// taken for a lost lease.
+    resends_recognised: u64,
+    resends_lost: u64,
     polls: u64,
     poll_rounds: u64,
     resubscribes: u64,
@@ -1057,6 +1076,8 @@ impl Stats {
         self.expired += o.expired;
         self.unreadable += o.unreadable;
         self.take_backoffs += o.take_backoffs;
+        self.resends_recognised += o.resends_recognised;
+        self.resends_lost += o.resends_lost;
         self.polls += o.polls;
         self.poll_rounds += o.poll_rounds;
         self.resubscribes += o.resubscribes;
@@ -1085,6 +1106,8 @@ struct Sim {
     rows: Vec<Row>,
     /// Per (instance, incarnation, shard): its store object's fence.
     fences: HashMap<(usize, u32, usize), Fence>,
+    /// The resend pairs whose first attempt landed.
+    landed_pairs: HashSet<u64>,
     insts: Vec<Inst>,
     sid_inst: HashMap<u64, (usize, u32)>,
     next_sid: u64,
@@ -1122,6 +1145,7 @@ impl Sim {
             },
             rows: Vec::new(),
             fences: HashMap::new(),
+            landed_pairs: HashSet::new(),
             insts: Vec::new(),
             sid_inst: HashMap::new(),
             next_sid: 1,
@@ -1429,6 +1453,9 @@ impl Sim {
         match ev {
             Ev::Apply { op, reply } => {
                 let res = self.apply(&op);
+                if let (Some(pair), false, Res::Ok) = (op.pair, op.resend, &res) {
+                    self.landed_pairs.insert(pair);
+                }
                 if let Some((delay, cont)) = reply {
                     let fence = self.fenced(&op).then(|| {
                         let row = self.rows[op.shard].state.clone();
@@ -1456,11 +1483,11 @@ impl Sim {
                 fence,
                 ..
             } => {
-                let cont = match fence {
-                    Some(note) => self.settle_fence(inst, *note, &res, cont),
-                    None => Some(cont),
+                let answer = match fence {
+                    Some(note) => self.settle_fence(inst, *note, res, cont),
+                    None => Some((cont, res)),
                 };
-                if let Some(cont) = cont {
+                if let Some((cont, res)) = answer {
                     self.on_reply(inst, cont, res);
                 }
             }
@@ -1538,6 +1565,8 @@ impl Sim {
             seen: None,
             uncertain: false,
             retried: false,
+            resend: false,
+            pair: None,
         };
         if self.fenced(&op) && !matches!(op.kind, OpKind::Acquire) {
             let fence = self.fence(i, op.inc, shard);
@@ -1565,11 +1594,43 @@ impl Sim {
     /// after a failed call, keeps the recorded counter after a refusal. A held write refused by
     /// a row this owner still holds while one of this store object's writes was uncertain adopts
     /// the row's counter and is sent once more (its answer then goes to the caller): `None`.
-    fn settle_fence(&mut self, i: usize, note: FenceNote, res: &Res, cont: Cont) -> Option<Cont> {
+    fn settle_fence(
+        &mut self,
+        i: usize,
+        note: FenceNote,
+        res: Res,
+        cont: Cont,
+    ) -> Option<(Cont, Res)> {
         let FenceNote { op, row } = note;
         let key = (i, op.inc, op.shard);
         let fence = self.fence(i, op.inc, op.shard);
-        let settled = match res {
+        if let (Res::Fenced, Some(row)) = (&res, &row)
+            && self.cfg.recognise_landed
+            && self.landed(&op, row)
+        {
+            // `held_update`: the refusal shows this very write landed; it succeeded.
+            if op.resend {
+                self.stats.resends_recognised += 1;
+            }
+            self.fences.insert(
+                key,
+                Fence {
+                    counter: Some(row.counter),
+                    uncertain: false,
+                },
+            );
+            return Some((cont, Res::Ok));
+        }
+        if op.resend
+            && matches!(res, Res::Fenced)
+            && op
+                .pair
+                .is_some_and(|pair| self.landed_pairs.contains(&pair))
+        {
+            self.stats.resends_lost += 1;
+        }
+        let res_ref = &res;
+        let settled = match res_ref {
             Res::Failed => Fence {
                 uncertain: true,
                 ..fence
@@ -1584,7 +1645,7 @@ impl Sim {
             },
         };
         self.fences.insert(key, settled);
-        if let (Res::Fenced, Some(row)) = (res, &row)
+        if let (Res::Fenced, Some(row)) = (res_ref, &row)
             && !matches!(op.kind, OpKind::Acquire)
             && !op.retried
             && op.uncertain
@@ -1613,7 +1674,37 @@ impl Sim {
             self.transmit(op, cont);
             return None;
         }
-        Some(cont)
+        Some((cont, res))
+    }
+
+    /// `lease::landed` on the row that refused `op`: what the write sets, as the store's
+    /// `HeldEffect`.
+    fn landed(&self, op: &Op, row: &LeaseState) -> bool {
+        let expiry = op.wall_ms + millis(self.cfg.timings.lease());
+        let effect = match &op.kind {
+            OpKind::Renew => crate::lease::HeldEffect {
+                owner: Some(&op.owner),
+                expiry_ms: Some(expiry),
+                checkpoint: None,
+            },
+            OpKind::Checkpoint(checkpoint) => crate::lease::HeldEffect {
+                owner: Some(&op.owner),
+                expiry_ms: None,
+                checkpoint: Some(checkpoint),
+            },
+            OpKind::CheckpointRenew(checkpoint) => crate::lease::HeldEffect {
+                owner: Some(&op.owner),
+                expiry_ms: Some(expiry),
+                checkpoint: Some(checkpoint),
+            },
+            OpKind::Release { .. } => crate::lease::HeldEffect {
+                owner: None,
+                expiry_ms: Some(0),
+                checkpoint: None,
+            },
+            OpKind::Read | OpKind::List | OpKind::Acquire => return false,
+        };
+        crate::lease::landed(row, op.seen, &effect)
     }
 
     /// Sends a built call: a retry keeps the values (expiry, wall clock) of the first.
@@ -1661,6 +1752,33 @@ impl Sim {
         } else {
             (quick(&mut self.rng), quick(&mut self.rng))
         };
+        let held = matches!(
+            op.kind,
+            OpKind::Renew
+                | OpKind::Checkpoint(_)
+                | OpKind::CheckpointRenew(_)
+                | OpKind::Release { .. }
+        );
+        if held && fence.is_some() && chaos && self.rng.random_bool(self.cfg.p_resend) {
+            // The first attempt lands and its answer is lost; the SDK sends the same request
+            // again, which the counter the first attempt moved refuses.
+            let pair = Some(self.token());
+            let resend = Op {
+                resend: true,
+                pair,
+                ..op.clone()
+            };
+            let op = Op { pair, ..op };
+            self.push(self.now + there, Ev::Apply { op, reply: None });
+            self.push(
+                self.now + there + ms(1),
+                Ev::Apply {
+                    op: resend,
+                    reply: Some((back, cont)),
+                },
+            );
+            return;
+        }
         let lost_answer = chaos && self.rng.random_bool(self.cfg.p_timeout);
         if lost_answer || there + back >= timeout {
             // Timed out: the caller cannot tell whether the write landed.
@@ -4134,6 +4252,32 @@ fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
     assert!(
         found.is_some(),
         "no schedule delivered after the lease ran out"
+    );
+}
+
+/// The SDK sends a held write again after an attempt that landed and whose answer was lost; the
+/// counter the first attempt moved refuses the resend. `held_update` recognises the refusal as
+/// the write's own success (`lease::landed`); taken for a lost lease, as it was before, every such
+/// resend stopped its shard and redelivered what followed its checkpoint.
+#[test]
+fn a_resend_refused_by_its_own_landed_write_is_a_success() {
+    let resends = |recognise: bool| {
+        move |cfg: &mut Config, _: &mut StdRng| {
+            cfg.recognise_landed = recognise;
+            cfg.p_resend = 0.2;
+        }
+    };
+    let (stats, failure) = run_many(7_000, 100, &resends(true));
+    assert!(failure.is_none(), "{failure:?}");
+    assert!(stats.resends_recognised > 0, "{stats:?}");
+    assert_eq!(
+        stats.resends_lost, 0,
+        "a resend of a landed write was taken for a lost lease"
+    );
+    let (stats, _) = run_many(7_000, 100, &resends(false));
+    assert!(
+        stats.resends_lost > 0,
+        "without the recognition no resend was taken for a lost lease: {stats:?}"
     );
 }
 

@@ -22,6 +22,7 @@ pub use dynamo::DynamoLeaseStore;
 pub use error::LeaseError;
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
+pub(crate) use state::{HeldEffect, landed};
 pub use state::{LeaseState, SHARD_END};
 pub(crate) use store::millis;
 pub use store::{LeaseFuture, LeaseStore, SKEW_TOLERANCE, epoch_millis};

@@ -14,7 +14,8 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::{
-    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, SKEW_TOLERANCE, epoch_millis, millis,
+    HeldEffect, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, SKEW_TOLERANCE,
+    epoch_millis, landed, millis,
 };
 
 /// The table's only key attribute: `stream:shard`, a string.
@@ -175,9 +176,9 @@ struct HeldWrite<'a> {
     values: Item,
     /// What the answer holds.
     returns: ReturnValue,
-    /// The attributes the write leaves (`None`: removed), by which a refusal is recognised as
-    /// this very write having landed before.
-    expected: &'a [(&'a str, Option<AttributeValue>)],
+    /// What the write leaves in the row, by which a refusal is recognised as this very write
+    /// having landed before.
+    effect: HeldEffect<'a>,
 }
 
 /// A conditional write that did not happen.
@@ -553,7 +554,7 @@ impl DynamoLeaseStore {
     /// whose answer was lost (a 5xx, a reset connection) and that attempt had landed, the resent
     /// write is refused by the very counter it moved: the row then shows this owner, the counter
     /// one past the one the write was conditioned on, and the attributes this write set, exactly
-    /// (`expected`; `None` for one it removes). That refusal is the write's success. A refusal
+    /// (`effect`). That refusal is the write's success. A refusal
     /// that finds the row still held by this owner after one of this store's own writes had an
     /// unknown outcome adopts the row's counter and tries once more; any other refusal is
     /// [`LeaseError::Lost`].
@@ -568,7 +569,7 @@ impl DynamoLeaseStore {
             update,
             values,
             returns,
-            expected,
+            effect,
         } = write;
         let mut retried = false;
         loop {
@@ -589,7 +590,9 @@ impl DynamoLeaseStore {
             self.settle_fence(key, written.as_ref());
             match written {
                 Ok(item) => return Ok(item),
-                Err(WriteError::Refused(Some(row))) if landed(&row, fence.counter, expected) => {
+                Err(WriteError::Refused(Some(row)))
+                    if state_of(&row).is_ok_and(|state| landed(&state, fence.counter, &effect)) =>
+                {
                     // Our own earlier attempt of this very write landed.
                     self.set_fence(
                         key,
@@ -906,10 +909,10 @@ impl DynamoLeaseStore {
         owner: &str,
         lease: Duration,
     ) -> Result<LeaseState, LeaseError> {
-        let expiry = number(epoch_millis().saturating_add(millis(lease)));
+        let expiry = epoch_millis().saturating_add(millis(lease));
         let values = HashMap::from([
             (":me".to_owned(), string(owner)),
-            (":expiry".to_owned(), expiry.clone()),
+            (":expiry".to_owned(), number(expiry)),
             (":one".to_owned(), number(1)),
         ]);
         let item = self
@@ -921,7 +924,11 @@ impl DynamoLeaseStore {
                     update: "SET lease_expiry = :expiry ADD lease_counter :one",
                     values,
                     returns: ReturnValue::AllNew,
-                    expected: &[(OWNER, Some(string(owner))), (EXPIRY, Some(expiry))],
+                    effect: HeldEffect {
+                        owner: Some(owner),
+                        expiry_ms: Some(expiry),
+                        checkpoint: None,
+                    },
                 },
             )
             .await?;
@@ -947,10 +954,11 @@ impl DynamoLeaseStore {
                 update: "SET checkpoint = :checkpoint ADD lease_counter :one",
                 values,
                 returns: ReturnValue::UpdatedNew,
-                expected: &[
-                    (OWNER, Some(string(owner))),
-                    (CHECKPOINT, Some(string(checkpoint))),
-                ],
+                effect: HeldEffect {
+                    owner: Some(owner),
+                    expiry_ms: None,
+                    checkpoint: Some(checkpoint),
+                },
             },
         )
         .await
@@ -964,11 +972,11 @@ impl DynamoLeaseStore {
         checkpoint: &str,
         lease: Duration,
     ) -> Result<(), LeaseError> {
-        let expiry = number(epoch_millis().saturating_add(millis(lease)));
+        let expiry = epoch_millis().saturating_add(millis(lease));
         let values = HashMap::from([
             (":me".to_owned(), string(owner)),
             (":checkpoint".to_owned(), string(checkpoint)),
-            (":expiry".to_owned(), expiry.clone()),
+            (":expiry".to_owned(), number(expiry)),
             (":one".to_owned(), number(1)),
         ]);
         self.held_update(
@@ -979,11 +987,11 @@ impl DynamoLeaseStore {
                 update: "SET checkpoint = :checkpoint, lease_expiry = :expiry ADD lease_counter :one",
                 values,
                 returns: ReturnValue::UpdatedNew,
-                expected: &[
-                (OWNER, Some(string(owner))),
-                (CHECKPOINT, Some(string(checkpoint))),
-                (EXPIRY, Some(expiry)),
-            ],
+                effect: HeldEffect {
+                    owner: Some(owner),
+                    expiry_ms: Some(expiry),
+                    checkpoint: Some(checkpoint),
+                },
             },
         )
         .await
@@ -1012,7 +1020,11 @@ impl DynamoLeaseStore {
                 update: "REMOVE lease_owner SET lease_expiry = :zero ADD lease_counter :one",
                 values,
                 returns: ReturnValue::UpdatedNew,
-                expected: &[(OWNER, None), (EXPIRY, Some(number(0)))],
+                effect: HeldEffect {
+                    owner: None,
+                    expiry_ms: Some(0),
+                    checkpoint: None,
+                },
             },
         )
         .await
@@ -1097,20 +1109,6 @@ impl LeaseStore for DynamoLeaseStore {
             ))
         })
     }
-}
-
-/// Whether `row`, which refused a held write conditioned on `seen`, is the row that very write
-/// leaves: the counter one past `seen` (when the write was conditioned on one) and every
-/// attribute of `expected` as the write sets it (`None`: removed).
-fn landed(row: &Item, seen: Option<u64>, expected: &[(&str, Option<AttributeValue>)]) -> bool {
-    let counter_moved_once = match seen {
-        Some(seen) => number_attribute(row, COUNTER).ok().flatten() == seen.checked_add(1),
-        None => true,
-    };
-    counter_moved_once
-        && expected
-            .iter()
-            .all(|(name, value)| row.get(*name) == value.as_ref())
 }
 
 /// Marks a row's fence uncertain when a write to it is dropped before its answer (a call bound
