@@ -2725,7 +2725,8 @@ impl Sim {
         let timings = self.cfg.timings;
         // `take`: `handle.extend(sent + lease - holder_margin)`; `keep_lease` starts from it.
         let valid_until = LeaseKeeper::valid_after(&timings, sent);
-        let keeper = LeaseKeeper::new(timings, valid_until, self.now);
+        // `keep_lease`: the first renewal counts from the take's send, not from the reader's start.
+        let keeper = LeaseKeeper::new(timings, valid_until, sent);
         let cancelled = self.insts[i].coord.cancelled;
         let keeper_token = self.token();
         let reader_token = self.token();
