@@ -108,7 +108,7 @@ pub use error::KinesisError;
 pub use lease::DynamoLeaseStore;
 pub use lease::{
     LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, MemoryLeaseStore, SHARD_END,
-    SKEW_TOLERANCE, epoch_millis,
+    SHARD_SKIPPED, SKEW_TOLERANCE, epoch_millis,
 };
 pub use local_stack::local_stack_config;
 pub use message::KinesisMessage;

@@ -8,7 +8,7 @@ pub(crate) mod plan;
 mod simulation;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use crate::position::ShardStart;
 use crate::reader::{self, Reader, Restart};
 use crate::shard::{Sent, ShardHandle};
 use crate::{KinesisError, KinesisMessage, KinesisPosition, LeaseTimings};
-use plan::{Rows, Verdict};
+use plan::{Rows, StartRule, TakeFor, Verdict};
 
 /// The first wait after a take that failed once the lease was won (its iterator refused, a
 /// legacy row in the way); it doubles with each failure in a row, up to the longer of the lease
@@ -61,6 +61,11 @@ impl TakeBackoff {
         }
     }
 }
+
+/// How many times one round decides again after it marked shards never to be read: the
+/// generations of closed shards a new subscription at the tip marks one after another before it
+/// takes their children.
+const MARK_PASSES: usize = 4;
 
 /// What the subscriber stream yields.
 pub(crate) type Item = Result<KinesisMessage, KinesisError>;
@@ -107,6 +112,9 @@ pub(crate) struct Subscription {
     pub(crate) wake: Notify,
     /// Where shards without a checkpoint start; a seek made before any shard was taken sets it.
     pub(crate) initial: Mutex<KinesisPosition>,
+    /// Whether this application read the stream before (`plan::StartRule::followed`): set for
+    /// good once a round sees a row of the stream or this subscription takes a shard.
+    pub(crate) followed: AtomicBool,
     /// The shards the last listing found, for the handover poll between listings.
     pub(crate) last_listing: Mutex<Vec<ShardInfo>>,
 }
@@ -171,23 +179,48 @@ impl Subscription {
             }
         }
         *lock(&self.last_listing) = listing.clone();
-        // A shard whose row, or a parent's, could not be read is left for a later round.
-        let skip = |shard: &ShardInfo| {
-            reading.contains(&shard.id)
-                || unreadable.contains(&shard.id)
-                || shard
-                    .parents
-                    .iter()
-                    .any(|parent| unreadable.contains(parent))
-        };
-        let to_take = self.takeable(&listing, &rows, skip);
-        let taken = join_all(
-            to_take
+        // A shard whose row, or an ancestor's, could not be read is left for a later round.
+        let held_back = plan::held_back_by(&listing, &unreadable);
+        let mut tried: HashSet<Arc<str>> = HashSet::new();
+        let mut taken = 0;
+        // Children wait for their never-read parents' marks: a pass that marks some decides
+        // again at once, so a new subscription at the tip takes them in this round.
+        for _ in 0..MARK_PASSES {
+            let skip = |shard: &ShardInfo| {
+                reading.contains(&shard.id)
+                    || held_back.contains(&shard.id)
+                    || tried.contains(&shard.id)
+            };
+            let to_take = self.takeable(&listing, &rows, skip);
+            if to_take.is_empty() {
+                break;
+            }
+            let marking: Vec<Arc<str>> = to_take
+                .iter()
+                .filter(|(_, purpose)| *purpose == TakeFor::Skipping)
+                .map(|(shard, _)| Arc::clone(&shard.id))
+                .collect();
+            tried.extend(to_take.iter().map(|(shard, _)| Arc::clone(&shard.id)));
+            let outcomes = join_all(
+                to_take
+                    .into_iter()
+                    .map(|(shard, purpose)| self.take(shard, purpose)),
+            )
+            .await;
+            taken += outcomes.into_iter().filter(|taken| *taken).count();
+            let skipped = lock(&self.skipped).clone();
+            let marked: Vec<Arc<str>> = marking
                 .into_iter()
-                .map(|(shard, fresh)| self.take(shard, fresh)),
-        )
-        .await;
-        Ok(taken.into_iter().filter(|taken| *taken).count())
+                .filter(|shard| skipped.contains(shard))
+                .collect();
+            if marked.is_empty() {
+                break;
+            }
+            for shard in marked {
+                rows.insert(shard, Some(crate::LeaseState::skipped()));
+            }
+        }
+        Ok(taken)
     }
 
     /// The rows of `wanted`: one `list` call where the store can list (and answers), a read per
@@ -310,9 +343,15 @@ impl Subscription {
         listing: &'a [ShardInfo],
         rows: &Rows,
         skip: impl Fn(&ShardInfo) -> bool,
-    ) -> Vec<(&'a ShardInfo, KinesisPosition)> {
+    ) -> Vec<(&'a ShardInfo, TakeFor)> {
         let listed = plan::listed(listing);
-        let initial = self.initial_position();
+        if rows.values().any(Option::is_some) {
+            self.followed.store(true, Ordering::Release);
+        }
+        let rule = StartRule {
+            initial: self.initial_position(),
+            followed: self.followed.load(Ordering::Acquire),
+        };
         let now_ms = epoch_millis();
         let now = Instant::now();
         let backoff = lock(&self.take_backoff).clone();
@@ -326,10 +365,10 @@ impl Subscription {
             {
                 continue;
             }
-            match plan::verdict(shard, &listed, rows, &self.owner, now_ms, &initial) {
-                Verdict::Take { fresh } => takeable.push((shard, fresh)),
-                Verdict::Skip => {
-                    tracing::debug!(stream = %self.stream, shard = %shard.id, "closed shard never read and started at the tip: skipped");
+            match plan::verdict(shard, &listed, rows, &self.owner, now_ms, &rule) {
+                Verdict::Take { fresh } => takeable.push((shard, TakeFor::Reading(fresh))),
+                Verdict::Skip => takeable.push((shard, TakeFor::Skipping)),
+                Verdict::Skipped => {
                     lock(&self.skipped).insert(Arc::clone(&shard.id));
                 }
                 Verdict::Finished | Verdict::WaitForParents | Verdict::HeldElsewhere => {}
@@ -365,13 +404,21 @@ impl Subscription {
     }
 
     /// Takes the lease of `shard` and starts its reader; whether it now reads the shard. A row
-    /// without a checkpoint starts at `fresh`.
-    async fn take(self: &Arc<Self>, shard: &ShardInfo, fresh: KinesisPosition) -> bool {
+    /// without a checkpoint starts where `purpose` says; a take for skipping marks it
+    /// [`SHARD_SKIPPED`](crate::SHARD_SKIPPED) instead, and hands it back.
+    async fn take(self: &Arc<Self>, shard: &ShardInfo, purpose: TakeFor) -> bool {
         let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id));
         // Where a first owner starts: recorded by the take itself when the row has no
         // checkpoint, so an instance that takes the shard over before the first acknowledgement
         // starts no later than this one did.
-        let recorded = ShardStart::At(fresh.clone()).to_checkpoint(epoch_millis());
+        let skipping = purpose == TakeFor::Skipping;
+        let (fresh, recorded) = match purpose {
+            TakeFor::Reading(fresh) => {
+                let recorded = ShardStart::At(fresh.clone()).to_checkpoint(epoch_millis());
+                (fresh, recorded)
+            }
+            TakeFor::Skipping => (KinesisPosition::Latest, crate::SHARD_SKIPPED.to_owned()),
+        };
         let sent = Sent::now();
         let state = match self
             .store
@@ -404,6 +451,16 @@ impl Subscription {
                 let _ = self.store.release(&key, &self.owner).await;
                 return false;
             }
+            // Never read (marked by this take, or by another instance's before it); a store that
+            // records no start cannot mark it, and the shard is left for a later round.
+            Some(crate::SHARD_SKIPPED) | None if skipping => {
+                tracing::debug!(stream = %self.stream, shard = %shard.id, "closed shard never read and started at the tip: skipped");
+                lock(&self.skipped).insert(Arc::clone(&shard.id));
+                let _ = self.store.release(&key, &self.owner).await;
+                // Its children were waiting for the mark: decide them now.
+                self.wake.notify_one();
+                return false;
+            }
             // The start this take recorded (or would have, for a store that keeps none): the
             // first iterator reads from the position itself (the tip stays the tip), and every
             // later one without a delivered record from the moment recorded for it.
@@ -428,6 +485,7 @@ impl Subscription {
                 }
             };
         lock(&self.take_backoff).remove(&shard.id);
+        self.followed.store(true, Ordering::Release);
         let handle = Arc::new(ShardHandle::new(key, Arc::clone(&self.broker_closed)));
         handle.extend(sent, &self.timings);
         let (restart, restart_rx) = watch::channel(None);

@@ -23,8 +23,20 @@ pub(crate) enum Verdict {
     HeldElsewhere,
     /// A closed shard this application never read and never will: it has no row, none of its
     /// parents was read, and the subscription starts at the tip, where a closed shard holds
-    /// nothing.
+    /// nothing. A take marks its row [`SHARD_SKIPPED`](crate::SHARD_SKIPPED), and its children
+    /// wait for the mark.
     Skip,
+    /// Marked [`SHARD_SKIPPED`](crate::SHARD_SKIPPED): never read.
+    Skipped,
+}
+
+/// What a take of a shard is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TakeFor {
+    /// Reading it; a row without a checkpoint starts at the position.
+    Reading(KinesisPosition),
+    /// Marking it [`SHARD_SKIPPED`](crate::SHARD_SKIPPED) (`Verdict::Skip`).
+    Skipping,
 }
 
 /// The rows a decision reads, by shard id; `None` where the table has no row.
@@ -39,6 +51,29 @@ pub(crate) fn listed(listing: &[ShardInfo]) -> Listed<'_> {
         .iter()
         .map(|shard| (shard.id.as_ref(), shard))
         .collect()
+}
+
+/// Where a subscription starts the shards it never read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StartRule {
+    /// The subscription's initial position.
+    pub(crate) initial: KinesisPosition,
+    /// Whether this application read the stream before: the lease table holds a row of it, or
+    /// this subscription took a shard of it. A parent trimmed out of the stream without a row
+    /// is then one the application fell behind on (by more than the retention), not one that
+    /// ended before it started, and its children hold what follows what it read.
+    pub(crate) followed: bool,
+}
+
+impl StartRule {
+    /// The rule of a subscription at `initial` that has not read the stream yet.
+    #[cfg(test)]
+    pub(crate) fn new(initial: KinesisPosition) -> Self {
+        Self {
+            initial,
+            followed: false,
+        }
+    }
 }
 
 /// How a shard without a checkpoint relates to what this application read.
@@ -61,18 +96,23 @@ enum Lineage {
 /// beginning when a parent was read (everything it holds was written after its parents ended,
 /// which this subscription read), and where `initial` says when none was: a new subscription
 /// at the tip, or at a timestamp after a split, does not replay the children's retention. A
-/// closed shard that would start at the tip holds nothing there, and is skipped.
+/// closed shard that would start at the tip holds nothing there: it is marked skipped, and its
+/// children wait for the mark, so no late take brings it back after them.
 pub(crate) fn verdict(
     shard: &ShardInfo,
     listed: &Listed<'_>,
     rows: &Rows,
     owner: &str,
     now_ms: u64,
-    initial: &KinesisPosition,
+    rule: &StartRule,
 ) -> Verdict {
+    let initial = &rule.initial;
     let row = rows.get(&shard.id).cloned().flatten();
     if row.as_ref().is_some_and(LeaseState::is_finished) {
         return Verdict::Finished;
+    }
+    if row.as_ref().is_some_and(LeaseState::is_skipped) {
+        return Verdict::Skipped;
     }
     let has_checkpoint = row.as_ref().is_some_and(|row| row.checkpoint.is_some());
     // A shard with a checkpoint was taken once, when its parents were done: they hold it no
@@ -80,7 +120,7 @@ pub(crate) fn verdict(
     let lineage = if has_checkpoint {
         Lineage::Fresh
     } else {
-        lineage(shard, listed, rows, initial)
+        lineage(shard, listed, rows, rule)
     };
     if lineage == Lineage::ParentsPending {
         return Verdict::WaitForParents;
@@ -96,65 +136,75 @@ pub(crate) fn verdict(
         _ if initial.applies_to(&shard.id) => initial.clone(),
         _ => KinesisPosition::Latest,
     };
-    if shard.closed && !has_checkpoint && fresh == KinesisPosition::Latest {
+    // Only a shard without a row: a row, even one without a checkpoint (a take whose start
+    // record failed, or a store that keeps none), holds the children back until a reader
+    // takes the shard to its end.
+    if shard.closed && row.is_none() && fresh == KinesisPosition::Latest {
         return Verdict::Skip;
     }
     Verdict::Take { fresh }
 }
 
-fn lineage(
-    shard: &ShardInfo,
-    listed: &Listed<'_>,
-    rows: &Rows,
-    initial: &KinesisPosition,
-) -> Lineage {
+fn lineage(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows, rule: &StartRule) -> Lineage {
     let mut lineage = Lineage::Fresh;
     for parent in &shard.parents {
         let row = rows.get(parent).and_then(Option::as_ref);
         let parent_listed = listed.get(parent.as_ref());
         match (row, parent_listed) {
+            // Never read, and never to be: nothing of it comes first.
+            (Some(row), _) if row.is_skipped() => {}
             (Some(row), _) if row.is_finished() => lineage = Lineage::ParentsRead,
             // Read once, then trimmed out of the stream: it cannot hold its child.
             (Some(_), None) => lineage = Lineage::ParentsRead,
             // Being read, or about to be.
             (Some(_), Some(_)) => return Lineage::ParentsPending,
-            // Never read, and gone: nothing of it comes first.
+            // Never read, and gone: before the application started, nothing of it comes first;
+            // after, it fell behind on the shard, and the child follows from its beginning.
+            (None, None) if rule.followed => lineage = Lineage::ParentsRead,
             (None, None) => {}
-            // Never read yet: it holds its child unless it is never to be read at all.
-            (None, Some(parent)) => {
-                if lineage_of_unread(parent, listed, rows, initial) != Verdict::Skip {
-                    return Lineage::ParentsPending;
-                }
-            }
+            // Never read yet: it holds its child until it is read, or marked as never to be.
+            (None, Some(_)) => return Lineage::ParentsPending,
         }
     }
     lineage
 }
 
-/// What becomes of a listed shard without a row: skipped, or taken some day (waiting meanwhile).
-fn lineage_of_unread(
-    shard: &ShardInfo,
-    listed: &Listed<'_>,
-    rows: &Rows,
-    initial: &KinesisPosition,
-) -> Verdict {
-    match lineage(shard, listed, rows, initial) {
-        Lineage::ParentsPending => Verdict::WaitForParents,
-        Lineage::ParentsRead => Verdict::Take {
-            fresh: KinesisPosition::TrimHorizon,
-        },
-        Lineage::Fresh if shard.closed && !initial_reads_closed(initial, &shard.id) => {
-            Verdict::Skip
+/// The shards of `listing` a round leaves alone because the row of the shard itself, or of one
+/// of its ancestors, could not be read: `verdict` would take the unknown row for a missing one,
+/// and a missing row of a closed ancestor can make a descendant start at the tip and skip what
+/// it holds.
+pub(crate) fn held_back_by(
+    listing: &[ShardInfo],
+    unreadable: &HashSet<Arc<str>>,
+) -> HashSet<Arc<str>> {
+    fn blocked<'a>(
+        shard: &'a str,
+        listed: &Listed<'a>,
+        unreadable: &HashSet<Arc<str>>,
+        known: &mut HashMap<&'a str, bool>,
+    ) -> bool {
+        if let Some(&answer) = known.get(shard) {
+            return answer;
         }
-        Lineage::Fresh => Verdict::Take {
-            fresh: initial.clone(),
-        },
+        let answer = unreadable.contains(shard)
+            || listed.get(shard).is_some_and(|info| {
+                info.parents
+                    .iter()
+                    .any(|parent| blocked(parent, listed, unreadable, known))
+            });
+        known.insert(shard, answer);
+        answer
     }
-}
-
-/// Whether a subscription starting at `initial` reads anything of a closed shard it never read.
-fn initial_reads_closed(initial: &KinesisPosition, shard: &str) -> bool {
-    initial.applies_to(shard) && *initial != KinesisPosition::Latest
+    if unreadable.is_empty() {
+        return HashSet::new();
+    }
+    let listed = listed(listing);
+    let mut known = HashMap::new();
+    listing
+        .iter()
+        .filter(|shard| blocked(&shard.id, &listed, unreadable, &mut known))
+        .map(|shard| Arc::clone(&shard.id))
+        .collect()
 }
 
 /// Marks the shards known to be finished as finished in `rows`: they are not read again, and
@@ -226,7 +276,8 @@ mod tests {
         now_ms: u64,
         initial: &KinesisPosition,
     ) -> Verdict {
-        verdict(shard, &listed(listing), rows, "me", now_ms, initial)
+        let rule = StartRule::new(initial.clone());
+        verdict(shard, &listed(listing), rows, "me", now_ms, &rule)
     }
 
     fn decide(shard: &ShardInfo, listing: &[ShardInfo], rows: &Rows, now_ms: u64) -> Verdict {
@@ -305,8 +356,12 @@ mod tests {
         let parent = shard("p", &[], true);
         let (left, right) = (shard("l", &["p"], false), shard("r", &["p"], false));
         let listing = [parent.clone(), left.clone(), right.clone()];
-        let rows = Rows::new();
+        let mut rows = Rows::new();
         assert_eq!(decide(&parent, &listing, &rows, 0), Verdict::Skip);
+        // The children wait for the parent's mark, so no late take brings it back after them.
+        assert_eq!(decide(&left, &listing, &rows, 0), Verdict::WaitForParents);
+        rows.insert(Arc::from("p"), row(None, 0, Some(crate::SHARD_SKIPPED)));
+        assert_eq!(decide(&parent, &listing, &rows, 0), Verdict::Skipped);
         assert_eq!(
             decide(&left, &listing, &rows, 0),
             take(KinesisPosition::Latest)
@@ -315,11 +370,96 @@ mod tests {
             decide(&right, &listing, &rows, 0),
             take(KinesisPosition::Latest)
         );
-        // Two generations of splits before the start: the grandchildren start at the tip too.
+        // Two generations of splits before the start: the grandchildren start at the tip too,
+        // once the closed generations are marked one after the other.
         let child = shard("l", &["p"], true);
         let grandchild = shard("g", &["l"], false);
         let listing = [parent, child.clone(), grandchild.clone()];
         assert_eq!(decide(&child, &listing, &rows, 0), Verdict::Skip);
+        assert_eq!(
+            decide(&grandchild, &listing, &rows, 0),
+            Verdict::WaitForParents
+        );
+        rows.insert(Arc::from("l"), row(None, 0, Some(crate::SHARD_SKIPPED)));
+        assert_eq!(
+            decide(&grandchild, &listing, &rows, 0),
+            take(KinesisPosition::Latest)
+        );
+    }
+
+    #[test]
+    fn a_closed_shard_with_a_row_but_no_checkpoint_is_taken_to_its_end_not_skipped() {
+        // A take at the tip whose start record failed left a row without a checkpoint, then the
+        // shard closed: its child waits for that row, so skipping the shard would wedge it.
+        let parent = shard("p", &[], true);
+        let child = shard("c", &["p"], false);
+        let listing = [parent.clone(), child.clone()];
+        let rows = Rows::from([(Arc::from("p"), row(Some("gone"), 5, None))]);
+        let now_ms = 60_000;
+        assert_eq!(
+            decide(&parent, &listing, &rows, now_ms),
+            take(KinesisPosition::Latest)
+        );
+        assert_eq!(
+            decide(&child, &listing, &rows, now_ms),
+            Verdict::WaitForParents
+        );
+    }
+
+    #[test]
+    fn an_unreadable_row_holds_back_every_descendant_of_its_shard() {
+        // The row of a parent trimmed out of the stream could not be read: taken for a missing
+        // one, it would make the child start at the tip, past what followed the parent.
+        let orphan = shard("o", &["trimmed"], false);
+        assert_eq!(
+            decide(&orphan, std::slice::from_ref(&orphan), &Rows::new(), 0),
+            take(KinesisPosition::Latest),
+            "without the rule the child would start at the tip"
+        );
+        let trimmed = HashSet::from([Arc::from("trimmed")]);
+        let held = held_back_by(std::slice::from_ref(&orphan), &trimmed);
+        assert!(held.contains("o"));
+        // Every generation below an unreadable row waits, and nothing else does.
+        let grandparent = shard("g", &[], true);
+        let parent = shard("p", &["g"], true);
+        let child = shard("c", &["p"], false);
+        let other = shard("x", &[], false);
+        let listing = [grandparent, parent, child, other];
+        let unreadable = HashSet::from([Arc::from("g")]);
+        let mut held: Vec<_> = held_back_by(&listing, &unreadable)
+            .into_iter()
+            .map(|id| id.to_string())
+            .collect();
+        held.sort();
+        assert_eq!(held, ["c", "g", "p"]);
+    }
+
+    #[test]
+    fn behind_by_more_than_the_retention_the_children_of_a_trimmed_parent_start_at_their_beginning()
+    {
+        // The application read the stream, fell behind, and a parent was trimmed before it was
+        // read: its children hold what follows, still in the stream.
+        let child = shard("c", &["trimmed"], true);
+        let grandchild = shard("g", &["c"], false);
+        let listing = [child.clone(), grandchild.clone()];
+        let rows = Rows::from([(Arc::from("c"), None), (Arc::from("g"), None)]);
+        let followed = StartRule {
+            initial: KinesisPosition::Latest,
+            followed: true,
+        };
+        let listed = listed(&listing);
+        assert_eq!(
+            verdict(&child, &listed, &rows, "me", 0, &followed),
+            take(KinesisPosition::TrimHorizon)
+        );
+        assert_eq!(
+            verdict(&grandchild, &listed, &rows, "me", 0, &followed),
+            Verdict::WaitForParents
+        );
+        // A new application at the tip: the trimmed parent ended before it started.
+        assert_eq!(decide(&child, &listing, &rows, 0), Verdict::Skip);
+        let mut rows = rows;
+        rows.insert(Arc::from("c"), row(None, 0, Some(crate::SHARD_SKIPPED)));
         assert_eq!(
             decide(&grandchild, &listing, &rows, 0),
             take(KinesisPosition::Latest)

@@ -76,16 +76,34 @@
 //! the resend, and the store recognises the refusal as the write's own success
 //! (`lease::landed`, the rule `DynamoLeaseStore` uses).
 //!
+//! Where shards start and end is modelled too. The subscription's initial position is the
+//! oldest record, the tip or a timestamp (`Config::initial`); records carry arrival times, and a
+//! take records its start as `take` does (`ShardStart::to_checkpoint`: the tip as the moment
+//! less the skew tolerance), which a fresh iterator with no record handed out starts from
+//! (`Reader::resume`). The stream may be resharded before any instance starts, so closed shards
+//! nobody read are marked `SHARD_SKIPPED` by a take (`plan::Verdict::Skip`, `TakeFor::Skipping`)
+//! and their children wait for the mark, a round deciding again after a pass that marked some
+//! (`MARK_PASSES`). Retention trims a closed shard some time after it closed
+//! (`Config::retention`): it leaves the listing, its reads answer `ResourceNotFoundException`
+//! (the reader releases it and the coordinator never takes it again, `Stop::Gone`), and a child
+//! of a parent trimmed unread follows from its beginning once the application read the stream
+//! (`plan::StartRule::followed`). A row may be malformed for a while (`Config::malformed`): its
+//! reads, its writes and the stream's `list` fail, a round then reads row by row (`read_rows`)
+//! and leaves the shard and every descendant alone (`plan::held_back_by`). A handler may seek
+//! its shard to a record a few before or after its own (`KinesisSeeker::seek`): the watermark
+//! resets, records waiting to come back are dropped, deliveries of the old position are dropped
+//! in front of their handlers, and the reader restarts at the target, a draining one included.
+//!
 //! Abstracted away: time inside a handler or the runtime other than the handler's own duration
 //! and a lane's hold; rate drift of clocks (a 10 s lease at 100 ppm drifts by 1 ms) and a
 //! monotonic clock that stops while the host is suspended (a stall here lets it run on, as a
-//! frozen process's does); `ListShards` being stale; retention (no shard is trimmed, so every
-//! parent stays listed); seeks; throttling beyond a failed call; the bytes of
-//! records; a store without `list` (the poll then reads row by row); malformed rows; initial
-//! positions other than `TRIM_HORIZON` (so the only start checkpoint is `TRIM_HORIZON`, and the
-//! lineage rule's tip and timestamp starts are shown by `plan`'s tests and the reader's tests at
-//! the SDK boundary instead); the read-ahead window (`max_unsettled`). Those paths are tested at
-//! the SDK boundary (`reader::tests`) and live (`tests/faults_live.rs`, `tests/chaos.rs`).
+//! frozen process's does); `ListShards` being stale; retention of the records of open shards
+//! (only closed shards are trimmed, whole); throttling beyond a failed call; the bytes of
+//! records; a store without `list` (the poll then reads row by row); malformed rows of other
+//! streams (`DynamoLeaseStore` skips them: `lease::dynamo::tests`); seeks to a position Kinesis
+//! refuses (nothing moves: `reader::tests::seek`) and to positions of every shard; the
+//! read-ahead window (`max_unsettled`). Those paths are tested at the SDK boundary
+//! (`reader::tests`) and live (`tests/faults_live.rs`, `tests/chaos.rs`).
 //!
 //! # The store model
 //!
@@ -139,28 +157,37 @@
 //!    overlapping lease intervals, and none delivers after it learned, or should have learned by
 //!    its own clock, that its lease is gone.
 //! 2. Monotonic checkpoints: every accepted checkpoint is at or after the row's previous one
-//!    (a recorded start below every sequence number, `SHARD_END` last); the simulation makes no
-//!    seeks.
-//! 3. At least once: when the schedule ends (quiet phase, every instance healthy) every written
-//!    record was acked at least once.
+//!    (a recorded start below every sequence number, `SHARD_END` last), except that a session's
+//!    seek may take it back, no further than its target; nothing is checkpointed over
+//!    `SHARD_SKIPPED`.
+//! 3. At least once: when the schedule ends (quiet phase, every instance healthy) every owed
+//!    record was acked at least once. Owed, by the world's own bookkeeping: under `TRIM_HORIZON`
+//!    every record; under a timestamp every record that arrived at or after it; under the tip
+//!    every record of a shard from the moment the application reached it (first opened it, or a
+//!    parent of it: then the whole shard, as its parent's reader hands it over); less the records
+//!    a forward seek skipped and those retention trimmed unread (both counted).
 //! 4. Order: each session delivers the records after its start position one by one with no gap;
-//!    the first delivery of each record of a shard follows sequence order; a child's record is
-//!    delivered only while every parent's row is at `SHARD_END`.
+//!    the first delivery of each record of a shard follows sequence order and passes over no
+//!    owed record; a child's record is delivered only while every parent is at `SHARD_END`,
+//!    marked `SHARD_SKIPPED` or trimmed; and no record read before a seek reaches a handler
+//!    after the seek returned.
 //! 5. Graceful: when a graceful stop's release lands, the row's checkpoint covers every record
 //!    of the session's settled prefix (the runtime drained its handlers; a record handed back
 //!    for a retry, and what follows it, is the next owner's to read again), and no record
-//!    covered that way is ever delivered again.
+//!    covered that way is ever delivered again, but after a seek back over it.
 //! 6. Liveness (quiet phase, once the last faulty request could have landed): every shard that
-//!    is not finished and whose parents are finished is held by a live, unstopped session again
+//!    is not finished (nor skipped, nor trimmed) and whose parents are done (finished, marked
+//!    skipped or trimmed) is held by a live, unstopped session again
 //!    within `lease + SKEW_TOLERANCE + B + listing + 1 s` of losing its reader (the second is
 //!    for round trips). With the handover poll on, the listing interval in that bound becomes
 //!    one poll interval once every instance has listed the shard (a listing interval after it
 //!    was made or the quiet phase began), as `LeaseTimings` documents. DESIGN §3 says `lease +
 //!    listing`, which cannot hold exactly: a taker waits `SKEW_TOLERANCE` beyond the expiry,
 //!    plus the skew between the clocks.
-//! 7. No wedge: once every record is acked, and the checkpoints had a liveness bound plus a
-//!    renewal period and a cadence to catch up, every open shard's checkpoint is at its last
-//!    record and every closed shard is at `SHARD_END`.
+//! 7. No wedge: once every owed record is acked and no handler holds a delivery, and the
+//!    checkpoints had a liveness bound plus a renewal period and a cadence to catch up, every
+//!    open shard's checkpoint is at its last owed record and every closed shard the application
+//!    reads is at `SHARD_END` (skipped and trimmed ones aside).
 //!
 //! Not an invariant but printed by the main test: how long graceful handovers take, from the
 //! release landing to the next owner's take, its first record read and its first delivery (the
@@ -186,12 +213,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::keeper::{KeeperAction, LeaseKeeper};
-use super::plan::{self, Rows, Verdict};
+use super::plan::{self, Rows, StartRule, TakeFor, Verdict};
 use crate::api::ShardInfo;
 use crate::lease::LeaseState;
 use crate::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
-use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};
+use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE};
 
 /// Virtual true time since the start of a schedule; also every instance's monotonic clock.
 type Time = Duration;
@@ -210,8 +237,12 @@ const TRACE_LINES: usize = 60;
 const DEFAULT_SCHEDULES: u64 = 1_000;
 /// `broker.rs`: how long a new subscription waits for the previous one's tasks.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// The start checkpoint of a shard read from its oldest record (`ShardStart::to_checkpoint`).
-const START_CHECKPOINT: &str = "TRIM_HORIZON";
+
+/// The wall-clock moment `after_ms` virtual milliseconds into a schedule, by a clock without skew
+/// (Kinesis's arrival timestamps).
+fn wall_time(after_ms: u64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_millis(BASE_MS.unsigned_abs() + after_ms)
+}
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -246,10 +277,9 @@ impl Mark {
         match checkpoint {
             None => Self::None,
             Some(SHARD_END) => Self::End,
-            // The simulation starts every shard at its oldest record, so the only start a first
-            // owner records is `TRIM_HORIZON` (`ShardStart::to_checkpoint`).
-            Some(START_CHECKPOINT) => Self::Start,
-            Some(seq) => Self::Seq(seq.parse().expect("checkpoints are sequence numbers")),
+            // A start a first owner recorded (`ShardStart::to_checkpoint`): `TRIM_HORIZON`, or
+            // the moment it opened the shard at the tip or at a timestamp.
+            Some(checkpoint) => checkpoint.parse().map_or(Self::Start, Self::Seq),
         }
     }
 }
@@ -351,6 +381,27 @@ struct Config {
     /// elsewhere (what `nack(true)` answering `Unsupported` did before), which freezes the
     /// checkpoint: a test pins it.
     handed_back_comes_back: bool,
+    /// Where shards this application never read start (`KinesisStream::initial_position`):
+    /// the oldest record, the tip, or a timestamp.
+    initial: KinesisPosition,
+    /// How long after it closed a shard is trimmed out of the stream (retention), if at all.
+    retention: Option<Duration>,
+    /// Reshards before any instance starts: closed shards the application never read (skipped
+    /// at the tip, read from a timestamp).
+    early_reshards: usize,
+    /// Rows made malformed for a while (an operator's edit, another tool), then repaired.
+    malformed: usize,
+    /// How many seeks handlers may make, and the chance that a finishing handler makes one.
+    seeks: usize,
+    p_seek: f64,
+    /// Whether a delivery read before a seek is dropped in front of its handler (the filter's
+    /// and `decode_error`'s generation check), or reaches it after the seek returned (item 13 of
+    /// the review): a test pins it.
+    seek_drops_stale: bool,
+    /// Whether a fresh iterator with no record handed out since the take starts at the recorded
+    /// start (`Reader::resume`), or resolves the take's position again (the tip moved on: item 3
+    /// of the review): a test pins it.
+    resume_at_recorded_start: bool,
 }
 
 impl Config {
@@ -431,6 +482,27 @@ impl Config {
             unreadable_ends_shard: false,
             p_resend: pick(rng, &[0.0, 0.02, 0.1]),
             recognise_landed: true,
+            initial: match rng.random_range(0..4) {
+                0 => KinesisPosition::Latest,
+                1 => {
+                    let after = rng.random_range(0..=millis(lease) * 4);
+                    KinesisPosition::AtTimestamp(wall_time(after))
+                }
+                _ => KinesisPosition::TrimHorizon,
+            },
+            retention: rng
+                .random_bool(0.3)
+                .then(|| lease * rng.random_range(15..=30)),
+            early_reshards: if rng.random_bool(0.3) {
+                rng.random_range(1..=2)
+            } else {
+                0
+            },
+            malformed: rng.random_range(0..=1),
+            seeks: rng.random_range(0..=3),
+            p_seek: pick(rng, &[0.0, 0.01, 0.03]),
+            seek_drops_stale: true,
+            resume_at_recorded_start: true,
         }
     }
 }
@@ -442,6 +514,11 @@ struct SimShard {
     parents: Vec<usize>,
     /// Sequence numbers, ascending.
     records: Vec<u64>,
+    /// When each record arrived (true time, Kinesis's clock).
+    arrived: Vec<Time>,
+    /// Trimmed out of the stream (retention): not listed, and its reads answer
+    /// `ResourceNotFoundException`.
+    trimmed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -469,13 +546,48 @@ impl Stream {
             info,
             parents,
             records: Vec::new(),
+            arrived: Vec::new(),
+            trimmed: false,
         });
         self.ids.insert(id, idx);
         idx
     }
 
     fn listing(&self) -> Vec<ShardInfo> {
-        self.shards.iter().map(|s| s.info.clone()).collect()
+        self.shards
+            .iter()
+            .filter(|s| !s.trimmed)
+            .map(|s| s.info.clone())
+            .collect()
+    }
+
+    /// The shards `shard` is a parent of.
+    fn children(&self, shard: usize) -> Vec<usize> {
+        (0..self.shards.len())
+            .filter(|&c| self.shards[c].parents.contains(&shard))
+            .collect()
+    }
+
+    /// The index of the first record of `shard` a reader opened at `start` reads.
+    fn index_of(&self, shard: usize, start: &ShardStart) -> usize {
+        let sim = &self.shards[shard];
+        match start {
+            ShardStart::After(checkpoint) => {
+                let after: u64 = checkpoint.parse().expect("a sequence number");
+                sim.records.partition_point(|&seq| seq <= after)
+            }
+            ShardStart::At(KinesisPosition::TrimHorizon) => 0,
+            ShardStart::At(KinesisPosition::Latest) => sim.records.len(),
+            ShardStart::At(KinesisPosition::AtTimestamp(at)) => {
+                let at_ms = at.duration_since(std::time::UNIX_EPOCH).map_or(0, millis);
+                let from = at_ms.saturating_sub(BASE_MS.unsigned_abs());
+                sim.arrived.partition_point(|&t| millis(t) < from)
+            }
+            ShardStart::At(KinesisPosition::AtSequence { sequence, .. }) => {
+                let at: u64 = sequence.parse().expect("a sequence number");
+                sim.records.partition_point(|&seq| seq < at)
+            }
+        }
     }
 }
 
@@ -488,6 +600,8 @@ struct Row {
     /// the holder sent earlier than the one before it set it: the expiry moved back.
     expiry_sent: Time,
     expiry_moved_back: bool,
+    /// Unreadable for a while: reads, `list` and writes of it fail until it is repaired.
+    malformed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -567,16 +681,20 @@ enum Cont {
     Read {
         shard: usize,
     },
+    /// A round's `list`.
+    RoundList,
     Acquire {
         shard: usize,
         sid: u64,
         sent: Time,
+        take: Take,
     },
     /// `take`: the start checkpoint of a shard that had none.
     StartCheckpoint {
         shard: usize,
         sid: u64,
         sent: Time,
+        take: Take,
     },
     TakeRelease,
     /// The handover poll's `list`.
@@ -600,6 +718,14 @@ enum Cont {
         sid: u64,
         end: bool,
     },
+}
+
+/// Where a take starts a shard whose row has no checkpoint (`plan::verdict`'s `fresh`), and the
+/// start checkpoint it records for it (`ShardStart::to_checkpoint` at the take's send).
+#[derive(Debug, Clone)]
+struct Take {
+    purpose: TakeFor,
+    recorded: Arc<str>,
 }
 
 /// A delivery in the channel or in a handler.
@@ -666,6 +792,17 @@ enum Ev {
     },
     Write,
     Reshard,
+    /// Retention trims a closed shard out of the stream.
+    Trim {
+        shard: usize,
+    },
+    /// A row becomes malformed for `dur`, then is repaired.
+    Malform {
+        dur: Duration,
+    },
+    Repair {
+        shard: usize,
+    },
     Crash {
         restart: bool,
         quiet: bool,
@@ -791,6 +928,8 @@ enum Stop {
     Cancelled,
     /// `fresh_iterator` gave up after `ITERATOR_TRIES` failures in a row.
     Unreadable,
+    /// The shard left the stream (`ResourceNotFoundException`).
+    Gone,
 }
 
 /// `reader.rs`: how many fresh iterators in a row may fail before the reader hands its shard back.
@@ -836,8 +975,18 @@ struct Session {
     /// The index of the last record of the watermark's settled prefix: what a final checkpoint
     /// covers.
     settled_upto: Option<usize>,
+    /// `Reader::resume`: where a fresh iterator starts while no record was handed out since the
+    /// take or the last seek; and whether one was.
+    resume: ShardStart,
+    handed: bool,
+    /// Where the take (or the last seek) opened the shard: what a fresh iterator resolved again
+    /// would ask for (`resume_at_recorded_start` off).
+    first_start: ShardStart,
     // The ghost: what the checks know about this session, independent of the code under test.
     start_idx: usize,
+    /// Below which a checkpoint of this session may go after a seek of it: the place of the
+    /// record before the oldest seek target (`None`: it made no seek).
+    seek_floor: Option<Mark>,
     last_idx: Option<usize>,
     deadline: Time,
     lost: bool,
@@ -849,6 +998,12 @@ struct Round {
     listing: Vec<ShardInfo>,
     reading: HashSet<Arc<str>>,
     finished: HashSet<Arc<str>>,
+    wanted: Vec<Arc<str>>,
+    /// Shards this round's passes tried to take, the ones its last pass marked skipped, and
+    /// how many passes it made.
+    tried: HashSet<Arc<str>>,
+    marked: Vec<Arc<str>>,
+    passes: usize,
     reads_left: usize,
     rows: Rows,
     unreadable: HashSet<Arc<str>>,
@@ -885,6 +1040,12 @@ struct Coord {
     last_listing: Vec<ShardInfo>,
     /// `Subscription::take_backoff`: per shard, failed takes in a row and until when it waits.
     backoff: HashMap<usize, (u32, Time)>,
+    /// `Subscription::skipped`: closed shards never read that would start at the tip.
+    skipped: HashSet<Arc<str>>,
+    /// `Subscription::gone`: shards that left the stream while this subscription read them.
+    gone: HashSet<Arc<str>>,
+    /// `Subscription::followed`.
+    followed: bool,
 }
 
 #[derive(Debug)]
@@ -919,6 +1080,13 @@ struct Inst {
 struct GhostShard {
     first_upto: usize,
     acked: Vec<bool>,
+    /// The records the application must handle: those at or after where it starts the shard
+    /// (its initial position, or the beginning when a parent was read), less the ones a seek
+    /// skipped on purpose or retention trimmed unread.
+    owed: Vec<bool>,
+    /// Under an initial position at the tip: whether the application reached the shard (opened
+    /// it, or a parent of it), so that every record written to it from then on is owed.
+    reached: bool,
     covered_upto: usize,
     unserved_since: Option<Time>,
     /// When a reshard made the shard: instances see it only from their next listing on.
@@ -1039,6 +1207,19 @@ struct Stats {
     polls: u64,
     poll_rounds: u64,
     resubscribes: u64,
+    /// Closed shards a round skipped (never read, starting at the tip); shards trimmed by
+    /// retention, and their owed records still unread then; readers that found their shard gone.
+    skipped: u64,
+    trimmed: u64,
+    trimmed_unread: u64,
+    gone: u64,
+    /// Seeks made by handlers, seeks Kinesis failed, and records a forward seek skipped unread.
+    seeks: u64,
+    seeks_failed: u64,
+    waived: u64,
+    /// Rows made malformed, and rounds whose `list` failed and read row by row instead.
+    malformed: u64,
+    list_fallbacks: u64,
     virtual_secs: u64,
     /// The longest a shard went without a reader in a quiet phase, as a share of the bound, in
     /// per mille.
@@ -1081,6 +1262,15 @@ impl Stats {
         self.polls += o.polls;
         self.poll_rounds += o.poll_rounds;
         self.resubscribes += o.resubscribes;
+        self.skipped += o.skipped;
+        self.trimmed += o.trimmed;
+        self.trimmed_unread += o.trimmed_unread;
+        self.gone += o.gone;
+        self.seeks += o.seeks;
+        self.seeks_failed += o.seeks_failed;
+        self.waived += o.waived;
+        self.malformed += o.malformed;
+        self.list_fallbacks += o.list_fallbacks;
         self.virtual_secs += o.virtual_secs;
         self.worst_recovery_permille = self.worst_recovery_permille.max(o.worst_recovery_permille);
         self.handovers_polled.add(&o.handovers_polled);
@@ -1120,6 +1310,8 @@ struct Sim {
     last_live_check: Time,
     /// When a record was last acked for the first time.
     last_progress: Time,
+    /// How many more seeks handlers may make.
+    seeks_left: usize,
     failure: Option<Failure>,
     trace: Option<VecDeque<String>>,
     full_trace: bool,
@@ -1157,6 +1349,7 @@ impl Sim {
             writes_until: quiet_at + cfg.timings.lease(),
             last_live_check: Time::ZERO,
             last_progress: Time::ZERO,
+            seeks_left: cfg.seeks,
             failure: None,
             trace: None,
             full_trace: false,
@@ -1268,7 +1461,10 @@ impl Sim {
             let idx = self.stream.add(Vec::new());
             self.stream.open.push(idx);
             self.rows.push(Row::default());
-            self.ghost.push(GhostShard::default());
+            self.ghost.push(GhostShard {
+                reached: self.cfg.initial == KinesisPosition::TrimHorizon,
+                ..GhostShard::default()
+            });
         }
         for i in 0..self.cfg.instances {
             let offset_ms = self.offset();
@@ -1294,8 +1490,13 @@ impl Sim {
                 in_flight: 0,
                 dispatch_pending: false,
             });
-            // Instances open one after another.
-            let at = ms(self.rng.random_range(0..=2_000));
+            // Instances open one after another, after the early reshards.
+            let early = if self.cfg.early_reshards > 0 {
+                1_000
+            } else {
+                0
+            };
+            let at = ms(early + self.rng.random_range(0..=2_000));
             self.push(
                 at,
                 Ev::Start {
@@ -1305,6 +1506,9 @@ impl Sim {
             );
         }
         self.push(ms(1), Ev::Write);
+        for k in 0..self.cfg.early_reshards {
+            self.push(ms(300 * (k as u64 + 1)), Ev::Reshard);
+        }
         let chaos = millis(self.cfg.chaos);
         let lease = millis(self.cfg.timings.lease());
         for _ in 0..self.cfg.reshards {
@@ -1357,6 +1561,13 @@ impl Sim {
             let at = ms(self.rng.random_range(chaos / 10..chaos * 9 / 10));
             self.push(at, Ev::Resubscribe);
         }
+        for _ in 0..self.cfg.malformed {
+            // Repaired before the quiet phase.
+            let dur = ms(self.rng.random_range(lease / 2..=lease * 2));
+            let latest = chaos.saturating_sub(millis(dur) + 1).max(2);
+            let at = ms(self.rng.random_range(1..latest));
+            self.push(at, Ev::Malform { dur });
+        }
         self.push(self.quiet_at, Ev::Quiet);
     }
 
@@ -1387,8 +1598,15 @@ impl Sim {
                 return Err(failure);
             }
             if self.now >= min_end && self.now >= self.writes_until && self.acked == self.written {
-                let by = *caught_up_by.get_or_insert(self.now + catch_up);
-                if self.now >= by {
+                // Counted from when no handler holds a delivery any more: a seek back (or a
+                // takeover) may have records handled again after every one was acked once.
+                let quiescent = self
+                    .insts
+                    .iter()
+                    .all(|inst| !inst.alive || (inst.in_flight == 0 && inst.channel.is_empty()));
+                if !quiescent {
+                    caught_up_by = None;
+                } else if self.now >= *caught_up_by.get_or_insert(self.now + catch_up) {
                     break;
                 }
             }
@@ -1407,8 +1625,9 @@ impl Sim {
                 .flat_map(|(shard, g)| {
                     g.acked
                         .iter()
+                        .zip(&g.owed)
                         .enumerate()
-                        .filter(|(_, acked)| !**acked)
+                        .filter(|(_, (acked, owed))| **owed && !**acked)
                         .map(move |(idx, _)| format!("{shard}#{idx}"))
                 })
                 .take(10)
@@ -1517,6 +1736,12 @@ impl Sim {
             Ev::Dispatch { inst, .. } => self.dispatch(inst),
             Ev::Write => self.write(),
             Ev::Reshard => self.reshard(),
+            Ev::Trim { shard } => self.trim(shard),
+            Ev::Malform { dur } => self.malform(dur),
+            Ev::Repair { shard } => {
+                self.rows[shard].malformed = false;
+                self.log(|| format!("row of shard {shard} repaired"));
+            }
             Ev::Crash { restart, quiet } => self.crash_some(restart, quiet),
             Ev::Start { inst, same_id } => self.start(inst, same_id),
             Ev::Resubscribed { inst } => self.resubscribed(inst),
@@ -1828,6 +2053,15 @@ impl Sim {
     fn apply(&mut self, op: &Op) -> Res {
         let lease_ms = millis(self.cfg.timings.lease());
         let shard = op.shard;
+        let malformed = match op.kind {
+            // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
+            OpKind::List => self.rows.iter().any(|row| row.malformed),
+            _ => self.rows[shard].malformed,
+        };
+        if malformed {
+            // Not applied: the store cannot read the row, nor its condition check hold.
+            return Res::Failed;
+        }
         match &op.kind {
             OpKind::Read => Res::Row(self.rows[shard].state.clone()),
             OpKind::List => Res::Rows(
@@ -1898,7 +2132,22 @@ impl Sim {
                     OpKind::Checkpoint(checkpoint) | OpKind::CheckpointRenew(checkpoint) => {
                         let old = Mark::of(state.checkpoint.as_deref());
                         let new = Mark::of(Some(checkpoint));
-                        if new < old {
+                        // A seek of the session that writes may take its checkpoint back, no
+                        // further than the record before its target.
+                        let floor = self
+                            .sid_inst
+                            .get(&op.sid)
+                            .and_then(|&(i, _)| self.insts[i].sessions.get(&op.sid))
+                            .and_then(|s| s.seek_floor);
+                        if state.is_skipped() {
+                            self.fail(format!(
+                                "skipped: shard {shard} was marked never to be read, and session \
+                                 {} checkpointed {checkpoint} over the mark",
+                                op.sid
+                            ));
+                            return Res::Ok;
+                        }
+                        if new < old && floor.is_none_or(|floor| new < floor) {
                             let was = state.checkpoint.clone();
                             self.fail(format!(
                                 "monotonic: shard {shard}'s checkpoint moved back from {was:?} \
@@ -1991,9 +2240,20 @@ impl Sim {
     fn on_reply(&mut self, i: usize, cont: Cont, res: Res) {
         match cont {
             Cont::Read { shard } => self.round_read(i, shard, res),
-            Cont::Acquire { shard, sid, sent } => self.round_acquired(i, shard, sid, sent, res),
-            Cont::StartCheckpoint { shard, sid, sent } => {
-                self.start_checkpointed(i, shard, sid, sent, res);
+            Cont::RoundList => self.round_listed(i, res),
+            Cont::Acquire {
+                shard,
+                sid,
+                sent,
+                take,
+            } => self.round_acquired(i, shard, sid, sent, take, res),
+            Cont::StartCheckpoint {
+                shard,
+                sid,
+                sent,
+                take,
+            } => {
+                self.start_checkpointed(i, shard, sid, sent, take, res);
             }
             Cont::TakeRelease => self.take_done(i),
             Cont::Poll => self.polled(i, res),
@@ -2024,8 +2284,18 @@ impl Sim {
         let seq = self.stream.next_seq;
         self.stream.next_seq += self.rng.random_range(1..=3);
         self.stream.shards[shard].records.push(seq);
-        self.ghost[shard].acked.push(false);
-        self.written += 1;
+        self.stream.shards[shard].arrived.push(self.now);
+        let owed = match &self.cfg.initial {
+            KinesisPosition::AtTimestamp(at) => wall_time(millis(self.now)) >= *at,
+            _ => self.ghost[shard].reached,
+        };
+        let g = &mut self.ghost[shard];
+        g.acked.push(false);
+        g.owed.push(false);
+        let idx = g.acked.len() - 1;
+        if owed {
+            self.owe(shard, idx);
+        }
         let (lo, hi) = self.cfg.write_gap_ms;
         let next = self.now + ms(self.rng.random_range(lo..=hi));
         self.push(next, Ev::Write);
@@ -2044,12 +2314,19 @@ impl Sim {
         };
         for &p in &parents {
             self.stream.shards[p].info.closed = true;
+            if let Some(retention) = self.cfg.retention {
+                self.push(self.now + retention, Ev::Trim { shard: p });
+            }
         }
+        // A child of a shard the application reached holds what follows it: owed from its
+        // beginning (under an initial position at a timestamp, by its arrival time instead).
+        let reached = parents.iter().any(|&p| self.ghost[p].reached);
         let children: Vec<usize> = (0..if split { 2 } else { 1 })
             .map(|_| {
                 self.rows.push(Row::default());
                 self.ghost.push(GhostShard {
                     created_at: self.now,
+                    reached,
                     ..GhostShard::default()
                 });
                 self.stream.add(parents.clone())
@@ -2060,6 +2337,93 @@ impl Sim {
             .splice(pos..pos + parents.len(), children.iter().copied());
         self.stats.reshards += 1;
         self.log(|| format!("reshard: {parents:?} -> {children:?}"));
+    }
+
+    /// Record `idx` of `shard` is owed from now on.
+    fn owe(&mut self, shard: usize, idx: usize) {
+        let g = &mut self.ghost[shard];
+        if !g.owed[idx] {
+            g.owed[idx] = true;
+            self.written += 1;
+            if g.acked[idx] {
+                self.acked += 1;
+            }
+        }
+    }
+
+    /// Record `idx` of `shard` is owed no more (a seek skipped it, retention trimmed it).
+    fn waive(&mut self, shard: usize, idx: usize) -> bool {
+        let g = &mut self.ghost[shard];
+        if !g.owed[idx] || g.acked[idx] {
+            return false;
+        }
+        g.owed[idx] = false;
+        self.written -= 1;
+        true
+    }
+
+    /// A handler finished record `idx` of `shard`.
+    fn mark_acked(&mut self, shard: usize, idx: usize) {
+        let g = &mut self.ghost[shard];
+        if !g.acked[idx] {
+            g.acked[idx] = true;
+            if g.owed[idx] {
+                self.acked += 1;
+            }
+            self.last_progress = self.now;
+        }
+    }
+
+    /// The application reached `shard` (under an initial position at the tip): its records from
+    /// `from` on are owed, and so is everything of its children, which hold what follows it.
+    fn reach(&mut self, shard: usize, from: usize) {
+        if !matches!(self.cfg.initial, KinesisPosition::Latest) || self.ghost[shard].reached {
+            return;
+        }
+        self.ghost[shard].reached = true;
+        for idx in from..self.ghost[shard].owed.len() {
+            self.owe(shard, idx);
+        }
+        for child in self.stream.children(shard) {
+            self.reach(child, 0);
+        }
+    }
+
+    /// Whether the application never reads `shard` by design: a closed shard it never reached,
+    /// starting at the tip (`plan::Verdict::Skip`).
+    fn skippable(&self, shard: usize) -> bool {
+        self.cfg.initial == KinesisPosition::Latest
+            && self.stream.shards[shard].info.closed
+            && !self.ghost[shard].reached
+    }
+
+    /// Retention trims a closed shard: it leaves the listing, its reads answer
+    /// `ResourceNotFoundException`, and what nobody read of it is lost to the application.
+    fn trim(&mut self, shard: usize) {
+        self.stream.shards[shard].trimmed = true;
+        self.stats.trimmed += 1;
+        for idx in 0..self.ghost[shard].owed.len() {
+            if self.waive(shard, idx) {
+                self.stats.trimmed_unread += 1;
+            }
+        }
+        self.log(|| format!("shard {shard} trimmed out of the stream"));
+    }
+
+    /// A row of a shard not trimmed becomes malformed (its reads, the stream's `list` and its
+    /// writes fail) for `dur`.
+    fn malform(&mut self, dur: Duration) {
+        let candidates: Vec<usize> = (0..self.rows.len())
+            .filter(|&shard| self.rows[shard].state.is_some() && !self.stream.shards[shard].trimmed)
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let shard = candidates[self.rng.random_range(0..candidates.len())];
+        self.rows[shard].malformed = true;
+        self.stats.malformed += 1;
+        self.push(self.now + dur, Ev::Repair { shard });
+        self.log(|| format!("row of shard {shard} malformed for {dur:?}"));
     }
 
     // ----- instances: start, crash, stall, graceful stop ------------------------------------
@@ -2339,10 +2703,12 @@ impl Sim {
             return;
         }
         let listing = self.stream.listing();
+        self.forget_unlisted(i, &listing);
         let inst = &self.insts[i];
         let reading: HashSet<Arc<str>> = inst.running.keys().map(|&s| self.id(s)).collect();
         let finished = inst.coord.finished.clone();
-        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &finished, &finished)
+        let settled = self.settled(i);
+        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &settled, &finished)
             .into_iter()
             .cloned()
             .collect();
@@ -2350,13 +2716,62 @@ impl Sim {
             listing,
             reading,
             finished,
-            reads_left: wanted.len(),
+            wanted: wanted.clone(),
             ..Round::default()
         });
         if wanted.is_empty() {
             self.decide(i);
             return;
         }
+        // `read_rows`: one `list`, and a read per row when it fails.
+        self.send(i, 0, 0, OpKind::List, Cont::RoundList);
+    }
+
+    /// `Subscription::forget_unlisted`.
+    fn forget_unlisted(&mut self, i: usize, listing: &[ShardInfo]) {
+        let listed: HashSet<Arc<str>> = listing.iter().map(|s| Arc::clone(&s.id)).collect();
+        let ids: HashMap<usize, Arc<str>> = self.insts[i]
+            .coord
+            .backoff
+            .keys()
+            .map(|&shard| (shard, self.id(shard)))
+            .collect();
+        let coord = &mut self.insts[i].coord;
+        coord.skipped.retain(|shard| listed.contains(shard));
+        coord.gone.retain(|shard| listed.contains(shard));
+        coord
+            .backoff
+            .retain(|shard, _| listed.contains(&ids[shard]));
+    }
+
+    /// `Snapshot::settled`: the shards this subscription never reads again.
+    fn settled(&self, i: usize) -> HashSet<Arc<str>> {
+        let coord = &self.insts[i].coord;
+        let mut settled = coord.finished.clone();
+        settled.extend(coord.skipped.iter().cloned());
+        settled.extend(coord.gone.iter().cloned());
+        settled
+    }
+
+    /// A round's `list` answered: the rows it wants, or a read per row when it failed.
+    fn round_listed(&mut self, i: usize, res: Res) {
+        let ids: Vec<Arc<str>> = (0..self.stream.shards.len()).map(|s| self.id(s)).collect();
+        let Some(round) = self.insts[i].coord.round.as_mut() else {
+            return;
+        };
+        if let Res::Rows(listed) = res {
+            for shard in &round.wanted {
+                round.rows.insert(Arc::clone(shard), None);
+            }
+            for (shard, row) in listed {
+                round.rows.insert(Arc::clone(&ids[shard]), Some(row));
+            }
+            self.decide(i);
+            return;
+        }
+        self.stats.list_fallbacks += 1;
+        round.reads_left = round.wanted.len();
+        let wanted = round.wanted.clone();
         for id in wanted {
             let shard = self.stream.ids[&id];
             self.send(i, 0, shard, OpKind::Read, Cont::Read { shard });
@@ -2395,99 +2810,181 @@ impl Sim {
                 inst.coord.finished.insert(Arc::clone(shard));
             }
         }
-        let listed = plan::listed(&round.listing);
-        let initial = KinesisPosition::TrimHorizon;
         inst.coord.last_listing.clone_from(&round.listing);
-        let to_take: Vec<Arc<str>> = round
-            .listing
-            .iter()
-            .filter(|shard| {
-                !round.reading.contains(&shard.id) && !round.unreadable.contains(&shard.id)
-            })
-            .filter(|shard| {
-                let index = self.stream.ids[&shard.id];
-                inst.coord
-                    .backoff
-                    .get(&index)
-                    .is_none_or(|&(_, until)| until <= self.now)
-            })
-            .filter(|shard| {
-                matches!(
-                    plan::verdict(shard, &listed, &round.rows, &owner, now_ms, &initial),
-                    Verdict::Take { .. }
-                )
-            })
-            .map(|shard| Arc::clone(&shard.id))
-            .collect();
-        round.takes_left = to_take.len();
+        self.take_pass(i, owner, now_ms);
+    }
+
+    /// One pass of a round's takes (`round`'s loop over `MARK_PASSES`): what `takeable` says,
+    /// less what an earlier pass tried.
+    fn take_pass(&mut self, i: usize, owner: Arc<str>, now_ms: u64) {
+        let Some(round) = self.insts[i].coord.round.as_mut() else {
+            return;
+        };
+        let listing = round.listing.clone();
+        let rows = round.rows.clone();
+        // A shard whose row, or an ancestor's, could not be read is left for a later round.
+        let mut skip = plan::held_back_by(&listing, &round.unreadable);
+        skip.extend(round.reading.iter().cloned());
+        skip.extend(round.tried.iter().cloned());
+        let to_take = self.takeable(i, &listing, &rows, &skip, &owner, now_ms);
+        if let Some(round) = self.insts[i].coord.round.as_mut() {
+            round.takes_left = to_take.len();
+            round
+                .tried
+                .extend(to_take.iter().map(|(id, _)| Arc::clone(id)));
+        }
         if to_take.is_empty() {
             self.round_over(i);
             return;
         }
-        for id in to_take {
+        for (id, purpose) in to_take {
             let shard = self.stream.ids[&id];
             let sid = self.next_sid;
             self.next_sid += 1;
             self.sid_inst.insert(sid, (i, self.insts[i].inc));
             let sent = self.now;
+            // `take`: where a first owner starts, recorded by the take.
+            let recorded = match &purpose {
+                TakeFor::Reading(fresh) => {
+                    Arc::from(ShardStart::At(fresh.clone()).to_checkpoint(self.wall(i)))
+                }
+                TakeFor::Skipping => Arc::from(SHARD_SKIPPED),
+            };
             self.send(
                 i,
                 sid,
                 shard,
                 OpKind::Acquire,
-                Cont::Acquire { shard, sid, sent },
+                Cont::Acquire {
+                    shard,
+                    sid,
+                    sent,
+                    take: Take { purpose, recorded },
+                },
             );
         }
     }
 
+    /// `Subscription::takeable`: the shards of `listing` that `plan::verdict` says to take,
+    /// `skip`, the skipped, the gone and those in a backoff aside, with where each starts; the
+    /// shards it says to skip are remembered.
+    fn takeable(
+        &mut self,
+        i: usize,
+        listing: &[ShardInfo],
+        rows: &Rows,
+        skip: &HashSet<Arc<str>>,
+        owner: &str,
+        now_ms: u64,
+    ) -> Vec<(Arc<str>, TakeFor)> {
+        let listed = plan::listed(listing);
+        let coord = &mut self.insts[i].coord;
+        coord.followed |= rows.values().any(Option::is_some);
+        let rule = StartRule {
+            initial: self.cfg.initial.clone(),
+            followed: coord.followed,
+        };
+        let mut takeable = Vec::new();
+        for shard in listing {
+            let index = self.stream.ids[&shard.id];
+            let coord = &mut self.insts[i].coord;
+            if skip.contains(&shard.id)
+                || coord.skipped.contains(&shard.id)
+                || coord.gone.contains(&shard.id)
+                || coord
+                    .backoff
+                    .get(&index)
+                    .is_some_and(|&(_, until)| until > self.now)
+            {
+                continue;
+            }
+            match plan::verdict(shard, &listed, rows, owner, now_ms, &rule) {
+                Verdict::Take { fresh } => {
+                    takeable.push((Arc::clone(&shard.id), TakeFor::Reading(fresh)));
+                }
+                Verdict::Skip => takeable.push((Arc::clone(&shard.id), TakeFor::Skipping)),
+                Verdict::Skipped => {
+                    coord.skipped.insert(Arc::clone(&shard.id));
+                }
+                Verdict::Finished | Verdict::WaitForParents | Verdict::HeldElsewhere => {}
+            }
+        }
+        takeable
+    }
+
     /// `Subscription::take` after its acquire answered.
-    fn round_acquired(&mut self, i: usize, shard: usize, sid: u64, sent: Time, res: Res) {
+    fn round_acquired(
+        &mut self,
+        i: usize,
+        shard: usize,
+        sid: u64,
+        sent: Time,
+        take: Take,
+        res: Res,
+    ) {
         let Res::Granted(state) = res else {
             self.take_done(i);
             return;
         };
+        let id = self.id(shard);
+        // Decided again on the row the take returned: it is the authoritative one.
         match state.checkpoint.as_deref() {
             Some(SHARD_END) => {
-                let id = self.id(shard);
                 self.insts[i].coord.finished.insert(id);
                 self.take_release(i, sid, shard);
             }
-            Some(_) => self.take_positioned(i, shard, sid, sent, state.checkpoint.as_deref()),
-            None => {
+            Some(SHARD_SKIPPED) => self.skipped(i, sid, shard),
+            // A start another owner recorded, or a checkpoint: later iterators start there too.
+            Some(checkpoint) if *checkpoint != *take.recorded => {
+                let start = ShardStart::from_checkpoint(&id, checkpoint);
+                self.take_positioned(i, shard, sid, sent, start.clone(), start);
+            }
+            _ => {
                 // Recorded before the first read, so an instance that takes the shard over
                 // before the first acknowledgement starts no later than this one did.
-                let start = self.take_start(shard, None);
-                let recorded: Arc<str> = Arc::from(start.to_checkpoint(self.wall(i)));
+                let recorded = Arc::clone(&take.recorded);
                 self.send(
                     i,
                     sid,
                     shard,
                     OpKind::Checkpoint(recorded),
-                    Cont::StartCheckpoint { shard, sid, sent },
+                    Cont::StartCheckpoint {
+                        shard,
+                        sid,
+                        sent,
+                        take,
+                    },
                 );
             }
         }
     }
 
-    /// Where `take` starts `shard`, decided again on the row the acquire returned.
-    fn take_start(&self, shard: usize, checkpoint: Option<&str>) -> ShardStart {
-        let info = &self.stream.shards[shard].info;
-        let initial = KinesisPosition::TrimHorizon;
-        match checkpoint {
-            Some(checkpoint) => ShardStart::from_checkpoint(&info.id, checkpoint),
-            None if !info.parents.is_empty() => ShardStart::At(KinesisPosition::TrimHorizon),
-            None if initial.applies_to(&info.id) => ShardStart::At(initial),
-            None => ShardStart::At(KinesisPosition::Latest),
-        }
-    }
-
     /// `take`: the start checkpoint answered.
-    fn start_checkpointed(&mut self, i: usize, shard: usize, sid: u64, sent: Time, res: Res) {
-        match res {
-            Res::Ok => self.take_positioned(i, shard, sid, sent, None),
+    fn start_checkpointed(
+        &mut self,
+        i: usize,
+        shard: usize,
+        sid: u64,
+        sent: Time,
+        take: Take,
+        res: Res,
+    ) {
+        let id = self.id(shard);
+        match (res, take.purpose) {
+            (Res::Ok, TakeFor::Skipping) => self.skipped(i, sid, shard),
+            // The first iterator reads from the position itself (the tip stays the tip), and
+            // every later one without a delivered record from the moment recorded for it.
+            (Res::Ok, TakeFor::Reading(fresh)) => self.take_positioned(
+                i,
+                shard,
+                sid,
+                sent,
+                ShardStart::At(fresh),
+                ShardStart::from_checkpoint(&id, &take.recorded),
+            ),
             // Another instance was faster, or a same-id session's release landed: nothing to
             // hand back.
-            Res::Fenced => self.take_done(i),
+            (Res::Fenced, _) => self.take_done(i),
             _ => self.take_release(i, sid, shard),
         }
     }
@@ -2499,32 +2996,59 @@ impl Sim {
         shard: usize,
         sid: u64,
         sent: Time,
-        checkpoint: Option<&str>,
+        start: ShardStart,
+        resume: ShardStart,
     ) {
-        let start = self.take_start(shard, checkpoint);
-        if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
+        let trimmed = self.stream.shards[shard].trimmed;
+        if trimmed || (self.chaos() && self.rng.random_bool(self.cfg.p_kinesis)) {
             self.log(|| format!("i{i} GetShardIterator failed for shard {shard}"));
+            if trimmed {
+                // `ShardNotFound`: never taken again while it stays out of the listing.
+                let id = self.id(shard);
+                self.insts[i].coord.gone.insert(id);
+            }
             // `take_failed`: the shard waits out a backoff before this instance tries it again.
-            let timings = self.cfg.timings;
-            let longest = timings.lease().max(timings.listing_interval());
-            let failures = self.insts[i]
-                .coord
-                .backoff
-                .get(&shard)
-                .map_or(1, |&(failures, _)| failures + 1);
-            let ceiling = millis(super::take_backoff_ceiling(failures, longest));
-            let wait = ms(self.rng.random_range(ceiling / 2..=ceiling));
-            self.insts[i]
-                .coord
-                .backoff
-                .insert(shard, (failures, self.now + wait));
+            self.delay_take(i, shard);
             self.stats.take_backoffs += 1;
             self.take_release(i, sid, shard);
             return;
         }
         self.insts[i].coord.backoff.remove(&shard);
-        self.open_session(i, sid, shard, &start, sent);
+        self.insts[i].coord.followed = true;
+        self.open_session(i, sid, shard, &start, resume, sent);
         self.take_done(i);
+    }
+
+    /// `Subscription::delay_take`: `shard` waits out a backoff that doubles with each failure in
+    /// a row before this instance tries it again.
+    fn delay_take(&mut self, i: usize, shard: usize) {
+        let timings = self.cfg.timings;
+        let longest = timings.lease().max(timings.listing_interval());
+        let failures = self.insts[i]
+            .coord
+            .backoff
+            .get(&shard)
+            .map_or(1, |&(failures, _)| failures + 1);
+        let ceiling = millis(super::take_backoff_ceiling(failures, longest));
+        let wait = ms(self.rng.random_range(ceiling / 2..=ceiling));
+        self.insts[i]
+            .coord
+            .backoff
+            .insert(shard, (failures, self.now + wait));
+    }
+
+    /// `take` found the shard marked never to be read: remembered, handed back, and its children
+    /// decided at once.
+    fn skipped(&mut self, i: usize, sid: u64, shard: usize) {
+        let id = self.id(shard);
+        self.stats.skipped += 1;
+        let coord = &mut self.insts[i].coord;
+        coord.skipped.insert(Arc::clone(&id));
+        coord.wake = true;
+        if let Some(round) = coord.round.as_mut() {
+            round.marked.push(id);
+        }
+        self.take_release(i, sid, shard);
     }
 
     /// `take` gives the shard back and reports that it does not read it.
@@ -2546,9 +3070,21 @@ impl Sim {
             return;
         };
         round.takes_left -= 1;
-        if round.takes_left == 0 {
-            self.round_over(i);
+        if round.takes_left > 0 {
+            return;
         }
+        round.passes += 1;
+        if round.marked.is_empty() || round.passes >= super::MARK_PASSES {
+            self.round_over(i);
+            return;
+        }
+        // Shards were marked never to be read: their children are decided at once.
+        for shard in std::mem::take(&mut round.marked) {
+            round.rows.insert(shard, Some(LeaseState::skipped()));
+        }
+        let owner = Arc::clone(&self.insts[i].owner);
+        let now_ms = self.wall(i);
+        self.take_pass(i, owner, now_ms);
     }
 
     /// A round ended: the first one starts `run`, every one goes back to its `select!`.
@@ -2637,7 +3173,8 @@ impl Sim {
         let listing = inst.coord.last_listing.clone();
         let reading: HashSet<Arc<str>> = inst.running.keys().map(|&s| self.id(s)).collect();
         let finished = inst.coord.finished.clone();
-        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &finished, &finished)
+        let settled = self.settled(i);
+        let wanted: Vec<Arc<str>> = plan::rows_to_read(&listing, &reading, &settled, &finished)
             .into_iter()
             .cloned()
             .collect();
@@ -2675,18 +3212,15 @@ impl Sim {
             rows.insert(self.id(shard), Some(row));
         }
         plan::add_finished(&mut rows, &poll.finished);
-        let listed = plan::listed(&poll.listing);
-        let initial = KinesisPosition::TrimHorizon;
-        let takeable = poll
+        let skip: HashSet<Arc<str>> = poll
             .listing
             .iter()
-            .filter(|shard| !poll.reading.contains(&shard.id) && !poll.finished.contains(&shard.id))
-            .any(|shard| {
-                matches!(
-                    plan::verdict(shard, &listed, &rows, &owner, now_ms, &initial),
-                    Verdict::Take { .. }
-                )
-            });
+            .filter(|shard| poll.reading.contains(&shard.id) || poll.finished.contains(&shard.id))
+            .map(|shard| Arc::clone(&shard.id))
+            .collect();
+        let takeable = !self
+            .takeable(i, &poll.listing, &rows, &skip, &owner, now_ms)
+            .is_empty();
         if !takeable {
             self.coord_select(i);
             return;
@@ -2711,17 +3245,17 @@ impl Sim {
 
     // ----- one shard's reader: `reader::run` -----------------------------------------------
 
-    fn open_session(&mut self, i: usize, sid: u64, shard: usize, start: &ShardStart, sent: Time) {
-        let records = &self.stream.shards[shard].records;
-        let start_idx = match start {
-            ShardStart::After(checkpoint) => {
-                let after: u64 = checkpoint.parse().expect("a sequence number");
-                records.partition_point(|&seq| seq <= after)
-            }
-            ShardStart::At(KinesisPosition::TrimHorizon) => 0,
-            ShardStart::At(KinesisPosition::Latest) => records.len(),
-            ShardStart::At(other) => unreachable!("the simulation starts at no {other:?}"),
-        };
+    fn open_session(
+        &mut self,
+        i: usize,
+        sid: u64,
+        shard: usize,
+        start: &ShardStart,
+        resume: ShardStart,
+        sent: Time,
+    ) {
+        let start_idx = self.stream.index_of(shard, start);
+        self.reach(shard, start_idx);
         let timings = self.cfg.timings;
         // `take`: `handle.extend(sent + lease - holder_margin)`; `keep_lease` starts from it.
         let valid_until = LeaseKeeper::valid_after(&timings, sent);
@@ -2766,7 +3300,11 @@ impl Sim {
             in_flight: 0,
             iterator_tries: None,
             settled_upto: None,
+            resume,
+            handed: false,
+            first_start: start.clone(),
             start_idx,
+            seek_floor: None,
             last_idx: None,
             // DESIGN §3: a holder stops at `sent + lease - holder_margin` by its own clock.
             deadline: sent + timings.lease() - timings.holder_margin(),
@@ -3269,6 +3807,12 @@ impl Sim {
             self.reader_batch(i, sid);
             return;
         }
+        if self.stream.shards[s.shard].trimmed {
+            // `GetRecords` (or `GetShardIterator`) answered `ResourceNotFoundException`.
+            self.stats.gone += 1;
+            self.reader_stop(i, sid, Stop::Gone);
+            return;
+        }
         if fails {
             // `GetRecords` failed: a jittered exponential backoff.
             s.failures += 1;
@@ -3300,6 +3844,22 @@ impl Sim {
             };
             if !failed {
                 s.iterator_tries = None;
+                if !s.handed {
+                    // No record handed out since the take or the seek: where the shard resumes
+                    // (the recorded start, not a later tip).
+                    let resume = if self.cfg.resume_at_recorded_start {
+                        s.resume.clone()
+                    } else {
+                        s.first_start.clone()
+                    };
+                    let shard = s.shard;
+                    let idx = self.stream.index_of(shard, &resume);
+                    let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                        return;
+                    };
+                    s.pos = idx;
+                    s.start_idx = idx;
+                }
             } else if tries + 1 >= ITERATOR_TRIES {
                 self.stats.unreadable += 1;
                 let stop = if self.cfg.unreadable_ends_shard {
@@ -3322,6 +3882,9 @@ impl Sim {
                 ms(gap + backoff_coin % (ceiling - gap + 1))
             } else {
                 MIN_CALL_GAP
+            };
+            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                return;
             };
             s.reader_token = token;
             self.push(
@@ -3407,6 +3970,7 @@ impl Sim {
             }
             let ticket = s.tracked.take().expect("tracked above");
             s.batch.pop_front();
+            s.handed = true;
             let msg = Msg {
                 sid,
                 shard: s.shard,
@@ -3464,8 +4028,20 @@ impl Sim {
                     self.end_shard(i, sid);
                 }
             }
-            // No iterator could be had: handed back unread, not finished.
-            Stop::Cancelled | Stop::Unreadable => self.release_graceful(i, sid),
+            Stop::Cancelled => self.release_graceful(i, sid),
+            // No iterator could be had: handed back unread, not finished, and left to a backoff.
+            Stop::Unreadable => {
+                let shard = s.shard;
+                self.delay_take(i, shard);
+                self.release_graceful(i, sid);
+            }
+            // Left the stream: released, and never taken again while it stays out of it.
+            Stop::Gone => {
+                let shard = s.shard;
+                let id = self.id(shard);
+                self.insts[i].coord.gone.insert(id);
+                self.release_graceful(i, sid);
+            }
         }
     }
 
@@ -3723,9 +4299,14 @@ impl Sim {
     fn handler_start(&mut self, i: usize, msg: Msg) {
         let now = self.now;
         if self.cfg.handler_checks_lease {
-            let withheld = match self.session(i, msg.sid) {
+            let drops_stale = self.cfg.seek_drops_stale;
+            let withheld = match self.insts[i].sessions.get_mut(&msg.sid) {
                 None => Some(false),
                 Some(s) if s.stopped => Some(false),
+                // A seek since it was read: its position delivers what follows it.
+                Some(s) if drops_stale && s.watermark.generation() != msg.ticket.generation => {
+                    Some(false)
+                }
                 Some(s) if now >= s.valid_until => Some(true),
                 Some(_) => None,
             };
@@ -3779,10 +4360,12 @@ impl Sim {
     fn current(&mut self, i: usize, msg: Msg) -> bool {
         let now = self.now;
         let checks_lease = self.cfg.filter_checks_lease;
+        let drops_stale = self.cfg.seek_drops_stale;
         let Some(s) = self.session(i, msg.sid) else {
             return false;
         };
-        if s.stopped {
+        let stale = s.watermark.generation() != msg.ticket.generation;
+        if s.stopped || (stale && drops_stale) {
             return false;
         }
         if checks_lease && now >= s.valid_until {
@@ -3797,12 +4380,10 @@ impl Sim {
     /// (the broker hands a shard's records out in order, a child's after its parents ended, and
     /// none a graceful stop covered).
     fn pulled(&mut self, i: usize, msg: Msg) {
-        let parents_done = self.stream.shards[msg.shard].parents.iter().all(|&p| {
-            self.rows[p]
-                .state
-                .as_ref()
-                .is_some_and(LeaseState::is_finished)
-        });
+        let parents_done = self.stream.shards[msg.shard]
+            .parents
+            .iter()
+            .all(|&p| self.parent_done(p));
         let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
             return;
         };
@@ -3810,6 +4391,9 @@ impl Sim {
         if !msg.redelivery {
             s.last_idx = Some(msg.idx);
         }
+        // A seek back delivers again on purpose what a graceful stop had covered (and lowers
+        // the cover for the owners after it).
+        let seeked = s.seek_floor.is_some();
         let shard = msg.shard;
         let idx = msg.idx;
         if idx != expected && !msg.redelivery {
@@ -3828,12 +4412,18 @@ impl Sim {
         match idx.cmp(&first_upto) {
             Ordering::Equal => g.first_upto += 1,
             Ordering::Less => self.stats.redeliveries += 1,
-            Ordering::Greater => self.fail(format!(
-                "order: the first delivery of shard {shard} #{idx} came before that of \
-                 #{first_upto}"
-            )),
+            // Passing over records never delivered: only where none is owed (before where the
+            // application starts the shard, or skipped by a seek).
+            Ordering::Greater => match (first_upto..idx).find(|&k| g.owed[k]) {
+                None => g.first_upto = idx + 1,
+                Some(skipped) => self.fail(format!(
+                    "order: the first delivery of shard {shard} #{idx} (session {}) came \
+                     before that of #{skipped}, which is owed",
+                    msg.sid
+                )),
+            },
         }
-        if idx < covered {
+        if idx < covered && !seeked {
             self.fail(format!(
                 "graceful: shard {shard} #{idx} delivered again after a graceful stop had \
                  checkpointed it (covered below #{covered})"
@@ -3850,8 +4440,17 @@ impl Sim {
             return;
         };
         let (deadline, lost) = (s.deadline, s.lost);
+        let stale = s.watermark.generation() != msg.ticket.generation;
         let shard = msg.shard;
         let idx = msg.idx;
+        if stale {
+            self.fail(format!(
+                "seek: shard {shard} #{idx}, read before a seek of session {}, reached a handler \
+                 after the seek returned",
+                msg.sid
+            ));
+            return;
+        }
         self.stats.deliveries += 1;
         self.log(|| format!("{owner} delivers shard {shard} #{idx}"));
         if holder != Some(msg.sid) {
@@ -3873,22 +4472,24 @@ impl Sim {
 
     fn handler_done(&mut self, i: usize, msg: Msg) {
         self.insts[i].in_flight -= 1;
+        if self.seeks_left > 0 && self.rng.random_bool(self.cfg.p_seek) {
+            self.seeks_left -= 1;
+            self.handler_seeks(i, msg);
+        }
         if self.rng.random_bool(self.cfg.p_retry) {
             // `nack(true)` (or dropped unsettled): `ShardHandle::hand_back` keeps it unsettled,
             // and the redelivery task sends it again on its session, unless the shard stopped.
             self.stats.handed_back += 1;
             if !self.cfg.handed_back_comes_back {
                 // The copy is handled somewhere; the delivery itself is never settled.
-                let g = &mut self.ghost[msg.shard];
-                if !g.acked[msg.idx] {
-                    g.acked[msg.idx] = true;
-                    self.acked += 1;
-                    self.last_progress = self.now;
-                }
+                self.mark_acked(msg.shard, msg.idx);
                 self.after_handler(i);
                 return;
             }
-            let again = self.session(i, msg.sid).is_some_and(|s| !s.stopped);
+            // `hand_back`: a delivery of a stopped shard, or one a seek made stale, is forgotten.
+            let again = self
+                .session(i, msg.sid)
+                .is_some_and(|s| !s.stopped && s.watermark.generation() == msg.ticket.generation);
             if again {
                 self.insts[i].channel.push_back(Msg {
                     redelivery: true,
@@ -3900,12 +4501,7 @@ impl Sim {
             self.after_handler(i);
             return;
         }
-        let g = &mut self.ghost[msg.shard];
-        if !g.acked[msg.idx] {
-            g.acked[msg.idx] = true;
-            self.acked += 1;
-            self.last_progress = self.now;
-        }
+        self.mark_acked(msg.shard, msg.idx);
         // `ShardHandle::settle`.
         let records = &self.stream.shards[msg.shard].records;
         if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
@@ -3919,6 +4515,98 @@ impl Sim {
             self.drain_wake(i, msg.sid);
         }
         self.after_handler(i);
+    }
+
+    /// The handler of `msg` seeks its shard (`KinesisSeeker::seek` to a record a few before or
+    /// after its own, through the `SeekHandle` of its context), then finishes. `seek_live`
+    /// resolves the iterator first (a failure moves nothing), then resets the shard's watermark
+    /// (its pending checkpoint and the records waiting to come back go) and restarts its reader
+    /// at the target, a draining one included.
+    fn handler_seeks(&mut self, i: usize, msg: Msg) {
+        let shard = msg.shard;
+        let Some(&sid) = self.insts[i].running.get(&shard) else {
+            // Not read by this instance any more: the seek is refused.
+            return;
+        };
+        if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
+            self.stats.seeks_failed += 1;
+            return;
+        }
+        let len = self.stream.shards[shard].records.len();
+        let target = self
+            .rng
+            .random_range(msg.idx.saturating_sub(4)..=(msg.idx + 4).min(len - 1));
+        let seq = self.stream.shards[shard].records[target];
+        let id = self.id(shard);
+        let start = ShardStart::At(KinesisPosition::at_sequence(
+            Arc::clone(&id),
+            seq.to_string(),
+        ));
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.cancelled || s.stopped {
+            return;
+        }
+        s.watermark.reset();
+        s.pending = None;
+        s.settled_upto = None;
+        let floor = Mark::Seq(seq);
+        s.seek_floor = Some(s.seek_floor.map_or(floor, |known| known.min(floor)));
+        let restarts = match (s.reader, s.finish) {
+            (ReaderState::Ready | ReaderState::Blocked, FinishState::NotYet) => true,
+            // `drain` sees the seek and goes back to reading.
+            (ReaderState::Done, FinishState::Drain) => true,
+            _ => false,
+        };
+        self.stats.seeks += 1;
+        self.log(|| format!("i{i} seeks shard {shard} (session {sid}) to #{target}"));
+        if !restarts {
+            return;
+        }
+        // What the seek skips forward is not owed any more; what it goes back over is read again.
+        for idx in 0..target {
+            if self.waive(shard, idx) {
+                self.stats.waived += 1;
+            }
+        }
+        let g = &mut self.ghost[shard];
+        // What a graceful stop covered is read again from the target, by this owner and, once
+        // its checkpoint moved back, by the next one.
+        g.covered_upto = g.covered_upto.min(target);
+        let token = self.token();
+        let jitter = self.jitter();
+        let inc = self.insts[i].inc;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.tracked.take().is_some() {
+            // The record the reader was about to hand out is of the old position.
+            s.in_flight -= 1;
+        }
+        s.batch.clear();
+        s.pos = target;
+        s.next_none = false;
+        s.batch_empty = false;
+        s.iterator_tries = None;
+        s.failures = 0;
+        s.resume = start.clone();
+        s.first_start = start;
+        s.handed = false;
+        s.start_idx = target;
+        s.last_idx = None;
+        s.reader = ReaderState::Ready;
+        s.finish = FinishState::NotYet;
+        s.reader_token = token;
+        self.push(
+            self.now + jitter,
+            Ev::Reader {
+                inst: i,
+                inc,
+                sid,
+                token,
+            },
+        );
     }
 
     // ----- liveness -------------------------------------------------------------------------
@@ -3952,23 +4640,41 @@ impl Sim {
         handovers.record(step, took, quiet);
     }
 
-    /// Invariant 7, no wedge, once every record was acked and the checkpoints had time to
-    /// catch up: every open shard's checkpoint is at its last record, and every closed shard is
-    /// at `SHARD_END` (its children may start).
+    /// Whether `shard` no longer holds its children back: read to its end, trimmed out of the
+    /// stream, or never to be read (`plan`'s lineage rule).
+    fn parent_done(&self, shard: usize) -> bool {
+        let row = self.rows[shard].state.as_ref();
+        row.is_some_and(|row| row.is_finished() || row.is_skipped())
+            || self.stream.shards[shard].trimmed
+    }
+
+    /// Whether the application never reads `shard`, by the rules: trimmed, marked skipped, or
+    /// closed before the application reached it (and not yet marked).
+    fn never_read(&self, shard: usize) -> bool {
+        let row = self.rows[shard].state.as_ref();
+        self.stream.shards[shard].trimmed
+            || row.is_some_and(LeaseState::is_skipped)
+            || (row.is_none() && self.skippable(shard))
+    }
+
+    /// Invariant 7, no wedge, once every owed record was acked and the checkpoints had time to
+    /// catch up: every open shard's checkpoint is at its last owed record, and every closed
+    /// shard the application reads is at `SHARD_END` (its children may start).
     fn check_no_wedge(&self) -> Option<Failure> {
         for (shard, sim) in self.stream.shards.iter().enumerate() {
-            let mark = Mark::of(
-                self.rows[shard]
-                    .state
-                    .as_ref()
-                    .and_then(|row| row.checkpoint.as_deref()),
-            );
-            let wedged = if sim.info.closed {
+            let row = self.rows[shard].state.as_ref();
+            let mark = Mark::of(row.and_then(|row| row.checkpoint.as_deref()));
+            let never_read = self.never_read(shard);
+            let last_owed = (0..sim.records.len())
+                .rev()
+                .find(|&idx| self.ghost[shard].owed[idx])
+                .map(|idx| sim.records[idx]);
+            let wedged = if never_read {
+                false
+            } else if sim.info.closed {
                 mark != Mark::End
             } else {
-                sim.records
-                    .last()
-                    .is_some_and(|&last| mark < Mark::Seq(last))
+                last_owed.is_some_and(|last| mark < Mark::Seq(last))
             };
             if wedged {
                 return Some(Failure {
@@ -4014,11 +4720,13 @@ impl Sim {
             let finished = |rows: &[Row], s: usize| {
                 rows[s].state.as_ref().is_some_and(LeaseState::is_finished)
             };
+            let never_read = self.never_read(shard);
             let eligible = !finished(&self.rows, shard)
+                && !never_read
                 && self.stream.shards[shard]
                     .parents
                     .iter()
-                    .all(|&p| finished(&self.rows, p));
+                    .all(|&p| self.parent_done(p));
             let served = self.insts.iter().any(|inst| {
                 inst.alive
                     && inst
@@ -4304,6 +5012,39 @@ fn a_reader_that_takes_a_missing_iterator_for_the_end_loses_records() {
 /// for good (the runtime's copy of it was handled elsewhere), so its shard's checkpoint froze
 /// behind it and a closed shard never reached `SHARD_END`. A handed-back delivery now comes
 /// back to its session; without that the no-wedge check fails.
+#[test]
+fn a_delivery_read_before_a_seek_reaches_its_handler_after_it_without_the_generation_check() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.seek_drops_stale = false;
+        cfg.seeks = 20;
+        cfg.p_seek = 0.2;
+        cfg.channel = 6;
+        cfg.p_hold = 0.5;
+    };
+    let found = find_failure(200, &tweak, "seek:");
+    assert!(
+        found.is_some(),
+        "no delivery of a position left behind by a seek reached a handler"
+    );
+}
+
+#[test]
+fn a_fresh_iterator_that_resolves_the_tip_again_skips_records() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.resume_at_recorded_start = false;
+        cfg.initial = KinesisPosition::Latest;
+        cfg.p_expire = 0.3;
+        cfg.p_iterator_fails = 0.8;
+        cfg.p_kinesis = 0.1;
+        cfg.write_gap_ms = (10, 40);
+    };
+    let found = find_failure(300, &tweak, "owed");
+    assert!(
+        found.is_some(),
+        "no schedule skipped records behind a tip resolved again"
+    );
+}
+
 #[test]
 fn a_retried_record_that_never_comes_back_wedges_its_shard() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {

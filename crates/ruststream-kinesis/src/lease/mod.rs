@@ -23,7 +23,7 @@ pub use error::LeaseError;
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
 pub(crate) use state::{HeldEffect, landed};
-pub use state::{LeaseState, SHARD_END};
+pub use state::{LeaseState, SHARD_END, SHARD_SKIPPED};
 pub(crate) use store::millis;
 pub use store::{LeaseFuture, LeaseStore, SKEW_TOLERANCE, epoch_millis};
 pub(crate) use timed::Timed;

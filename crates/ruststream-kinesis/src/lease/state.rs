@@ -13,6 +13,25 @@
 /// ```
 pub const SHARD_END: &str = "SHARD_END";
 
+/// The checkpoint of a closed shard this application never read and never will: it started at
+/// the tip after the shard had closed, so nothing of the shard is to be read, and its children
+/// start where the application starts rather than at their oldest records.
+///
+/// The instance that decides so writes it with a take (only into a row that has no checkpoint),
+/// then releases the row. A later take of the shard finds it and reads nothing: a take that was
+/// still on its way, or an instance that saw the shard open, cannot bring the shard back and
+/// deliver its records after its children's.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::{LeaseState, SHARD_SKIPPED};
+///
+/// let state = LeaseState { checkpoint: Some(SHARD_SKIPPED.to_owned()), ..LeaseState::default() };
+/// assert!(state.is_skipped() && !state.is_finished());
+/// ```
+pub const SHARD_SKIPPED: &str = "SHARD_SKIPPED";
+
 /// One row of a lease table, as [`LeaseStore::read`](crate::LeaseStore::read) and
 /// [`LeaseStore::list`](crate::LeaseStore::list) return it.
 ///
@@ -38,8 +57,8 @@ pub struct LeaseState {
     pub expiry_ms: u64,
     /// Bumped by every write to the row.
     pub counter: u64,
-    /// The last checkpoint: a sequence number, [`SHARD_END`], a recorded start (below), or
-    /// `None` until the shard's first owner recorded its start.
+    /// The last checkpoint: a sequence number, [`SHARD_END`], [`SHARD_SKIPPED`], a recorded
+    /// start (below), or `None` until the shard's first owner recorded its start.
     ///
     /// A first owner that takes a shard without a checkpoint records where it starts before it
     /// reads: `TRIM_HORIZON`, `AT_TIMESTAMP:<epoch ms>` (a start at a time; the tip is recorded
@@ -61,6 +80,20 @@ impl LeaseState {
     #[must_use]
     pub fn is_finished(&self) -> bool {
         self.checkpoint.as_deref() == Some(SHARD_END)
+    }
+
+    /// A row marked [`SHARD_SKIPPED`], as a round knows it once its take marked it.
+    pub(crate) fn skipped() -> Self {
+        Self {
+            checkpoint: Some(SHARD_SKIPPED.to_owned()),
+            ..Self::default()
+        }
+    }
+
+    /// Whether the shard is one this application never reads ([`SHARD_SKIPPED`]).
+    #[must_use]
+    pub fn is_skipped(&self) -> bool {
+        self.checkpoint.as_deref() == Some(SHARD_SKIPPED)
     }
 
     /// Whether another instance may take this row at `now_ms` (epoch milliseconds): it has no

@@ -249,12 +249,24 @@ async fn a_new_application_at_the_tip_skips_a_closed_parent_and_starts_its_child
             .await
             .is_none()
     );
-    let parent = rig
+    let parent_key = crate::LeaseKey::new("orders", "shardId-000000000000");
+    let parent = rig.store.read(&parent_key).await.unwrap().expect("a row");
+    assert!(
+        parent.is_skipped() && parent.owner.is_none(),
+        "the parent is marked never to be read, and handed back: {parent:?}"
+    );
+    // An instance that saw the parent open and takes it late finds the mark: it reads nothing.
+    let late = rig
         .store
-        .read(&crate::LeaseKey::new("orders", "shardId-000000000000"))
+        .acquire_from(
+            &parent_key,
+            "late-instance",
+            Duration::from_secs(10),
+            "AT_TIMESTAMP:0",
+        )
         .await
         .unwrap();
-    assert_eq!(parent, None, "the parent is never taken");
+    assert_eq!(late.checkpoint.as_deref(), Some(crate::SHARD_SKIPPED));
     stop(sub, rig.connected).await;
 }
 
