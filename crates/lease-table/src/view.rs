@@ -1,7 +1,7 @@
 //! How a lease table looks on a terminal: pure functions of the rows and a clock, so the
 //! formatting is tested without DynamoDB.
 
-use ruststream_kinesis::{LeaseKey, LeaseState, SHARD_END};
+use ruststream_kinesis::{LeaseKey, LeaseState, SHARD_END, SHARD_SKIPPED};
 
 /// The column headers, in order.
 pub const HEADERS: [&str; 6] = [
@@ -33,14 +33,15 @@ pub fn expires_in(row: &LeaseState, now_ms: u64) -> String {
     format!("{}.{} s", left / 1000, (left % 1000) / 100)
 }
 
-/// A checkpoint that fits a column: `-` before the first one, `SHARD_END` as it is, and a long
+/// A checkpoint that fits a column: `-` before the first one, `SHARD_END` and `SHARD_SKIPPED` as
+/// they are, and a long
 /// sequence number (Kinesis writes 56 digits) cut to its last digits after an ellipsis, which is
 /// where consecutive checkpoints of one shard differ.
 #[must_use]
 pub fn checkpoint(row: &LeaseState) -> String {
     match row.checkpoint.as_deref() {
         None => "-".to_owned(),
-        Some(SHARD_END) => SHARD_END.to_owned(),
+        Some(mark @ (SHARD_END | SHARD_SKIPPED)) => mark.to_owned(),
         Some(sequence) if sequence.len() > KEPT_DIGITS + 4 => {
             format!("…{}", &sequence[sequence.len() - KEPT_DIGITS..])
         }
@@ -153,6 +154,10 @@ mod tests {
             "…764991414274"
         );
         assert_eq!(checkpoint(&row(None, 0, 1, Some(SHARD_END))), "SHARD_END");
+        assert_eq!(
+            checkpoint(&row(None, 0, 1, Some(SHARD_SKIPPED))),
+            "SHARD_SKIPPED"
+        );
         assert_eq!(checkpoint(&row(None, 0, 1, Some("12345"))), "12345");
         assert_eq!(checkpoint(&row(None, 0, 1, None)), "-");
     }
