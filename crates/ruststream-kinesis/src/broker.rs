@@ -28,6 +28,10 @@ use crate::{
 /// How long `shutdown` waits for readers to write their final checkpoints and release.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
+/// How long a new subscription to a stream waits for the previous one's tasks before it warns
+/// (it waits on until they end).
+const PREVIOUS_SUBSCRIPTION_WARN_AFTER: Duration = Duration::from_secs(10);
+
 /// The Amazon Kinesis Data Streams broker.
 ///
 /// Constructors and builders do no I/O: the AWS configuration is resolved and the client built
@@ -415,7 +419,7 @@ impl ConnectedKinesisBroker {
             tasks: None,
         };
         if let Some(tasks) = draining
-            && tokio::time::timeout(SHUTDOWN_GRACE, tasks.wait())
+            && tokio::time::timeout(PREVIOUS_SUBSCRIPTION_WARN_AFTER, tasks.wait())
                 .await
                 .is_err()
         {
@@ -423,7 +427,7 @@ impl ConnectedKinesisBroker {
             // writes are still on their way: wait for them, however slow the store is.
             tracing::warn!(
                 stream = name,
-                "the previous subscription did not finish within {SHUTDOWN_GRACE:?}; still waiting"
+                "the previous subscription did not finish within {PREVIOUS_SUBSCRIPTION_WARN_AFTER:?}; still waiting"
             );
             tasks.wait().await;
         }

@@ -1,3 +1,6 @@
+//! Every error the broker reports, each naming the stream, shard, table, key or consumer it is
+//! about and what fixes it.
+
 use thiserror::Error;
 
 use crate::LeaseError;

@@ -1,3 +1,6 @@
+//! Where a subscription, a seek or a shard's reader starts, and how a start is recorded as a
+//! checkpoint so a later owner starts no later.
+
 use std::sync::Arc;
 use std::time::SystemTime;
 

@@ -1,3 +1,6 @@
+//! What a service configures for one subscribed stream: `KinesisStream`, its read settings and
+//! its initial position.
+
 use std::borrow::Cow;
 use std::time::Duration;
 

@@ -1,3 +1,6 @@
+//! The lease's timings (lease, renewal, listing, handover poll, checkpoint cadence) and the call
+//! timeouts derived from them.
+
 use std::time::Duration;
 
 use crate::KinesisError;

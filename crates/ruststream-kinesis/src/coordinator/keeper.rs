@@ -48,13 +48,10 @@ impl Moment for Duration {
 pub(crate) enum KeeperAction<T> {
     /// Renew again at this moment, which lies before the lease runs out by this instance's clock.
     RetryAt(T),
-    /// Deliver nothing more from the shard. `checkpoint` says whether the reader may still write
-    /// its final checkpoint; it never may after a refusal (another owner holds the row), nor
-    /// after a lease that ran out while the store failed (a taker may hold the row by now).
-    Stop {
-        /// Whether a final checkpoint may be written.
-        checkpoint: bool,
-    },
+    /// Deliver nothing more from the shard, and write no final checkpoint: after a refusal
+    /// another owner holds the row, and after a lease that ran out while the store failed a
+    /// taker may hold it by now.
+    Stop,
 }
 
 /// The keeper of one shard's lease: its validity by this instance's clock and its next renewal.
@@ -116,7 +113,7 @@ impl<T: Moment> LeaseKeeper<T> {
     /// stops at once and writes no checkpoint.
     pub(crate) fn on_refused(&mut self) -> KeeperAction<T> {
         self.stopped = true;
-        KeeperAction::Stop { checkpoint: false }
+        KeeperAction::Stop
     }
 
     /// A renewal failed at `now` for transport reasons: retry after a third of the renewal
@@ -126,7 +123,7 @@ impl<T: Moment> LeaseKeeper<T> {
         let left = self.valid_until.saturating_since(now);
         if left <= MIN_RETRY {
             self.stopped = true;
-            return KeeperAction::Stop { checkpoint: false };
+            return KeeperAction::Stop;
         }
         let wait = (self.timings.renew() / 3).min(left / 2).max(MIN_RETRY / 2);
         self.next_renewal = now + wait;
@@ -219,10 +216,7 @@ mod tests {
     #[test]
     fn a_refused_renewal_stops_at_once_without_a_checkpoint() {
         let mut keeper = keeper_taken_at(Duration::ZERO);
-        assert_eq!(
-            keeper.on_refused(),
-            KeeperAction::Stop { checkpoint: false }
-        );
+        assert_eq!(keeper.on_refused(), KeeperAction::Stop);
         assert!(keeper.is_stopped());
         assert!(!keeper.may_deliver(S));
     }
@@ -242,10 +236,7 @@ mod tests {
         assert!(keeper.may_deliver(at));
         // With less than MIN_RETRY left the keeper gives up.
         let late = 9 * S - MIN_RETRY;
-        assert_eq!(
-            keeper.on_failed(late),
-            KeeperAction::Stop { checkpoint: false }
-        );
+        assert_eq!(keeper.on_failed(late), KeeperAction::Stop);
         assert!(!keeper.may_deliver(late));
     }
 
@@ -259,8 +250,7 @@ mod tests {
                     assert!(at > now && at < keeper.valid_until(), "{at:?}");
                     now = at;
                 }
-                KeeperAction::Stop { checkpoint } => {
-                    assert!(!checkpoint);
+                KeeperAction::Stop => {
                     assert!(keeper.valid_until().saturating_sub(now) <= MIN_RETRY);
                     break;
                 }

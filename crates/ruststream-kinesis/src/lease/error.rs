@@ -1,3 +1,5 @@
+//! What a lease store call can fail with, and which failures mean another owner holds the row.
+
 use thiserror::Error;
 
 use super::LeaseKey;

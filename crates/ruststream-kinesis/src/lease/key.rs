@@ -1,3 +1,5 @@
+//! The key of a lease row: `stream:shard`, and the bare shard id of rows an earlier version wrote.
+
 use std::fmt;
 use std::sync::Arc;
 

@@ -1,3 +1,5 @@
+//! The lease store of a single process: rows in memory, with the conditions of the DynamoDB store.
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

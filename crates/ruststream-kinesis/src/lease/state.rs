@@ -1,3 +1,6 @@
+//! One row of the lease table as the stores return it, and the checkpoint values with a meaning
+//! of their own (`SHARD_END`, `SHARD_SKIPPED`).
+
 /// The checkpoint of a shard that was read to its end; its children may start.
 ///
 /// A reader writes it once every delivery from the shard is settled (a checkpoint still waiting

@@ -1,3 +1,6 @@
+//! The lease store contract: five calls every store implements, three with default bodies, the
+//! clock-skew tolerance takes are judged with, and the wall clock they carry.
+
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

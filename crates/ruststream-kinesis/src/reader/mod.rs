@@ -181,15 +181,14 @@ async fn keep_lease(
             Err(err) => {
                 sub.report(sub.lease_error(handle.key.shard(), err));
                 let action = keeper.on_failed(Instant::now());
-                if matches!(action, KeeperAction::Stop { .. }) {
+                if action == KeeperAction::Stop {
                     tracing::warn!(lease = %handle.key, "lease ran out while the store failed; the shard stops");
                 }
                 action
             }
         };
-        if let KeeperAction::Stop { checkpoint } = action {
-            // Neither stop allows a final checkpoint: a stopped handle writes none.
-            debug_assert!(!checkpoint);
+        if action == KeeperAction::Stop {
+            // A stopped handle writes no final checkpoint.
             handle.stop();
             cancel.cancel();
             return;
