@@ -480,7 +480,6 @@ impl ConnectedKinesisBroker {
                     take_backoff: Mutex::default(),
                     wake: tokio::sync::Notify::new(),
                     initial: Mutex::new(source.initial.clone()),
-                    followed: AtomicBool::new(false),
                     last_listing: Mutex::default(),
                 });
                 // The first round runs before the subscription is handed out: every shard this

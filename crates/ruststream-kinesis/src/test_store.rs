@@ -27,6 +27,9 @@ pub(crate) struct Recording {
     pub(crate) fail_renewals: std::sync::atomic::AtomicBool,
     /// Takes fail too, as a store that cannot be reached fails them.
     pub(crate) fail_takes: std::sync::atomic::AtomicBool,
+    /// Before the next take, another instance marks the row `SHARD_SKIPPED` (it saw the shard
+    /// closed and never read), as if its mark landed between this round's read and its take.
+    pub(crate) mark_before_take: std::sync::atomic::AtomicBool,
 }
 
 impl Recording {
@@ -102,6 +105,15 @@ impl LeaseStore for Recording {
         start: &'a str,
     ) -> crate::LeaseFuture<'a, LeaseState> {
         Box::pin(self.timed("acquire", owner, true, async move {
+            if self
+                .mark_before_take
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+            {
+                self.inner
+                    .acquire_from(key, "another", lease, crate::SHARD_SKIPPED)
+                    .await?;
+                self.inner.release(key, "another").await?;
+            }
             match self.unreachable(key, "acquire") {
                 Some(err) => Err(err),
                 None => self.inner.acquire_from(key, owner, lease, start).await,

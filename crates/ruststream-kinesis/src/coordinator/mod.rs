@@ -8,7 +8,7 @@ pub(crate) mod plan;
 mod simulation;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use crate::position::ShardStart;
 use crate::reader::{self, Reader, Restart};
 use crate::shard::{Sent, ShardHandle};
 use crate::{KinesisError, KinesisMessage, KinesisPosition, LeaseTimings};
-use plan::{Rows, StartRule, TakeFor, Verdict};
+use plan::{Rows, TakeFor, Verdict};
 
 /// The first wait after a take that failed once the lease was won (its iterator refused, a
 /// legacy row in the way); it doubles with each failure in a row, up to the longer of the lease
@@ -61,11 +61,6 @@ impl TakeBackoff {
         }
     }
 }
-
-/// How many times one round decides again after it marked shards never to be read: the
-/// generations of closed shards a new subscription at the tip marks one after another before it
-/// takes their children.
-const MARK_PASSES: usize = 4;
 
 /// What the subscriber stream yields.
 pub(crate) type Item = Result<KinesisMessage, KinesisError>;
@@ -112,9 +107,6 @@ pub(crate) struct Subscription {
     pub(crate) wake: Notify,
     /// Where shards without a checkpoint start; a seek made before any shard was taken sets it.
     pub(crate) initial: Mutex<KinesisPosition>,
-    /// Whether this application read the stream before (`plan::StartRule::followed`): set for
-    /// good once a round sees a row of the stream or this subscription takes a shard.
-    pub(crate) followed: AtomicBool,
     /// The shards the last listing found, for the handover poll between listings.
     pub(crate) last_listing: Mutex<Vec<ShardInfo>>,
 }
@@ -160,6 +152,7 @@ impl Subscription {
                     // A stream created again under this name has shards of the same ids.
                     lock(&self.gone).clear();
                     lock(&self.skipped).clear();
+                    lock(&self.finished).clear();
                 }
                 return Err(err);
             }
@@ -185,7 +178,8 @@ impl Subscription {
         let mut taken = 0;
         // Children wait for their never-read parents' marks: a pass that marks some decides
         // again at once, so a new subscription at the tip takes them in this round.
-        for _ in 0..MARK_PASSES {
+        // Bounded by the listing: each pass marks at least one shard.
+        for _ in 0..=listing.len() {
             let skip = |shard: &ShardInfo| {
                 reading.contains(&shard.id)
                     || held_back.contains(&shard.id)
@@ -345,13 +339,7 @@ impl Subscription {
         skip: impl Fn(&ShardInfo) -> bool,
     ) -> Vec<(&'a ShardInfo, TakeFor)> {
         let listed = plan::listed(listing);
-        if rows.values().any(Option::is_some) {
-            self.followed.store(true, Ordering::Release);
-        }
-        let rule = StartRule {
-            initial: self.initial_position(),
-            followed: self.followed.load(Ordering::Acquire),
-        };
+        let initial = self.initial_position();
         let now_ms = epoch_millis();
         let now = Instant::now();
         let backoff = lock(&self.take_backoff).clone();
@@ -365,7 +353,7 @@ impl Subscription {
             {
                 continue;
             }
-            match plan::verdict(shard, &listed, rows, &self.owner, now_ms, &rule) {
+            match plan::verdict(shard, &listed, rows, &self.owner, now_ms, &initial) {
                 Verdict::Take { fresh } => takeable.push((shard, TakeFor::Reading(fresh))),
                 Verdict::Skip => takeable.push((shard, TakeFor::Skipping)),
                 Verdict::Skipped => {
@@ -451,9 +439,14 @@ impl Subscription {
                 let _ = self.store.release(&key, &self.owner).await;
                 return false;
             }
-            // Never read (marked by this take, or by another instance's before it); a store that
-            // records no start cannot mark it, and the shard is left for a later round.
-            Some(crate::SHARD_SKIPPED) | None if skipping => {
+            // A store that records no start cannot mark it: left for a later round.
+            None if skipping => {
+                let _ = self.store.release(&key, &self.owner).await;
+                return false;
+            }
+            // Never read (marked by this take, or by another instance's before it, whatever
+            // this take was for).
+            Some(crate::SHARD_SKIPPED) => {
                 tracing::debug!(stream = %self.stream, shard = %shard.id, "closed shard never read and started at the tip: skipped");
                 lock(&self.skipped).insert(Arc::clone(&shard.id));
                 let _ = self.store.release(&key, &self.owner).await;
@@ -485,7 +478,6 @@ impl Subscription {
                 }
             };
         lock(&self.take_backoff).remove(&shard.id);
-        self.followed.store(true, Ordering::Release);
         let handle = Arc::new(ShardHandle::new(key, Arc::clone(&self.broker_closed)));
         handle.extend(sent, &self.timings);
         let (restart, restart_rx) = watch::channel(None);

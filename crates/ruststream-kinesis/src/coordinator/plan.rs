@@ -53,29 +53,6 @@ pub(crate) fn listed(listing: &[ShardInfo]) -> Listed<'_> {
         .collect()
 }
 
-/// Where a subscription starts the shards it never read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StartRule {
-    /// The subscription's initial position.
-    pub(crate) initial: KinesisPosition,
-    /// Whether this application read the stream before: the lease table holds a row of it, or
-    /// this subscription took a shard of it. A parent trimmed out of the stream without a row
-    /// is then one the application fell behind on (by more than the retention), not one that
-    /// ended before it started, and its children hold what follows what it read.
-    pub(crate) followed: bool,
-}
-
-impl StartRule {
-    /// The rule of a subscription at `initial` that has not read the stream yet.
-    #[cfg(test)]
-    pub(crate) fn new(initial: KinesisPosition) -> Self {
-        Self {
-            initial,
-            followed: false,
-        }
-    }
-}
-
 /// How a shard without a checkpoint relates to what this application read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lineage {
@@ -104,9 +81,8 @@ pub(crate) fn verdict(
     rows: &Rows,
     owner: &str,
     now_ms: u64,
-    rule: &StartRule,
+    initial: &KinesisPosition,
 ) -> Verdict {
-    let initial = &rule.initial;
     let row = rows.get(&shard.id).cloned().flatten();
     if row.as_ref().is_some_and(LeaseState::is_finished) {
         return Verdict::Finished;
@@ -120,7 +96,7 @@ pub(crate) fn verdict(
     let lineage = if has_checkpoint {
         Lineage::Fresh
     } else {
-        lineage(shard, listed, rows, rule)
+        lineage(shard, listed, rows)
     };
     if lineage == Lineage::ParentsPending {
         return Verdict::WaitForParents;
@@ -136,16 +112,16 @@ pub(crate) fn verdict(
         _ if initial.applies_to(&shard.id) => initial.clone(),
         _ => KinesisPosition::Latest,
     };
-    // Only a shard without a row: a row, even one without a checkpoint (a take whose start
-    // record failed, or a store that keeps none), holds the children back until a reader
-    // takes the shard to its end.
-    if shard.closed && row.is_none() && fresh == KinesisPosition::Latest {
+    // A row without a checkpoint was never read (a reader starts only once its take recorded
+    // a start): marking it lets its children start, where reading it at the tip would make
+    // them replay their retention.
+    if shard.closed && !has_checkpoint && fresh == KinesisPosition::Latest {
         return Verdict::Skip;
     }
     Verdict::Take { fresh }
 }
 
-fn lineage(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows, rule: &StartRule) -> Lineage {
+fn lineage(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows) -> Lineage {
     let mut lineage = Lineage::Fresh;
     for parent in &shard.parents {
         let row = rows.get(parent).and_then(Option::as_ref);
@@ -158,9 +134,9 @@ fn lineage(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows, rule: &StartRule
             (Some(_), None) => lineage = Lineage::ParentsRead,
             // Being read, or about to be.
             (Some(_), Some(_)) => return Lineage::ParentsPending,
-            // Never read, and gone: before the application started, nothing of it comes first;
-            // after, it fell behind on the shard, and the child follows from its beginning.
-            (None, None) if rule.followed => lineage = Lineage::ParentsRead,
+            // Never read, and gone: nothing of it comes first. (An application behind by more
+            // than the retention lost the parent's records and starts the child where it
+            // starts: the table cannot tell that parent from one that ended before it started.)
             (None, None) => {}
             // Never read yet: it holds its child until it is read, or marked as never to be.
             (None, Some(_)) => return Lineage::ParentsPending,
@@ -276,8 +252,7 @@ mod tests {
         now_ms: u64,
         initial: &KinesisPosition,
     ) -> Verdict {
-        let rule = StartRule::new(initial.clone());
-        verdict(shard, &listed(listing), rows, "me", now_ms, &rule)
+        verdict(shard, &listed(listing), rows, "me", now_ms, initial)
     }
 
     fn decide(shard: &ShardInfo, listing: &[ShardInfo], rows: &Rows, now_ms: u64) -> Verdict {
@@ -388,21 +363,23 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_shard_with_a_row_but_no_checkpoint_is_taken_to_its_end_not_skipped() {
+    fn a_closed_shard_with_a_row_but_no_checkpoint_is_marked_and_its_child_waits_for_the_mark() {
         // A take at the tip whose start record failed left a row without a checkpoint, then the
-        // shard closed: its child waits for that row, so skipping the shard would wedge it.
+        // shard closed: nothing of it was read, so it is marked, and its child waits meanwhile.
         let parent = shard("p", &[], true);
         let child = shard("c", &["p"], false);
         let listing = [parent.clone(), child.clone()];
-        let rows = Rows::from([(Arc::from("p"), row(Some("gone"), 5, None))]);
+        let mut rows = Rows::from([(Arc::from("p"), row(Some("gone"), 5, None))]);
         let now_ms = 60_000;
-        assert_eq!(
-            decide(&parent, &listing, &rows, now_ms),
-            take(KinesisPosition::Latest)
-        );
+        assert_eq!(decide(&parent, &listing, &rows, now_ms), Verdict::Skip);
         assert_eq!(
             decide(&child, &listing, &rows, now_ms),
             Verdict::WaitForParents
+        );
+        rows.insert(Arc::from("p"), row(None, 0, Some(crate::SHARD_SKIPPED)));
+        assert_eq!(
+            decide(&child, &listing, &rows, now_ms),
+            take(KinesisPosition::Latest)
         );
     }
 
@@ -432,38 +409,6 @@ mod tests {
             .collect();
         held.sort();
         assert_eq!(held, ["c", "g", "p"]);
-    }
-
-    #[test]
-    fn behind_by_more_than_the_retention_the_children_of_a_trimmed_parent_start_at_their_beginning()
-    {
-        // The application read the stream, fell behind, and a parent was trimmed before it was
-        // read: its children hold what follows, still in the stream.
-        let child = shard("c", &["trimmed"], true);
-        let grandchild = shard("g", &["c"], false);
-        let listing = [child.clone(), grandchild.clone()];
-        let rows = Rows::from([(Arc::from("c"), None), (Arc::from("g"), None)]);
-        let followed = StartRule {
-            initial: KinesisPosition::Latest,
-            followed: true,
-        };
-        let listed = listed(&listing);
-        assert_eq!(
-            verdict(&child, &listed, &rows, "me", 0, &followed),
-            take(KinesisPosition::TrimHorizon)
-        );
-        assert_eq!(
-            verdict(&grandchild, &listed, &rows, "me", 0, &followed),
-            Verdict::WaitForParents
-        );
-        // A new application at the tip: the trimmed parent ended before it started.
-        assert_eq!(decide(&child, &listing, &rows, 0), Verdict::Skip);
-        let mut rows = rows;
-        rows.insert(Arc::from("c"), row(None, 0, Some(crate::SHARD_SKIPPED)));
-        assert_eq!(
-            decide(&grandchild, &listing, &rows, 0),
-            take(KinesisPosition::Latest)
-        );
     }
 
     #[test]

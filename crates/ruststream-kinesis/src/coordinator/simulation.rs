@@ -83,11 +83,12 @@
 //! (`Reader::resume`). The stream may be resharded before any instance starts, so closed shards
 //! nobody read are marked `SHARD_SKIPPED` by a take (`plan::Verdict::Skip`, `TakeFor::Skipping`)
 //! and their children wait for the mark, a round deciding again after a pass that marked some
-//! (`MARK_PASSES`). Retention trims a closed shard some time after it closed
+//! until a pass marks nothing. Retention trims a closed shard some time after it closed
 //! (`Config::retention`): it leaves the listing, its reads answer `ResourceNotFoundException`
-//! (the reader releases it and the coordinator never takes it again, `Stop::Gone`), and a child
-//! of a parent trimmed unread follows from its beginning once the application read the stream
-//! (`plan::StartRule::followed`). A row may be malformed for a while (`Config::malformed`): its
+//! (the reader releases it and the coordinator never takes it again, `Stop::Gone`); a child of
+//! a parent trimmed without a row starts at the initial position, so under the tip what the
+//! application owed of it before its first take is lost with the parent (counted as trimmed
+//! unread). A row may be malformed for a while (`Config::malformed`): its
 //! reads, its writes and the stream's `list` fail, a round then reads row by row (`read_rows`)
 //! and leaves the shard and every descendant alone (`plan::held_back_by`). A handler may seek
 //! its shard to a record a few before or after its own (`KinesisSeeker::seek`): the watermark
@@ -213,7 +214,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::keeper::{KeeperAction, LeaseKeeper};
-use super::plan::{self, Rows, StartRule, TakeFor, Verdict};
+use super::plan::{self, Rows, TakeFor, Verdict};
 use crate::api::ShardInfo;
 use crate::lease::LeaseState;
 use crate::position::ShardStart;
@@ -1044,8 +1045,6 @@ struct Coord {
     skipped: HashSet<Arc<str>>,
     /// `Subscription::gone`: shards that left the stream while this subscription read them.
     gone: HashSet<Arc<str>>,
-    /// `Subscription::followed`.
-    followed: bool,
 }
 
 #[derive(Debug)]
@@ -2407,6 +2406,13 @@ impl Sim {
                 self.stats.trimmed_unread += 1;
             }
         }
+        if self.cfg.initial == KinesisPosition::Latest && self.rows[shard].state.is_none() {
+            // Trimmed before the application took it: to the table it is a parent that ended
+            // before the application started, so its children start at the tip when first
+            // taken (`plan`'s lineage rule), and what they held before is lost with it.
+            self.ghost[shard].reached = false;
+            self.unreach(shard);
+        }
         self.log(|| format!("shard {shard} trimmed out of the stream"));
     }
 
@@ -2814,8 +2820,8 @@ impl Sim {
         self.take_pass(i, owner, now_ms);
     }
 
-    /// One pass of a round's takes (`round`'s loop over `MARK_PASSES`): what `takeable` says,
-    /// less what an earlier pass tried.
+    /// One pass of a round's takes (`round`'s loop, until a pass marks nothing): what
+    /// `takeable` says, less what an earlier pass tried.
     fn take_pass(&mut self, i: usize, owner: Arc<str>, now_ms: u64) {
         let Some(round) = self.insts[i].coord.round.as_mut() else {
             return;
@@ -2878,12 +2884,7 @@ impl Sim {
         now_ms: u64,
     ) -> Vec<(Arc<str>, TakeFor)> {
         let listed = plan::listed(listing);
-        let coord = &mut self.insts[i].coord;
-        coord.followed |= rows.values().any(Option::is_some);
-        let rule = StartRule {
-            initial: self.cfg.initial.clone(),
-            followed: coord.followed,
-        };
+        let initial = self.cfg.initial.clone();
         let mut takeable = Vec::new();
         for shard in listing {
             let index = self.stream.ids[&shard.id];
@@ -2898,7 +2899,7 @@ impl Sim {
             {
                 continue;
             }
-            match plan::verdict(shard, &listed, rows, owner, now_ms, &rule) {
+            match plan::verdict(shard, &listed, rows, owner, now_ms, &initial) {
                 Verdict::Take { fresh } => {
                     takeable.push((Arc::clone(&shard.id), TakeFor::Reading(fresh)));
                 }
@@ -3014,7 +3015,6 @@ impl Sim {
             return;
         }
         self.insts[i].coord.backoff.remove(&shard);
-        self.insts[i].coord.followed = true;
         self.open_session(i, sid, shard, &start, resume, sent);
         self.take_done(i);
     }
@@ -3074,7 +3074,7 @@ impl Sim {
             return;
         }
         round.passes += 1;
-        if round.marked.is_empty() || round.passes >= super::MARK_PASSES {
+        if round.marked.is_empty() || round.passes > round.listing.len() {
             self.round_over(i);
             return;
         }
@@ -4645,6 +4645,29 @@ impl Sim {
         let row = self.rows[shard].state.as_ref();
         row.is_some_and(|row| row.is_finished() || row.is_skipped())
             || self.stream.shards[shard].trimmed
+    }
+
+    /// Retention trimmed `shard`'s lineage unread: its children not taken yet are owed again only
+    /// from their first take on.
+    fn unreach(&mut self, shard: usize) {
+        for child in self.stream.children(shard) {
+            let opened = self.rows[child].state.is_some();
+            // A merge child of a parent the application read starts at its beginning.
+            let read_parent = self.stream.shards[child]
+                .parents
+                .iter()
+                .any(|&p| p != shard && (self.ghost[p].reached || self.rows[p].state.is_some()));
+            if opened || read_parent || !self.ghost[child].reached {
+                continue;
+            }
+            self.ghost[child].reached = false;
+            for idx in 0..self.ghost[child].owed.len() {
+                if self.waive(child, idx) {
+                    self.stats.trimmed_unread += 1;
+                }
+            }
+            self.unreach(child);
+        }
     }
 
     /// Whether the application never reads `shard`, by the rules: trimmed, marked skipped, or

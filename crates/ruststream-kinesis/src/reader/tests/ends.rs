@@ -1,12 +1,14 @@
 //! How a shard's reading ends: only a closed shard read to its end is finished; one whose
 //! iterator cannot be had, or that left the stream, is released unfinished.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ruststream::{ConnectedBroker, IncomingMessage, Seekable, Seeker};
+use futures::StreamExt;
+use ruststream::{ConnectedBroker, IncomingMessage, Seekable, Seeker, Subscriber};
 
-use super::{Rig, RigSettings, eventually, next, next_within, stop, text};
+use super::{Recording, Rig, RigSettings, eventually, next, next_within, stop, text};
 use crate::fake_kinesis::{Reply, calls};
 use crate::{KinesisPosition, SHARD_END};
 
@@ -267,6 +269,43 @@ async fn a_new_application_at_the_tip_skips_a_closed_parent_and_starts_its_child
         .await
         .unwrap();
     assert_eq!(late.checkpoint.as_deref(), Some(crate::SHARD_SKIPPED));
+    stop(sub, rig.connected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_that_finds_its_shard_marked_skipped_reads_nothing_and_reports_nothing() {
+    // Another instance marked the shard never to be read between this round's read of the
+    // table and its take: the take hands it back without asking Kinesis for an iterator.
+    let store = Arc::new(Recording::default());
+    store
+        .mark_before_take
+        .store(true, std::sync::atomic::Ordering::Release);
+    let rig = Rig::start(
+        RigSettings {
+            seeded: false,
+            store: store.clone(),
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    {
+        let mut stream = std::pin::pin!(sub.stream());
+        let quiet = tokio::time::timeout(Duration::from_millis(1500), stream.next()).await;
+        assert!(
+            quiet.is_err(),
+            "nothing is delivered or reported: {:?}",
+            quiet.ok().flatten().map(|item| item.map(|m| text(&m)))
+        );
+    }
+    assert_eq!(
+        calls(&rig.seen, "GetShardIterator"),
+        0,
+        "no iterator is asked for a shard marked never to be read"
+    );
+    let row = rig_row(&rig.store).await;
+    assert!(row.is_skipped() && row.owner.is_none(), "{row:?}");
     stop(sub, rig.connected).await;
 }
 
