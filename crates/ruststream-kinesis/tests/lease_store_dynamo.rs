@@ -5,7 +5,7 @@
 //! They run when `KINESIS_TEST_ENDPOINT` names the endpoint (region `us-east-1`, test
 //! credentials), each on a table of its own with a random name. Without it they print a skip
 //! line and pass, unless `KINESIS_TEST_STRICT=1`, which makes them fail instead.
-#![cfg(feature = "dynamodb-lease")]
+#![cfg(all(feature = "dynamodb-lease", feature = "store-suite"))]
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;

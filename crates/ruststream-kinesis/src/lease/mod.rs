@@ -11,6 +11,7 @@ mod key;
 mod memory;
 mod state;
 mod store;
+#[cfg(any(test, feature = "store-suite"))]
 pub mod suite;
 mod timed;
 
@@ -22,6 +23,7 @@ pub use dynamo::DynamoLeaseStore;
 pub use error::LeaseError;
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
+#[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use state::{HeldEffect, landed};
 pub use state::{LeaseState, SHARD_END, SHARD_SKIPPED};
 pub(crate) use store::millis;

@@ -53,7 +53,7 @@ pub(crate) fn millis(duration: Duration) -> u64 {
 /// `DynamoLeaseStore` (feature `dynamodb-lease`). A store on another database implements these
 /// five calls, may override the provided [`acquire_from`](Self::acquire_from),
 /// [`checkpoint_and_renew`](Self::checkpoint_and_renew) and [`list`](Self::list), and runs
-/// [`lease::suite`](crate::lease::suite) against itself.
+/// `lease::suite` (feature `store-suite`) against itself.
 ///
 /// # Examples
 ///
