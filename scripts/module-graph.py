@@ -6,7 +6,7 @@
 SRC defaults to crates/ruststream-kinesis/src. Each line is `module -> what it imports`, one
 module per top-level file or folder (`src/shard.rs`, `src/coordinator/`); lib.rs and what only
 tests compile (`tests/` folders, `tests.rs`, `simulation.rs`, the fakes, `test_store.rs`) are
-left out, since a test may import from anywhere. An import is a `crate::` path, a
+left out, and so are `#[cfg(test)]` modules and imports, since a test may import from anywhere. An import is a `crate::` path, a
 `crate::{..}` group, or `super::` from a folder's `mod.rs`; a name lib.rs re-exports counts as
 an import of the module that defines it. With a cycle among the modules the script prints each
 one and exits 1, unless `--report` is given (issue 10 turns that off once the layout is done).
@@ -61,8 +61,14 @@ def group_heads(text: str, start: int) -> list[str]:
 
 def imports(text: str, folder_root: bool) -> set[str]:
     found: set[str] = set()
-    # Comments may name paths that are not imports.
+    # Comments may name paths that are not imports, and tests may import from anywhere: a
+    # `#[cfg(test)] mod ..` block runs to the end of its file, by this crate's convention, and a
+    # `#[cfg(test)]` import is one statement.
     code = re.sub(r"//[^\n]*", "", text)
+    block = re.search(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", code)
+    if block:
+        code = code[: block.start()]
+    code = re.sub(r"#\[cfg\(test\)\]\s*use[^;]*;", "", code)
     for match in re.finditer(r"\bcrate::(\w+|\{)", code):
         if match.group(1) == "{":
             found.update(group_heads(code, match.end() - 1))

@@ -267,7 +267,7 @@ impl KinesisBroker {
         if let Some(endpoint) = &self.endpoint {
             builder = builder.endpoint_url(endpoint);
         }
-        builder = builder.timeout_config(crate::timings::call_timeouts(
+        builder = builder.timeout_config(crate::sdk_timeouts::call_timeouts(
             config.timeout_config(),
             self.timings.kinesis_call_timeout(),
         ));

@@ -199,18 +199,3 @@ impl LeaseTimings {
         self.lease.saturating_sub(self.holder_margin())
     }
 }
-
-/// The configuration's timeouts, with an operation timeout of `bound` and an attempt timeout of
-/// half of it where the configuration sets none: no call of the broker hangs for good.
-pub(crate) fn call_timeouts(
-    configured: Option<&aws_sdk_kinesis::config::timeout::TimeoutConfig>,
-    bound: Duration,
-) -> aws_sdk_kinesis::config::timeout::TimeoutConfig {
-    let ours = aws_sdk_kinesis::config::timeout::TimeoutConfig::builder()
-        .operation_timeout(bound)
-        .operation_attempt_timeout(bound / 2);
-    match configured {
-        Some(configured) => configured.to_builder().take_unset_from(ours).build(),
-        None => ours.build(),
-    }
-}

@@ -211,9 +211,9 @@ impl DynamoLeaseStore {
         // No call hangs for good: a renewal that does not answer fails within the default
         // renewal interval, so its retry lands while the lease lasts (the subscription bounds
         // every call it makes by its own lease timings too).
-        let timeouts = crate::timings::call_timeouts(
+        let timeouts = crate::sdk_timeouts::call_timeouts(
             config.timeout_config(),
-            crate::LeaseTimings::default().renew(),
+            crate::sdk_timeouts::STORE_CALL_BOUND,
         );
         let client = Client::from_conf(
             aws_sdk_dynamodb::config::Builder::from(config)
