@@ -19,7 +19,8 @@ use tokio::sync::mpsc;
 use crate::api::OutRecord;
 use crate::broker::{ConnectedKinesisBroker, Transport};
 use crate::coordinator::Item;
-use crate::message::{Record, Settle};
+use crate::message::Settle;
+use crate::record::Record;
 use crate::{
     KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, envelope, lease::epoch_millis,
 };

@@ -90,6 +90,7 @@ mod pace;
 mod position;
 mod publisher;
 mod reader;
+mod record;
 mod sdk_timeouts;
 mod shard;
 mod stream;

@@ -3,23 +3,13 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use ruststream::codec::CodecError;
 use ruststream::{AckError, HeaderMap, IncomingMessage, Positioned};
 
+use crate::record::Record;
 use crate::shard::ShardHandle;
 use crate::watermark::Ticket;
 use crate::{KinesisPosition, KinesisSeeker};
-
-/// What a delivery carries of its record: enough to hand it out again after a retry.
-#[derive(Debug, Clone)]
-pub(crate) struct Record {
-    pub(crate) payload: Bytes,
-    pub(crate) headers: HeaderMap,
-    pub(crate) partition_key: String,
-    pub(crate) sequence: Arc<str>,
-    pub(crate) arrived_ms: Option<i64>,
-}
 
 /// How a delivery reaches what it settles.
 #[derive(Debug)]

@@ -2,7 +2,6 @@
 //! listing interval, takes every shard that is free or whose lease expired (in parallel), and
 //! starts a reader for each. The decisions are [`plan`]; this module does the I/O around them.
 
-pub(crate) mod keeper;
 pub(crate) mod plan;
 #[cfg(test)]
 mod simulation;

@@ -14,7 +14,7 @@
 //! `takeable_between_listings`, `take` with its start checkpoint, `reader_ended`, and the
 //! `select!` of `run` over the cancel, the listing deadline, the wake and the poll, a random
 //! ready branch winning as in tokio), `reader.rs` (`keep_lease` with `take_renewed`,
-//! `write_checkpoints` with its cadence, the read loop, `finish`, `release_graceful`), `shard.rs`
+//! `write_checkpoints` with its cadence, the read loop, `finish`, `release_graceful`), `shard/mod.rs`
 //! (the `writing` lock, pending checkpoint, `restore_pending`, `write_pending` with
 //! `checkpoint_and_renew` extending the handle's lease), `subscriber.rs` (the filter in front of
 //! the handlers) and `broker.rs` (`register`: a new subscription to a stream waits for the
@@ -213,11 +213,11 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::keeper::{KeeperAction, LeaseKeeper};
 use super::plan::{self, Rows, TakeFor, Verdict};
 use crate::api::ShardInfo;
 use crate::lease::LeaseState;
 use crate::position::ShardStart;
+use crate::shard::keeper::{KeeperAction, LeaseKeeper};
 use crate::watermark::{Ticket, Watermark};
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE};
 

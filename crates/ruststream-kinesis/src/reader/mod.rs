@@ -11,10 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Fetched};
 use crate::coordinator::Subscription;
-use crate::coordinator::keeper::{KeeperAction, LeaseKeeper};
-use crate::message::{Record, Settle};
+use crate::message::Settle;
 use crate::pace::{self, MIN_CALL_GAP, backoff_ceiling};
 use crate::position::ShardStart;
+use crate::record::Record;
+use crate::shard::keeper::{KeeperAction, LeaseKeeper};
 use crate::shard::{Close, Sent, ShardHandle};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker, envelope};
 

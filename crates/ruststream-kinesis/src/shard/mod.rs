@@ -1,17 +1,19 @@
 //! What the reader of one shard shares with its deliveries and its checkpoint writer: the
 //! watermark, the checkpoint waiting to be written, and whether the shard may still deliver.
 
+pub(crate) mod keeper;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::coordinator::keeper::LeaseKeeper;
 use crate::lease::{LeaseError, LeaseKey, LeaseStore, millis};
-use crate::message::Record;
+use crate::record::Record;
 use crate::watermark::{Ticket, Watermark};
 use crate::{KinesisError, LeaseTimings, SHARD_END, epoch_millis};
+use keeper::LeaseKeeper;
 
 /// When a call that grants the lease (a take, a renewal, a checkpoint that renews) was sent, by
 /// both of this instance's clocks.
