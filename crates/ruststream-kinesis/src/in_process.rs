@@ -70,6 +70,9 @@ pub(crate) struct InProcessSubscription {
 pub(crate) struct InProcessSettle {
     coordinator: Option<Coordinator>,
     sub: Arc<InProcessSubscription>,
+    /// The shard's seek generation the delivery belongs to (a live delivery's ticket carries
+    /// its own).
+    generation: u64,
 }
 
 impl InProcessSettle {
@@ -86,8 +89,8 @@ impl InProcessSettle {
         self.sub.broker_closed.load(Ordering::Acquire)
     }
 
-    pub(crate) fn is_current(&self, shard: &str, generation: u64) -> bool {
-        !self.sub.closed.load(Ordering::Acquire) && self.sub.generation_of(shard) == generation
+    pub(crate) fn is_current(&self, shard: &str) -> bool {
+        !self.sub.closed.load(Ordering::Acquire) && self.sub.generation_of(shard) == self.generation
     }
 
     /// Delivers `record` again to its subscription, after `delay`, as a live shard does with a
@@ -98,12 +101,12 @@ impl InProcessSettle {
         self,
         record: Record,
         shard: &Arc<str>,
-        generation: u64,
         attempt: u64,
         delay: std::time::Duration,
     ) -> Result<(), AckError> {
+        let generation = self.generation;
         self.settle()?;
-        if !self.is_current(shard, generation) {
+        if !self.is_current(shard) {
             return Ok(());
         }
         let Some(world) = self.sub.world.upgrade() else {
@@ -236,13 +239,13 @@ impl World {
             record,
             stream: Arc::clone(&sub.stream),
             shard,
-            generation,
             attempt,
             seeker: KinesisSeeker::in_process(Arc::clone(sub)),
             refused: OnceLock::new(),
             settle: Some(Settle::InProcess(InProcessSettle {
                 coordinator,
                 sub: Arc::clone(sub),
+                generation,
             })),
         };
         // A closed receiver gives the message back: its settle hold releases the harness count,
@@ -501,7 +504,7 @@ mod tests {
                 panic!("an in-process delivery")
             };
             assert_eq!(
-                settle.is_current(&message.shard, message.generation),
+                settle.is_current(&message.shard),
                 *message.shard == *shard_id(1),
                 "only the sought shard's deliveries go stale"
             );

@@ -47,10 +47,6 @@ pub struct KinesisMessage {
     pub(crate) record: Record,
     pub(crate) stream: Arc<str>,
     pub(crate) shard: Arc<str>,
-    /// Its shard's seek generation the delivery belongs to (in process; a live delivery's ticket
-    /// carries its own).
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-    pub(crate) generation: u64,
     /// How many times this subscription delivered the record, this delivery included.
     pub(crate) attempt: u64,
     /// The subscription's seeker, for the handler's context.
@@ -141,7 +137,7 @@ impl KinesisMessage {
                 .map_err(|err| AckError::Broker(Box::new(err))),
             #[cfg(feature = "testing")]
             Some(Settle::InProcess(settle)) => {
-                settle.hand_back(record, &self.shard, self.generation, self.attempt, delay)
+                settle.hand_back(record, &self.shard, self.attempt, delay)
             }
             None => Ok(()),
         }
@@ -174,7 +170,7 @@ impl KinesisMessage {
             }
             #[cfg(feature = "testing")]
             Some(Settle::InProcess(settle)) => {
-                (!settle.is_current(&self.shard, self.generation)).then(|| self.stale())
+                (!settle.is_current(&self.shard)).then(|| self.stale())
             }
             None => None,
         }

@@ -121,7 +121,7 @@ fn current(msg: &KinesisMessage) -> bool {
             shard.generation() == ticket.generation
         }
         #[cfg(feature = "testing")]
-        Some(Settle::InProcess(settle)) => settle.is_current(&msg.shard, msg.generation),
+        Some(Settle::InProcess(settle)) => settle.is_current(&msg.shard),
         None => true,
     }
 }

@@ -300,7 +300,6 @@ fn deliver(
         record,
         stream: Arc::clone(&sub.stream),
         shard: Arc::clone(shard),
-        generation: ticket.generation,
         attempt,
         seeker: KinesisSeeker::live(Arc::clone(sub)),
         refused: OnceLock::new(),
