@@ -128,7 +128,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let loaded = scenario(stack, defaults, true, false, &stop).await?;
     let paced = scenario(
         stack,
-        defaults.checkpoint_interval(cadence),
+        defaults.with_checkpoint_interval(cadence),
         true,
         false,
         &stop,
@@ -137,7 +137,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let polled = scenario(stack, defaults, false, true, &stop).await?;
     let paced_slower = scenario(
         stack,
-        defaults.checkpoint_interval(slower),
+        defaults.with_checkpoint_interval(slower),
         true,
         false,
         &stop,
@@ -222,7 +222,10 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     f.measured = format!("{:.1} per shard per minute", writes(2));
     f.target = "≤ 40".to_owned();
     f.pass = Some(writes(2) <= 40.0);
-    f.detail(line("loaded, `LeaseTimings::checkpoint_interval(1 s)`", 2));
+    f.detail(line(
+        "loaded, `LeaseTimings::with_checkpoint_interval(1 s)`",
+        2,
+    ));
     f.detail(
         "a cadence of c seconds bounds a shard's checkpoint writes at 60 / c per minute (60 for \
          1 s); a checkpoint write also renews the lease, so renewals stop while checkpoints move; \
@@ -235,7 +238,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let mut f = Figure::new("lease-table writes, loaded, 1.5 s cadence", "writes");
     f.measured = format!("{:.1} per shard per minute", writes(4));
     f.detail(line(
-        "loaded, `LeaseTimings::checkpoint_interval(1.5 s)`",
+        "loaded, `LeaseTimings::with_checkpoint_interval(1.5 s)`",
         4,
     ));
     f.detail(
@@ -250,7 +253,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     f.measured = format!("{lists:.0} list calls (DynamoDB Scans) + {reads:.0} reads per minute");
     f.detail(format!(
         "two instances on one {SHARDS}-shard stream and table, idle: the first holds every \
-         shard, the second polls the table every second (`LeaseTimings::handover_poll`, default \
+         shard, the second polls the table every second (`LeaseTimings::with_handover_poll_interval`, default \
          1 s) while another instance holds a shard it lists; standby instance's calls: {}; \
          holder's: {}",
         standby.describe(),

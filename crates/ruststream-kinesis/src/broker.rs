@@ -173,7 +173,7 @@ impl KinesisBroker {
     /// # fn main() -> Result<(), ruststream_kinesis::KinesisError> {
     /// // A test that cannot wait ten seconds for a crashed instance's lease to lapse.
     /// let fast = LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))?
-    ///     .listing(Duration::from_secs(1));
+    ///     .with_listing_interval(Duration::from_secs(1));
     /// let broker = KinesisBroker::new().lease_timings(fast);
     /// # let _ = broker;
     /// # Ok(())

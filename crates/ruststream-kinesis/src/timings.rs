@@ -48,15 +48,15 @@ use crate::KinesisError;
 /// let defaults = LeaseTimings::default();
 /// assert_eq!(defaults.listing_interval(), Duration::from_secs(10));
 /// assert_eq!(defaults.handover_poll_interval(), Duration::from_secs(1));
-/// assert_eq!(defaults.checkpoint_every(), Duration::ZERO);
+/// assert_eq!(defaults.checkpoint_interval(), Duration::ZERO);
 ///
 /// // Fewer calls to the lease table: no handover poll (a released shard then waits for the next
 /// // listing), and at most one checkpoint write per shard every 5 s.
 /// let frugal = LeaseTimings::default()
-///     .handover_poll(Duration::ZERO)
-///     .checkpoint_interval(Duration::from_secs(5));
+///     .with_handover_poll_interval(Duration::ZERO)
+///     .with_checkpoint_interval(Duration::from_secs(5));
 /// assert_eq!(frugal.handover_poll_interval(), Duration::ZERO);
-/// assert_eq!(frugal.checkpoint_every(), Duration::from_secs(5));
+/// assert_eq!(frugal.checkpoint_interval(), Duration::from_secs(5));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseTimings {
@@ -104,7 +104,7 @@ impl LeaseTimings {
 
     /// Lists shards every `listing` instead of every 10 s.
     #[must_use]
-    pub fn listing(mut self, listing: Duration) -> Self {
+    pub fn with_listing_interval(mut self, listing: Duration) -> Self {
         self.listing = listing.max(Duration::from_millis(100));
         self
     }
@@ -124,7 +124,7 @@ impl LeaseTimings {
     /// always. A store without `list` is read row by row for the shards that wait. A look that fails changes nothing: a later look or listing takes the shard.
     /// `Duration::ZERO` turns the poll off.
     #[must_use]
-    pub fn handover_poll(mut self, poll: Duration) -> Self {
+    pub fn with_handover_poll_interval(mut self, poll: Duration) -> Self {
         self.handover_poll = poll;
         self
     }
@@ -138,7 +138,7 @@ impl LeaseTimings {
     /// The cost of a longer interval: after a crash or a lost lease, the next owner delivers
     /// again up to that much more of what was acknowledged.
     #[must_use]
-    pub fn checkpoint_interval(mut self, interval: Duration) -> Self {
+    pub fn with_checkpoint_interval(mut self, interval: Duration) -> Self {
         self.checkpoint_interval = interval;
         self
     }
@@ -151,7 +151,7 @@ impl LeaseTimings {
 
     /// The least time between two checkpoint writes of one shard.
     #[must_use]
-    pub fn checkpoint_every(&self) -> Duration {
+    pub fn checkpoint_interval(&self) -> Duration {
         self.checkpoint_interval
     }
 

@@ -47,7 +47,9 @@ const SHARDS: u32 = 4;
 const RATE: u64 = 20;
 
 fn timings() -> LeaseTimings {
-    LeaseTimings::new(LEASE, RENEW).unwrap().listing(LISTING)
+    LeaseTimings::new(LEASE, RENEW)
+        .unwrap()
+        .with_listing_interval(LISTING)
 }
 
 fn now_ms() -> u64 {

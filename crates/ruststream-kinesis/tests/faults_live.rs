@@ -24,7 +24,7 @@ use serde_json::json;
 fn timings() -> LeaseTimings {
     LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
         .unwrap()
-        .listing(Duration::from_secs(1))
+        .with_listing_interval(Duration::from_secs(1))
 }
 
 async fn table(config: &aws_config::SdkConfig) -> DynamoLeaseStore {

@@ -354,7 +354,7 @@ async fn a_split_and_a_merge_under_load_keep_per_key_order_and_lose_nothing() {
         .lease_timings(
             ruststream_kinesis::LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
                 .unwrap()
-                .listing(Duration::from_millis(500)),
+                .with_listing_interval(Duration::from_millis(500)),
         )
         .connect()
         .await

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 fn timings() -> LeaseTimings {
     LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
         .unwrap()
-        .listing(Duration::from_secs(1))
+        .with_listing_interval(Duration::from_secs(1))
 }
 
 fn stream_of(name: &str, shards: u32) -> KinesisStream {

@@ -428,17 +428,19 @@ impl Config {
     fn random(rng: &mut StdRng) -> Self {
         let timings = match rng.random_range(0..4) {
             0 => LeaseTimings::default(),
-            1 => LeaseTimings::default().listing(Duration::from_secs(2)),
+            1 => LeaseTimings::default().with_listing_interval(Duration::from_secs(2)),
             2 => LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
                 .expect("valid timings")
-                .listing(Duration::from_secs(1)),
+                .with_listing_interval(Duration::from_secs(1)),
             _ => LeaseTimings::new(Duration::from_secs(6), Duration::from_secs(2))
                 .expect("valid timings")
-                .listing(Duration::from_secs(3)),
+                .with_listing_interval(Duration::from_secs(3)),
         };
         let poll = [Duration::ZERO, ms(500), Duration::from_secs(1)][rng.random_range(0..3)];
         let cadence = [Duration::ZERO, Duration::from_secs(1), ms(2_500)][rng.random_range(0..3)];
-        let timings = timings.handover_poll(poll).checkpoint_interval(cadence);
+        let timings = timings
+            .with_handover_poll_interval(poll)
+            .with_checkpoint_interval(cadence);
         let lease = timings.lease();
         let renew = timings.renew();
         let pick = |rng: &mut StdRng, options: &[f64]| options[rng.random_range(0..options.len())];
@@ -1583,7 +1585,7 @@ impl Sim {
         let t = self.cfg.timings;
         let catch_up = self.liveness_bound()
             + t.renew()
-            + t.checkpoint_every()
+            + t.checkpoint_interval()
             + self.cfg.request_lifetime() * 2;
         let mut caught_up_by: Option<Time> = None;
         while let Some(Reverse(queued)) = self.queue.pop() {
@@ -3653,7 +3655,7 @@ impl Sim {
 
     /// `write_pending` returned `Ok`: the cadence, then the top of the loop.
     fn writer_wrote(&mut self, i: usize, sid: u64) {
-        let cadence = self.cfg.timings.checkpoint_every();
+        let cadence = self.cfg.timings.checkpoint_interval();
         let token = self.token();
         let inc = self.insts[i].inc;
         let Some(s) = self.session(i, sid) else {
@@ -4949,7 +4951,7 @@ fn clocks_skewed_beyond_the_tolerance_break_fencing() {
         // Two instances, clocks as far apart as allowed plus 600 ms, renewals failing for
         // seconds at a time so leases lapse while their holders still read.
         cfg.instances = 2;
-        cfg.timings = LeaseTimings::default().listing(Duration::from_secs(1));
+        cfg.timings = LeaseTimings::default().with_listing_interval(Duration::from_secs(1));
         cfg.skew = tolerated_skew(&cfg.timings) + ms(600);
         cfg.partitions = 4;
         cfg.write_gap_ms = (20, 60);
@@ -5206,7 +5208,7 @@ fn a_renewal_beside_a_renewing_checkpoint_breaks_fencing() {
         cfg.partitions = 12;
         cfg.chaos = cfg.timings.lease() * 8;
         cfg.timeout = cfg.timings.renew() * 2;
-        cfg.timings = cfg.timings.checkpoint_interval(Duration::ZERO);
+        cfg.timings = cfg.timings.with_checkpoint_interval(Duration::ZERO);
         cfg.write_gap_ms = (100, 400);
     };
     let found = find_failure(1_000, &tweak, "moved the row's expiry back");

@@ -218,7 +218,7 @@ async fn write_checkpoints(
         {
             Ok(()) => {
                 // The cadence: acknowledgements until then fold into the next write.
-                let cadence = sub.timings.checkpoint_every();
+                let cadence = sub.timings.checkpoint_interval();
                 if !cadence.is_zero() {
                     tokio::select! {
                         () = cancel.cancelled() => return,

@@ -30,7 +30,7 @@ pub(super) const PATIENCE: Duration = Duration::from_secs(20);
 pub(super) fn timings() -> LeaseTimings {
     LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
         .unwrap()
-        .listing(Duration::from_secs(1))
+        .with_listing_interval(Duration::from_secs(1))
 }
 
 /// A broker on the fake stream, subscribed to it.

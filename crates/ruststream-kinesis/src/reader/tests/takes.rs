@@ -17,7 +17,7 @@ async fn a_take_whose_iterator_is_refused_backs_off_and_is_reported_once_per_try
         RigSettings {
             timings: crate::LeaseTimings::new(Duration::from_secs(6), Duration::from_secs(2))
                 .unwrap()
-                .listing(Duration::from_secs(1)),
+                .with_listing_interval(Duration::from_secs(1)),
             ..RigSettings::default()
         },
         |_, operation, _| {
