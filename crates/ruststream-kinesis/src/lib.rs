@@ -73,6 +73,7 @@
 
 mod api;
 mod broker;
+mod clock;
 mod context;
 mod coordinator;
 mod envelope;

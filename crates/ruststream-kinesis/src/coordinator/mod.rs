@@ -9,7 +9,9 @@ mod simulation;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use aws_sdk_kinesis::Client;
 use futures::future::join_all;
@@ -536,8 +538,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) async fn run(sub: Arc<Subscription>) {
     let listing = sub.timings.listing_interval();
     let poll = sub.timings.handover_poll_interval();
-    let mut next_listing = tokio::time::Instant::now() + listing;
-    let mut next_poll = tokio::time::Instant::now() + poll;
+    let mut next_listing = Instant::now() + listing;
+    let mut next_poll = Instant::now() + poll;
     loop {
         let polling = !poll.is_zero();
         tokio::select! {
@@ -546,7 +548,7 @@ pub(crate) async fn run(sub: Arc<Subscription>) {
             () = tokio::time::sleep_until(next_listing) => {}
             () = sub.wake.notified() => {}
             () = tokio::time::sleep_until(next_poll), if polling => {
-                next_poll = tokio::time::Instant::now() + poll;
+                next_poll = Instant::now() + poll;
                 if !sub.takeable_between_listings().await {
                     continue;
                 }
@@ -555,7 +557,7 @@ pub(crate) async fn run(sub: Arc<Subscription>) {
         if sub.cancel.is_cancelled() {
             return;
         }
-        next_listing = tokio::time::Instant::now() + listing;
+        next_listing = Instant::now() + listing;
         if let Err(err) = sub.round().await {
             sub.report(err);
         }

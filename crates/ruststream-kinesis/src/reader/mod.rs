@@ -3,7 +3,9 @@
 //! hand back, and ends by handing the shard back (released, or `SHARD_END`).
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use rand::Rng;
 use tokio::sync::watch;
@@ -357,7 +359,7 @@ impl Reader {
                 iterator = Some(current);
                 continue;
             }
-            let pace = tokio::time::sleep_until((last_call + MIN_CALL_GAP).into());
+            let pace = tokio::time::sleep_until(last_call + MIN_CALL_GAP);
             tokio::select! {
                 () = self.cancel.cancelled() => return Stop::Cancelled,
                 () = pace => {}
@@ -429,7 +431,7 @@ impl Reader {
                         let due = last_call + self.sub.poll_interval;
                         tokio::select! {
                             () = self.cancel.cancelled() => return Stop::Cancelled,
-                            () = tokio::time::sleep_until(due.into()) => {}
+                            () = tokio::time::sleep_until(due) => {}
                             _ = self.restart.changed() => self.seek_seen = true,
                         }
                     }

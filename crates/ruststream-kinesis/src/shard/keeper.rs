@@ -16,7 +16,9 @@
 //!   this instance's clock, and the shard stops when too little of it is left for another try.
 
 use std::ops::Add;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use crate::LeaseTimings;
 
