@@ -1619,6 +1619,32 @@ impl Sim {
             }
         }
         if self.acked != self.written {
+            // The sessions still open, for a schedule that ended with records unacked.
+            let open: Vec<String> = self
+                .insts
+                .iter()
+                .enumerate()
+                .filter(|(_, inst)| inst.alive)
+                .flat_map(|(i, inst)| {
+                    inst.sessions.iter().map(move |(sid, s)| {
+                        format!(
+                            "i{i} session {sid} shard {}: reader {:?}, finish {:?}, lock {:?}, \
+                             waiters {:?}, writer {:?}, keeper {:?}, in flight {}, stopped {}, \
+                             cancelled {}",
+                            s.shard,
+                            s.reader,
+                            s.finish,
+                            s.lock,
+                            s.waiters,
+                            s.writer,
+                            s.keeper_task,
+                            s.in_flight,
+                            s.stopped,
+                            s.cancelled
+                        )
+                    })
+                })
+                .collect();
             let missing: Vec<String> = self
                 .ghost
                 .iter()
@@ -1637,11 +1663,12 @@ impl Sim {
                 at: self.now,
                 message: format!(
                     "at least once: {} of {} records were never acked, and none was for {:?} \
-                     (shard#index: {})",
+                     (shard#index: {}); open sessions: [{}]",
                     self.written - self.acked,
                     self.written,
                     self.now.saturating_sub(self.last_progress),
-                    missing.join(", ")
+                    missing.join(", "),
+                    open.join("; ")
                 ),
             });
         }
@@ -3631,8 +3658,14 @@ impl Sim {
             return;
         }
         match s.pending.take() {
-            // `write_pending` had nothing to write: `Ok(())` all the same.
-            None => self.writer_wrote(i, sid),
+            // `write_pending` had nothing to write (a seek or the closing writes took it while
+            // it waited): the guard drops, handing the lock to the next waiter, and `Ok(())`.
+            None => {
+                if !s.waiters.is_empty() {
+                    self.unlock(i, sid);
+                }
+                self.writer_wrote(i, sid);
+            }
             Some(checkpoint) => {
                 s.lock = Lock::Writer;
                 s.writer = WriterState::InFlight;
