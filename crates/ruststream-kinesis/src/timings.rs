@@ -11,8 +11,9 @@ use crate::KinesisError;
 /// The defaults are the ones the lease table's documentation names: a 10 s lease renewed every
 /// 3 s, shards listed when a subscription opens and every 10 s. Between listings a subscription
 /// looks at the lease table every second while some shard waits
-/// ([`handover_poll`](Self::handover_poll)), and every move of a shard's checkpoint is written
-/// ([`checkpoint_interval`](Self::checkpoint_interval) zero).
+/// ([`with_handover_poll_interval`](Self::with_handover_poll_interval)), and every move of a
+/// shard's checkpoint is written ([`with_checkpoint_interval`](Self::with_checkpoint_interval)
+/// zero).
 ///
 /// Tests shorten them; renewal must stay well inside the lease (at most a third of it), so a
 /// renewal can fail twice and still land before the lease lapses.
