@@ -483,8 +483,17 @@ impl ConnectedKinesisBroker {
                     last_listing: Mutex::default(),
                 });
                 // The first round runs before the subscription is handed out: every shard this
-                // instance takes is positioned before anything is published to it.
-                sub.round().await?;
+                // instance takes is positioned before anything is published to it. It runs on the
+                // broker's runtime, where the SDK clients then keep their pooled connections: a
+                // connection made on the caller's runtime dies with it, and the readers' first
+                // calls would fail on it once a caller's runtime stopped.
+                let first = Arc::clone(&sub);
+                self.runtime
+                    .spawn(async move { first.round().await })
+                    .await
+                    .map_err(|_| KinesisError::ShutDown {
+                        what: "opening a subscription",
+                    })??;
                 sub.spawn(coordinator::run(Arc::clone(&sub)));
                 registration.closes_with(sub.tasks.clone());
                 let deliveries = Deliveries {
