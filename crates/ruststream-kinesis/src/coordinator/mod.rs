@@ -401,12 +401,12 @@ impl Subscription {
         // checkpoint, so an instance that takes the shard over before the first acknowledgement
         // starts no later than this one did.
         let skipping = purpose == TakeFor::Skipping;
-        let (fresh, recorded) = match purpose {
-            TakeFor::Reading(fresh) => {
-                let recorded = ShardStart::At(fresh.clone()).to_checkpoint(epoch_millis());
-                (fresh, recorded)
-            }
-            TakeFor::Skipping => (KinesisPosition::Latest, crate::SHARD_SKIPPED.to_owned()),
+        let recorded = purpose.recorded(epoch_millis());
+        let fresh = match purpose {
+            TakeFor::Reading(fresh) => fresh,
+            // Unused: every answer to a marking take is handed back below, but one showing
+            // another owner's recorded start, which the shard is then read from.
+            TakeFor::Skipping => KinesisPosition::Latest,
         };
         let sent = Sent::now();
         let state = match self

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::KinesisPosition;
 use crate::api::ShardInfo;
 use crate::lease::LeaseState;
-#[cfg(test)]
 use crate::position::ShardStart;
 
 /// What to do with one listed shard this instance does not read.
@@ -37,6 +36,17 @@ pub(crate) enum TakeFor {
     Reading(KinesisPosition),
     /// Marking it [`SHARD_SKIPPED`](crate::SHARD_SKIPPED) (`Verdict::Skip`).
     Skipping,
+}
+
+impl TakeFor {
+    /// The checkpoint the take records in a row that has none, taken at `now_ms` by the taker's
+    /// wall clock: where a first reader starts (so a later owner starts no later), or the mark.
+    pub(crate) fn recorded(&self, now_ms: u64) -> String {
+        match self {
+            Self::Reading(fresh) => ShardStart::At(fresh.clone()).to_checkpoint(now_ms),
+            Self::Skipping => crate::SHARD_SKIPPED.to_owned(),
+        }
+    }
 }
 
 /// The rows a decision reads, by shard id; `None` where the table has no row.

@@ -2879,12 +2879,7 @@ impl Sim {
             self.sid_inst.insert(sid, (i, self.insts[i].inc));
             let sent = self.now;
             // `take`: where a first owner starts, recorded by the take.
-            let recorded = match &purpose {
-                TakeFor::Reading(fresh) => {
-                    Arc::from(ShardStart::At(fresh.clone()).to_checkpoint(self.wall(i)))
-                }
-                TakeFor::Skipping => Arc::from(SHARD_SKIPPED),
-            };
+            let recorded = Arc::from(purpose.recorded(self.wall(i)));
             self.send(
                 i,
                 sid,
@@ -4956,8 +4951,10 @@ fn random_schedules_keep_the_lease_invariants() {
     assert!(stats.takeovers > 0 && stats.refused_renewals > 0 && stats.graceful_covers > 0);
 }
 
-/// Searches `count` seeds of a tweaked world for a failure whose report mentions `expect`.
-fn find_failure(count: u64, tweak: &Tweak, expect: &str) -> Option<String> {
+/// Asserts that one of `count` seeds of a tweaked world fails with a report that mentions
+/// `expect`: the checker catches the old code the tweak sets back; `missing` says what no
+/// schedule did otherwise.
+fn assert_caught(count: u64, tweak: &Tweak, expect: &str, missing: &str) {
     let found = (0..count).find_map(|n| {
         run_seed(0x5eed_0000 + n, tweak)
             .err()
@@ -4966,7 +4963,7 @@ fn find_failure(count: u64, tweak: &Tweak, expect: &str) -> Option<String> {
     // The first two lines (the seed and the broken invariant) show in the test's output.
     let head: Vec<&str> = found.as_deref().unwrap_or("").lines().take(2).collect();
     println!("{}", head.join("\n"));
-    found
+    assert!(found.is_some(), "{missing}");
 }
 
 #[test]
@@ -4992,10 +4989,11 @@ fn clocks_skewed_beyond_the_tolerance_break_fencing() {
         cfg.shutdowns = 0;
         let _ = rng;
     };
-    let found = find_failure(300, &tweak, "fencing");
-    assert!(
-        found.is_some(),
-        "no schedule with clocks skewed beyond the tolerance broke fencing"
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no schedule with clocks skewed beyond the tolerance broke fencing",
     );
 }
 
@@ -5014,10 +5012,11 @@ fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
         cfg.channel = 6;
         cfg.write_gap_ms = (20, 60);
     };
-    let found = find_failure(300, &tweak, "fencing");
-    assert!(
-        found.is_some(),
-        "no schedule delivered after the lease ran out"
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no schedule delivered after the lease ran out",
     );
 }
 
@@ -5058,10 +5057,11 @@ fn a_reader_that_takes_a_missing_iterator_for_the_end_loses_records() {
         cfg.p_iterator_fails = 0.9;
         cfg.chaos = cfg.timings.lease() * 8;
     };
-    let found = find_failure(200, &tweak, "at least once");
-    assert!(
-        found.is_some(),
-        "no schedule lost records behind a missing iterator"
+    assert_caught(
+        200,
+        &tweak,
+        "at least once",
+        "no schedule lost records behind a missing iterator",
     );
 }
 
@@ -5078,10 +5078,11 @@ fn a_delivery_read_before_a_seek_reaches_its_handler_after_it_without_the_genera
         cfg.channel = 6;
         cfg.p_hold = 0.5;
     };
-    let found = find_failure(200, &tweak, "seek:");
-    assert!(
-        found.is_some(),
-        "no delivery of a position left behind by a seek reached a handler"
+    assert_caught(
+        200,
+        &tweak,
+        "seek:",
+        "no delivery of a position left behind by a seek reached a handler",
     );
 }
 
@@ -5095,10 +5096,11 @@ fn a_fresh_iterator_that_resolves_the_tip_again_skips_records() {
         cfg.p_kinesis = 0.1;
         cfg.write_gap_ms = (10, 40);
     };
-    let found = find_failure(300, &tweak, "owed");
-    assert!(
-        found.is_some(),
-        "no schedule skipped records behind a tip resolved again"
+    assert_caught(
+        300,
+        &tweak,
+        "owed",
+        "no schedule skipped records behind a tip resolved again",
     );
 }
 
@@ -5108,10 +5110,11 @@ fn a_retried_record_that_never_comes_back_wedges_its_shard() {
         cfg.handed_back_comes_back = false;
         cfg.p_retry = 0.05;
     };
-    let found = find_failure(200, &tweak, "no wedge");
-    assert!(
-        found.is_some(),
-        "no schedule wedged a shard behind a lost retry"
+    assert_caught(
+        200,
+        &tweak,
+        "no wedge",
+        "no schedule wedged a shard behind a lost retry",
     );
 }
 
@@ -5128,10 +5131,11 @@ fn a_check_only_where_the_runtime_pulls_lets_a_held_record_reach_its_handler_lat
         cfg.partitions = 2;
         cfg.write_gap_ms = (20, 60);
     };
-    let found = find_failure(300, &tweak, "fencing");
-    assert!(
-        found.is_some(),
-        "no schedule ran a held record's handler after the lease ran out"
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no schedule ran a held record's handler after the lease ran out",
     );
 }
 
@@ -5147,8 +5151,12 @@ fn a_pending_checkpoint_written_after_shard_end_moves_it_back() {
         cfg.reshards = 4;
         cfg.p_fail = 0.2;
     };
-    let found = find_failure(300, &tweak, "moved back from Some(\"SHARD_END\")");
-    assert!(found.is_some(), "no schedule overwrote SHARD_END");
+    assert_caught(
+        300,
+        &tweak,
+        "moved back from Some(\"SHARD_END\")",
+        "no schedule overwrote SHARD_END",
+    );
 }
 
 /// A store call that lands after its caller timed out, behind the caller's later calls, is
@@ -5162,8 +5170,12 @@ fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
         cfg.counter_fence = false;
         cfg.p_timeout = 0.1;
     };
-    let found = find_failure(300, &tweak, "moved back");
-    assert!(found.is_some(), "no late write moved a checkpoint back");
+    assert_caught(
+        300,
+        &tweak,
+        "moved back",
+        "no late write moved a checkpoint back",
+    );
 }
 
 /// With the counter fence of `DynamoLeaseStore`, renewals, checkpoints and releases that land
@@ -5200,8 +5212,12 @@ fn a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence() {
         cfg.take_keeps_expiry = false;
         cfg.p_timeout = 0.1;
     };
-    let found = find_failure(300, &tweak, "may still deliver");
-    assert!(found.is_some(), "no late take broke fencing");
+    assert_caught(
+        300,
+        &tweak,
+        "may still deliver",
+        "no late take broke fencing",
+    );
 }
 
 /// With the take condition of `DynamoLeaseStore` (a take of one's own row never moves its expiry
@@ -5244,10 +5260,11 @@ fn a_renewal_beside_a_renewing_checkpoint_breaks_fencing() {
         cfg.timings = cfg.timings.with_checkpoint_interval(Duration::ZERO);
         cfg.write_gap_ms = (100, 400);
     };
-    let found = find_failure(1_000, &tweak, "moved the row's expiry back");
-    assert!(
-        found.is_some(),
-        "no renewal landing after a newer checkpoint broke fencing"
+    assert_caught(
+        1_000,
+        &tweak,
+        "moved the row's expiry back",
+        "no renewal landing after a newer checkpoint broke fencing",
     );
 }
 
@@ -5270,9 +5287,10 @@ fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
         cfg.p_timeout = 0.1;
         cfg.timeout = cfg.timings.renew() * 2;
     };
-    let found = find_failure(300, &tweak, "fencing");
-    assert!(
-        found.is_some(),
-        "no resubscribe that stopped waiting broke fencing"
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no resubscribe that stopped waiting broke fencing",
     );
 }
