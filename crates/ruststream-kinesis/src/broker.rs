@@ -267,6 +267,10 @@ impl KinesisBroker {
         if let Some(endpoint) = &self.endpoint {
             builder = builder.endpoint_url(endpoint);
         }
+        builder = builder.http_client(crate::sdk_http::on_runtime(
+            config.http_client(),
+            Handle::current(),
+        ));
         builder = builder.timeout_config(crate::sdk_timeouts::call_timeouts(
             config.timeout_config(),
             self.timings.kinesis_call_timeout(),

@@ -92,6 +92,7 @@ mod position;
 mod publisher;
 mod reader;
 mod record;
+mod sdk_http;
 mod sdk_timeouts;
 mod shard;
 mod stream;

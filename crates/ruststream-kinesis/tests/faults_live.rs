@@ -257,3 +257,83 @@ async fn throttled_reads_back_off_and_deliver_every_record_once() {
     drop(sub);
     connected.shutdown().await.unwrap();
 }
+
+/// hyper keeps a pooled connection alive with a task on the runtime of the call that opened it.
+/// A handler's first publish to a stream looks up the stream's record limit from the handler's
+/// runtime; the connection that call leaves in the pool must not die with that runtime while the
+/// broker is using it. Here the broker's write runs on it, held 1.5 s by the router, while that
+/// runtime stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_opened_from_a_runtime_that_stops_outlives_it() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let stream = common::unique("foreign-connection");
+    let raw = common::raw_kinesis(&url);
+    raw.create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await
+        .unwrap();
+    common::wait_active(&raw, &stream).await;
+    let mut faults = Injector::new(&url, &common::unique("foreign"));
+    // Nothing has called through this client yet: its pool is empty.
+    let connected = Arc::new(
+        KinesisBroker::from_config(faults.sdk_config())
+            .connect()
+            .await
+            .unwrap(),
+    );
+    let publisher = connected.publisher().await.unwrap();
+
+    let foreign = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let first = publisher.clone();
+    let to = stream.clone();
+    foreign
+        .spawn(async move {
+            first
+                .publish(OutgoingMessage::new(to.as_str(), b"first".as_slice()), None)
+                .await
+        })
+        .await
+        .unwrap()
+        .expect("the first publish, from a runtime of its own");
+
+    let held = faults.add(
+        "kinesis",
+        "PutRecords",
+        json!({"latency_ms": 1500}),
+        Some(1),
+    );
+    let second = tokio::spawn({
+        let publisher = publisher.clone();
+        let to = stream.clone();
+        async move {
+            publisher
+                .publish(
+                    OutgoingMessage::new(to.as_str(), b"second".as_slice()),
+                    None,
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        faults.hits(&held),
+        1,
+        "the second write is held by the router"
+    );
+    tokio::task::spawn_blocking(move || drop(foreign))
+        .await
+        .unwrap();
+    second
+        .await
+        .unwrap()
+        .expect("the write outlives the runtime that opened its connection");
+    drop(connected);
+}
