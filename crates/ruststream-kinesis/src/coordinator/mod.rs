@@ -23,7 +23,7 @@ use crate::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, LeaseStore, epoch_millis};
 use crate::position::ShardStart;
 use crate::reader::{self, Reader, Restart};
-use crate::shard::{Sent, ShardHandle};
+use crate::shard::{Sent, ShardHandle, ShardLease};
 use crate::{KinesisError, KinesisMessage, KinesisPosition, LeaseTimings};
 use plan::{Rows, TakeFor, Verdict};
 
@@ -479,8 +479,11 @@ impl Subscription {
                 }
             };
         lock(&self.take_backoff).remove(&shard.id);
-        let handle = Arc::new(ShardHandle::new(key, Arc::clone(&self.broker_closed)));
-        handle.extend(sent, &self.timings);
+        let handle = Arc::new(ShardHandle::new(
+            key,
+            Arc::clone(&self.broker_closed),
+            ShardLease::taken(self.timings, sent.at, sent.at_ms),
+        ));
         let (restart, restart_rx) = watch::channel(None);
         let cancel = self.cancel.child_token();
         lock(&self.running).insert(
@@ -499,7 +502,6 @@ impl Subscription {
             iterator,
             cancel,
             restart: restart_rx,
-            taken: sent,
             seek_seen: false,
             // A new handle's watermark starts at generation 0.
             generation: 0,

@@ -6,21 +6,23 @@
 //!
 //! The decisions are the crate's own pure code: [`plan::rows_to_read`] and [`plan::verdict`]
 //! choose what a listing round reads and takes and whether the handover poll between listings
-//! starts a round, [`LeaseKeeper`] decides renewals, retries, and whether a record may still be
-//! handed out, [`Watermark`] tracks the contiguous settled prefix that becomes the checkpoint,
-//! [`ShardStart::from_checkpoint`] / [`ShardStart::to_checkpoint`] read and record where a shard
-//! starts, and [`LeaseState::is_expired_at`] / [`LeaseState::is_held_by`] are the store's
-//! conditions. The I/O around them is a model that follows `coordinator/mod.rs` (`round`,
+//! starts a round; each session holds the real [`ShardLease`], the machine the running
+//! `ShardHandle` holds, which decides every store write of a held shard (renewals, retries,
+//! checkpoints folded at their cadence, one write in flight, the final checkpoint or
+//! `SHARD_END` and the release) and whether a record may still be handed out; the simulation
+//! drives it the way `reader::write_lease` does (asks it at `now`, sends the write it names,
+//! hands back the answer, sleeps until its timer or a wake). [`Watermark`] tracks the
+//! contiguous settled prefix that becomes the checkpoint, [`ShardStart::from_checkpoint`] /
+//! [`ShardStart::to_checkpoint`] read and record where a shard starts, and
+//! [`LeaseState::is_expired_at`] / [`LeaseState::is_held_by`] are the store's conditions. The
+//! rest of the I/O is a model that follows `coordinator/mod.rs` (`round`,
 //! `takeable_between_listings`, `take` with its start checkpoint, `reader_ended`, and the
 //! `select!` of `run` over the cancel, the listing deadline, the wake and the poll, a random
-//! ready branch winning as in tokio), `reader.rs` (`keep_lease` with `take_renewed`,
-//! `write_checkpoints` with its cadence, the read loop, `finish`, `release_graceful`), `shard/mod.rs`
-//! (the `writing` lock, pending checkpoint, `restore_pending`, `write_pending` with
-//! `checkpoint_and_renew` extending the handle's lease), `subscriber.rs` (the filter in front of
-//! the handlers) and `broker.rs` (`register`: a new subscription to a stream waits for the
-//! previous one's tasks) step by step, including the races between them (an in-flight renewal or
-//! checkpoint while the reader finishes, a writer woken after a cancel, a reader blocked on a
-//! full channel, a coordinator whose `select!` picks a round over its ready cancel).
+//! ready branch winning as in tokio), `reader.rs` (the read loop, `drain`, `finish`),
+//! `subscriber.rs` (the filter in front of the handlers) and `broker.rs` (`register`: a new
+//! subscription to a stream waits for the previous one's tasks) step by step, including the
+//! races between them (a write in flight while the reader finishes, a reader blocked on a full
+//! channel, a coordinator whose `select!` picks a round over its ready cancel).
 //!
 //! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
 //! (closed shards keep a finite record list, open ones grow as a producer writes), one lease
@@ -39,26 +41,22 @@
 //! follows: no more faults except at most one crash or graceful stop, with at least one instance
 //! left, until every record is acked.
 //!
-//! Two fixes the simulation found are now the real code, each behind a [`Config`] flag that a
-//! test turns off to show that the checker still catches the old behaviour: the filter in front
-//! of the handlers checks the lease by the clock (`filter_checks_lease`), and `finish` drops the
-//! pending checkpoint before `SHARD_END` (`end_discards_pending`).
+//! A fix the simulation found is now the real code, behind a [`Config`] flag that a test turns
+//! off to show that the checker still catches the old behaviour: the filter in front of the
+//! handlers checks the lease by the clock (`filter_checks_lease`). Two others are now the
+//! machine's by construction, and its own tests show them (`shard::lease::tests`): one write in
+//! flight per shard (a renewal beside a renewing checkpoint could land first and move the
+//! expiry back), and `SHARD_END` covering what is pending (a pending checkpoint written after
+//! it moved the shard back).
 //!
-//! Two fixes the simulation led to in the I/O code are modelled in the main run, each behind a
+//! A fix the simulation led to in the I/O code is modelled in the main run, behind a
 //! [`Config`] flag that a test sets back to the old code to show the violation it allowed:
-//!
-//! - `keep_lease` sends its renewal under the shard's `writing` lock (`renew_under_lock`), as the
-//!   real code now does. Without it a renewal and a `checkpoint_and_renew` can be in flight
-//!   together; when the one sent first
-//!   lands second, the row's expiry moves back behind the lease the holder counts on, and a
-//!   taker can get in while the holder still delivers
-//!   (`a_renewal_beside_a_renewing_checkpoint_breaks_fencing`).
-//! - `register` waits for the previous subscription's tasks until they ended
-//!   (`resubscribe_grace` off), as the real code now does. It used to stop waiting after
-//!   `SHUTDOWN_GRACE` (10 s), which a
-//!   checkpoint write, the final checkpoint and the release can each take a store timeout of,
-//!   and the two subscriptions then share one owner id, which the store's conditions cannot tell
-//!   apart (`a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`).
+//! `register` waits for the previous subscription's tasks until they ended
+//! (`resubscribe_grace` off), as the real code now does. It used to stop waiting after
+//! `SHUTDOWN_GRACE` (10 s), which a checkpoint write, the final checkpoint and the release can
+//! each take a store timeout of, and the two subscriptions then share one owner id, which the
+//! store's conditions cannot tell apart
+//! (`a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`).
 //!
 //! The runtime around the handlers is modelled too: it may hold a pulled delivery in a worker
 //! lane for up to one and a half leases before the handler starts (`p_hold`), where the delivery
@@ -67,7 +65,7 @@
 //! (`nack(true)`, `retry_after`, dropped unsettled: `p_retry`), which comes back on the same
 //! session unsettled meanwhile, or is forgotten by a stopped one. A closed shard drains until no
 //! delivery is in flight (`ShardHandle`'s `in_flight`), and the final checkpoint and the release
-//! go out under the write lock (`ShardHandle::close`). A `GetRecords` may find its iterator
+//! go out after the write in flight (`ShardHandle::close`). A `GetRecords` may find its iterator
 //! expired (`p_expire`); the reader then asks for a fresh one after the last record it handed
 //! out, and when `ITERATOR_TRIES` tries in a row fail (`p_iterator_fails`) hands its shard back
 //! unread. A take whose `GetShardIterator` fails leaves its shard to a backoff of its own
@@ -217,7 +215,7 @@ use super::plan::{self, Rows, TakeFor, Verdict};
 use crate::api::ShardInfo;
 use crate::lease::LeaseState;
 use crate::position::ShardStart;
-use crate::shard::keeper::{KeeperAction, LeaseKeeper};
+use crate::shard::{Answer, Close, Ending, Lost, Next, ShardLease, Write};
 use crate::watermark::{Ticket, Watermark};
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE};
 
@@ -316,22 +314,12 @@ struct Config {
     /// Whether the filter in front of the handlers also checks the lease by the clock
     /// (`subscriber.rs`), or only the stopped flag (the bug it had, which a test pins).
     filter_checks_lease: bool,
-    /// Whether `finish` drops the pending checkpoint under the `writing` lock before it writes
-    /// `SHARD_END` (`reader.rs`), or leaves it for the writer, which then overwrites `SHARD_END`
-    /// (the bug it had, which a test pins).
-    end_discards_pending: bool,
     /// Subscriptions dropped and opened again in the same process (same owner id).
     resubscribes: usize,
     /// Whether a new subscription stops waiting for the previous one's tasks after
     /// `SHUTDOWN_GRACE` (`register` today), or waits until they ended (the fix proposed). Off in
     /// the main run: see `a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`.
     resubscribe_grace: bool,
-    /// Whether `keep_lease` sends its renewal under the shard's `writing` lock (the fix
-    /// proposed), so no renewal and checkpoint write, both of which set the expiry, are in flight
-    /// together; or beside the checkpoint writes (`reader.rs` today), where an older renewal
-    /// landing after a newer checkpoint moves the expiry back behind what the holder counts on.
-    /// On in the main run: see `a_renewal_beside_a_renewing_checkpoint_breaks_fencing`.
-    renew_under_lock: bool,
     /// Whether a timed-out call may land after its caller gave up (up to three timeouts after
     /// it was sent), behind the caller's later calls. Off in the main run: see
     /// `a_write_landing_after_its_timeout_moves_a_checkpoint_back`. On in the main run, where
@@ -469,9 +457,7 @@ impl Config {
             resubscribes: rng.random_range(0..=2),
             quiet_fault: rng.random_bool(0.7),
             filter_checks_lease: true,
-            end_discards_pending: true,
             resubscribe_grace: false,
-            renew_under_lock: true,
             late_landing: true,
             counter_fence: true,
             late_takes: true,
@@ -614,9 +600,11 @@ enum OpKind {
     List,
     Acquire,
     Renew,
-    /// `LeaseStore::checkpoint`: the start checkpoint of a take, and `SHARD_END`.
+    /// `LeaseStore::checkpoint`: the start checkpoint of a take, and a closing shard's final
+    /// checkpoint or `SHARD_END` (`Write::Final`).
     Checkpoint(Arc<str>),
-    /// `LeaseStore::checkpoint_and_renew`: every checkpoint `write_pending` writes.
+    /// `LeaseStore::checkpoint_and_renew`: the checkpoints of a held shard
+    /// (`Write::Checkpoint`).
     CheckpointRenew(Arc<str>),
     /// `cover`: the last record index a gracefully stopping session delivered; `graceful`: the
     /// release of `release_graceful` (not of a failed take or of `SHARD_END`).
@@ -702,24 +690,11 @@ enum Cont {
     TakeRelease,
     /// The handover poll's `list`.
     Poll,
-    Renew {
+    /// A write of `write_lease`, sent at `sent`.
+    Lease {
         sid: u64,
+        write: Write,
         sent: Time,
-    },
-    Write {
-        sid: u64,
-        checkpoint: Arc<str>,
-        sent: Time,
-    },
-    FinishCheckpoint {
-        sid: u64,
-        end: bool,
-        checkpoint: Arc<str>,
-        sent: Time,
-    },
-    FinishRelease {
-        sid: u64,
-        end: bool,
     },
 }
 
@@ -760,19 +735,14 @@ enum Ev {
         inc: u32,
         token: u64,
     },
-    Keeper {
+    /// `write_lease`'s `select!` wakes (its timer, or `handle.wake`).
+    Lease {
         inst: usize,
         inc: u32,
         sid: u64,
         token: u64,
     },
     Reader {
-        inst: usize,
-        inc: u32,
-        sid: u64,
-        token: u64,
-    },
-    Writer {
         inst: usize,
         inc: u32,
         sid: u64,
@@ -843,9 +813,8 @@ impl Ev {
         match *self {
             Self::Reply { inst, inc, .. }
             | Self::Round { inst, inc, .. }
-            | Self::Keeper { inst, inc, .. }
+            | Self::Lease { inst, inc, .. }
             | Self::Reader { inst, inc, .. }
-            | Self::Writer { inst, inc, .. }
             | Self::Handler { inst, inc, .. }
             | Self::HandlerStart { inst, inc, .. }
             | Self::Dispatch { inst, inc } => Some((inst, inc)),
@@ -877,26 +846,15 @@ impl Ord for Queued {
     }
 }
 
+/// `reader::write_lease`, the driver of the session's [`ShardLease`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Task {
-    Sleeping(u64),
-    /// Waiting for the `writing` lock (renewing under it).
-    WaitLock,
-    InFlight,
-    Done,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum WriterState {
-    /// Waiting for a notification or the cancel.
-    Idle,
+enum LeaseTask {
+    /// Asleep until the machine's timer, or until something wakes it (`handle.wake`).
+    Waiting(u64),
+    /// Its `select!` woke: it asks the machine again.
     Woken(u64),
-    WaitLock,
+    /// A write is in flight: the driver asks again once it answered.
     InFlight,
-    /// After a failed write: `renew / 3`, then a notification to itself.
-    Sleeping(u64),
-    /// After a successful write: the checkpoint cadence, then the top of the loop.
-    Cadence(u64),
     Done,
 }
 
@@ -912,17 +870,13 @@ enum ReaderState {
 enum FinishState {
     NotYet,
     Drain,
-    WaitLock { end: bool },
-    InFlight,
-    Done { finished: bool },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lock {
-    Free,
-    Writer,
-    Finish,
-    Keeper,
+    /// `ShardHandle::close`: waiting for the lease's closing writes (`end`: `SHARD_END`).
+    Closing {
+        end: bool,
+    },
+    Done {
+        finished: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -942,24 +896,13 @@ const ITERATOR_TRIES: u32 = 10;
 #[derive(Debug)]
 struct Session {
     shard: usize,
-    /// `keep_lease`'s keeper.
-    keeper: LeaseKeeper<Time>,
-    keeper_task: Task,
-    /// `ShardHandle`'s `valid_until`: extended by the keeper's renewals and by checkpoint writes.
-    valid_until: Time,
-    /// `ShardHandle`'s `renewed`: the send time of the newest checkpoint write that renewed.
-    renewed: Option<Time>,
-    /// `ShardHandle::stop`.
-    stopped: bool,
+    /// The shard's lease and its writes: the machine the real `ShardHandle` holds.
+    lease: ShardLease<Time>,
+    /// Its driver, `reader::write_lease`.
+    lease_task: LeaseTask,
     /// The reader's cancellation token.
     cancelled: bool,
     watermark: Watermark,
-    pending: Option<Arc<str>>,
-    lock: Lock,
-    /// Who waits for the `writing` lock, first come first served (a tokio mutex is fair).
-    waiters: VecDeque<Lock>,
-    writer: WriterState,
-    writer_permit: bool,
     reader: ReaderState,
     reader_token: u64,
     pos: usize,
@@ -1387,8 +1330,13 @@ impl Sim {
     }
 
     fn wall(&self, i: usize) -> u64 {
-        let now = i64::try_from(self.now.as_millis()).unwrap_or(i64::MAX);
-        u64::try_from(BASE_MS + now + self.insts[i].offset_ms).unwrap_or(0)
+        self.wall_at(i, self.now)
+    }
+
+    /// Instance `i`'s wall clock at true time `at`, by its offset now.
+    fn wall_at(&self, i: usize, at: Time) -> u64 {
+        let at = i64::try_from(at.as_millis()).unwrap_or(i64::MAX);
+        u64::try_from(BASE_MS + at + self.insts[i].offset_ms).unwrap_or(0)
     }
 
     fn fail(&mut self, message: String) {
@@ -1628,18 +1576,14 @@ impl Sim {
                 .flat_map(|(i, inst)| {
                     inst.sessions.iter().map(move |(sid, s)| {
                         format!(
-                            "i{i} session {sid} shard {}: reader {:?}, finish {:?}, lock {:?}, \
-                             waiters {:?}, writer {:?}, keeper {:?}, in flight {}, stopped {}, \
-                             cancelled {}",
+                            "i{i} session {sid} shard {}: reader {:?}, finish {:?}, lease {:?} \
+                             ({:?}), in flight {}, cancelled {}",
                             s.shard,
                             s.reader,
                             s.finish,
-                            s.lock,
-                            s.waiters,
-                            s.writer,
-                            s.keeper_task,
+                            s.lease_task,
+                            s.lease,
                             s.in_flight,
-                            s.stopped,
                             s.cancelled
                         )
                     })
@@ -1743,9 +1687,9 @@ impl Sim {
                     self.coord_fire(inst);
                 }
             }
-            Ev::Keeper {
+            Ev::Lease {
                 inst, sid, token, ..
-            } => self.keeper_wake(inst, sid, token),
+            } => self.lease_woken(inst, sid, token),
             Ev::Reader {
                 inst, sid, token, ..
             } => {
@@ -1756,9 +1700,6 @@ impl Sim {
                     self.reader_wake(inst, sid);
                 }
             }
-            Ev::Writer {
-                inst, sid, token, ..
-            } => self.writer_wake(inst, sid, token),
             Ev::HandlerStart { inst, msg, .. } => self.handler_start(inst, msg),
             Ev::Handler { inst, msg, .. } => self.handler_done(inst, msg),
             Ev::Dispatch { inst, .. } => self.dispatch(inst),
@@ -2246,7 +2187,7 @@ impl Sim {
         let Some(s) = inst.sessions.get(&prev) else {
             return;
         };
-        if !s.stopped && !s.lost && s.deadline > self.now {
+        if !s.lease.is_halted() && !s.lost && s.deadline > self.now {
             let (deadline, owner) = (s.deadline, Arc::clone(&inst.owner));
             let moved_back = if self.rows[op.shard].expiry_moved_back {
                 " (an earlier write of that session landed after a later one and moved the \
@@ -2285,19 +2226,7 @@ impl Sim {
             }
             Cont::TakeRelease => self.take_done(i),
             Cont::Poll => self.polled(i, res),
-            Cont::Renew { sid, sent } => self.renewed(i, sid, sent, res),
-            Cont::Write {
-                sid,
-                checkpoint,
-                sent,
-            } => self.written(i, sid, checkpoint, sent, res),
-            Cont::FinishCheckpoint {
-                sid,
-                end,
-                checkpoint,
-                sent,
-            } => self.finish_checkpointed(i, sid, end, checkpoint, sent, res),
-            Cont::FinishRelease { sid, end } => self.finish_released(i, sid, end),
+            Cont::Lease { sid, write, sent } => self.lease_answered(i, sid, &write, sent, &res),
         }
     }
 
@@ -3281,36 +3210,18 @@ impl Sim {
         let start_idx = self.stream.index_of(shard, start);
         self.reach(shard, start_idx);
         let timings = self.cfg.timings;
-        // `take`: `handle.extend(sent + lease - holder_margin)`; `keep_lease` starts from it.
-        let valid_until = LeaseKeeper::valid_after(&timings, sent);
-        // `keep_lease`: the first renewal counts from the take's send, not from the reader's start.
-        let keeper = LeaseKeeper::new(timings, valid_until, sent);
+        // `take`: the handle's lease counts from the take's send by both clocks, and so does
+        // the first renewal.
+        let lease = ShardLease::taken(timings, sent, self.wall_at(i, sent));
         let cancelled = self.insts[i].coord.cancelled;
-        let keeper_token = self.token();
         let reader_token = self.token();
-        let next_renewal = keeper.next_renewal();
         let session = Session {
             shard,
-            keeper,
-            keeper_task: if cancelled {
-                Task::Done
-            } else {
-                Task::Sleeping(keeper_token)
-            },
-            valid_until,
-            renewed: None,
-            stopped: false,
+            lease,
+            // `lease_drive` below asks the machine first.
+            lease_task: LeaseTask::InFlight,
             cancelled,
             watermark: Watermark::default(),
-            pending: None,
-            lock: Lock::Free,
-            waiters: VecDeque::new(),
-            writer: if cancelled {
-                WriterState::Done
-            } else {
-                WriterState::Idle
-            },
-            writer_permit: false,
             reader: ReaderState::Ready,
             reader_token,
             pos: start_idx,
@@ -3350,30 +3261,22 @@ impl Sim {
                 token: reader_token,
             },
         );
-        if !cancelled {
-            self.push(
-                next_renewal.max(self.now),
-                Ev::Keeper {
-                    inst: i,
-                    inc,
-                    sid,
-                    token: keeper_token,
-                },
-            );
-        }
+        self.lease_drive(i, sid);
     }
 
-    /// `ShardHandle::stop`: no more deliveries; wakes the writer and a draining `finish`.
+    /// `ShardHandle::stop`: the lease ran out by this instance's clock; no more deliveries;
+    /// wakes the lease's driver and a draining `finish`.
     fn stop(&mut self, i: usize, sid: u64) {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        s.stopped = true;
-        self.writer_notify(i, sid);
+        s.lease.run_out();
+        self.lease_wake(i, sid);
         self.drain_wake(i, sid);
     }
 
-    /// The reader's cancellation token fires: every task's `select!` on it wakes.
+    /// The reader's cancellation token fires: the read loop's and the drain's `select!` wake
+    /// (the lease's driver does not wait on it: it ends with the lease).
     fn cancel(&mut self, i: usize, sid: u64) {
         let token = self.token();
         let jitter = self.jitter();
@@ -3385,20 +3288,9 @@ impl Sim {
             return;
         }
         s.cancelled = true;
-        if matches!(s.keeper_task, Task::Sleeping(_) | Task::WaitLock) {
-            s.keeper_task = Task::Done;
-            s.waiters.retain(|&waiter| waiter != Lock::Keeper);
-        }
         let wake_reader = s.reader != ReaderState::Done;
         if wake_reader {
             s.reader_token = token;
-        }
-        match s.writer {
-            WriterState::Idle if !s.writer_permit => s.writer = WriterState::Done,
-            WriterState::Sleeping(_) | WriterState::Cadence(_) => s.writer = WriterState::Done,
-            _ => {}
-        }
-        if wake_reader {
             self.push(
                 self.now + jitter,
                 Ev::Reader {
@@ -3413,7 +3305,7 @@ impl Sim {
         self.maybe_end(i, sid);
     }
 
-    /// `reader::run` joins the keeper, the writer and the reader; then `reader_ended`.
+    /// `reader::run` joins the lease's driver and the reader; then `reader_ended`.
     fn maybe_end(&mut self, i: usize, sid: u64) {
         let Some(s) = self.insts[i].sessions.get(&sid) else {
             return;
@@ -3421,10 +3313,7 @@ impl Sim {
         let FinishState::Done { finished } = s.finish else {
             return;
         };
-        if s.keeper_task != Task::Done
-            || s.writer != WriterState::Done
-            || s.reader != ReaderState::Done
-        {
+        if s.lease_task != LeaseTask::Done || s.reader != ReaderState::Done {
             return;
         }
         let shard = s.shard;
@@ -3434,350 +3323,53 @@ impl Sim {
         self.reader_ended(i, shard, finished);
     }
 
-    // `keep_lease`.
+    // `reader::write_lease`: it asks the session's `ShardLease` what to do, sends the write the
+    // machine names, hands back its answer, sleeps until the machine's timer or a wake.
 
-    fn keeper_wake(&mut self, i: usize, sid: u64, token: u64) {
-        let under_lock = self.cfg.renew_under_lock;
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        if s.keeper_task != Task::Sleeping(token) {
-            return;
-        }
-        if s.cancelled {
-            s.keeper_task = Task::Done;
-            self.maybe_end(i, sid);
-            return;
-        }
-        if s.stopped {
-            s.keeper_task = Task::Done;
-            self.cancel(i, sid);
-            self.maybe_end(i, sid);
-            return;
-        }
-        if !under_lock {
-            self.keeper_locked(i, sid);
-        } else if s.lock == Lock::Free {
-            s.lock = Lock::Keeper;
-            self.keeper_locked(i, sid);
-        } else {
-            // `select!` on the cancel and the `writing` lock.
-            s.keeper_task = Task::WaitLock;
-            s.waiters.push_back(Lock::Keeper);
-        }
-    }
-
-    /// `keep_lease` after its sleep (and, renewing under the lock, with the `writing` lock):
-    /// a checkpoint write that renewed meanwhile moves the renewal out; otherwise it renews.
-    fn keeper_locked(&mut self, i: usize, sid: u64) {
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        if s.stopped {
-            // Stopped while it waited for the lock.
-            s.keeper_task = Task::Done;
-            self.keeper_unlock(i, sid);
-            self.cancel(i, sid);
-            self.maybe_end(i, sid);
-            return;
-        }
-        if let Some(sent) = s.renewed.take() {
-            // A checkpoint write renewed the lease meanwhile: the next renewal moves out.
-            s.keeper.on_renewed(sent);
-            s.valid_until = s.valid_until.max(s.keeper.valid_until());
-            let next = s.keeper.next_renewal();
-            if next > self.now {
-                let token = self.token();
-                let inc = self.insts[i].inc;
-                if let Some(s) = self.session(i, sid) {
-                    s.keeper_task = Task::Sleeping(token);
-                }
-                self.keeper_unlock(i, sid);
-                self.push(
-                    next,
-                    Ev::Keeper {
-                        inst: i,
-                        inc,
-                        sid,
-                        token,
-                    },
-                );
-                return;
-            }
-        }
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        s.keeper_task = Task::InFlight;
-        let shard = s.shard;
-        let sent = self.now;
-        self.send(i, sid, shard, OpKind::Renew, Cont::Renew { sid, sent });
-    }
-
-    /// The keeper drops the `writing` lock, if it holds it.
-    fn keeper_unlock(&mut self, i: usize, sid: u64) {
-        if self.session(i, sid).is_some_and(|s| s.lock == Lock::Keeper) {
-            self.unlock(i, sid);
-        }
-    }
-
-    fn renewed(&mut self, i: usize, sid: u64, sent: Time, res: Res) {
-        self.keeper_unlock(i, sid);
-        let timings = self.cfg.timings;
+    fn lease_drive(&mut self, i: usize, sid: u64) {
         let now = self.now;
-        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-            return;
-        };
-        let action = match res {
-            Res::Ok => {
-                s.keeper.on_renewed(sent);
-                s.valid_until = s.valid_until.max(s.keeper.valid_until());
-                s.deadline = s
-                    .deadline
-                    .max(sent + timings.lease() - timings.holder_margin());
-                None
-            }
-            Res::Fenced => {
-                s.lost = true;
-                self.stats.refused_renewals += 1;
-                Some(s.keeper.on_refused())
-            }
-            _ => match s.keeper.on_failed(now) {
-                KeeperAction::RetryAt(_) => None,
-                stop @ KeeperAction::Stop => {
-                    self.stats.lapsed_by_clock += 1;
-                    Some(stop)
-                }
-            },
-        };
-        if let Some(KeeperAction::Stop) = action {
-            if let Some(s) = self.session(i, sid) {
-                s.keeper_task = Task::Done;
-            }
-            self.stop(i, sid);
-            self.cancel(i, sid);
-            self.maybe_end(i, sid);
-            return;
-        }
+        let wall = self.wall(i);
         let token = self.token();
         let inc = self.insts[i].inc;
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        if s.cancelled {
-            s.keeper_task = Task::Done;
-            self.maybe_end(i, sid);
-            return;
-        }
-        s.keeper_task = Task::Sleeping(token);
-        let next = s.keeper.next_renewal().max(self.now);
-        self.push(
-            next,
-            Ev::Keeper {
-                inst: i,
-                inc,
-                sid,
-                token,
-            },
-        );
-    }
-
-    // `write_checkpoints` and `ShardHandle::write_pending`.
-
-    fn writer_notify(&mut self, i: usize, sid: u64) {
-        let token = self.token();
-        let jitter = self.jitter();
-        let inc = self.insts[i].inc;
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        s.writer_permit = true;
-        if s.writer == WriterState::Idle {
-            s.writer = WriterState::Woken(token);
-            self.push(
-                self.now + jitter,
-                Ev::Writer {
-                    inst: i,
-                    inc,
-                    sid,
-                    token,
-                },
-            );
-        }
-    }
-
-    fn writer_wake(&mut self, i: usize, sid: u64, token: u64) {
-        let coin = self.rng.random_bool(0.5);
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        match s.writer {
-            WriterState::Woken(t) if t == token => {
-                // `select!` on the cancel and the notification: either may win when both are
-                // ready.
-                let permit = std::mem::take(&mut s.writer_permit);
-                if s.cancelled && (!permit || coin) {
-                    s.writer = WriterState::Done;
-                    self.maybe_end(i, sid);
-                    return;
-                }
-                if s.stopped {
-                    s.writer = WriterState::Done;
-                    self.maybe_end(i, sid);
-                    return;
-                }
-                self.writer_write(i, sid);
-            }
-            WriterState::Sleeping(t) if t == token => {
-                // The retry's sleep ended: `handle.wake.notify_one()`, then the loop's top.
-                s.writer = WriterState::Idle;
-                self.writer_notify(i, sid);
-            }
-            WriterState::Cadence(t) if t == token => {
-                // The cadence's sleep ended: the loop's top, where acknowledgements folded
-                // meanwhile left their notification.
-                s.writer = WriterState::Idle;
-                self.writer_idle(i, sid);
-            }
-            _ => {}
-        }
-    }
-
-    fn writer_write(&mut self, i: usize, sid: u64) {
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        if s.lock != Lock::Free {
-            s.writer = WriterState::WaitLock;
-            s.waiters.push_back(Lock::Writer);
-            return;
-        }
-        match s.pending.take() {
-            // `write_pending` had nothing to write (a seek or the closing writes took it while
-            // it waited): the guard drops, handing the lock to the next waiter, and `Ok(())`.
-            None => {
-                if !s.waiters.is_empty() {
-                    self.unlock(i, sid);
-                }
-                self.writer_wrote(i, sid);
-            }
-            Some(checkpoint) => {
-                s.lock = Lock::Writer;
-                s.writer = WriterState::InFlight;
+        match s.lease.next(now, wall) {
+            Next::Send(write) => {
+                s.lease_task = LeaseTask::InFlight;
+                let kind = match &write {
+                    Write::Renew => OpKind::Renew,
+                    Write::Checkpoint(checkpoint) => {
+                        OpKind::CheckpointRenew(Arc::clone(checkpoint))
+                    }
+                    Write::Final(checkpoint) => OpKind::Checkpoint(Arc::clone(checkpoint)),
+                    Write::Release => {
+                        let graceful = s.finish == (FinishState::Closing { end: false });
+                        OpKind::Release {
+                            cover: if graceful { s.cover } else { None },
+                            graceful,
+                        }
+                    }
+                };
                 let shard = s.shard;
-                let sent = self.now;
                 self.send(
                     i,
                     sid,
                     shard,
-                    OpKind::CheckpointRenew(Arc::clone(&checkpoint)),
-                    Cont::Write {
+                    kind,
+                    Cont::Lease {
                         sid,
-                        checkpoint,
-                        sent,
+                        write,
+                        sent: now,
                     },
                 );
             }
-        }
-    }
-
-    /// `write_pending` returned `Ok`: the cadence, then the top of the loop.
-    fn writer_wrote(&mut self, i: usize, sid: u64) {
-        let cadence = self.cfg.timings.checkpoint_interval();
-        let token = self.token();
-        let inc = self.insts[i].inc;
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        if cadence.is_zero() {
-            s.writer = WriterState::Idle;
-            self.writer_idle(i, sid);
-        } else if s.cancelled {
-            s.writer = WriterState::Done;
-            self.maybe_end(i, sid);
-        } else {
-            s.writer = WriterState::Cadence(token);
-            self.push(
-                self.now + cadence,
-                Ev::Writer {
-                    inst: i,
-                    inc,
-                    sid,
-                    token,
-                },
-            );
-        }
-    }
-
-    /// `write_pending` succeeded with a write sent at `sent`: the handle's lease extends to
-    /// `valid_after(sent)`, and the keeper learns of the renewal on its next wake.
-    fn checkpoint_renewed(&mut self, i: usize, sid: u64, sent: Time) {
-        let timings = self.cfg.timings;
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        s.valid_until = s.valid_until.max(LeaseKeeper::valid_after(&timings, sent));
-        s.renewed = Some(s.renewed.map_or(sent, |known| known.max(sent)));
-        s.deadline = s
-            .deadline
-            .max(sent + timings.lease() - timings.holder_margin());
-    }
-
-    /// Back at the top of the writer's loop.
-    fn writer_idle(&mut self, i: usize, sid: u64) {
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        if s.writer_permit {
-            s.writer_permit = false;
-            self.writer_notify(i, sid);
-        } else if s.cancelled {
-            s.writer = WriterState::Done;
-            self.maybe_end(i, sid);
-        } else {
-            s.writer = WriterState::Idle;
-        }
-    }
-
-    fn written(&mut self, i: usize, sid: u64, checkpoint: Arc<str>, sent: Time, res: Res) {
-        let token = self.token();
-        let inc = self.insts[i].inc;
-        let renew = self.cfg.timings.renew();
-        if matches!(res, Res::Ok) {
-            self.checkpoint_renewed(i, sid, sent);
-        }
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        match res {
-            Res::Ok => {
-                s.writer = WriterState::Idle;
-                self.unlock(i, sid);
-                if let Some(s) = self.session(i, sid)
-                    && s.writer == WriterState::Idle
-                {
-                    self.writer_wrote(i, sid);
-                }
-            }
-            Res::Fenced => {
-                s.lost = true;
-                s.writer = WriterState::Done;
-                self.unlock(i, sid);
-                self.stop(i, sid);
-                self.cancel(i, sid);
-                self.maybe_end(i, sid);
-            }
-            _ => {
-                if s.pending.is_none() {
-                    s.pending = Some(checkpoint);
-                }
-                if s.cancelled {
-                    s.writer = WriterState::Done;
-                } else {
-                    s.writer = WriterState::Sleeping(token);
+            Next::Wait(until) => {
+                s.lease_task = LeaseTask::Waiting(token);
+                if let Some(at) = until {
                     self.push(
-                        self.now + renew / 3,
-                        Ev::Writer {
+                        at.max(now),
+                        Ev::Lease {
                             inst: i,
                             inc,
                             sid,
@@ -3785,31 +3377,91 @@ impl Sim {
                         },
                     );
                 }
-                self.unlock(i, sid);
+            }
+            Next::Ended(ending) => {
+                s.lease_task = LeaseTask::Done;
+                if let FinishState::Closing { end } = s.finish {
+                    // `ShardHandle::close` returns with the ending.
+                    let finished = end && ending == (Ending::Closed { written: true });
+                    s.finish = FinishState::Done { finished };
+                }
+                if matches!(ending, Ending::Lost(_)) {
+                    // The lost lease ends the shard's other tasks; a draining `finish` sees it.
+                    self.drain_wake(i, sid);
+                    self.cancel(i, sid);
+                }
                 self.maybe_end(i, sid);
             }
         }
     }
 
-    /// Drops the `writing` guard; a waiting `finish` or writer takes it.
-    fn unlock(&mut self, i: usize, sid: u64) {
+    /// `handle.wake.notify_one()`: a waiting driver's `select!` wakes; a busy one asks the
+    /// machine again anyway once its write answered.
+    fn lease_wake(&mut self, i: usize, sid: u64) {
+        let token = self.token();
+        let jitter = self.jitter();
+        let inc = self.insts[i].inc;
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        s.lock = Lock::Free;
-        match s.waiters.pop_front() {
-            Some(Lock::Finish) => {
-                if let FinishState::WaitLock { end } = s.finish {
-                    self.finish_locked(i, sid, end);
-                }
-            }
-            Some(Lock::Writer) => self.writer_write(i, sid),
-            Some(Lock::Keeper) => {
-                s.lock = Lock::Keeper;
-                self.keeper_locked(i, sid);
-            }
-            Some(Lock::Free) | None => {}
+        if let LeaseTask::Waiting(_) = s.lease_task {
+            s.lease_task = LeaseTask::Woken(token);
+            self.push(
+                self.now + jitter,
+                Ev::Lease {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
         }
+    }
+
+    fn lease_woken(&mut self, i: usize, sid: u64, token: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if matches!(s.lease_task, LeaseTask::Waiting(t) | LeaseTask::Woken(t) if t == token) {
+            self.lease_drive(i, sid);
+        }
+    }
+
+    /// The store answered a write of the lease's driver, sent at `sent`.
+    fn lease_answered(&mut self, i: usize, sid: u64, write: &Write, sent: Time, res: &Res) {
+        let timings = self.cfg.timings;
+        let now = self.now;
+        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+            return;
+        };
+        let answer = match res {
+            Res::Ok => Answer::Done,
+            Res::Fenced => Answer::Refused,
+            _ => Answer::Failed,
+        };
+        if matches!(write, Write::Renew | Write::Checkpoint(_)) {
+            match answer {
+                // The ghost: the grant this session heard of.
+                Answer::Done => {
+                    s.deadline = s
+                        .deadline
+                        .max(sent + timings.lease() - timings.holder_margin());
+                }
+                Answer::Refused => {
+                    s.lost = true;
+                    if *write == Write::Renew {
+                        self.stats.refused_renewals += 1;
+                    }
+                }
+                Answer::Failed => {}
+            }
+        }
+        let held = !s.lease.is_lost();
+        s.lease.on_answer(now, answer);
+        if held && s.lease.ending() == Some(Ending::Lost(Lost::RanOut)) {
+            self.stats.lapsed_by_clock += 1;
+        }
+        self.lease_drive(i, sid);
     }
 
     // The read loop.
@@ -3964,6 +3616,7 @@ impl Sim {
 
     fn reader_batch(&mut self, i: usize, sid: u64) {
         let now = self.now;
+        let wall = self.wall(i);
         let capacity = self.cfg.channel;
         loop {
             let inst = &mut self.insts[i];
@@ -3974,9 +3627,9 @@ impl Sim {
                 break;
             };
             if s.tracked.is_none() {
-                if s.stopped || now >= s.valid_until {
+                if !s.lease.may_deliver(now, wall) {
                     // The lease ran out by our clock (or was lost): deliver nothing more.
-                    if !s.stopped {
+                    if !s.lease.is_halted() {
                         self.stats.lapsed_by_clock += 1;
                     }
                     self.stop(i, sid);
@@ -4044,7 +3697,7 @@ impl Sim {
         };
         s.reader = ReaderState::Done;
         // `Reader::finish`.
-        if s.stopped {
+        if s.lease.is_lost() {
             s.finish = FinishState::Done { finished: false };
             self.cancel(i, sid);
             self.maybe_end(i, sid);
@@ -4085,7 +3738,7 @@ impl Sim {
         }
         // `select!` between the cancel (break) and the settled notification (then the stopped
         // check): when both are ready either may win.
-        let took_cancel = s.cancelled && (!s.stopped || coin);
+        let took_cancel = s.cancelled && (!s.lease.is_halted() || coin);
         let drained = s.in_flight == 0;
         if took_cancel {
             if drained {
@@ -4093,7 +3746,7 @@ impl Sim {
             } else {
                 self.release_graceful(i, sid);
             }
-        } else if s.stopped {
+        } else if s.lease.is_halted() {
             s.finish = FinishState::Done { finished: false };
             self.maybe_end(i, sid);
         } else if drained {
@@ -4101,150 +3754,37 @@ impl Sim {
         }
     }
 
-    /// Read to its end and drained: cancel, then `SHARD_END` and release under the lock.
+    /// Read to its end and drained: cancel, then `SHARD_END` and the release.
     fn end_shard(&mut self, i: usize, sid: u64) {
-        self.locking_finish(i, sid, true);
+        self.close(i, sid, true);
     }
 
-    /// `release_graceful`: stop, cancel, write the pending checkpoint, release.
+    /// Handed back unfinished: cancel, then the pending checkpoint and the release.
     fn release_graceful(&mut self, i: usize, sid: u64) {
-        self.locking_finish(i, sid, false);
+        self.close(i, sid, false);
     }
 
-    /// Both ends of `finish`: (stop and) cancel, then wait for the `writing` lock.
-    fn locking_finish(&mut self, i: usize, sid: u64, end: bool) {
+    /// Both ends of `finish`: cancel, then `ShardHandle::close`, whose writes the lease's
+    /// driver sends after the one in flight.
+    fn close(&mut self, i: usize, sid: u64, end: bool) {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        // Out of the drain state first: the stop and the cancel below wake it.
-        s.finish = FinishState::WaitLock { end };
-        if !end {
-            self.stop(i, sid);
-        }
+        // Out of the drain state first: the cancel below wakes it.
+        s.finish = FinishState::Closing { end };
         self.cancel(i, sid);
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        if s.finish == (FinishState::WaitLock { end }) {
-            if s.lock == Lock::Free {
-                self.finish_locked(i, sid, end);
-            } else {
-                s.waiters.push_back(Lock::Finish);
-            }
-        }
-    }
-
-    fn finish_locked(&mut self, i: usize, sid: u64, end: bool) {
-        let discard = self.cfg.end_discards_pending;
-        let sent = self.now;
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        let shard = s.shard;
-        s.lock = Lock::Finish;
-        s.finish = FinishState::InFlight;
-        if end {
-            // `SHARD_END` covers every settled record; a checkpoint still pending would land
-            // after it and move the shard back.
-            if discard {
-                s.pending = None;
-            }
-            let checkpoint: Arc<str> = Arc::from(SHARD_END);
-            self.send(
-                i,
-                sid,
-                shard,
-                OpKind::Checkpoint(Arc::clone(&checkpoint)),
-                Cont::FinishCheckpoint {
-                    sid,
-                    end,
-                    checkpoint,
-                    sent,
-                },
-            );
+        s.lease
+            .close(if end { Close::Finished } else { Close::Release });
+        if s.lease.ending().is_some() {
+            // Lost before the close: nothing is written.
+            s.finish = FinishState::Done { finished: false };
+            self.maybe_end(i, sid);
             return;
         }
-        // `release_graceful`: `write_pending` (a checkpoint that renews), then the release.
-        match s.pending.take() {
-            Some(checkpoint) => self.send(
-                i,
-                sid,
-                shard,
-                OpKind::CheckpointRenew(Arc::clone(&checkpoint)),
-                Cont::FinishCheckpoint {
-                    sid,
-                    end,
-                    checkpoint,
-                    sent,
-                },
-            ),
-            None => {
-                self.unlock(i, sid);
-                self.release_final(i, sid, end);
-            }
-        }
-    }
-
-    /// The last call of `finish`: the release after `SHARD_END` (still under the `writing`
-    /// lock) or after the final checkpoint (outside it).
-    fn release_final(&mut self, i: usize, sid: u64, end: bool) {
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        let (shard, cover) = (s.shard, s.cover);
-        self.send(
-            i,
-            sid,
-            shard,
-            OpKind::Release {
-                cover: if end { None } else { cover },
-                graceful: !end,
-            },
-            Cont::FinishRelease { sid, end },
-        );
-    }
-
-    fn finish_checkpointed(
-        &mut self,
-        i: usize,
-        sid: u64,
-        end: bool,
-        checkpoint: Arc<str>,
-        sent: Time,
-        res: Res,
-    ) {
-        if !end && matches!(res, Res::Ok) {
-            self.checkpoint_renewed(i, sid, sent);
-        }
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        match res {
-            // `ShardHandle::close`: the release goes out under the write lock too.
-            Res::Ok => self.release_final(i, sid, end),
-            other => {
-                // `SHARD_END` not written: not finished in the table, the lease lapses and the
-                // next owner reads the shard's end again. A final checkpoint not written: no
-                // release.
-                if !end && matches!(other, Res::Failed) && s.pending.is_none() {
-                    s.pending = Some(checkpoint);
-                }
-                s.finish = FinishState::Done { finished: false };
-                self.unlock(i, sid);
-                self.maybe_end(i, sid);
-            }
-        }
-    }
-
-    /// The release answered: a shard whose `SHARD_END` was written is finished whatever the
-    /// release answered.
-    fn finish_released(&mut self, i: usize, sid: u64, end: bool) {
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        s.finish = FinishState::Done { finished: end };
-        self.unlock(i, sid);
-        self.maybe_end(i, sid);
+        self.lease_wake(i, sid);
     }
 
     // ----- the runtime: channel, filter, handlers -------------------------------------------
@@ -4327,16 +3867,17 @@ impl Sim {
     /// that settlement moves no checkpoint); otherwise the handler runs.
     fn handler_start(&mut self, i: usize, msg: Msg) {
         let now = self.now;
+        let wall = self.wall(i);
         if self.cfg.handler_checks_lease {
             let drops_stale = self.cfg.seek_drops_stale;
             let withheld = match self.insts[i].sessions.get_mut(&msg.sid) {
                 None => Some(false),
-                Some(s) if s.stopped => Some(false),
+                Some(s) if s.lease.is_halted() => Some(false),
                 // A seek since it was read: its position delivers what follows it.
                 Some(s) if drops_stale && s.watermark.generation() != msg.ticket.generation => {
                     Some(false)
                 }
-                Some(s) if now >= s.valid_until => Some(true),
+                Some(s) if !s.lease.may_deliver(now, wall) => Some(true),
                 Some(_) => None,
             };
             if let Some(lapsed) = withheld {
@@ -4388,16 +3929,17 @@ impl Sim {
     /// `subscriber.rs`'s `current()`: whether a delivery may still reach a handler.
     fn current(&mut self, i: usize, msg: Msg) -> bool {
         let now = self.now;
+        let wall = self.wall(i);
         let checks_lease = self.cfg.filter_checks_lease;
         let drops_stale = self.cfg.seek_drops_stale;
         let Some(s) = self.session(i, msg.sid) else {
             return false;
         };
         let stale = s.watermark.generation() != msg.ticket.generation;
-        if s.stopped || (stale && drops_stale) {
+        if s.lease.is_halted() || (stale && drops_stale) {
             return false;
         }
-        if checks_lease && now >= s.valid_until {
+        if checks_lease && !s.lease.may_deliver(now, wall) {
             // `may_deliver`: the lease ran out by our clock; stop the shard for good.
             self.stop(i, msg.sid);
             return false;
@@ -4516,9 +4058,9 @@ impl Sim {
                 return;
             }
             // `hand_back`: a delivery of a stopped shard, or one a seek made stale, is forgotten.
-            let again = self
-                .session(i, msg.sid)
-                .is_some_and(|s| !s.stopped && s.watermark.generation() == msg.ticket.generation);
+            let again = self.session(i, msg.sid).is_some_and(|s| {
+                !s.lease.is_halted() && s.watermark.generation() == msg.ticket.generation
+            });
             if again {
                 self.insts[i].channel.push_back(Msg {
                     redelivery: true,
@@ -4535,11 +4077,14 @@ impl Sim {
         let records = &self.stream.shards[msg.shard].records;
         if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
             s.in_flight = s.in_flight.saturating_sub(1);
-            if let Some(checkpoint) = s.watermark.settle(msg.ticket) {
+            // Refused once no checkpoint of the shard will be written any more.
+            if s.lease.takes_settlements()
+                && let Some(checkpoint) = s.watermark.settle(msg.ticket)
+            {
                 let seq: u64 = checkpoint.parse().expect("a sequence number");
                 s.settled_upto = records.binary_search(&seq).ok();
-                s.pending = Some(checkpoint);
-                self.writer_notify(i, msg.sid);
+                s.lease.checkpoint_ready(checkpoint);
+                self.lease_wake(i, msg.sid);
             }
             self.drain_wake(i, msg.sid);
         }
@@ -4574,11 +4119,11 @@ impl Sim {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        if s.cancelled || s.stopped {
+        if s.cancelled || s.lease.is_halted() {
             return;
         }
         s.watermark.reset();
-        s.pending = None;
+        s.lease.drop_pending();
         s.settled_upto = None;
         let floor = Mark::Seq(seq);
         s.seek_floor = Some(s.seek_floor.map_or(floor, |known| known.min(floor)));
@@ -4785,7 +4330,7 @@ impl Sim {
                         .running
                         .get(&shard)
                         .and_then(|sid| inst.sessions.get(sid))
-                        .is_some_and(|s| !s.stopped && !s.cancelled)
+                        .is_some_and(|s| !s.lease.is_halted() && !s.cancelled)
             });
             if eligible && !served {
                 let since = *self.ghost[shard].unserved_since.get_or_insert(self.now);
@@ -5139,26 +4684,6 @@ fn a_check_only_where_the_runtime_pulls_lets_a_held_record_reach_its_handler_lat
     );
 }
 
-/// Pins the regression of a fixed bug: `finish` wrote `SHARD_END` and released under the
-/// `writing` lock but left a pending checkpoint for the writer, which wrote it after `SHARD_END`
-/// when the release failed, and the store accepted it (the row was still ours): the checkpoint
-/// moved back from `SHARD_END`. `finish` now drops the pending checkpoint first; this shows the
-/// checker catches the old `finish`.
-#[test]
-fn a_pending_checkpoint_written_after_shard_end_moves_it_back() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.end_discards_pending = false;
-        cfg.reshards = 4;
-        cfg.p_fail = 0.2;
-    };
-    assert_caught(
-        300,
-        &tweak,
-        "moved back from Some(\"SHARD_END\")",
-        "no schedule overwrote SHARD_END",
-    );
-}
-
 /// A store call that lands after its caller timed out, behind the caller's later calls, is
 /// accepted by the owner-only condition: a stale checkpoint moves the row back (and a stale
 /// renewal moves its expiry back). The main run assumes calls land before their timeout.
@@ -5237,35 +4762,6 @@ fn late_takes_that_keep_the_expiry_keep_the_invariants() {
         panic!("{report}");
     }
     assert!(stats.late_landings > 0);
-}
-
-/// `reader.rs` before a fix: `keep_lease` renewed beside `write_checkpoints`, and both calls set the
-/// row's expiry (`renew`, `checkpoint_and_renew`). Two of them in flight together can land in
-/// either order (a slow request, a retry inside the client): when the one sent first lands
-/// second, the row's expiry moves back to its send time while the holder counts its lease from
-/// the later one. If the holder's calls fail from then on (a partition), a taker whose clock runs
-/// ahead takes the row while the holder still delivers. Renewing under the `writing` lock (the
-/// main run) keeps one expiry write in flight per shard.
-#[test]
-fn a_renewal_beside_a_renewing_checkpoint_breaks_fencing() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.renew_under_lock = false;
-        cfg.counter_fence = false;
-        cfg.late_landing = false;
-        cfg.p_slow = 0.3;
-        cfg.p_timeout = 0.1;
-        cfg.partitions = 12;
-        cfg.chaos = cfg.timings.lease() * 8;
-        cfg.timeout = cfg.timings.renew() * 2;
-        cfg.timings = cfg.timings.with_checkpoint_interval(Duration::ZERO);
-        cfg.write_gap_ms = (100, 400);
-    };
-    assert_caught(
-        1_000,
-        &tweak,
-        "moved the row's expiry back",
-        "no renewal landing after a newer checkpoint broke fencing",
-    );
 }
 
 /// `broker.rs` today: a new subscription to a stream waits for the previous subscription's tasks

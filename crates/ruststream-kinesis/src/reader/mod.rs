@@ -17,8 +17,7 @@ use crate::message::Settle;
 use crate::pace::{self, MIN_CALL_GAP, backoff_ceiling};
 use crate::position::ShardStart;
 use crate::record::Record;
-use crate::shard::keeper::{KeeperAction, LeaseKeeper};
-use crate::shard::{Close, Sent, ShardHandle};
+use crate::shard::{Answer, Close, Ending, Lost, Next, ShardHandle, Write};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker, envelope};
 
 /// A seek the seeker resolved for one shard: an iterator Kinesis gave for the position, and where
@@ -43,8 +42,6 @@ pub(crate) struct Reader {
     pub(crate) iterator: String,
     pub(crate) cancel: CancellationToken,
     pub(crate) restart: watch::Receiver<Option<Restart>>,
-    /// When the take that granted the lease was sent: the first renewal counts from it.
-    pub(crate) taken: Sent,
     /// A seek the reader's waits noticed and the read loop has still to apply.
     pub(crate) seek_seen: bool,
     /// The watermark generation of the current iterator's records: a seek resets the shard's
@@ -86,13 +83,7 @@ enum Drain {
 }
 
 pub(crate) async fn run(mut reader: Reader) {
-    let keeper = keep_lease(
-        Arc::clone(&reader.sub),
-        Arc::clone(&reader.handle),
-        reader.cancel.clone(),
-        reader.taken,
-    );
-    let writer = write_checkpoints(
+    let writer = write_lease(
         Arc::clone(&reader.sub),
         Arc::clone(&reader.handle),
         reader.cancel.clone(),
@@ -116,131 +107,71 @@ pub(crate) async fn run(mut reader: Reader) {
         };
         reader.finish(stop).await
     };
-    let ((), (), (), finished) = tokio::join!(keeper, writer, redeliver, reading);
+    let ((), (), finished) = tokio::join!(writer, redeliver, reading);
     reader.sub.reader_ended(&reader.shard, finished);
 }
 
-/// Renews the lease every renewal interval, the first one counted from the take. A refused
-/// renewal stops the shard at once; a failed one is retried while the lease is valid by this
-/// instance's clock, and the shard stops before that moment. The decisions are the
-/// [`LeaseKeeper`]'s; this function sends and sleeps.
-async fn keep_lease(
-    sub: Arc<Subscription>,
-    handle: Arc<ShardHandle>,
-    cancel: CancellationToken,
-    taken: Sent,
-) {
-    let timings = sub.timings;
-    // The take set how long the lease it won may be used.
-    let Some(valid_until) = handle.valid_until() else {
-        return;
-    };
-    let mut keeper = LeaseKeeper::new(timings, valid_until, taken.at);
+/// Sends the store writes the shard's [`ShardLease`](crate::shard::ShardLease) asks for
+/// (renewals, checkpoints, the closing writes), one at a time, and hands each answer back; sleeps
+/// until the machine's next timer or until a settlement, the close or a stop wakes it. The
+/// decisions are the machine's. Ends when the lease ended: lost (the shard's other tasks are
+/// cancelled) or closed with its last writes.
+async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
+    let key = &handle.key;
+    let lease = sub.timings.lease();
     loop {
-        let wait = keeper
-            .next_renewal()
-            .saturating_duration_since(Instant::now());
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(wait) => {}
-        }
-        // One write that sets the expiry in flight per shard: a renewal and a checkpoint (which
-        // also renews) racing could land in the other order and move the expiry back while this
-        // instance counts from the later one.
-        let writing = tokio::select! {
-            () = cancel.cancelled() => return,
-            writing = handle.writing.lock() => writing,
-        };
-        if handle.is_stopped() {
-            // Stopped elsewhere (a refused checkpoint, a lapsed lease seen by a delivery, the
-            // shard closing): end the shard's tasks rather than keep a lease nobody reads under.
-            cancel.cancel();
-            return;
-        }
-        if let Some(sent) = handle.take_renewed() {
-            // A checkpoint write renewed the lease meanwhile (and extended the handle): the next
-            // renewal moves out.
-            keeper.on_renewed(sent);
-            if keeper.next_renewal() > Instant::now() {
-                continue;
-            }
-        }
-        let sent = Sent::now();
-        let renewed = sub
-            .store
-            .renew(&handle.key, &sub.owner, timings.lease())
-            .await;
-        drop(writing);
-        let action = match renewed {
-            Ok(_) => {
-                keeper.on_renewed(sent.at);
-                handle.extend(sent, &timings);
-                continue;
-            }
-            Err(err) if err.is_fenced() => {
-                tracing::info!(lease = %handle.key, "lease lost; the shard stops without a checkpoint");
-                keeper.on_refused()
-            }
-            Err(err) => {
-                sub.report(sub.lease_error(handle.key.shard(), err));
-                let action = keeper.on_failed(Instant::now());
-                if action == KeeperAction::Stop {
-                    tracing::warn!(lease = %handle.key, "lease ran out while the store failed; the shard stops");
-                }
-                action
-            }
-        };
-        if action == KeeperAction::Stop {
-            // A stopped handle writes no final checkpoint.
-            handle.stop();
-            cancel.cancel();
-            return;
-        }
-    }
-}
-
-/// Writes each pending checkpoint; while one call is in flight later acknowledgements fold into
-/// the next one.
-async fn write_checkpoints(
-    sub: Arc<Subscription>,
-    handle: Arc<ShardHandle>,
-    cancel: CancellationToken,
-) {
-    loop {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = handle.wake.notified() => {}
-        }
-        if handle.is_stopped() {
-            return;
-        }
-        match handle
-            .write_pending(sub.store.as_ref(), &sub.owner, &sub.timings)
-            .await
-        {
-            Ok(()) => {
-                // The cadence: acknowledgements until then fold into the next write.
-                let cadence = sub.timings.checkpoint_interval();
-                if !cadence.is_zero() {
-                    tokio::select! {
-                        () = cancel.cancelled() => return,
-                        () = tokio::time::sleep(cadence) => {}
+        let wait = match handle.next_write() {
+            Next::Send(write) => {
+                let answered = match &write {
+                    Write::Renew => sub.store.renew(key, &sub.owner, lease).await.map(|_| ()),
+                    Write::Checkpoint(checkpoint) => {
+                        sub.store
+                            .checkpoint_and_renew(key, &sub.owner, checkpoint, lease)
+                            .await
                     }
-                }
+                    Write::Final(checkpoint) => {
+                        sub.store.checkpoint(key, &sub.owner, checkpoint).await
+                    }
+                    Write::Release => sub.store.release(key, &sub.owner).await,
+                };
+                let answer = match answered {
+                    Ok(()) => Answer::Done,
+                    Err(err) if err.is_fenced() => Answer::Refused,
+                    Err(err) => {
+                        // A SHARD_END that did not land leaves the lease to lapse, and the next
+                        // owner reads the shard's end again from the last checkpoint.
+                        sub.report(sub.lease_error(key.shard(), err));
+                        Answer::Failed
+                    }
+                };
+                handle.answer(answer);
+                continue;
             }
-            Err(err) if err.is_fenced() => {
-                handle.stop();
+            Next::Wait(until) => until,
+            Next::Ended(ending) => {
+                match ending {
+                    Ending::Lost(Lost::Refused) => {
+                        tracing::info!(lease = %key, "lease lost; the shard stops without a checkpoint");
+                    }
+                    Ending::Lost(Lost::RanOut) => {
+                        tracing::warn!(lease = %key, "lease ran out by this instance's clock; the shard stops without a checkpoint");
+                    }
+                    Ending::Closed { .. } => {}
+                }
+                // A lost lease ends the shard's other tasks; a closed one's already ended.
                 cancel.cancel();
                 return;
             }
-            Err(err) => {
-                sub.report(sub.lease_error(handle.key.shard(), err));
-                tokio::select! {
-                    () = cancel.cancelled() => return,
-                    () = tokio::time::sleep(sub.timings.renew() / 3) => {}
-                }
-                handle.wake.notify_one();
+        };
+        let timer = async {
+            match wait {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
             }
+        };
+        tokio::select! {
+            () = handle.wake.notified() => {}
+            () = timer => {}
         }
     }
 }
@@ -546,7 +477,7 @@ impl Reader {
     /// Hands the shard back; whether it was read to its end.
     async fn finish(&self, stop: Stop) -> bool {
         let key = &self.handle.key;
-        if self.handle.is_stopped() {
+        if self.handle.is_lost() {
             // Lost, or ran out by our clock: no checkpoint, no release.
             self.cancel.cancel();
             return false;
@@ -573,18 +504,8 @@ impl Reader {
             Stop::Cancelled => Close::Release,
         };
         self.cancel.cancel();
-        let (written, failed) = self
-            .handle
-            .close(self.sub.store.as_ref(), &self.sub.owner, how)
-            .await;
-        if let Some(err) = failed
-            && !err.is_fenced()
-        {
-            // A SHARD_END that did not land leaves the lease to lapse, and the next owner reads
-            // the shard's end again from the last checkpoint.
-            self.sub.report(self.sub.lease_error(key.shard(), err));
-        }
-        let finished = how == Close::Finished && written;
+        let ending = self.handle.close(how).await;
+        let finished = how == Close::Finished && ending == Ending::Closed { written: true };
         if finished {
             tracing::info!(lease = %key, "shard read to its end");
         }

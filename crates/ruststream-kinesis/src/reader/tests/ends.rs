@@ -159,26 +159,38 @@ async fn rig_row(store: &std::sync::Arc<dyn crate::LeaseStore>) -> crate::LeaseS
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_withheld_while_its_shard_closes_moves_no_checkpoint() {
-    let rig = Rig::with_records(2).await;
+    let store = Arc::new(Recording::default());
+    let rig = Rig::start(
+        RigSettings {
+            records: 2,
+            store: store.clone(),
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
     let mut sub = rig.sub;
     let handled = next(&mut sub).await;
     let waiting = next(&mut sub).await;
-    let Some(crate::message::Settle::Live { shard, .. }) = &handled.settle else {
-        panic!("a live delivery")
-    };
-    let shard = std::sync::Arc::clone(shard);
     handled.ack().await.unwrap();
-    // The subscription stops while a renewal holds the shard's write lock; the runtime still
-    // holds the second delivery, refuses it at its handler, and settles it by the decode policy.
-    let renewal = shard.writing.lock().await;
+    // The subscription stops while the store is slow, so the shard's closing writes are still
+    // on their way; the runtime still holds the second delivery, refuses it at its handler, and
+    // settles it by the decode policy.
+    *store.write_delay.lock().unwrap() = Duration::from_millis(600);
     drop(sub);
     tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        store
+            .calls_of("rig")
+            .iter()
+            .all(|call| call.operation != "release"),
+        "the shard is still closing"
+    );
     let withheld = waiting
         .decode_error()
         .expect("a delivery of a closing shard is withheld");
     assert!(withheld.to_string().contains("stopped"), "{withheld}");
     waiting.nack(false).await.unwrap();
-    drop(renewal);
     rig.connected.shutdown().await.unwrap();
     let row = rig_row(&rig.store).await;
     assert_eq!(

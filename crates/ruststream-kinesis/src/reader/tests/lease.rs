@@ -131,6 +131,21 @@ async fn nothing_of_a_shard_is_written_after_its_release() {
             call.operation
         );
     }
+    // One write of the shard in flight at a time: the store sees them in the order they were
+    // sent, so no renewal lands behind a later checkpoint and moves the expiry back.
+    let mut writes: Vec<_> = calls
+        .iter()
+        .filter(|call| call.operation != "acquire")
+        .collect();
+    writes.sort_by_key(|call| call.started);
+    for pair in writes.windows(2) {
+        assert!(
+            pair[0].ended <= pair[1].started,
+            "a {} was sent while a {} was in flight: {writes:#?}",
+            pair[1].operation,
+            pair[0].operation
+        );
+    }
     rig.connected.shutdown().await.unwrap();
 }
 

@@ -1,0 +1,385 @@
+//! The lease of one held shard and every store write it takes, as a state machine with no I/O
+//! and no clock of its own: the driver (`reader::write_lease`) asks it for the next write at
+//! `now`, sends that write, and hands back the answer; the simulation does the same with a
+//! virtual clock. The rules (DESIGN §3):
+//!
+//! - a lease granted by a call sent at `sent` may be used until `sent + lease - holder_margin`
+//!   by this instance's monotonic clock, and until the same moment by its wall clock (a host
+//!   suspended for longer than the lease finds its wall clock past it): the holder's half of the
+//!   skew tolerance, the taker's half being [`SKEW_TOLERANCE`](crate::SKEW_TOLERANCE) in
+//!   [`LeaseState::is_expired_at`](crate::LeaseState::is_expired_at);
+//! - one write is in flight at a time, so the store sees this shard's writes in the order they
+//!   were sent: a renewal and a checkpoint that renews could otherwise land in the other order
+//!   and move the expiry back behind the lease this instance counts on;
+//! - a renewal is sent every `renew`, counted from the send of the previous write that renewed
+//!   (a checkpoint write renews too);
+//! - a settled prefix that grew becomes the pending checkpoint; it is written at most once per
+//!   checkpoint interval, and the settlements meanwhile fold into one write;
+//! - a refused write stops the shard at once, without a checkpoint; a renewal that failed for
+//!   transport reasons is retried while the lease is valid, and the shard stops when too little
+//!   of it is left for another try; a failed checkpoint write is retried after a third of the
+//!   renewal interval, unless a newer one replaced it;
+//! - closing, the shard delivers nothing more, and after the write in flight the final
+//!   checkpoint (or `SHARD_END`, which covers every settled record and so drops what is
+//!   pending) and the release go out, in that order, and nothing after the release.
+
+use std::ops::Add;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::Instant;
+use crate::lease::millis;
+use crate::{LeaseTimings, SHARD_END};
+
+/// The shortest wait before retrying a failed renewal; with less than this left of the lease the
+/// shard stops instead (a renewal sent that late could not save the lease).
+pub(crate) const MIN_RETRY: Duration = Duration::from_millis(50);
+
+/// A moment the machine reasons about: [`Instant`] in the driver, a virtual time since the start
+/// of a simulation (a [`Duration`]) in tests.
+pub(crate) trait Moment: Copy + Ord + Add<Duration, Output = Self> {
+    /// How long after `earlier` this moment is; zero when it is not after it.
+    fn saturating_since(self, earlier: Self) -> Duration;
+}
+
+impl Moment for Instant {
+    fn saturating_since(self, earlier: Self) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+impl Moment for Duration {
+    fn saturating_since(self, earlier: Self) -> Duration {
+        self.saturating_sub(earlier)
+    }
+}
+
+/// A store write the driver is to send now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// `renew`.
+    Renew,
+    /// `checkpoint_and_renew` with this checkpoint.
+    Checkpoint(Arc<str>),
+    /// The final `checkpoint` (no renewal: the release follows): the pending checkpoint, or
+    /// `SHARD_END`.
+    Final(Arc<str>),
+    /// `release`.
+    Release,
+}
+
+/// How the store answered the write in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Done,
+    /// The row's owner (or counter) is no longer this one's: another instance holds the shard.
+    Refused,
+    /// No answer the caller can trust (transport, throttling, a timeout): the write may have
+    /// landed or not.
+    Failed,
+}
+
+/// How a shard this instance still holds is handed back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Close {
+    /// Write the pending checkpoint, then release.
+    Release,
+    /// Read to its end, every delivery settled: write `SHARD_END`, then release.
+    Finished,
+}
+
+/// Why the machine ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// The lease is lost (refused), or ran out by this instance's clock: nothing was written
+    /// at the end, and another instance may hold the shard by now.
+    Lost(Lost),
+    /// The closing writes went out; `written` whether the final checkpoint landed.
+    Closed { written: bool },
+}
+
+/// How the lease was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lost {
+    /// The store refused a write.
+    Refused,
+    /// The lease ran out by this instance's clock (the store failed meanwhile, or a delivery
+    /// check found it past).
+    RanOut,
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Next<T> {
+    /// Send this write, then hand its answer to [`ShardLease::on_answer`].
+    Send(Write),
+    /// Nothing to send before this moment (or before something wakes the driver: a settlement,
+    /// the close); `None` for no timer at all.
+    Wait(Option<T>),
+    /// The machine ended: the driver stops.
+    Ended(Ending),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Holding,
+    /// Closing: the final writes go out once the write in flight answered.
+    Closing(Close),
+    /// The final checkpoint landed (or there was none to write): the release is next.
+    Releasing {
+        written: bool,
+    },
+    Ended(Ending),
+}
+
+#[derive(Debug, Clone)]
+struct InFlight<T> {
+    write: Write,
+    sent: T,
+    sent_ms: u64,
+}
+
+/// The lease of one held shard and its store writes.
+#[derive(Debug, Clone)]
+pub(crate) struct ShardLease<T = Instant> {
+    timings: LeaseTimings,
+    /// Until when the shard may deliver (exclusive), by the monotonic clock.
+    valid_until: T,
+    /// The same moment by the wall clock, in milliseconds since the epoch.
+    valid_until_ms: u64,
+    next_renewal: T,
+    /// The newest checkpoint not yet sent.
+    pending: Option<Arc<str>>,
+    /// Not before this moment is the pending checkpoint sent: the cadence after a write, the
+    /// retry wait after a failed one.
+    checkpoint_due: T,
+    in_flight: Option<InFlight<T>>,
+    phase: Phase,
+    /// No checkpoint will be written any more: a settlement now is refused.
+    sealed: bool,
+}
+
+impl<T: Moment> ShardLease<T> {
+    /// Until when a lease granted (taken or renewed) by a call sent at `sent` may be used:
+    /// `sent + lease - holder_margin`. The row's expiry is written from a clock read after
+    /// `sent`, so the holder's deadline lies at least `holder_margin` before it.
+    pub(crate) fn valid_after(timings: &LeaseTimings, sent: T) -> T {
+        sent + timings.usable_lease()
+    }
+
+    /// The lease a take sent at `sent` (`sent_ms` by the wall clock) granted; the first renewal
+    /// is due `renew` after the take was sent.
+    pub(crate) fn taken(timings: LeaseTimings, sent: T, sent_ms: u64) -> Self {
+        Self {
+            timings,
+            valid_until: Self::valid_after(&timings, sent),
+            valid_until_ms: sent_ms.saturating_add(millis(timings.usable_lease())),
+            next_renewal: sent + timings.renew(),
+            pending: None,
+            checkpoint_due: sent,
+            in_flight: None,
+            phase: Phase::Holding,
+            sealed: false,
+        }
+    }
+
+    /// What to do at `now`. A write returned here is in flight from this moment (`now_ms` by
+    /// the wall clock) until its answer.
+    pub(crate) fn next(&mut self, now: T, now_ms: u64) -> Next<T> {
+        if let Phase::Ended(ending) = self.phase {
+            return Next::Ended(ending);
+        }
+        if self.in_flight.is_some() {
+            return Next::Wait(None);
+        }
+        let write = match self.phase {
+            Phase::Holding => {
+                if now >= self.checkpoint_due
+                    && let Some(checkpoint) = self.pending.take()
+                {
+                    Write::Checkpoint(checkpoint)
+                } else if now >= self.next_renewal {
+                    Write::Renew
+                } else {
+                    return Next::Wait(Some(self.next_timer()));
+                }
+            }
+            Phase::Closing(how) => {
+                // The final checkpoint is taken now: a settlement from here on is refused.
+                self.sealed = true;
+                let pending = self.pending.take();
+                match (how, pending) {
+                    // SHARD_END covers every settled record; a checkpoint still pending would
+                    // land after it and move the shard back.
+                    (Close::Finished, _) => Write::Final(Arc::from(SHARD_END)),
+                    (Close::Release, Some(checkpoint)) => Write::Final(checkpoint),
+                    (Close::Release, None) => {
+                        self.phase = Phase::Releasing { written: true };
+                        Write::Release
+                    }
+                }
+            }
+            Phase::Releasing { .. } => Write::Release,
+            Phase::Ended(_) => unreachable!("answered above"),
+        };
+        self.in_flight = Some(InFlight {
+            write: write.clone(),
+            sent: now,
+            sent_ms: now_ms,
+        });
+        Next::Send(write)
+    }
+
+    fn next_timer(&self) -> T {
+        if self.pending.is_some() {
+            self.next_renewal.min(self.checkpoint_due)
+        } else {
+            self.next_renewal
+        }
+    }
+
+    /// The store answered the write in flight at `now`.
+    pub(crate) fn on_answer(&mut self, now: T, answer: Answer) {
+        let Some(flight) = self.in_flight.take() else {
+            return;
+        };
+        if let Phase::Ended(_) = self.phase {
+            // Lost while the write was on its way: its answer changes nothing.
+            return;
+        }
+        match (flight.write, answer) {
+            (Write::Renew, Answer::Done) => self.renewed(flight.sent, flight.sent_ms),
+            (Write::Checkpoint(_), Answer::Done) => {
+                self.renewed(flight.sent, flight.sent_ms);
+                self.checkpoint_due = now + self.timings.checkpoint_interval();
+            }
+            (Write::Renew | Write::Checkpoint(_), Answer::Refused) => self.lose(Lost::Refused),
+            (Write::Renew, Answer::Failed) => {
+                let left = self.valid_until.saturating_since(now);
+                if left <= MIN_RETRY {
+                    self.lose(Lost::RanOut);
+                } else {
+                    let wait = (self.timings.renew() / 3).min(left / 2).max(MIN_RETRY / 2);
+                    self.next_renewal = now + wait;
+                }
+            }
+            (Write::Checkpoint(checkpoint), Answer::Failed) => {
+                // Sent again, unless a newer one replaced it meanwhile.
+                self.pending.get_or_insert(checkpoint);
+                self.checkpoint_due = now + self.timings.renew() / 3;
+            }
+            (Write::Final(_), Answer::Done) => self.phase = Phase::Releasing { written: true },
+            // Nothing more is written after a refused or failed final checkpoint: the lease is
+            // left to lapse, and the next owner reads on from the last checkpoint that landed.
+            (Write::Final(_), Answer::Refused | Answer::Failed) => {
+                self.phase = Phase::Ended(Ending::Closed { written: false });
+            }
+            (Write::Release, _) => {
+                let written = matches!(self.phase, Phase::Releasing { written: true });
+                self.phase = Phase::Ended(Ending::Closed { written });
+            }
+        }
+    }
+
+    /// A write that renewed, sent at `sent`: the lease holds until
+    /// [`valid_after(sent)`](Self::valid_after) by each clock (a late answer never shortens
+    /// it), and the next renewal is due `renew` after `sent`.
+    fn renewed(&mut self, sent: T, sent_ms: u64) {
+        self.valid_until = self.valid_until.max(Self::valid_after(&self.timings, sent));
+        self.valid_until_ms = self
+            .valid_until_ms
+            .max(sent_ms.saturating_add(millis(self.timings.usable_lease())));
+        self.next_renewal = sent + self.timings.renew();
+    }
+
+    fn lose(&mut self, how: Lost) {
+        self.phase = Phase::Ended(Ending::Lost(how));
+        self.sealed = true;
+        self.pending = None;
+    }
+
+    /// A settled prefix grew to `checkpoint`: it is the one to write next. Answers `false` when
+    /// no checkpoint of this shard will be written any more (the settlement is then refused:
+    /// the shard's next owner delivers the record again).
+    pub(crate) fn checkpoint_ready(&mut self, checkpoint: Arc<str>) -> bool {
+        if self.sealed {
+            return false;
+        }
+        self.pending = Some(checkpoint);
+        true
+    }
+
+    /// Whether a settlement still counts (no final checkpoint was taken, the lease is not lost).
+    pub(crate) fn takes_settlements(&self) -> bool {
+        !self.sealed
+    }
+
+    /// Forgets the pending checkpoint (a seek: the new position's records write their own).
+    pub(crate) fn drop_pending(&mut self) {
+        self.pending = None;
+    }
+
+    /// Hands the shard back `how`: it delivers nothing more, and its final writes follow the
+    /// write in flight. A lost lease writes nothing.
+    pub(crate) fn close(&mut self, how: Close) {
+        if self.phase == Phase::Holding {
+            self.phase = Phase::Closing(how);
+        }
+    }
+
+    /// The lease ran out by this instance's clock (seen by a delivery check): the shard stops
+    /// at once and writes nothing more. A shard already closing goes on closing: its final
+    /// writes are conditioned on the row, which refuses them if another instance holds it.
+    pub(crate) fn run_out(&mut self) {
+        if self.phase == Phase::Holding {
+            self.lose(Lost::RanOut);
+        }
+    }
+
+    /// Whether the shard may hand out a record at `now` (`now_ms` by the wall clock): it is
+    /// held, not closing, and its lease is valid by both clocks. The monotonic one ignores
+    /// steps of the wall clock, but stands still while the host is suspended, and the lease in
+    /// the table runs on in wall time meanwhile.
+    pub(crate) fn may_deliver(&self, now: T, now_ms: u64) -> bool {
+        self.phase == Phase::Holding && now < self.valid_until && now_ms < self.valid_until_ms
+    }
+
+    /// Whether the shard delivers nothing more: closing, or ended.
+    pub(crate) fn is_halted(&self) -> bool {
+        self.phase != Phase::Holding
+    }
+
+    /// How the machine ended, once it did.
+    pub(crate) fn ending(&self) -> Option<Ending> {
+        match self.phase {
+            Phase::Ended(ending) => Some(ending),
+            _ => None,
+        }
+    }
+
+    /// Whether the lease is lost (refused, or run out).
+    pub(crate) fn is_lost(&self) -> bool {
+        matches!(self.phase, Phase::Ended(Ending::Lost(_)))
+    }
+
+    /// Until when the shard may deliver by the monotonic clock (exclusive).
+    #[cfg(test)]
+    pub(crate) fn valid_until(&self) -> T {
+        self.valid_until
+    }
+
+    /// The write in flight, if any.
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> Option<&Write> {
+        self.in_flight.as_ref().map(|flight| &flight.write)
+    }
+
+    /// The checkpoint waiting to be sent, if any.
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> Option<&Arc<str>> {
+        self.pending.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests;
