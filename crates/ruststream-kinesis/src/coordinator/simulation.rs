@@ -3736,16 +3736,13 @@ impl Sim {
         if s.finish != FinishState::Drain {
             return;
         }
-        // `select!` between the cancel (break) and the settled notification (then the stopped
-        // check): when both are ready either may win.
+        // `select!` between the cancel (`Drain::Cancelled`: handed back unfinished) and the
+        // settled notification (then the loop's top: the stopped check, then the drained one):
+        // when both are ready either may win.
         let took_cancel = s.cancelled && (!s.lease.is_halted() || coin);
         let drained = s.in_flight == 0;
         if took_cancel {
-            if drained {
-                self.end_shard(i, sid);
-            } else {
-                self.release_graceful(i, sid);
-            }
+            self.release_graceful(i, sid);
         } else if s.lease.is_halted() {
             s.finish = FinishState::Done { finished: false };
             self.maybe_end(i, sid);

@@ -55,6 +55,9 @@ struct ShardState {
     in_flight: usize,
     /// Records handed back, in the order they are due.
     retries: Vec<Redelivery>,
+    /// A settlement or hand-back was refused because the broker shut down: the record was not
+    /// settled, so the shard is never finished by this instance (`SHARD_END` would pass it).
+    refused: bool,
     lease: ShardLease,
 }
 
@@ -84,6 +87,7 @@ impl ShardHandle {
                 watermark: Watermark::default(),
                 in_flight: 0,
                 retries: Vec::new(),
+                refused: false,
                 lease,
             }),
             wake: Notify::new(),
@@ -121,6 +125,7 @@ impl ShardHandle {
         let mut state = self.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
         if self.broker_closed.load(Ordering::Acquire) {
+            state.refused = true;
             drop(state);
             self.settled.notify_waiters();
             return Err(KinesisError::ShutDown {
@@ -171,6 +176,7 @@ impl ShardHandle {
         let mut state = self.lock();
         if closed || state.lease.is_halted() || ticket.generation != state.watermark.generation() {
             state.in_flight = state.in_flight.saturating_sub(1);
+            state.refused |= closed;
             drop(state);
             self.settled.notify_waiters();
             return if closed {
@@ -215,8 +221,10 @@ impl ShardHandle {
     }
 
     /// Whether every delivery of this shard was settled (or dropped after a seek or a stop).
+    /// Never after a settlement the broker's shutdown refused: that record is the next owner's.
     pub(crate) fn is_drained(&self) -> bool {
-        self.lock().in_flight == 0
+        let state = self.lock();
+        state.in_flight == 0 && !state.refused
     }
 
     /// How many deliveries of the current generation wait for a settlement at or behind the
@@ -424,6 +432,27 @@ mod tests {
         assert_eq!(handle.next_write(), Next::Send(Write::Release));
         handle.answer(Answer::Done);
         assert_eq!(closing.await.unwrap(), Ending::Closed { written: true });
+    }
+
+    #[test]
+    fn a_shard_whose_settlement_the_shutdown_refused_is_never_drained() {
+        let closed = Arc::new(AtomicBool::new(false));
+        let sent = Sent::now();
+        let handle = ShardHandle::new(
+            LeaseKey::new("orders", "shardId-000000000000"),
+            Arc::clone(&closed),
+            ShardLease::taken(LeaseTimings::default(), sent.at, sent.at_ms),
+        );
+        let first = handle.track(Arc::from("1"), 0).unwrap();
+        let last = handle.track(Arc::from("2"), 0).unwrap();
+        handle.settle(first).unwrap();
+        closed.store(true, Ordering::Release);
+        let err = handle.settle(last).unwrap_err();
+        assert!(matches!(err, KinesisError::ShutDown { .. }), "{err}");
+        assert!(
+            !handle.is_drained(),
+            "record 2 was not settled: a closed shard must not be finished past it"
+        );
     }
 
     #[test]

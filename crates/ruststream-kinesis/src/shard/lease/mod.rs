@@ -137,6 +137,9 @@ struct InFlight<T> {
     write: Write,
     sent: T,
     sent_ms: u64,
+    /// Whether a checkpoint write that fails is sent again: not once a seek dropped what was
+    /// pending (its position writes its own checkpoints).
+    restore: bool,
 }
 
 /// The lease of one held shard and its store writes.
@@ -226,6 +229,7 @@ impl<T: Moment> ShardLease<T> {
             write: write.clone(),
             sent: now,
             sent_ms: now_ms,
+            restore: true,
         });
         Next::Send(write)
     }
@@ -254,6 +258,8 @@ impl<T: Moment> ShardLease<T> {
                 self.checkpoint_due = now + self.timings.checkpoint_interval();
             }
             (Write::Renew | Write::Checkpoint(_), Answer::Refused) => self.lose(Lost::Refused),
+            // Closing: the final writes go out next, conditioned on the row as every write is.
+            (Write::Renew, Answer::Failed) if matches!(self.phase, Phase::Closing(_)) => {}
             (Write::Renew, Answer::Failed) => {
                 let left = self.valid_until.saturating_since(now);
                 if left <= MIN_RETRY {
@@ -264,8 +270,10 @@ impl<T: Moment> ShardLease<T> {
                 }
             }
             (Write::Checkpoint(checkpoint), Answer::Failed) => {
-                // Sent again, unless a newer one replaced it meanwhile.
-                self.pending.get_or_insert(checkpoint);
+                // Sent again, unless a newer one replaced it meanwhile or a seek dropped it.
+                if flight.restore {
+                    self.pending.get_or_insert(checkpoint);
+                }
                 self.checkpoint_due = now + self.timings.renew() / 3;
             }
             (Write::Final(_), Answer::Done) => self.phase = Phase::Releasing { written: true },
@@ -314,9 +322,13 @@ impl<T: Moment> ShardLease<T> {
         !self.sealed
     }
 
-    /// Forgets the pending checkpoint (a seek: the new position's records write their own).
+    /// Forgets the pending checkpoint, and the one in flight should it fail (a seek: the new
+    /// position's records write their own).
     pub(crate) fn drop_pending(&mut self) {
         self.pending = None;
+        if let Some(flight) = &mut self.in_flight {
+            flight.restore = false;
+        }
     }
 
     /// Hands the shard back `how`: it delivers nothing more, and its final writes follow the

@@ -361,3 +361,34 @@ fn a_lease_that_ran_out_before_the_close_writes_nothing() {
     );
     assert!(lease.in_flight().is_none());
 }
+
+#[test]
+fn a_failed_checkpoint_a_seek_dropped_is_not_sent_again() {
+    let mut lease = taken_at(Duration::ZERO);
+    assert!(lease.checkpoint_ready(Arc::from("9")));
+    assert_eq!(lease.next(S, ms(S)), Next::Send(checkpoint("9")));
+    // A seek back to record 3 while the write is on its way: its failure must not bring 9 back.
+    lease.drop_pending();
+    lease.on_answer(S, Answer::Failed);
+    assert_eq!(lease.pending(), None);
+    lease.close(Close::Release);
+    assert_eq!(lease.next(2 * S, ms(2 * S)), Next::Send(Write::Release));
+}
+
+#[test]
+fn a_renewal_that_fails_while_closing_leaves_the_final_writes_to_go_out() {
+    let mut lease = taken_at(Duration::ZERO);
+    assert!(lease.checkpoint_ready(Arc::from("5")));
+    // The store failed the renewals until too little of the lease is left for another.
+    let late = 9 * S - MIN_RETRY;
+    assert_eq!(lease.next(late, ms(late)), Next::Send(checkpoint("5")));
+    lease.on_answer(late, Answer::Failed);
+    assert_eq!(lease.next(late, ms(late)), Next::Send(Write::Renew));
+    lease.close(Close::Release);
+    lease.on_answer(late, Answer::Failed);
+    assert_eq!(
+        lease.next(late, ms(late)),
+        Next::Send(Write::Final(Arc::from("5"))),
+        "the final checkpoint still goes out; the row refuses it if another holds the shard"
+    );
+}
