@@ -235,3 +235,29 @@ async fn no_handler_starts_after_the_lease_ran_out_behind_keyed_worker_lanes() {
         );
     }
 }
+
+/// The real drivers on a paused clock (tokio's, which every driver reads through
+/// `crate::clock`): a held shard with nothing to read renews once per renewal interval counted
+/// from its take, no more and no less, over ten virtual minutes that pass in moments.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn on_a_paused_clock_the_real_drivers_renew_once_per_interval() {
+    let store = Arc::new(Recording::default());
+    let rig = Rig::start(
+        RigSettings {
+            store: store.clone(),
+            timings: crate::LeaseTimings::default(),
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    // Renewals fall due at 3 s, 6 s, ... after the take: 200 of them within 600.5 s.
+    tokio::time::sleep(Duration::from_millis(600_500)).await;
+    let renewals = store
+        .calls_of("rig")
+        .iter()
+        .filter(|call| call.operation == "renew")
+        .count();
+    assert_eq!(renewals, 200, "{:#?}", store.calls_of("rig"));
+    stop(rig.sub, rig.connected).await;
+}
