@@ -178,8 +178,8 @@ enum Sink {
 
 /// The live publisher a [`KinesisPublish`] pairs into.
 ///
-/// Each publish is checked before any call (stream name, partition key, the 1 MiB record limit)
-/// and then queued; a background writer sends everything queued at once in one `PutRecords` call
+/// Each publish is checked before any call (stream name, partition key, the record limit: 1 MiB,
+/// or the stream's own, asked once, for a larger record) and then queued; a background writer sends everything queued at once in one `PutRecords` call
 /// per stream (up to 500 records, 5 MiB), retries records the service rejected inside the answer,
 /// and answers each publish with its own record's outcome.
 #[derive(Debug, Clone)]
@@ -219,9 +219,10 @@ impl KinesisPublisher {
         })
     }
 
-    /// The largest record `stream` accepts: asked of the stream once, then remembered. A stream
-    /// that does not exist fails the publish before any write; a stream whose limit cannot be
-    /// read (no permission for `DescribeStreamSummary`) keeps the default 1 MiB.
+    /// The largest record `stream` accepts, for a record over the 1 MiB every stream takes:
+    /// asked of the stream once, then remembered. A stream that does not exist fails the publish
+    /// before any write; a stream whose limit cannot be read (no permission for
+    /// `DescribeStreamSummary`) keeps the default 1 MiB.
     async fn limit_of(
         &self,
         client: &aws_sdk_kinesis::Client,
@@ -274,8 +275,17 @@ impl Publisher for KinesisPublisher {
         validate::stream_name(stream)?;
         match &self.sink {
             Sink::Live { tx, client } => {
-                let limit = self.limit_of(client, stream).await?;
-                let record = self.record(stream, msg.payload(), msg.headers(), options, limit)?;
+                // Every stream takes records of 1 MiB: only a larger one needs the stream's own
+                // limit, so an ordinary publish makes no call but its write.
+                let default = validate::MAX_RECORD_BYTES;
+                let record =
+                    match self.record(stream, msg.payload(), msg.headers(), options, default) {
+                        Err(KinesisError::RecordTooLarge { .. }) => {
+                            let limit = self.limit_of(client, stream).await?;
+                            self.record(stream, msg.payload(), msg.headers(), options, limit)?
+                        }
+                        checked => checked?,
+                    };
                 let (done, answer) = oneshot::channel();
                 let pending = Pending {
                     stream: stream.to_owned(),
@@ -718,6 +728,30 @@ mod tests {
             .expect_err("over 2 MiB");
         assert!(err.to_string().contains("2097152"), "{err}");
         assert_eq!(crate::fake_kinesis::calls(&seen, "PutRecords"), 1);
+    }
+
+    /// Every stream takes records of 1 MiB: publishes within it ask nothing of the stream, so a
+    /// thousand first publishes at once make no thousand look-ups ahead of their writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn publishes_within_a_mebibyte_ask_nothing_of_the_stream() {
+        let (connected, seen) = broker_with_limit(Some(2048)).await;
+        let publisher = connected.publisher().await.unwrap();
+        let publishes = (0..200).map(|_| publish_sized(&publisher, 1000));
+        for published in futures::future::join_all(publishes).await {
+            published.unwrap();
+        }
+        assert_eq!(
+            crate::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
+            0,
+            "no look-up for records every stream takes"
+        );
+        // A larger record asks the stream once.
+        publish_sized(&publisher, 3 << 19).await.unwrap();
+        publish_sized(&publisher, 3 << 19).await.unwrap();
+        assert_eq!(
+            crate::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
+            1
+        );
     }
 
     #[tokio::test]

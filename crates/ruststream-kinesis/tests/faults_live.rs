@@ -259,10 +259,10 @@ async fn throttled_reads_back_off_and_deliver_every_record_once() {
 }
 
 /// hyper keeps a pooled connection alive with a task on the runtime of the call that opened it.
-/// A handler's first publish to a stream looks up the stream's record limit from the handler's
-/// runtime; the connection that call leaves in the pool must not die with that runtime while the
-/// broker is using it. Here the broker's write runs on it, held 1.5 s by the router, while that
-/// runtime stops.
+/// A handler's publish of a record over 1 MiB looks up the stream's record limit from the
+/// handler's runtime (a seek asks for iterators from there too); the connection that call leaves
+/// in the pool must not die with that runtime while the broker is using it. Here the broker's
+/// next write runs on it, held 1.5 s by the router, while that runtime stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_opened_from_a_runtime_that_stops_outlives_it() {
     let Some(url) = common::endpoint() else {
@@ -294,15 +294,18 @@ async fn a_connection_opened_from_a_runtime_that_stops_outlives_it() {
         .unwrap();
     let first = publisher.clone();
     let to = stream.clone();
-    foreign
+    let refused = foreign
         .spawn(async move {
+            // Over the 1 MiB the stream takes: its limit is asked, then the record refused.
+            let big = vec![b'x'; 1024 * 1024 + 1];
             first
-                .publish(OutgoingMessage::new(to.as_str(), b"first".as_slice()), None)
+                .publish(OutgoingMessage::new(to.as_str(), big.as_slice()), None)
                 .await
         })
         .await
         .unwrap()
-        .expect("the first publish, from a runtime of its own");
+        .expect_err("a record over the stream's limit");
+    assert!(refused.to_string().contains("1048576"), "{refused}");
 
     let held = faults.add(
         "kinesis",
