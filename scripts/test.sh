@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: starts the local stack (installing it when missing), runs formatting,
-# lints and every test with the live tests required, and stops the stack again.
+# the module graph (no import cycle), lints and every test with the live tests required, and
+# stops the stack again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,8 @@ export KINESIS_TEST_STRICT=1
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 
 cargo fmt --all -- --check
+# The crate's modules import one another one way only: the graph, and a failure on a cycle.
+python3 scripts/module-graph.py
 cargo clippy --all-targets --all-features -- -D warnings
 scripts/docs.sh
 cargo test --all-features --all-targets

@@ -1,9 +1,8 @@
 //! The broker: its builder, `connect` and `shutdown`, and the connected form that opens
 //! subscriptions and pairs publishers.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::local_stack::test_credentials;
@@ -18,8 +17,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::coordinator::{self, Subscription};
-use crate::subscriber::{Deliveries, Inbox, Source};
+use crate::coordinator;
+use crate::registry::{Registry, StreamRegistration};
+use crate::subscriber::{Deliveries, Inbox};
+use crate::subscription::Subscription;
 use crate::{
     KinesisError, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings, MemoryLeaseStore,
     api, validate,
@@ -27,10 +28,6 @@ use crate::{
 
 /// How long `shutdown` waits for readers to write their final checkpoints and release.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// How long a new subscription to a stream waits for the previous one's tasks before it warns
-/// (it waits on until they end).
-const PREVIOUS_SUBSCRIPTION_WARN_AFTER: Duration = Duration::from_secs(10);
 
 /// The Amazon Kinesis Data Streams broker.
 ///
@@ -296,7 +293,7 @@ impl KinesisBroker {
             owner: self.owner,
             timings: self.timings,
             create_streams: self.create_streams,
-            streams: Arc::default(),
+            streams: Registry::default(),
             record_limits: Arc::default(),
         }
     }
@@ -340,47 +337,9 @@ pub struct ConnectedKinesisBroker {
     owner: Arc<str>,
     timings: LeaseTimings,
     pub(crate) create_streams: Option<u32>,
-    streams: Arc<Mutex<HashMap<String, StreamSlot>>>,
+    streams: Registry,
     /// The largest record of each stream its publishers wrote to.
     pub(crate) record_limits: crate::publisher::RecordLimits,
-}
-
-/// What a broker knows of a stream it subscribed to.
-#[derive(Debug)]
-enum StreamSlot {
-    /// A subscription reads it.
-    Open,
-    /// Its subscription was dropped and its readers are writing their final checkpoints and
-    /// releasing; a new subscription waits for them, or it would take a lease they then release.
-    Closing(Option<TaskTracker>),
-}
-
-/// Holds a stream's name on its broker while a subscription reads it.
-#[derive(Debug)]
-pub(crate) struct StreamRegistration {
-    streams: Arc<Mutex<HashMap<String, StreamSlot>>>,
-    name: String,
-    tasks: Option<TaskTracker>,
-}
-
-impl StreamRegistration {
-    /// The subscription's tasks, which a later subscription to the stream waits for.
-    fn closes_with(&mut self, tasks: TaskTracker) {
-        self.tasks = Some(tasks);
-    }
-}
-
-impl Drop for StreamRegistration {
-    fn drop(&mut self) {
-        let closing = self.tasks.take();
-        if let Some(tasks) = &closing {
-            tasks.close();
-        }
-        self.streams
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(self.name.clone(), StreamSlot::Closing(closing));
-    }
 }
 
 impl ConnectedKinesisBroker {
@@ -405,37 +364,7 @@ impl ConnectedKinesisBroker {
                 what: "subscribing",
             });
         }
-        let draining = {
-            let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
-            match streams.insert(name.to_owned(), StreamSlot::Open) {
-                Some(StreamSlot::Open) => {
-                    return Err(KinesisError::DuplicateSubscription {
-                        stream: name.to_owned(),
-                    });
-                }
-                Some(StreamSlot::Closing(tasks)) => tasks,
-                None => None,
-            }
-        };
-        let registration = StreamRegistration {
-            streams: Arc::clone(&self.streams),
-            name: name.to_owned(),
-            tasks: None,
-        };
-        if let Some(tasks) = draining
-            && tokio::time::timeout(PREVIOUS_SUBSCRIPTION_WARN_AFTER, tasks.wait())
-                .await
-                .is_err()
-        {
-            // Opening anyway would take, under the same owner id, leases whose release or last
-            // writes are still on their way: wait for them, however slow the store is.
-            tracing::warn!(
-                stream = name,
-                "the previous subscription did not finish within {PREVIOUS_SUBSCRIPTION_WARN_AFTER:?}; still waiting"
-            );
-            tasks.wait().await;
-        }
-        Ok(registration)
+        self.streams.register(name).await
     }
 
     pub(crate) async fn open(
@@ -502,7 +431,7 @@ impl ConnectedKinesisBroker {
                 registration.closes_with(sub.tasks.clone());
                 let deliveries = Deliveries {
                     rx: Inbox::Live(rx),
-                    source: Source::Live(sub),
+                    source: sub,
                     _registration: registration,
                 };
                 Ok(KinesisSubscriber::new(deliveries, source.max_wait))
@@ -517,7 +446,7 @@ impl ConnectedKinesisBroker {
                 )?;
                 let deliveries = Deliveries {
                     rx: Inbox::InProcess(rx),
-                    source: Source::InProcess(sub),
+                    source: sub,
                     _registration: registration,
                 };
                 Ok(KinesisSubscriber::new(deliveries, source.max_wait))
@@ -593,3 +522,61 @@ impl RedeliveryAddressed<ConnectedKinesisBroker> for KinesisStream {
         Ok(RedeliveryAddress::new(self.name.to_string()))
     }
 }
+
+#[cfg(feature = "testing")]
+impl ruststream::testing::TestableBroker for ConnectedKinesisBroker {
+    fn install_coordinator(&self, coordinator: ruststream::testing::Coordinator) {
+        if let Transport::InProcess(world) = &self.transport {
+            world.install_coordinator(coordinator);
+        }
+    }
+
+    fn inject(&self, message: ruststream::OutgoingMessage<'_>) {
+        // A test's input goes to a stream the service reads; a broker told to create missing
+        // streams creates it here as the subscription would have.
+        if let Transport::InProcess(world) = &self.transport {
+            world.inject(message, self.create_streams);
+        }
+    }
+
+    fn published(&self, name: &str) -> Vec<ruststream::RawMessage> {
+        match &self.transport {
+            Transport::InProcess(world) => world.published(name),
+            Transport::Live(_) => Vec::new(),
+        }
+    }
+
+    fn backlog(&self) -> ruststream::testing::Backlog {
+        // A subscription opens at the tip unless a checkpoint or `start_at` says otherwise.
+        ruststream::testing::Backlog::Missed
+    }
+}
+
+impl ruststream::PublishPolicy<ConnectedKinesisBroker> for crate::KinesisPublish {
+    type Live = crate::KinesisPublisher;
+
+    async fn pair(
+        self,
+        connected: &ConnectedKinesisBroker,
+    ) -> Result<crate::KinesisPublisher, ruststream::PairError> {
+        Ok(match &connected.transport {
+            Transport::Live(client) => self.live(
+                client,
+                &connected.runtime,
+                &connected.closed,
+                &connected.record_limits,
+            ),
+            #[cfg(feature = "testing")]
+            Transport::InProcess(world) => {
+                self.in_process(world, &connected.closed, &connected.record_limits)
+            }
+        })
+    }
+}
+
+impl ruststream::DefaultPublish for ConnectedKinesisBroker {
+    type Policy = crate::KinesisPublish;
+}
+
+#[cfg(feature = "testing")]
+ruststream::register_testable_broker!(crate::KinesisBroker);

@@ -12,15 +12,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use bytes::Bytes;
 use md5::{Digest, Md5};
-use ruststream::testing::{Backlog, Coordinator, TestableBroker};
+use ruststream::testing::Coordinator;
 use ruststream::{AckError, OutgoingMessage, RawMessage};
 use tokio::sync::mpsc;
 
 use crate::api::OutRecord;
-use crate::broker::{ConnectedKinesisBroker, Transport};
-use crate::coordinator::Item;
-use crate::message::Settle;
+use crate::message::{Check, Item, Settlement};
 use crate::record::Record;
+use crate::seeker::{Seeking, Source};
 use crate::{
     KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, envelope, lease::epoch_millis,
 };
@@ -53,6 +52,8 @@ pub(crate) struct World {
 /// One in-process subscription.
 #[derive(Debug)]
 pub(crate) struct InProcessSubscription {
+    /// Itself, for a seek through the seeker (which holds it as a [`Source`]).
+    me: Weak<InProcessSubscription>,
     stream: Arc<str>,
     tx: mpsc::UnboundedSender<Item>,
     /// Each shard's seek generation, as a live shard's watermark keeps it: a seek of one shard
@@ -76,7 +77,8 @@ pub(crate) struct InProcessSettle {
 }
 
 impl InProcessSettle {
-    pub(crate) fn settle(&self) -> Result<(), AckError> {
+    /// Refuses a settlement once the broker shut down.
+    fn refuse_if_closed(&self) -> Result<(), AckError> {
         if self.is_closed() {
             return Err(AckError::Broker(Box::new(KinesisError::ShutDown {
                 what: "settling a delivery",
@@ -85,11 +87,11 @@ impl InProcessSettle {
         Ok(())
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
+    fn is_closed(&self) -> bool {
         self.sub.broker_closed.load(Ordering::Acquire)
     }
 
-    pub(crate) fn is_current(&self, shard: &str) -> bool {
+    fn is_current(&self, shard: &str) -> bool {
         !self.sub.closed.load(Ordering::Acquire) && self.sub.generation_of(shard) == self.generation
     }
 
@@ -97,7 +99,7 @@ impl InProcessSettle {
     /// record its handler handed back; nothing once a seek made it stale or the subscription
     /// closed. The new delivery is counted before this one's count is released, so the harness
     /// sees no moment without it.
-    pub(crate) fn hand_back(
+    fn redeliver(
         self,
         record: Record,
         shard: &Arc<str>,
@@ -105,7 +107,7 @@ impl InProcessSettle {
         delay: std::time::Duration,
     ) -> Result<(), AckError> {
         let generation = self.generation;
-        self.settle()?;
+        self.refuse_if_closed()?;
         if !self.is_current(shard) {
             return Ok(());
         }
@@ -140,6 +142,34 @@ impl InProcessSettle {
             }
         }
         Ok(())
+    }
+}
+
+impl Settlement for InProcessSettle {
+    fn settle(self: Box<Self>) -> Result<(), AckError> {
+        self.refuse_if_closed()
+    }
+
+    fn forget(self: Box<Self>) {
+        // Dropped: the harness's count of it is released.
+    }
+
+    fn hand_back(
+        self: Box<Self>,
+        record: Record,
+        shard: &Arc<str>,
+        attempt: u64,
+        delay: std::time::Duration,
+    ) -> Result<(), AckError> {
+        (*self).redeliver(record, shard, attempt, delay)
+    }
+
+    fn check(&self, shard: &str) -> Check {
+        if self.is_current(shard) {
+            Check::Current
+        } else {
+            Check::Stale
+        }
     }
 }
 
@@ -240,9 +270,9 @@ impl World {
             stream: Arc::clone(&sub.stream),
             shard,
             attempt,
-            seeker: KinesisSeeker::in_process(Arc::clone(sub)),
+            seeker: KinesisSeeker::new(Arc::clone(sub) as Arc<dyn Source>),
             refused: OnceLock::new(),
-            settle: Some(Settle::InProcess(InProcessSettle {
+            settle: Some(Box::new(InProcessSettle {
                 coordinator,
                 sub: Arc::clone(sub),
                 generation,
@@ -274,7 +304,8 @@ impl World {
             });
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let sub = Arc::new(InProcessSubscription {
+        let sub = Arc::new_cyclic(|me| InProcessSubscription {
+            me: me.clone(),
             stream: Arc::from(stream),
             tx,
             generations: Mutex::default(),
@@ -299,12 +330,8 @@ impl InProcessSubscription {
             .unwrap_or(0)
     }
 
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-    }
-
     /// Restarts the subscription at `to`: what the stream holds from there is delivered again.
-    pub(crate) fn seek(self: &Arc<Self>, to: &KinesisPosition) -> Result<(), KinesisError> {
+    pub(crate) fn seek_to(self: &Arc<Self>, to: &KinesisPosition) -> Result<(), KinesisError> {
         if self.broker_closed.load(Ordering::Acquire) {
             return Err(KinesisError::ShutDown { what: "seeking" });
         }
@@ -386,51 +413,51 @@ impl InProcessSubscription {
     }
 }
 
-impl TestableBroker for ConnectedKinesisBroker {
-    fn install_coordinator(&self, coordinator: Coordinator) {
-        if let Transport::InProcess(world) = &self.transport {
-            let _ = world.coordinator.set(coordinator);
-        }
+impl Source for InProcessSubscription {
+    fn seek(&self, to: KinesisPosition) -> Seeking<'_> {
+        let sought = match self.me.upgrade() {
+            Some(me) => me.seek_to(&to),
+            None => Err(KinesisError::ShutDown { what: "seeking" }),
+        };
+        Box::pin(std::future::ready(sought))
     }
 
-    fn inject(&self, message: OutgoingMessage<'_>) {
-        let Transport::InProcess(world) = &self.transport else {
-            return;
-        };
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+impl World {
+    /// The harness's coordinator, which counts deliveries in flight and drives delayed ones.
+    pub(crate) fn install_coordinator(&self, coordinator: Coordinator) {
+        let _ = self.coordinator.set(coordinator);
+    }
+
+    /// A test's input: written to `name` as a publish would be, under a random partition key;
+    /// `create_streams` creates a missing stream with that many shards, as a subscription would.
+    pub(crate) fn inject(&self, message: OutgoingMessage<'_>, create_streams: Option<u32>) {
         let (name, payload, headers) = message.into_parts();
         let record = OutRecord {
             data: envelope::encode(payload, &headers),
             partition_key: format!("{:032x}", rand::random::<u128>()),
         };
-        // A test's input goes to a stream the service reads; a broker told to create missing
-        // streams creates it here as the subscription would have.
-        if let Some(shards) = self.create_streams {
-            World::create(&mut world.lock(), name, shards);
+        if let Some(shards) = create_streams {
+            Self::create(&mut self.lock(), name, shards);
         }
-        if let Err(err) = world.put(name, record) {
+        if let Err(err) = self.put(name, record) {
             // Kinesis refuses a record for a stream it does not have; so does the test stream.
             tracing::warn!(error = %err, "in-process kinesis refused an injected record");
         }
     }
 
-    fn published(&self, name: &str) -> Vec<RawMessage> {
-        match &self.transport {
-            Transport::InProcess(world) => world
-                .lock()
-                .get(name)
-                .map(|log| log.published.clone())
-                .unwrap_or_default(),
-            Transport::Live(_) => Vec::new(),
-        }
-    }
-
-    fn backlog(&self) -> Backlog {
-        // A subscription opens at the tip unless a checkpoint or `start_at` says otherwise.
-        Backlog::Missed
+    /// What was published to `name`, in order.
+    pub(crate) fn published(&self, name: &str) -> Vec<RawMessage> {
+        self.lock()
+            .get(name)
+            .map(|log| log.published.clone())
+            .unwrap_or_default()
     }
 }
-
-ruststream::register_testable_broker!(crate::KinesisBroker);
 
 /// The payload a test reads back from an in-process stream, for the crate's own tests.
 #[cfg(test)]
@@ -453,7 +480,6 @@ mod tests {
 
     #[tokio::test]
     async fn a_seek_of_one_shard_leaves_the_others_deliveries_current() {
-        use crate::message::Settle;
         let world = Arc::new(World::default());
         let (sub, mut rx) = world
             .subscribe(
@@ -492,19 +518,16 @@ mod tests {
             .record
             .sequence
             .clone();
-        let refused = sub.seek(&KinesisPosition::at_sequence(shard_id(0), elsewhere));
+        let refused = sub.seek_to(&KinesisPosition::at_sequence(shard_id(0), elsewhere));
         assert!(
             matches!(&refused, Err(KinesisError::Seek { reason, .. }) if reason.contains("refused")),
             "{refused:?}"
         );
         let to = KinesisPosition::at_sequence(shard_id(0), Arc::clone(&first_of_0.record.sequence));
-        sub.seek(&to).unwrap();
+        sub.seek_to(&to).unwrap();
         for message in &delivered {
-            let Some(Settle::InProcess(settle)) = &message.settle else {
-                panic!("an in-process delivery")
-            };
             assert_eq!(
-                settle.is_current(&message.shard),
+                message.is_current(),
                 *message.shard == *shard_id(1),
                 "only the sought shard's deliveries go stale"
             );

@@ -92,11 +92,14 @@ mod position;
 mod publisher;
 mod reader;
 mod record;
+mod registry;
 mod sdk_http;
 mod sdk_timeouts;
+mod seeker;
 mod shard;
 mod stream;
 mod subscriber;
+mod subscription;
 #[cfg(test)]
 mod test_store;
 mod timings;
@@ -118,8 +121,9 @@ pub use local_stack::local_stack_config;
 pub use message::KinesisMessage;
 pub use position::KinesisPosition;
 pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, KinesisPublisher};
+pub use seeker::KinesisSeeker;
 pub use stream::{DEFAULT_MAX_UNSETTLED, KinesisStream};
-pub use subscriber::{KinesisSeeker, KinesisSubscriber};
+pub use subscriber::KinesisSubscriber;
 pub use timings::LeaseTimings;
 pub use validate::{
     MAX_GET_RECORDS_LIMIT, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES, MAX_RECORD_BYTES,

@@ -7,21 +7,47 @@ use ruststream::codec::CodecError;
 use ruststream::{AckError, HeaderMap, IncomingMessage, Positioned};
 
 use crate::record::Record;
-use crate::shard::ShardHandle;
-use crate::watermark::Ticket;
-use crate::{KinesisPosition, KinesisSeeker};
+use crate::{KinesisError, KinesisPosition, KinesisSeeker};
 
-/// How a delivery reaches what it settles.
-#[derive(Debug)]
-pub(crate) enum Settle {
-    /// A live shard: the watermark of the reader that delivered it.
-    Live {
-        shard: Arc<ShardHandle>,
-        ticket: Ticket,
-    },
-    /// The in-process transport: the harness's count of deliveries in flight.
-    #[cfg(feature = "testing")]
-    InProcess(crate::in_process::InProcessSettle),
+/// What a subscription's channel carries: a delivery, or an error to report.
+pub(crate) type Item = Result<KinesisMessage, KinesisError>;
+
+/// What one delivery settles against: the shard that read it, live or in process. The
+/// transports' one seam on the delivery side: a live shard's watermark and lease
+/// (`shard::LiveSettlement`), or the in-process harness's count (`in_process::InProcessSettle`).
+pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
+    /// The handler is done with the record: the shard's checkpoint may pass it.
+    fn settle(self: Box<Self>) -> Result<(), AckError>;
+
+    /// The record never reached its handler: it moves nothing, and the shard's next owner (or
+    /// the seek that made it stale) delivers it again.
+    fn forget(self: Box<Self>);
+
+    /// Delivers `record` of `shard` again after `delay`; it was delivered `attempt` times so
+    /// far, and stays unsettled meanwhile.
+    fn hand_back(
+        self: Box<Self>,
+        record: Record,
+        shard: &Arc<str>,
+        attempt: u64,
+        delay: Duration,
+    ) -> Result<(), AckError>;
+
+    /// Whether the record of `shard` may still reach a handler now. A live shard whose lease
+    /// ran out by this instance's clock stops here, which also ends its reader.
+    fn check(&self, shard: &str) -> Check;
+}
+
+/// Whether a delivery may still reach its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    Current,
+    /// Its shard stopped: its lease is lost, or its reader is handing it back.
+    Stopped,
+    /// Its shard's lease ran out by this instance's clock.
+    RanOut,
+    /// A seek moved its shard after it was read.
+    Stale,
 }
 
 /// One record delivered from a shard.
@@ -53,7 +79,7 @@ pub struct KinesisMessage {
     pub(crate) seeker: KinesisSeeker,
     /// Why the delivery may no longer reach a handler, once that was found.
     pub(crate) refused: OnceLock<CodecError>,
-    pub(crate) settle: Option<Settle>,
+    pub(crate) settle: Option<Box<dyn Settlement>>,
 }
 
 /// Why a delivery was kept from its handler: a lapsed lease or a seek, never the payload.
@@ -99,30 +125,15 @@ impl KinesisMessage {
             // moves no checkpoint. The shard's next owner, or the seek, delivers it.
             return self.forget();
         }
-        match self.settle.take() {
-            Some(Settle::Live { shard, ticket }) => shard
-                .settle(ticket)
-                .map_err(|err| AckError::Broker(Box::new(err))),
-            #[cfg(feature = "testing")]
-            Some(Settle::InProcess(settle)) => settle.settle(),
-            None => Ok(()),
-        }
+        self.settle.take().map_or(Ok(()), Settlement::settle)
     }
 
     /// Lets go of a delivery that was withheld from its handler, settling nothing.
     fn forget(&mut self) -> Result<(), AckError> {
-        match self.settle.take() {
-            Some(Settle::Live { shard, ticket }) => {
-                shard.forget(ticket);
-                Ok(())
-            }
-            #[cfg(feature = "testing")]
-            Some(Settle::InProcess(settle)) => {
-                drop(settle);
-                Ok(())
-            }
-            None => Ok(()),
+        if let Some(settlement) = self.settle.take() {
+            settlement.forget();
         }
+        Ok(())
     }
 
     /// Hands the record back to its shard, to be delivered again after `delay`.
@@ -132,47 +143,37 @@ impl KinesisMessage {
         }
         let record = self.record.clone();
         match self.settle.take() {
-            Some(Settle::Live { shard, ticket }) => shard
-                .hand_back(record, ticket, self.attempt, delay)
-                .map_err(|err| AckError::Broker(Box::new(err))),
-            #[cfg(feature = "testing")]
-            Some(Settle::InProcess(settle)) => {
-                settle.hand_back(record, &self.shard, self.attempt, delay)
-            }
+            Some(settlement) => settlement.hand_back(record, &self.shard, self.attempt, delay),
             None => Ok(()),
         }
     }
 
+    /// Whether this delivery may still reach its handler (the filter in front of the handlers
+    /// asks).
+    pub(crate) fn is_current(&self) -> bool {
+        self.settle
+            .as_ref()
+            .is_none_or(|settlement| settlement.check(&self.shard) == Check::Current)
+    }
+
     /// Why this delivery may not reach its handler now, if it may not.
     fn withheld(&self) -> Option<String> {
-        match &self.settle {
-            Some(Settle::Live { shard, ticket }) => {
-                if shard.is_stopped() {
-                    return Some(format!(
-                        "shard {} of stream {:?} stopped before the handler started (its lease was \
-                         lost, or its reader is handing it back); the record (sequence number {}) \
-                         is left to the shard's next owner",
-                        self.shard, self.stream, self.record.sequence
-                    ));
-                }
-                if !shard.may_deliver() {
-                    // Another instance may hold the shard by now; stopping it also ends its
-                    // reader, so nothing waits on this record.
-                    shard.stop();
-                    return Some(format!(
-                        "the lease of shard {} of stream {:?} ran out by this instance's clock \
-                         before the handler started; the record (sequence number {}) is left to \
-                         the shard's next owner",
-                        self.shard, self.stream, self.record.sequence
-                    ));
-                }
-                (shard.generation() != ticket.generation).then(|| self.stale())
-            }
-            #[cfg(feature = "testing")]
-            Some(Settle::InProcess(settle)) => {
-                (!settle.is_current(&self.shard)).then(|| self.stale())
-            }
-            None => None,
+        let check = self.settle.as_ref()?.check(&self.shard);
+        match check {
+            Check::Current => None,
+            Check::Stopped => Some(format!(
+                "shard {} of stream {:?} stopped before the handler started (its lease was lost, \
+                 or its reader is handing it back); the record (sequence number {}) is left to \
+                 the shard's next owner",
+                self.shard, self.stream, self.record.sequence
+            )),
+            Check::RanOut => Some(format!(
+                "the lease of shard {} of stream {:?} ran out by this instance's clock before \
+                 the handler started; the record (sequence number {}) is left to the shard's \
+                 next owner",
+                self.shard, self.stream, self.record.sequence
+            )),
+            Check::Stale => Some(self.stale()),
         }
     }
 

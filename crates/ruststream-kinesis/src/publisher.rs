@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use rand::Rng;
 use ruststream::runtime::{PublishBuilder, PublishSink};
-use ruststream::{DefaultPublish, Lend, OutgoingMessage, PairError, PublishPolicy, Publisher};
+use ruststream::{Lend, OutgoingMessage, Publisher};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::api::{self, OutRecord, PutOutcome};
-use crate::broker::{ConnectedKinesisBroker, Transport};
 use crate::validate::{self, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES};
 use crate::{KinesisError, envelope};
 
@@ -128,35 +127,51 @@ impl KinesisPublish {
     }
 }
 
-impl PublishPolicy<ConnectedKinesisBroker> for KinesisPublish {
-    type Live = KinesisPublisher;
+impl KinesisPublish {
+    /// A live publisher of this policy: its writer runs on `runtime` until `closed`.
+    pub(crate) fn live(
+        self,
+        client: &aws_sdk_kinesis::Client,
+        runtime: &tokio::runtime::Handle,
+        closed: &Arc<AtomicBool>,
+        limits: &RecordLimits,
+    ) -> KinesisPublisher {
+        let (tx, rx) = mpsc::channel(MAX_PUT_RECORDS * 2);
+        runtime.spawn(flush(client.clone(), rx, Arc::clone(closed)));
+        self.publisher(
+            Sink::Live {
+                tx,
+                client: client.clone(),
+            },
+            closed,
+            limits,
+        )
+    }
 
-    async fn pair(self, connected: &ConnectedKinesisBroker) -> Result<KinesisPublisher, PairError> {
-        let sink = match &connected.transport {
-            Transport::Live(client) => {
-                let (tx, rx) = mpsc::channel(MAX_PUT_RECORDS * 2);
-                connected
-                    .runtime
-                    .spawn(flush(client.clone(), rx, Arc::clone(&connected.closed)));
-                Sink::Live {
-                    tx,
-                    client: client.clone(),
-                }
-            }
-            #[cfg(feature = "testing")]
-            Transport::InProcess(world) => Sink::InProcess(Arc::clone(world)),
-        };
-        Ok(KinesisPublisher {
+    /// A publisher of this policy onto the in-process streams.
+    #[cfg(feature = "testing")]
+    pub(crate) fn in_process(
+        self,
+        world: &Arc<crate::in_process::World>,
+        closed: &Arc<AtomicBool>,
+        limits: &RecordLimits,
+    ) -> KinesisPublisher {
+        self.publisher(Sink::InProcess(Arc::clone(world)), closed, limits)
+    }
+
+    fn publisher(
+        self,
+        sink: Sink,
+        closed: &Arc<AtomicBool>,
+        limits: &RecordLimits,
+    ) -> KinesisPublisher {
+        KinesisPublisher {
             default_key: self.partition_key,
             sink,
-            closed: Arc::clone(&connected.closed),
-            limits: Arc::clone(&connected.record_limits),
-        })
+            closed: Arc::clone(closed),
+            limits: Arc::clone(limits),
+        }
     }
-}
-
-impl DefaultPublish for ConnectedKinesisBroker {
-    type Policy = KinesisPublish;
 }
 
 #[derive(Debug)]
@@ -467,6 +482,7 @@ async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ConnectedKinesisBroker;
     use crate::fake_kinesis::{client, error};
 
     fn pending(

@@ -6,6 +6,7 @@ use aws_sdk_kinesis::config::timeout::TimeoutConfig;
 
 /// The bound of a lease-store call where the store cannot know the subscription's timings: the
 /// default renewal interval, so a renewal that does not answer fails while the lease lasts.
+#[cfg(any(feature = "dynamodb-lease", test))]
 pub(crate) const STORE_CALL_BOUND: Duration = Duration::from_secs(3);
 
 /// The configuration's timeouts, with an operation timeout of `bound` and an attempt timeout of

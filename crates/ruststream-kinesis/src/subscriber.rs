@@ -1,28 +1,17 @@
-//! The subscriber the runtime reads deliveries from, and the seeker that moves it.
-
-use std::sync::{Arc, PoisonError};
+//! The subscriber the runtime reads deliveries from.
 
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use ruststream::{BatchSubscriber, BufferedSubscriber, Seekable, Seeker, Subscriber};
+use ruststream::{BatchSubscriber, BufferedSubscriber, Seekable, Subscriber};
 use tokio::sync::mpsc;
 
-use crate::api;
-use crate::coordinator::{Item, Subscription};
-use crate::message::Settle;
-use crate::position::ShardStart;
-use crate::reader::Restart;
-use crate::{KinesisError, KinesisMessage, KinesisPosition};
-
-/// Where a subscription's deliveries come from.
-#[derive(Debug)]
-pub(crate) enum Source {
-    Live(Arc<Subscription>),
-    #[cfg(feature = "testing")]
-    InProcess(Arc<crate::in_process::InProcessSubscription>),
-}
+use crate::message::Item;
+use crate::registry::StreamRegistration;
+use crate::seeker::Source;
+use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 /// The subscription to one stream: a stream of [`KinesisMessage`]s from every shard this instance
 /// holds the lease of, one at a time or in batches (`&[T]` handlers) of at most the mount's
@@ -82,9 +71,10 @@ impl Seekable for KinesisSubscriber {
 #[derive(Debug)]
 pub(crate) struct Deliveries {
     pub(crate) rx: Inbox,
-    pub(crate) source: Source,
+    /// The subscription behind them, live or in process.
+    pub(crate) source: Arc<dyn Source>,
     /// Frees the stream's name on the broker when the subscription goes.
-    pub(crate) _registration: crate::broker::StreamRegistration,
+    pub(crate) _registration: StreamRegistration,
 }
 
 /// The channel deliveries arrive on: bounded for the live readers (backpressure keeps memory
@@ -106,228 +96,29 @@ impl Inbox {
     }
 }
 
-/// Whether a delivery may still reach the handler: its shard still delivers and no seek made
-/// it stale.
-fn current(msg: &KinesisMessage) -> bool {
-    match &msg.settle {
-        Some(Settle::Live { shard, ticket }) => {
-            // A record that waited in the channel while its lease lapsed (a stall, renewals
-            // failing) must not reach a handler: another instance may hold the shard by now.
-            // Stopping the shard also ends its reader, so nothing waits on the dropped record.
-            if !shard.may_deliver() {
-                shard.stop();
-                return false;
-            }
-            shard.generation() == ticket.generation
-        }
-        #[cfg(feature = "testing")]
-        Some(Settle::InProcess(settle)) => settle.is_current(&msg.shard),
-        None => true,
-    }
-}
-
 impl Subscriber for Deliveries {
     type Message = KinesisMessage;
     type Error = KinesisError;
 
     fn stream(&mut self) -> impl Stream<Item = Result<KinesisMessage, KinesisError>> + Send + '_ {
         futures::stream::poll_fn(move |cx| self.rx.poll_recv(cx)).filter(|item| {
-            std::future::ready(match item {
-                Ok(msg) => current(msg),
-                Err(_) => true,
-            })
+            // A delivery whose shard stopped, whose lease ran out while it waited in the
+            // channel, or that a seek made stale never reaches a handler.
+            std::future::ready(item.as_ref().map_or(true, KinesisMessage::is_current))
         })
     }
 }
 
 impl Drop for Deliveries {
     fn drop(&mut self) {
-        match &self.source {
-            Source::Live(sub) => sub.cancel.cancel(),
-            #[cfg(feature = "testing")]
-            Source::InProcess(sub) => sub.close(),
-        }
+        self.source.close();
     }
-}
-
-/// Moves a subscription: every shard it reads (or the one shard of an
-/// [`AtSequence`](KinesisPosition::AtSequence) position) restarts at the position, and the
-/// acknowledgement watermark resets, so settlements of earlier deliveries move no checkpoint.
-///
-/// A seek made before the subscription took any shard (a `start_at(..)` at startup) sets where
-/// the shards it takes without a checkpoint start. Shards taken over later from another instance
-/// resume after their checkpoint. The seek covers this instance only.
-///
-/// # Examples
-///
-/// `start_at(..)` at the mount site seeks the subscription at every startup:
-///
-/// ```
-/// # #[cfg(feature = "testing")]
-/// # mod demo {
-/// use ruststream_kinesis::prelude::*;
-/// use serde::{Deserialize, Serialize};
-///
-/// #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
-/// #[outgoing(name = "orders")]
-/// struct Order {
-///     id: u64,
-/// }
-///
-/// #[subscriber(KinesisStream::new("orders").create_if_missing(2))]
-/// async fn pick(order: &Order) -> HandlerOutcome {
-///     tracing::info!(order.id, "order picked");
-///     HandlerOutcome::ack()
-/// }
-///
-/// fn app() -> RustStream {
-///     RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(KinesisBroker::new(), |b| {
-///         // At every startup, the shards this instance holds start again at their oldest
-///         // records.
-///         b.include(pick.start_at(KinesisPosition::TrimHorizon));
-///     })
-/// }
-///
-/// pub async fn test() -> Result<(), Box<dyn std::error::Error>> {
-///     let tb = ruststream::testing::TestApp::start(app()).await?;
-///     let orders = tb.broker::<KinesisBroker>();
-///     orders.message(&Order { id: 1 }).publish().await?;
-///     orders
-///         .subscriber("orders")
-///         .assert_called_once()
-///         .with(&Order { id: 1 })
-///         .settled(HandlerOutcome::ack());
-///     Ok(())
-/// }
-/// # }
-/// # #[cfg(feature = "testing")]
-/// # tokio::runtime::Runtime::new().unwrap().block_on(demo::test()).unwrap();
-/// ```
-#[derive(Debug, Clone)]
-pub struct KinesisSeeker {
-    source: SeekSource,
-}
-
-#[derive(Debug, Clone)]
-enum SeekSource {
-    Live(Arc<Subscription>),
-    #[cfg(feature = "testing")]
-    InProcess(Arc<crate::in_process::InProcessSubscription>),
 }
 
 impl Seekable for Deliveries {
     type Seeker = KinesisSeeker;
 
     fn seeker(&self) -> KinesisSeeker {
-        let source = match &self.source {
-            Source::Live(sub) => SeekSource::Live(Arc::clone(sub)),
-            #[cfg(feature = "testing")]
-            Source::InProcess(sub) => SeekSource::InProcess(Arc::clone(sub)),
-        };
-        KinesisSeeker { source }
+        KinesisSeeker::new(Arc::clone(&self.source))
     }
 }
-
-impl Seeker for KinesisSeeker {
-    type Position = KinesisPosition;
-    type Error = KinesisError;
-
-    async fn seek(&self, to: KinesisPosition) -> Result<(), KinesisError> {
-        match &self.source {
-            SeekSource::Live(sub) => seek_live(sub, to).await,
-            #[cfg(feature = "testing")]
-            SeekSource::InProcess(sub) => sub.seek(&to),
-        }
-    }
-}
-
-impl KinesisSeeker {
-    /// The seeker of a live subscription.
-    pub(crate) fn live(sub: Arc<Subscription>) -> Self {
-        Self {
-            source: SeekSource::Live(sub),
-        }
-    }
-
-    /// The seeker of an in-process subscription.
-    #[cfg(feature = "testing")]
-    pub(crate) fn in_process(sub: Arc<crate::in_process::InProcessSubscription>) -> Self {
-        Self {
-            source: SeekSource::InProcess(sub),
-        }
-    }
-}
-
-/// Seeks the shards of a live subscription that `to` applies to. Every shard's iterator at `to`
-/// is asked of Kinesis first: a position it refuses (a sequence number of another shard, a
-/// trimmed one) fails the seek, naming the shard and the reason, and moves no shard. Then each
-/// shard's watermark resets and its reader restarts at the new iterator; a delivery of the old
-/// position still on its way never reaches a handler once this returns.
-async fn seek_live(sub: &Arc<Subscription>, to: KinesisPosition) -> Result<(), KinesisError> {
-    if sub.broker_closed.load(std::sync::atomic::Ordering::Acquire) {
-        return Err(KinesisError::ShutDown { what: "seeking" });
-    }
-    let targets: Vec<(Arc<str>, Arc<crate::shard::ShardHandle>, Arc<RestartSender>)> = {
-        let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(shard) = to.shard()
-            && !running.contains_key(shard)
-        {
-            return Err(KinesisError::Seek {
-                stream: sub.stream.to_string(),
-                reason: format!(
-                    "shard {shard} is not read by this instance (it holds {:?}); seek where the \
-                     delivery was handled",
-                    running.keys().collect::<Vec<_>>()
-                ),
-            });
-        }
-        if running.is_empty() {
-            sub.start_at(to);
-            return Ok(());
-        }
-        running
-            .iter()
-            .filter(|(shard, _)| to.applies_to(shard))
-            .map(|(shard, reader)| {
-                (
-                    Arc::clone(shard),
-                    Arc::clone(&reader.handle),
-                    Arc::clone(&reader.restart),
-                )
-            })
-            .collect()
-    };
-    let start = ShardStart::At(to.clone());
-    // Where later iterators start until a record is delivered: the tip is the moment of the
-    // seek, not a later tip.
-    let resume = ShardStart::from_checkpoint(
-        to.shard().unwrap_or_default(),
-        &start.to_checkpoint(crate::epoch_millis()),
-    );
-    let mut iterators = Vec::with_capacity(targets.len());
-    for (shard, _, _) in &targets {
-        match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
-            Ok(iterator) => iterators.push(iterator),
-            Err(err) => {
-                return Err(KinesisError::Seek {
-                    stream: sub.stream.to_string(),
-                    reason: format!(
-                        "Kinesis refused the position {to:?} for shard {shard}: {err}; every \
-                         shard reads on where it was"
-                    ),
-                });
-            }
-        }
-    }
-    for ((_, handle, restart), iterator) in targets.into_iter().zip(iterators) {
-        let generation = handle.reset();
-        let _ = restart.send(Some(Restart {
-            iterator,
-            resume: resume.clone(),
-            generation,
-        }));
-    }
-    Ok(())
-}
-
-type RestartSender = tokio::sync::watch::Sender<Option<Restart>>;

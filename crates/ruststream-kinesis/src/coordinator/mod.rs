@@ -3,143 +3,30 @@
 //! starts a reader for each. The decisions are [`plan`]; this module does the I/O around them.
 
 pub(crate) mod plan;
+mod seek;
 #[cfg(test)]
 mod simulation;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::clock::Instant;
 
-use aws_sdk_kinesis::Client;
 use futures::future::join_all;
-use tokio::sync::{Notify, mpsc, watch};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use tokio::sync::watch;
 
 use crate::api::{self, ShardInfo};
-use crate::lease::{LeaseKey, LeaseStore, epoch_millis};
+use crate::lease::{LeaseKey, epoch_millis};
 use crate::position::ShardStart;
-use crate::reader::{self, Reader, Restart};
+use crate::reader::{self, Reader};
 use crate::shard::{Sent, ShardHandle, ShardLease};
-use crate::{KinesisError, KinesisMessage, KinesisPosition, LeaseTimings};
+#[cfg(test)]
+use crate::subscription::take_backoff_ceiling;
+use crate::subscription::{Running, Subscription, lock};
+use crate::{KinesisError, KinesisPosition};
 use plan::{Rows, TakeFor, Verdict};
 
-/// The first wait after a take that failed once the lease was won (its iterator refused, a
-/// legacy row in the way); it doubles with each failure in a row, up to the longer of the lease
-/// and the listing interval (10 s by default): a shard whose takes failed during an outage is
-/// taken again no later than a lapsed lease would be.
-const TAKE_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The longest wait after `failures` failed takes of a shard in a row: doubling from
-/// [`TAKE_BACKOFF`], capped at `longest` (the longer of the lease and the listing interval).
-pub(crate) fn take_backoff_ceiling(failures: u32, longest: Duration) -> Duration {
-    TAKE_BACKOFF
-        .saturating_mul(1 << failures.saturating_sub(1).min(10))
-        .min(longest.max(TAKE_BACKOFF))
-}
-
-/// A shard whose takes keep failing after the lease was won: how often in a row, and when it
-/// may be tried again.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TakeBackoff {
-    failures: u32,
-    until: Instant,
-}
-
-impl TakeBackoff {
-    /// The backoff after one more failure than `previous`: doubling from [`TAKE_BACKOFF`], with
-    /// jitter so the instances that all fail on one shard do not retry in step.
-    pub(crate) fn after(previous: Option<Self>, now: Instant, longest: Duration) -> Self {
-        let failures = previous.map_or(1, |backoff| backoff.failures.saturating_add(1));
-        let ceiling = take_backoff_ceiling(failures, longest);
-        let wait = rand::Rng::random_range(&mut rand::rng(), ceiling / 2..=ceiling);
-        Self {
-            failures,
-            until: now + wait,
-        }
-    }
-}
-
-/// What the subscriber stream yields.
-pub(crate) type Item = Result<KinesisMessage, KinesisError>;
-
-/// A shard this subscription reads.
-#[derive(Debug)]
-pub(crate) struct Running {
-    pub(crate) handle: Arc<ShardHandle>,
-    pub(crate) restart: Arc<watch::Sender<Option<Restart>>>,
-}
-
-/// One live subscription: its settings, its channel, and the shards it reads.
-#[derive(Debug)]
-pub(crate) struct Subscription {
-    pub(crate) stream: Arc<str>,
-    pub(crate) client: Client,
-    pub(crate) store: Arc<dyn LeaseStore>,
-    pub(crate) owner: Arc<str>,
-    pub(crate) timings: LeaseTimings,
-    pub(crate) poll_interval: Duration,
-    pub(crate) batch_size: u32,
-    /// How many deliveries a shard holds at most behind its oldest unsettled one before its
-    /// reader stops reading ahead.
-    pub(crate) window: usize,
-    pub(crate) tx: mpsc::Sender<Item>,
-    pub(crate) cancel: CancellationToken,
-    /// This subscription's tasks, which a later subscription to the stream waits for.
-    pub(crate) tasks: TaskTracker,
-    /// The broker's tasks, which its shutdown waits for.
-    pub(crate) broker_tasks: TaskTracker,
-    pub(crate) runtime: tokio::runtime::Handle,
-    pub(crate) broker_closed: Arc<AtomicBool>,
-    pub(crate) running: Mutex<HashMap<Arc<str>, Running>>,
-    pub(crate) finished: Mutex<HashSet<Arc<str>>>,
-    /// Closed shards this subscription never read and that would start at the tip: never
-    /// taken while the initial position stays the tip.
-    pub(crate) skipped: Mutex<HashSet<Arc<str>>>,
-    /// Shards that left the stream while this subscription read them: never taken again, but
-    /// their rows still tell their children that they were read.
-    pub(crate) gone: Mutex<HashSet<Arc<str>>>,
-    /// Shards whose takes failed after the lease was won, and until when they are left alone.
-    pub(crate) take_backoff: Mutex<HashMap<Arc<str>, TakeBackoff>>,
-    /// Wakes the coordinator before its next listing (a shard ended or stopped).
-    pub(crate) wake: Notify,
-    /// Where shards without a checkpoint start; a seek made before any shard was taken sets it.
-    pub(crate) initial: Mutex<KinesisPosition>,
-    /// The shards the last listing found, for the handover poll between listings.
-    pub(crate) last_listing: Mutex<Vec<ShardInfo>>,
-}
-
 impl Subscription {
-    /// Runs `task` on the broker's runtime, tracked by this subscription and by the broker.
-    pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        let held = self.broker_tasks.token();
-        self.tasks.spawn_on(
-            async move {
-                let _held = held;
-                task.await;
-            },
-            &self.runtime,
-        );
-    }
-
-    /// Sends a failure to the subscriber stream without waiting; a full channel drops it with a
-    /// warning rather than stalling a reader.
-    pub(crate) fn report(&self, err: KinesisError) {
-        tracing::warn!(stream = %self.stream, error = %err, "kinesis subscription");
-        let _ = self.tx.try_send(Err(err));
-    }
-
-    pub(crate) fn lease_error(&self, shard: &str, source: crate::LeaseError) -> KinesisError {
-        KinesisError::Lease {
-            stream: self.stream.to_string(),
-            shard: shard.to_owned(),
-            source: Box::new(source),
-        }
-    }
-
     fn reading(&self) -> HashSet<Arc<str>> {
         lock(&self.running).keys().cloned().collect()
     }
@@ -318,11 +205,6 @@ impl Subscription {
         lock(&self.take_backoff).retain(|shard, _| listed.contains(shard.as_ref()));
     }
 
-    /// Never reads `shard` again (it left the stream while this instance read it).
-    pub(crate) fn forget(&self, shard: &Arc<str>) {
-        lock(&self.gone).insert(Arc::clone(shard));
-    }
-
     /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
     /// shards skipped for starting at the tip are judged again.
     pub(crate) fn start_at(&self, initial: KinesisPosition) {
@@ -364,15 +246,6 @@ impl Subscription {
             }
         }
         takeable
-    }
-
-    /// Leaves `shard` alone for a backoff that doubles with each failure in a row; answers it.
-    pub(crate) fn delay_take(&self, shard: &Arc<str>) -> TakeBackoff {
-        let mut waits = lock(&self.take_backoff);
-        let longest = self.timings.lease().max(self.timings.listing_interval());
-        let backoff = TakeBackoff::after(waits.get(shard).copied(), Instant::now(), longest);
-        waits.insert(Arc::clone(shard), backoff);
-        backoff
     }
 
     /// A take of `shard` failed after its lease was won (or may have been): reports it once, and
@@ -509,15 +382,6 @@ impl Subscription {
         self.spawn(reader::run(reader));
         true
     }
-
-    /// Forgets a shard whose reader ended, and lists again soon.
-    pub(crate) fn reader_ended(&self, shard: &Arc<str>, finished: bool) {
-        lock(&self.running).remove(shard);
-        if finished {
-            lock(&self.finished).insert(Arc::clone(shard));
-        }
-        self.wake.notify_one();
-    }
 }
 
 /// What a subscription reads and knows of its shards at one moment.
@@ -528,11 +392,6 @@ struct Snapshot {
     settled: HashSet<Arc<str>>,
     /// The shards it knows were read to their end.
     finished: HashSet<Arc<str>>,
-}
-
-/// Locks `mutex`, whatever a panicking holder left.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Lists and takes every listing interval, sooner when a reader ended or the handover poll sees

@@ -12,23 +12,15 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Fetched};
-use crate::coordinator::Subscription;
-use crate::message::Settle;
 use crate::pace::{self, MIN_CALL_GAP, backoff_ceiling};
 use crate::position::ShardStart;
 use crate::record::Record;
-use crate::shard::{Answer, Close, Ending, Lost, Next, ShardHandle, Write};
+use crate::seeker::Source;
+use crate::shard::{
+    Answer, Close, Ending, LiveSettlement, Lost, Next, Restart, ShardHandle, Write,
+};
+use crate::subscription::Subscription;
 use crate::{KinesisError, KinesisMessage, KinesisSeeker, envelope};
-
-/// A seek the seeker resolved for one shard: an iterator Kinesis gave for the position, and where
-/// later iterators start until a record is delivered.
-#[derive(Debug, Clone)]
-pub(crate) struct Restart {
-    pub(crate) iterator: String,
-    pub(crate) resume: ShardStart,
-    /// The watermark generation the seek started: records of this iterator are tracked in it.
-    pub(crate) generation: u64,
-}
 
 /// Everything one shard's reader owns.
 pub(crate) struct Reader {
@@ -234,12 +226,12 @@ fn deliver(
         stream: Arc::clone(&sub.stream),
         shard: Arc::clone(shard),
         attempt,
-        seeker: KinesisSeeker::live(Arc::clone(sub)),
+        seeker: KinesisSeeker::new(Arc::clone(sub) as Arc<dyn Source>),
         refused: OnceLock::new(),
-        settle: Some(Settle::Live {
+        settle: Some(Box::new(LiveSettlement {
             shard: Arc::clone(handle),
             ticket,
-        }),
+        })),
     }
 }
 

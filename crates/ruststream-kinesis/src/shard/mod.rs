@@ -12,7 +12,10 @@ use crate::clock::Instant;
 
 use tokio::sync::Notify;
 
+use ruststream::AckError;
+
 use crate::lease::LeaseKey;
+use crate::message::{Check, Settlement};
 use crate::record::Record;
 use crate::watermark::{Ticket, Watermark};
 use crate::{KinesisError, epoch_millis};
@@ -33,6 +36,16 @@ impl Sent {
             at_ms: epoch_millis(),
         }
     }
+}
+
+/// A seek the seeker resolved for one shard: an iterator Kinesis gave for the position, and where
+/// later iterators start until a record is delivered.
+#[derive(Debug, Clone)]
+pub(crate) struct Restart {
+    pub(crate) iterator: String,
+    pub(crate) resume: crate::position::ShardStart,
+    /// The watermark generation the seek started: records of this iterator are tracked in it.
+    pub(crate) generation: u64,
 }
 
 /// A record a handler handed back (`nack(true)`, `nack_after`, or dropped unsettled), waiting to
@@ -319,6 +332,54 @@ impl ShardHandle {
             self.wake.notify_one();
             self.settled.notify_waiters();
             ended.await;
+        }
+    }
+}
+
+/// A live delivery's hold on the shard that read it: its place in the watermark.
+#[derive(Debug)]
+pub(crate) struct LiveSettlement {
+    pub(crate) shard: Arc<ShardHandle>,
+    pub(crate) ticket: Ticket,
+}
+
+impl Settlement for LiveSettlement {
+    fn settle(self: Box<Self>) -> Result<(), AckError> {
+        self.shard
+            .settle(self.ticket)
+            .map_err(|err| AckError::Broker(Box::new(err)))
+    }
+
+    fn forget(self: Box<Self>) {
+        self.shard.forget(self.ticket);
+    }
+
+    fn hand_back(
+        self: Box<Self>,
+        record: Record,
+        _shard: &Arc<str>,
+        attempt: u64,
+        delay: Duration,
+    ) -> Result<(), AckError> {
+        self.shard
+            .hand_back(record, self.ticket, attempt, delay)
+            .map_err(|err| AckError::Broker(Box::new(err)))
+    }
+
+    fn check(&self, _shard: &str) -> Check {
+        if self.shard.is_stopped() {
+            return Check::Stopped;
+        }
+        if !self.shard.may_deliver() {
+            // Another instance may hold the shard by now; stopping it also ends its reader, so
+            // nothing waits on this record.
+            self.shard.stop();
+            return Check::RanOut;
+        }
+        if self.shard.generation() == self.ticket.generation {
+            Check::Current
+        } else {
+            Check::Stale
         }
     }
 }

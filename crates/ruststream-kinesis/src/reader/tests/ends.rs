@@ -159,16 +159,7 @@ async fn rig_row(store: &std::sync::Arc<dyn crate::LeaseStore>) -> crate::LeaseS
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_withheld_while_its_shard_closes_moves_no_checkpoint() {
-    let store = Arc::new(Recording::default());
-    let rig = Rig::start(
-        RigSettings {
-            records: 2,
-            store: store.clone(),
-            ..RigSettings::default()
-        },
-        |_, _, _| None,
-    )
-    .await;
+    let (rig, store) = Rig::recorded(2).await;
     let mut sub = rig.sub;
     let handled = next(&mut sub).await;
     let waiting = next(&mut sub).await;

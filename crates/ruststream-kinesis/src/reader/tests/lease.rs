@@ -55,16 +55,7 @@ async fn the_first_renewal_counts_from_the_take() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_whose_lease_ran_out_before_its_handler_started_never_reaches_it() {
-    let store = Arc::new(Recording::default());
-    let rig = Rig::start(
-        RigSettings {
-            records: 2,
-            store: store.clone(),
-            ..RigSettings::default()
-        },
-        |_, _, _| None,
-    )
-    .await;
+    let (rig, store) = Rig::recorded(2).await;
     let mut sub = rig.sub;
     // Pulled by the runtime and waiting in a lane behind a slow handler, while the store is
     // unreachable and the 3 s lease runs out.

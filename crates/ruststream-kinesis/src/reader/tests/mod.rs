@@ -85,6 +85,21 @@ impl Rig {
         .await
     }
 
+    /// A rig on one open shard holding `records` records, its lease store recording every call.
+    pub(super) async fn recorded(records: usize) -> (Self, Arc<Recording>) {
+        let store = Arc::new(Recording::default());
+        let rig = Self::start(
+            RigSettings {
+                records,
+                store: store.clone(),
+                ..RigSettings::default()
+            },
+            |_, _, _| None,
+        )
+        .await;
+        (rig, store)
+    }
+
     /// A rig whose requests meet `hook` first.
     pub(super) async fn start(
         settings: RigSettings,

@@ -1,0 +1,94 @@
+//! A seek of a live subscription: the iterators first, then each shard's watermark and reader.
+
+use std::sync::{Arc, PoisonError};
+
+use crate::api;
+use crate::position::ShardStart;
+use crate::seeker::{Seeking, Source};
+use crate::shard::{Restart, ShardHandle};
+use crate::subscription::Subscription;
+use crate::{KinesisError, KinesisPosition};
+
+type RestartSender = tokio::sync::watch::Sender<Option<Restart>>;
+
+impl Source for Subscription {
+    fn seek(&self, to: KinesisPosition) -> Seeking<'_> {
+        Box::pin(seek_live(self, to))
+    }
+
+    fn close(&self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Seeks the shards of a live subscription that `to` applies to. Every shard's iterator at `to`
+/// is asked of Kinesis first: a position it refuses (a sequence number of another shard, a
+/// trimmed one) fails the seek, naming the shard and the reason, and moves no shard. Then each
+/// shard's watermark resets and its reader restarts at the new iterator; a delivery of the old
+/// position still on its way never reaches a handler once this returns.
+async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), KinesisError> {
+    if sub.broker_closed.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(KinesisError::ShutDown { what: "seeking" });
+    }
+    let targets: Vec<(Arc<str>, Arc<ShardHandle>, Arc<RestartSender>)> = {
+        let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(shard) = to.shard()
+            && !running.contains_key(shard)
+        {
+            return Err(KinesisError::Seek {
+                stream: sub.stream.to_string(),
+                reason: format!(
+                    "shard {shard} is not read by this instance (it holds {:?}); seek where the \
+                     delivery was handled",
+                    running.keys().collect::<Vec<_>>()
+                ),
+            });
+        }
+        if running.is_empty() {
+            sub.start_at(to);
+            return Ok(());
+        }
+        running
+            .iter()
+            .filter(|(shard, _)| to.applies_to(shard))
+            .map(|(shard, reader)| {
+                (
+                    Arc::clone(shard),
+                    Arc::clone(&reader.handle),
+                    Arc::clone(&reader.restart),
+                )
+            })
+            .collect()
+    };
+    let start = ShardStart::At(to.clone());
+    // Where later iterators start until a record is delivered: the tip is the moment of the
+    // seek, not a later tip.
+    let resume = ShardStart::from_checkpoint(
+        to.shard().unwrap_or_default(),
+        &start.to_checkpoint(crate::epoch_millis()),
+    );
+    let mut iterators = Vec::with_capacity(targets.len());
+    for (shard, _, _) in &targets {
+        match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
+            Ok(iterator) => iterators.push(iterator),
+            Err(err) => {
+                return Err(KinesisError::Seek {
+                    stream: sub.stream.to_string(),
+                    reason: format!(
+                        "Kinesis refused the position {to:?} for shard {shard}: {err}; every \
+                         shard reads on where it was"
+                    ),
+                });
+            }
+        }
+    }
+    for ((_, handle, restart), iterator) in targets.into_iter().zip(iterators) {
+        let generation = handle.reset();
+        let _ = restart.send(Some(Restart {
+            iterator,
+            resume: resume.clone(),
+            generation,
+        }));
+    }
+    Ok(())
+}
