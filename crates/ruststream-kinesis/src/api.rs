@@ -2,7 +2,9 @@
 //! iterators, reading and writing. Everything here is I/O; the decisions live elsewhere.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::error::{ProvideErrorMetadata, SdkError};

@@ -1,4 +1,4 @@
-//! A deterministic simulation of the coordinator and the lease protocol (DESIGN §3): thousands of
+//! A deterministic simulation of the coordinator and the lease protocol: thousands of
 //! random schedules on a virtual clock, each checked against the protocol's invariants after
 //! every event.
 //!
@@ -180,9 +180,9 @@
 //!    within `lease + SKEW_TOLERANCE + B + listing + 1 s` of losing its reader (the second is
 //!    for round trips). With the handover poll on, the listing interval in that bound becomes
 //!    one poll interval once every instance has listed the shard (a listing interval after it
-//!    was made or the quiet phase began), as `LeaseTimings` documents. DESIGN §3 says `lease +
-//!    listing`, which cannot hold exactly: a taker waits `SKEW_TOLERANCE` beyond the expiry,
-//!    plus the skew between the clocks.
+//!    was made or the quiet phase began), as `LeaseTimings` documents. A plain `lease +
+//!    listing` cannot hold exactly: a taker waits `SKEW_TOLERANCE` beyond the expiry, plus the
+//!    skew between the clocks.
 //! 7. No wedge: once every owed record is acked and no handler holds a delivery, and the
 //!    checkpoints had a liveness bound plus a renewal period and a cadence to catch up, every
 //!    open shard's checkpoint is at its last owed record and every closed shard the application
@@ -3241,7 +3241,7 @@ impl Sim {
             start_idx,
             seek_floor: None,
             last_idx: None,
-            // DESIGN §3: a holder stops at `sent + lease - holder_margin` by its own clock.
+            // A holder stops at `sent + lease - holder_margin` by its own clock.
             deadline: sent + timings.lease() - timings.holder_margin(),
             lost: false,
             cover: None,

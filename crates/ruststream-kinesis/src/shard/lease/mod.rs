@@ -1,7 +1,7 @@
 //! The lease of one held shard and every store write it takes, as a state machine with no I/O
 //! and no clock of its own: the driver (`reader::write_lease`) asks it for the next write at
 //! `now`, sends that write, and hands back the answer; the simulation does the same with a
-//! virtual clock. The rules (DESIGN §3):
+//! virtual clock. The rules:
 //!
 //! - a lease granted by a call sent at `sent` may be used until `sent + lease - holder_margin`
 //!   by this instance's monotonic clock, and until the same moment by its wall clock (a host
