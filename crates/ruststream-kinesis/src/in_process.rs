@@ -17,9 +17,10 @@ use ruststream::{AckError, OutgoingMessage, RawMessage};
 use tokio::sync::mpsc;
 
 use crate::api::OutRecord;
-use crate::message::{Check, Item, Settlement};
+use crate::message::{Check, Hold, Item, Settlement};
 use crate::record::Record;
 use crate::seeker::{Seeking, Source};
+use crate::watermark::Ticket;
 use crate::{
     KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, envelope, lease::epoch_millis,
 };
@@ -66,7 +67,8 @@ pub(crate) struct InProcessSubscription {
     runtime: tokio::runtime::Handle,
 }
 
-/// The harness's hold on one in-process delivery, released once when it is dropped.
+/// The harness's hold on one in-process delivery while it is settled, released once when it is
+/// dropped.
 #[derive(Debug)]
 pub(crate) struct InProcessSettle {
     coordinator: Option<Coordinator>,
@@ -145,27 +147,54 @@ impl InProcessSettle {
     }
 }
 
-impl Settlement for InProcessSettle {
-    fn settle(self: Box<Self>) -> Result<(), AckError> {
-        self.refuse_if_closed()
+/// An in-process delivery's ticket: its shard's seek generation, and whether the harness
+/// counted it (an index of [`COUNTED`]).
+const COUNTED: u64 = 1;
+
+impl InProcessSubscription {
+    /// The harness's hold on the delivery `ticket` names, released (counted as consumed) when
+    /// dropped.
+    fn hold(&self, ticket: Ticket) -> Option<InProcessSettle> {
+        let sub = self.me.upgrade()?;
+        let coordinator = (ticket.index == COUNTED)
+            .then(|| self.world.upgrade()?.coordinator.get().cloned())
+            .flatten();
+        Some(InProcessSettle {
+            coordinator,
+            sub,
+            generation: ticket.generation,
+        })
+    }
+}
+
+/// An in-process delivery settles against its subscription: nothing to checkpoint, only the
+/// harness's count to release, and a seek generation per shard.
+impl Settlement for InProcessSubscription {
+    fn on_settle(&self, ticket: Ticket) -> Result<(), AckError> {
+        self.hold(ticket)
+            .map_or(Ok(()), |hold| hold.refuse_if_closed())
     }
 
-    fn forget(self: Box<Self>) {
-        // Dropped: the harness's count of it is released.
+    fn on_forget(&self, ticket: Ticket) {
+        drop(self.hold(ticket));
     }
 
-    fn hand_back(
-        self: Box<Self>,
+    fn on_hand_back(
+        &self,
+        ticket: Ticket,
         record: Record,
         shard: &Arc<str>,
         attempt: u64,
         delay: std::time::Duration,
     ) -> Result<(), AckError> {
-        (*self).redeliver(record, shard, attempt, delay)
+        match self.hold(ticket) {
+            Some(hold) => hold.redeliver(record, shard, attempt, delay),
+            None => Ok(()),
+        }
     }
 
-    fn check(&self, shard: &str) -> Check {
-        if self.is_current(shard) {
+    fn check(&self, ticket: Ticket, shard: &str) -> Check {
+        if !self.closed.load(Ordering::Acquire) && self.generation_of(shard) == ticket.generation {
             Check::Current
         } else {
             Check::Stale
@@ -261,10 +290,13 @@ impl World {
         generation: u64,
         attempt: u64,
     ) {
-        let coordinator = self.coordinator.get().cloned();
-        if let Some(coordinator) = &coordinator {
-            coordinator.enqueued();
-        }
+        let counted = match self.coordinator.get() {
+            Some(coordinator) => {
+                coordinator.enqueued();
+                true
+            }
+            None => false,
+        };
         let message = KinesisMessage {
             record,
             stream: Arc::clone(&sub.stream),
@@ -272,17 +304,20 @@ impl World {
             attempt,
             seeker: KinesisSeeker::new(Arc::clone(sub) as Arc<dyn Source>),
             refused: OnceLock::new(),
-            settle: Some(Box::new(InProcessSettle {
-                coordinator,
-                sub: Arc::clone(sub),
-                generation,
-            })),
+            settle: Some(Hold {
+                target: Arc::clone(sub) as Arc<dyn Settlement>,
+                ticket: Ticket {
+                    generation,
+                    index: u64::from(counted),
+                },
+            }),
         };
         // A closed receiver gives the message back: its settle hold releases the harness count,
         // and nothing hands it back again (there is no subscription left to hand it to).
         if let Err(tokio::sync::mpsc::error::SendError(Ok(mut message))) = sub.tx.send(Ok(message))
+            && let Some(hold) = message.settle.take()
         {
-            drop(message.settle.take());
+            hold.target.on_forget(hold.ticket);
         }
     }
 

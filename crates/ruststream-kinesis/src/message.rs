@@ -7,26 +7,30 @@ use ruststream::codec::CodecError;
 use ruststream::{AckError, HeaderMap, IncomingMessage, Positioned};
 
 use crate::record::Record;
+use crate::watermark::Ticket;
 use crate::{KinesisError, KinesisPosition, KinesisSeeker};
 
 /// What a subscription's channel carries: a delivery, or an error to report.
 pub(crate) type Item = Result<KinesisMessage, KinesisError>;
 
-/// What one delivery settles against: the shard that read it, live or in process. The
-/// transports' one seam on the delivery side: a live shard's watermark and lease
-/// (`shard::LiveSettlement`), or the in-process harness's count (`in_process::InProcessSettle`).
+/// What a delivery settles against: the shard that read it, live or in process. The
+/// transports' one seam on the delivery side: a live shard's [`ShardHandle`](crate::shard)
+/// (its watermark and lease), or the in-process subscription (the harness's count). Each
+/// delivery holds it beside its [`Ticket`], and hands both to exactly one of `on_settle`,
+/// `on_forget` and `on_hand_back`.
 pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
     /// The handler is done with the record: the shard's checkpoint may pass it.
-    fn settle(self: Box<Self>) -> Result<(), AckError>;
+    fn on_settle(&self, ticket: Ticket) -> Result<(), AckError>;
 
     /// The record never reached its handler: it moves nothing, and the shard's next owner (or
     /// the seek that made it stale) delivers it again.
-    fn forget(self: Box<Self>);
+    fn on_forget(&self, ticket: Ticket);
 
     /// Delivers `record` of `shard` again after `delay`; it was delivered `attempt` times so
     /// far, and stays unsettled meanwhile.
-    fn hand_back(
-        self: Box<Self>,
+    fn on_hand_back(
+        &self,
+        ticket: Ticket,
         record: Record,
         shard: &Arc<str>,
         attempt: u64,
@@ -35,7 +39,14 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
 
     /// Whether the record of `shard` may still reach a handler now. A live shard whose lease
     /// ran out by this instance's clock stops here, which also ends its reader.
-    fn check(&self, shard: &str) -> Check;
+    fn check(&self, ticket: Ticket, shard: &str) -> Check;
+}
+
+/// A delivery's hold on what it settles against, released once.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    pub(crate) target: Arc<dyn Settlement>,
+    pub(crate) ticket: Ticket,
 }
 
 /// Whether a delivery may still reach its handler.
@@ -79,7 +90,7 @@ pub struct KinesisMessage {
     pub(crate) seeker: KinesisSeeker,
     /// Why the delivery may no longer reach a handler, once that was found.
     pub(crate) refused: OnceLock<CodecError>,
-    pub(crate) settle: Option<Box<dyn Settlement>>,
+    pub(crate) settle: Option<Hold>,
 }
 
 /// Why a delivery was kept from its handler: a lapsed lease or a seek, never the payload.
@@ -125,13 +136,15 @@ impl KinesisMessage {
             // moves no checkpoint. The shard's next owner, or the seek, delivers it.
             return self.forget();
         }
-        self.settle.take().map_or(Ok(()), Settlement::settle)
+        self.settle
+            .take()
+            .map_or(Ok(()), |hold| hold.target.on_settle(hold.ticket))
     }
 
     /// Lets go of a delivery that was withheld from its handler, settling nothing.
     fn forget(&mut self) -> Result<(), AckError> {
-        if let Some(settlement) = self.settle.take() {
-            settlement.forget();
+        if let Some(hold) = self.settle.take() {
+            hold.target.on_forget(hold.ticket);
         }
         Ok(())
     }
@@ -143,7 +156,10 @@ impl KinesisMessage {
         }
         let record = self.record.clone();
         match self.settle.take() {
-            Some(settlement) => settlement.hand_back(record, &self.shard, self.attempt, delay),
+            Some(hold) => {
+                hold.target
+                    .on_hand_back(hold.ticket, record, &self.shard, self.attempt, delay)
+            }
             None => Ok(()),
         }
     }
@@ -153,12 +169,13 @@ impl KinesisMessage {
     pub(crate) fn is_current(&self) -> bool {
         self.settle
             .as_ref()
-            .is_none_or(|settlement| settlement.check(&self.shard) == Check::Current)
+            .is_none_or(|hold| hold.target.check(hold.ticket, &self.shard) == Check::Current)
     }
 
     /// Why this delivery may not reach its handler now, if it may not.
     fn withheld(&self) -> Option<String> {
-        let check = self.settle.as_ref()?.check(&self.shard);
+        let hold = self.settle.as_ref()?;
+        let check = hold.target.check(hold.ticket, &self.shard);
         match check {
             Check::Current => None,
             Check::Stopped => Some(format!(

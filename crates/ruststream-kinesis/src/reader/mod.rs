@@ -12,13 +12,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, Fetched};
+use crate::message::{Hold, Settlement};
 use crate::pace::{self, MIN_CALL_GAP, backoff_ceiling};
 use crate::position::ShardStart;
 use crate::record::Record;
 use crate::seeker::Source;
-use crate::shard::{
-    Answer, Close, Ending, LiveSettlement, Lost, Next, Restart, ShardHandle, Write,
-};
+use crate::shard::{Answer, Close, Ending, Lost, Next, Restart, ShardHandle, Write};
 use crate::subscription::Subscription;
 use crate::{KinesisError, KinesisMessage, KinesisSeeker, envelope};
 
@@ -228,10 +227,10 @@ fn deliver(
         attempt,
         seeker: KinesisSeeker::new(Arc::clone(sub) as Arc<dyn Source>),
         refused: OnceLock::new(),
-        settle: Some(Box::new(LiveSettlement {
-            shard: Arc::clone(handle),
+        settle: Some(Hold {
+            target: Arc::clone(handle) as Arc<dyn Settlement>,
             ticket,
-        })),
+        }),
     }
 }
 

@@ -336,47 +336,40 @@ impl ShardHandle {
     }
 }
 
-/// A live delivery's hold on the shard that read it: its place in the watermark.
-#[derive(Debug)]
-pub(crate) struct LiveSettlement {
-    pub(crate) shard: Arc<ShardHandle>,
-    pub(crate) ticket: Ticket,
-}
-
-impl Settlement for LiveSettlement {
-    fn settle(self: Box<Self>) -> Result<(), AckError> {
-        self.shard
-            .settle(self.ticket)
+/// A live delivery settles against the shard that read it, by its place in the watermark.
+impl Settlement for ShardHandle {
+    fn on_settle(&self, ticket: Ticket) -> Result<(), AckError> {
+        self.settle(ticket)
             .map_err(|err| AckError::Broker(Box::new(err)))
     }
 
-    fn forget(self: Box<Self>) {
-        self.shard.forget(self.ticket);
+    fn on_forget(&self, ticket: Ticket) {
+        self.forget(ticket);
     }
 
-    fn hand_back(
-        self: Box<Self>,
+    fn on_hand_back(
+        &self,
+        ticket: Ticket,
         record: Record,
         _shard: &Arc<str>,
         attempt: u64,
         delay: Duration,
     ) -> Result<(), AckError> {
-        self.shard
-            .hand_back(record, self.ticket, attempt, delay)
+        self.hand_back(record, ticket, attempt, delay)
             .map_err(|err| AckError::Broker(Box::new(err)))
     }
 
-    fn check(&self, _shard: &str) -> Check {
-        if self.shard.is_stopped() {
+    fn check(&self, ticket: Ticket, _shard: &str) -> Check {
+        if self.is_stopped() {
             return Check::Stopped;
         }
-        if !self.shard.may_deliver() {
+        if !self.may_deliver() {
             // Another instance may hold the shard by now; stopping it also ends its reader, so
             // nothing waits on this record.
-            self.shard.stop();
+            self.stop();
             return Check::RanOut;
         }
-        if self.shard.generation() == self.ticket.generation {
+        if self.generation() == ticket.generation {
             Check::Current
         } else {
             Check::Stale
