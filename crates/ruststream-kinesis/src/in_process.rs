@@ -73,8 +73,7 @@ pub(crate) struct InProcessSubscription {
 pub(crate) struct InProcessSettle {
     coordinator: Option<Coordinator>,
     sub: Arc<InProcessSubscription>,
-    /// The shard's seek generation the delivery belongs to (a live delivery's ticket carries
-    /// its own).
+    /// The shard's seek generation the delivery belongs to, from its ticket.
     generation: u64,
 }
 
@@ -94,7 +93,7 @@ impl InProcessSettle {
     }
 
     fn is_current(&self, shard: &str) -> bool {
-        !self.sub.closed.load(Ordering::Acquire) && self.sub.generation_of(shard) == self.generation
+        self.sub.is_current(shard, self.generation)
     }
 
     /// Delivers `record` again to its subscription, after `delay`, as a live shard does with a
@@ -125,7 +124,7 @@ impl InProcessSettle {
         // The delivery is released now and its redelivery counted when the delay ran out, on the
         // harness's timers when a test drives the clock.
         let redeliver = move || {
-            if sub.generation_of(&shard) == generation && !sub.closed.load(Ordering::Acquire) {
+            if sub.is_current(&shard, generation) {
                 world.hand_out(&sub, shard, record, generation, attempt + 1);
             }
         };
@@ -194,7 +193,7 @@ impl Settlement for InProcessSubscription {
     }
 
     fn check(&self, ticket: Ticket, shard: &str) -> Check {
-        if !self.closed.load(Ordering::Acquire) && self.generation_of(shard) == ticket.generation {
+        if self.is_current(shard, ticket.generation) {
             Check::Current
         } else {
             Check::Stale
@@ -355,6 +354,12 @@ impl World {
 }
 
 impl InProcessSubscription {
+    /// Whether a delivery of `shard` in seek `generation` still counts: the subscription is
+    /// open and no seek moved the shard since.
+    fn is_current(&self, shard: &str, generation: u64) -> bool {
+        !self.closed.load(Ordering::Acquire) && self.generation_of(shard) == generation
+    }
+
     /// The seek generation of `shard`'s deliveries.
     fn generation_of(&self, shard: &str) -> u64 {
         self.generations

@@ -125,9 +125,7 @@ impl KinesisPublish {
         self.partition_key = Some(key.into());
         self
     }
-}
 
-impl KinesisPublish {
     /// A live publisher of this policy: its writer runs on `runtime` until `closed`.
     pub(crate) fn live(
         self,
@@ -194,9 +192,10 @@ enum Sink {
 /// The live publisher a [`KinesisPublish`] pairs into.
 ///
 /// Each publish is checked before any call (stream name, partition key, the record limit: 1 MiB,
-/// or the stream's own, asked once, for a larger record) and then queued; a background writer sends everything queued at once in one `PutRecords` call
-/// per stream (up to 500 records, 5 MiB), retries records the service rejected inside the answer,
-/// and answers each publish with its own record's outcome.
+/// or the stream's own, asked once, for a larger record) and then queued; a background writer
+/// sends everything queued at once in one `PutRecords` call per stream (up to 500 records,
+/// 5 MiB), retries records the service rejected inside the answer, and answers each publish with
+/// its own record's outcome.
 #[derive(Debug, Clone)]
 pub struct KinesisPublisher {
     default_key: Option<String>,

@@ -20,8 +20,6 @@ use crate::lease::{LeaseKey, epoch_millis};
 use crate::position::ShardStart;
 use crate::reader::{self, Reader};
 use crate::shard::{Sent, ShardHandle, ShardLease};
-#[cfg(test)]
-use crate::subscription::take_backoff_ceiling;
 use crate::subscription::{Running, Subscription, lock};
 use crate::{KinesisError, KinesisPosition};
 use plan::{Rows, TakeFor, Verdict};

@@ -2982,7 +2982,7 @@ impl Sim {
             .backoff
             .get(&shard)
             .map_or(1, |&(failures, _)| failures + 1);
-        let ceiling = millis(super::take_backoff_ceiling(failures, longest));
+        let ceiling = millis(crate::subscription::take_backoff_ceiling(failures, longest));
         let wait = ms(self.rng.random_range(ceiling / 2..=ceiling));
         self.insts[i]
             .coord

@@ -129,8 +129,9 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                     Ok(()) => Answer::Done,
                     Err(err) if err.is_fenced() => Answer::Refused,
                     Err(err) => {
-                        // A SHARD_END that did not land leaves the lease to lapse, and the next
-                        // owner reads the shard's end again from the last checkpoint.
+                        // Reported; what follows is the machine's (a retry, or after a final
+                        // write that did not land, the lease left to lapse: the next owner reads
+                        // on from the last checkpoint).
                         sub.report(sub.lease_error(key.shard(), err));
                         Answer::Failed
                     }
