@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -17,7 +17,7 @@ use crate::api::ShardInfo;
 use crate::clock::Instant;
 use crate::lease::LeaseStore;
 use crate::message::Item;
-use crate::shard::{Restart, ShardHandle};
+use crate::shard::ShardHandle;
 use crate::{KinesisError, KinesisPosition, LeaseTimings};
 
 /// The first wait after a take that failed once the lease was won (its iterator refused, a
@@ -60,7 +60,6 @@ impl TakeBackoff {
 #[derive(Debug)]
 pub(crate) struct Running {
     pub(crate) handle: Arc<ShardHandle>,
-    pub(crate) restart: Arc<watch::Sender<Option<Restart>>>,
 }
 
 /// One live subscription: its settings, its channel, and the shards it reads.

@@ -13,13 +13,12 @@ use std::sync::Arc;
 use crate::clock::Instant;
 
 use futures::future::join_all;
-use tokio::sync::watch;
 
 use crate::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, epoch_millis};
 use crate::position::ShardStart;
 use crate::reader::{self, Reader};
-use crate::shard::{Sent, ShardHandle, ShardLease};
+use crate::shard::{ReadSettings, Sent, ShardHandle, ShardLease, ShardMachine};
 use crate::subscription::{Running, Subscription, lock};
 use crate::{KinesisError, KinesisPosition};
 use plan::{Rows, TakeFor, Verdict};
@@ -350,18 +349,26 @@ impl Subscription {
                 }
             };
         lock(&self.take_backoff).remove(&shard.id);
+        let machine = ShardMachine::new(
+            ShardLease::taken(self.timings, sent.at, sent.at_ms),
+            ReadSettings {
+                batch_size: self.batch_size,
+                poll_interval: self.poll_interval,
+                window: self.window,
+            },
+            iterator,
+            resume,
+        );
         let handle = Arc::new(ShardHandle::new(
             key,
             Arc::clone(&self.broker_closed),
-            ShardLease::taken(self.timings, sent.at, sent.at_ms),
+            machine,
         ));
-        let (restart, restart_rx) = watch::channel(None);
         let cancel = self.cancel.child_token();
         lock(&self.running).insert(
             Arc::clone(&shard.id),
             Running {
                 handle: Arc::clone(&handle),
-                restart: Arc::new(restart),
             },
         );
         tracing::debug!(stream = %self.stream, shard = %shard.id, ?start, "reading shard");
@@ -369,13 +376,7 @@ impl Subscription {
             sub: Arc::clone(self),
             handle,
             shard: shard.id.clone(),
-            resume,
-            iterator,
             cancel,
-            restart: restart_rx,
-            seek_seen: false,
-            // A new handle's watermark starts at generation 0.
-            generation: 0,
         };
         self.spawn(reader::run(reader));
         true

@@ -5,11 +5,9 @@ use std::sync::{Arc, PoisonError};
 use crate::api;
 use crate::position::ShardStart;
 use crate::seeker::{Seeking, Source};
-use crate::shard::{Restart, ShardHandle};
+use crate::shard::ShardHandle;
 use crate::subscription::Subscription;
 use crate::{KinesisError, KinesisPosition};
-
-type RestartSender = tokio::sync::watch::Sender<Option<Restart>>;
 
 impl Source for Subscription {
     fn seek(&self, to: KinesisPosition) -> Seeking<'_> {
@@ -30,7 +28,7 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
     if sub.broker_closed.load(std::sync::atomic::Ordering::Acquire) {
         return Err(KinesisError::ShutDown { what: "seeking" });
     }
-    let targets: Vec<(Arc<str>, Arc<ShardHandle>, Arc<RestartSender>)> = {
+    let targets: Vec<(Arc<str>, Arc<ShardHandle>)> = {
         let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(shard) = to.shard()
             && !running.contains_key(shard)
@@ -51,13 +49,7 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
         running
             .iter()
             .filter(|(shard, _)| to.applies_to(shard))
-            .map(|(shard, reader)| {
-                (
-                    Arc::clone(shard),
-                    Arc::clone(&reader.handle),
-                    Arc::clone(&reader.restart),
-                )
-            })
+            .map(|(shard, reader)| (Arc::clone(shard), Arc::clone(&reader.handle)))
             .collect()
     };
     let start = ShardStart::At(to.clone());
@@ -68,7 +60,7 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
         &start.to_checkpoint(crate::epoch_millis()),
     );
     let mut iterators = Vec::with_capacity(targets.len());
-    for (shard, _, _) in &targets {
+    for (shard, _) in &targets {
         match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
             Ok(iterator) => iterators.push(iterator),
             Err(err) => {
@@ -82,13 +74,8 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
             }
         }
     }
-    for ((_, handle, restart), iterator) in targets.into_iter().zip(iterators) {
-        let generation = handle.reset();
-        let _ = restart.send(Some(Restart {
-            iterator,
-            resume: resume.clone(),
-            generation,
-        }));
+    for ((_, handle), iterator) in targets.into_iter().zip(iterators) {
+        handle.seek(iterator, resume.clone());
     }
     Ok(())
 }

@@ -6,23 +6,28 @@
 //!
 //! The decisions are the crate's own pure code: [`plan::rows_to_read`] and [`plan::verdict`]
 //! choose what a listing round reads and takes and whether the handover poll between listings
-//! starts a round; each session holds the real [`ShardLease`], the machine the running
-//! `ShardHandle` holds, which decides every store write of a held shard (renewals, retries,
-//! checkpoints folded at their cadence, one write in flight, the final checkpoint or
-//! `SHARD_END` and the release) and whether a record may still be handed out; the simulation
-//! drives it the way `reader::write_lease` does (asks it at `now`, sends the write it names,
-//! hands back the answer, sleeps until its timer or a wake). [`Watermark`] tracks the
-//! contiguous settled prefix that becomes the checkpoint, [`ShardStart::from_checkpoint`] /
+//! starts a round; each session holds the real [`ShardMachine`], the machine the running
+//! `ShardHandle` holds, which decides everything about a held shard: its reading (which
+//! Kinesis call next, pacing, the poll interval at the tip, backoff, a fresh iterator after an
+//! expired one, `ITERATOR_TRIES`, a seek applied, draining a shard read to its end, why reading
+//! stops), every store write (renewals, retries, checkpoints folded at their cadence, one write
+//! in flight, the final checkpoint or `SHARD_END` and the release), whether a record may still
+//! be handed out, the watermark and the records handed back. The simulation drives it the way
+//! the tokio drivers do: as `Reader::read` (asks it at `now`, answers the call it names from the
+//! simulated stream a moment later, where an iterator is the index of the next record, hands
+//! out the record it names or waits for room in the channel, sleeps until its timer or a wake,
+//! drops the call in flight when cancelled), as `reader::write_lease` (sends the write it names,
+//! hands back the answer) and as `reader::redeliver`. [`ShardStart::from_checkpoint`] /
 //! [`ShardStart::to_checkpoint`] read and record where a shard starts, and
 //! [`LeaseState::is_expired_at`] / [`LeaseState::is_held_by`] are the store's conditions. The
 //! rest of the I/O is a model that follows `coordinator/mod.rs` (`round`,
 //! `takeable_between_listings`, `take` with its start checkpoint, `reader_ended`, and the
 //! `select!` of `run` over the cancel, the listing deadline, the wake and the poll, a random
-//! ready branch winning as in tokio), `reader.rs` (the read loop, `drain`, `finish`),
-//! `subscriber.rs` (the filter in front of the handlers) and `broker.rs` (`register`: a new
-//! subscription to a stream waits for the previous one's tasks) step by step, including the
-//! races between them (a write in flight while the reader finishes, a reader blocked on a full
-//! channel, a coordinator whose `select!` picks a round over its ready cancel).
+//! ready branch winning as in tokio), `subscriber.rs` (the filter in front of the handlers) and
+//! `broker.rs` (`register`: a new subscription to a stream waits for the previous one's tasks)
+//! step by step, including the races between them (a write in flight while the reader
+//! finishes, a reader blocked on a full channel, a coordinator whose `select!` picks a round
+//! over its ready cancel).
 //!
 //! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
 //! (closed shards keep a finite record list, open ones grow as a producer writes), one lease
@@ -47,7 +52,11 @@
 //! machine's by construction, and its own tests show them (`shard::lease::tests`): one write in
 //! flight per shard (a renewal beside a renewing checkpoint could land first and move the
 //! expiry back), and `SHARD_END` covering what is pending (a pending checkpoint written after
-//! it moved the shard back).
+//! it moved the shard back). Two more are the read side's by construction
+//! (`shard::machine::tests`): a shard whose fresh iterators keep failing is handed back, not
+//! finished (taking the missing iterator for the end wrote `SHARD_END` for an open shard), and
+//! a fresh iterator with no record handed out starts at the recorded start (resolving the tip
+//! again skipped what arrived meanwhile).
 //!
 //! A fix the simulation led to in the I/O code is modelled in the main run, behind a
 //! [`Config`] flag that a test sets back to the old code to show the violation it allowed:
@@ -63,12 +72,9 @@
 //! is checked against its lease again (`KinesisMessage::decode_error`, `handler_checks_lease`)
 //! and a withheld one is forgotten, settling nothing; and a handler may hand its delivery back
 //! (`nack(true)`, `retry_after`, dropped unsettled: `p_retry`), which comes back on the same
-//! session unsettled meanwhile, or is forgotten by a stopped one. A closed shard drains until no
-//! delivery is in flight (`ShardHandle`'s `in_flight`), and the final checkpoint and the release
-//! go out after the write in flight (`ShardHandle::close`). A `GetRecords` may find its iterator
-//! expired (`p_expire`); the reader then asks for a fresh one after the last record it handed
-//! out, and when `ITERATOR_TRIES` tries in a row fail (`p_iterator_fails`) hands its shard back
-//! unread. A take whose `GetShardIterator` fails leaves its shard to a backoff of its own
+//! session unsettled meanwhile (through the machine's `hand_back` and `next_redelivery`), or is
+//! forgotten by a stopped one. A `GetRecords` may fail (`p_kinesis`) or find its iterator
+//! expired (`p_expire`), and a fresh iterator may fail (`p_iterator_fails`). A take whose `GetShardIterator` fails leaves its shard to a backoff of its own
 //! (`take_backoff_ceiling`, the coordinator's own rule). A held write may land and lose its
 //! answer while the SDK sends it again (`p_resend`): the counter the first attempt moved refuses
 //! the resend, and the store recognises the refusal as the write's own success
@@ -101,7 +107,8 @@
 //! records; a store without `list` (the poll then reads row by row); malformed rows of other
 //! streams (`DynamoLeaseStore` skips them: `lease::dynamo::tests`); seeks to a position Kinesis
 //! refuses (nothing moves: `reader::tests::seek`) and to positions of every shard; the
-//! read-ahead window (`max_unsettled`). Those paths are tested at the SDK boundary
+//! read-ahead window (`max_unsettled`, unbounded here; `shard::machine::tests` and
+//! `reader::tests` show it). Those paths are tested at the SDK boundary
 //! (`reader::tests`) and live (`tests/faults_live.rs`, `tests/chaos.rs`).
 //!
 //! # The store model
@@ -215,8 +222,12 @@ use super::plan::{self, Rows, TakeFor, Verdict};
 use crate::api::ShardInfo;
 use crate::lease::LeaseState;
 use crate::position::ShardStart;
-use crate::shard::{Answer, Close, Ending, Lost, Next, ShardLease, Write};
-use crate::watermark::{Ticket, Watermark};
+use crate::shard::read::Sequenced;
+use crate::shard::{
+    Answer, Call, Close, Ending, Fetch, HandedBack, Lost, Next, ReadSettings, ReadStep, Redeliver,
+    ShardLease, ShardMachine, Standing, Stop, Write,
+};
+use crate::watermark::Ticket;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE};
 
 /// Virtual true time since the start of a schedule; also every instance's monotonic clock.
@@ -224,10 +235,6 @@ type Time = Duration;
 
 /// The wall clock's origin, in epoch milliseconds.
 const BASE_MS: i64 = 1_700_000_000_000;
-/// `reader.rs`: at most five `GetRecords` calls per second per shard.
-const MIN_CALL_GAP: Duration = Duration::from_millis(200);
-/// `reader.rs`: the longest backoff after a failed call.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Open shards at most.
 const MAX_OPEN: usize = 8;
 /// Lines of trace a failure prints.
@@ -355,10 +362,6 @@ struct Config {
     /// try of the fresh iterator then fails (during the chaos phase).
     p_expire: f64,
     p_iterator_fails: f64,
-    /// Whether a reader that gets no fresh iterator takes the missing iterator for the shard's
-    /// end (what `read` did before: it wrote `SHARD_END` for an open shard), rather than handing
-    /// the shard back unread. A test pins it.
-    unreadable_ends_shard: bool,
     /// The chance that a held write lands and its answer is lost (a 5xx, a reset), and the SDK
     /// sends it again at once: the resend is refused by the counter the first attempt moved.
     p_resend: f64,
@@ -387,10 +390,6 @@ struct Config {
     /// and `decode_error`'s generation check), or reaches it after the seek returned (item 13 of
     /// the review): a test pins it.
     seek_drops_stale: bool,
-    /// Whether a fresh iterator with no record handed out since the take starts at the recorded
-    /// start (`Reader::resume`), or resolves the take's position again (the tip moved on: item 3
-    /// of the review): a test pins it.
-    resume_at_recorded_start: bool,
 }
 
 impl Config {
@@ -468,7 +467,6 @@ impl Config {
             handed_back_comes_back: true,
             p_expire: pick(rng, &[0.0, 0.01, 0.05]),
             p_iterator_fails: pick(rng, &[0.0, 0.3, 0.8]),
-            unreadable_ends_shard: false,
             p_resend: pick(rng, &[0.0, 0.02, 0.1]),
             recognise_landed: true,
             initial: match rng.random_range(0..4) {
@@ -491,7 +489,6 @@ impl Config {
             seeks: rng.random_range(0..=3),
             p_seek: pick(rng, &[0.0, 0.01, 0.03]),
             seek_drops_stale: true,
-            resume_at_recorded_start: true,
         }
     }
 }
@@ -858,10 +855,15 @@ enum LeaseTask {
     Done,
 }
 
+/// What the reader task (`Reader::read`) is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReaderState {
-    Ready,
-    /// A tracked record waits for room in the channel.
+enum ReaderTask {
+    /// In its `select!` until the machine's timer or a wake (`handle.read_wake`, the cancel).
+    Waiting,
+    /// A Kinesis call is in flight: its answer arrives with the reader's token, unless the
+    /// cancel drops it.
+    Calling,
+    /// A delivery waits for room in the channel (`Msg` in `Session::blocked`).
     Blocked,
     Done,
 }
@@ -869,7 +871,6 @@ enum ReaderState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FinishState {
     NotYet,
-    Drain,
     /// `ShardHandle::close`: waiting for the lease's closing writes (`end`: `SHARD_END`).
     Closing {
         end: bool,
@@ -879,55 +880,40 @@ enum FinishState {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    Ended,
-    Cancelled,
-    /// `fresh_iterator` gave up after `ITERATOR_TRIES` failures in a row.
-    Unreadable,
-    /// The shard left the stream (`ResourceNotFoundException`).
-    Gone,
+/// A record as the shard machine holds it here: its place in the simulated shard.
+#[derive(Debug, Clone)]
+struct SimRecord {
+    idx: usize,
+    sequence: Arc<str>,
 }
 
-/// `reader.rs`: how many fresh iterators in a row may fail before the reader hands its shard back.
-const ITERATOR_TRIES: u32 = 10;
+impl Sequenced for SimRecord {
+    fn sequence(&self) -> &Arc<str> {
+        &self.sequence
+    }
+}
 
 /// One reader of one shard: its `ShardHandle`, its three tasks and `finish`.
 #[derive(Debug)]
 struct Session {
     shard: usize,
-    /// The shard's lease and its writes: the machine the real `ShardHandle` holds.
-    lease: ShardLease<Time>,
-    /// Its driver, `reader::write_lease`.
+    /// The shard's machine, the one the real `ShardHandle` holds: its lease and writes, its
+    /// reading, its watermark, its deliveries in flight and its records handed back.
+    machine: ShardMachine<Time, SimRecord>,
+    /// The driver of its lease, `reader::write_lease`.
     lease_task: LeaseTask,
+    /// The driver of its reading, `Reader::read`, and the token of its pending wake-up.
+    reader: ReaderTask,
+    reader_token: u64,
+    /// The answer of the call in flight, delivered with the reader's token.
+    answer: Option<Fetch<SimRecord>>,
+    blocked: Option<Msg>,
     /// The reader's cancellation token.
     cancelled: bool,
-    watermark: Watermark,
-    reader: ReaderState,
-    reader_token: u64,
-    pos: usize,
-    last_call: Time,
-    batch: VecDeque<usize>,
-    tracked: Option<Ticket>,
-    next_none: bool,
-    batch_empty: bool,
-    failures: u32,
     finish: FinishState,
-    /// `ShardHandle`'s `in_flight`: deliveries handed out and neither settled nor forgotten.
-    in_flight: usize,
-    /// After `ExpiredIteratorException`: the fresh iterator `fresh_iterator` is asking for, and
-    /// how many of its tries failed so far.
-    iterator_tries: Option<u32>,
     /// The index of the last record of the watermark's settled prefix: what a final checkpoint
     /// covers.
     settled_upto: Option<usize>,
-    /// `Reader::resume`: where a fresh iterator starts while no record was handed out since the
-    /// take or the last seek; and whether one was.
-    resume: ShardStart,
-    handed: bool,
-    /// Where the take (or the last seek) opened the shard: what a fresh iterator resolved again
-    /// would ask for (`resume_at_recorded_start` off).
-    first_start: ShardStart,
     // The ghost: what the checks know about this session, independent of the code under test.
     start_idx: usize,
     /// Below which a checkpoint of this session may go after a seek of it: the place of the
@@ -1577,14 +1563,8 @@ impl Sim {
                     inst.sessions.iter().map(move |(sid, s)| {
                         format!(
                             "i{i} session {sid} shard {}: reader {:?}, finish {:?}, lease {:?} \
-                             ({:?}), in flight {}, cancelled {}",
-                            s.shard,
-                            s.reader,
-                            s.finish,
-                            s.lease_task,
-                            s.lease,
-                            s.in_flight,
-                            s.cancelled
+                             ({:?}), cancelled {}",
+                            s.shard, s.reader, s.finish, s.lease_task, s.machine, s.cancelled
                         )
                     })
                 })
@@ -1697,7 +1677,7 @@ impl Sim {
                     .session(inst, sid)
                     .is_some_and(|s| s.reader_token == token)
                 {
-                    self.reader_wake(inst, sid);
+                    self.reader_woken(inst, sid);
                 }
             }
             Ev::HandlerStart { inst, msg, .. } => self.handler_start(inst, msg),
@@ -2187,7 +2167,7 @@ impl Sim {
         let Some(s) = inst.sessions.get(&prev) else {
             return;
         };
-        if !s.lease.is_halted() && !s.lost && s.deadline > self.now {
+        if !s.machine.is_halted() && !s.lost && s.deadline > self.now {
             let (deadline, owner) = (s.deadline, Arc::clone(&inst.owner));
             let moved_back = if self.rows[op.shard].expiry_moved_back {
                 " (an earlier write of that session landed after a later one and moved the \
@@ -3215,29 +3195,25 @@ impl Sim {
         let lease = ShardLease::taken(timings, sent, self.wall_at(i, sent));
         let cancelled = self.insts[i].coord.cancelled;
         let reader_token = self.token();
+        let settings = ReadSettings {
+            batch_size: u32::try_from(self.cfg.batch).expect("a small batch"),
+            poll_interval: self.cfg.poll,
+            window: usize::MAX,
+        };
         let session = Session {
             shard,
-            lease,
+            // `take`: the first iterator at the start it decided; later ones without a record
+            // handed out at `resume`.
+            machine: ShardMachine::new(lease, settings, start_idx.to_string(), resume),
             // `lease_drive` below asks the machine first.
             lease_task: LeaseTask::InFlight,
-            cancelled,
-            watermark: Watermark::default(),
-            reader: ReaderState::Ready,
+            reader: ReaderTask::Waiting,
             reader_token,
-            pos: start_idx,
-            last_call: self.now.saturating_sub(MIN_CALL_GAP),
-            batch: VecDeque::new(),
-            tracked: None,
-            next_none: false,
-            batch_empty: false,
-            failures: 0,
+            answer: None,
+            blocked: None,
+            cancelled,
             finish: FinishState::NotYet,
-            in_flight: 0,
-            iterator_tries: None,
             settled_upto: None,
-            resume,
-            handed: false,
-            first_start: start.clone(),
             start_idx,
             seek_floor: None,
             last_idx: None,
@@ -3265,22 +3241,19 @@ impl Sim {
     }
 
     /// `ShardHandle::stop`: the lease ran out by this instance's clock; no more deliveries;
-    /// wakes the lease's driver and a draining `finish`.
+    /// wakes the lease's driver and the reader.
     fn stop(&mut self, i: usize, sid: u64) {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        s.lease.run_out();
+        s.machine.run_out();
         self.lease_wake(i, sid);
-        self.drain_wake(i, sid);
+        self.reader_wake(i, sid, false);
     }
 
-    /// The reader's cancellation token fires: the read loop's and the drain's `select!` wake
-    /// (the lease's driver does not wait on it: it ends with the lease).
+    /// The reader's cancellation token fires: the reader's `select!` wakes, and drops the call
+    /// in flight (the lease's driver does not wait on it: it ends with the lease).
     fn cancel(&mut self, i: usize, sid: u64) {
-        let token = self.token();
-        let jitter = self.jitter();
-        let inc = self.insts[i].inc;
         let Some(s) = self.session(i, sid) else {
             return;
         };
@@ -3288,20 +3261,7 @@ impl Sim {
             return;
         }
         s.cancelled = true;
-        let wake_reader = s.reader != ReaderState::Done;
-        if wake_reader {
-            s.reader_token = token;
-            self.push(
-                self.now + jitter,
-                Ev::Reader {
-                    inst: i,
-                    inc,
-                    sid,
-                    token,
-                },
-            );
-        }
-        self.drain_wake(i, sid);
+        self.reader_wake(i, sid, true);
         self.maybe_end(i, sid);
     }
 
@@ -3313,7 +3273,7 @@ impl Sim {
         let FinishState::Done { finished } = s.finish else {
             return;
         };
-        if s.lease_task != LeaseTask::Done || s.reader != ReaderState::Done {
+        if s.lease_task != LeaseTask::Done || s.reader != ReaderTask::Done {
             return;
         }
         let shard = s.shard;
@@ -3334,7 +3294,7 @@ impl Sim {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        match s.lease.next(now, wall) {
+        match s.machine.next_write(now, wall) {
             Next::Send(write) => {
                 s.lease_task = LeaseTask::InFlight;
                 let kind = match &write {
@@ -3386,8 +3346,8 @@ impl Sim {
                     s.finish = FinishState::Done { finished };
                 }
                 if matches!(ending, Ending::Lost(_)) {
-                    // The lost lease ends the shard's other tasks; a draining `finish` sees it.
-                    self.drain_wake(i, sid);
+                    // The lost lease ends the shard's other tasks (`halted` wakes the reader).
+                    self.reader_wake(i, sid, false);
                     self.cancel(i, sid);
                 }
                 self.maybe_end(i, sid);
@@ -3456,309 +3416,268 @@ impl Sim {
                 Answer::Failed => {}
             }
         }
-        let held = !s.lease.is_lost();
-        s.lease.on_answer(now, answer);
-        if held && s.lease.ending() == Some(Ending::Lost(Lost::RanOut)) {
+        let held = !s.machine.is_lost();
+        s.machine.write_answered(now, answer);
+        if held && s.machine.ending() == Some(Ending::Lost(Lost::RanOut)) {
             self.stats.lapsed_by_clock += 1;
         }
         self.lease_drive(i, sid);
     }
 
-    // The read loop.
+    // `Reader::read`: it asks the session's machine what to do, makes the Kinesis call it names
+    // (answered by the simulated stream a moment later), hands out the record it names (waiting
+    // for room in the channel), or sleeps until the machine's timer or a wake.
 
-    fn reader_wake(&mut self, i: usize, sid: u64) {
-        let chaos = self.chaos();
-        let fails = chaos && self.rng.random_bool(self.cfg.p_kinesis);
-        let batch = self.cfg.batch;
-        let backoff_coin: u64 = self.rng.random_range(0..=u64::MAX);
+    /// `handle.read_wake.notify_one()` (or the cancel, `cancel`): a waiting reader's `select!`
+    /// wakes; a blocked one's too on the cancel, and a calling one drops its call.
+    fn reader_wake(&mut self, i: usize, sid: u64, cancel: bool) {
         let token = self.token();
+        let jitter = self.jitter();
         let inc = self.insts[i].inc;
-        let now = self.now;
-        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+        let Some(s) = self.session(i, sid) else {
             return;
         };
-        if s.reader == ReaderState::Done {
-            return;
-        }
-        if s.cancelled {
-            self.reader_stop(i, sid, Stop::Cancelled);
-            return;
-        }
-        if s.reader == ReaderState::Blocked {
-            self.reader_batch(i, sid);
-            return;
-        }
-        if self.stream.shards[s.shard].trimmed {
-            // `GetRecords` (or `GetShardIterator`) answered `ResourceNotFoundException`.
-            self.stats.gone += 1;
-            self.reader_stop(i, sid, Stop::Gone);
-            return;
-        }
-        if fails {
-            // `GetRecords` failed: a jittered exponential backoff.
-            s.failures += 1;
-            let ceiling = millis(
-                MIN_CALL_GAP
-                    .saturating_mul(1 << s.failures.min(5))
-                    .min(MAX_BACKOFF),
-            );
-            let gap = millis(MIN_CALL_GAP);
-            let wait = ms(gap + backoff_coin % (ceiling - gap + 1));
-            s.reader_token = token;
-            self.push(
-                now + wait,
-                Ev::Reader {
-                    inst: i,
-                    inc,
-                    sid,
-                    token,
-                },
-            );
-            return;
-        }
-        if let Some(tries) = s.iterator_tries {
-            // `fresh_iterator`: a `GetShardIterator` after the last record handed out (the
-            // session's position: the batch before was handed out whole).
-            let failed = chaos && self.rng.random_bool(self.cfg.p_iterator_fails);
-            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-                return;
-            };
-            if !failed {
-                s.iterator_tries = None;
-                if !s.handed {
-                    // No record handed out since the take or the seek: where the shard resumes
-                    // (the recorded start, not a later tip).
-                    let resume = if self.cfg.resume_at_recorded_start {
-                        s.resume.clone()
-                    } else {
-                        s.first_start.clone()
-                    };
-                    let shard = s.shard;
-                    let idx = self.stream.index_of(shard, &resume);
-                    let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-                        return;
-                    };
-                    s.pos = idx;
-                    s.start_idx = idx;
-                }
-            } else if tries + 1 >= ITERATOR_TRIES {
-                self.stats.unreadable += 1;
-                let stop = if self.cfg.unreadable_ends_shard {
-                    Stop::Ended
-                } else {
-                    Stop::Unreadable
-                };
-                self.reader_stop(i, sid, stop);
-                return;
-            } else {
-                s.iterator_tries = Some(tries + 1);
-            }
-            let ceiling = millis(
-                MIN_CALL_GAP
-                    .saturating_mul(1 << (tries + 1).min(5))
-                    .min(MAX_BACKOFF),
-            );
-            let gap = millis(MIN_CALL_GAP);
-            let wait = if failed {
-                ms(gap + backoff_coin % (ceiling - gap + 1))
-            } else {
-                MIN_CALL_GAP
-            };
-            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-                return;
-            };
-            s.reader_token = token;
-            self.push(
-                now + wait,
-                Ev::Reader {
-                    inst: i,
-                    inc,
-                    sid,
-                    token,
-                },
-            );
-            return;
-        }
-        if self.rng.random_bool(self.cfg.p_expire) {
-            // `GetRecords` answered `ExpiredIteratorException`.
-            self.stats.expired += 1;
-            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-                return;
-            };
-            s.iterator_tries = Some(0);
-            s.last_call = now;
-            s.reader_token = token;
-            self.push(
-                now + MIN_CALL_GAP,
-                Ev::Reader {
-                    inst: i,
-                    inc,
-                    sid,
-                    token,
-                },
-            );
-            return;
-        }
-        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-            return;
+        let wakes = match s.reader {
+            ReaderTask::Waiting => true,
+            ReaderTask::Calling | ReaderTask::Blocked => cancel,
+            ReaderTask::Done => false,
         };
-        s.failures = 0;
-        s.last_call = now;
-        let shard = &self.stream.shards[s.shard];
-        let len = shard.records.len();
-        let end = (s.pos + batch).min(len);
-        s.batch = (s.pos..end).collect();
-        s.batch_empty = s.batch.is_empty();
-        s.pos = end;
-        s.next_none = shard.info.closed && end == len;
-        self.reader_batch(i, sid);
+        if wakes {
+            s.reader_token = token;
+            self.push(
+                self.now + jitter,
+                Ev::Reader {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+        }
     }
 
-    fn reader_batch(&mut self, i: usize, sid: u64) {
-        let now = self.now;
-        let wall = self.wall(i);
+    /// The reader's pending wake-up fired: its timer, a wake, the answer of its call, or room in
+    /// the channel.
+    fn reader_woken(&mut self, i: usize, sid: u64) {
         let capacity = self.cfg.channel;
-        loop {
-            let inst = &mut self.insts[i];
-            let Some(s) = inst.sessions.get_mut(&sid) else {
-                return;
-            };
-            let Some(&idx) = s.batch.front() else {
-                break;
-            };
-            if s.tracked.is_none() {
-                if !s.lease.may_deliver(now, wall) {
-                    // The lease ran out by our clock (or was lost): deliver nothing more.
-                    if !s.lease.is_halted() {
-                        self.stats.lapsed_by_clock += 1;
-                    }
-                    self.stop(i, sid);
-                    self.reader_stop(i, sid, Stop::Cancelled);
+        let cancelled = self.session(i, sid).is_some_and(|s| s.cancelled);
+        let coin: u64 = self.rng.random_range(0..=u64::MAX);
+        let now = self.now;
+        let inst = &mut self.insts[i];
+        let Some(s) = inst.sessions.get_mut(&sid) else {
+            return;
+        };
+        match s.reader {
+            ReaderTask::Done => return,
+            ReaderTask::Calling => {
+                let answer = s.answer.take().expect("a call in flight has its answer");
+                if cancelled {
+                    // The cancel won the `select!`: the call is dropped.
+                    s.machine.cancel_reading();
+                } else {
+                    s.machine.read_answered(now, answer, coin);
+                }
+            }
+            ReaderTask::Blocked => {
+                if cancelled {
+                    // Dropped unsent: the message's drop forgets it.
+                    let msg = s
+                        .blocked
+                        .take()
+                        .expect("a blocked reader holds its delivery");
+                    s.machine.forget(msg.ticket);
+                    s.machine.cancel_reading();
+                } else if inst.channel.len() < capacity {
+                    let msg = s
+                        .blocked
+                        .take()
+                        .expect("a blocked reader holds its delivery");
+                    inst.channel.push_back(msg);
+                    self.dispatch_soon(i);
+                } else {
                     return;
                 }
-                let shard = s.shard;
-                let seq = self.stream.shards[shard].records[idx];
-                s.tracked = Some(s.watermark.push(Arc::from(seq.to_string())));
-                s.in_flight += 1;
-                self.handover_step(shard, sid, Step::Read);
             }
-            let inst = &mut self.insts[i];
-            let Some(s) = inst.sessions.get_mut(&sid) else {
-                return;
-            };
-            if inst.channel.len() >= capacity {
-                s.reader = ReaderState::Blocked;
-                return;
-            }
-            let ticket = s.tracked.take().expect("tracked above");
-            s.batch.pop_front();
-            s.handed = true;
-            let msg = Msg {
-                sid,
-                shard: s.shard,
-                idx,
-                ticket,
-                redelivery: false,
-            };
-            inst.channel.push_back(msg);
-            self.dispatch_soon(i);
-        }
-        let token = self.token();
-        let inc = self.insts[i].inc;
-        let poll = self.cfg.poll;
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        s.reader = ReaderState::Ready;
-        if s.next_none {
-            self.reader_stop(i, sid, Stop::Ended);
-            return;
-        }
-        let next = if s.batch_empty {
-            now + poll
-        } else {
-            (s.last_call + MIN_CALL_GAP).max(now)
-        };
-        s.reader_token = token;
-        self.push(
-            next,
-            Ev::Reader {
-                inst: i,
-                inc,
-                sid,
-                token,
-            },
-        );
-    }
-
-    fn reader_stop(&mut self, i: usize, sid: u64, stop: Stop) {
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        s.reader = ReaderState::Done;
-        // `Reader::finish`.
-        if s.lease.is_lost() {
-            s.finish = FinishState::Done { finished: false };
-            self.cancel(i, sid);
-            self.maybe_end(i, sid);
-            return;
-        }
-        match stop {
-            Stop::Ended => {
-                s.finish = FinishState::Drain;
-                if s.in_flight == 0 {
-                    self.end_shard(i, sid);
+            ReaderTask::Waiting => {
+                if cancelled {
+                    s.machine.cancel_reading();
                 }
             }
-            Stop::Cancelled => self.release_graceful(i, sid),
+        }
+        self.reader_drive(i, sid);
+    }
+
+    /// Executes what the machine asks until it waits, calls, blocks or finishes.
+    fn reader_drive(&mut self, i: usize, sid: u64) {
+        loop {
+            let now = self.now;
+            let wall = self.wall(i);
+            let capacity = self.cfg.channel;
+            let token = self.token();
+            let inc = self.insts[i].inc;
+            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                return;
+            };
+            let was_halted = s.machine.is_halted();
+            let step = s.machine.next_read(now, wall);
+            match step {
+                ReadStep::Call(call) => {
+                    let shard = s.shard;
+                    let answer = self.kinesis_answer(i, sid, shard, &call);
+                    let latency = ms(self.rng.random_range(1..=30));
+                    let Some(s) = self.session(i, sid) else {
+                        return;
+                    };
+                    s.answer = Some(answer);
+                    s.reader = ReaderTask::Calling;
+                    s.reader_token = token;
+                    self.push(
+                        now + latency,
+                        Ev::Reader {
+                            inst: i,
+                            inc,
+                            sid,
+                            token,
+                        },
+                    );
+                    return;
+                }
+                ReadStep::Deliver(record, ticket) => {
+                    let shard = s.shard;
+                    let msg = Msg {
+                        sid,
+                        shard,
+                        idx: record.idx,
+                        ticket,
+                        redelivery: false,
+                    };
+                    self.handover_step(shard, sid, Step::Read);
+                    let inst = &mut self.insts[i];
+                    let Some(s) = inst.sessions.get_mut(&sid) else {
+                        return;
+                    };
+                    if inst.channel.len() >= capacity {
+                        s.blocked = Some(msg);
+                        s.reader = ReaderTask::Blocked;
+                        return;
+                    }
+                    inst.channel.push_back(msg);
+                    self.dispatch_soon(i);
+                }
+                ReadStep::Wait(until) => {
+                    s.reader = ReaderTask::Waiting;
+                    s.reader_token = token;
+                    if let Some(at) = until {
+                        self.push(
+                            at.max(now),
+                            Ev::Reader {
+                                inst: i,
+                                inc,
+                                sid,
+                                token,
+                            },
+                        );
+                    }
+                    return;
+                }
+                ReadStep::Finish(stop) => {
+                    s.reader = ReaderTask::Done;
+                    if stop == Stop::Lost && !was_halted {
+                        self.stats.lapsed_by_clock += 1;
+                    }
+                    self.reader_finish(i, sid, stop);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The simulated stream's answer to `call` of session `sid` on `shard`: faults during the
+    /// chaos phase, an expired iterator now and then, `ResourceNotFoundException` once retention
+    /// trimmed the shard. An iterator is the index of the record it reads next.
+    fn kinesis_answer(
+        &mut self,
+        i: usize,
+        sid: u64,
+        shard: usize,
+        call: &Call,
+    ) -> Fetch<SimRecord> {
+        let chaos = self.chaos();
+        if self.stream.shards[shard].trimmed {
+            self.stats.gone += 1;
+            return Fetch::Gone;
+        }
+        match call {
+            Call::GetRecords(iterator) => {
+                if chaos && self.rng.random_bool(self.cfg.p_kinesis) {
+                    return Fetch::Failed;
+                }
+                if self.rng.random_bool(self.cfg.p_expire) {
+                    self.stats.expired += 1;
+                    return Fetch::Expired;
+                }
+                let from: usize = iterator.parse().expect("a simulated iterator");
+                let sim = &self.stream.shards[shard];
+                let len = sim.records.len();
+                let end = (from + self.cfg.batch).min(len);
+                let records = (from..end)
+                    .map(|idx| SimRecord {
+                        idx,
+                        sequence: Arc::from(sim.records[idx].to_string()),
+                    })
+                    .collect();
+                Fetch::Records {
+                    records,
+                    next: (!(sim.info.closed && end == len)).then(|| end.to_string()),
+                    millis_behind: Some(if end < len { 1_000 } else { 0 }),
+                }
+            }
+            Call::GetIterator(start) => {
+                if chaos && self.rng.random_bool(self.cfg.p_iterator_fails) {
+                    return Fetch::IteratorFailed;
+                }
+                let idx = self.stream.index_of(shard, start);
+                if !matches!(start, ShardStart::After(_))
+                    && let Some(s) = self.session(i, sid)
+                {
+                    // The ghost: where the session starts again.
+                    s.start_idx = idx;
+                }
+                Fetch::Iterator(idx.to_string())
+            }
+        }
+    }
+
+    /// `Reader::finish`: hands the shard back as the stop says.
+    fn reader_finish(&mut self, i: usize, sid: u64, stop: Stop) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        let shard = s.shard;
+        match stop {
             // No iterator could be had: handed back unread, not finished, and left to a backoff.
             Stop::Unreadable => {
-                let shard = s.shard;
+                self.stats.unreadable += 1;
                 self.delay_take(i, shard);
-                self.release_graceful(i, sid);
             }
             // Left the stream: released, and never taken again while it stays out of it.
             Stop::Gone => {
-                let shard = s.shard;
                 let id = self.id(shard);
                 self.insts[i].coord.gone.insert(id);
-                self.release_graceful(i, sid);
             }
+            Stop::Ended | Stop::Cancelled | Stop::Lost => {}
         }
-    }
-
-    /// The drain loop of `finish` woke (a settlement, the cancel, or a stop).
-    fn drain_wake(&mut self, i: usize, sid: u64) {
-        let coin = self.rng.random_bool(0.5);
-        let Some(s) = self.session(i, sid) else {
-            return;
-        };
-        if s.finish != FinishState::Drain {
-            return;
+        match stop.close() {
+            None => {
+                let Some(s) = self.session(i, sid) else {
+                    return;
+                };
+                s.finish = FinishState::Done { finished: false };
+                self.cancel(i, sid);
+                self.maybe_end(i, sid);
+            }
+            Some(how) => self.close(i, sid, how == Close::Finished),
         }
-        // `select!` between the cancel (`Drain::Cancelled`: handed back unfinished) and the
-        // settled notification (then the loop's top: the stopped check, then the drained one):
-        // when both are ready either may win.
-        let took_cancel = s.cancelled && (!s.lease.is_halted() || coin);
-        let drained = s.in_flight == 0;
-        if took_cancel {
-            self.release_graceful(i, sid);
-        } else if s.lease.is_halted() {
-            s.finish = FinishState::Done { finished: false };
-            self.maybe_end(i, sid);
-        } else if drained {
-            self.end_shard(i, sid);
-        }
-    }
-
-    /// Read to its end and drained: cancel, then `SHARD_END` and the release.
-    fn end_shard(&mut self, i: usize, sid: u64) {
-        self.close(i, sid, true);
-    }
-
-    /// Handed back unfinished: cancel, then the pending checkpoint and the release.
-    fn release_graceful(&mut self, i: usize, sid: u64) {
-        self.close(i, sid, false);
     }
 
     /// Both ends of `finish`: cancel, then `ShardHandle::close`, whose writes the lease's
@@ -3767,15 +3686,14 @@ impl Sim {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        // Out of the drain state first: the cancel below wakes it.
         s.finish = FinishState::Closing { end };
         self.cancel(i, sid);
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        s.lease
+        s.machine
             .close(if end { Close::Finished } else { Close::Release });
-        if s.lease.ending().is_some() {
+        if s.machine.ending().is_some() {
             // Lost before the close: nothing is written.
             s.finish = FinishState::Done { finished: false };
             self.maybe_end(i, sid);
@@ -3836,7 +3754,7 @@ impl Sim {
             let blocked: Vec<u64> = self.insts[i]
                 .sessions
                 .iter()
-                .filter(|(_, s)| s.reader == ReaderState::Blocked)
+                .filter(|(_, s)| s.reader == ReaderTask::Blocked)
                 .map(|(&sid, _)| sid)
                 .collect();
             let inc = self.insts[i].inc;
@@ -3867,15 +3785,16 @@ impl Sim {
         let wall = self.wall(i);
         if self.cfg.handler_checks_lease {
             let drops_stale = self.cfg.seek_drops_stale;
+            // `ShardHandle::check`, the machine's `standing`.
             let withheld = match self.insts[i].sessions.get_mut(&msg.sid) {
                 None => Some(false),
-                Some(s) if s.lease.is_halted() => Some(false),
-                // A seek since it was read: its position delivers what follows it.
-                Some(s) if drops_stale && s.watermark.generation() != msg.ticket.generation => {
-                    Some(false)
-                }
-                Some(s) if !s.lease.may_deliver(now, wall) => Some(true),
-                Some(_) => None,
+                Some(s) => match s.machine.standing(msg.ticket, now, wall) {
+                    Standing::Stopped => Some(false),
+                    Standing::RanOut => Some(true),
+                    // A seek since it was read: its position delivers what follows it.
+                    Standing::Stale if drops_stale => Some(false),
+                    Standing::Stale | Standing::Current => None,
+                },
             };
             if let Some(lapsed) = withheld {
                 self.stats.withheld += 1;
@@ -3904,10 +3823,12 @@ impl Sim {
     /// `ShardHandle::forget`: a delivery that never reached its handler (or came back to a
     /// stopped shard) moves nothing, and no longer counts as in flight.
     fn forget(&mut self, i: usize, msg: Msg) {
-        if let Some(s) = self.session(i, msg.sid) {
-            s.in_flight = s.in_flight.saturating_sub(1);
+        let wake = self
+            .session(i, msg.sid)
+            .is_some_and(|s| s.machine.forget(msg.ticket));
+        if wake {
+            self.reader_wake(i, msg.sid, false);
         }
-        self.drain_wake(i, msg.sid);
     }
 
     /// What a handler slot does once free: the graceful stop drops the subscription once its
@@ -3932,11 +3853,11 @@ impl Sim {
         let Some(s) = self.session(i, msg.sid) else {
             return false;
         };
-        let stale = s.watermark.generation() != msg.ticket.generation;
-        if s.lease.is_halted() || (stale && drops_stale) {
+        let stale = s.machine.generation() != msg.ticket.generation;
+        if s.machine.is_halted() || (stale && drops_stale) {
             return false;
         }
-        if checks_lease && !s.lease.may_deliver(now, wall) {
+        if checks_lease && !s.machine.may_deliver(now, wall) {
             // `may_deliver`: the lease ran out by our clock; stop the shard for good.
             self.stop(i, msg.sid);
             return false;
@@ -4008,7 +3929,7 @@ impl Sim {
             return;
         };
         let (deadline, lost) = (s.deadline, s.lost);
-        let stale = s.watermark.generation() != msg.ticket.generation;
+        let stale = s.machine.generation() != msg.ticket.generation;
         let shard = msg.shard;
         let idx = msg.idx;
         if stale {
@@ -4054,17 +3975,41 @@ impl Sim {
                 self.after_handler(i);
                 return;
             }
-            // `hand_back`: a delivery of a stopped shard, or one a seek made stale, is forgotten.
-            let again = self.session(i, msg.sid).is_some_and(|s| {
-                !s.lease.is_halted() && s.watermark.generation() == msg.ticket.generation
-            });
-            if again {
-                self.insts[i].channel.push_back(Msg {
-                    redelivery: true,
-                    ..msg
-                });
-            } else {
-                self.forget(i, msg);
+            // `hand_back`: a delivery of a stopped shard, or one a seek made stale, is forgotten;
+            // the redelivery task sends a kept one again once due (at once here).
+            let now = self.now;
+            let wall = self.wall(i);
+            let sequence = Arc::from(self.stream.shards[msg.shard].records[msg.idx].to_string());
+            let record = SimRecord {
+                idx: msg.idx,
+                sequence,
+            };
+            let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
+                self.after_handler(i);
+                return;
+            };
+            match s
+                .machine
+                .hand_back(now, record, msg.ticket, 1, Duration::ZERO, false)
+            {
+                HandedBack::Kept => match s.machine.next_redelivery(now, wall) {
+                    Redeliver::Deliver(again) => {
+                        self.insts[i].channel.push_back(Msg {
+                            idx: again.record.idx,
+                            ticket: again.ticket,
+                            redelivery: true,
+                            ..msg
+                        });
+                    }
+                    Redeliver::Halted => self.stop(i, msg.sid),
+                    Redeliver::Wait(_) => unreachable!("handed back due at once"),
+                },
+                HandedBack::Forgotten { wake_reader } => {
+                    if wake_reader {
+                        self.reader_wake(i, msg.sid, false);
+                    }
+                }
+                HandedBack::Refused => unreachable!("the simulated broker does not shut down"),
             }
             self.after_handler(i);
             return;
@@ -4073,17 +4018,19 @@ impl Sim {
         // `ShardHandle::settle`.
         let records = &self.stream.shards[msg.shard].records;
         if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
-            s.in_flight = s.in_flight.saturating_sub(1);
             // Refused once no checkpoint of the shard will be written any more.
-            if s.lease.takes_settlements()
-                && let Some(checkpoint) = s.watermark.settle(msg.ticket)
-            {
-                let seq: u64 = checkpoint.parse().expect("a sequence number");
-                s.settled_upto = records.binary_search(&seq).ok();
-                s.lease.checkpoint_ready(checkpoint);
-                self.lease_wake(i, msg.sid);
+            if let Ok(settled) = s.machine.settle(msg.ticket, false) {
+                if let Some(upto) = &settled.grown_to {
+                    let seq: u64 = upto.parse().expect("a sequence number");
+                    s.settled_upto = records.binary_search(&seq).ok();
+                }
+                if settled.checkpoint {
+                    self.lease_wake(i, msg.sid);
+                }
+                if settled.wake_reader {
+                    self.reader_wake(i, msg.sid, false);
+                }
             }
-            self.drain_wake(i, msg.sid);
         }
         self.after_handler(i);
     }
@@ -4116,20 +4063,14 @@ impl Sim {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        if s.cancelled || s.lease.is_halted() {
+        if s.cancelled || s.machine.is_halted() {
             return;
         }
-        s.watermark.reset();
-        s.lease.drop_pending();
+        // `seek_live` resolved the iterator (here: the target's index); `ShardHandle::seek`.
+        let restarts = s.machine.seek(target.to_string(), start);
         s.settled_upto = None;
         let floor = Mark::Seq(seq);
         s.seek_floor = Some(s.seek_floor.map_or(floor, |known| known.min(floor)));
-        let restarts = match (s.reader, s.finish) {
-            (ReaderState::Ready | ReaderState::Blocked, FinishState::NotYet) => true,
-            // `drain` sees the seek and goes back to reading.
-            (ReaderState::Done, FinishState::Drain) => true,
-            _ => false,
-        };
         self.stats.seeks += 1;
         self.log(|| format!("i{i} seeks shard {shard} (session {sid}) to #{target}"));
         if !restarts {
@@ -4145,39 +4086,12 @@ impl Sim {
         // What a graceful stop covered is read again from the target, by this owner and, once
         // its checkpoint moved back, by the next one.
         g.covered_upto = g.covered_upto.min(target);
-        let token = self.token();
-        let jitter = self.jitter();
-        let inc = self.insts[i].inc;
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        if s.tracked.take().is_some() {
-            // The record the reader was about to hand out is of the old position.
-            s.in_flight -= 1;
-        }
-        s.batch.clear();
-        s.pos = target;
-        s.next_none = false;
-        s.batch_empty = false;
-        s.iterator_tries = None;
-        s.failures = 0;
-        s.resume = start.clone();
-        s.first_start = start;
-        s.handed = false;
         s.start_idx = target;
         s.last_idx = None;
-        s.reader = ReaderState::Ready;
-        s.finish = FinishState::NotYet;
-        s.reader_token = token;
-        self.push(
-            self.now + jitter,
-            Ev::Reader {
-                inst: i,
-                inc,
-                sid,
-                token,
-            },
-        );
+        self.reader_wake(i, sid, false);
     }
 
     // ----- liveness -------------------------------------------------------------------------
@@ -4327,7 +4241,7 @@ impl Sim {
                         .running
                         .get(&shard)
                         .and_then(|sid| inst.sessions.get(sid))
-                        .is_some_and(|s| !s.lease.is_halted() && !s.cancelled)
+                        .is_some_and(|s| !s.machine.is_halted() && !s.cancelled)
             });
             if eligible && !served {
                 let since = *self.ghost[shard].unserved_since.get_or_insert(self.now);
@@ -4588,29 +4502,8 @@ fn a_resend_refused_by_its_own_landed_write_is_a_success() {
     );
 }
 
-/// Pins the loss the review found: a reader that could get no fresh iterator (after an expiry)
-/// took the missing iterator for the shard's end and wrote `SHARD_END` for an open shard, which
-/// no instance read again. It now hands the shard back unread; without that, records are lost.
-#[test]
-fn a_reader_that_takes_a_missing_iterator_for_the_end_loses_records() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.unreadable_ends_shard = true;
-        cfg.p_expire = 0.2;
-        cfg.p_iterator_fails = 0.9;
-        cfg.chaos = cfg.timings.lease() * 8;
-    };
-    assert_caught(
-        200,
-        &tweak,
-        "at least once",
-        "no schedule lost records behind a missing iterator",
-    );
-}
-
-/// Pins the wedge `nack(true)` answering `Unsupported` caused: the delivery stayed unsettled
-/// for good (the runtime's copy of it was handled elsewhere), so its shard's checkpoint froze
-/// behind it and a closed shard never reached `SHARD_END`. A handed-back delivery now comes
-/// back to its session; without that the no-wedge check fails.
+/// Pins item 13 of the review: a delivery read before a seek is dropped in front of its
+/// handler; without the generation check it reaches one after the seek returned.
 #[test]
 fn a_delivery_read_before_a_seek_reaches_its_handler_after_it_without_the_generation_check() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
@@ -4628,24 +4521,10 @@ fn a_delivery_read_before_a_seek_reaches_its_handler_after_it_without_the_genera
     );
 }
 
-#[test]
-fn a_fresh_iterator_that_resolves_the_tip_again_skips_records() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.resume_at_recorded_start = false;
-        cfg.initial = KinesisPosition::Latest;
-        cfg.p_expire = 0.3;
-        cfg.p_iterator_fails = 0.8;
-        cfg.p_kinesis = 0.1;
-        cfg.write_gap_ms = (10, 40);
-    };
-    assert_caught(
-        300,
-        &tweak,
-        "owed",
-        "no schedule skipped records behind a tip resolved again",
-    );
-}
-
+/// Pins the wedge `nack(true)` answering `Unsupported` caused: the delivery stayed unsettled
+/// for good (the runtime's copy of it was handled elsewhere), so its shard's checkpoint froze
+/// behind it and a closed shard never reached `SHARD_END`. A handed-back delivery now comes
+/// back to its session; without that the no-wedge check fails.
 #[test]
 fn a_retried_record_that_never_comes_back_wedges_its_shard() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {

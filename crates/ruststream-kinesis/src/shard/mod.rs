@@ -1,8 +1,11 @@
-//! What the reader of one shard shares with its deliveries and its lease writer: the
-//! watermark, the records handed back, and the shard's [`ShardLease`] (its deadline, the
-//! pending checkpoint, the write in flight and the closing writes).
+//! One held shard: its pure [`ShardMachine`] (the lease, the reading, the watermark, the
+//! deliveries in flight and the records handed back) behind the mutex that the shard's tasks
+//! (`reader/`) and its deliveries share, and the wake-ups between them. Every decision is the
+//! machine's; this file reads the clocks and wakes whoever must act.
 
 pub(crate) mod lease;
+pub(crate) mod machine;
+pub(crate) mod read;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,10 +19,13 @@ use ruststream::AckError;
 
 use crate::lease::LeaseKey;
 use crate::message::{Check, Settlement};
+use crate::position::ShardStart;
 use crate::record::Record;
-use crate::watermark::{Ticket, Watermark};
+use crate::watermark::Ticket;
 use crate::{KinesisError, epoch_millis};
 pub(crate) use lease::{Answer, Close, Ending, Lost, Next, ShardLease, Write};
+pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, ShardMachine, Standing};
+pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 
 /// When a call that grants the lease (a take, a renewal, a checkpoint that renews) was sent, by
 /// both of this instance's clocks.
@@ -38,51 +44,15 @@ impl Sent {
     }
 }
 
-/// A seek the seeker resolved for one shard: an iterator Kinesis gave for the position, and where
-/// later iterators start until a record is delivered.
-#[derive(Debug, Clone)]
-pub(crate) struct Restart {
-    pub(crate) iterator: String,
-    pub(crate) resume: crate::position::ShardStart,
-    /// The watermark generation the seek started: records of this iterator are tracked in it.
-    pub(crate) generation: u64,
-}
-
-/// A record a handler handed back (`nack(true)`, `nack_after`, or dropped unsettled), waiting to
-/// be delivered again.
-#[derive(Debug)]
-pub(crate) struct Redelivery {
-    pub(crate) record: Record,
-    pub(crate) ticket: Ticket,
-    /// How many times it was delivered so far.
-    pub(crate) attempts: u64,
-    /// Not before this moment.
-    pub(crate) due: Instant,
-}
-
-#[derive(Debug)]
-struct ShardState {
-    watermark: Watermark,
-    /// Deliveries handed out and neither settled nor dropped, of any seek generation: a closed
-    /// shard is finished only once this is zero.
-    in_flight: usize,
-    /// Records handed back, in the order they are due.
-    retries: Vec<Redelivery>,
-    /// A settlement or hand-back was refused because the broker shut down: the record was not
-    /// settled, so the shard is never finished by this instance (`SHARD_END` would pass it).
-    refused: bool,
-    lease: ShardLease,
-}
-
 /// One shard this instance holds the lease of.
 #[derive(Debug)]
 pub(crate) struct ShardHandle {
     pub(crate) key: LeaseKey,
-    state: Mutex<ShardState>,
+    machine: Mutex<ShardMachine<Instant, Record>>,
     /// Wakes the lease writer: a checkpoint is pending, the shard is closing or stopped.
     pub(crate) wake: Notify,
-    /// Wakes a reader waiting for every delivery to be settled.
-    pub(crate) settled: Notify,
+    /// Wakes the reader: a seek, room in the window, a drained shard, a stop.
+    pub(crate) read_wake: Notify,
     /// Wakes the redelivery task when a record was handed back.
     pub(crate) handed_back: Notify,
     /// Wakes whoever waits for the lease to end (the reader's `finish`).
@@ -92,87 +62,83 @@ pub(crate) struct ShardHandle {
 }
 
 impl ShardHandle {
-    /// The handle of a shard whose take granted `lease`.
-    pub(crate) fn new(key: LeaseKey, broker_closed: Arc<AtomicBool>, lease: ShardLease) -> Self {
+    /// The handle of a shard held as `machine` says.
+    pub(crate) fn new(
+        key: LeaseKey,
+        broker_closed: Arc<AtomicBool>,
+        machine: ShardMachine<Instant, Record>,
+    ) -> Self {
         Self {
             key,
-            state: Mutex::new(ShardState {
-                watermark: Watermark::default(),
-                in_flight: 0,
-                retries: Vec::new(),
-                refused: false,
-                lease,
-            }),
+            machine: Mutex::new(machine),
             wake: Notify::new(),
-            settled: Notify::new(),
+            read_wake: Notify::new(),
             handed_back: Notify::new(),
             ended: Notify::new(),
             broker_closed,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, ShardState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, ShardMachine<Instant, Record>> {
+        self.machine.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The watermark's generation: a seek starts a new one.
-    pub(crate) fn generation(&self) -> u64 {
-        self.lock().watermark.generation()
+    fn closed(&self) -> bool {
+        self.broker_closed.load(Ordering::Acquire)
     }
 
-    /// Records a delivery about to be handed out, unless a seek started a new generation since
-    /// the record was fetched in `generation`.
-    pub(crate) fn track(&self, sequence: Arc<str>, generation: u64) -> Option<Ticket> {
-        let mut state = self.lock();
-        if state.watermark.generation() != generation {
-            return None;
+    /// What the reader does next.
+    pub(crate) fn next_read(&self) -> ReadStep<Record, Instant> {
+        let step = self.lock().next_read(Instant::now(), epoch_millis());
+        if matches!(step, ReadStep::Finish(Stop::Lost)) {
+            self.halted();
         }
-        state.in_flight += 1;
-        Some(state.watermark.push(sequence))
+        step
+    }
+
+    /// The reader's call answered `fetch`.
+    pub(crate) fn read_answered(&self, fetch: Fetch<Record>) {
+        let coin = rand::random::<u64>();
+        self.lock().read_answered(Instant::now(), fetch, coin);
+    }
+
+    /// The reader was cancelled.
+    pub(crate) fn cancel_reading(&self) {
+        self.lock().cancel_reading();
     }
 
     /// Settles one delivery; a grown prefix becomes the pending checkpoint. A settlement that can
     /// no longer be checkpointed (the lease is lost, the shard was handed back) is refused: the
     /// shard's next owner delivers the record again.
     pub(crate) fn settle(&self, ticket: Ticket) -> Result<(), KinesisError> {
-        let mut state = self.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
-        if self.broker_closed.load(Ordering::Acquire) {
-            state.refused = true;
-            drop(state);
-            self.settled.notify_waiters();
-            return Err(KinesisError::ShutDown {
+        let closed = self.closed();
+        let settled = self.lock().settle(ticket, closed);
+        match settled {
+            Ok(settled) => {
+                if settled.checkpoint {
+                    self.wake.notify_one();
+                }
+                if settled.wake_reader {
+                    self.read_wake.notify_one();
+                }
+                Ok(())
+            }
+            Err(Refusal::ShutDown) => Err(KinesisError::ShutDown {
                 what: "settling a delivery",
-            });
-        }
-        if !state.lease.takes_settlements() {
-            drop(state);
-            self.settled.notify_waiters();
-            return Err(KinesisError::SettledAfterHandover {
+            }),
+            Err(Refusal::Handover) => Err(KinesisError::SettledAfterHandover {
                 stream: self.key.stream().to_owned(),
                 shard: self.key.shard().to_owned(),
-            });
+            }),
         }
-        let grown = state
-            .watermark
-            .settle(ticket)
-            .is_some_and(|checkpoint| state.lease.checkpoint_ready(checkpoint));
-        drop(state);
-        if grown {
-            self.wake.notify_one();
-        }
-        self.settled.notify_waiters();
-        Ok(())
     }
 
     /// Lets go of a delivery that never reached its handler: it moves no checkpoint, and the
     /// shard's next owner (or the seek that made it stale) delivers it again.
     pub(crate) fn forget(&self, ticket: Ticket) {
-        let _ = ticket;
-        let mut state = self.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
-        drop(state);
-        self.settled.notify_waiters();
+        if self.lock().forget(ticket) {
+            self.read_wake.notify_one();
+        }
     }
 
     /// Takes back a delivery its handler did not settle, to deliver it again `delay` from now,
@@ -185,130 +151,73 @@ impl ShardHandle {
         attempts: u64,
         delay: Duration,
     ) -> Result<(), KinesisError> {
-        let closed = self.broker_closed.load(Ordering::Acquire);
-        let mut state = self.lock();
-        if closed || state.lease.is_halted() || ticket.generation != state.watermark.generation() {
-            state.in_flight = state.in_flight.saturating_sub(1);
-            state.refused |= closed;
-            drop(state);
-            self.settled.notify_waiters();
-            return if closed {
-                Err(KinesisError::ShutDown {
-                    what: "handing a delivery back",
-                })
-            } else {
+        let closed = self.closed();
+        let handed = self
+            .lock()
+            .hand_back(Instant::now(), record, ticket, attempts, delay, closed);
+        match handed {
+            HandedBack::Kept => {
+                self.handed_back.notify_one();
                 Ok(())
-            };
+            }
+            HandedBack::Forgotten { wake_reader } => {
+                if wake_reader {
+                    self.read_wake.notify_one();
+                }
+                Ok(())
+            }
+            HandedBack::Refused => Err(KinesisError::ShutDown {
+                what: "handing a delivery back",
+            }),
         }
-        let due = Instant::now() + delay;
-        let at = state.retries.partition_point(|waiting| waiting.due <= due);
-        state.retries.insert(
-            at,
-            Redelivery {
-                record,
-                ticket,
-                attempts,
-                due,
-            },
-        );
-        drop(state);
+    }
+
+    /// The next handed-back record to deliver again, or when one falls due.
+    pub(crate) fn next_redelivery(&self) -> Redeliver<Record, Instant> {
+        let next = self.lock().next_redelivery(Instant::now(), epoch_millis());
+        if matches!(next, Redeliver::Halted) {
+            self.halted();
+        }
+        next
+    }
+
+    /// A seek resolved `iterator`: the shard forgets every delivery of the old position, and its
+    /// reader restarts at `iterator`.
+    pub(crate) fn seek(&self, iterator: String, resume: ShardStart) {
+        self.lock().seek(iterator, resume);
+        self.read_wake.notify_one();
         self.handed_back.notify_one();
-        Ok(())
-    }
-
-    /// The handed-back records due at `now`, in order, and when the next one falls due.
-    pub(crate) fn take_due(&self, now: Instant) -> (Vec<Redelivery>, Option<Instant>) {
-        let mut state = self.lock();
-        let generation = state.watermark.generation();
-        // A seek since the hand-back: the seek's position delivers what follows it.
-        let before = state.retries.len();
-        state
-            .retries
-            .retain(|waiting| waiting.ticket.generation == generation);
-        let stale = before - state.retries.len();
-        state.in_flight = state.in_flight.saturating_sub(stale);
-        let due_now = state.retries.partition_point(|waiting| waiting.due <= now);
-        let due: Vec<Redelivery> = state.retries.drain(..due_now).collect();
-        let next = state.retries.first().map(|waiting| waiting.due);
-        (due, next)
-    }
-
-    /// Whether every delivery of this shard was settled (or dropped after a seek or a stop).
-    /// Never after a settlement the broker's shutdown refused: that record is the next owner's.
-    pub(crate) fn is_drained(&self) -> bool {
-        let state = self.lock();
-        state.in_flight == 0 && !state.refused
-    }
-
-    /// How many deliveries of the current generation wait for a settlement at or behind the
-    /// oldest unsettled one: what the shard holds in memory while a record stays unsettled.
-    pub(crate) fn unsettled(&self) -> usize {
-        self.lock().watermark.unsettled()
-    }
-
-    /// Forgets every delivery, handed-back record and pending checkpoint (a seek); answers the
-    /// new generation.
-    pub(crate) fn reset(&self) -> u64 {
-        let mut state = self.lock();
-        state.watermark.reset();
-        state.lease.drop_pending();
-        // The seek's position delivers what follows it: records waiting to come back do not,
-        // and a closed shard need not wait for their timers to finish.
-        let dropped = state.retries.len();
-        state.retries.clear();
-        state.in_flight = state.in_flight.saturating_sub(dropped);
-        let generation = state.watermark.generation();
-        drop(state);
-        self.settled.notify_waiters();
-        self.handed_back.notify_one();
-        generation
-    }
-
-    /// Whether this instance may still deliver from the shard: it holds it, and the lease is
-    /// valid by both of its clocks.
-    pub(crate) fn may_deliver(&self) -> bool {
-        self.lock()
-            .lease
-            .may_deliver(Instant::now(), epoch_millis())
     }
 
     /// Stops deliveries from this shard at once, and writes no checkpoint of it any more: its
     /// lease ran out by this instance's clock. A shard already closing goes on closing.
+    #[cfg(test)]
     pub(crate) fn stop(&self) {
-        self.lock().lease.run_out();
+        self.lock().run_out();
         self.halted();
     }
 
     /// Wakes everyone who must see that the shard delivers nothing more.
     fn halted(&self) {
         self.wake.notify_one();
-        self.settled.notify_waiters();
+        self.read_wake.notify_one();
         self.ended.notify_waiters();
     }
 
     /// Whether the shard delivers nothing more: its lease is lost, or it is being handed back.
+    #[cfg(test)]
     pub(crate) fn is_stopped(&self) -> bool {
-        self.lock().lease.is_halted()
-    }
-
-    /// Whether the lease is lost (refused, or run out): the shard is left without a checkpoint.
-    pub(crate) fn is_lost(&self) -> bool {
-        self.lock().lease.is_lost()
+        self.lock().is_halted()
     }
 
     /// What the lease writer does next (a write it sends now, or how long it waits).
     pub(crate) fn next_write(&self) -> Next<Instant> {
-        self.lock().lease.next(Instant::now(), epoch_millis())
+        self.lock().next_write(Instant::now(), epoch_millis())
     }
 
     /// The store answered the write in flight.
     pub(crate) fn answer(&self, answer: Answer) {
-        let ended = {
-            let mut state = self.lock();
-            state.lease.on_answer(Instant::now(), answer);
-            state.lease.ending().is_some()
-        };
-        if ended {
+        if self.lock().write_answered(Instant::now(), answer) {
             self.halted();
         }
     }
@@ -323,14 +232,13 @@ impl ShardHandle {
             let mut ended = std::pin::pin!(ended);
             ended.as_mut().enable();
             {
-                let mut state = self.lock();
-                state.lease.close(how);
-                if let Some(ending) = state.lease.ending() {
+                let mut machine = self.lock();
+                machine.close(how);
+                if let Some(ending) = machine.ending() {
                     return ending;
                 }
             }
             self.wake.notify_one();
-            self.settled.notify_waiters();
             ended.await;
         }
     }
@@ -360,27 +268,23 @@ impl Settlement for ShardHandle {
     }
 
     fn check(&self, ticket: Ticket, _shard: &str) -> Check {
-        if self.is_stopped() {
-            return Check::Stopped;
-        }
-        if !self.may_deliver() {
-            // Another instance may hold the shard by now; stopping it also ends its reader, so
-            // nothing waits on this record.
-            self.stop();
-            return Check::RanOut;
-        }
-        if self.generation() == ticket.generation {
-            Check::Current
-        } else {
-            Check::Stale
+        let standing = self.lock().standing(ticket, Instant::now(), epoch_millis());
+        match standing {
+            Standing::Stopped => Check::Stopped,
+            Standing::RanOut => {
+                // Another instance may hold the shard by now; stopping it also ends its reader,
+                // so nothing waits on this record.
+                self.halted();
+                Check::RanOut
+            }
+            Standing::Stale => Check::Stale,
+            Standing::Current => Check::Current,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::LeaseTimings;
 
@@ -394,79 +298,68 @@ mod tests {
         }
     }
 
-    /// The handle of a shard taken just now.
-    fn taken() -> ShardHandle {
+    /// The handle of a shard taken just now (`closed`: the broker's shutdown flag), and the
+    /// tickets of `sequences`, read and handed out.
+    fn taken(closed: &Arc<AtomicBool>, sequences: &[&str]) -> (ShardHandle, Vec<Ticket>) {
         let sent = Sent::now();
-        ShardHandle::new(
-            LeaseKey::new("orders", "shardId-000000000000"),
-            Arc::default(),
+        let machine = ShardMachine::new(
             ShardLease::taken(LeaseTimings::default(), sent.at, sent.at_ms),
-        )
+            ReadSettings {
+                batch_size: 100,
+                poll_interval: Duration::from_secs(1),
+                window: 1000,
+            },
+            "iterator".to_owned(),
+            ShardStart::At(crate::KinesisPosition::TrimHorizon),
+        );
+        let handle = ShardHandle::new(
+            LeaseKey::new("orders", "shardId-000000000000"),
+            Arc::clone(closed),
+            machine,
+        );
+        assert!(matches!(
+            handle.next_read(),
+            ReadStep::Call(Call::GetRecords(_))
+        ));
+        handle.read_answered(Fetch::Records {
+            records: sequences.iter().map(|s| record(s)).collect(),
+            next: Some("next".to_owned()),
+            millis_behind: Some(0),
+        });
+        let mut tickets = Vec::new();
+        while let ReadStep::Deliver(_, ticket) = handle.next_read() {
+            tickets.push(ticket);
+        }
+        (handle, tickets)
     }
 
     #[test]
-    fn a_seek_drops_the_records_waiting_to_come_back() {
-        let handle = taken();
-        let ticket = handle.track(Arc::from("1"), 0).unwrap();
-        handle
-            .hand_back(record("1"), ticket, 1, Duration::from_secs(3600))
-            .unwrap();
-        assert!(
-            !handle.is_drained(),
-            "a record waits to come back in an hour"
-        );
-        handle.reset();
-        assert!(
-            handle.is_drained(),
-            "after a seek nothing waits: a closed shard need not wait out the retry's timer"
-        );
-        assert!(
-            handle
-                .take_due(Instant::now() + Duration::from_secs(7200))
-                .0
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn a_settlement_after_the_lease_was_lost_is_refused() {
-        let handle = taken();
-        let ticket = handle.track(Arc::from("1"), 0).unwrap();
+    fn settlements_the_shard_can_no_longer_take_are_refused_naming_why() {
+        let closed = Arc::new(AtomicBool::new(false));
+        let (handle, tickets) = taken(&closed, &["1", "2"]);
+        handle.settle(tickets[0]).unwrap();
         handle.stop();
-        let err = handle.settle(ticket).unwrap_err();
+        let err = handle.settle(tickets[1]).unwrap_err();
         assert!(
-            matches!(err, KinesisError::SettledAfterHandover { .. }),
+            matches!(err, KinesisError::SettledAfterHandover { ref shard, .. } if shard == "shardId-000000000000"),
             "{err}"
         );
-        assert_eq!(
-            handle.next_write(),
-            Next::Ended(Ending::Lost(Lost::RanOut)),
-            "nothing to write"
-        );
-    }
-
-    #[test]
-    fn a_settlement_that_grows_the_prefix_is_the_next_write() {
-        let handle = taken();
-        let first = handle.track(Arc::from("1"), 0).unwrap();
-        let second = handle.track(Arc::from("2"), 0).unwrap();
-        handle.settle(second).unwrap();
-        assert!(
-            matches!(handle.next_write(), Next::Wait(Some(_))),
-            "nothing settled in order yet"
-        );
-        handle.settle(first).unwrap();
-        assert_eq!(
-            handle.next_write(),
-            Next::Send(Write::Checkpoint(Arc::from("2")))
-        );
+        let (handle, tickets) = taken(&closed, &["1"]);
+        closed.store(true, Ordering::Release);
+        let err = handle.settle(tickets[0]).unwrap_err();
+        assert!(matches!(err, KinesisError::ShutDown { .. }), "{err}");
+        let err = handle
+            .hand_back(record("1"), tickets[0], 1, Duration::ZERO)
+            .unwrap_err();
+        assert!(matches!(err, KinesisError::ShutDown { .. }), "{err}");
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_close_waits_for_the_write_in_flight_then_its_final_writes() {
-        let handle = Arc::new(taken());
-        let ticket = handle.track(Arc::from("1"), 0).unwrap();
-        handle.settle(ticket).unwrap();
+        let closed = Arc::new(AtomicBool::new(false));
+        let (handle, tickets) = taken(&closed, &["1"]);
+        let handle = Arc::new(handle);
+        handle.settle(tickets[0]).unwrap();
         let Next::Send(Write::Checkpoint(_)) = handle.next_write() else {
             panic!("the checkpoint goes out");
         };
@@ -486,39 +379,5 @@ mod tests {
         assert_eq!(handle.next_write(), Next::Send(Write::Release));
         handle.answer(Answer::Done);
         assert_eq!(closing.await.unwrap(), Ending::Closed { written: true });
-    }
-
-    #[test]
-    fn a_shard_whose_settlement_the_shutdown_refused_is_never_drained() {
-        let closed = Arc::new(AtomicBool::new(false));
-        let sent = Sent::now();
-        let handle = ShardHandle::new(
-            LeaseKey::new("orders", "shardId-000000000000"),
-            Arc::clone(&closed),
-            ShardLease::taken(LeaseTimings::default(), sent.at, sent.at_ms),
-        );
-        let first = handle.track(Arc::from("1"), 0).unwrap();
-        let last = handle.track(Arc::from("2"), 0).unwrap();
-        handle.settle(first).unwrap();
-        closed.store(true, Ordering::Release);
-        let err = handle.settle(last).unwrap_err();
-        assert!(matches!(err, KinesisError::ShutDown { .. }), "{err}");
-        assert!(
-            !handle.is_drained(),
-            "record 2 was not settled: a closed shard must not be finished past it"
-        );
-    }
-
-    #[test]
-    fn after_a_suspension_longer_than_the_lease_the_shard_delivers_nothing() {
-        let timings = LeaseTimings::default();
-        assert!(taken().may_deliver());
-        // A take sent before a 60 s suspension: by the monotonic clock it was sent just now.
-        let suspended = ShardHandle::new(
-            LeaseKey::new("orders", "shardId-000000000001"),
-            Arc::default(),
-            ShardLease::taken(timings, Instant::now(), epoch_millis() - 60_000),
-        );
-        assert!(!suspended.may_deliver());
     }
 }

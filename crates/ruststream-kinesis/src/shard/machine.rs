@@ -1,0 +1,424 @@
+//! One held shard as one state machine with no I/O and no clock of its own: its lease
+//! ([`ShardLease`]: the deadline, renewals, checkpoint writes, the closing writes), its reading
+//! ([`ReadState`]: calls, pacing, backoff, iterators, seeks), its watermark (the settled prefix
+//! that becomes the checkpoint), the deliveries in flight and the records handed back. Every
+//! input carries `now` (and the wall clock where the lease is checked); every output is a call,
+//! a delivery, a store write or a wait. [`ShardHandle`](super::ShardHandle) holds it behind a
+//! mutex for the reader's tasks and the deliveries; the simulation holds it on a virtual clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::lease::{Answer, Close, Ending, Moment, Next, ShardLease};
+use super::read::{Call, Fetch, Phase, ReadSettings, ReadState, Sequenced, Stop, Want};
+use crate::position::ShardStart;
+use crate::watermark::{Ticket, Watermark};
+
+/// A record a handler handed back (`nack(true)`, `nack_after`, or dropped unsettled), waiting to
+/// be delivered again.
+#[derive(Debug)]
+pub(crate) struct Redelivery<R, T> {
+    pub(crate) record: R,
+    pub(crate) ticket: Ticket,
+    /// How many times it was delivered so far.
+    pub(crate) attempts: u64,
+    /// Not before this moment.
+    pub(crate) due: T,
+}
+
+/// What the reader does next.
+#[derive(Debug)]
+pub(crate) enum ReadStep<R, T> {
+    /// Make this Kinesis call and hand its answer to [`ShardMachine::read_answered`].
+    Call(Call),
+    /// Hand this record out: it is tracked under `ticket`, its lease was valid just now.
+    Deliver(R, Ticket),
+    /// Nothing to do until this moment, or until woken (a settlement, a seek, a stop).
+    Wait(Option<T>),
+    /// Reading is over: hand the shard back as [`Stop::close`] says.
+    Finish(Stop),
+}
+
+/// What the redelivery of handed-back records does next.
+#[derive(Debug)]
+pub(crate) enum Redeliver<R, T> {
+    Deliver(Redelivery<R, T>),
+    /// The next one falls due at this moment (`None`: none waits).
+    Wait(Option<T>),
+    /// The lease ran out by this instance's clock: the shard delivers nothing more.
+    Halted,
+}
+
+/// Why a settlement was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The broker shut down: the record is the next owner's, and the shard is never finished by
+    /// this instance (`SHARD_END` would pass it).
+    ShutDown,
+    /// No checkpoint of the shard will be written any more (lost, or handed back).
+    Handover,
+}
+
+/// What a settlement changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settled {
+    /// Where the settled prefix grew to, if it grew.
+    pub(crate) grown_to: Option<Arc<str>>,
+    /// The prefix became a new pending checkpoint: the lease's driver has a write.
+    pub(crate) checkpoint: bool,
+    /// The reader waits for what this settlement gave (room in the window, a drained shard).
+    pub(crate) wake_reader: bool,
+}
+
+/// How a hand-back went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandedBack {
+    /// Kept, to come back when due.
+    Kept,
+    /// Forgotten: the shard stopped, or a seek made the delivery stale (the next owner, or the
+    /// seek, delivers it again); `wake_reader` as for a settlement.
+    Forgotten { wake_reader: bool },
+    /// The broker shut down.
+    Refused,
+}
+
+/// How a delivery stands where its handler starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Its shard delivers nothing more.
+    Stopped,
+    /// Its lease ran out by this instance's clock just now: the shard is stopped.
+    RanOut,
+    /// A seek since it was read.
+    Stale,
+    Current,
+}
+
+/// What the reader waits for, so that a settlement wakes it only when it gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Awaiting {
+    Nothing,
+    Room,
+    Drained,
+}
+
+/// One held shard.
+#[derive(Debug)]
+pub(crate) struct ShardMachine<T, R> {
+    lease: ShardLease<T>,
+    read: ReadState<T, R>,
+    watermark: Watermark,
+    /// Deliveries handed out and neither settled nor dropped, of any seek generation: a closed
+    /// shard is finished only once this is zero.
+    in_flight: usize,
+    /// Records handed back, in the order they are due.
+    retries: Vec<Redelivery<R, T>>,
+    /// A settlement or hand-back was refused because the broker shut down.
+    refused: bool,
+    window: usize,
+    awaiting: Awaiting,
+}
+
+// The methods under `cfg(test)` are what the simulation's checks and the tests read of the
+// machine; the drivers need none of them.
+impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
+    /// The shard a take granted `lease` of, read from `iterator`; later iterators with no record
+    /// handed out start at `resume`.
+    pub(crate) fn new(
+        lease: ShardLease<T>,
+        settings: ReadSettings,
+        iterator: String,
+        resume: ShardStart,
+    ) -> Self {
+        Self {
+            lease,
+            read: ReadState::new(settings, iterator, resume),
+            watermark: Watermark::default(),
+            in_flight: 0,
+            retries: Vec::new(),
+            refused: false,
+            window: settings.window,
+            awaiting: Awaiting::Nothing,
+        }
+    }
+
+    // ----- reading ---------------------------------------------------------------------------
+
+    /// What the reader does next at `now` (`now_ms` by the wall clock).
+    pub(crate) fn next_read(&mut self, now: T, now_ms: u64) -> ReadStep<R, T> {
+        self.awaiting = Awaiting::Nothing;
+        if self.read.phase == Phase::Stopped {
+            return ReadStep::Wait(None);
+        }
+        if self.lease.is_lost() {
+            return self.finish(Stop::Lost);
+        }
+        if self.lease.is_halted() {
+            // Closing already (handed back by someone else than the reader): nothing to read.
+            return self.finish(Stop::Cancelled);
+        }
+        if let Some(stop) = self.read.stop.take() {
+            return self.finish(stop);
+        }
+        if self.read.cancelled {
+            // A shard read to its end whose every delivery settled is finished even so.
+            let ended = self.read.phase == Phase::Draining && self.drained();
+            return self.finish(if ended { Stop::Ended } else { Stop::Cancelled });
+        }
+        self.read.apply_seek();
+        let room = self.watermark.unsettled() < self.window;
+        match self.read.want(now, room) {
+            Want::Call(call) => ReadStep::Call(call),
+            Want::Record(record) => {
+                if !self.lease.may_deliver(now, now_ms) {
+                    // The lease ran out by our clock: deliver nothing more.
+                    self.lease.run_out();
+                    return self.finish(Stop::Lost);
+                }
+                let sequence = Arc::clone(record.sequence());
+                self.in_flight += 1;
+                let ticket = self.watermark.push(Arc::clone(&sequence));
+                self.read.handed(sequence);
+                ReadStep::Deliver(record, ticket)
+            }
+            Want::Drain if self.drained() => self.finish(Stop::Ended),
+            Want::Drain => {
+                self.awaiting = Awaiting::Drained;
+                ReadStep::Wait(None)
+            }
+            Want::Wait { until, room } => {
+                if room {
+                    self.awaiting = Awaiting::Room;
+                }
+                ReadStep::Wait(until)
+            }
+        }
+    }
+
+    fn finish(&mut self, stop: Stop) -> ReadStep<R, T> {
+        self.read.phase = Phase::Stopped;
+        self.read.batch.clear();
+        ReadStep::Finish(stop)
+    }
+
+    /// The call [`next_read`](Self::next_read) asked for answered `fetch` at `now`; `coin`
+    /// draws a backoff's jitter.
+    pub(crate) fn read_answered(&mut self, now: T, fetch: Fetch<R>, coin: u64) {
+        self.read.answered(now, fetch, coin);
+    }
+
+    /// The reader was cancelled (shutdown, the subscription dropped); a call in flight was
+    /// dropped with it.
+    pub(crate) fn cancel_reading(&mut self) {
+        self.read.cancel();
+    }
+
+    /// A seek resolved `iterator`: every delivery, handed-back record and pending checkpoint of
+    /// the old position is forgotten, and the reader restarts at `iterator` (a draining one
+    /// included); later iterators with no record handed out start at `resume`. Whether the
+    /// reader reads again from it (it had not stopped).
+    pub(crate) fn seek(&mut self, iterator: String, resume: ShardStart) -> bool {
+        self.watermark.reset();
+        self.lease.drop_pending();
+        // The seek's position delivers what follows it: records waiting to come back do not,
+        // and a closed shard need not wait for their timers to finish.
+        let dropped = self.retries.len();
+        self.retries.clear();
+        self.in_flight = self.in_flight.saturating_sub(dropped);
+        self.read.seek(iterator, resume)
+    }
+
+    // ----- settling --------------------------------------------------------------------------
+
+    /// The watermark's generation: a seek starts a new one.
+    #[cfg(test)]
+    pub(crate) fn generation(&self) -> u64 {
+        self.watermark.generation()
+    }
+
+    /// Whether every delivery was settled (or dropped after a seek or a stop), and none was
+    /// refused by the broker's shutdown.
+    fn drained(&self) -> bool {
+        self.in_flight == 0 && !self.refused
+    }
+
+    /// What a delivery leaving flight gives the reader.
+    fn wakes_reader(&self) -> bool {
+        match self.awaiting {
+            Awaiting::Nothing => false,
+            Awaiting::Room => self.watermark.unsettled() < self.window,
+            Awaiting::Drained => self.drained(),
+        }
+    }
+
+    /// Settles one delivery (`broker_closed`: the broker shut down meanwhile); a grown prefix
+    /// becomes the pending checkpoint. Refused once no checkpoint of the shard will be written
+    /// any more: the shard's next owner delivers the record again.
+    pub(crate) fn settle(
+        &mut self,
+        ticket: Ticket,
+        broker_closed: bool,
+    ) -> Result<Settled, Refusal> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if broker_closed {
+            self.refused = true;
+            return Err(Refusal::ShutDown);
+        }
+        if !self.lease.takes_settlements() {
+            return Err(Refusal::Handover);
+        }
+        let grown_to = self.watermark.settle(ticket);
+        let checkpoint = grown_to
+            .as_ref()
+            .is_some_and(|checkpoint| self.lease.checkpoint_ready(Arc::clone(checkpoint)));
+        Ok(Settled {
+            grown_to,
+            checkpoint,
+            wake_reader: self.wakes_reader(),
+        })
+    }
+
+    /// Lets go of a delivery that never reached its handler: it moves no checkpoint, and the
+    /// shard's next owner (or the seek that made it stale) delivers it again. Whether the
+    /// reader is to be woken.
+    pub(crate) fn forget(&mut self, ticket: Ticket) -> bool {
+        let _ = ticket;
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.wakes_reader()
+    }
+
+    /// Takes back a delivery its handler did not settle, to deliver it again `delay` after
+    /// `now`, still unsettled meanwhile. A delivery of a stopped shard, or one a seek made
+    /// stale, is forgotten instead.
+    pub(crate) fn hand_back(
+        &mut self,
+        now: T,
+        record: R,
+        ticket: Ticket,
+        attempts: u64,
+        delay: Duration,
+        broker_closed: bool,
+    ) -> HandedBack {
+        if broker_closed
+            || self.lease.is_halted()
+            || ticket.generation != self.watermark.generation()
+        {
+            self.in_flight = self.in_flight.saturating_sub(1);
+            if broker_closed {
+                self.refused = true;
+                return HandedBack::Refused;
+            }
+            return HandedBack::Forgotten {
+                wake_reader: self.wakes_reader(),
+            };
+        }
+        let due = now + delay;
+        let at = self.retries.partition_point(|waiting| waiting.due <= due);
+        self.retries.insert(
+            at,
+            Redelivery {
+                record,
+                ticket,
+                attempts,
+                due,
+            },
+        );
+        HandedBack::Kept
+    }
+
+    /// The next handed-back record to deliver again at `now`, if one is due and the lease is
+    /// valid; else when the next one falls due.
+    pub(crate) fn next_redelivery(&mut self, now: T, now_ms: u64) -> Redeliver<R, T> {
+        let Some(first) = self.retries.first() else {
+            return Redeliver::Wait(None);
+        };
+        if first.due > now {
+            return Redeliver::Wait(Some(first.due));
+        }
+        if !self.lease.may_deliver(now, now_ms) {
+            self.lease.run_out();
+            return Redeliver::Halted;
+        }
+        Redeliver::Deliver(self.retries.remove(0))
+    }
+
+    /// How many records wait to come back.
+    #[cfg(test)]
+    pub(crate) fn waiting_to_come_back(&self) -> usize {
+        self.retries.len()
+    }
+
+    /// Whether every delivery of the shard settled (no handler holds one, none waits to come
+    /// back), and none was refused by the broker's shutdown.
+    #[cfg(test)]
+    pub(crate) fn is_drained(&self) -> bool {
+        self.drained()
+    }
+
+    /// How a delivery of `ticket` stands where its handler starts at `now`: a lapsed lease
+    /// stops the shard then and there (another instance may hold it by now).
+    pub(crate) fn standing(&mut self, ticket: Ticket, now: T, now_ms: u64) -> Standing {
+        if self.lease.is_halted() {
+            return Standing::Stopped;
+        }
+        if !self.lease.may_deliver(now, now_ms) {
+            self.lease.run_out();
+            return Standing::RanOut;
+        }
+        if ticket.generation == self.watermark.generation() {
+            Standing::Current
+        } else {
+            Standing::Stale
+        }
+    }
+
+    // ----- the lease -------------------------------------------------------------------------
+
+    /// The store write the lease's driver sends next at `now`, or how long it waits.
+    pub(crate) fn next_write(&mut self, now: T, now_ms: u64) -> Next<T> {
+        self.lease.next(now, now_ms)
+    }
+
+    /// The store answered the write in flight at `now`; whether the lease ended with it.
+    pub(crate) fn write_answered(&mut self, now: T, answer: Answer) -> bool {
+        self.lease.on_answer(now, answer);
+        self.lease.ending().is_some()
+    }
+
+    /// Whether this instance may still deliver from the shard at `now`.
+    #[cfg(test)]
+    pub(crate) fn may_deliver(&self, now: T, now_ms: u64) -> bool {
+        self.lease.may_deliver(now, now_ms)
+    }
+
+    /// The lease ran out by this instance's clock: nothing more is delivered or checkpointed.
+    #[cfg(test)]
+    pub(crate) fn run_out(&mut self) {
+        self.lease.run_out();
+    }
+
+    /// Whether the shard delivers nothing more: its lease is lost, or it is being handed back.
+    #[cfg(test)]
+    pub(crate) fn is_halted(&self) -> bool {
+        self.lease.is_halted()
+    }
+
+    /// Whether the lease is lost (refused, or run out).
+    #[cfg(test)]
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lease.is_lost()
+    }
+
+    /// Hands the shard back `how`: after the write in flight, the final writes.
+    pub(crate) fn close(&mut self, how: Close) {
+        self.lease.close(how);
+    }
+
+    /// How the lease ended, once it did.
+    pub(crate) fn ending(&self) -> Option<Ending> {
+        self.lease.ending()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,477 @@
+//! The shard machine on a virtual clock: reading (pacing, the tip, the window, backoff, fresh
+//! iterators, the end of a shard, seeks, stops) and settling (the watermark, hand-backs, the
+//! shutdown's refusals) beside the lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::lease::millis;
+use crate::pace::{MAX_BACKOFF, MIN_CALL_GAP};
+use crate::shard::read::ITERATOR_TRIES;
+use crate::shard::{Lost, Write};
+use crate::{KinesisPosition, LeaseTimings};
+
+const S: Duration = Duration::from_secs(1);
+const EPOCH_MS: u64 = 1_000_000;
+const POLL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rec(Arc<str>);
+
+impl Sequenced for Rec {
+    fn sequence(&self) -> &Arc<str> {
+        &self.0
+    }
+}
+
+fn ms(at: Duration) -> u64 {
+    EPOCH_MS + millis(at)
+}
+
+fn settings(window: usize) -> ReadSettings {
+    ReadSettings {
+        batch_size: 10,
+        poll_interval: POLL,
+        window,
+    }
+}
+
+/// Where the take recorded the shard's start: the tip as a moment.
+fn recorded() -> ShardStart {
+    ShardStart::At(KinesisPosition::Latest)
+}
+
+fn taken_with(window: usize) -> ShardMachine<Duration, Rec> {
+    ShardMachine::new(
+        ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
+        settings(window),
+        "it-0".to_owned(),
+        recorded(),
+    )
+}
+
+fn taken() -> ShardMachine<Duration, Rec> {
+    taken_with(1000)
+}
+
+fn next(machine: &mut ShardMachine<Duration, Rec>, now: Duration) -> ReadStep<Rec, Duration> {
+    machine.next_read(now, ms(now))
+}
+
+fn records(sequences: &[&str]) -> Vec<Rec> {
+    sequences.iter().map(|s| Rec(Arc::from(*s))).collect()
+}
+
+/// Expects a `GetRecords` call at `now` and answers it with `sequences`, `next` and
+/// `millis_behind`.
+fn read(
+    machine: &mut ShardMachine<Duration, Rec>,
+    now: Duration,
+    sequences: &[&str],
+    next_iterator: Option<&str>,
+    millis_behind: i64,
+) {
+    let step = next(machine, now);
+    assert!(
+        matches!(step, ReadStep::Call(Call::GetRecords(_))),
+        "a GetRecords call at {now:?}, not {step:?}"
+    );
+    machine.read_answered(
+        now,
+        Fetch::Records {
+            records: records(sequences),
+            next: next_iterator.map(str::to_owned),
+            millis_behind: Some(millis_behind),
+        },
+        0,
+    );
+}
+
+/// Hands out every record the machine holds at `now`, and answers their tickets.
+fn hand_out(machine: &mut ShardMachine<Duration, Rec>, now: Duration) -> Vec<Ticket> {
+    let mut tickets = Vec::new();
+    while let ReadStep::Deliver(_, ticket) = next(machine, now) {
+        tickets.push(ticket);
+    }
+    tickets
+}
+
+#[test]
+fn calls_go_out_at_most_five_a_second_and_once_per_poll_interval_at_the_tip() {
+    let mut machine = taken();
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["1", "2"],
+        Some("it-1"),
+        5_000,
+    );
+    assert_eq!(hand_out(&mut machine, Duration::ZERO).len(), 2);
+    // Behind the tip: the next call 200 ms after this one.
+    let ReadStep::Wait(Some(at)) = next(&mut machine, Duration::ZERO) else {
+        panic!("a paced wait");
+    };
+    assert_eq!(at, MIN_CALL_GAP);
+    read(&mut machine, at, &["3"], Some("it-2"), 0);
+    hand_out(&mut machine, at);
+    // Caught up: one call per poll interval, counted from the last call.
+    let step = next(&mut machine, at + MIN_CALL_GAP);
+    assert!(
+        matches!(step, ReadStep::Wait(Some(until)) if until == at + POLL),
+        "{step:?}"
+    );
+    let step = next(&mut machine, at + POLL);
+    assert_eq!(step_call(step), Some(Call::GetRecords("it-2".to_owned())));
+}
+
+fn step_call(step: ReadStep<Rec, Duration>) -> Option<Call> {
+    match step {
+        ReadStep::Call(call) => Some(call),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_full_window_stops_reading_ahead_until_a_settlement_makes_room() {
+    let mut machine = taken_with(2);
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["1", "2"],
+        Some("it-1"),
+        5_000,
+    );
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    let step = next(&mut machine, S);
+    assert!(
+        matches!(step, ReadStep::Wait(None)),
+        "the window is full: {step:?}"
+    );
+    // The second record settles first: the first still holds the window.
+    let settled = machine.settle(tickets[1], false).unwrap();
+    assert!(!settled.wake_reader && !settled.checkpoint);
+    let settled = machine.settle(tickets[0], false).unwrap();
+    assert!(settled.wake_reader, "the window has room again");
+    assert_eq!(settled.grown_to.as_deref(), Some("2"));
+    assert!(settled.checkpoint);
+    assert_eq!(
+        step_call(next(&mut machine, S)),
+        Some(Call::GetRecords("it-1".to_owned()))
+    );
+}
+
+#[test]
+fn a_failed_call_is_sent_again_after_a_jittered_backoff() {
+    for coin in [0, 1, 1_000, u64::MAX] {
+        let mut machine = taken();
+        let mut now = Duration::ZERO;
+        // Four in a row: at most 6 s, inside the lease (nothing renews it here).
+        for failures in 1..=4u32 {
+            let step = next(&mut machine, now);
+            assert_eq!(step_call(step), Some(Call::GetRecords("it-0".to_owned())));
+            machine.read_answered(now, Fetch::Failed, coin);
+            let ReadStep::Wait(Some(until)) = next(&mut machine, now) else {
+                panic!("a backoff");
+            };
+            let wait = until - now;
+            assert!(wait >= MIN_CALL_GAP, "{wait:?}");
+            assert!(
+                wait <= crate::pace::backoff_ceiling(failures) && wait <= MAX_BACKOFF,
+                "{wait:?} after {failures} failures"
+            );
+            now = until;
+        }
+        read(&mut machine, now, &["1"], Some("it-1"), 0);
+        hand_out(&mut machine, now);
+        let step = next(&mut machine, now);
+        let ReadStep::Wait(Some(until)) = step else {
+            panic!("a poll wait, not {step:?}");
+        };
+        assert_eq!(until, now + POLL, "a success resets the backoff");
+    }
+}
+
+/// Pins item 3 of the review: with no record handed out since the take, a fresh iterator starts
+/// where the take recorded the shard's start (the tip as that moment), never at a later tip.
+#[test]
+fn an_expired_iterator_resumes_after_the_last_record_handed_out_or_at_the_recorded_start() {
+    let resume = ShardStart::from_checkpoint("shardId-0", "AT_TIMESTAMP:1000");
+    let mut machine: ShardMachine<Duration, Rec> = ShardMachine::new(
+        ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
+        settings(1000),
+        "it-0".to_owned(),
+        resume.clone(),
+    );
+    let _ = next(&mut machine, Duration::ZERO);
+    machine.read_answered(Duration::ZERO, Fetch::Expired, 0);
+    assert_eq!(
+        step_call(next(&mut machine, Duration::ZERO)),
+        Some(Call::GetIterator(resume)),
+        "nothing handed out yet: the recorded start"
+    );
+    machine.read_answered(Duration::ZERO, Fetch::Iterator("it-1".to_owned()), 0);
+    read(&mut machine, MIN_CALL_GAP, &["7", "8"], Some("it-2"), 0);
+    hand_out(&mut machine, MIN_CALL_GAP);
+    let now = MIN_CALL_GAP + POLL;
+    let _ = next(&mut machine, now);
+    machine.read_answered(now, Fetch::Expired, 0);
+    assert_eq!(
+        step_call(next(&mut machine, now)),
+        Some(Call::GetIterator(ShardStart::After(Arc::from("8"))))
+    );
+}
+
+/// Pins the loss the review found: a reader that could get no fresh iterator took the missing
+/// iterator for the shard's end and wrote `SHARD_END` for an open shard. It now hands the shard
+/// back unread, and only an answer without a next iterator ends a shard.
+#[test]
+fn a_shard_whose_fresh_iterators_keep_failing_is_handed_back_not_finished() {
+    let mut machine = taken();
+    let mut now = Duration::ZERO;
+    let _ = next(&mut machine, now);
+    machine.read_answered(now, Fetch::Expired, 0);
+    for _ in 0..ITERATOR_TRIES {
+        match next(&mut machine, now) {
+            ReadStep::Call(Call::GetIterator(_)) => {
+                machine.read_answered(now, Fetch::IteratorFailed, 7);
+            }
+            ReadStep::Wait(Some(until)) => {
+                now = until;
+                let step = next(&mut machine, now);
+                assert!(
+                    matches!(step, ReadStep::Call(Call::GetIterator(_))),
+                    "{step:?}"
+                );
+                machine.read_answered(now, Fetch::IteratorFailed, 7);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let step = next(&mut machine, now + MAX_BACKOFF);
+    assert!(
+        matches!(step, ReadStep::Finish(Stop::Unreadable)),
+        "{step:?}"
+    );
+    assert_eq!(Stop::Unreadable.close(), Some(Close::Release));
+}
+
+#[test]
+fn a_shard_read_to_its_end_finishes_once_every_delivery_settled() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1", "2"], None, 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    assert_eq!(tickets.len(), 2, "the last batch is handed out first");
+    assert!(
+        matches!(next(&mut machine, S), ReadStep::Wait(None)),
+        "draining"
+    );
+    assert!(!machine.settle(tickets[0], false).unwrap().wake_reader);
+    assert!(machine.settle(tickets[1], false).unwrap().wake_reader);
+    let step = next(&mut machine, S);
+    assert!(matches!(step, ReadStep::Finish(Stop::Ended)), "{step:?}");
+    assert_eq!(Stop::Ended.close(), Some(Close::Finished));
+}
+
+#[test]
+fn a_cancelled_reader_hands_back_a_draining_shard_unless_it_is_drained() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], None, 0);
+    let ticket = hand_out(&mut machine, Duration::ZERO)[0];
+    machine.cancel_reading();
+    assert!(matches!(
+        next(&mut machine, S),
+        ReadStep::Finish(Stop::Cancelled)
+    ));
+
+    let mut drained = taken();
+    read(&mut drained, Duration::ZERO, &["1"], None, 0);
+    let ticket_2 = hand_out(&mut drained, Duration::ZERO)[0];
+    drained.settle(ticket_2, false).unwrap();
+    drained.cancel_reading();
+    assert!(matches!(
+        next(&mut drained, S),
+        ReadStep::Finish(Stop::Ended)
+    ));
+    let _ = ticket;
+}
+
+#[test]
+fn a_seek_drops_the_answer_of_the_call_in_flight_and_restarts_a_draining_reader() {
+    let mut machine = taken();
+    let _ = next(&mut machine, Duration::ZERO);
+    assert!(machine.seek("it-seek".to_owned(), recorded()));
+    machine.read_answered(
+        Duration::ZERO,
+        Fetch::Records {
+            records: records(&["1"]),
+            next: None,
+            millis_behind: Some(0),
+        },
+        0,
+    );
+    assert_eq!(
+        step_call(next(&mut machine, MIN_CALL_GAP)),
+        Some(Call::GetRecords("it-seek".to_owned())),
+        "the old position's answer is dropped"
+    );
+    machine.read_answered(
+        MIN_CALL_GAP,
+        Fetch::Records {
+            records: records(&["5"]),
+            next: None,
+            millis_behind: Some(0),
+        },
+        0,
+    );
+    let old = hand_out(&mut machine, MIN_CALL_GAP);
+    assert!(
+        matches!(next(&mut machine, S), ReadStep::Wait(None)),
+        "draining"
+    );
+    assert!(machine.seek("it-back".to_owned(), recorded()));
+    assert_eq!(
+        step_call(next(&mut machine, S)),
+        Some(Call::GetRecords("it-back".to_owned())),
+        "a seek sends a draining reader back to reading"
+    );
+    assert_eq!(
+        machine.standing(old[0], S, ms(S)),
+        Standing::Stale,
+        "a delivery read before the seek"
+    );
+}
+
+#[test]
+fn a_seek_drops_the_records_waiting_to_come_back() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
+    let ticket = hand_out(&mut machine, Duration::ZERO)[0];
+    let kept = machine.hand_back(
+        Duration::ZERO,
+        Rec(Arc::from("1")),
+        ticket,
+        1,
+        Duration::from_secs(3600),
+        false,
+    );
+    assert_eq!(kept, HandedBack::Kept);
+    assert!(
+        !machine.is_drained(),
+        "a record waits to come back in an hour"
+    );
+    machine.seek("it-seek".to_owned(), recorded());
+    assert!(
+        machine.is_drained(),
+        "after a seek nothing waits: a closed shard need not wait out the retry's timer"
+    );
+    assert_eq!(machine.waiting_to_come_back(), 0);
+    assert!(matches!(
+        machine.next_redelivery(Duration::from_secs(7200), ms(Duration::from_secs(7200))),
+        Redeliver::Wait(None)
+    ));
+}
+
+#[test]
+fn a_handed_back_record_comes_back_when_due_while_the_lease_lasts() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1", "2"], Some("it-1"), 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    for (ticket, delay) in tickets.iter().zip([2 * S, S]) {
+        machine.hand_back(
+            Duration::ZERO,
+            Rec(Arc::from("x")),
+            *ticket,
+            1,
+            delay,
+            false,
+        );
+    }
+    assert!(matches!(
+        machine.next_redelivery(Duration::ZERO, ms(Duration::ZERO)),
+        Redeliver::Wait(Some(at)) if at == S
+    ));
+    let Redeliver::Deliver(first) = machine.next_redelivery(S, ms(S)) else {
+        panic!("due");
+    };
+    assert_eq!(first.ticket, tickets[1], "in the order they fall due");
+    // Past the lease by the wall clock (a suspended host): nothing comes back.
+    let late = 20 * S;
+    assert!(matches!(
+        machine.next_redelivery(late, ms(late)),
+        Redeliver::Halted
+    ));
+    assert!(machine.is_lost());
+}
+
+#[test]
+fn a_settlement_after_the_lease_was_lost_is_refused() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
+    let ticket = hand_out(&mut machine, Duration::ZERO)[0];
+    machine.run_out();
+    assert_eq!(machine.settle(ticket, false), Err(Refusal::Handover));
+    assert_eq!(
+        machine.next_write(S, ms(S)),
+        Next::Ended(Ending::Lost(Lost::RanOut)),
+        "nothing to write"
+    );
+    assert!(matches!(
+        next(&mut machine, S),
+        ReadStep::Finish(Stop::Lost)
+    ));
+    assert_eq!(Stop::Lost.close(), None);
+}
+
+#[test]
+fn a_settlement_that_grows_the_prefix_is_the_next_write() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1", "2"], Some("it-1"), 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    machine.settle(tickets[1], false).unwrap();
+    assert!(
+        matches!(machine.next_write(S, ms(S)), Next::Wait(Some(_))),
+        "nothing settled in order yet"
+    );
+    machine.settle(tickets[0], false).unwrap();
+    assert_eq!(
+        machine.next_write(S, ms(S)),
+        Next::Send(Write::Checkpoint(Arc::from("2")))
+    );
+}
+
+#[test]
+fn a_shard_whose_settlement_the_shutdown_refused_is_never_drained() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1", "2"], None, 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    machine.settle(tickets[0], false).unwrap();
+    assert_eq!(machine.settle(tickets[1], true), Err(Refusal::ShutDown));
+    assert!(
+        !machine.is_drained(),
+        "record 2 was not settled: a closed shard must not be finished past it"
+    );
+    machine.cancel_reading();
+    assert!(
+        matches!(next(&mut machine, S), ReadStep::Finish(Stop::Cancelled)),
+        "handed back, not finished"
+    );
+}
+
+#[test]
+fn after_a_suspension_longer_than_the_lease_the_shard_delivers_nothing() {
+    // A take sent before a 60 s suspension: by the monotonic clock it was sent just now.
+    let mut suspended: ShardMachine<Duration, Rec> = ShardMachine::new(
+        ShardLease::taken(LeaseTimings::default(), Duration::ZERO, EPOCH_MS - 60_000),
+        settings(1000),
+        "it-0".to_owned(),
+        recorded(),
+    );
+    assert!(!suspended.may_deliver(Duration::ZERO, ms(Duration::ZERO)));
+    read(&mut suspended, Duration::ZERO, &["1"], Some("it-1"), 0);
+    let step = next(&mut suspended, Duration::ZERO);
+    assert!(
+        matches!(step, ReadStep::Finish(Stop::Lost)),
+        "the record read is not handed out: {step:?}"
+    );
+}

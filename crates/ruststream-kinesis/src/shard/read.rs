@@ -1,0 +1,371 @@
+//! How one held shard is read, as state with no I/O and no clock of its own: which call comes
+//! next (`GetRecords` with the current iterator, or `GetShardIterator` for a fresh one), when it
+//! may go out (five calls per second per shard; once per poll interval at the tip; a jittered
+//! backoff after a throttled or failed call), the batch a call answered waiting to be handed
+//! out, a seek to apply, and why reading stops. [`ShardMachine`](super::ShardMachine) holds it
+//! beside the shard's lease and watermark, which decide whether a record may be handed out, and
+//! feeds it the answers; the reader task and the simulation execute what it asks.
+//!
+//! The rules:
+//!
+//! - a shard is finished only when `GetRecords` answers without a next iterator (closed, and
+//!   read to its end); a missing iterator is not an end: after [`ITERATOR_TRIES`] refused fresh
+//!   iterators in a row the shard is handed back unread ([`Stop::Unreadable`]);
+//! - a fresh iterator starts after the last record handed out, or, when none was since the take
+//!   or the last seek, where the shard resumes: its checkpoint, or the start its first owner
+//!   recorded (a tip opened once stays that moment, never a later tip);
+//! - a seek replaces the iterator, the batch and the resume position at once; an answer to a
+//!   call sent before it is dropped.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::lease::{Close, Moment};
+use crate::pace::{self, MIN_CALL_GAP, backoff_ceiling};
+use crate::position::ShardStart;
+
+/// How many fresh iterators in a row Kinesis may refuse before the reader hands its shard back
+/// (with the backoff between tries, about half a minute).
+pub(crate) const ITERATOR_TRIES: u32 = 10;
+
+/// A record as the shard machine holds it: the reader's decoded [`Record`](crate::record::Record)
+/// in the driver, a place in a simulated shard in tests.
+pub(crate) trait Sequenced {
+    /// Its sequence number: what a checkpoint of it records.
+    fn sequence(&self) -> &Arc<str>;
+}
+
+impl Sequenced for crate::record::Record {
+    fn sequence(&self) -> &Arc<str> {
+        &self.sequence
+    }
+}
+
+/// How a shard's reading is set up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadSettings {
+    /// The most records one `GetRecords` call asks for.
+    pub(crate) batch_size: u32,
+    /// How long a reader at the tip waits between calls.
+    pub(crate) poll_interval: Duration,
+    /// How many deliveries the shard holds at most behind its oldest unsettled one before it
+    /// stops reading ahead.
+    pub(crate) window: usize,
+}
+
+/// A Kinesis call the reader is to make now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// `GetRecords` with this iterator.
+    GetRecords(String),
+    /// `GetShardIterator` at this start.
+    GetIterator(ShardStart),
+}
+
+/// What a [`Call`] answered.
+#[derive(Debug)]
+pub(crate) enum Fetch<R> {
+    /// `GetRecords` answered records (maybe none).
+    Records {
+        records: Vec<R>,
+        /// `None` when the shard is closed and read to its end.
+        next: Option<String>,
+        /// `MillisBehindLatest`, when told.
+        millis_behind: Option<i64>,
+    },
+    /// `GetRecords` found its iterator expired.
+    Expired,
+    /// `GetRecords` was throttled, or failed (reported by the driver): backed off and sent again.
+    Failed,
+    /// The shard left the stream (trimmed, or the stream deleted).
+    Gone,
+    /// `GetShardIterator` answered this iterator.
+    Iterator(String),
+    /// `GetShardIterator` failed (reported by the driver).
+    IteratorFailed,
+}
+
+/// Why a shard's reader stopped reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// Closed, read to its end, and every delivery settled.
+    Ended,
+    /// Shutdown, or the subscription dropped.
+    Cancelled,
+    /// The shard left the stream.
+    Gone,
+    /// No iterator could be had for a long while: handed back, and left alone for a backoff.
+    Unreadable,
+    /// The lease was lost, or ran out by this instance's clock: nothing more is written.
+    Lost,
+}
+
+impl Stop {
+    /// How the shard is handed back after this stop; `None` for a lost lease, which writes
+    /// nothing.
+    pub(crate) fn close(self) -> Option<Close> {
+        match self {
+            Stop::Ended => Some(Close::Finished),
+            Stop::Lost => None,
+            Stop::Cancelled | Stop::Gone | Stop::Unreadable => Some(Close::Release),
+        }
+    }
+}
+
+/// Where the next call reads from.
+#[derive(Debug)]
+enum Source {
+    Iterator(String),
+    /// A fresh iterator is wanted; `tries` of them failed in a row so far.
+    Fresh {
+        tries: u32,
+    },
+}
+
+/// The call in flight, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InFlight {
+    None,
+    Sent,
+    /// Sent before a seek: its answer is dropped.
+    Stale,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    Reading,
+    /// Read to its end: waiting for every delivery to settle.
+    Draining,
+    Stopped,
+}
+
+/// What the last `GetRecords` answered beyond its records, applied once they are handed out.
+#[derive(Debug)]
+struct AfterBatch {
+    next: Option<String>,
+    caught_up: bool,
+}
+
+/// The read side of one held shard.
+#[derive(Debug)]
+pub(crate) struct ReadState<T, R> {
+    settings: ReadSettings,
+    source: Source,
+    resume: ShardStart,
+    last_sequence: Option<Arc<str>>,
+    last_call: Option<T>,
+    /// No call before this moment (a backoff, or the poll interval at the tip).
+    not_before: Option<T>,
+    failures: u32,
+    pub(super) batch: VecDeque<R>,
+    after: Option<AfterBatch>,
+    pub(super) phase: Phase,
+    in_flight: InFlight,
+    seek: Option<(String, ShardStart)>,
+    pub(super) cancelled: bool,
+    pub(super) stop: Option<Stop>,
+}
+
+/// What the read side asks of the machine around it.
+#[derive(Debug)]
+pub(super) enum Want<R, T> {
+    Call(Call),
+    /// The front record of the batch, to hand out if the lease allows.
+    Record(R),
+    /// Read to its end: finished once every delivery settled.
+    Drain,
+    /// Nothing before `until` (or a wake); `room`: the window is full.
+    Wait {
+        until: Option<T>,
+        room: bool,
+    },
+}
+
+impl<T: Moment, R: Sequenced> ReadState<T, R> {
+    /// A shard taken with its first `iterator`; later iterators with no record handed out start
+    /// at `resume`.
+    pub(super) fn new(settings: ReadSettings, iterator: String, resume: ShardStart) -> Self {
+        Self {
+            settings,
+            source: Source::Iterator(iterator),
+            resume,
+            last_sequence: None,
+            last_call: None,
+            not_before: None,
+            failures: 0,
+            batch: VecDeque::new(),
+            after: None,
+            phase: Phase::Reading,
+            in_flight: InFlight::None,
+            seek: None,
+            cancelled: false,
+            stop: None,
+        }
+    }
+
+    /// A seek resolved `iterator`; later iterators with no record handed out start at `resume`.
+    /// Applied before the next call; the batch of the old position is dropped now. Whether the
+    /// shard reads again from it (it did not stop).
+    pub(super) fn seek(&mut self, iterator: String, resume: ShardStart) -> bool {
+        if self.phase == Phase::Stopped {
+            return false;
+        }
+        self.batch.clear();
+        self.after = None;
+        if self.in_flight == InFlight::Sent {
+            self.in_flight = InFlight::Stale;
+        }
+        self.seek = Some((iterator, resume));
+        true
+    }
+
+    /// Applies a seek that arrived; whether there was one.
+    pub(super) fn apply_seek(&mut self) -> bool {
+        let Some((iterator, resume)) = self.seek.take() else {
+            return false;
+        };
+        self.source = Source::Iterator(iterator);
+        self.resume = resume;
+        self.last_sequence = None;
+        self.not_before = None;
+        self.failures = 0;
+        self.phase = Phase::Reading;
+        true
+    }
+
+    /// The reader was cancelled (shutdown, the subscription dropped): a call in flight was
+    /// dropped with it.
+    pub(super) fn cancel(&mut self) {
+        self.cancelled = true;
+        self.in_flight = InFlight::None;
+    }
+
+    /// A record of the batch was handed out.
+    pub(super) fn handed(&mut self, sequence: Arc<str>) {
+        self.last_sequence = Some(sequence);
+    }
+
+    /// What reading wants next at `now`, with `room` for one more delivery in the window.
+    pub(super) fn want(&mut self, now: T, room: bool) -> Want<R, T> {
+        loop {
+            if self.in_flight != InFlight::None {
+                return Want::Wait {
+                    until: None,
+                    room: false,
+                };
+            }
+            if self.phase == Phase::Draining {
+                return Want::Drain;
+            }
+            if let Some(record) = self.batch.pop_front() {
+                return Want::Record(record);
+            }
+            if let Some(after) = self.after.take() {
+                match after.next {
+                    // Closed, and read to its end: the only way a shard is finished.
+                    None => self.phase = Phase::Draining,
+                    Some(next) => {
+                        self.source = Source::Iterator(next);
+                        if after.caught_up {
+                            // At the tip: one call per poll interval, counted from the last.
+                            self.not_before = self
+                                .last_call
+                                .map(|last| last + self.settings.poll_interval);
+                        }
+                    }
+                }
+                continue;
+            }
+            if let Some(at) = self.not_before
+                && now < at
+            {
+                return Want::Wait {
+                    until: Some(at),
+                    room: false,
+                };
+            }
+            let call = match &self.source {
+                // Resume after the last record handed out, or where the shard resumes.
+                Source::Fresh { .. } => Call::GetIterator(
+                    self.last_sequence
+                        .clone()
+                        .map_or_else(|| self.resume.clone(), ShardStart::After),
+                ),
+                Source::Iterator(iterator) => {
+                    // What a shard holds while a record stays unsettled is bounded: no reading
+                    // ahead past the window.
+                    if !room {
+                        return Want::Wait {
+                            until: None,
+                            room: true,
+                        };
+                    }
+                    if let Some(paced) = self.last_call.map(|last| last + MIN_CALL_GAP)
+                        && now < paced
+                    {
+                        return Want::Wait {
+                            until: Some(paced),
+                            room: false,
+                        };
+                    }
+                    self.last_call = Some(now);
+                    Call::GetRecords(iterator.clone())
+                }
+            };
+            self.in_flight = InFlight::Sent;
+            return Want::Call(call);
+        }
+    }
+
+    /// The call in flight answered `fetch` at `now`; `coin` draws the backoff's jitter.
+    pub(super) fn answered(&mut self, now: T, fetch: Fetch<R>, coin: u64) {
+        let sent = std::mem::replace(&mut self.in_flight, InFlight::None);
+        if sent != InFlight::Sent {
+            // Sent before a seek, or dropped by a cancel: the seek's position reads what
+            // follows it.
+            return;
+        }
+        match fetch {
+            Fetch::Records {
+                records,
+                next,
+                millis_behind,
+            } => {
+                self.failures = 0;
+                self.not_before = None;
+                let caught_up =
+                    pace::caught_up(records.len(), self.settings.batch_size, millis_behind);
+                self.batch.extend(records);
+                self.after = Some(AfterBatch { next, caught_up });
+            }
+            Fetch::Expired => self.source = Source::Fresh { tries: 0 },
+            Fetch::Failed => {
+                self.failures += 1;
+                self.not_before = Some(now + jittered(self.failures, coin));
+            }
+            Fetch::Gone => self.stop = Some(Stop::Gone),
+            Fetch::Iterator(iterator) => self.source = Source::Iterator(iterator),
+            Fetch::IteratorFailed => {
+                let tries = match self.source {
+                    Source::Fresh { tries } => tries + 1,
+                    Source::Iterator(_) => 1,
+                };
+                if tries >= ITERATOR_TRIES {
+                    self.stop = Some(Stop::Unreadable);
+                } else {
+                    self.source = Source::Fresh { tries };
+                    self.not_before = Some(now + jittered(tries, coin));
+                }
+            }
+        }
+    }
+}
+
+/// A wait after `failures` failed calls in a row: between the call gap and the backoff's
+/// ceiling, where `coin` falls (full jitter, so readers of many shards do not retry in step).
+fn jittered(failures: u32, coin: u64) -> Duration {
+    let gap = u64::try_from(MIN_CALL_GAP.as_millis()).unwrap_or(u64::MAX);
+    let ceiling = u64::try_from(backoff_ceiling(failures).as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(gap + coin % (ceiling - gap + 1))
+}
