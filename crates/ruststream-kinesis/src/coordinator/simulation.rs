@@ -3480,12 +3480,20 @@ impl Sim {
             }
             ReaderTask::Blocked => {
                 if cancelled {
-                    // Dropped unsent: the message's drop forgets it.
+                    // Dropped unsent: the message's drop hands it back (`KinesisMessage`'s
+                    // `Drop`), where it stays unsettled: the redelivery task ends with the cancel.
                     let msg = s
                         .blocked
                         .take()
                         .expect("a blocked reader holds its delivery");
-                    s.machine.forget(msg.ticket);
+                    let record = SimRecord {
+                        idx: msg.idx,
+                        sequence: Arc::from(
+                            self.stream.shards[msg.shard].records[msg.idx].to_string(),
+                        ),
+                    };
+                    s.machine
+                        .hand_back(now, record, msg.ticket, 1, Duration::ZERO, false);
                     s.machine.cancel_reading();
                 } else if inst.channel.len() < capacity {
                     let msg = s

@@ -198,7 +198,8 @@ impl Reader {
                 }
                 ReadStep::Deliver(record, ticket) => {
                     let message = deliver(&self.sub, handle, &self.shard, record, ticket, 1);
-                    // A delivery dropped unsent (a cancel) is forgotten by its drop.
+                    // A delivery dropped unsent (a cancel) is handed back by its drop, and stays
+                    // unsettled: the shard is handed back without it.
                     let sent = tokio::select! {
                         () = self.cancel.cancelled() => false,
                         sent = self.sub.tx.send(Ok(message)) => sent.is_ok(),

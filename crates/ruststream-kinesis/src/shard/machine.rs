@@ -161,8 +161,11 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             return self.finish(stop);
         }
         if self.read.cancelled {
-            // A shard read to its end whose every delivery settled is finished even so.
-            let ended = self.read.phase == Phase::Draining && self.drained();
+            // A shard read to its end whose every delivery settled is finished even so, unless
+            // a seek sent it back: then it is handed back, and the seek's position is the next
+            // owner's to read.
+            let ended =
+                self.read.phase == Phase::Draining && self.drained() && !self.read.seek_pending();
             return self.finish(if ended { Stop::Ended } else { Stop::Cancelled });
         }
         self.read.apply_seek();
@@ -218,6 +221,11 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// included); later iterators with no record handed out start at `resume`. Whether the
     /// reader reads again from it (it had not stopped).
     pub(crate) fn seek(&mut self, iterator: String, resume: ShardStart) -> bool {
+        if self.read.phase == Phase::Stopped || self.lease.is_halted() {
+            // Being handed back (or lost): its last checkpoint stands, and the next owner reads
+            // on from it.
+            return false;
+        }
         self.watermark.reset();
         self.lease.drop_pending();
         // The seek's position delivers what follows it: records waiting to come back do not,

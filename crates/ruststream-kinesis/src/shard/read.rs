@@ -220,6 +220,11 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         true
     }
 
+    /// Whether a seek arrived that reading has not applied yet.
+    pub(super) fn seek_pending(&self) -> bool {
+        self.seek.is_some()
+    }
+
     /// Applies a seek that arrived; whether there was one.
     pub(super) fn apply_seek(&mut self) -> bool {
         let Some((iterator, resume)) = self.seek.take() else {

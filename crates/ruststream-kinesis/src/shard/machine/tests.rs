@@ -475,3 +475,47 @@ fn after_a_suspension_longer_than_the_lease_the_shard_delivers_nothing() {
         "the record read is not handed out: {step:?}"
     );
 }
+
+/// A seek that returned sends a draining shard back to reading even when the cancel comes
+/// before the reader applied it: the shard is then handed back, not finished past the seek.
+#[test]
+fn a_seek_back_on_a_draining_shard_is_not_lost_to_a_cancel() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], None, 0);
+    let ticket = hand_out(&mut machine, Duration::ZERO)[0];
+    assert!(
+        matches!(next(&mut machine, S), ReadStep::Wait(None)),
+        "draining"
+    );
+    assert!(machine.seek("it-back".to_owned(), recorded()));
+    // The old position's record settles after the seek (moving nothing), then shutdown.
+    let _ = machine.settle(ticket, false);
+    machine.cancel_reading();
+    let step = next(&mut machine, S);
+    assert!(
+        matches!(step, ReadStep::Finish(Stop::Cancelled)),
+        "handed back, not SHARD_END: {step:?}"
+    );
+}
+
+/// A seek of a shard being handed back moves nothing: its pending checkpoint still goes out
+/// before the release.
+#[test]
+fn a_seek_of_a_shard_being_handed_back_keeps_its_pending_checkpoint() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
+    let ticket = hand_out(&mut machine, Duration::ZERO)[0];
+    machine.settle(ticket, false).unwrap();
+    machine.cancel_reading();
+    assert!(matches!(
+        next(&mut machine, S),
+        ReadStep::Finish(Stop::Cancelled)
+    ));
+    machine.close(Close::Release);
+    assert!(!machine.seek("it-seek".to_owned(), recorded()));
+    assert_eq!(
+        machine.next_write(S, ms(S)),
+        Next::Send(Write::Final(Arc::from("1"))),
+        "the settled prefix is written before the release"
+    );
+}
