@@ -16,14 +16,15 @@ import re
 import sys
 from pathlib import Path
 
-TEST_ONLY = {"tests.rs", "simulation.rs", "fake_kinesis.rs", "fake_stream.rs", "test_store.rs"}
+TEST_ONLY = {"tests.rs", "fake_kinesis.rs", "fake_stream.rs", "test_store.rs"}
+TEST_ONLY_FOLDERS = {"simulation"}
 
 
 def module_of(src: Path, path: Path) -> str | None:
     rel = path.relative_to(src)
     if rel.parts == ("lib.rs",):
         return None
-    if "tests" in rel.parts[:-1] or rel.name in TEST_ONLY:
+    if "tests" in rel.parts[:-1] or rel.name in TEST_ONLY or rel.parts[0] in TEST_ONLY_FOLDERS:
         return None
     return rel.parts[0].removesuffix(".rs")
 
@@ -31,7 +32,7 @@ def module_of(src: Path, path: Path) -> str | None:
 def reexports(lib: str) -> dict[str, str]:
     """The names lib.rs re-exports (`pub use module::{A, B}`), by name: their modules."""
     names: dict[str, str] = {}
-    for match in re.finditer(r"pub(?:\(crate\))?\s+use\s+(\w+)::(\{[^}]*\}|\w+)\s*;", lib):
+    for match in re.finditer(r"pub(?:\(crate\))?\s+use\s+(\w+)(?:::\w+)*::(\{[^}]*\}|\w+)\s*;", lib):
         module, items = match.group(1), match.group(2)
         for name in re.findall(r"\b(\w+)\b", items.strip("{}")):
             names.setdefault(name, module)

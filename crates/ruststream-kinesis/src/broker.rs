@@ -17,13 +17,15 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::coordinator;
+use crate::delivery::subscriber::{Deliveries, Inbox};
+use crate::kinesis::api;
+use crate::live::coordinator;
+use crate::live::coordinator::machine::Coordinator;
+use crate::live::subscription::Subscription;
 use crate::registry::{Registry, StreamRegistration};
-use crate::subscriber::{Deliveries, Inbox};
-use crate::subscription::Subscription;
+use crate::settings::validate;
 use crate::{
     KinesisError, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings, MemoryLeaseStore,
-    api, validate,
 };
 
 /// How long `shutdown` waits for readers to write their final checkpoints and release.
@@ -264,11 +266,11 @@ impl KinesisBroker {
         if let Some(endpoint) = &self.endpoint {
             builder = builder.endpoint_url(endpoint);
         }
-        builder = builder.http_client(crate::sdk_http::on_runtime(
+        builder = builder.http_client(crate::sdk::http::on_runtime(
             config.http_client(),
             Handle::current(),
         ));
-        builder = builder.timeout_config(crate::sdk_timeouts::call_timeouts(
+        builder = builder.timeout_config(crate::sdk::timeouts::call_timeouts(
             config.timeout_config(),
             self.timings.kinesis_call_timeout(),
         ));
@@ -407,13 +409,8 @@ impl ConnectedKinesisBroker {
                     runtime: self.runtime.clone(),
                     broker_closed: Arc::clone(&self.closed),
                     running: Mutex::default(),
-                    finished: Mutex::default(),
-                    skipped: Mutex::default(),
-                    gone: Mutex::default(),
-                    take_backoff: Mutex::default(),
+                    coordinator: Mutex::new(Coordinator::new(self.timings, source.initial.clone())),
                     wake: tokio::sync::Notify::new(),
-                    initial: Mutex::new(source.initial.clone()),
-                    last_listing: Mutex::default(),
                 });
                 // The first round runs before the subscription is handed out: every shard this
                 // instance takes is positioned before anything is published to it. It runs on the

@@ -16,14 +16,13 @@ use ruststream::testing::Coordinator;
 use ruststream::{AckError, OutgoingMessage, RawMessage};
 use tokio::sync::mpsc;
 
-use crate::api::OutRecord;
-use crate::message::{Check, Hold, Item, Settlement};
-use crate::record::Record;
-use crate::seeker::{Seeking, Source};
+use crate::delivery::message::{Check, Hold, Item, Settlement};
+use crate::delivery::record::Record;
+use crate::delivery::seeker::{Seeking, Source};
+use crate::kinesis::api::OutRecord;
+use crate::kinesis::envelope;
 use crate::watermark::Ticket;
-use crate::{
-    KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, envelope, lease::epoch_millis,
-};
+use crate::{KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, lease::epoch_millis};
 
 #[derive(Debug)]
 struct Stored {
@@ -439,7 +438,8 @@ impl InProcessSubscription {
                             stored.arrived_ms >= at_ms
                         }
                         KinesisPosition::AtSequence { sequence, .. } => {
-                            crate::position::sequence_cmp(&stored.sequence, sequence).is_ge()
+                            crate::settings::position::sequence_cmp(&stored.sequence, sequence)
+                                .is_ge()
                         }
                     })
                     .map(|stored| (index, stored)),

@@ -71,12 +71,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod api;
 mod broker;
 mod clock;
-mod context;
-mod coordinator;
-mod envelope;
+mod delivery;
 mod error;
 #[cfg(test)]
 mod fake_kinesis;
@@ -84,32 +81,28 @@ mod fake_kinesis;
 mod fake_stream;
 #[cfg(feature = "testing")]
 mod in_process;
+mod kinesis;
 pub mod lease;
+mod live;
 mod local_stack;
-mod message;
-mod pace;
-mod position;
 mod publisher;
-mod reader;
-mod record;
 mod registry;
-mod sdk_http;
-mod sdk_timeouts;
-mod seeker;
+mod sdk;
+mod settings;
 mod shard;
-mod stream;
-mod subscriber;
-mod subscription;
+#[cfg(test)]
+mod simulation;
 #[cfg(test)]
 mod test_store;
-mod timings;
-mod validate;
 mod watermark;
 
 pub use broker::{ConnectedKinesisBroker, KinesisBroker};
-pub use context::{
+pub use delivery::context::{
     KinesisBatchContext, KinesisContext, Position, SeekHandle, SequenceNumber, ShardId, StreamName,
 };
+pub use delivery::message::KinesisMessage;
+pub use delivery::seeker::KinesisSeeker;
+pub use delivery::subscriber::KinesisSubscriber;
 pub use error::KinesisError;
 #[cfg(feature = "dynamodb-lease")]
 pub use lease::DynamoLeaseStore;
@@ -118,14 +111,11 @@ pub use lease::{
     SHARD_SKIPPED, SKEW_TOLERANCE, epoch_millis,
 };
 pub use local_stack::local_stack_config;
-pub use message::KinesisMessage;
-pub use position::KinesisPosition;
 pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, KinesisPublisher};
-pub use seeker::KinesisSeeker;
-pub use stream::{DEFAULT_MAX_UNSETTLED, KinesisStream};
-pub use subscriber::KinesisSubscriber;
-pub use timings::LeaseTimings;
-pub use validate::{
+pub use settings::position::KinesisPosition;
+pub use settings::stream::{DEFAULT_MAX_UNSETTLED, KinesisStream};
+pub use settings::timings::LeaseTimings;
+pub use settings::validate::{
     MAX_GET_RECORDS_LIMIT, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES, MAX_RECORD_BYTES,
 };
 

@@ -11,9 +11,10 @@ use ruststream::runtime::{PublishBuilder, PublishSink};
 use ruststream::{Lend, OutgoingMessage, Publisher};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::api::{self, OutRecord, PutOutcome};
-use crate::validate::{self, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES};
-use crate::{KinesisError, envelope};
+use crate::KinesisError;
+use crate::kinesis::api::{self, OutRecord, PutOutcome};
+use crate::kinesis::envelope;
+use crate::settings::validate::{self, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES};
 
 /// How often a record Kinesis rejected inside a `PutRecords` answer is tried again before the
 /// publish reports it.

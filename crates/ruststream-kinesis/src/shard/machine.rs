@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::lease::{Answer, Close, Ending, Moment, Next, ShardLease};
 use super::read::{Call, Fetch, Phase, ReadSettings, ReadState, Sequenced, Stop, Want};
-use crate::position::ShardStart;
+use crate::settings::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
 
 /// A record a handler handed back (`nack(true)`, `nack_after`, or dropped unsettled), waiting to

@@ -5,6 +5,7 @@
 
 pub(crate) mod lease;
 pub(crate) mod machine;
+pub(crate) mod pace;
 pub(crate) mod read;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,10 +18,10 @@ use tokio::sync::Notify;
 
 use ruststream::AckError;
 
+use crate::delivery::message::{Check, Settlement};
+use crate::delivery::record::Record;
 use crate::lease::LeaseKey;
-use crate::message::{Check, Settlement};
-use crate::position::ShardStart;
-use crate::record::Record;
+use crate::settings::position::ShardStart;
 use crate::watermark::Ticket;
 use crate::{KinesisError, epoch_millis};
 pub(crate) use lease::{Answer, Close, Ending, Lost, Next, ShardLease, Write};

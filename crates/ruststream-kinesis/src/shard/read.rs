@@ -22,21 +22,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lease::{Close, Moment};
-use crate::pace::{self, MIN_CALL_GAP, backoff_ceiling};
-use crate::position::ShardStart;
+use crate::settings::position::ShardStart;
+use crate::shard::pace::{self, MIN_CALL_GAP, backoff_ceiling};
 
 /// How many fresh iterators in a row Kinesis may refuse before the reader hands its shard back
 /// (with the backoff between tries, about half a minute).
 pub(crate) const ITERATOR_TRIES: u32 = 10;
 
-/// A record as the shard machine holds it: the reader's decoded [`Record`](crate::record::Record)
+/// A record as the shard machine holds it: the reader's decoded [`Record`](crate::delivery::record::Record)
 /// in the driver, a place in a simulated shard in tests.
 pub(crate) trait Sequenced {
     /// Its sequence number: what a checkpoint of it records.
     fn sequence(&self) -> &Arc<str>;
 }
 
-impl Sequenced for crate::record::Record {
+impl Sequenced for crate::delivery::record::Record {
     fn sequence(&self) -> &Arc<str> {
         &self.sequence
     }

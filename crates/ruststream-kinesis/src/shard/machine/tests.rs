@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::lease::millis;
-use crate::pace::{MAX_BACKOFF, MIN_CALL_GAP};
+use crate::shard::pace::{MAX_BACKOFF, MIN_CALL_GAP};
 use crate::shard::read::ITERATOR_TRIES;
 use crate::shard::{Lost, Write};
 use crate::{KinesisPosition, LeaseTimings};
@@ -177,7 +177,7 @@ fn a_failed_call_is_sent_again_after_a_jittered_backoff() {
             let wait = until - now;
             assert!(wait >= MIN_CALL_GAP, "{wait:?}");
             assert!(
-                wait <= crate::pace::backoff_ceiling(failures) && wait <= MAX_BACKOFF,
+                wait <= crate::shard::pace::backoff_ceiling(failures) && wait <= MAX_BACKOFF,
                 "{wait:?} after {failures} failures"
             );
             now = until;

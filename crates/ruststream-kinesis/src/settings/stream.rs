@@ -117,7 +117,7 @@ impl KinesisStream {
     /// The `Limit` of each `GetRecords` call (default 1,000, at most 10,000).
     #[must_use]
     pub fn batch_size(mut self, size: u32) -> Self {
-        self.batch_size = size.clamp(1, crate::validate::MAX_GET_RECORDS_LIMIT);
+        self.batch_size = size.clamp(1, crate::settings::validate::MAX_GET_RECORDS_LIMIT);
         self
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ruststream::codec::CodecError;
 use ruststream::{AckError, HeaderMap, IncomingMessage, Positioned};
 
-use crate::record::Record;
+use crate::delivery::record::Record;
 use crate::watermark::Ticket;
 use crate::{KinesisError, KinesisPosition, KinesisSeeker};
 

@@ -8,9 +8,9 @@ use futures::{Stream, StreamExt};
 use ruststream::{BatchSubscriber, BufferedSubscriber, Seekable, Subscriber};
 use tokio::sync::mpsc;
 
-use crate::message::Item;
+use crate::delivery::message::Item;
+use crate::delivery::seeker::Source;
 use crate::registry::StreamRegistration;
-use crate::seeker::Source;
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 /// The subscription to one stream: a stream of [`KinesisMessage`]s from every shard this instance

@@ -14,7 +14,7 @@ use aws_sdk_kinesis::primitives::{Blob, DateTime};
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType, StreamStatus};
 use bytes::Bytes;
 
-use crate::position::ShardStart;
+use crate::settings::position::ShardStart;
 use crate::{KinesisError, KinesisPosition};
 
 /// The error of a failed call on `stream`: [`KinesisError::StreamNotFound`] when the service

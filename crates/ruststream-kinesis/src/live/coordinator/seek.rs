@@ -2,11 +2,11 @@
 
 use std::sync::{Arc, PoisonError};
 
-use crate::api;
-use crate::position::ShardStart;
-use crate::seeker::{Seeking, Source};
+use crate::delivery::seeker::{Seeking, Source};
+use crate::kinesis::api;
+use crate::live::subscription::Subscription;
+use crate::settings::position::ShardStart;
 use crate::shard::ShardHandle;
-use crate::subscription::Subscription;
 use crate::{KinesisError, KinesisPosition};
 
 impl Source for Subscription {

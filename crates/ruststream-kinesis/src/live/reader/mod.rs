@@ -7,16 +7,17 @@ use std::sync::{Arc, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{self, Fetched};
 use crate::clock::Instant;
-use crate::message::{Hold, Settlement};
-use crate::record::Record;
-use crate::seeker::Source;
+use crate::delivery::message::{Hold, Settlement};
+use crate::delivery::record::Record;
+use crate::delivery::seeker::Source;
+use crate::kinesis::api::{self, Fetched};
+use crate::kinesis::envelope;
+use crate::live::subscription::Subscription;
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, Lost, Next, ReadStep, Redeliver, ShardHandle, Stop, Write,
 };
-use crate::subscription::Subscription;
-use crate::{KinesisError, KinesisMessage, KinesisSeeker, envelope};
+use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 /// Everything one shard's tasks own.
 pub(crate) struct Reader {

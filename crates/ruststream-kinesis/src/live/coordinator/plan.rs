@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::KinesisPosition;
-use crate::api::ShardInfo;
+use crate::kinesis::api::ShardInfo;
 use crate::lease::LeaseState;
-use crate::position::ShardStart;
+use crate::settings::position::ShardStart;
 
 /// What to do with one listed shard this instance does not read.
 #[derive(Debug, Clone, PartialEq, Eq)]

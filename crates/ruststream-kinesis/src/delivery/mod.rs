@@ -1,0 +1,10 @@
+//! What a handler sees: a delivery ([`message`]) and the record it carries ([`record`]), what it
+//! settles against ([`message::Settlement`]), the handler's context ([`context`]), the subscriber
+//! in front of the handlers ([`subscriber`]), and the seeker a handler moves a subscription with
+//! ([`seeker`]).
+
+pub(crate) mod context;
+pub(crate) mod message;
+pub(crate) mod record;
+pub(crate) mod seeker;
+pub(crate) mod subscriber;

@@ -1,0 +1,588 @@
+//! The table's writes: the conditional updates of a take, a renewal, a checkpoint and a release,
+//! each under the fence (`lease_counter`) this store object's own last write left in the row,
+//! and how a refusal, a failure or an unanswered write moves that fence.
+
+use super::*;
+
+impl DynamoLeaseStore {
+    pub(super) fn known(&self, key: &LeaseKey) -> bool {
+        self.existing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(key)
+    }
+
+    pub(super) fn remember(&self, key: &LeaseKey) {
+        self.existing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone());
+    }
+
+    pub(super) fn fence(&self, key: &LeaseKey) -> Fence {
+        self.fences
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub(super) fn set_fence(&self, key: &LeaseKey, fence: Fence) {
+        self.fences
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), fence);
+    }
+
+    /// Records the row a write of this store left, or, for a write with an unknown outcome, that
+    /// the counter may have moved.
+    pub(super) fn settle_fence(&self, key: &LeaseKey, written: Result<&Item, &WriteError>) {
+        let fence = match written {
+            Ok(item) => Fence {
+                counter: number_attribute(item, COUNTER).ok().flatten(),
+                uncertain: false,
+            },
+            Err(WriteError::Failed(_)) => Fence {
+                uncertain: true,
+                ..self.fence(key)
+            },
+            // Refused: the counter this store saw stays the condition of its later writes, so
+            // none of them lands on a row another instance (or a restart) wrote since.
+            Err(WriteError::Refused(_)) => Fence {
+                uncertain: false,
+                ..self.fence(key)
+            },
+        };
+        self.set_fence(key, fence);
+    }
+
+    /// A renewal, checkpoint or release: conditioned on this owner holding the row and, once this
+    /// store has written it, on the counter it left there.
+    ///
+    /// A refusal is not always a lost lease. When the SDK sent the write again after an attempt
+    /// whose answer was lost (a 5xx, a reset connection) and that attempt had landed, the resent
+    /// write is refused by the very counter it moved: the row then shows this owner, the counter
+    /// one past the one the write was conditioned on, and the attributes this write set, exactly
+    /// (`effect`). That refusal is the write's success. A refusal
+    /// that finds the row still held by this owner after one of this store's own writes had an
+    /// unknown outcome adopts the row's counter and tries once more; any other refusal is
+    /// [`LeaseError::Lost`].
+    pub(super) async fn held_update(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        write: HeldWrite<'_>,
+    ) -> Result<Item, LeaseError> {
+        let HeldWrite {
+            operation,
+            update,
+            values,
+            returns,
+            effect,
+        } = write;
+        let mut retried = false;
+        loop {
+            let fence = self.fence(key);
+            let mut values = values.clone();
+            let condition = match fence.counter {
+                Some(counter) => {
+                    values.insert(":seen".to_owned(), number(counter));
+                    HELD_AT_CONDITION
+                }
+                None => HELD_CONDITION,
+            };
+            let unanswered = Unanswered::arm(self, key);
+            let written = self
+                .update(key, operation, update, condition, values, returns.clone())
+                .await;
+            unanswered.disarm();
+            self.settle_fence(key, written.as_ref());
+            match written {
+                Ok(item) => return Ok(item),
+                Err(WriteError::Refused(Some(row)))
+                    if state_of(&row).is_ok_and(|state| landed(&state, fence.counter, &effect)) =>
+                {
+                    // Our own earlier attempt of this very write landed.
+                    self.set_fence(
+                        key,
+                        Fence {
+                            counter: number_attribute(&row, COUNTER).ok().flatten(),
+                            uncertain: false,
+                        },
+                    );
+                    return Ok(row);
+                }
+                Err(WriteError::Refused(Some(row)))
+                    if !retried
+                        && fence.uncertain
+                        && string_attribute(&row, OWNER).ok().flatten().as_deref()
+                            == Some(owner) =>
+                {
+                    // One of this store's own writes landed after all: the row is still ours.
+                    self.set_fence(
+                        key,
+                        Fence {
+                            counter: number_attribute(&row, COUNTER).ok().flatten(),
+                            uncertain: false,
+                        },
+                    );
+                    retried = true;
+                }
+                Err(error) => return Err(self.held_failure(key, owner, error)),
+            }
+        }
+    }
+
+    /// The error of a failed call: the table is missing, or DynamoDB said something else.
+    pub(super) fn failure<E, R>(
+        &self,
+        key: &LeaseKey,
+        operation: &'static str,
+        error: &SdkError<E, R>,
+    ) -> LeaseError
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: Debug,
+    {
+        if error.code() == Some("ResourceNotFoundException") {
+            return LeaseError::TableMissing {
+                table: self.table.to_string(),
+                create_command: self.create_command(),
+            };
+        }
+        let message = match (error.code(), error.message()) {
+            (Some(code), Some(message)) => format!("{code}: {message}"),
+            (Some(code), None) => code.to_owned(),
+            _ => DisplayErrorContext(error).to_string(),
+        };
+        LeaseError::Store {
+            key: key.clone(),
+            operation,
+            message: format!("table {:?}: {message}", self.table),
+        }
+    }
+
+    /// The error of an answer this store cannot read.
+    pub(super) fn malformed(
+        &self,
+        key: &LeaseKey,
+        operation: &'static str,
+        message: &str,
+    ) -> LeaseError {
+        LeaseError::Store {
+            key: key.clone(),
+            operation,
+            message: format!("table {:?}: {message}", self.table),
+        }
+    }
+
+    /// Reads the row keyed `row_key`, strongly consistent.
+    pub(super) async fn get(
+        &self,
+        key: &LeaseKey,
+        row_key: String,
+        operation: &'static str,
+    ) -> Result<Option<Item>, LeaseError> {
+        self.client
+            .get_item()
+            .table_name(self.table())
+            .key(KEY, AttributeValue::S(row_key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map(|out| out.item)
+            .map_err(|error| self.failure(key, operation, &error))
+    }
+
+    /// A conditional `UpdateItem` of the row keyed `row_key`; answers the row as written.
+    ///
+    /// `values` must define every `:name` that `update` and `condition` use, and no other:
+    /// DynamoDB refuses unused values, and moto answers HTTP 500 to undefined ones.
+    ///
+    /// `returns` says what the answer holds: `AllNew` where the caller answers the whole row,
+    /// `UpdatedNew` where the counter (which every write updates) is all it needs; the smaller
+    /// answer is cheaper to build and to read.
+    pub(super) async fn update(
+        &self,
+        key: &LeaseKey,
+        operation: &'static str,
+        update: &str,
+        condition: &str,
+        values: Item,
+        returns: ReturnValue,
+    ) -> Result<Item, WriteError> {
+        let written = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, AttributeValue::S(key.row_key()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_values(Some(values))
+            .return_values(returns)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match written {
+            Ok(out) => Ok(out.attributes.unwrap_or_default()),
+            Err(error) => match error.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(refused)) => {
+                    Err(WriteError::Refused(refused.item.clone()))
+                }
+                _ => Err(WriteError::Failed(self.failure(key, operation, &error))),
+            },
+        }
+    }
+
+    /// The state of a row as written, or a [`LeaseError::Store`] naming what is wrong with it.
+    pub(super) fn written(
+        &self,
+        key: &LeaseKey,
+        operation: &'static str,
+        item: &Item,
+    ) -> Result<LeaseState, LeaseError> {
+        state_of(item).map_err(|message| self.malformed(key, operation, &message))
+    }
+
+    /// The error of a renewal, checkpoint or release that did not happen.
+    pub(super) fn held_failure(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        error: WriteError,
+    ) -> LeaseError {
+        match error {
+            WriteError::Refused(_) => LeaseError::Lost {
+                key: key.clone(),
+                owner: owner.to_owned(),
+            },
+            WriteError::Failed(error) => error,
+        }
+    }
+
+    /// The take of `acquire` and `acquire_from`: one conditional write, which sets `start` as
+    /// the checkpoint of a row without one.
+    pub(super) async fn take(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        lease: Duration,
+        start: Option<&str>,
+    ) -> Result<LeaseState, LeaseError> {
+        if !self.known(key)
+            && let Some(adopted) = self.adopt_legacy(key, owner, lease).await?
+        {
+            return Ok(adopted);
+        }
+        let now = epoch_millis();
+        let cutoff = now.saturating_sub(millis(SKEW_TOLERANCE));
+        let mut values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (
+                ":expiry".to_owned(),
+                number(now.saturating_add(millis(lease))),
+            ),
+            (":one".to_owned(), number(1)),
+            (":cutoff".to_owned(), number(cutoff)),
+        ]);
+        let update = match start {
+            Some(start) => {
+                values.insert(":start".to_owned(), string(start));
+                "SET lease_owner = :me, lease_expiry = :expiry, \
+                 checkpoint = if_not_exists(checkpoint, :start) ADD lease_counter :one"
+            }
+            None => "SET lease_owner = :me, lease_expiry = :expiry ADD lease_counter :one",
+        };
+        let taken = self
+            .update(
+                key,
+                "acquire",
+                update,
+                TAKE_CONDITION,
+                values,
+                ReturnValue::AllNew,
+            )
+            .await;
+        self.settle_fence(key, taken.as_ref());
+        match taken {
+            Ok(item) => {
+                self.remember(key);
+                self.written(key, "acquire", &item)
+            }
+            Err(WriteError::Refused(Some(item))) => {
+                self.remember(key);
+                let held = self.written(key, "acquire", &item)?;
+                Err(LeaseError::Held {
+                    key: key.clone(),
+                    owner: held.owner.unwrap_or_default(),
+                    expires_in_ms: held.expiry_ms.saturating_sub(epoch_millis()),
+                })
+            }
+            Err(WriteError::Refused(None)) => Err(self.malformed(
+                key,
+                "acquire",
+                "the take was refused, and DynamoDB did not return the row that refused it",
+            )),
+            Err(WriteError::Failed(error)) => Err(error),
+        }
+    }
+
+    /// Before this instance's first take of a shard whose `stream:shard` row it has not seen:
+    /// looks for the bare row of an earlier version, and takes the shard from its checkpoint
+    /// when `legacy_stream` names this stream. `None` when the ordinary take should go on.
+    pub(super) async fn adopt_legacy(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<LeaseState>, LeaseError> {
+        // The common case (no earlier version ever wrote this table) costs this one read, or
+        // none after a Scan of the table (a listing) saw no bare row for the shard. An earlier
+        // version writing the table at the same time is not supported (see the docs).
+        if self.scanned_without_bare_row(key.shard()) {
+            return Ok(None);
+        }
+        let Some(bare) = self.get(key, key.shard().to_owned(), "acquire").await? else {
+            return Ok(None);
+        };
+        let checkpoint = match bare.get(CHECKPOINT) {
+            Some(AttributeValue::S(checkpoint)) => checkpoint.clone(),
+            None => return Ok(None),
+            Some(other) => {
+                return Err(self.malformed(
+                    key,
+                    "acquire",
+                    &format!(
+                        "the earlier version's row {:?} has checkpoint {other:?}, not a string",
+                        key.shard()
+                    ),
+                ));
+            }
+        };
+        match self.legacy_stream.as_deref() {
+            Some(stream) if stream == key.stream() => {}
+            Some(_) => return Ok(None),
+            None => {
+                // Without `legacy_stream` the bare row is an error only while this version has
+                // no row of its own: once one exists, another instance has moved on from it.
+                if self.get(key, key.row_key(), "acquire").await?.is_some() {
+                    self.remember(key);
+                    return Ok(None);
+                }
+                return Err(LeaseError::LegacyRow {
+                    table: self.table.to_string(),
+                    stream: key.stream().to_owned(),
+                    shard: key.shard().to_owned(),
+                    checkpoint,
+                });
+            }
+        }
+        let now = epoch_millis();
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (
+                ":expiry".to_owned(),
+                number(now.saturating_add(millis(lease))),
+            ),
+            (":checkpoint".to_owned(), string(&checkpoint)),
+            (":one".to_owned(), number(1)),
+        ]);
+        let copied = self
+            .update(
+                key,
+                "acquire",
+                "SET lease_owner = :me, lease_expiry = :expiry, checkpoint = :checkpoint \
+                 ADD lease_counter :one",
+                NEW_ROW_CONDITION,
+                values,
+                ReturnValue::AllNew,
+            )
+            .await;
+        if let Ok(item) = &copied {
+            self.settle_fence(key, Ok(item));
+        }
+        match copied {
+            Ok(item) => {
+                self.remember(key);
+                tracing::info!(
+                    table = %self.table,
+                    stream = key.stream(),
+                    shard = key.shard(),
+                    checkpoint,
+                    "resuming from the row of an earlier version, keyed by the bare shard id"
+                );
+                self.written(key, "acquire", &item).map(Some)
+            }
+            // Another instance created the row first: take it the ordinary way.
+            Err(WriteError::Refused(_)) => {
+                self.remember(key);
+                Ok(None)
+            }
+            Err(WriteError::Failed(error)) => Err(error),
+        }
+    }
+
+    pub(super) async fn renew_held(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<LeaseState, LeaseError> {
+        let expiry = epoch_millis().saturating_add(millis(lease));
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (":expiry".to_owned(), number(expiry)),
+            (":one".to_owned(), number(1)),
+        ]);
+        let item = self
+            .held_update(
+                key,
+                owner,
+                HeldWrite {
+                    operation: "renew",
+                    update: "SET lease_expiry = :expiry ADD lease_counter :one",
+                    values,
+                    returns: ReturnValue::AllNew,
+                    effect: HeldEffect {
+                        owner: Some(owner),
+                        expiry_ms: Some(expiry),
+                        checkpoint: None,
+                    },
+                },
+            )
+            .await?;
+        self.written(key, "renew", &item)
+    }
+
+    pub(super) async fn checkpoint_held(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        checkpoint: &str,
+    ) -> Result<(), LeaseError> {
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (":checkpoint".to_owned(), string(checkpoint)),
+            (":one".to_owned(), number(1)),
+        ]);
+        self.held_update(
+            key,
+            owner,
+            HeldWrite {
+                operation: "checkpoint",
+                update: "SET checkpoint = :checkpoint ADD lease_counter :one",
+                values,
+                returns: ReturnValue::UpdatedNew,
+                effect: HeldEffect {
+                    owner: Some(owner),
+                    expiry_ms: None,
+                    checkpoint: Some(checkpoint),
+                },
+            },
+        )
+        .await
+        .map(drop)
+    }
+
+    pub(super) async fn checkpoint_renewing(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        checkpoint: &str,
+        lease: Duration,
+    ) -> Result<(), LeaseError> {
+        let expiry = epoch_millis().saturating_add(millis(lease));
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (":checkpoint".to_owned(), string(checkpoint)),
+            (":expiry".to_owned(), number(expiry)),
+            (":one".to_owned(), number(1)),
+        ]);
+        self.held_update(
+            key,
+            owner,
+            HeldWrite {
+                operation: "checkpoint",
+                update: "SET checkpoint = :checkpoint, lease_expiry = :expiry ADD lease_counter :one",
+                values,
+                returns: ReturnValue::UpdatedNew,
+                effect: HeldEffect {
+                    owner: Some(owner),
+                    expiry_ms: Some(expiry),
+                    checkpoint: Some(checkpoint),
+                },
+            },
+        )
+        .await
+        .map(drop)
+    }
+
+    pub(super) async fn read_row(&self, key: &LeaseKey) -> Result<Option<LeaseState>, LeaseError> {
+        let Some(item) = self.get(key, key.row_key(), "read").await? else {
+            return Ok(None);
+        };
+        self.remember(key);
+        self.written(key, "read", &item).map(Some)
+    }
+
+    pub(super) async fn release_held(&self, key: &LeaseKey, owner: &str) -> Result<(), LeaseError> {
+        let values = HashMap::from([
+            (":me".to_owned(), string(owner)),
+            (":zero".to_owned(), number(0)),
+            (":one".to_owned(), number(1)),
+        ]);
+        self.held_update(
+            key,
+            owner,
+            HeldWrite {
+                operation: "release",
+                update: "REMOVE lease_owner SET lease_expiry = :zero ADD lease_counter :one",
+                values,
+                returns: ReturnValue::UpdatedNew,
+                effect: HeldEffect {
+                    owner: None,
+                    expiry_ms: Some(0),
+                    checkpoint: None,
+                },
+            },
+        )
+        .await
+        .map(drop)
+    }
+}
+
+/// Marks a row's fence uncertain when a write to it is dropped before its answer (a call bound
+/// cut it off): the write may still land, and a later refusal by a row this owner holds is then
+/// that write's doing.
+pub(super) struct Unanswered<'a> {
+    store: &'a DynamoLeaseStore,
+    key: &'a LeaseKey,
+    armed: bool,
+}
+
+impl<'a> Unanswered<'a> {
+    pub(super) fn arm(store: &'a DynamoLeaseStore, key: &'a LeaseKey) -> Self {
+        Self {
+            store,
+            key,
+            armed: true,
+        }
+    }
+
+    pub(super) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let fence = Fence {
+                uncertain: true,
+                ..self.store.fence(self.key)
+            };
+            self.store.set_fence(self.key, fence);
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! What one subscription knows of its stream's shards, and every decision the coordinator makes
+//! on it, with no I/O and no clock of its own: which rows a listing round or the handover poll
+//! reads, which shards are takeable (and which are never taken: finished, skipped, gone, or in a
+//! take backoff), the passes of a round (a pass that marked shards `SHARD_SKIPPED` decides their
+//! children at once), what a take's answer means (read from where, or hand the shard back), and
+//! how a failed take backs off. `coordinator/mod.rs` does the I/O around it; the simulation
+//! drives the same type on a virtual clock. The verdict on each shard is [`plan`](super::plan)'s.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::plan::{self, Rows, TakeFor, Verdict};
+use crate::kinesis::api::ShardInfo;
+use crate::lease::LeaseState;
+use crate::settings::position::ShardStart;
+use crate::shard::lease::Moment;
+use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED};
+
+/// The first wait after a take that failed once the lease was won (its iterator refused, a
+/// legacy row in the way); it doubles with each failure in a row, up to the longer of the lease
+/// and the listing interval (10 s by default): a shard whose takes failed during an outage is
+/// taken again no later than a lapsed lease would be.
+const TAKE_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest wait after `failures` failed takes of a shard in a row: doubling from
+/// [`TAKE_BACKOFF`], capped at `longest` (the longer of the lease and the listing interval).
+pub(crate) fn take_backoff_ceiling(failures: u32, longest: Duration) -> Duration {
+    TAKE_BACKOFF
+        .saturating_mul(1 << failures.saturating_sub(1).min(10))
+        .min(longest.max(TAKE_BACKOFF))
+}
+
+/// A shard whose takes keep failing after the lease was won: how often in a row, and when it
+/// may be tried again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TakeBackoff<T> {
+    pub(crate) failures: u32,
+    pub(crate) until: T,
+}
+
+/// What the answer of a take means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AfterTake {
+    /// Read it: the first iterator at `start`, later ones without a delivered record at `resume`.
+    Read {
+        start: ShardStart,
+        resume: ShardStart,
+    },
+    /// It was read to its end: known finished, and handed back.
+    Finished,
+    /// Marked never to be read: known skipped, handed back, and its children decided at once.
+    Skipped,
+    /// A store that records no start cannot mark it: handed back, for a later round.
+    Unmarked,
+}
+
+/// What one subscription knows of its stream's shards.
+#[derive(Debug)]
+pub(crate) struct Coordinator<T> {
+    timings: LeaseTimings,
+    /// Where shards without a checkpoint start; a seek made before any shard was taken sets it.
+    initial: KinesisPosition,
+    /// The shards it knows were read to their end.
+    finished: HashSet<Arc<str>>,
+    /// Closed shards never read that would start at the tip: never taken while the initial
+    /// position stays the tip.
+    skipped: HashSet<Arc<str>>,
+    /// Shards that left the stream while this subscription read them: never taken again, but
+    /// their rows still tell their children that they were read.
+    gone: HashSet<Arc<str>>,
+    /// Shards whose takes failed after the lease was won, and until when they are left alone.
+    backoff: HashMap<Arc<str>, TakeBackoff<T>>,
+    /// The shards the last round listed, for the handover poll between listings.
+    last_listing: Vec<ShardInfo>,
+}
+
+impl<T: Moment> Coordinator<T> {
+    /// A subscription that starts shards without a checkpoint at `initial`.
+    pub(crate) fn new(timings: LeaseTimings, initial: KinesisPosition) -> Self {
+        Self {
+            timings,
+            initial,
+            finished: HashSet::new(),
+            skipped: HashSet::new(),
+            gone: HashSet::new(),
+            backoff: HashMap::new(),
+            last_listing: Vec::new(),
+        }
+    }
+
+    /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
+    /// shards skipped for starting at the tip are judged again.
+    pub(crate) fn start_at(&mut self, initial: KinesisPosition) {
+        self.initial = initial;
+        self.skipped.clear();
+    }
+
+    /// The stream is gone: one created again under its name has shards of the same ids.
+    pub(crate) fn stream_not_found(&mut self) {
+        self.gone.clear();
+        self.skipped.clear();
+        self.finished.clear();
+    }
+
+    /// A listing answered: the shards it no longer shows are forgotten (they cannot be taken,
+    /// and a stream created again under the same name starts afresh).
+    pub(crate) fn listed(&mut self, listing: &[ShardInfo]) {
+        let listed: HashSet<&str> = listing.iter().map(|shard| shard.id.as_ref()).collect();
+        self.skipped.retain(|shard| listed.contains(shard.as_ref()));
+        self.gone.retain(|shard| listed.contains(shard.as_ref()));
+        self.backoff
+            .retain(|shard, _| listed.contains(shard.as_ref()));
+    }
+
+    /// The rows a decision on `listing` needs, `reading` aside: none when no shard waits.
+    pub(crate) fn wanted(
+        &self,
+        listing: &[ShardInfo],
+        reading: &HashSet<Arc<str>>,
+    ) -> Vec<Arc<str>> {
+        let mut settled = self.finished.clone();
+        settled.extend(self.skipped.iter().cloned());
+        settled.extend(self.gone.iter().cloned());
+        plan::rows_to_read(listing, reading, &settled, &self.finished)
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The rows a round read for `listing`: every shard known finished counts as such, and every
+    /// row at `SHARD_END` becomes known finished. The listing is the handover poll's from now.
+    pub(crate) fn round_rows(&mut self, listing: &[ShardInfo], rows: &mut Rows) {
+        plan::add_finished(rows, &self.finished);
+        for (shard, row) in rows.iter() {
+            if row.as_ref().is_some_and(LeaseState::is_finished) {
+                self.finished.insert(Arc::clone(shard));
+            }
+        }
+        self.last_listing = listing.to_vec();
+    }
+
+    /// The shards of the last listing the handover poll reads the rows of, `reading` aside.
+    pub(crate) fn poll_wanted(&self, reading: &HashSet<Arc<str>>) -> Vec<Arc<str>> {
+        self.wanted(&self.last_listing, reading)
+    }
+
+    /// Whether the rows the handover poll read show a shard of the last listing that this
+    /// instance could take now (released, expired, or its parents finished).
+    pub(crate) fn poll_finds_takeable(
+        &mut self,
+        mut rows: Rows,
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> bool {
+        plan::add_finished(&mut rows, &self.finished);
+        let listing = std::mem::take(&mut self.last_listing);
+        let finished = self.finished.clone();
+        let takeable = !self
+            .takeable(
+                &listing,
+                &rows,
+                |shard| reading.contains(&shard.id) || finished.contains(&shard.id),
+                owner,
+                now,
+                now_ms,
+            )
+            .is_empty();
+        self.last_listing = listing;
+        takeable
+    }
+
+    /// The shards of `listing` that [`plan::verdict`] says to take, `skip` aside, and where each
+    /// starts when its row has no checkpoint. Shards it says are skipped are remembered, and
+    /// shards whose takes keep failing wait out their backoff.
+    pub(crate) fn takeable<'a>(
+        &mut self,
+        listing: &'a [ShardInfo],
+        rows: &Rows,
+        skip: impl Fn(&ShardInfo) -> bool,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> Vec<(&'a ShardInfo, TakeFor)> {
+        let listed = plan::listed(listing);
+        let mut takeable = Vec::new();
+        for shard in listing {
+            if skip(shard)
+                || self.skipped.contains(&shard.id)
+                || self.gone.contains(&shard.id)
+                || self
+                    .backoff
+                    .get(&shard.id)
+                    .is_some_and(|wait| wait.until > now)
+            {
+                continue;
+            }
+            match plan::verdict(shard, &listed, rows, owner, now_ms, &self.initial) {
+                Verdict::Take { fresh } => takeable.push((shard, TakeFor::Reading(fresh))),
+                Verdict::Skip => takeable.push((shard, TakeFor::Skipping)),
+                Verdict::Skipped => {
+                    self.skipped.insert(Arc::clone(&shard.id));
+                }
+                Verdict::Finished | Verdict::WaitForParents | Verdict::HeldElsewhere => {}
+            }
+        }
+        takeable
+    }
+
+    /// What the row a take of `shard` answered means, its checkpoint `checkpoint`: the take was
+    /// for `purpose` and recorded `recorded` in a row without a checkpoint. Decided again on
+    /// that row: it is the authoritative one.
+    pub(crate) fn after_take(
+        &mut self,
+        shard: &Arc<str>,
+        checkpoint: Option<&str>,
+        purpose: &TakeFor,
+        recorded: &str,
+    ) -> AfterTake {
+        match checkpoint {
+            Some(SHARD_END) => {
+                self.finished.insert(Arc::clone(shard));
+                AfterTake::Finished
+            }
+            None if *purpose == TakeFor::Skipping => AfterTake::Unmarked,
+            // Never read (marked by this take, or by another instance's before it, whatever
+            // this take was for).
+            Some(SHARD_SKIPPED) => {
+                self.skipped.insert(Arc::clone(shard));
+                AfterTake::Skipped
+            }
+            // A start another owner recorded, or a checkpoint: later iterators start there too.
+            Some(checkpoint) if checkpoint != recorded => {
+                let start = ShardStart::from_checkpoint(shard, checkpoint);
+                AfterTake::Read {
+                    start: start.clone(),
+                    resume: start,
+                }
+            }
+            // The start this take recorded (or would have, for a store that keeps none): the
+            // first iterator reads from the position itself (the tip stays the tip), and every
+            // later one without a delivered record from the moment recorded for it.
+            _ => {
+                let fresh = match purpose {
+                    TakeFor::Reading(fresh) => fresh.clone(),
+                    // A marking take that found no mark and no start: not read (above).
+                    TakeFor::Skipping => KinesisPosition::Latest,
+                };
+                AfterTake::Read {
+                    start: ShardStart::At(fresh),
+                    resume: ShardStart::from_checkpoint(shard, recorded),
+                }
+            }
+        }
+    }
+
+    /// `shard` is read now: a backoff of its takes ends.
+    pub(crate) fn took(&mut self, shard: &Arc<str>) {
+        self.backoff.remove(shard);
+    }
+
+    /// Leaves `shard` alone for a backoff that doubles with each failure in a row, from `now`;
+    /// `coin` draws the jitter, so the instances that all fail on one shard do not retry in
+    /// step. Answers the backoff.
+    pub(crate) fn delay_take(&mut self, shard: &Arc<str>, now: T, coin: u64) -> TakeBackoff<T> {
+        let longest = self.timings.lease().max(self.timings.listing_interval());
+        let failures = self
+            .backoff
+            .get(shard)
+            .map_or(1, |backoff| backoff.failures.saturating_add(1));
+        let ceiling = crate::lease::millis(take_backoff_ceiling(failures, longest));
+        let wait = ceiling / 2 + coin % (ceiling - ceiling / 2 + 1);
+        let backoff = TakeBackoff {
+            failures,
+            until: now + Duration::from_millis(wait),
+        };
+        self.backoff.insert(Arc::clone(shard), backoff);
+        backoff
+    }
+
+    /// Never takes `shard` again while it stays listed: it left the stream while read.
+    pub(crate) fn gone(&mut self, shard: &Arc<str>) {
+        self.gone.insert(Arc::clone(shard));
+    }
+
+    /// The reader of `shard` ended, `finished` when it read the shard to its end.
+    pub(crate) fn reader_ended(&mut self, shard: &Arc<str>, finished: bool) {
+        if finished {
+            self.finished.insert(Arc::clone(shard));
+        }
+    }
+
+    /// Whether `shard` is known finished.
+    #[cfg(test)]
+    pub(crate) fn is_finished(&self, shard: &str) -> bool {
+        self.finished.contains(shard)
+    }
+
+    /// Whether `shard` is known skipped.
+    pub(crate) fn is_skipped(&self, shard: &str) -> bool {
+        self.skipped.contains(shard)
+    }
+}
+
+/// The passes of one listing round over its rows: each pass takes what is takeable, less the
+/// shards being read, those whose row (or an ancestor's) could not be read and those an earlier
+/// pass tried; a pass that marked shards `SHARD_SKIPPED` is followed by another, in which their
+/// children are decided (a new subscription at the tip takes them in this round). Bounded by
+/// the listing: each further pass follows one that marked at least one shard.
+#[derive(Debug)]
+pub(crate) struct RoundPasses {
+    listing: Vec<ShardInfo>,
+    rows: Rows,
+    held_back: HashSet<Arc<str>>,
+    tried: HashSet<Arc<str>>,
+    marking: Vec<Arc<str>>,
+    passes: usize,
+}
+
+impl RoundPasses {
+    /// The passes over `rows` of `listing`, `unreadable` the shards whose row could not be read.
+    pub(crate) fn new(listing: Vec<ShardInfo>, rows: Rows, unreadable: &HashSet<Arc<str>>) -> Self {
+        let held_back = plan::held_back_by(&listing, unreadable);
+        Self {
+            listing,
+            rows,
+            held_back,
+            tried: HashSet::new(),
+            marking: Vec::new(),
+            passes: 0,
+        }
+    }
+
+    /// The takes of the next pass (none: the round is over).
+    pub(crate) fn next<T: Moment>(
+        &mut self,
+        coordinator: &mut Coordinator<T>,
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> Vec<(ShardInfo, TakeFor)> {
+        let (held_back, tried) = (&self.held_back, &self.tried);
+        let to_take: Vec<(ShardInfo, TakeFor)> = coordinator
+            .takeable(
+                &self.listing,
+                &self.rows,
+                |shard| {
+                    reading.contains(&shard.id)
+                        || held_back.contains(&shard.id)
+                        || tried.contains(&shard.id)
+                },
+                owner,
+                now,
+                now_ms,
+            )
+            .into_iter()
+            .map(|(shard, purpose)| (shard.clone(), purpose))
+            .collect();
+        self.marking = to_take
+            .iter()
+            .filter(|(_, purpose)| *purpose == TakeFor::Skipping)
+            .map(|(shard, _)| Arc::clone(&shard.id))
+            .collect();
+        self.tried
+            .extend(to_take.iter().map(|(shard, _)| Arc::clone(&shard.id)));
+        to_take
+    }
+
+    /// The takes of a pass answered: whether another pass follows (the pass marked shards, whose
+    /// rows now read `SHARD_SKIPPED`).
+    pub(crate) fn passed<T: Moment>(&mut self, coordinator: &Coordinator<T>) -> bool {
+        self.passes += 1;
+        let marked: Vec<Arc<str>> = std::mem::take(&mut self.marking)
+            .into_iter()
+            .filter(|shard| coordinator.is_skipped(shard))
+            .collect();
+        if marked.is_empty() || self.passes > self.listing.len() {
+            return false;
+        }
+        for shard in marked {
+            self.rows.insert(shard, Some(LeaseState::skipped()));
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests;

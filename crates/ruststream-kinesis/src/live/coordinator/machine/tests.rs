@@ -1,0 +1,211 @@
+//! The coordinator's decisions on a virtual clock: what a take's answer means, the take
+//! backoff, a round's passes over marked parents, the handover poll, and what a listing forgets.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+
+const OWNER: &str = "pod-a";
+const NOW_MS: u64 = 1_700_000_000_000;
+
+fn shard(id: &str, parents: &[&str], closed: bool) -> ShardInfo {
+    ShardInfo {
+        id: Arc::from(id),
+        parents: parents.iter().map(|p| Arc::from(*p)).collect(),
+        closed,
+    }
+}
+
+fn coordinator(initial: KinesisPosition) -> Coordinator<Duration> {
+    Coordinator::new(LeaseTimings::default(), initial)
+}
+
+fn no_rows(listing: &[ShardInfo]) -> Rows {
+    listing.iter().map(|s| (Arc::clone(&s.id), None)).collect()
+}
+
+#[test]
+fn a_take_answer_reads_from_its_checkpoint_or_the_start_it_recorded() {
+    let mut coordinator = coordinator(KinesisPosition::Latest);
+    let id: Arc<str> = Arc::from("shardId-0");
+    let reading = TakeFor::Reading(KinesisPosition::Latest);
+    let recorded = reading.recorded(NOW_MS);
+    assert_eq!(
+        coordinator.after_take(&id, Some(&recorded), &reading, &recorded),
+        AfterTake::Read {
+            start: ShardStart::At(KinesisPosition::Latest),
+            resume: ShardStart::from_checkpoint(&id, &recorded),
+        },
+        "its own recorded start: the tip itself first, the recorded moment after"
+    );
+    let checkpoint = ShardStart::from_checkpoint(&id, "4711");
+    assert_eq!(
+        coordinator.after_take(&id, Some("4711"), &reading, &recorded),
+        AfterTake::Read {
+            start: checkpoint.clone(),
+            resume: checkpoint,
+        }
+    );
+    assert_eq!(
+        coordinator.after_take(&id, Some(SHARD_END), &reading, &recorded),
+        AfterTake::Finished
+    );
+    assert!(coordinator.is_finished(&id));
+    let other: Arc<str> = Arc::from("shardId-1");
+    assert_eq!(
+        coordinator.after_take(&other, Some(SHARD_SKIPPED), &reading, &recorded),
+        AfterTake::Skipped,
+        "marked by another instance, whatever this take was for"
+    );
+    assert!(coordinator.is_skipped(&other));
+    assert_eq!(
+        coordinator.after_take(&other, None, &TakeFor::Skipping, SHARD_SKIPPED),
+        AfterTake::Unmarked,
+        "a store that records no start cannot mark"
+    );
+}
+
+#[test]
+fn a_failed_take_backs_off_doubling_with_jitter_and_a_take_ends_it() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
+    let listing = vec![shard("shardId-0", &[], false)];
+    let id = Arc::clone(&listing[0].id);
+    let now = Duration::from_secs(100);
+    for failures in 1..=5 {
+        // The jitter's two ends, in turn.
+        let coin = if failures % 2 == 0 { 0 } else { u64::MAX };
+        let backoff = coordinator.delay_take(&id, now, coin);
+        assert_eq!(backoff.failures, failures);
+        let ceiling = take_backoff_ceiling(failures, Duration::from_secs(10));
+        let wait = backoff.until - now;
+        assert!(
+            wait >= ceiling / 2 && wait <= ceiling,
+            "{wait:?} of {ceiling:?}"
+        );
+        assert_eq!(
+            ceiling,
+            Duration::from_secs(1 << (failures - 1)).min(Duration::from_secs(10)),
+            "doubling from a second, capped at the lease"
+        );
+    }
+    let rows = no_rows(&listing);
+    assert!(
+        coordinator
+            .takeable(&listing, &rows, |_| false, OWNER, now, NOW_MS)
+            .is_empty(),
+        "in its backoff"
+    );
+    let later = now + Duration::from_secs(60);
+    assert_eq!(
+        coordinator
+            .takeable(&listing, &rows, |_| false, OWNER, later, NOW_MS)
+            .len(),
+        1,
+        "after it"
+    );
+    coordinator.took(&id);
+    assert_eq!(
+        coordinator.delay_take(&id, now, 0).failures,
+        1,
+        "counted afresh"
+    );
+}
+
+#[test]
+fn a_round_that_marks_never_read_parents_takes_their_children_in_another_pass() {
+    // A new subscription at the tip: a closed parent nobody read is marked, and its child is
+    // taken in the same round.
+    let mut coordinator = coordinator(KinesisPosition::Latest);
+    let listing = vec![
+        shard("shardId-0", &[], true),
+        shard("shardId-1", &["shardId-0"], false),
+    ];
+    let reading = HashSet::new();
+    let mut rows = no_rows(&listing);
+    coordinator.round_rows(&listing, &mut rows);
+    let mut passes = RoundPasses::new(listing, rows, &HashSet::new());
+    let first = passes.next(&mut coordinator, &reading, OWNER, Duration::ZERO, NOW_MS);
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        (&*first[0].0.id, &first[0].1),
+        ("shardId-0", &TakeFor::Skipping)
+    );
+    // The marking take answered the mark.
+    let parent = Arc::clone(&first[0].0.id);
+    assert_eq!(
+        coordinator.after_take(
+            &parent,
+            Some(SHARD_SKIPPED),
+            &TakeFor::Skipping,
+            SHARD_SKIPPED
+        ),
+        AfterTake::Skipped
+    );
+    assert!(
+        passes.passed(&coordinator),
+        "a pass that marked is followed by another"
+    );
+    let second = passes.next(&mut coordinator, &reading, OWNER, Duration::ZERO, NOW_MS);
+    assert_eq!(second.len(), 1);
+    assert_eq!(&*second[0].0.id, "shardId-1");
+    assert!(matches!(second[0].1, TakeFor::Reading(_)));
+    assert!(
+        !passes.passed(&coordinator),
+        "nothing marked: the round is over"
+    );
+}
+
+#[test]
+fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
+    let listing = vec![shard("shardId-0", &[], false)];
+    let held = Some(LeaseState {
+        owner: Some("pod-b".to_owned()),
+        expiry_ms: NOW_MS + 10_000,
+        counter: 3,
+        checkpoint: Some("42".to_owned()),
+    });
+    let mut rows: Rows = [(Arc::clone(&listing[0].id), held.clone())].into();
+    coordinator.round_rows(&listing, &mut rows);
+    let reading = HashSet::new();
+    assert_eq!(coordinator.poll_wanted(&reading).len(), 1);
+    let rows: Rows = [(Arc::clone(&listing[0].id), held)].into();
+    assert!(!coordinator.poll_finds_takeable(rows, &reading, OWNER, Duration::ZERO, NOW_MS));
+    let released = Some(LeaseState {
+        owner: None,
+        expiry_ms: NOW_MS,
+        counter: 4,
+        checkpoint: Some("42".to_owned()),
+    });
+    let rows: Rows = [(Arc::clone(&listing[0].id), released)].into();
+    assert!(coordinator.poll_finds_takeable(rows, &reading, OWNER, Duration::ZERO, NOW_MS));
+    let reading: HashSet<Arc<str>> = [Arc::clone(&listing[0].id)].into();
+    assert!(
+        coordinator.poll_wanted(&reading).is_empty(),
+        "nothing waits while this instance reads it"
+    );
+}
+
+#[test]
+fn a_listing_forgets_what_left_the_stream_and_a_deleted_stream_forgets_everything() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
+    let gone: Arc<str> = Arc::from("shardId-0");
+    coordinator.gone(&gone);
+    coordinator.reader_ended(&Arc::from("shardId-1"), true);
+    let listing = vec![shard("shardId-0", &[], true), shard("shardId-1", &[], true)];
+    let rows = no_rows(&listing);
+    let mut takes = coordinator.takeable(&listing, &rows, |_| false, OWNER, Duration::ZERO, NOW_MS);
+    takes.retain(|(shard, _)| shard.id == gone);
+    assert!(takes.is_empty(), "gone: never taken while listed");
+    coordinator.listed(&listing[1..]);
+    let takes = coordinator.takeable(&listing, &rows, |_| false, OWNER, Duration::ZERO, NOW_MS);
+    assert!(
+        takes.iter().any(|(shard, _)| shard.id == gone),
+        "listed again after it left the listing: taken afresh"
+    );
+    assert!(coordinator.is_finished("shardId-1"));
+    coordinator.stream_not_found();
+    assert!(!coordinator.is_finished("shardId-1"));
+}

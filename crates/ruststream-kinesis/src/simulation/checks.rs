@@ -1,0 +1,175 @@
+//! The end-of-schedule and liveness checks: no wedge, and every shard held again in time.
+
+use super::*;
+
+impl Sim {
+    // ----- liveness -------------------------------------------------------------------------
+
+    /// Session `sid` of another owner than the one that released `shard` gracefully made its
+    /// next step: counted once per step, under this schedule's poll setting.
+    pub(super) fn handover_step(&mut self, shard: usize, sid: u64, step: Step) {
+        let Some(mut handover) = self.ghost[shard].handover else {
+            return;
+        };
+        if handover.from == sid {
+            return;
+        }
+        let done = match step {
+            Step::Take => std::mem::replace(&mut handover.taken, true),
+            Step::Read => std::mem::replace(&mut handover.read, true),
+            Step::Delivery => false,
+        };
+        if done {
+            return;
+        }
+        self.ghost[shard].handover = (step != Step::Delivery).then_some(handover);
+        let took = millis(self.now.saturating_sub(handover.at));
+        let quiet = handover.at >= self.live_from && handover.taker_ready;
+
+        let handovers = if self.cfg.timings.handover_poll_interval().is_zero() {
+            &mut self.stats.handovers_unpolled
+        } else {
+            &mut self.stats.handovers_polled
+        };
+        handovers.record(step, took, quiet);
+    }
+
+    /// Whether `shard` no longer holds its children back: read to its end, trimmed out of the
+    /// stream, or never to be read (`plan`'s lineage rule).
+    pub(super) fn parent_done(&self, shard: usize) -> bool {
+        let row = self.rows[shard].state.as_ref();
+        row.is_some_and(|row| row.is_finished() || row.is_skipped())
+            || self.stream.shards[shard].trimmed
+    }
+
+    /// Retention trimmed `shard`'s lineage unread: its children not taken yet are owed again only
+    /// from their first take on.
+    pub(super) fn unreach(&mut self, shard: usize) {
+        for child in self.stream.children(shard) {
+            let opened = self.rows[child].state.is_some();
+            // A merge child of a parent the application read starts at its beginning.
+            let read_parent = self.stream.shards[child]
+                .parents
+                .iter()
+                .any(|&p| p != shard && (self.ghost[p].reached || self.rows[p].state.is_some()));
+            if opened || read_parent || !self.ghost[child].reached {
+                continue;
+            }
+            self.ghost[child].reached = false;
+            for idx in 0..self.ghost[child].owed.len() {
+                if self.waive(child, idx) {
+                    self.stats.trimmed_unread += 1;
+                }
+            }
+            self.unreach(child);
+        }
+    }
+
+    /// Whether the application never reads `shard`, by the rules: trimmed, marked skipped, or
+    /// closed before the application reached it (and not yet marked).
+    pub(super) fn never_read(&self, shard: usize) -> bool {
+        let row = self.rows[shard].state.as_ref();
+        self.stream.shards[shard].trimmed
+            || row.is_some_and(LeaseState::is_skipped)
+            || (row.is_none() && self.skippable(shard))
+    }
+
+    /// Invariant 7, no wedge, once every owed record was acked and the checkpoints had time to
+    /// catch up: every open shard's checkpoint is at its last owed record, and every closed
+    /// shard the application reads is at `SHARD_END` (its children may start).
+    pub(super) fn check_no_wedge(&self) -> Option<Failure> {
+        for (shard, sim) in self.stream.shards.iter().enumerate() {
+            let row = self.rows[shard].state.as_ref();
+            let mark = Mark::of(row.and_then(|row| row.checkpoint.as_deref()));
+            let never_read = self.never_read(shard);
+            let last_owed = (0..sim.records.len())
+                .rev()
+                .find(|&idx| self.ghost[shard].owed[idx])
+                .map(|idx| sim.records[idx]);
+            let wedged = if never_read {
+                false
+            } else if sim.info.closed {
+                mark != Mark::End
+            } else {
+                last_owed.is_some_and(|last| mark < Mark::Seq(last))
+            };
+            if wedged {
+                return Some(Failure {
+                    at: self.now,
+                    message: format!(
+                        "no wedge: every record is acked, but shard {shard} ({}, {} records) has \
+                         its checkpoint at {mark:?}",
+                        if sim.info.closed { "closed" } else { "open" },
+                        sim.records.len()
+                    ),
+                });
+            }
+        }
+        None
+    }
+
+    pub(super) fn liveness_bound(&self) -> Duration {
+        let t = &self.cfg.timings;
+        t.lease() + SKEW_TOLERANCE + self.cfg.skew + t.listing_interval() + Duration::from_secs(1)
+    }
+
+    /// The bound for a shard that lost its reader at `since`: with the handover poll on, one poll
+    /// interval instead of a listing interval (`LeaseTimings` says so) once every instance listed
+    /// the shard, that is a listing interval after it was made or the quiet phase began.
+    pub(super) fn liveness_bound_for(&self, shard: usize, since: Time) -> Duration {
+        let t = &self.cfg.timings;
+        let poll = t.handover_poll_interval();
+        let listed_by_all = self.ghost[shard].created_at.max(self.live_from)
+            + t.listing_interval()
+            + Duration::from_secs(1);
+        if poll.is_zero() || since < listed_by_all {
+            return self.liveness_bound();
+        }
+        t.lease() + SKEW_TOLERANCE + self.cfg.skew + poll + Duration::from_secs(1)
+    }
+
+    pub(super) fn check_liveness(&mut self) {
+        if self.now < self.live_from || self.now < self.last_live_check + ms(100) {
+            return;
+        }
+        self.last_live_check = self.now;
+        for shard in 0..self.stream.shards.len() {
+            let finished = |rows: &[Row], s: usize| {
+                rows[s].state.as_ref().is_some_and(LeaseState::is_finished)
+            };
+            let never_read = self.never_read(shard);
+            let eligible = !finished(&self.rows, shard)
+                && !never_read
+                && self.stream.shards[shard]
+                    .parents
+                    .iter()
+                    .all(|&p| self.parent_done(p));
+            let served = self.insts.iter().any(|inst| {
+                inst.alive
+                    && inst
+                        .running
+                        .get(&shard)
+                        .and_then(|sid| inst.sessions.get(sid))
+                        .is_some_and(|s| !s.machine.is_halted() && !s.cancelled)
+            });
+            if eligible && !served {
+                let since = *self.ghost[shard].unserved_since.get_or_insert(self.now);
+                let bound = self.liveness_bound_for(shard, since);
+                let waited = self.now.saturating_sub(since);
+                let permille = u64::try_from(waited.as_micros() * 1000 / bound.as_micros())
+                    .unwrap_or(u64::MAX);
+                self.stats.worst_recovery_permille =
+                    self.stats.worst_recovery_permille.max(permille);
+                if waited > bound {
+                    self.fail(format!(
+                        "liveness: shard {shard} has had no reader since {} (bound {bound:?})",
+                        secs(since)
+                    ));
+                    return;
+                }
+            } else {
+                self.ghost[shard].unserved_since = None;
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The settings of one schedule, drawn at random, and the marks a checkpoint is compared by.
+
+use super::*;
+
+/// A checkpoint's place in a shard: none, the start its first owner recorded before reading
+/// (below every sequence number), after a sequence number, or the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Mark {
+    None,
+    Start,
+    Seq(u64),
+    End,
+}
+
+impl Mark {
+    pub(super) fn of(checkpoint: Option<&str>) -> Self {
+        match checkpoint {
+            None => Self::None,
+            Some(SHARD_END) => Self::End,
+            // A start a first owner recorded (`ShardStart::to_checkpoint`): `TRIM_HORIZON`, or
+            // the moment it opened the shard at the tip or at a timestamp.
+            Some(checkpoint) => checkpoint.parse().map_or(Self::Start, Self::Seq),
+        }
+    }
+}
+
+/// The settings of one schedule.
+#[derive(Debug, Clone)]
+pub(super) struct Config {
+    pub(super) timings: LeaseTimings,
+    pub(super) instances: usize,
+    pub(super) initial_shards: usize,
+    /// How long faults happen; the quiet phase follows.
+    pub(super) chaos: Time,
+    /// The pairwise bound of the wall-clock offsets.
+    pub(super) skew: Duration,
+    pub(super) p_fail: f64,
+    pub(super) p_timeout: f64,
+    pub(super) p_slow: f64,
+    /// The store client's timeout: the longest a store call is in flight.
+    pub(super) timeout: Duration,
+    pub(super) p_kinesis: f64,
+    pub(super) write_gap_ms: (u64, u64),
+    pub(super) channel: usize,
+    pub(super) workers: usize,
+    pub(super) batch: usize,
+    pub(super) poll: Duration,
+    pub(super) reshards: usize,
+    pub(super) crashes: usize,
+    pub(super) stalls: usize,
+    pub(super) shutdowns: usize,
+    pub(super) partitions: usize,
+    pub(super) clock_steps: usize,
+    pub(super) quiet_fault: bool,
+    /// Whether the filter in front of the handlers also checks the lease by the clock
+    /// (`subscriber.rs`), or only the stopped flag (the bug it had, which a test pins).
+    pub(super) filter_checks_lease: bool,
+    /// Subscriptions dropped and opened again in the same process (same owner id).
+    pub(super) resubscribes: usize,
+    /// Whether a new subscription stops waiting for the previous one's tasks after
+    /// `SHUTDOWN_GRACE` (`register` today), or waits until they ended (the fix proposed). Off in
+    /// the main run: see `a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`.
+    pub(super) resubscribe_grace: bool,
+    /// Whether a timed-out call may land after its caller gave up (up to three timeouts after
+    /// it was sent), behind the caller's later calls. Off in the main run: see
+    /// `a_write_landing_after_its_timeout_moves_a_checkpoint_back`. On in the main run, where
+    /// the counter fence keeps late writes out.
+    pub(super) late_landing: bool,
+    /// Whether each incarnation's store object conditions its held writes on the counter its own
+    /// last write left in the row (`Fence` in `lease/dynamo.rs`), or on the owner alone. On in
+    /// the main run; a process restart gets a fresh store object, so it may start while the old
+    /// incarnation's writes are still in flight.
+    pub(super) counter_fence: bool,
+    /// Whether late landing includes takes. Without `take_keeps_expiry` one of an instance's own
+    /// takes that lands after a later take of the same owner id (the same store object or a
+    /// restarted process) is accepted and sets the expiry back to its own send time: see
+    /// `a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence`. On in the main
+    /// run, with `take_keeps_expiry`.
+    pub(super) late_takes: bool,
+    /// Whether a take of a row the taker's owner holds must not move its expiry back
+    /// (`lease_owner = :me AND lease_expiry <= :expiry` in `TAKE_CONDITION` of
+    /// `lease/dynamo.rs`), so a late take of one's own is refused. On in the main run, which then
+    /// lets takes land late too.
+    pub(super) take_keeps_expiry: bool,
+    /// The chance that a handler hands its delivery back (`nack(true)`, a `retry_after`, a
+    /// delivery dropped unsettled): it comes back on the same session, unsettled meanwhile.
+    pub(super) p_retry: f64,
+    /// The chance that the runtime holds a pulled delivery in a worker lane for a while before
+    /// its handler starts (a slow handler ahead of it, a batch gathering).
+    pub(super) p_hold: f64,
+    /// Whether a delivery is checked against its shard's lease where its handler starts
+    /// (`KinesisMessage::decode_error`), or only where the runtime pulled it (the gap the
+    /// review found, which a test pins).
+    pub(super) handler_checks_lease: bool,
+    /// The chance that a `GetRecords` call finds its iterator expired, and the chance that each
+    /// try of the fresh iterator then fails (during the chaos phase).
+    pub(super) p_expire: f64,
+    pub(super) p_iterator_fails: f64,
+    /// The chance that a held write lands and its answer is lost (a 5xx, a reset), and the SDK
+    /// sends it again at once: the resend is refused by the counter the first attempt moved.
+    pub(super) p_resend: f64,
+    /// Whether such a refusal is recognised as the write's own success (`lease::landed`), or
+    /// taken for a lost lease (what `held_update` did before): a test pins it.
+    pub(super) recognise_landed: bool,
+    /// Whether a handed-back delivery comes back to its session (`ShardHandle::hand_back`), or
+    /// stays unsettled for good while the runtime publishes a copy of it that is handled
+    /// elsewhere (what `nack(true)` answering `Unsupported` did before), which freezes the
+    /// checkpoint: a test pins it.
+    pub(super) handed_back_comes_back: bool,
+    /// Where shards this application never read start (`KinesisStream::initial_position`):
+    /// the oldest record, the tip, or a timestamp.
+    pub(super) initial: KinesisPosition,
+    /// How long after it closed a shard is trimmed out of the stream (retention), if at all.
+    pub(super) retention: Option<Duration>,
+    /// Reshards before any instance starts: closed shards the application never read (skipped
+    /// at the tip, read from a timestamp).
+    pub(super) early_reshards: usize,
+    /// Rows made malformed for a while (an operator's edit, another tool), then repaired.
+    pub(super) malformed: usize,
+    /// How many seeks handlers may make, and the chance that a finishing handler makes one.
+    pub(super) seeks: usize,
+    pub(super) p_seek: f64,
+    /// Whether a delivery read before a seek is dropped in front of its handler (the filter's
+    /// and `decode_error`'s generation check), or reaches it after the seek returned (item 13 of
+    /// the review): a test pins it.
+    pub(super) seek_drops_stale: bool,
+}
+
+impl Config {
+    /// How long after it was sent a store call may still land.
+    pub(super) fn request_lifetime(&self) -> Duration {
+        if self.late_landing {
+            self.timeout * 3
+        } else {
+            self.timeout
+        }
+    }
+
+    /// How long a new incarnation waits after the old one died: until every take of the old one
+    /// landed or timed out, and with neither the counter fence nor in-time takes, every request.
+    pub(super) fn restart_wait(&self) -> Duration {
+        if self.counter_fence && (self.take_keeps_expiry || !self.late_takes) {
+            self.timeout + ms(1)
+        } else {
+            self.request_lifetime() + ms(1)
+        }
+    }
+
+    pub(super) fn random(rng: &mut StdRng) -> Self {
+        let timings = match rng.random_range(0..4) {
+            0 => LeaseTimings::default(),
+            1 => LeaseTimings::default().with_listing_interval(Duration::from_secs(2)),
+            2 => LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
+                .expect("valid timings")
+                .with_listing_interval(Duration::from_secs(1)),
+            _ => LeaseTimings::new(Duration::from_secs(6), Duration::from_secs(2))
+                .expect("valid timings")
+                .with_listing_interval(Duration::from_secs(3)),
+        };
+        let poll = [Duration::ZERO, ms(500), Duration::from_secs(1)][rng.random_range(0..3)];
+        let cadence = [Duration::ZERO, Duration::from_secs(1), ms(2_500)][rng.random_range(0..3)];
+        let timings = timings
+            .with_handover_poll_interval(poll)
+            .with_checkpoint_interval(cadence);
+        let lease = timings.lease();
+        let renew = timings.renew();
+        let pick = |rng: &mut StdRng, options: &[f64]| options[rng.random_range(0..options.len())];
+        Self {
+            timings,
+            instances: rng.random_range(2..=5),
+            initial_shards: rng.random_range(1..=4),
+            chaos: lease * rng.random_range(4..=8),
+            skew: tolerated_skew(&timings),
+            p_fail: pick(rng, &[0.0, 0.01, 0.05, 0.2]),
+            p_timeout: pick(rng, &[0.0, 0.01, 0.05, 0.1]),
+            p_slow: pick(rng, &[0.0, 0.02, 0.1]),
+            timeout: ms(rng.random_range(millis(renew) / 2..=millis(renew) * 2)),
+            p_kinesis: pick(rng, &[0.0, 0.02, 0.1]),
+            write_gap_ms: (rng.random_range(20..=100), rng.random_range(150..=600)),
+            channel: rng.random_range(1..=6),
+            workers: rng.random_range(1..=4),
+            batch: rng.random_range(1..=5),
+            poll: ms(rng.random_range(millis(lease) / 10..=millis(lease) / 5)),
+            reshards: rng.random_range(0..=4),
+            crashes: rng.random_range(0..=2),
+            stalls: rng.random_range(0..=2),
+            shutdowns: rng.random_range(0..=2),
+            partitions: rng.random_range(0..=2),
+            clock_steps: rng.random_range(0..=2),
+            resubscribes: rng.random_range(0..=2),
+            quiet_fault: rng.random_bool(0.7),
+            filter_checks_lease: true,
+            resubscribe_grace: false,
+            late_landing: true,
+            counter_fence: true,
+            late_takes: true,
+            take_keeps_expiry: true,
+            p_retry: pick(rng, &[0.0, 0.05, 0.2]),
+            p_hold: pick(rng, &[0.0, 0.2, 0.5]),
+            handler_checks_lease: true,
+            handed_back_comes_back: true,
+            p_expire: pick(rng, &[0.0, 0.01, 0.05]),
+            p_iterator_fails: pick(rng, &[0.0, 0.3, 0.8]),
+            p_resend: pick(rng, &[0.0, 0.02, 0.1]),
+            recognise_landed: true,
+            initial: match rng.random_range(0..4) {
+                0 => KinesisPosition::Latest,
+                1 => {
+                    let after = rng.random_range(0..=millis(lease) * 4);
+                    KinesisPosition::AtTimestamp(wall_time(after))
+                }
+                _ => KinesisPosition::TrimHorizon,
+            },
+            retention: rng
+                .random_bool(0.3)
+                .then(|| lease * rng.random_range(15..=30)),
+            early_reshards: if rng.random_bool(0.3) {
+                rng.random_range(1..=2)
+            } else {
+                0
+            },
+            malformed: rng.random_range(0..=1),
+            seeks: rng.random_range(0..=3),
+            p_seek: pick(rng, &[0.0, 0.01, 0.03]),
+            seek_drops_stale: true,
+        }
+    }
+}

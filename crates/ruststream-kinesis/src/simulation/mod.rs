@@ -1,0 +1,287 @@
+//! A deterministic simulation of the coordinator and the lease protocol: thousands of
+//! random schedules on a virtual clock, each checked against the protocol's invariants after
+//! every event.
+//!
+//! # What runs for real, and what is modelled
+//!
+//! The decisions are the crate's own pure code: each subscription holds the real
+//! [`Coordinator`], which knows what the subscription knows of the shards (finished, skipped,
+//! gone, in a take backoff) and decides what a listing round and the handover poll read, what
+//! is takeable (through `plan::verdict`), a round's passes (`RoundPasses`), what a take's
+//! answer means and how a failed take backs off; each session holds the real [`ShardMachine`], the machine the running
+//! `ShardHandle` holds, which decides everything about a held shard: its reading (which
+//! Kinesis call next, pacing, the poll interval at the tip, backoff, a fresh iterator after an
+//! expired one, `ITERATOR_TRIES`, a seek applied, draining a shard read to its end, why reading
+//! stops), every store write (renewals, retries, checkpoints folded at their cadence, one write
+//! in flight, the final checkpoint or `SHARD_END` and the release), whether a record may still
+//! be handed out, the watermark and the records handed back. The simulation drives it the way
+//! the tokio drivers do: as `Reader::read` (asks it at `now`, answers the call it names from the
+//! simulated stream a moment later, where an iterator is the index of the next record, hands
+//! out the record it names or waits for room in the channel, sleeps until its timer or a wake,
+//! drops the call in flight when cancelled), as `reader::write_lease` (sends the write it names,
+//! hands back the answer) and as `reader::redeliver`. [`ShardStart::from_checkpoint`] /
+//! [`ShardStart::to_checkpoint`] read and record where a shard starts, and
+//! [`LeaseState::is_expired_at`] / [`LeaseState::is_held_by`] are the store's conditions. The
+//! rest of the I/O is a model that follows `live/coordinator/mod.rs` (the order of `round`'s,
+//! `takeable_between_listings`'s and `take`'s calls, the start checkpoint, and the
+//! `select!` of `run` over the cancel, the listing deadline, the wake and the poll, a random
+//! ready branch winning as in tokio), `delivery/subscriber.rs` (the filter in front of the handlers) and
+//! `broker.rs` (`register`: a new subscription to a stream waits for the previous one's tasks)
+//! step by step, including the races between them (a write in flight while the reader
+//! finishes, a reader blocked on a full channel, a coordinator whose `select!` picks a round
+//! over its ready cancel).
+//!
+//! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
+//! (closed shards keep a finite record list, open ones grow as a producer writes), one lease
+//! store, and per instance a bounded delivery channel and a pool of handlers that ack out of
+//! order. Faults, during a chaos phase: store calls that fail (not applied), time out (applied or
+//! not, the caller cannot tell) or answer late; an instance cut off from the store for a while;
+//! Kinesis calls that fail (`ListShards`, `GetShardIterator`, `GetRecords`); crashes (for good, or
+//! a restart under the same owner id or a fresh one); stalls (the whole process frozen, often for
+//! longer than a lease, then resumed with its timers and answers arriving in random order);
+//! graceful stops (the runtime drains its handlers, then drops the subscription), with or without
+//! a restart; a subscription dropped and opened again in the same process under the same owner
+//! id (a new subscription slot of the process, which shares its clock, stalls and partitions);
+//! skewed wall clocks that may also step (NTP) within the bound. Lease timings
+//! vary between the default (10 s / 3 s / 10 s listing) and shortened ones, the handover poll
+//! between off, 0.5 s and 1 s, and the checkpoint cadence between 0, 1 s and 2.5 s. A quiet phase
+//! follows: no more faults except at most one crash or graceful stop, with at least one instance
+//! left, until every record is acked.
+//!
+//! A fix the simulation found is now the real code, behind a [`Config`] flag that a test turns
+//! off to show that the checker still catches the old behaviour: the filter in front of the
+//! handlers checks the lease by the clock (`filter_checks_lease`). Two others are now the
+//! machine's by construction, and its own tests show them (`shard::lease::tests`): one write in
+//! flight per shard (a renewal beside a renewing checkpoint could land first and move the
+//! expiry back), and `SHARD_END` covering what is pending (a pending checkpoint written after
+//! it moved the shard back). Two more are the read side's by construction
+//! (`shard::machine::tests`): a shard whose fresh iterators keep failing is handed back, not
+//! finished (taking the missing iterator for the end wrote `SHARD_END` for an open shard), and
+//! a fresh iterator with no record handed out starts at the recorded start (resolving the tip
+//! again skipped what arrived meanwhile).
+//!
+//! A fix the simulation led to in the I/O code is modelled in the main run, behind a
+//! [`Config`] flag that a test sets back to the old code to show the violation it allowed:
+//! `register` waits for the previous subscription's tasks until they ended
+//! (`resubscribe_grace` off), as the real code now does. It used to stop waiting after
+//! `SHUTDOWN_GRACE` (10 s), which a checkpoint write, the final checkpoint and the release can
+//! each take a store timeout of, and the two subscriptions then share one owner id, which the
+//! store's conditions cannot tell apart
+//! (`a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`).
+//!
+//! The runtime around the handlers is modelled too: it may hold a pulled delivery in a worker
+//! lane for up to one and a half leases before the handler starts (`p_hold`), where the delivery
+//! is checked against its lease again (`KinesisMessage::decode_error`, `handler_checks_lease`)
+//! and a withheld one is forgotten, settling nothing; and a handler may hand its delivery back
+//! (`nack(true)`, `retry_after`, dropped unsettled: `p_retry`), which comes back on the same
+//! session unsettled meanwhile (through the machine's `hand_back` and `next_redelivery`), or is
+//! forgotten by a stopped one. A `GetRecords` may fail (`p_kinesis`) or find its iterator
+//! expired (`p_expire`), and a fresh iterator may fail (`p_iterator_fails`). A take whose `GetShardIterator` fails leaves its shard to a backoff of its own
+//! (`Coordinator::delay_take`, the coordinator's own rule). A held write may land and lose its
+//! answer while the SDK sends it again (`p_resend`): the counter the first attempt moved refuses
+//! the resend, and the store recognises the refusal as the write's own success
+//! (`lease::landed`, the rule `DynamoLeaseStore` uses).
+//!
+//! Where shards start and end is modelled too. The subscription's initial position is the
+//! oldest record, the tip or a timestamp (`Config::initial`); records carry arrival times, and a
+//! take records its start as `take` does (`ShardStart::to_checkpoint`: the tip as the moment
+//! less the skew tolerance), which a fresh iterator with no record handed out starts from
+//! (`Reader::resume`). The stream may be resharded before any instance starts, so closed shards
+//! nobody read are marked `SHARD_SKIPPED` by a take (`plan::Verdict::Skip`, `TakeFor::Skipping`)
+//! and their children wait for the mark, a round deciding again after a pass that marked some
+//! until a pass marks nothing. Retention trims a closed shard some time after it closed
+//! (`Config::retention`): it leaves the listing, its reads answer `ResourceNotFoundException`
+//! (the reader releases it and the coordinator never takes it again, `Stop::Gone`); a child of
+//! a parent trimmed without a row starts at the initial position, so under the tip what the
+//! application owed of it before its first take is lost with the parent (counted as trimmed
+//! unread). A row may be malformed for a while (`Config::malformed`): its
+//! reads, its writes and the stream's `list` fail, a round then reads row by row (`read_rows`)
+//! and leaves the shard and every descendant alone (`plan::held_back_by`). A handler may seek
+//! its shard to a record a few before or after its own (`KinesisSeeker::seek`): the watermark
+//! resets, records waiting to come back are dropped, deliveries of the old position are dropped
+//! in front of their handlers, and the reader restarts at the target, a draining one included.
+//!
+//! Abstracted away: time inside a handler or the runtime other than the handler's own duration
+//! and a lane's hold; rate drift of clocks (a 10 s lease at 100 ppm drifts by 1 ms) and a
+//! monotonic clock that stops while the host is suspended (a stall here lets it run on, as a
+//! frozen process's does); `ListShards` being stale; retention of the records of open shards
+//! (only closed shards are trimmed, whole); throttling beyond a failed call; the bytes of
+//! records; a store without `list` (the poll then reads row by row); malformed rows of other
+//! streams (`DynamoLeaseStore` skips them: `lease::dynamo::tests`); seeks to a position Kinesis
+//! refuses (nothing moves: `reader::tests::seek`) and to positions of every shard; the
+//! read-ahead window (`max_unsettled`, unbounded here; `shard::machine::tests` and
+//! `reader::tests` show it). Those paths are tested at the SDK boundary
+//! (`reader::tests`) and live (`tests/faults_live.rs`, `tests/chaos.rs`).
+//!
+//! # The store model
+//!
+//! A take is conditioned on a new or unowned row, this owner id, or an expiry past by the
+//! caller's clock; renewals, checkpoints and releases on this owner id and, with the counter
+//! fence (`counter_fence`, on in the main run), on the `lease_counter` that this store object's
+//! own last write left in the row, as `DynamoLeaseStore` does (`Fence`, `held_update`,
+//! `settle_fence`): when an answer reaches the caller, a success records the counter the write
+//! left (a granted take too), a failed call marks the row uncertain, a refusal keeps the
+//! recorded counter; a held write refused by a row this owner still holds while it was
+//! uncertain adopts the row's counter and is sent once more with the same values. Each
+//! incarnation of each subscription slot has its own store object, so a restarted process (or
+//! a new subscription) starts with no recorded counters.
+//!
+//! In the main run a held write whose call timed out may land any time up to three timeouts
+//! after it was sent (`late_landing`), behind its caller's later writes or after a same-id
+//! restart, which no longer waits for the old incarnation's held writes, only for its takes
+//! (`Config::restart_wait`). Without the fence such a write moves a checkpoint or an expiry back
+//! (`a_write_landing_after_its_timeout_moves_a_checkpoint_back`); with it no invariant breaks
+//! (`late_writes_behind_the_counter_fence_keep_the_invariants`). A take is not
+//! counter-conditioned; instead a take of a row the taker's owner holds must not move its expiry
+//! back (`take_keeps_expiry`, as `TAKE_CONDITION` in `lease/dynamo.rs` now says), so takes land
+//! late in the main run too (`late_takes_that_keep_the_expiry_keep_the_invariants`). With the
+//! plain `lease_owner = :me` a take of the same owner id landing after a later one was granted
+//! set the expiry back to its own send time and let another instance take the shard while the
+//! holder still delivered (`a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence`).
+//!
+//! # Clock skew
+//!
+//! Each incarnation of an instance gets a wall-clock offset in `[-B/2, +B/2]`, so any two clocks
+//! differ by at most `B = SKEW_TOLERANCE + holder_margin` (2 s with the default timings): the
+//! documented tolerance. A holder whose renewal was sent at `s` stops at `s + lease - margin` by
+//! its monotonic clock (true time here, no drift); a taker's condition `expiry + SKEW_TOLERANCE <
+//! now` with `expiry = wall_holder(s) + lease` holds only after true time `s + lease +
+//! SKEW_TOLERANCE - (off_taker - off_holder) >= s + lease - margin`. Offsets are drawn at the two
+//! extremes a third of the time each, so the boundary is exercised; a test runs clocks skewed
+//! beyond `B` and expects a fencing violation, showing the bound is tight and the check bites.
+//!
+//! # Invariants, checked after every event
+//!
+//! 1. Fencing. (a) The store accepts a renewal, checkpoint or release only from the session
+//!    (instance incarnation and take) that holds the row: the owner-id condition is the real one,
+//!    and the ghost check behind it also catches a same-id restart or an old session's write.
+//!    (b) A take never succeeds while another live session may still deliver by its own clock
+//!    (its last granted `sent + lease - margin` is in the future and it was not stopped); a
+//!    grant is a take, a renewal or a checkpoint write (`checkpoint_and_renew`) the session
+//!    heard succeed.
+//!    (c) Every delivery (a record handed to a handler) is made by the session that holds the
+//!    row at that instant, before `sent + lease - margin` of its last grant it heard of, and not
+//!    after it heard of a refusal. So no two instances ever deliver from one shard in
+//!    overlapping lease intervals, and none delivers after it learned, or should have learned by
+//!    its own clock, that its lease is gone.
+//! 2. Monotonic checkpoints: every accepted checkpoint is at or after the row's previous one
+//!    (a recorded start below every sequence number, `SHARD_END` last), except that a session's
+//!    seek may take it back, no further than its target; nothing is checkpointed over
+//!    `SHARD_SKIPPED`.
+//! 3. At least once: when the schedule ends (quiet phase, every instance healthy) every owed
+//!    record was acked at least once. Owed, by the world's own bookkeeping: under `TRIM_HORIZON`
+//!    every record; under a timestamp every record that arrived at or after it; under the tip
+//!    every record of a shard from the moment the application reached it (first opened it, or a
+//!    parent of it: then the whole shard, as its parent's reader hands it over); less the records
+//!    a forward seek skipped and those retention trimmed unread (both counted).
+//! 4. Order: each session delivers the records after its start position one by one with no gap;
+//!    the first delivery of each record of a shard follows sequence order and passes over no
+//!    owed record; a child's record is delivered only while every parent is at `SHARD_END`,
+//!    marked `SHARD_SKIPPED` or trimmed; and no record read before a seek reaches a handler
+//!    after the seek returned.
+//! 5. Graceful: when a graceful stop's release lands, the row's checkpoint covers every record
+//!    of the session's settled prefix (the runtime drained its handlers; a record handed back
+//!    for a retry, and what follows it, is the next owner's to read again), and no record
+//!    covered that way is ever delivered again, but after a seek back over it.
+//! 6. Liveness (quiet phase, once the last faulty request could have landed): every shard that
+//!    is not finished (nor skipped, nor trimmed) and whose parents are done (finished, marked
+//!    skipped or trimmed) is held by a live, unstopped session again
+//!    within `lease + SKEW_TOLERANCE + B + listing + 1 s` of losing its reader (the second is
+//!    for round trips). With the handover poll on, the listing interval in that bound becomes
+//!    one poll interval once every instance has listed the shard (a listing interval after it
+//!    was made or the quiet phase began), as `LeaseTimings` documents. A plain `lease +
+//!    listing` cannot hold exactly: a taker waits `SKEW_TOLERANCE` beyond the expiry, plus the
+//!    skew between the clocks.
+//! 7. No wedge: once every owed record is acked and no handler holds a delivery, and the
+//!    checkpoints had a liveness bound plus a renewal period and a cadence to catch up, every
+//!    open shard's checkpoint is at its last owed record and every closed shard the application
+//!    reads is at `SHARD_END` (skipped and trimmed ones aside).
+//!
+//! Not an invariant but printed by the main test: how long graceful handovers take, from the
+//! release landing to the next owner's take, its first record read and its first delivery (the
+//! last includes the records ahead of it in the taker's channel and slow handlers), with the
+//! handover poll on and off, worst over all and over quiet ones where another instance is up.
+//!
+//! # Running
+//!
+//! `cargo test -p ruststream-kinesis --lib simulation::` runs 1,000 schedules from a
+//! random base seed on every core (`-- --nocapture` prints the counts and the handover times).
+//! `SIM_SCHEDULES=n` runs `n`; `SIM_BASE_SEED=b` fixes the base; `SIM_SEED=s` replays one
+//! schedule, and `SIM_TRACE=1` with it prints its whole trace (with `-- --nocapture`). A failure
+//! panics with `seed=<s>`, the invariant, the schedule's settings and its last events.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as Atomic};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::kinesis::api::ShardInfo;
+use crate::lease::LeaseState;
+use crate::live::coordinator::machine::{AfterTake, Coordinator, RoundPasses};
+use crate::live::coordinator::plan::{Rows, TakeFor};
+use crate::settings::position::ShardStart;
+use crate::shard::read::Sequenced;
+use crate::shard::{
+    Answer, Call, Close, Ending, Fetch, HandedBack, Lost, Next, ReadSettings, ReadStep, Redeliver,
+    ShardLease, ShardMachine, Standing, Stop, Write,
+};
+use crate::watermark::Ticket;
+use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};
+
+mod checks;
+mod config;
+mod coordinator;
+mod runner_loop;
+mod runtime;
+mod session;
+mod setup;
+mod store;
+mod tests;
+mod types;
+mod world;
+
+use config::*;
+use types::*;
+
+/// Virtual true time since the start of a schedule; also every instance's monotonic clock.
+type Time = Duration;
+
+/// The wall clock's origin, in epoch milliseconds.
+const BASE_MS: i64 = 1_700_000_000_000;
+/// Open shards at most.
+const MAX_OPEN: usize = 8;
+/// Lines of trace a failure prints.
+const TRACE_LINES: usize = 60;
+/// Schedules per `cargo test` run unless `SIM_SCHEDULES` says otherwise.
+const DEFAULT_SCHEDULES: u64 = 1_000;
+/// `broker.rs`: how long a new subscription waits for the previous one's tasks.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The wall-clock moment `after_ms` virtual milliseconds into a schedule, by a clock without skew
+/// (Kinesis's arrival timestamps).
+fn wall_time(after_ms: u64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_millis(BASE_MS.unsigned_abs() + after_ms)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn secs(t: Time) -> String {
+    format!("{:>8.3}", t.as_secs_f64())
+}
+
+/// The pairwise clock skew the protocol tolerates: the taker's `SKEW_TOLERANCE` plus the
+/// holder's margin.
+fn tolerated_skew(timings: &LeaseTimings) -> Duration {
+    SKEW_TOLERANCE + timings.holder_margin()
+}

@@ -1,0 +1,401 @@
+//! The runtime around the handlers: the channel, the filter, lanes that hold deliveries,
+//! handlers that ack out of order, hand back and seek; the checks where a record is delivered.
+
+use super::*;
+
+impl Sim {
+    // ----- the runtime: channel, filter, handlers -------------------------------------------
+
+    pub(super) fn dispatch_soon(&mut self, i: usize) {
+        let inst = &mut self.insts[i];
+        if !inst.dispatch_pending {
+            inst.dispatch_pending = true;
+            let inc = inst.inc;
+            self.push(self.now, Ev::Dispatch { inst: i, inc });
+        }
+    }
+
+    pub(super) fn dispatch(&mut self, i: usize) {
+        self.insts[i].dispatch_pending = false;
+        if self.insts[i].shutting_down {
+            return;
+        }
+        let mut popped = false;
+        while self.insts[i].in_flight < self.cfg.workers {
+            let Some(msg) = self.insts[i].channel.pop_front() else {
+                break;
+            };
+            popped = true;
+            if !self.current(i, msg) {
+                self.stats.filtered += 1;
+                // Dropped by the filter: handed back to a stopped shard, which forgets it.
+                self.forget(i, msg);
+                continue;
+            }
+            self.pulled(i, msg);
+            if self.failure.is_some() {
+                return;
+            }
+            self.insts[i].in_flight += 1;
+            if self.rng.random_bool(self.cfg.p_hold) {
+                // The runtime holds it in a lane behind a slow handler.
+                let held = ms(self
+                    .rng
+                    .random_range(1..=millis(self.cfg.timings.lease()) * 3 / 2));
+                let inc = self.insts[i].inc;
+                self.push(self.now + held, Ev::HandlerStart { inst: i, inc, msg });
+            } else {
+                self.handler_start(i, msg);
+            }
+            if self.failure.is_some() {
+                return;
+            }
+        }
+        if popped {
+            // A sender blocked on the full channel gets its room.
+            let blocked: Vec<u64> = self.insts[i]
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.reader == ReaderTask::Blocked)
+                .map(|(&sid, _)| sid)
+                .collect();
+            let inc = self.insts[i].inc;
+            for sid in blocked {
+                let token = self.token();
+                if let Some(s) = self.session(i, sid) {
+                    s.reader_token = token;
+                }
+                let jitter = self.jitter();
+                self.push(
+                    self.now + jitter,
+                    Ev::Reader {
+                        inst: i,
+                        inc,
+                        sid,
+                        token,
+                    },
+                );
+            }
+        }
+    }
+
+    /// A delivery reaches the runtime's call of its handler: `KinesisMessage::decode_error`
+    /// withholds it when its shard stopped or its lease ran out by this instance's clock (and
+    /// that settlement moves no checkpoint); otherwise the handler runs.
+    pub(super) fn handler_start(&mut self, i: usize, msg: Msg) {
+        let now = self.now;
+        let wall = self.wall(i);
+        if self.cfg.handler_checks_lease {
+            let drops_stale = self.cfg.seek_drops_stale;
+            // `ShardHandle::check`, the machine's `standing`.
+            let withheld = match self.insts[i].sessions.get_mut(&msg.sid) {
+                None => Some(false),
+                Some(s) => match s.machine.standing(msg.ticket, now, wall) {
+                    Standing::Stopped => Some(false),
+                    Standing::RanOut => Some(true),
+                    // A seek since it was read: its position delivers what follows it.
+                    Standing::Stale if drops_stale => Some(false),
+                    Standing::Stale | Standing::Current => None,
+                },
+            };
+            if let Some(lapsed) = withheld {
+                self.stats.withheld += 1;
+                if lapsed {
+                    self.stop(i, msg.sid);
+                }
+                self.forget(i, msg);
+                self.insts[i].in_flight -= 1;
+                self.after_handler(i);
+                return;
+            }
+        }
+        self.deliver(i, msg);
+        if self.failure.is_some() {
+            return;
+        }
+        let took = match self.rng.random_range(0..20) {
+            0 => ms(self.rng.random_range(3_000..=15_000)),
+            1..=5 => ms(self.rng.random_range(200..=3_000)),
+            _ => ms(self.rng.random_range(1..=200)),
+        };
+        let inc = self.insts[i].inc;
+        self.push(self.now + took, Ev::Handler { inst: i, inc, msg });
+    }
+
+    /// `ShardHandle::forget`: a delivery that never reached its handler (or came back to a
+    /// stopped shard) moves nothing, and no longer counts as in flight.
+    pub(super) fn forget(&mut self, i: usize, msg: Msg) {
+        let wake = self
+            .session(i, msg.sid)
+            .is_some_and(|s| s.machine.forget(msg.ticket));
+        if wake {
+            self.reader_wake(i, msg.sid, false);
+        }
+    }
+
+    /// What a handler slot does once free: the graceful stop drops the subscription once its
+    /// handlers are done, else the next delivery is dispatched.
+    pub(super) fn after_handler(&mut self, i: usize) {
+        let inst = &self.insts[i];
+        if inst.shutting_down {
+            if inst.in_flight == 0 && !inst.dropped {
+                self.drop_subscriber(i);
+            }
+        } else {
+            self.dispatch_soon(i);
+        }
+    }
+
+    /// `subscriber.rs`'s `current()`: whether a delivery may still reach a handler.
+    pub(super) fn current(&mut self, i: usize, msg: Msg) -> bool {
+        let now = self.now;
+        let wall = self.wall(i);
+        let checks_lease = self.cfg.filter_checks_lease;
+        let drops_stale = self.cfg.seek_drops_stale;
+        let Some(s) = self.session(i, msg.sid) else {
+            return false;
+        };
+        let stale = s.machine.generation() != msg.ticket.generation;
+        if s.machine.is_halted() || (stale && drops_stale) {
+            return false;
+        }
+        if checks_lease && !s.machine.may_deliver(now, wall) {
+            // `may_deliver`: the lease ran out by our clock; stop the shard for good.
+            self.stop(i, msg.sid);
+            return false;
+        }
+        true
+    }
+
+    /// The runtime pulled a delivery from the subscription: the checks of invariants 4 and 5
+    /// (the broker hands a shard's records out in order, a child's after its parents ended, and
+    /// none a graceful stop covered).
+    pub(super) fn pulled(&mut self, i: usize, msg: Msg) {
+        let parents_done = self.stream.shards[msg.shard]
+            .parents
+            .iter()
+            .all(|&p| self.parent_done(p));
+        let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
+            return;
+        };
+        let expected = s.last_idx.map_or(s.start_idx, |last| last + 1);
+        if !msg.redelivery {
+            s.last_idx = Some(msg.idx);
+        }
+        // A seek back delivers again on purpose what a graceful stop had covered (and lowers
+        // the cover for the owners after it).
+        let seeked = s.seek_floor.is_some();
+        let shard = msg.shard;
+        let idx = msg.idx;
+        if idx != expected && !msg.redelivery {
+            self.fail(format!(
+                "order: session {} delivered shard {shard} #{idx} where #{expected} was next",
+                msg.sid
+            ));
+        } else if !parents_done {
+            self.fail(format!(
+                "order: shard {shard} #{idx} delivered before every parent reached SHARD_END"
+            ));
+        }
+        let g = &mut self.ghost[shard];
+        let first_upto = g.first_upto;
+        let covered = g.covered_upto;
+        match idx.cmp(&first_upto) {
+            Ordering::Equal => g.first_upto += 1,
+            Ordering::Less => self.stats.redeliveries += 1,
+            // Passing over records never delivered: only where none is owed (before where the
+            // application starts the shard, or skipped by a seek).
+            Ordering::Greater => match (first_upto..idx).find(|&k| g.owed[k]) {
+                None => g.first_upto = idx + 1,
+                Some(skipped) => self.fail(format!(
+                    "order: the first delivery of shard {shard} #{idx} (session {}) came \
+                     before that of #{skipped}, which is owed",
+                    msg.sid
+                )),
+            },
+        }
+        if idx < covered && !seeked {
+            self.fail(format!(
+                "graceful: shard {shard} #{idx} delivered again after a graceful stop had \
+                 checkpointed it (covered below #{covered})"
+            ));
+        }
+    }
+
+    /// A record reaches a handler: the checks of invariant 1c, where the handler starts.
+    pub(super) fn deliver(&mut self, i: usize, msg: Msg) {
+        let now = self.now;
+        let holder = self.rows[msg.shard].holder;
+        let owner = Arc::clone(&self.insts[i].owner);
+        let Some(s) = self.insts[i].sessions.get(&msg.sid) else {
+            return;
+        };
+        let (deadline, lost) = (s.deadline, s.lost);
+        let stale = s.machine.generation() != msg.ticket.generation;
+        let shard = msg.shard;
+        let idx = msg.idx;
+        if stale {
+            self.fail(format!(
+                "seek: shard {shard} #{idx}, read before a seek of session {}, reached a handler \
+                 after the seek returned",
+                msg.sid
+            ));
+            return;
+        }
+        self.stats.deliveries += 1;
+        self.log(|| format!("{owner} delivers shard {shard} #{idx}"));
+        if holder != Some(msg.sid) {
+            self.fail(format!(
+                "fencing: {owner} (session {}) delivered shard {shard} #{idx} while session \
+                 {holder:?} holds the row",
+                msg.sid
+            ));
+        } else if now >= deadline || lost {
+            self.fail(format!(
+                "fencing: {owner} (session {}) delivered shard {shard} #{idx} after its lease \
+                 ran out by its own clock at {} (or was refused: {lost})",
+                msg.sid,
+                secs(deadline)
+            ));
+        }
+        self.handover_step(shard, msg.sid, Step::Delivery);
+    }
+
+    pub(super) fn handler_done(&mut self, i: usize, msg: Msg) {
+        self.insts[i].in_flight -= 1;
+        if self.seeks_left > 0 && self.rng.random_bool(self.cfg.p_seek) {
+            self.seeks_left -= 1;
+            self.handler_seeks(i, msg);
+        }
+        if self.rng.random_bool(self.cfg.p_retry) {
+            // `nack(true)` (or dropped unsettled): `ShardHandle::hand_back` keeps it unsettled,
+            // and the redelivery task sends it again on its session, unless the shard stopped.
+            self.stats.handed_back += 1;
+            if !self.cfg.handed_back_comes_back {
+                // The copy is handled somewhere; the delivery itself is never settled.
+                self.mark_acked(msg.shard, msg.idx);
+                self.after_handler(i);
+                return;
+            }
+            // `hand_back`: a delivery of a stopped shard, or one a seek made stale, is forgotten;
+            // the redelivery task sends a kept one again once due (at once here).
+            let now = self.now;
+            let wall = self.wall(i);
+            let sequence = Arc::from(self.stream.shards[msg.shard].records[msg.idx].to_string());
+            let record = SimRecord {
+                idx: msg.idx,
+                sequence,
+            };
+            let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
+                self.after_handler(i);
+                return;
+            };
+            match s
+                .machine
+                .hand_back(now, record, msg.ticket, 1, Duration::ZERO, false)
+            {
+                HandedBack::Kept => match s.machine.next_redelivery(now, wall) {
+                    Redeliver::Deliver(again) => {
+                        self.insts[i].channel.push_back(Msg {
+                            idx: again.record.idx,
+                            ticket: again.ticket,
+                            redelivery: true,
+                            ..msg
+                        });
+                    }
+                    Redeliver::Halted => self.stop(i, msg.sid),
+                    Redeliver::Wait(_) => unreachable!("handed back due at once"),
+                },
+                HandedBack::Forgotten { wake_reader } => {
+                    if wake_reader {
+                        self.reader_wake(i, msg.sid, false);
+                    }
+                }
+                HandedBack::Refused => unreachable!("the simulated broker does not shut down"),
+            }
+            self.after_handler(i);
+            return;
+        }
+        self.mark_acked(msg.shard, msg.idx);
+        // `ShardHandle::settle`.
+        let records = &self.stream.shards[msg.shard].records;
+        if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
+            // Refused once no checkpoint of the shard will be written any more.
+            if let Ok(settled) = s.machine.settle(msg.ticket, false) {
+                if let Some(upto) = &settled.grown_to {
+                    let seq: u64 = upto.parse().expect("a sequence number");
+                    s.settled_upto = records.binary_search(&seq).ok();
+                }
+                if settled.checkpoint {
+                    self.lease_wake(i, msg.sid);
+                }
+                if settled.wake_reader {
+                    self.reader_wake(i, msg.sid, false);
+                }
+            }
+        }
+        self.after_handler(i);
+    }
+
+    /// The handler of `msg` seeks its shard (`KinesisSeeker::seek` to a record a few before or
+    /// after its own, through the `SeekHandle` of its context), then finishes. `seek_live`
+    /// resolves the iterator first (a failure moves nothing), then resets the shard's watermark
+    /// (its pending checkpoint and the records waiting to come back go) and restarts its reader
+    /// at the target, a draining one included.
+    pub(super) fn handler_seeks(&mut self, i: usize, msg: Msg) {
+        let shard = msg.shard;
+        let Some(&sid) = self.insts[i].running.get(&shard) else {
+            // Not read by this instance any more: the seek is refused.
+            return;
+        };
+        if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
+            self.stats.seeks_failed += 1;
+            return;
+        }
+        let len = self.stream.shards[shard].records.len();
+        let target = self
+            .rng
+            .random_range(msg.idx.saturating_sub(4)..=(msg.idx + 4).min(len - 1));
+        let seq = self.stream.shards[shard].records[target];
+        let id = self.id(shard);
+        let start = ShardStart::At(KinesisPosition::at_sequence(
+            Arc::clone(&id),
+            seq.to_string(),
+        ));
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.cancelled || s.machine.is_halted() {
+            return;
+        }
+        // `seek_live` resolved the iterator (here: the target's index); `ShardHandle::seek`.
+        let restarts = s.machine.seek(target.to_string(), start);
+        s.settled_upto = None;
+        let floor = Mark::Seq(seq);
+        s.seek_floor = Some(s.seek_floor.map_or(floor, |known| known.min(floor)));
+        if let Some(floor) = s.seek_floor {
+            self.seek_floors.insert(sid, floor);
+        }
+        self.stats.seeks += 1;
+        self.log(|| format!("i{i} seeks shard {shard} (session {sid}) to #{target}"));
+        if !restarts {
+            return;
+        }
+        // What the seek skips forward is not owed any more; what it goes back over is read again.
+        for idx in 0..target {
+            if self.waive(shard, idx) {
+                self.stats.waived += 1;
+            }
+        }
+        let g = &mut self.ghost[shard];
+        // What a graceful stop covered is read again from the target, by this owner and, once
+        // its checkpoint moved back, by the next one.
+        g.covered_upto = g.covered_upto.min(target);
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.start_idx = target;
+        s.last_idx = None;
+        self.reader_wake(i, sid, false);
+    }
+}

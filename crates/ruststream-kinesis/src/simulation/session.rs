@@ -1,0 +1,547 @@
+//! One held shard's session: the real `ShardMachine`, driven the way `reader::run`'s tasks
+//! drive it (the read loop, the lease writer, `finish`).
+
+use super::*;
+
+impl Sim {
+    // ----- one shard's reader: `reader::run` -----------------------------------------------
+
+    pub(super) fn open_session(
+        &mut self,
+        i: usize,
+        sid: u64,
+        shard: usize,
+        start: &ShardStart,
+        resume: ShardStart,
+        sent: Time,
+    ) {
+        let start_idx = self.stream.index_of(shard, start);
+        self.reach(shard, start_idx);
+        let timings = self.cfg.timings;
+        // `take`: the handle's lease counts from the take's send by both clocks, and so does
+        // the first renewal.
+        let lease = ShardLease::taken(timings, sent, self.wall_at(i, sent));
+        let cancelled = self.insts[i].coord.cancelled;
+        let reader_token = self.token();
+        let settings = ReadSettings {
+            batch_size: u32::try_from(self.cfg.batch).expect("a small batch"),
+            poll_interval: self.cfg.poll,
+            window: usize::MAX,
+        };
+        let session = Session {
+            shard,
+            // `take`: the first iterator at the start it decided; later ones without a record
+            // handed out at `resume`.
+            machine: ShardMachine::new(lease, settings, start_idx.to_string(), resume),
+            // `lease_drive` below asks the machine first.
+            lease_task: LeaseTask::InFlight,
+            reader: ReaderTask::Waiting,
+            reader_token,
+            answer: None,
+            blocked: None,
+            cancelled,
+            finish: FinishState::NotYet,
+            settled_upto: None,
+            start_idx,
+            seek_floor: None,
+            last_idx: None,
+            // A holder stops at `sent + lease - holder_margin` by its own clock.
+            deadline: sent + timings.lease() - timings.holder_margin(),
+            lost: false,
+            cover: None,
+        };
+        self.log(|| format!("i{i} reads shard {shard} from #{start_idx} as session {sid}"));
+        let inst = &mut self.insts[i];
+        let inc = inst.inc;
+        inst.sessions.insert(sid, session);
+        inst.running.insert(shard, sid);
+        let jitter = self.jitter();
+        self.push(
+            self.now + jitter,
+            Ev::Reader {
+                inst: i,
+                inc,
+                sid,
+                token: reader_token,
+            },
+        );
+        self.lease_drive(i, sid);
+    }
+
+    /// `ShardHandle::stop`: the lease ran out by this instance's clock; no more deliveries;
+    /// wakes the lease's driver and the reader.
+    pub(super) fn stop(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.machine.run_out();
+        self.lease_wake(i, sid);
+        self.reader_wake(i, sid, false);
+    }
+
+    /// The reader's cancellation token fires: the reader's `select!` wakes, and drops the call
+    /// in flight (the lease's driver does not wait on it: it ends with the lease).
+    pub(super) fn cancel(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if s.cancelled {
+            return;
+        }
+        s.cancelled = true;
+        self.reader_wake(i, sid, true);
+        self.maybe_end(i, sid);
+    }
+
+    /// `reader::run` joins the lease's driver and the reader; then `reader_ended`.
+    pub(super) fn maybe_end(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.insts[i].sessions.get(&sid) else {
+            return;
+        };
+        let FinishState::Done { finished } = s.finish else {
+            return;
+        };
+        if s.lease_task != LeaseTask::Done || s.reader != ReaderTask::Done {
+            return;
+        }
+        let shard = s.shard;
+        self.insts[i].sessions.remove(&sid);
+        self.sid_inst.remove(&sid);
+        self.log(|| format!("i{i} session {sid} of shard {shard} ended (finished: {finished})"));
+        self.reader_ended(i, shard, finished);
+    }
+
+    // `reader::write_lease`: it asks the session's `ShardLease` what to do, sends the write the
+    // machine names, hands back its answer, sleeps until the machine's timer or a wake.
+
+    pub(super) fn lease_drive(&mut self, i: usize, sid: u64) {
+        let now = self.now;
+        let wall = self.wall(i);
+        let token = self.token();
+        let inc = self.insts[i].inc;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        match s.machine.next_write(now, wall) {
+            Next::Send(write) => {
+                s.lease_task = LeaseTask::InFlight;
+                let kind = match &write {
+                    Write::Renew => OpKind::Renew,
+                    Write::Checkpoint(checkpoint) => {
+                        OpKind::CheckpointRenew(Arc::clone(checkpoint))
+                    }
+                    Write::Final(checkpoint) => OpKind::Checkpoint(Arc::clone(checkpoint)),
+                    Write::Release => {
+                        let graceful = s.finish == (FinishState::Closing { end: false });
+                        OpKind::Release {
+                            cover: if graceful { s.cover } else { None },
+                            graceful,
+                        }
+                    }
+                };
+                let shard = s.shard;
+                self.send(
+                    i,
+                    sid,
+                    shard,
+                    kind,
+                    Cont::Lease {
+                        sid,
+                        write,
+                        sent: now,
+                    },
+                );
+            }
+            Next::Wait(until) => {
+                s.lease_task = LeaseTask::Waiting(token);
+                if let Some(at) = until {
+                    self.push(
+                        at.max(now),
+                        Ev::Lease {
+                            inst: i,
+                            inc,
+                            sid,
+                            token,
+                        },
+                    );
+                }
+            }
+            Next::Ended(ending) => {
+                s.lease_task = LeaseTask::Done;
+                if let FinishState::Closing { end } = s.finish {
+                    // `ShardHandle::close` returns with the ending.
+                    let finished = end && ending == (Ending::Closed { written: true });
+                    s.finish = FinishState::Done { finished };
+                }
+                if matches!(ending, Ending::Lost(_)) {
+                    // The lost lease ends the shard's other tasks (`halted` wakes the reader).
+                    self.reader_wake(i, sid, false);
+                    self.cancel(i, sid);
+                }
+                self.maybe_end(i, sid);
+            }
+        }
+    }
+
+    /// `handle.wake.notify_one()`: a waiting driver's `select!` wakes; a busy one asks the
+    /// machine again anyway once its write answered.
+    pub(super) fn lease_wake(&mut self, i: usize, sid: u64) {
+        let token = self.token();
+        let jitter = self.jitter();
+        let inc = self.insts[i].inc;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if let LeaseTask::Waiting(_) = s.lease_task {
+            s.lease_task = LeaseTask::Woken(token);
+            self.push(
+                self.now + jitter,
+                Ev::Lease {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+        }
+    }
+
+    pub(super) fn lease_woken(&mut self, i: usize, sid: u64, token: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        if matches!(s.lease_task, LeaseTask::Waiting(t) | LeaseTask::Woken(t) if t == token) {
+            self.lease_drive(i, sid);
+        }
+    }
+
+    /// The store answered a write of the lease's driver, sent at `sent`.
+    pub(super) fn lease_answered(
+        &mut self,
+        i: usize,
+        sid: u64,
+        write: &Write,
+        sent: Time,
+        res: &Res,
+    ) {
+        let timings = self.cfg.timings;
+        let now = self.now;
+        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+            return;
+        };
+        let answer = match res {
+            Res::Ok => Answer::Done,
+            Res::Fenced => Answer::Refused,
+            _ => Answer::Failed,
+        };
+        if matches!(write, Write::Renew | Write::Checkpoint(_)) {
+            match answer {
+                // The ghost: the grant this session heard of.
+                Answer::Done => {
+                    s.deadline = s
+                        .deadline
+                        .max(sent + timings.lease() - timings.holder_margin());
+                }
+                Answer::Refused => {
+                    s.lost = true;
+                    if *write == Write::Renew {
+                        self.stats.refused_renewals += 1;
+                    }
+                }
+                Answer::Failed => {}
+            }
+        }
+        let held = !s.machine.is_lost();
+        s.machine.write_answered(now, answer);
+        if held && s.machine.ending() == Some(Ending::Lost(Lost::RanOut)) {
+            self.stats.lapsed_by_clock += 1;
+        }
+        self.lease_drive(i, sid);
+    }
+
+    // `Reader::read`: it asks the session's machine what to do, makes the Kinesis call it names
+    // (answered by the simulated stream a moment later), hands out the record it names (waiting
+    // for room in the channel), or sleeps until the machine's timer or a wake.
+
+    /// `handle.read_wake.notify_one()` (or the cancel, `cancel`): a waiting reader's `select!`
+    /// wakes; a blocked one's too on the cancel, and a calling one drops its call.
+    pub(super) fn reader_wake(&mut self, i: usize, sid: u64, cancel: bool) {
+        let token = self.token();
+        let jitter = self.jitter();
+        let inc = self.insts[i].inc;
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        let wakes = match s.reader {
+            ReaderTask::Waiting => true,
+            ReaderTask::Calling | ReaderTask::Blocked => cancel,
+            ReaderTask::Done => false,
+        };
+        if wakes {
+            s.reader_token = token;
+            self.push(
+                self.now + jitter,
+                Ev::Reader {
+                    inst: i,
+                    inc,
+                    sid,
+                    token,
+                },
+            );
+        }
+    }
+
+    /// The reader's pending wake-up fired: its timer, a wake, the answer of its call, or room in
+    /// the channel.
+    pub(super) fn reader_woken(&mut self, i: usize, sid: u64) {
+        let capacity = self.cfg.channel;
+        let cancelled = self.session(i, sid).is_some_and(|s| s.cancelled);
+        let coin: u64 = self.rng.random_range(0..=u64::MAX);
+        let now = self.now;
+        let inst = &mut self.insts[i];
+        let Some(s) = inst.sessions.get_mut(&sid) else {
+            return;
+        };
+        match s.reader {
+            ReaderTask::Done => return,
+            ReaderTask::Calling => {
+                let answer = s.answer.take().expect("a call in flight has its answer");
+                if cancelled {
+                    // The cancel won the `select!`: the call is dropped.
+                    s.machine.cancel_reading();
+                } else {
+                    s.machine.read_answered(now, answer, coin);
+                }
+            }
+            ReaderTask::Blocked => {
+                if cancelled {
+                    // Dropped unsent: the message's drop hands it back (`KinesisMessage`'s
+                    // `Drop`), where it stays unsettled: the redelivery task ends with the cancel.
+                    let msg = s
+                        .blocked
+                        .take()
+                        .expect("a blocked reader holds its delivery");
+                    let record = SimRecord {
+                        idx: msg.idx,
+                        sequence: Arc::from(
+                            self.stream.shards[msg.shard].records[msg.idx].to_string(),
+                        ),
+                    };
+                    s.machine
+                        .hand_back(now, record, msg.ticket, 1, Duration::ZERO, false);
+                    s.machine.cancel_reading();
+                } else if inst.channel.len() < capacity {
+                    let msg = s
+                        .blocked
+                        .take()
+                        .expect("a blocked reader holds its delivery");
+                    inst.channel.push_back(msg);
+                    self.dispatch_soon(i);
+                } else {
+                    return;
+                }
+            }
+            ReaderTask::Waiting => {
+                if cancelled {
+                    s.machine.cancel_reading();
+                }
+            }
+        }
+        self.reader_drive(i, sid);
+    }
+
+    /// Executes what the machine asks until it waits, calls, blocks or finishes.
+    pub(super) fn reader_drive(&mut self, i: usize, sid: u64) {
+        loop {
+            let now = self.now;
+            let wall = self.wall(i);
+            let capacity = self.cfg.channel;
+            let token = self.token();
+            let inc = self.insts[i].inc;
+            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                return;
+            };
+            let was_halted = s.machine.is_halted();
+            let step = s.machine.next_read(now, wall);
+            match step {
+                ReadStep::Call(call) => {
+                    let shard = s.shard;
+                    let answer = self.kinesis_answer(i, sid, shard, &call);
+                    let latency = ms(self.rng.random_range(1..=30));
+                    let Some(s) = self.session(i, sid) else {
+                        return;
+                    };
+                    s.answer = Some(answer);
+                    s.reader = ReaderTask::Calling;
+                    s.reader_token = token;
+                    self.push(
+                        now + latency,
+                        Ev::Reader {
+                            inst: i,
+                            inc,
+                            sid,
+                            token,
+                        },
+                    );
+                    return;
+                }
+                ReadStep::Deliver(record, ticket) => {
+                    let shard = s.shard;
+                    let msg = Msg {
+                        sid,
+                        shard,
+                        idx: record.idx,
+                        ticket,
+                        redelivery: false,
+                    };
+                    self.handover_step(shard, sid, Step::Read);
+                    let inst = &mut self.insts[i];
+                    let Some(s) = inst.sessions.get_mut(&sid) else {
+                        return;
+                    };
+                    if inst.channel.len() >= capacity {
+                        s.blocked = Some(msg);
+                        s.reader = ReaderTask::Blocked;
+                        return;
+                    }
+                    inst.channel.push_back(msg);
+                    self.dispatch_soon(i);
+                }
+                ReadStep::Wait(until) => {
+                    s.reader = ReaderTask::Waiting;
+                    s.reader_token = token;
+                    if let Some(at) = until {
+                        self.push(
+                            at.max(now),
+                            Ev::Reader {
+                                inst: i,
+                                inc,
+                                sid,
+                                token,
+                            },
+                        );
+                    }
+                    return;
+                }
+                ReadStep::Finish(stop) => {
+                    s.reader = ReaderTask::Done;
+                    if stop == Stop::Lost && !was_halted {
+                        self.stats.lapsed_by_clock += 1;
+                    }
+                    self.reader_finish(i, sid, stop);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The simulated stream's answer to `call` of session `sid` on `shard`: faults during the
+    /// chaos phase, an expired iterator now and then, `ResourceNotFoundException` once retention
+    /// trimmed the shard. An iterator is the index of the record it reads next.
+    pub(super) fn kinesis_answer(
+        &mut self,
+        i: usize,
+        sid: u64,
+        shard: usize,
+        call: &Call,
+    ) -> Fetch<SimRecord> {
+        let chaos = self.chaos();
+        if self.stream.shards[shard].trimmed {
+            self.stats.gone += 1;
+            return Fetch::Gone;
+        }
+        match call {
+            Call::GetRecords(iterator) => {
+                if chaos && self.rng.random_bool(self.cfg.p_kinesis) {
+                    return Fetch::Failed;
+                }
+                if self.rng.random_bool(self.cfg.p_expire) {
+                    self.stats.expired += 1;
+                    return Fetch::Expired;
+                }
+                let from: usize = iterator.parse().expect("a simulated iterator");
+                let sim = &self.stream.shards[shard];
+                let len = sim.records.len();
+                let end = (from + self.cfg.batch).min(len);
+                let records = (from..end)
+                    .map(|idx| SimRecord {
+                        idx,
+                        sequence: Arc::from(sim.records[idx].to_string()),
+                    })
+                    .collect();
+                Fetch::Records {
+                    records,
+                    next: (!(sim.info.closed && end == len)).then(|| end.to_string()),
+                    millis_behind: Some(if end < len { 1_000 } else { 0 }),
+                }
+            }
+            Call::GetIterator(start) => {
+                if chaos && self.rng.random_bool(self.cfg.p_iterator_fails) {
+                    return Fetch::IteratorFailed;
+                }
+                let idx = self.stream.index_of(shard, start);
+                if !matches!(start, ShardStart::After(_))
+                    && let Some(s) = self.session(i, sid)
+                {
+                    // The ghost: where the session starts again.
+                    s.start_idx = idx;
+                }
+                Fetch::Iterator(idx.to_string())
+            }
+        }
+    }
+
+    /// `Reader::finish`: hands the shard back as the stop says.
+    pub(super) fn reader_finish(&mut self, i: usize, sid: u64, stop: Stop) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        let shard = s.shard;
+        match stop {
+            // No iterator could be had: handed back unread, not finished, and left to a backoff.
+            Stop::Unreadable => {
+                self.stats.unreadable += 1;
+                self.delay_take(i, shard);
+            }
+            // Left the stream: released, and never taken again while it stays out of it.
+            Stop::Gone => {
+                let id = self.id(shard);
+                self.insts[i].coord.knows.gone(&id);
+            }
+            Stop::Ended | Stop::Cancelled | Stop::Lost => {}
+        }
+        match stop.close() {
+            None => {
+                let Some(s) = self.session(i, sid) else {
+                    return;
+                };
+                s.finish = FinishState::Done { finished: false };
+                self.cancel(i, sid);
+                self.maybe_end(i, sid);
+            }
+            Some(how) => self.close(i, sid, how == Close::Finished),
+        }
+    }
+
+    /// Both ends of `finish`: cancel, then `ShardHandle::close`, whose writes the lease's
+    /// driver sends after the one in flight.
+    pub(super) fn close(&mut self, i: usize, sid: u64, end: bool) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.finish = FinishState::Closing { end };
+        self.cancel(i, sid);
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        s.machine
+            .close(if end { Close::Finished } else { Close::Release });
+        if s.machine.ending().is_some() {
+            // Lost before the close: nothing is written.
+            s.finish = FinishState::Done { finished: false };
+            self.maybe_end(i, sid);
+            return;
+        }
+        self.lease_wake(i, sid);
+    }
+}

@@ -1,0 +1,489 @@
+//! The lease store: requests in flight, late and lost, applied under the real conditions, and
+//! the fence each store object keeps.
+
+use super::*;
+
+impl Sim {
+    // ----- the store ------------------------------------------------------------------------
+
+    /// Sends a store call: it lands (or not) and answers (or times out) later.
+    pub(super) fn send(&mut self, i: usize, sid: u64, shard: usize, kind: OpKind, cont: Cont) {
+        let mut op = Op {
+            inst: i,
+            inc: self.insts[i].inc,
+            sid,
+            shard,
+            owner: Arc::clone(&self.insts[i].owner),
+            kind,
+            wall_ms: self.wall(i),
+            sent: self.now,
+            seen: None,
+            uncertain: false,
+            retried: false,
+            resend: false,
+            pair: None,
+        };
+        if self.fenced(&op) && !matches!(op.kind, OpKind::Acquire) {
+            let fence = self.fence(i, op.inc, shard);
+            op.seen = fence.counter;
+            op.uncertain = fence.uncertain;
+        }
+        self.transmit(op, cont);
+    }
+
+    /// Whether the call is a write whose answer settles its store object's fence: a take, or a
+    /// held write, with the counter fence on.
+    pub(super) fn fenced(&self, op: &Op) -> bool {
+        self.cfg.counter_fence && !matches!(op.kind, OpKind::Read | OpKind::List)
+    }
+
+    pub(super) fn fence(&self, i: usize, inc: u32, shard: usize) -> Fence {
+        self.fences
+            .get(&(i, inc, shard))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// `settle_fence` and the retry of `held_update` in `lease/dynamo.rs`, when a write's answer
+    /// reaches its caller: records the counter a successful write left, marks the row uncertain
+    /// after a failed call, keeps the recorded counter after a refusal. A held write refused by
+    /// a row this owner still holds while one of this store object's writes was uncertain adopts
+    /// the row's counter and is sent once more (its answer then goes to the caller): `None`.
+    pub(super) fn settle_fence(
+        &mut self,
+        i: usize,
+        note: FenceNote,
+        res: Res,
+        cont: Cont,
+    ) -> Option<(Cont, Res)> {
+        let FenceNote { op, row } = note;
+        let key = (i, op.inc, op.shard);
+        let fence = self.fence(i, op.inc, op.shard);
+        if let (Res::Fenced, Some(row)) = (&res, &row)
+            && self.cfg.recognise_landed
+            && self.landed(&op, row)
+        {
+            // `held_update`: the refusal shows this very write landed; it succeeded.
+            if op.resend {
+                self.stats.resends_recognised += 1;
+            }
+            self.fences.insert(
+                key,
+                Fence {
+                    counter: Some(row.counter),
+                    uncertain: false,
+                },
+            );
+            return Some((cont, Res::Ok));
+        }
+        if op.resend
+            && matches!(res, Res::Fenced)
+            && op
+                .pair
+                .is_some_and(|pair| self.landed_pairs.contains(&pair))
+        {
+            self.stats.resends_lost += 1;
+        }
+        let res_ref = &res;
+        let settled = match res_ref {
+            Res::Failed => Fence {
+                uncertain: true,
+                ..fence
+            },
+            Res::Fenced => Fence {
+                uncertain: false,
+                ..fence
+            },
+            _ => Fence {
+                counter: row.as_ref().map(|row| row.counter),
+                uncertain: false,
+            },
+        };
+        self.fences.insert(key, settled);
+        if let (Res::Fenced, Some(row)) = (res_ref, &row)
+            && !matches!(op.kind, OpKind::Acquire)
+            && !op.retried
+            && op.uncertain
+            && row.is_held_by(&op.owner)
+        {
+            self.stats.fence_retries += 1;
+            self.fences.insert(
+                key,
+                Fence {
+                    counter: Some(row.counter),
+                    uncertain: false,
+                },
+            );
+            let op = Op {
+                seen: Some(row.counter),
+                uncertain: false,
+                retried: true,
+                ..op
+            };
+            self.log(|| {
+                format!(
+                    "i{i} adopts counter {} and retries {:?}",
+                    row.counter, op.kind
+                )
+            });
+            self.transmit(op, cont);
+            return None;
+        }
+        Some((cont, res))
+    }
+
+    /// `lease::landed` on the row that refused `op`: what the write sets, as the store's
+    /// `HeldEffect`.
+    pub(super) fn landed(&self, op: &Op, row: &LeaseState) -> bool {
+        let expiry = op.wall_ms + millis(self.cfg.timings.lease());
+        let effect = match &op.kind {
+            OpKind::Renew => crate::lease::HeldEffect {
+                owner: Some(&op.owner),
+                expiry_ms: Some(expiry),
+                checkpoint: None,
+            },
+            OpKind::Checkpoint(checkpoint) => crate::lease::HeldEffect {
+                owner: Some(&op.owner),
+                expiry_ms: None,
+                checkpoint: Some(checkpoint),
+            },
+            OpKind::CheckpointRenew(checkpoint) => crate::lease::HeldEffect {
+                owner: Some(&op.owner),
+                expiry_ms: Some(expiry),
+                checkpoint: Some(checkpoint),
+            },
+            OpKind::Release { .. } => crate::lease::HeldEffect {
+                owner: None,
+                expiry_ms: Some(0),
+                checkpoint: None,
+            },
+            OpKind::Read | OpKind::List | OpKind::Acquire => return false,
+        };
+        crate::lease::landed(row, op.seen, &effect)
+    }
+
+    /// Sends a built call: a retry keeps the values (expiry, wall clock) of the first.
+    pub(super) fn transmit(&mut self, op: Op, cont: Cont) {
+        let i = op.inst;
+        let note = |op: &Op| {
+            self.fenced(op).then(|| {
+                Box::new(FenceNote {
+                    op: op.clone(),
+                    row: None,
+                })
+            })
+        };
+        let fence = note(&op);
+        let chaos = self.chaos();
+        let timeout = self.cfg.timeout;
+        let timeout_ms = millis(timeout);
+        let quick = |rng: &mut StdRng| ms(rng.random_range(1..=25));
+        let partitioned = self.now < self.insts[i].partitioned_until;
+        if partitioned || (chaos && self.rng.random_bool(self.cfg.p_fail)) {
+            // Not applied: refused at once, or never answered.
+            self.stats.store_failures += 1;
+            let after = if self.rng.random_bool(0.5) {
+                quick(&mut self.rng)
+            } else {
+                timeout
+            };
+            self.push(
+                self.now + after,
+                Ev::Reply {
+                    inst: i,
+                    inc: op.inc,
+                    cont,
+                    res: Res::Failed,
+                    fence,
+                },
+            );
+            return;
+        }
+        let (there, back) = if chaos && self.rng.random_bool(self.cfg.p_slow) {
+            (
+                ms(self.rng.random_range(1..timeout_ms)),
+                ms(self.rng.random_range(1..timeout_ms)),
+            )
+        } else {
+            (quick(&mut self.rng), quick(&mut self.rng))
+        };
+        let held = matches!(
+            op.kind,
+            OpKind::Renew
+                | OpKind::Checkpoint(_)
+                | OpKind::CheckpointRenew(_)
+                | OpKind::Release { .. }
+        );
+        if held && fence.is_some() && chaos && self.rng.random_bool(self.cfg.p_resend) {
+            // The first attempt lands and its answer is lost; the SDK sends the same request
+            // again, which the counter the first attempt moved refuses.
+            let pair = Some(self.token());
+            let resend = Op {
+                resend: true,
+                pair,
+                ..op.clone()
+            };
+            let op = Op { pair, ..op };
+            self.push(self.now + there, Ev::Apply { op, reply: None });
+            self.push(
+                self.now + there + ms(1),
+                Ev::Apply {
+                    op: resend,
+                    reply: Some((back, cont)),
+                },
+            );
+            return;
+        }
+        let lost_answer = chaos && self.rng.random_bool(self.cfg.p_timeout);
+        if lost_answer || there + back >= timeout {
+            // Timed out: the caller cannot tell whether the write landed.
+            self.stats.store_failures += 1;
+            let lands = if lost_answer {
+                self.rng.random_bool(0.5)
+            } else {
+                there < timeout
+            };
+            let inc = op.inc;
+            if lands {
+                let late = self.cfg.late_landing
+                    && (self.cfg.late_takes || !matches!(op.kind, OpKind::Acquire));
+                let land = if lost_answer && late {
+                    ms(self.rng.random_range(1..timeout_ms * 3))
+                } else {
+                    there.min(timeout - ms(1))
+                };
+                if land >= timeout {
+                    self.stats.late_landings += 1;
+                }
+                self.push(self.now + land, Ev::Apply { op, reply: None });
+            }
+            self.push(
+                self.now + timeout,
+                Ev::Reply {
+                    inst: i,
+                    inc,
+                    cont,
+                    res: Res::Failed,
+                    fence,
+                },
+            );
+            return;
+        }
+        self.push(
+            self.now + there,
+            Ev::Apply {
+                op,
+                reply: Some((back, cont)),
+            },
+        );
+    }
+
+    /// The store's conditional writes, as `MemoryLeaseStore` and `DynamoLeaseStore` make them,
+    /// with the expiry judged by the caller's clock.
+    pub(super) fn apply(&mut self, op: &Op) -> Res {
+        let lease_ms = millis(self.cfg.timings.lease());
+        let shard = op.shard;
+        let malformed = match op.kind {
+            // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
+            OpKind::List => self.rows.iter().any(|row| row.malformed),
+            _ => self.rows[shard].malformed,
+        };
+        if malformed {
+            // Not applied: the store cannot read the row, nor its condition check hold.
+            return Res::Failed;
+        }
+        match &op.kind {
+            OpKind::Read => Res::Row(self.rows[shard].state.clone()),
+            OpKind::List => Res::Rows(
+                self.rows
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(shard, row)| row.state.clone().map(|state| (shard, state)))
+                    .collect(),
+            ),
+            OpKind::Acquire => {
+                let row = &mut self.rows[shard];
+                let state = row.state.get_or_insert_with(LeaseState::default);
+                let own = state.is_held_by(&op.owner)
+                    && (!self.cfg.take_keeps_expiry || state.expiry_ms <= op.wall_ms + lease_ms);
+                if !(own || state.is_expired_at(op.wall_ms)) {
+                    return Res::Fenced;
+                }
+                let previous = row.holder.filter(|&prev| prev != op.sid);
+                let stolen = state.owner.is_some() && !state.is_held_by(&op.owner);
+                state.owner = Some(op.owner.to_string());
+                state.expiry_ms = op.wall_ms + lease_ms;
+                state.counter += 1;
+                let granted = state.clone();
+                row.holder = Some(op.sid);
+                self.stats.takes += 1;
+                if stolen {
+                    self.stats.takeovers += 1;
+                }
+                if let Some(prev) = previous {
+                    self.check_no_live_holder(prev, op);
+                }
+                let row = &mut self.rows[shard];
+                row.expiry_sent = op.sent;
+                row.expiry_moved_back = false;
+                self.handover_step(shard, op.sid, Step::Take);
+                Res::Granted(granted)
+            }
+            OpKind::Renew
+            | OpKind::Checkpoint(_)
+            | OpKind::CheckpointRenew(_)
+            | OpKind::Release { .. } => {
+                let row = &mut self.rows[shard];
+                let Some(state) = row.state.as_mut().filter(|s| {
+                    s.is_held_by(&op.owner) && op.seen.is_none_or(|seen| seen == s.counter)
+                }) else {
+                    self.stats.fenced_writes += 1;
+                    return Res::Fenced;
+                };
+                if row.holder != Some(op.sid) {
+                    let holder = row.holder;
+                    self.fail(format!(
+                        "fencing: the store accepted {:?} on shard {shard} from session {} of \
+                         {} (incarnation {}), but session {holder:?} holds the row",
+                        op.kind, op.sid, op.owner, op.inc
+                    ));
+                    return Res::Fenced;
+                }
+                state.counter += 1;
+                if matches!(op.kind, OpKind::Renew | OpKind::CheckpointRenew(_)) {
+                    state.expiry_ms = op.wall_ms + lease_ms;
+                    if op.sent < row.expiry_sent {
+                        row.expiry_moved_back = true;
+                    }
+                    row.expiry_sent = op.sent;
+                }
+                match &op.kind {
+                    OpKind::Renew => {}
+                    OpKind::Checkpoint(checkpoint) | OpKind::CheckpointRenew(checkpoint) => {
+                        let old = Mark::of(state.checkpoint.as_deref());
+                        let new = Mark::of(Some(checkpoint));
+                        // A seek of the session that writes may take its checkpoint back, no
+                        // further than the record before its target.
+                        let floor = self.seek_floors.get(&op.sid).copied();
+                        if state.is_skipped() {
+                            self.fail(format!(
+                                "skipped: shard {shard} was marked never to be read, and session \
+                                 {} checkpointed {checkpoint} over the mark",
+                                op.sid
+                            ));
+                            return Res::Ok;
+                        }
+                        if new < old && floor.is_none_or(|floor| new < floor) {
+                            let was = state.checkpoint.clone();
+                            self.fail(format!(
+                                "monotonic: shard {shard}'s checkpoint moved back from {was:?} \
+                                 to {checkpoint} (session {})",
+                                op.sid
+                            ));
+                            return Res::Ok;
+                        }
+                        state.checkpoint = Some(checkpoint.to_string());
+                    }
+                    OpKind::Release { cover, graceful } => {
+                        let mark = Mark::of(state.checkpoint.as_deref());
+                        state.owner = None;
+                        state.expiry_ms = 0;
+                        row.holder = None;
+                        let records = &self.stream.shards[shard].records;
+                        let next = match mark {
+                            Mark::None | Mark::Start => 0,
+                            Mark::Seq(seq) => records.partition_point(|&s| s <= seq),
+                            Mark::End => records.len(),
+                        };
+                        let process = self.insts[op.inst].process;
+                        let taker_ready = self.insts.iter().any(|inst| {
+                            inst.alive
+                                && !inst.shutting_down
+                                && inst.coord.looping
+                                && inst.process != process
+                        });
+                        self.ghost[shard].handover =
+                            (*graceful && next < records.len()).then_some(Handover {
+                                at: self.now,
+                                from: op.sid,
+                                taker_ready,
+                                taken: false,
+                                read: false,
+                            });
+                        if let Some(idx) = *cover {
+                            let seq = self.stream.shards[shard].records[idx];
+                            if mark < Mark::Seq(seq) {
+                                self.fail(format!(
+                                    "graceful: session {} released shard {shard} at checkpoint \
+                                     {mark:?}, behind record #{idx} ({seq}) it delivered and \
+                                     had acked",
+                                    op.sid
+                                ));
+                            }
+                            let g = &mut self.ghost[shard];
+                            g.covered_upto = g.covered_upto.max(idx + 1);
+                            self.stats.graceful_covers += 1;
+                        }
+                    }
+                    OpKind::Read | OpKind::List | OpKind::Acquire => unreachable!(),
+                }
+                Res::Ok
+            }
+        }
+    }
+
+    /// Invariant 1b: a take lands only when the session it replaces may no longer deliver.
+    pub(super) fn check_no_live_holder(&mut self, prev: u64, op: &Op) {
+        let Some(&(i, inc)) = self.sid_inst.get(&prev) else {
+            return;
+        };
+        let inst = &self.insts[i];
+        if !inst.alive || inst.inc != inc {
+            return;
+        }
+        let Some(s) = inst.sessions.get(&prev) else {
+            return;
+        };
+        if !s.machine.is_halted() && !s.lost && s.deadline > self.now {
+            let (deadline, owner) = (s.deadline, Arc::clone(&inst.owner));
+            let moved_back = if self.rows[op.shard].expiry_moved_back {
+                " (an earlier write of that session landed after a later one and moved the \
+                 row's expiry back)"
+            } else {
+                ""
+            };
+            self.fail(format!(
+                "fencing: {} (session {}) took shard {} while session {prev} of {owner} may \
+                 still deliver until {} by its own clock{moved_back}",
+                op.owner,
+                op.sid,
+                op.shard,
+                secs(deadline)
+            ));
+        }
+    }
+
+    pub(super) fn on_reply(&mut self, i: usize, cont: Cont, res: Res) {
+        match cont {
+            Cont::Read { shard } => self.round_read(i, shard, res),
+            Cont::RoundList => self.round_listed(i, res),
+            Cont::Acquire {
+                shard,
+                sid,
+                sent,
+                take,
+            } => self.round_acquired(i, shard, sid, sent, take, res),
+            Cont::StartCheckpoint {
+                shard,
+                sid,
+                sent,
+                take,
+            } => {
+                self.start_checkpointed(i, shard, sid, sent, take, res);
+            }
+            Cont::TakeRelease => self.take_done(i),
+            Cont::Poll => self.polled(i, res),
+            Cont::Lease { sid, write, sent } => self.lease_answered(i, sid, &write, sent, &res),
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! The runner (seeds, replay, parallel schedules) and the tests: the main run, and the ones that
+//! turn a fix off to show the checker catches what it prevents.
+
+use super::*;
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+type Tweak = dyn Fn(&mut Config, &mut StdRng) + Sync;
+
+fn no_tweak(_: &mut Config, _: &mut StdRng) {}
+
+/// Runs one schedule; on failure runs it again with a trace and returns the report.
+fn run_seed(seed: u64, tweak: &Tweak) -> Result<Stats, String> {
+    let mut sim = Sim::new(seed, tweak);
+    match sim.run() {
+        Ok(stats) => Ok(stats),
+        Err(_) => {
+            let mut sim = Sim::new(seed, tweak);
+            sim.trace = Some(VecDeque::new());
+            let failure = sim
+                .run()
+                .expect_err("a replay fails the same way: the simulation is deterministic");
+            let mut report = format!(
+                "seed={seed}: {}\n  at {} s of virtual time\n  config: {:?}\n  last events:\n",
+                failure.message,
+                failure.at.as_secs_f64(),
+                sim.cfg
+            );
+            for line in sim.trace.iter().flatten() {
+                let _ = writeln!(report, "    {line}");
+            }
+            let _ = write!(
+                report,
+                "  replay: SIM_SEED={seed} cargo test -p ruststream-kinesis --all-features --lib \
+                 simulation::"
+            );
+            Err(report)
+        }
+    }
+}
+
+/// Runs `count` schedules from `base` on every core; the first failure, if any.
+fn run_many(base: u64, count: u64, tweak: &Tweak) -> (Stats, Option<String>) {
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let total = Mutex::new(Stats::default());
+    let failure: Mutex<Option<(u64, String)>> = Mutex::new(None);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut mine = Stats::default();
+                while !stop.load(Atomic::Relaxed) {
+                    let n = next.fetch_add(1, Atomic::Relaxed);
+                    if n >= count {
+                        break;
+                    }
+                    let seed = base.wrapping_add(n);
+                    match run_seed(seed, tweak) {
+                        Ok(stats) => mine.add(&stats),
+                        Err(report) => {
+                            stop.store(true, Atomic::Relaxed);
+                            let mut slot = failure.lock().unwrap_or_else(PoisonError::into_inner);
+                            if slot.as_ref().is_none_or(|(s, _)| seed < *s) {
+                                *slot = Some((seed, report));
+                            }
+                        }
+                    }
+                }
+                total
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .add(&mine);
+            });
+        }
+    });
+    let total = total.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let failure = failure
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .map(|(_, report)| report);
+    (total, failure)
+}
+
+fn base_seed() -> u64 {
+    env_u64("SIM_BASE_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    })
+}
+
+#[test]
+fn random_schedules_keep_the_lease_invariants() {
+    if let Some(seed) = env_u64("SIM_SEED") {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            let mut sim = Sim::new(seed, &no_tweak);
+            sim.trace = Some(VecDeque::new());
+            sim.full_trace = true;
+            let outcome = sim.run();
+            println!("seed={seed}: {:?}", outcome.map_err(|f| f.message));
+        }
+        match run_seed(seed, &no_tweak) {
+            Ok(stats) => println!("seed={seed}: ok, {stats:?}"),
+            Err(report) => panic!("{report}"),
+        }
+        return;
+    }
+    let count = env_u64("SIM_SCHEDULES").unwrap_or(DEFAULT_SCHEDULES);
+    let base = base_seed();
+    let started = std::time::Instant::now();
+    let (stats, failure) = run_many(base, count, &no_tweak);
+    if let Some(report) = failure {
+        panic!("{report}");
+    }
+    println!(
+        "{} schedules from base seed {base} in {:.1?}: {stats:?}",
+        stats.schedules,
+        started.elapsed()
+    );
+    for (poll, h) in [
+        ("on", &stats.handovers_polled),
+        ("off", &stats.handovers_unpolled),
+    ] {
+        println!(
+            "graceful handovers, poll {poll}: {} (release landed -> next owner's take / first \
+             record read / first delivery): worst {} / {} / {} ms, mean delivery {} ms; in quiet \
+             phases with a taker up: worst {} / {} / {} ms",
+            h.count,
+            h.take_max_ms,
+            h.read_max_ms,
+            h.delivery_max_ms,
+            h.delivery_sum_ms / h.count.max(1),
+            h.quiet_take_max_ms,
+            h.quiet_read_max_ms,
+            h.quiet_delivery_max_ms,
+        );
+    }
+    assert_eq!(stats.schedules, count);
+    // The faults were exercised, not only scheduled.
+    assert!(stats.takeovers > 0 && stats.refused_renewals > 0 && stats.graceful_covers > 0);
+}
+
+/// Asserts that one of `count` seeds of a tweaked world fails with a report that mentions
+/// `expect`: the checker catches the old code the tweak sets back; `missing` says what no
+/// schedule did otherwise.
+fn assert_caught(count: u64, tweak: &Tweak, expect: &str, missing: &str) {
+    let found = (0..count).find_map(|n| {
+        run_seed(0x5eed_0000 + n, tweak)
+            .err()
+            .filter(|report| report.contains(expect))
+    });
+    // The first two lines (the seed and the broken invariant) show in the test's output.
+    let head: Vec<&str> = found.as_deref().unwrap_or("").lines().take(2).collect();
+    println!("{}", head.join("\n"));
+    assert!(found.is_some(), "{missing}");
+}
+
+#[test]
+fn a_schedule_replays_identically() {
+    let first = Sim::new(42, &no_tweak).run().expect("seed 42 passes");
+    let second = Sim::new(42, &no_tweak).run().expect("seed 42 passes");
+    assert_eq!(format!("{first:?}"), format!("{second:?}"));
+}
+
+/// The checks bite: clocks skewed beyond the documented tolerance let a taker in while the
+/// holder still delivers.
+#[test]
+fn clocks_skewed_beyond_the_tolerance_break_fencing() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        // Two instances, clocks as far apart as allowed plus 600 ms, renewals failing for
+        // seconds at a time so leases lapse while their holders still read.
+        cfg.instances = 2;
+        cfg.timings = LeaseTimings::default().with_listing_interval(Duration::from_secs(1));
+        cfg.skew = tolerated_skew(&cfg.timings) + ms(600);
+        cfg.partitions = 4;
+        cfg.write_gap_ms = (20, 60);
+        cfg.crashes = 0;
+        cfg.shutdowns = 0;
+        let _ = rng;
+    };
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no schedule with clocks skewed beyond the tolerance broke fencing",
+    );
+}
+
+/// Pins the regression of a fixed bug: `subscriber.rs` filtered deliveries by the stopped flag
+/// only, so a record waiting in the channel while its lease ran out (a stall, a store outage)
+/// still reached a handler. The filter now asks `may_deliver`; this shows the checker catches the
+/// old filter.
+#[test]
+fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.filter_checks_lease = false;
+        cfg.handler_checks_lease = false;
+        cfg.p_hold = 0.0;
+        cfg.stalls = 3;
+        cfg.workers = 1;
+        cfg.channel = 6;
+        cfg.write_gap_ms = (20, 60);
+    };
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no schedule delivered after the lease ran out",
+    );
+}
+
+/// The SDK sends a held write again after an attempt that landed and whose answer was lost; the
+/// counter the first attempt moved refuses the resend. `held_update` recognises the refusal as
+/// the write's own success (`lease::landed`); taken for a lost lease, as it was before, every such
+/// resend stopped its shard and redelivered what followed its checkpoint.
+#[test]
+fn a_resend_refused_by_its_own_landed_write_is_a_success() {
+    let resends = |recognise: bool| {
+        move |cfg: &mut Config, _: &mut StdRng| {
+            cfg.recognise_landed = recognise;
+            cfg.p_resend = 0.2;
+        }
+    };
+    let (stats, failure) = run_many(7_000, 100, &resends(true));
+    assert!(failure.is_none(), "{failure:?}");
+    assert!(stats.resends_recognised > 0, "{stats:?}");
+    assert_eq!(
+        stats.resends_lost, 0,
+        "a resend of a landed write was taken for a lost lease"
+    );
+    let (stats, _) = run_many(7_000, 100, &resends(false));
+    assert!(
+        stats.resends_lost > 0,
+        "without the recognition no resend was taken for a lost lease: {stats:?}"
+    );
+}
+
+/// Pins item 13 of the review: a delivery read before a seek is dropped in front of its
+/// handler; without the generation check it reaches one after the seek returned.
+#[test]
+fn a_delivery_read_before_a_seek_reaches_its_handler_after_it_without_the_generation_check() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.seek_drops_stale = false;
+        cfg.seeks = 20;
+        cfg.p_seek = 0.2;
+        cfg.channel = 6;
+        cfg.p_hold = 0.5;
+    };
+    assert_caught(
+        200,
+        &tweak,
+        "seek:",
+        "no delivery of a position left behind by a seek reached a handler",
+    );
+}
+
+/// Pins the wedge `nack(true)` answering `Unsupported` caused: the delivery stayed unsettled
+/// for good (the runtime's copy of it was handled elsewhere), so its shard's checkpoint froze
+/// behind it and a closed shard never reached `SHARD_END`. A handed-back delivery now comes
+/// back to its session; without that the no-wedge check fails.
+#[test]
+fn a_retried_record_that_never_comes_back_wedges_its_shard() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.handed_back_comes_back = false;
+        cfg.p_retry = 0.05;
+    };
+    assert_caught(
+        200,
+        &tweak,
+        "no wedge",
+        "no schedule wedged a shard behind a lost retry",
+    );
+}
+
+/// Pins the gap the review found: the runtime holds pulled deliveries in worker lanes (a slow
+/// handler ahead, a batch gathering), so a check where the runtime pulls is not enough. A
+/// delivery is now checked where its handler starts (`KinesisMessage::decode_error`); without
+/// that check a record pulled inside the lease reaches a handler after it ran out.
+#[test]
+fn a_check_only_where_the_runtime_pulls_lets_a_held_record_reach_its_handler_late() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.handler_checks_lease = false;
+        cfg.p_hold = 0.6;
+        cfg.workers = 4;
+        cfg.partitions = 2;
+        cfg.write_gap_ms = (20, 60);
+    };
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no schedule ran a held record's handler after the lease ran out",
+    );
+}
+
+/// A store call that lands after its caller timed out, behind the caller's later calls, is
+/// accepted by the owner-only condition: a stale checkpoint moves the row back (and a stale
+/// renewal moves its expiry back). The main run assumes calls land before their timeout.
+#[test]
+fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.late_landing = true;
+        cfg.late_takes = true;
+        cfg.counter_fence = false;
+        cfg.p_timeout = 0.1;
+    };
+    assert_caught(
+        300,
+        &tweak,
+        "moved back",
+        "no late write moved a checkpoint back",
+    );
+}
+
+/// With the counter fence of `DynamoLeaseStore`, renewals, checkpoints and releases that land
+/// long after their caller timed out (behind its later writes, or after a same-id restart) are
+/// refused, and a write of the caller's own that did land is recognised by the one retry: no
+/// invariant breaks.
+#[test]
+fn late_writes_behind_the_counter_fence_keep_the_invariants() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.late_landing = true;
+        cfg.counter_fence = true;
+        cfg.p_timeout = 0.1;
+    };
+    let (stats, failure) = run_many(0x0fe2_ce00, 200, &tweak);
+    if let Some(report) = failure {
+        panic!("{report}");
+    }
+    println!("{stats:?}");
+    assert!(stats.late_landings > 0 && stats.fenced_writes > 0 && stats.fence_retries > 0);
+}
+
+/// A take is conditioned on the owner (or an expired row), not on the counter: one of an
+/// instance's own takes that timed out and lands after a later take of the same owner id was
+/// granted (by the same store object, or after a same-id restart) is accepted, sets the expiry
+/// back to its own send time, and another instance takes the shard while the holder still
+/// delivers. The counter fence then only makes the holder's next write refused.
+#[test]
+fn a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence() {
+    // The take condition before it kept the expiry from moving back.
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.late_landing = true;
+        cfg.late_takes = true;
+        cfg.counter_fence = true;
+        cfg.take_keeps_expiry = false;
+        cfg.p_timeout = 0.1;
+    };
+    assert_caught(
+        300,
+        &tweak,
+        "may still deliver",
+        "no late take broke fencing",
+    );
+}
+
+/// With the take condition of `DynamoLeaseStore` (a take of one's own row never moves its expiry
+/// back) and the counter fence, takes, renewals, checkpoints and releases that land long after
+/// their caller timed out break no invariant.
+#[test]
+fn late_takes_that_keep_the_expiry_keep_the_invariants() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.late_landing = true;
+        cfg.late_takes = true;
+        cfg.counter_fence = true;
+        cfg.take_keeps_expiry = true;
+        cfg.p_timeout = 0.1;
+    };
+    let (stats, failure) = run_many(0x7a4e_0000, 200, &tweak);
+    if let Some(report) = failure {
+        panic!("{report}");
+    }
+    assert!(stats.late_landings > 0);
+}
+
+/// `broker.rs` today: a new subscription to a stream waits for the previous subscription's tasks
+/// for at most `SHUTDOWN_GRACE`, then opens anyway. Those tasks can take longer (a checkpoint
+/// write in flight, the final checkpoint and the release, each up to a store timeout, or a round
+/// the old coordinator runs after its cancel), and they run under the same owner id, so the
+/// store's conditions cannot tell the two apart: the new subscription takes a row the old one
+/// still holds, and the old one's release or take lands on it. Waiting until the tasks ended
+/// (the main run) keeps them apart.
+#[test]
+fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.resubscribe_grace = true;
+        cfg.counter_fence = false;
+        cfg.late_landing = false;
+        cfg.resubscribes = 4;
+        cfg.stalls = 0;
+        cfg.p_slow = 0.2;
+        cfg.p_timeout = 0.1;
+        cfg.timeout = cfg.timings.renew() * 2;
+    };
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no resubscribe that stopped waiting broke fencing",
+    );
+}

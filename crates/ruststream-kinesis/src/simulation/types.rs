@@ -1,0 +1,768 @@
+//! The simulated world's state: the stream, the store's rows and requests, the events, the
+//! sessions and instances, the ghost the checks keep, the counts, and the simulation itself.
+
+use super::*;
+
+/// One shard of the simulated stream.
+#[derive(Debug)]
+pub(super) struct SimShard {
+    pub(super) info: ShardInfo,
+    pub(super) parents: Vec<usize>,
+    /// Sequence numbers, ascending.
+    pub(super) records: Vec<u64>,
+    /// When each record arrived (true time, Kinesis's clock).
+    pub(super) arrived: Vec<Time>,
+    /// Trimmed out of the stream (retention): not listed, and its reads answer
+    /// `ResourceNotFoundException`.
+    pub(super) trimmed: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Stream {
+    pub(super) shards: Vec<SimShard>,
+    /// Open shards in hash-key order: splits replace one, merges two neighbours.
+    pub(super) open: Vec<usize>,
+    pub(super) ids: HashMap<Arc<str>, usize>,
+    pub(super) next_seq: u64,
+}
+
+impl Stream {
+    pub(super) fn add(&mut self, parents: Vec<usize>) -> usize {
+        let idx = self.shards.len();
+        let id: Arc<str> = Arc::from(format!("shardId-{idx:012}"));
+        let info = ShardInfo {
+            id: Arc::clone(&id),
+            parents: parents
+                .iter()
+                .map(|&p| Arc::clone(&self.shards[p].info.id))
+                .collect(),
+            closed: false,
+        };
+        self.shards.push(SimShard {
+            info,
+            parents,
+            records: Vec::new(),
+            arrived: Vec::new(),
+            trimmed: false,
+        });
+        self.ids.insert(id, idx);
+        idx
+    }
+
+    pub(super) fn listing(&self) -> Vec<ShardInfo> {
+        self.shards
+            .iter()
+            .filter(|s| !s.trimmed)
+            .map(|s| s.info.clone())
+            .collect()
+    }
+
+    /// The shards `shard` is a parent of.
+    pub(super) fn children(&self, shard: usize) -> Vec<usize> {
+        (0..self.shards.len())
+            .filter(|&c| self.shards[c].parents.contains(&shard))
+            .collect()
+    }
+
+    /// The index of the first record of `shard` a reader opened at `start` reads.
+    pub(super) fn index_of(&self, shard: usize, start: &ShardStart) -> usize {
+        let sim = &self.shards[shard];
+        match start {
+            ShardStart::After(checkpoint) => {
+                let after: u64 = checkpoint.parse().expect("a sequence number");
+                sim.records.partition_point(|&seq| seq <= after)
+            }
+            ShardStart::At(KinesisPosition::TrimHorizon) => 0,
+            ShardStart::At(KinesisPosition::Latest) => sim.records.len(),
+            ShardStart::At(KinesisPosition::AtTimestamp(at)) => {
+                let at_ms = at.duration_since(std::time::UNIX_EPOCH).map_or(0, millis);
+                let from = at_ms.saturating_sub(BASE_MS.unsigned_abs());
+                sim.arrived.partition_point(|&t| millis(t) < from)
+            }
+            ShardStart::At(KinesisPosition::AtSequence { sequence, .. }) => {
+                let at: u64 = sequence.parse().expect("a sequence number");
+                sim.records.partition_point(|&seq| seq < at)
+            }
+        }
+    }
+}
+
+/// A row of the store, and the session that holds it (the ghost behind the owner id).
+#[derive(Debug, Default)]
+pub(super) struct Row {
+    pub(super) state: Option<LeaseState>,
+    pub(super) holder: Option<u64>,
+    /// When the write that set the row's expiry was sent (true time), and whether a write of
+    /// the holder sent earlier than the one before it set it: the expiry moved back.
+    pub(super) expiry_sent: Time,
+    pub(super) expiry_moved_back: bool,
+    /// Unreadable for a while: reads, `list` and writes of it fail until it is repaired.
+    pub(super) malformed: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum OpKind {
+    Read,
+    /// `LeaseStore::list`: every row of the stream, read consistently.
+    List,
+    Acquire,
+    Renew,
+    /// `LeaseStore::checkpoint`: the start checkpoint of a take, and a closing shard's final
+    /// checkpoint or `SHARD_END` (`Write::Final`).
+    Checkpoint(Arc<str>),
+    /// `LeaseStore::checkpoint_and_renew`: the checkpoints of a held shard
+    /// (`Write::Checkpoint`).
+    CheckpointRenew(Arc<str>),
+    /// `cover`: the last record index a gracefully stopping session delivered; `graceful`: the
+    /// release of `release_graceful` (not of a failed take or of `SHARD_END`).
+    Release {
+        cover: Option<usize>,
+        graceful: bool,
+    },
+}
+
+/// One store call as it travels to the store.
+#[derive(Debug, Clone)]
+pub(super) struct Op {
+    pub(super) inst: usize,
+    pub(super) inc: u32,
+    pub(super) sid: u64,
+    pub(super) shard: usize,
+    pub(super) owner: Arc<str>,
+    pub(super) kind: OpKind,
+    /// The caller's wall clock when it built the call (DynamoDB conditions carry it).
+    pub(super) wall_ms: u64,
+    /// The true time it was sent, for the checks.
+    pub(super) sent: Time,
+    /// With the counter fence, a held write's condition on the row's counter: the one this
+    /// store object's last write left there (`:seen`).
+    pub(super) seen: Option<u64>,
+    /// Whether a write of this store object to the row had an unknown outcome when this one was
+    /// sent (`Fence::uncertain`).
+    pub(super) uncertain: bool,
+    /// The one retry of `held_update` after it adopted the row's counter.
+    pub(super) retried: bool,
+    /// The SDK's resend of a held write whose first attempt landed and whose answer was lost.
+    pub(super) resend: bool,
+    /// Both attempts of such a pair carry the same token.
+    pub(super) pair: Option<u64>,
+}
+
+/// What a store object knows of its own writes to one row (`Fence` in `lease/dynamo.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Fence {
+    pub(super) counter: Option<u64>,
+    pub(super) uncertain: bool,
+}
+
+/// A write whose answer settles its store object's fence: the call, and the row as the write
+/// left it or found it (`None` when it did not land before its answer).
+#[derive(Debug)]
+pub(super) struct FenceNote {
+    pub(super) op: Op,
+    pub(super) row: Option<LeaseState>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Res {
+    Row(Option<LeaseState>),
+    Rows(Vec<(usize, LeaseState)>),
+    Granted(LeaseState),
+    Ok,
+    Fenced,
+    Failed,
+}
+
+/// Where a store answer goes.
+#[derive(Debug, Clone)]
+pub(super) enum Cont {
+    Read {
+        shard: usize,
+    },
+    /// A round's `list`.
+    RoundList,
+    Acquire {
+        shard: usize,
+        sid: u64,
+        sent: Time,
+        take: Take,
+    },
+    /// `take`: the start checkpoint of a shard that had none.
+    StartCheckpoint {
+        shard: usize,
+        sid: u64,
+        sent: Time,
+        take: Take,
+    },
+    TakeRelease,
+    /// The handover poll's `list`.
+    Poll,
+    /// A write of `write_lease`, sent at `sent`.
+    Lease {
+        sid: u64,
+        write: Write,
+        sent: Time,
+    },
+}
+
+/// Where a take starts a shard whose row has no checkpoint (`plan::verdict`'s `fresh`), and the
+/// start checkpoint it records for it (`ShardStart::to_checkpoint` at the take's send).
+#[derive(Debug, Clone)]
+pub(super) struct Take {
+    pub(super) purpose: TakeFor,
+    pub(super) recorded: Arc<str>,
+}
+
+/// A delivery in the channel or in a handler.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Msg {
+    pub(super) sid: u64,
+    pub(super) shard: usize,
+    pub(super) idx: usize,
+    pub(super) ticket: Ticket,
+    /// Handed back by a handler and delivered again.
+    pub(super) redelivery: bool,
+}
+
+#[derive(Debug)]
+pub(super) enum Ev {
+    Apply {
+        op: Op,
+        reply: Option<(Duration, Cont)>,
+    },
+    Reply {
+        inst: usize,
+        inc: u32,
+        cont: Cont,
+        res: Res,
+        fence: Option<Box<FenceNote>>,
+    },
+    Round {
+        inst: usize,
+        inc: u32,
+        token: u64,
+    },
+    /// `write_lease`'s `select!` wakes (its timer, or `handle.wake`).
+    Lease {
+        inst: usize,
+        inc: u32,
+        sid: u64,
+        token: u64,
+    },
+    Reader {
+        inst: usize,
+        inc: u32,
+        sid: u64,
+        token: u64,
+    },
+    Handler {
+        inst: usize,
+        inc: u32,
+        msg: Msg,
+    },
+    /// A delivery the runtime held in a worker lane reaches its handler.
+    HandlerStart {
+        inst: usize,
+        inc: u32,
+        msg: Msg,
+    },
+    Dispatch {
+        inst: usize,
+        inc: u32,
+    },
+    Write,
+    Reshard,
+    /// Retention trims a closed shard out of the stream.
+    Trim {
+        shard: usize,
+    },
+    /// A row becomes malformed for `dur`, then is repaired.
+    Malform {
+        dur: Duration,
+    },
+    Repair {
+        shard: usize,
+    },
+    Crash {
+        restart: bool,
+        quiet: bool,
+    },
+    Start {
+        inst: usize,
+        same_id: bool,
+    },
+    /// The new subscription of a resubscribe opens: the previous one's tasks ended, or the
+    /// grace ran out.
+    Resubscribed {
+        inst: usize,
+    },
+    /// A subscription is dropped and opened again in the same process.
+    Resubscribe,
+    Stall {
+        dur: Duration,
+    },
+    Partition {
+        dur: Duration,
+    },
+    /// An instance's wall clock steps (NTP) to another offset within the bound.
+    ClockStep,
+    Shutdown {
+        restart: bool,
+        quiet: bool,
+    },
+    Quiet,
+}
+
+impl Ev {
+    /// The instance incarnation an event belongs to: dropped when it died, deferred while it is
+    /// stalled.
+    pub(super) fn target(&self) -> Option<(usize, u32)> {
+        match *self {
+            Self::Reply { inst, inc, .. }
+            | Self::Round { inst, inc, .. }
+            | Self::Lease { inst, inc, .. }
+            | Self::Reader { inst, inc, .. }
+            | Self::Handler { inst, inc, .. }
+            | Self::HandlerStart { inst, inc, .. }
+            | Self::Dispatch { inst, inc } => Some((inst, inc)),
+            _ => None,
+        }
+    }
+}
+
+pub(super) struct Queued {
+    pub(super) at: Time,
+    pub(super) seq: u64,
+    pub(super) ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// `reader::write_lease`, the driver of the session's [`ShardLease`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LeaseTask {
+    /// Asleep until the machine's timer, or until something wakes it (`handle.wake`).
+    Waiting(u64),
+    /// Its `select!` woke: it asks the machine again.
+    Woken(u64),
+    /// A write is in flight: the driver asks again once it answered.
+    InFlight,
+    Done,
+}
+
+/// What the reader task (`Reader::read`) is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReaderTask {
+    /// In its `select!` until the machine's timer or a wake (`handle.read_wake`, the cancel).
+    Waiting,
+    /// A Kinesis call is in flight: its answer arrives with the reader's token, unless the
+    /// cancel drops it.
+    Calling,
+    /// A delivery waits for room in the channel (`Msg` in `Session::blocked`).
+    Blocked,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FinishState {
+    NotYet,
+    /// `ShardHandle::close`: waiting for the lease's closing writes (`end`: `SHARD_END`).
+    Closing {
+        end: bool,
+    },
+    Done {
+        finished: bool,
+    },
+}
+
+/// A record as the shard machine holds it here: its place in the simulated shard.
+#[derive(Debug, Clone)]
+pub(super) struct SimRecord {
+    pub(super) idx: usize,
+    pub(super) sequence: Arc<str>,
+}
+
+impl Sequenced for SimRecord {
+    fn sequence(&self) -> &Arc<str> {
+        &self.sequence
+    }
+}
+
+/// One reader of one shard: its `ShardHandle`, its three tasks and `finish`.
+#[derive(Debug)]
+pub(super) struct Session {
+    pub(super) shard: usize,
+    /// The shard's machine, the one the real `ShardHandle` holds: its lease and writes, its
+    /// reading, its watermark, its deliveries in flight and its records handed back.
+    pub(super) machine: ShardMachine<Time, SimRecord>,
+    /// The driver of its lease, `reader::write_lease`.
+    pub(super) lease_task: LeaseTask,
+    /// The driver of its reading, `Reader::read`, and the token of its pending wake-up.
+    pub(super) reader: ReaderTask,
+    pub(super) reader_token: u64,
+    /// The answer of the call in flight, delivered with the reader's token.
+    pub(super) answer: Option<Fetch<SimRecord>>,
+    pub(super) blocked: Option<Msg>,
+    /// The reader's cancellation token.
+    pub(super) cancelled: bool,
+    pub(super) finish: FinishState,
+    /// The index of the last record of the watermark's settled prefix: what a final checkpoint
+    /// covers.
+    pub(super) settled_upto: Option<usize>,
+    // The ghost: what the checks know about this session, independent of the code under test.
+    pub(super) start_idx: usize,
+    /// Below which a checkpoint of this session may go after a seek of it: the place of the
+    /// record before the oldest seek target (`None`: it made no seek).
+    pub(super) seek_floor: Option<Mark>,
+    pub(super) last_idx: Option<usize>,
+    pub(super) deadline: Time,
+    pub(super) lost: bool,
+    pub(super) cover: Option<usize>,
+}
+
+/// A listing round in flight: what `round` listed and read, and its passes of takes.
+#[derive(Debug, Default)]
+pub(super) struct Round {
+    pub(super) listing: Vec<ShardInfo>,
+    pub(super) reading: HashSet<Arc<str>>,
+    pub(super) wanted: Vec<Arc<str>>,
+    pub(super) reads_left: usize,
+    pub(super) rows: Rows,
+    pub(super) unreadable: HashSet<Arc<str>>,
+    /// Once the rows are read: the round's passes, the coordinator's own.
+    pub(super) passes: Option<RoundPasses>,
+    pub(super) takes_left: usize,
+}
+
+/// The handover poll in flight: what `takeable_between_listings` read before its `list`.
+#[derive(Debug, Default)]
+pub(super) struct Poll {
+    pub(super) reading: HashSet<Arc<str>>,
+    pub(super) wanted: Vec<Arc<str>>,
+}
+
+/// One subscription's coordinator: the first round of `open`, then `run`'s loop.
+#[derive(Debug)]
+pub(super) struct Coord {
+    /// What it knows of the stream's shards and its decisions: the real `Coordinator`.
+    pub(super) knows: Coordinator<Time>,
+    pub(super) round: Option<Round>,
+    pub(super) poll: Option<Poll>,
+    /// The token of the pending wake-up of `run`'s `select!`.
+    pub(super) timer: u64,
+    /// The `Notify` permit `reader_ended` leaves.
+    pub(super) wake: bool,
+    pub(super) cancelled: bool,
+    /// `run` started (the first round of `open` is over).
+    pub(super) looping: bool,
+    /// `run` returned.
+    pub(super) exited: bool,
+    pub(super) next_listing: Time,
+    pub(super) next_poll: Time,
+}
+
+impl Coord {
+    /// A new subscription's coordinator.
+    pub(super) fn new(cfg: &Config) -> Self {
+        Self {
+            knows: Coordinator::new(cfg.timings, cfg.initial.clone()),
+            round: None,
+            poll: None,
+            timer: 0,
+            wake: false,
+            cancelled: false,
+            looping: false,
+            exited: false,
+            next_listing: Time::ZERO,
+            next_poll: Time::ZERO,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Inst {
+    pub(super) owner: Arc<str>,
+    /// The process this subscription lives in: a resubscribe opens a new slot in the same one.
+    pub(super) process: usize,
+    /// A new subscription waiting for its predecessor's tasks (`register`).
+    pub(super) pending_start: bool,
+    /// The new subscription that waits for this one to end.
+    pub(super) successor: Option<usize>,
+    /// A subscription dropped by a resubscribe: it never starts again.
+    pub(super) retired: bool,
+    pub(super) inc: u32,
+    pub(super) alive: bool,
+    pub(super) offset_ms: i64,
+    pub(super) stalled_until: Time,
+    pub(super) partitioned_until: Time,
+    pub(super) shutting_down: bool,
+    pub(super) dropped: bool,
+    pub(super) restart_after_exit: Option<bool>,
+    pub(super) died_at: Time,
+    pub(super) coord: Coord,
+    pub(super) sessions: BTreeMap<u64, Session>,
+    pub(super) running: BTreeMap<usize, u64>,
+    pub(super) channel: VecDeque<Msg>,
+    pub(super) in_flight: usize,
+    pub(super) dispatch_pending: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct GhostShard {
+    pub(super) first_upto: usize,
+    pub(super) acked: Vec<bool>,
+    /// The records the application must handle: those at or after where it starts the shard
+    /// (its initial position, or the beginning when a parent was read), less the ones a seek
+    /// skipped on purpose or retention trimmed unread.
+    pub(super) owed: Vec<bool>,
+    /// Under an initial position at the tip: whether the application reached the shard (opened
+    /// it, or a parent of it), so that every record written to it from then on is owed.
+    pub(super) reached: bool,
+    pub(super) covered_upto: usize,
+    pub(super) unserved_since: Option<Time>,
+    /// When a reshard made the shard: instances see it only from their next listing on.
+    pub(super) created_at: Time,
+    /// A graceful release that left records to read, until the next owner delivers.
+    pub(super) handover: Option<Handover>,
+}
+
+/// A graceful release that left records to read: when it landed, by which session, and which
+/// steps of the next owner were counted already.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Handover {
+    pub(super) at: Time,
+    pub(super) from: u64,
+    /// Whether a subscription of another process was up and past its first round, ready to
+    /// take the shard.
+    pub(super) taker_ready: bool,
+    pub(super) taken: bool,
+    pub(super) read: bool,
+}
+
+/// What the next owner did how long after a graceful release landed, in virtual milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Its acquire landed.
+    Take,
+    /// Its reader fetched the first record (before it waits for room in its channel).
+    Read,
+    /// The first record reached a handler: after the records ahead of it in the channel.
+    Delivery,
+}
+
+/// Graceful handovers: the worst time from a release that leaves records to read to each step
+/// of the next owner, over every handover, and over the quiet ones: released after the quiet
+/// phase's last faulty call could have landed, with a subscription of another process up to take
+/// the shard (no fault slows the next owner down, none has to start first), in virtual
+/// milliseconds.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Handovers {
+    pub(super) count: u64,
+    pub(super) delivery_sum_ms: u64,
+    pub(super) take_max_ms: u64,
+    pub(super) read_max_ms: u64,
+    pub(super) delivery_max_ms: u64,
+    pub(super) quiet_take_max_ms: u64,
+    pub(super) quiet_read_max_ms: u64,
+    pub(super) quiet_delivery_max_ms: u64,
+}
+
+impl Handovers {
+    pub(super) fn add(&mut self, o: &Self) {
+        self.count += o.count;
+        self.delivery_sum_ms += o.delivery_sum_ms;
+        self.take_max_ms = self.take_max_ms.max(o.take_max_ms);
+        self.read_max_ms = self.read_max_ms.max(o.read_max_ms);
+        self.delivery_max_ms = self.delivery_max_ms.max(o.delivery_max_ms);
+        self.quiet_take_max_ms = self.quiet_take_max_ms.max(o.quiet_take_max_ms);
+        self.quiet_read_max_ms = self.quiet_read_max_ms.max(o.quiet_read_max_ms);
+        self.quiet_delivery_max_ms = self.quiet_delivery_max_ms.max(o.quiet_delivery_max_ms);
+    }
+
+    pub(super) fn record(&mut self, step: Step, took_ms: u64, quiet: bool) {
+        let (all, calm) = match step {
+            Step::Take => (&mut self.take_max_ms, &mut self.quiet_take_max_ms),
+            Step::Read => (&mut self.read_max_ms, &mut self.quiet_read_max_ms),
+            Step::Delivery => {
+                self.count += 1;
+                self.delivery_sum_ms += took_ms;
+                (&mut self.delivery_max_ms, &mut self.quiet_delivery_max_ms)
+            }
+        };
+        *all = (*all).max(took_ms);
+        if quiet {
+            *calm = (*calm).max(took_ms);
+        }
+    }
+}
+
+/// Counts over schedules, to see that the faults were exercised.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Stats {
+    pub(super) schedules: u64,
+    pub(super) events: u64,
+    pub(super) records: u64,
+    pub(super) deliveries: u64,
+    pub(super) redeliveries: u64,
+    pub(super) takes: u64,
+    pub(super) takeovers: u64,
+    pub(super) refused_renewals: u64,
+    pub(super) lapsed_by_clock: u64,
+    pub(super) fenced_writes: u64,
+    /// Held writes `held_update` sent again after adopting the row's counter.
+    pub(super) fence_retries: u64,
+    /// Store calls that landed after their caller timed out.
+    pub(super) late_landings: u64,
+    pub(super) store_failures: u64,
+    pub(super) crashes: u64,
+    pub(super) restarts: u64,
+    pub(super) stalls: u64,
+    pub(super) shutdowns: u64,
+    pub(super) graceful_covers: u64,
+    pub(super) partitions: u64,
+    pub(super) reshards: u64,
+    pub(super) filtered: u64,
+    /// Deliveries handed back by their handlers, and deliveries withheld where their handler
+    /// was about to start.
+    pub(super) handed_back: u64,
+    pub(super) withheld: u64,
+    /// Expired iterators, and readers that handed their shard back for want of a fresh one.
+    pub(super) expired: u64,
+    pub(super) unreadable: u64,
+    /// Takes that failed after the lease was won and left their shard to a backoff.
+    pub(super) take_backoffs: u64,
+    /// SDK resends of held writes that had landed: recognised as their write's success, or
+    /// taken for a lost lease.
+    pub(super) resends_recognised: u64,
+    pub(super) resends_lost: u64,
+    pub(super) polls: u64,
+    pub(super) poll_rounds: u64,
+    pub(super) resubscribes: u64,
+    /// Closed shards a round skipped (never read, starting at the tip); shards trimmed by
+    /// retention, and their owed records still unread then; readers that found their shard gone.
+    pub(super) skipped: u64,
+    pub(super) trimmed: u64,
+    pub(super) trimmed_unread: u64,
+    pub(super) gone: u64,
+    /// Seeks made by handlers, seeks Kinesis failed, and records a forward seek skipped unread.
+    pub(super) seeks: u64,
+    pub(super) seeks_failed: u64,
+    pub(super) waived: u64,
+    /// Rows made malformed, and rounds whose `list` failed and read row by row instead.
+    pub(super) malformed: u64,
+    pub(super) list_fallbacks: u64,
+    pub(super) virtual_secs: u64,
+    /// The longest a shard went without a reader in a quiet phase, as a share of the bound, in
+    /// per mille.
+    pub(super) worst_recovery_permille: u64,
+    /// Graceful handovers with the handover poll on, and with it off.
+    pub(super) handovers_polled: Handovers,
+    pub(super) handovers_unpolled: Handovers,
+}
+
+impl Stats {
+    pub(super) fn add(&mut self, o: &Self) {
+        self.schedules += o.schedules;
+        self.events += o.events;
+        self.records += o.records;
+        self.deliveries += o.deliveries;
+        self.redeliveries += o.redeliveries;
+        self.takes += o.takes;
+        self.takeovers += o.takeovers;
+        self.refused_renewals += o.refused_renewals;
+        self.lapsed_by_clock += o.lapsed_by_clock;
+        self.fenced_writes += o.fenced_writes;
+        self.fence_retries += o.fence_retries;
+        self.late_landings += o.late_landings;
+        self.store_failures += o.store_failures;
+        self.crashes += o.crashes;
+        self.restarts += o.restarts;
+        self.stalls += o.stalls;
+        self.shutdowns += o.shutdowns;
+        self.graceful_covers += o.graceful_covers;
+        self.partitions += o.partitions;
+        self.reshards += o.reshards;
+        self.filtered += o.filtered;
+        self.handed_back += o.handed_back;
+        self.withheld += o.withheld;
+        self.expired += o.expired;
+        self.unreadable += o.unreadable;
+        self.take_backoffs += o.take_backoffs;
+        self.resends_recognised += o.resends_recognised;
+        self.resends_lost += o.resends_lost;
+        self.polls += o.polls;
+        self.poll_rounds += o.poll_rounds;
+        self.resubscribes += o.resubscribes;
+        self.skipped += o.skipped;
+        self.trimmed += o.trimmed;
+        self.trimmed_unread += o.trimmed_unread;
+        self.gone += o.gone;
+        self.seeks += o.seeks;
+        self.seeks_failed += o.seeks_failed;
+        self.waived += o.waived;
+        self.malformed += o.malformed;
+        self.list_fallbacks += o.list_fallbacks;
+        self.virtual_secs += o.virtual_secs;
+        self.worst_recovery_permille = self.worst_recovery_permille.max(o.worst_recovery_permille);
+        self.handovers_polled.add(&o.handovers_polled);
+        self.handovers_unpolled.add(&o.handovers_unpolled);
+    }
+}
+
+/// Why a schedule failed.
+#[derive(Debug)]
+pub(super) struct Failure {
+    pub(super) at: Time,
+    pub(super) message: String,
+}
+
+pub(super) struct Sim {
+    pub(super) cfg: Config,
+    pub(super) rng: StdRng,
+    pub(super) now: Time,
+    pub(super) seq: u64,
+    pub(super) token: u64,
+    pub(super) queue: BinaryHeap<Reverse<Queued>>,
+    pub(super) stream: Stream,
+    pub(super) rows: Vec<Row>,
+    /// Per (instance, incarnation, shard): its store object's fence.
+    pub(super) fences: HashMap<(usize, u32, usize), Fence>,
+    /// The resend pairs whose first attempt landed.
+    pub(super) landed_pairs: HashSet<u64>,
+    /// Per session, below which its checkpoints may go after its seeks (its `seek_floor`): kept
+    /// past the session's end, since its writes may land after a crash.
+    pub(super) seek_floors: HashMap<u64, Mark>,
+    pub(super) insts: Vec<Inst>,
+    pub(super) sid_inst: HashMap<u64, (usize, u32)>,
+    pub(super) next_sid: u64,
+    pub(super) ghost: Vec<GhostShard>,
+    pub(super) written: usize,
+    pub(super) acked: usize,
+    pub(super) quiet_at: Time,
+    pub(super) live_from: Time,
+    pub(super) writes_until: Time,
+    pub(super) last_live_check: Time,
+    /// When a record was last acked for the first time.
+    pub(super) last_progress: Time,
+    /// How many more seeks handlers may make.
+    pub(super) seeks_left: usize,
+    pub(super) failure: Option<Failure>,
+    pub(super) trace: Option<VecDeque<String>>,
+    pub(super) full_trace: bool,
+    pub(super) stats: Stats,
+}
