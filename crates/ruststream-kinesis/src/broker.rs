@@ -418,13 +418,14 @@ impl ConnectedKinesisBroker {
                 // connection made on the caller's runtime dies with it, and the readers' first
                 // calls would fail on it once a caller's runtime stopped.
                 let first = Arc::clone(&sub);
-                self.runtime
-                    .spawn(async move { first.round().await })
+                let rounds = self
+                    .runtime
+                    .spawn(async move { first.first_round().await })
                     .await
                     .map_err(|_| KinesisError::ShutDown {
                         what: "opening a subscription",
                     })??;
-                sub.spawn(coordinator::run(Arc::clone(&sub)));
+                sub.spawn(coordinator::run(Arc::clone(&sub), rounds));
                 registration.closes_with(sub.tasks.clone());
                 let deliveries = Deliveries {
                     rx: Inbox::Live(rx),

@@ -1,41 +1,91 @@
-//! The coordinator's I/O, modelled step by step after `coordinator/mod.rs` (listing rounds,
-//! takes, the handover poll, `reader_ended` and `run`'s `select!`) around the real
-//! `Coordinator`, which makes every decision: which rows to read, what is takeable, the passes
-//! of a round, what a take's answer means and how a failed take backs off.
+//! The coordinator's drivers, as `live/coordinator/mod.rs` runs them: `drive` executes what the
+//! real [`Rounds`] asks (`ListShards`, a `list` of the rows or a read of each, the takes of a
+//! pass, a wait in `run`'s `select!` for the deadline, a wake or the cancel), and `take` makes a
+//! take's calls (the acquire, the start it records, the iterator) around the real
+//! [`Coordinator`]'s decisions: which rows to read, what is takeable, a round's passes, what a
+//! take's answer means and how a failed take backs off.
 
 use super::*;
 
 impl Sim {
-    // ----- the coordinator: `Subscription::round`, `take`, `reader_ended`, `run` -----------
+    // ----- `coordinator::drive`: what `Rounds` asks ---------------------------------------
 
-    pub(super) fn start_round(&mut self, i: usize) {
-        let coord = &mut self.insts[i].coord;
-        if coord.round.is_some() {
-            return;
+    /// Executes what the subscription's `Rounds` asks until it waits for an answer or a wake.
+    pub(super) fn coord_drive(&mut self, i: usize) {
+        loop {
+            let now = self.now;
+            let now_ms = self.wall(i);
+            let reading = self.reading(i);
+            let token = self.token();
+            let inst = &mut self.insts[i];
+            let owner = Arc::clone(&inst.owner);
+            let coord = &mut inst.coord;
+            if coord.exited {
+                return;
+            }
+            let polling = coord.rounds.is_polling();
+            let step = coord
+                .rounds
+                .next(&mut coord.knows, &reading, &owner, now, now_ms);
+            match step {
+                RoundStep::ListShards => {
+                    // Answered at once: the listing is the stream's now.
+                    let shards = if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
+                        self.log(|| format!("i{i} ListShards failed"));
+                        Shards::Failed
+                    } else {
+                        Shards::Listed(self.stream.listing())
+                    };
+                    let coord = &mut self.insts[i].coord;
+                    coord.rounds.listed(&mut coord.knows, shards, now);
+                }
+                RoundStep::ListRows => {
+                    if !polling && coord.rounds.is_polling() {
+                        self.stats.polls += 1;
+                    }
+                    self.send(i, 0, 0, OpKind::List, Cont::RoundList);
+                    return;
+                }
+                RoundStep::ReadRows(wanted) => {
+                    self.stats.list_fallbacks += 1;
+                    coord.round = Round {
+                        reads_left: wanted.len(),
+                        ..Round::default()
+                    };
+                    for id in wanted {
+                        let shard = self.stream.ids[&id];
+                        self.send(i, 0, shard, OpKind::Read, Cont::Read { shard });
+                    }
+                    return;
+                }
+                RoundStep::Take(takes) => {
+                    coord.round.takes_left = takes.len();
+                    self.take_all(i, takes);
+                    return;
+                }
+                RoundStep::Wait(until) => {
+                    coord.waiting = true;
+                    coord.timer = token;
+                    if let Some(at) = until {
+                        let inc = inst.inc;
+                        self.push(
+                            at.max(now),
+                            Ev::Round {
+                                inst: i,
+                                inc,
+                                token,
+                            },
+                        );
+                    }
+                    return;
+                }
+                RoundStep::Exit => {
+                    coord.exited = true;
+                    self.maybe_exit(i);
+                    return;
+                }
+            }
         }
-        if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
-            self.log(|| format!("i{i} ListShards failed"));
-            self.insts[i].coord.round = Some(Round::default());
-            self.round_over(i);
-            return;
-        }
-        let listing = self.stream.listing();
-        let reading = self.reading(i);
-        let knows = &mut self.insts[i].coord.knows;
-        knows.listed(&listing);
-        let wanted = knows.wanted(&listing, &reading);
-        self.insts[i].coord.round = Some(Round {
-            listing,
-            reading,
-            wanted: wanted.clone(),
-            ..Round::default()
-        });
-        if wanted.is_empty() {
-            self.decide(i);
-            return;
-        }
-        // `read_rows`: one `list`, and a read per row when it fails.
-        self.send(i, 0, 0, OpKind::List, Cont::RoundList);
     }
 
     /// The shards instance `i` reads.
@@ -43,79 +93,111 @@ impl Sim {
         self.insts[i].running.keys().map(|&s| self.id(s)).collect()
     }
 
-    /// A round's `list` answered: the rows it wants, or a read per row when it failed.
-    pub(super) fn round_listed(&mut self, i: usize, res: Res) {
-        let ids: Vec<Arc<str>> = (0..self.stream.shards.len()).map(|s| self.id(s)).collect();
-        let Some(round) = self.insts[i].coord.round.as_mut() else {
-            return;
-        };
-        if let Res::Rows(listed) = res {
-            for shard in &round.wanted {
-                round.rows.insert(Arc::clone(shard), None);
-            }
-            for (shard, row) in listed {
-                round.rows.insert(Arc::clone(&ids[shard]), Some(row));
-            }
-            self.decide(i);
-            return;
-        }
-        self.stats.list_fallbacks += 1;
-        round.reads_left = round.wanted.len();
-        let wanted = round.wanted.clone();
-        for id in wanted {
-            let shard = self.stream.ids[&id];
-            self.send(i, 0, shard, OpKind::Read, Cont::Read { shard });
+    /// `run`'s `select!` wakes: its timer.
+    pub(super) fn coord_fire(&mut self, i: usize) {
+        let coord = &mut self.insts[i].coord;
+        if coord.waiting {
+            coord.waiting = false;
+            self.coord_drive(i);
         }
     }
 
-    pub(super) fn round_read(&mut self, i: usize, shard: usize, res: Res) {
-        let id = self.id(shard);
-        let Some(round) = self.insts[i].coord.round.as_mut() else {
-            return;
-        };
-        match res {
-            Res::Row(row) => {
-                round.rows.insert(id, row);
-            }
-            _ => {
-                round.unreadable.insert(id);
-            }
-        }
-        round.reads_left -= 1;
-        if round.reads_left == 0 {
-            self.decide(i);
-        }
+    /// `sub.wake.notify_one()`: the next `select!` wakes at once (a waiting one now).
+    pub(super) fn coord_wake(&mut self, i: usize) {
+        self.insts[i].coord.rounds.wake();
+        self.coord_interrupt(i);
     }
 
-    pub(super) fn decide(&mut self, i: usize) {
+    /// The subscription's cancel: `run`'s `select!` ends the coordinator.
+    pub(super) fn coord_cancel(&mut self, i: usize) {
+        let coord = &mut self.insts[i].coord;
+        coord.cancelled = true;
+        coord.rounds.cancel();
+        self.coord_interrupt(i);
+    }
+
+    fn coord_interrupt(&mut self, i: usize) {
+        let token = self.token();
+        let jitter = self.jitter();
         let inst = &mut self.insts[i];
-        let Some(round) = inst.coord.round.as_mut() else {
-            return;
-        };
-        let mut rows = std::mem::take(&mut round.rows);
-        inst.coord.knows.round_rows(&round.listing, &mut rows);
-        let listing = std::mem::take(&mut round.listing);
-        round.passes = Some(RoundPasses::new(listing, rows, &round.unreadable));
-        self.take_pass(i);
+        if inst.coord.waiting {
+            inst.coord.timer = token;
+            let inc = inst.inc;
+            self.push(
+                self.now + jitter,
+                Ev::Round {
+                    inst: i,
+                    inc,
+                    token,
+                },
+            );
+        }
     }
 
-    /// One pass of a round's takes (`round`'s loop, until a pass marks nothing).
-    pub(super) fn take_pass(&mut self, i: usize) {
+    /// The `list` of the rows answered.
+    pub(super) fn round_listed(&mut self, i: usize, res: Res) {
         let now = self.now;
         let now_ms = self.wall(i);
+        let ids: Vec<Arc<str>> = (0..self.stream.shards.len()).map(|s| self.id(s)).collect();
         let inst = &mut self.insts[i];
         let owner = Arc::clone(&inst.owner);
-        let Some(round) = inst.coord.round.as_mut() else {
-            return;
+        let coord = &mut inst.coord;
+        let listed = match res {
+            Res::Rows(listed) => Listed::Rows(
+                listed
+                    .into_iter()
+                    .map(|(shard, row)| (Arc::clone(&ids[shard]), row))
+                    .collect(),
+            ),
+            _ => Listed::Failed,
         };
-        let passes = round.passes.as_mut().expect("the rows were read");
-        let to_take = passes.next(&mut inst.coord.knows, &round.reading, &owner, now, now_ms);
-        round.takes_left = to_take.len();
-        if to_take.is_empty() {
-            self.round_over(i);
+        let polling = coord.rounds.is_polling();
+        coord
+            .rounds
+            .rows_listed(&mut coord.knows, listed, &owner, now, now_ms);
+        if polling && coord.rounds.is_round_due() {
+            self.stats.poll_rounds += 1;
+        }
+        self.coord_drive(i);
+    }
+
+    /// A read of one row answered; once every read did, `Rounds` has them.
+    pub(super) fn round_read(&mut self, i: usize, shard: usize, res: Res) {
+        let now = self.now;
+        let now_ms = self.wall(i);
+        let id = self.id(shard);
+        let inst = &mut self.insts[i];
+        let owner = Arc::clone(&inst.owner);
+        let coord = &mut inst.coord;
+        match res {
+            Res::Row(row) => {
+                coord.round.rows.insert(id, row);
+            }
+            _ => {
+                coord.round.unreadable.insert(id);
+            }
+        }
+        coord.round.reads_left -= 1;
+        if coord.round.reads_left > 0 {
             return;
         }
-        for (info, purpose) in to_take {
+        let rows = std::mem::take(&mut coord.round.rows);
+        let unreadable = std::mem::take(&mut coord.round.unreadable);
+        let polling = coord.rounds.is_polling();
+        coord
+            .rounds
+            .rows_read(&mut coord.knows, rows, &unreadable, &owner, now, now_ms);
+        if polling && coord.rounds.is_round_due() {
+            self.stats.poll_rounds += 1;
+        }
+        self.coord_drive(i);
+    }
+
+    // ----- `Subscription::take` -------------------------------------------------------------
+
+    /// The takes of one pass, in parallel.
+    pub(super) fn take_all(&mut self, i: usize, takes: Vec<(ShardInfo, TakeFor)>) {
+        for (info, purpose) in takes {
             let shard = self.stream.ids[&info.id];
             let sid = self.next_sid;
             self.next_sid += 1;
@@ -268,7 +350,7 @@ impl Sim {
     /// at once.
     pub(super) fn skipped(&mut self, i: usize, sid: u64, shard: usize) {
         self.stats.skipped += 1;
-        self.insts[i].coord.wake = true;
+        self.coord_wake(i);
         self.take_release(i, sid, shard);
     }
 
@@ -286,150 +368,16 @@ impl Sim {
         );
     }
 
+    /// One take of the pass is over; once every one is, `Rounds` hears it.
     pub(super) fn take_done(&mut self, i: usize) {
-        let inst = &mut self.insts[i];
-        let Some(round) = inst.coord.round.as_mut() else {
-            return;
-        };
-        round.takes_left -= 1;
-        if round.takes_left > 0 {
-            return;
-        }
-        let passes = round.passes.as_mut().expect("the rows were read");
-        if passes.passed(&inst.coord.knows) {
-            // Shards were marked never to be read: their children are decided at once.
-            self.take_pass(i);
-        } else {
-            self.round_over(i);
-        }
-    }
-
-    /// A round ended: the first one starts `run`, every one goes back to its `select!`.
-    pub(super) fn round_over(&mut self, i: usize) {
-        let now = self.now;
-        let timings = self.cfg.timings;
-        let coord = &mut self.insts[i].coord;
-        coord.round = None;
-        if !coord.looping {
-            coord.looping = true;
-            coord.next_listing = now + timings.listing_interval();
-            coord.next_poll = now + timings.handover_poll_interval();
-        }
-        self.coord_select(i);
-    }
-
-    /// `run` waits in its `select!`: the wake-up is due when a branch is ready.
-    pub(super) fn coord_select(&mut self, i: usize) {
-        let polling = !self.cfg.timings.handover_poll_interval().is_zero();
-        let token = self.token();
-        let jitter = self.jitter();
-        let inst = &mut self.insts[i];
-        let coord = &mut inst.coord;
-        if !coord.looping || coord.exited || coord.round.is_some() || coord.poll.is_some() {
-            return;
-        }
-        let at = if coord.cancelled || coord.wake {
-            self.now + jitter
-        } else if polling {
-            coord.next_listing.min(coord.next_poll)
-        } else {
-            coord.next_listing
-        };
-        coord.timer = token;
-        let inc = inst.inc;
-        self.push(
-            at.max(self.now),
-            Ev::Round {
-                inst: i,
-                inc,
-                token,
-            },
-        );
-    }
-
-    /// `run`'s `select!` wakes: tokio polls the branches from a random one on, and the first
-    /// ready one wins.
-    pub(super) fn coord_fire(&mut self, i: usize) {
-        let timings = self.cfg.timings;
-        let poll = timings.handover_poll_interval();
-        let start = self.rng.random_range(0..4);
         let now = self.now;
         let coord = &mut self.insts[i].coord;
-        let ready = [
-            coord.cancelled,
-            now >= coord.next_listing,
-            coord.wake,
-            !poll.is_zero() && now >= coord.next_poll,
-        ];
-        let Some(branch) = (0..4).map(|k| (start + k) % 4).find(|&b| ready[b]) else {
-            self.coord_select(i);
-            return;
-        };
-        match branch {
-            0 => {
-                coord.exited = true;
-                self.maybe_exit(i);
-            }
-            3 => {
-                coord.next_poll = now + poll;
-                self.start_poll(i);
-            }
-            _ => {
-                if branch == 2 {
-                    coord.wake = false;
-                }
-                coord.next_listing = now + timings.listing_interval();
-                self.start_round(i);
-            }
-        }
-    }
-
-    /// `takeable_between_listings`: one `list` while some shard of the last listing waits.
-    pub(super) fn start_poll(&mut self, i: usize) {
-        let reading = self.reading(i);
-        let wanted = self.insts[i].coord.knows.poll_wanted(&reading);
-        if wanted.is_empty() {
-            self.coord_select(i);
+        coord.round.takes_left -= 1;
+        if coord.round.takes_left > 0 {
             return;
         }
-        self.stats.polls += 1;
-        self.insts[i].coord.poll = Some(Poll { reading, wanted });
-        self.send(i, 0, 0, OpKind::List, Cont::Poll);
-    }
-
-    /// The poll's `list` answered: a full round when some waiting shard may be taken now; a
-    /// failed poll does nothing.
-    pub(super) fn polled(&mut self, i: usize, res: Res) {
-        let now = self.now;
-        let now_ms = self.wall(i);
-        let owner = Arc::clone(&self.insts[i].owner);
-        let Some(poll) = self.insts[i].coord.poll.take() else {
-            return;
-        };
-        let Res::Rows(listed_rows) = res else {
-            self.coord_select(i);
-            return;
-        };
-        let mut rows = Rows::new();
-        for shard in &poll.wanted {
-            rows.insert(Arc::clone(shard), None);
-        }
-        for (shard, row) in listed_rows {
-            rows.insert(self.id(shard), Some(row));
-        }
-        let takeable =
-            self.insts[i]
-                .coord
-                .knows
-                .poll_finds_takeable(rows, &poll.reading, &owner, now, now_ms);
-        if !takeable {
-            self.coord_select(i);
-            return;
-        }
-        self.stats.poll_rounds += 1;
-        let listing = self.cfg.timings.listing_interval();
-        self.insts[i].coord.next_listing = self.now + listing;
-        self.start_round(i);
+        coord.rounds.took(&coord.knows, now);
+        self.coord_drive(i);
     }
 
     pub(super) fn reader_ended(&mut self, i: usize, shard: usize, finished: bool) {
@@ -437,8 +385,7 @@ impl Sim {
         let inst = &mut self.insts[i];
         inst.running.remove(&shard);
         inst.coord.knows.reader_ended(&id, finished);
-        inst.coord.wake = true;
-        self.coord_select(i);
+        self.coord_wake(i);
         self.maybe_exit(i);
     }
 }

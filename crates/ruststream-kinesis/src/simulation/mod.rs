@@ -4,32 +4,33 @@
 //!
 //! # What runs for real, and what is modelled
 //!
-//! The decisions are the crate's own pure code: each subscription holds the real
-//! [`Coordinator`], which knows what the subscription knows of the shards (finished, skipped,
-//! gone, in a take backoff) and decides what a listing round and the handover poll read, what
-//! is takeable (through `plan::verdict`), a round's passes (`RoundPasses`), what a take's
-//! answer means and how a failed take backs off; each session holds the real [`ShardMachine`], the machine the running
-//! `ShardHandle` holds, which decides everything about a held shard: its reading (which
-//! Kinesis call next, pacing, the poll interval at the tip, backoff, a fresh iterator after an
-//! expired one, `ITERATOR_TRIES`, a seek applied, draining a shard read to its end, why reading
-//! stops), every store write (renewals, retries, checkpoints folded at their cadence, one write
-//! in flight, the final checkpoint or `SHARD_END` and the release), whether a record may still
-//! be handed out, the watermark and the records handed back. The simulation drives it the way
-//! the tokio drivers do: as `Reader::read` (asks it at `now`, answers the call it names from the
-//! simulated stream a moment later, where an iterator is the index of the next record, hands
-//! out the record it names or waits for room in the channel, sleeps until its timer or a wake,
-//! drops the call in flight when cancelled), as `reader::write_lease` (sends the write it names,
-//! hands back the answer) and as `reader::redeliver`. [`ShardStart::from_checkpoint`] /
-//! [`ShardStart::to_checkpoint`] read and record where a shard starts, and
-//! [`LeaseState::is_expired_at`] / [`LeaseState::is_held_by`] are the store's conditions. The
-//! rest of the I/O is a model that follows `live/coordinator/mod.rs` (the order of `round`'s,
-//! `takeable_between_listings`'s and `take`'s calls, the start checkpoint, and the
-//! `select!` of `run` over the cancel, the listing deadline, the wake and the poll, a random
-//! ready branch winning as in tokio), `delivery/subscriber.rs` (the filter in front of the handlers) and
-//! `broker.rs` (`register`: a new subscription to a stream waits for the previous one's tasks)
-//! step by step, including the races between them (a write in flight while the reader
-//! finishes, a reader blocked on a full channel, a coordinator whose `select!` picks a round
-//! over its ready cancel).
+//! The decisions are the crate's own pure code. Each subscription holds the real [`Rounds`]
+//! (when a listing round or the handover poll runs, and the order of their calls: `ListShards`,
+//! a `list` of the rows or a read of each, the takes of each pass; the wait for the listing
+//! deadline, a wake or the cancel, which win in that order) and the real [`Coordinator`] (what
+//! the subscription knows of the shards, which rows to read, what is takeable through
+//! `plan::verdict`, a round's passes, what a take's answer means, how a failed take backs off).
+//! Each session holds the real [`ShardMachine`], the machine the running `ShardHandle` holds,
+//! which decides everything about a held shard: its reading (which Kinesis call next, pacing,
+//! the poll interval at the tip, backoff, a fresh iterator after an expired one,
+//! `ITERATOR_TRIES`, a seek applied, draining a shard read to its end, why reading stops), every
+//! store write (renewals, retries, checkpoints folded at their cadence, one write in flight, the
+//! final checkpoint or `SHARD_END` and the release), whether a record may still be handed out,
+//! the watermark and the records handed back. The simulation drives them the way the tokio
+//! drivers do: as `coordinator::drive` (asks `Rounds` at `now`, makes the call it names, hands
+//! back the answer, waits for its timer, a wake or the cancel), as `Reader::read` (asks the
+//! shard machine at `now`, answers the call it names from the simulated stream a moment later,
+//! where an iterator is the index of the next record, hands out the record it names or waits
+//! for room in the channel, sleeps until its timer or a wake, drops the call in flight when
+//! cancelled), as `reader::write_lease` (sends the write it names, hands back the answer) and
+//! as `reader::redeliver`. [`ShardStart::from_checkpoint`] / [`ShardStart::to_checkpoint`] read
+//! and record where a shard starts, and [`LeaseState::is_expired_at`] /
+//! [`LeaseState::is_held_by`] are the store's conditions. The rest of the I/O is a model: a
+//! take's calls (`take`: the acquire, the start it records, the iterator, then the reader),
+//! `delivery/subscriber.rs` (the filter in front of the handlers) and `broker.rs` (`register`:
+//! a new subscription to a stream waits for the previous one's tasks), including the races
+//! between them (a write in flight while the reader finishes, a reader blocked on a full
+//! channel, a cancel that comes while a round runs).
 //!
 //! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
 //! (closed shards keep a finite record list, open ones grow as a producer writes), one lease
@@ -222,8 +223,9 @@ use rand::{Rng, SeedableRng};
 
 use crate::kinesis::api::ShardInfo;
 use crate::lease::LeaseState;
-use crate::live::coordinator::machine::{AfterTake, Coordinator, RoundPasses};
+use crate::live::coordinator::machine::{AfterTake, Coordinator};
 use crate::live::coordinator::plan::{Rows, TakeFor};
+use crate::live::coordinator::rounds::{Listed, Rounds, Shards, Step as RoundStep};
 use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{

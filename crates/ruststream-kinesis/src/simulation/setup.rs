@@ -175,7 +175,7 @@ impl Sim {
                 dropped: false,
                 restart_after_exit: None,
                 died_at: Time::ZERO,
-                coord: Coord::new(&self.cfg),
+                coord: Coord::new(&self.cfg, self.now),
                 sessions: BTreeMap::new(),
                 running: BTreeMap::new(),
                 channel: VecDeque::new(),

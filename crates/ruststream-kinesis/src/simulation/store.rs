@@ -399,7 +399,7 @@ impl Sim {
                         let taker_ready = self.insts.iter().any(|inst| {
                             inst.alive
                                 && !inst.shutting_down
-                                && inst.coord.looping
+                                && inst.coord.rounds.first_round_over()
                                 && inst.process != process
                         });
                         self.ghost[shard].handover =
@@ -482,7 +482,6 @@ impl Sim {
                 self.start_checkpointed(i, shard, sid, sent, take, res);
             }
             Cont::TakeRelease => self.take_done(i),
-            Cont::Poll => self.polled(i, res),
             Cont::Lease { sid, write, sent } => self.lease_answered(i, sid, &write, sent, &res),
         }
     }

@@ -195,8 +195,6 @@ pub(super) enum Cont {
         take: Take,
     },
     TakeRelease,
-    /// The handover poll's `list`.
-    Poll,
     /// A write of `write_lease`, sent at `sent`.
     Lease {
         sid: u64,
@@ -435,61 +433,49 @@ pub(super) struct Session {
     pub(super) cover: Option<usize>,
 }
 
-/// A listing round in flight: what `round` listed and read, and its passes of takes.
+/// What the coordinator's driver gathers for `Rounds` while its calls are in flight: the rows
+/// read one by one, and the takes of a pass still to answer.
 #[derive(Debug, Default)]
 pub(super) struct Round {
-    pub(super) listing: Vec<ShardInfo>,
-    pub(super) reading: HashSet<Arc<str>>,
-    pub(super) wanted: Vec<Arc<str>>,
     pub(super) reads_left: usize,
     pub(super) rows: Rows,
     pub(super) unreadable: HashSet<Arc<str>>,
-    /// Once the rows are read: the round's passes, the coordinator's own.
-    pub(super) passes: Option<RoundPasses>,
     pub(super) takes_left: usize,
 }
 
-/// The handover poll in flight: what `takeable_between_listings` read before its `list`.
-#[derive(Debug, Default)]
-pub(super) struct Poll {
-    pub(super) reading: HashSet<Arc<str>>,
-    pub(super) wanted: Vec<Arc<str>>,
-}
-
-/// One subscription's coordinator: the first round of `open`, then `run`'s loop.
+/// One subscription's coordinator: the real `Coordinator` and `Rounds`, and their driver.
 #[derive(Debug)]
 pub(super) struct Coord {
-    /// What it knows of the stream's shards and its decisions: the real `Coordinator`.
+    /// What it knows of the stream's shards and its decisions.
     pub(super) knows: Coordinator<Time>,
-    pub(super) round: Option<Round>,
-    pub(super) poll: Option<Poll>,
-    /// The token of the pending wake-up of `run`'s `select!`.
+    /// When rounds and polls run, and the order of their calls.
+    pub(super) rounds: Rounds<Time>,
+    pub(super) round: Round,
+    /// The driver waits in `run`'s `select!` (for `timer`, a wake or the cancel).
+    pub(super) waiting: bool,
+    /// The token of the pending wake-up of that `select!`.
     pub(super) timer: u64,
-    /// The `Notify` permit `reader_ended` leaves.
-    pub(super) wake: bool,
+    /// The subscription's cancellation token fired.
     pub(super) cancelled: bool,
-    /// `run` started (the first round of `open` is over).
-    pub(super) looping: bool,
     /// `run` returned.
     pub(super) exited: bool,
-    pub(super) next_listing: Time,
-    pub(super) next_poll: Time,
 }
 
 impl Coord {
-    /// A new subscription's coordinator.
-    pub(super) fn new(cfg: &Config) -> Self {
+    /// A new subscription's coordinator at `now`: its first round is due at once.
+    pub(super) fn new(cfg: &Config, now: Time) -> Self {
         Self {
             knows: Coordinator::new(cfg.timings, cfg.initial.clone()),
-            round: None,
-            poll: None,
+            rounds: Rounds::new(
+                cfg.timings.listing_interval(),
+                cfg.timings.handover_poll_interval(),
+                now,
+            ),
+            round: Round::default(),
+            waiting: false,
             timer: 0,
-            wake: false,
             cancelled: false,
-            looping: false,
             exited: false,
-            next_listing: Time::ZERO,
-            next_poll: Time::ZERO,
         }
     }
 }

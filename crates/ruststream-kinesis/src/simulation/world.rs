@@ -189,10 +189,10 @@ impl Sim {
         inst.stalled_until = Time::ZERO;
         inst.shutting_down = false;
         inst.dropped = false;
-        inst.coord = Coord::new(&self.cfg);
+        inst.coord = Coord::new(&self.cfg, self.now);
         let owner = Arc::clone(&inst.owner);
         self.log(|| format!("i{i} starts as {owner}, clock offset {offset} ms"));
-        self.start_round(i);
+        self.coord_drive(i);
     }
 
     /// Kills instance `i`: nothing of it runs again; its requests in flight still land.
@@ -206,7 +206,7 @@ impl Sim {
         inst.channel.clear();
         inst.in_flight = 0;
         inst.dispatch_pending = false;
-        inst.coord = Coord::new(&self.cfg);
+        inst.coord = Coord::new(&self.cfg, self.now);
     }
 
     pub(super) fn restart_later(&mut self, i: usize, same_id: bool) {
@@ -290,7 +290,7 @@ impl Sim {
             dropped: false,
             restart_after_exit: None,
             died_at: Time::ZERO,
-            coord: Coord::new(&self.cfg),
+            coord: Coord::new(&self.cfg, self.now),
             sessions: BTreeMap::new(),
             running: BTreeMap::new(),
             channel: VecDeque::new(),
@@ -331,7 +331,6 @@ impl Sim {
     pub(super) fn drop_subscriber(&mut self, i: usize) {
         let inst = &mut self.insts[i];
         inst.dropped = true;
-        inst.coord.cancelled = true;
         if let Some(j) = inst.successor
             && self.cfg.resubscribe_grace
         {
@@ -346,7 +345,7 @@ impl Sim {
             }
             self.cancel(i, sid);
         }
-        self.coord_select(i);
+        self.coord_cancel(i);
         self.maybe_exit(i);
     }
 

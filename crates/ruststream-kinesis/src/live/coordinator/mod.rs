@@ -1,9 +1,12 @@
-//! Which shards this instance reads: it lists the shards when a subscription opens and every
-//! listing interval, takes every shard that is free or whose lease expired (in parallel), and
-//! starts a reader for each. The decisions are [`plan`]; this module does the I/O around them.
+//! Which shards this instance reads: the drivers of the coordinator's two machines. `drive`
+//! executes what [`rounds::Rounds`] asks (when a listing round or the handover poll runs, and
+//! their calls in order), and `take` makes one take's calls (the lease, the start it records,
+//! the first iterator) and starts the shard's reader. Every decision on the answers is the
+//! [`machine::Coordinator`]'s, through [`plan`] for the verdict on each shard.
 
 pub(crate) mod machine;
 pub(crate) mod plan;
+pub(crate) mod rounds;
 mod seek;
 
 use std::collections::HashSet;
@@ -19,75 +22,13 @@ use crate::live::reader::{self, Reader};
 use crate::live::subscription::{Running, Subscription, lock};
 use crate::shard::{ReadSettings, Sent, ShardHandle, ShardLease, ShardMachine};
 use crate::{KinesisError, KinesisPosition};
-use machine::{AfterTake, RoundPasses};
+use machine::AfterTake;
 use plan::{Rows, TakeFor};
+use rounds::{Listed, Rounds, Shards, Step};
 
 impl Subscription {
     fn reading(&self) -> HashSet<Arc<str>> {
         lock(&self.running).keys().cloned().collect()
-    }
-
-    /// One listing round: list, read the rows that matter, take what is free, start readers.
-    pub(crate) async fn round(self: &Arc<Self>) -> Result<usize, KinesisError> {
-        let listing = match api::list_shards(&self.client, &self.stream).await {
-            Ok(listing) => listing,
-            Err(err) => {
-                if matches!(err, KinesisError::StreamNotFound { .. }) {
-                    lock(&self.coordinator).stream_not_found();
-                }
-                return Err(err);
-            }
-        };
-        let reading = self.reading();
-        let wanted = {
-            let mut coordinator = lock(&self.coordinator);
-            coordinator.listed(&listing);
-            coordinator.wanted(&listing, &reading)
-        };
-        let (mut rows, unreadable) = self.read_rows(&wanted).await;
-        lock(&self.coordinator).round_rows(&listing, &mut rows);
-        let mut passes = RoundPasses::new(listing, rows, &unreadable);
-        let mut taken = 0;
-        loop {
-            let to_take = passes.next(
-                &mut lock(&self.coordinator),
-                &reading,
-                &self.owner,
-                Instant::now(),
-                epoch_millis(),
-            );
-            if to_take.is_empty() {
-                break;
-            }
-            let outcomes = join_all(
-                to_take
-                    .into_iter()
-                    .map(|(shard, purpose)| async move { self.take(&shard, purpose).await }),
-            )
-            .await;
-            taken += outcomes.into_iter().filter(|taken| *taken).count();
-            if !passes.passed(&lock(&self.coordinator)) {
-                break;
-            }
-        }
-        Ok(taken)
-    }
-
-    /// The rows of `wanted`: one `list` call where the store can list (and answers), a read per
-    /// row otherwise; the shards whose row could not be read are reported and returned apart.
-    async fn read_rows(&self, wanted: &[Arc<str>]) -> (Rows, HashSet<Arc<str>>) {
-        if wanted.is_empty() {
-            return (Rows::new(), HashSet::new());
-        }
-        match self.store.list(&self.stream).await {
-            Ok(Some(listed)) => return (listed_rows(wanted, listed), HashSet::new()),
-            Ok(None) => {}
-            // Reading row by row below reports what is wrong, naming each shard.
-            Err(err) => {
-                tracing::debug!(stream = %self.stream, error = %err, "listing the lease rows failed")
-            }
-        }
-        self.read_each(wanted).await
     }
 
     /// The rows of `wanted`, a read each (in parallel); the shards whose row could not be read
@@ -112,38 +53,6 @@ impl Subscription {
             }
         }
         (rows, unreadable)
-    }
-
-    /// Between listings: whether the lease table shows a shard of the last listing that this
-    /// instance could take now (released, expired, or its parents finished). One `list` call, or
-    /// a read per waiting shard where the store cannot list; nothing while no shard waits.
-    async fn takeable_between_listings(&self) -> bool {
-        let reading = self.reading();
-        let wanted = lock(&self.coordinator).poll_wanted(&reading);
-        if wanted.is_empty() {
-            return false;
-        }
-        let rows = match self.store.list(&self.stream).await {
-            Ok(Some(listed)) => listed_rows(&wanted, listed),
-            Ok(None) => {
-                let (rows, unreadable) = self.read_each(&wanted).await;
-                if !unreadable.is_empty() {
-                    return false;
-                }
-                rows
-            }
-            Err(err) => {
-                tracing::debug!(stream = %self.stream, error = %err, "handover poll failed");
-                return false;
-            }
-        };
-        lock(&self.coordinator).poll_finds_takeable(
-            rows,
-            &reading,
-            &self.owner,
-            Instant::now(),
-            epoch_millis(),
-        )
     }
 
     /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
@@ -269,45 +178,122 @@ impl Subscription {
     }
 }
 
-/// Lists and takes every listing interval, sooner when a reader ended or the handover poll sees
-/// a shard to take, until cancelled.
-pub(crate) async fn run(sub: Arc<Subscription>) {
-    let listing = sub.timings.listing_interval();
-    let poll = sub.timings.handover_poll_interval();
-    let mut next_listing = Instant::now() + listing;
-    let mut next_poll = Instant::now() + poll;
+/// Executes what `rounds` asks until the coordinator ends (`first`: until the first round is
+/// over). The first round's `ListShards` failure is answered (a subscription to a stream that
+/// cannot be listed fails); later ones are reported.
+async fn drive(
+    sub: &Arc<Subscription>,
+    rounds: &mut Rounds<Instant>,
+    first: bool,
+) -> Result<(), KinesisError> {
     loop {
-        let polling = !poll.is_zero();
-        tokio::select! {
-            biased;
-            () = sub.cancel.cancelled() => return,
-            () = tokio::time::sleep_until(next_listing) => {}
-            () = sub.wake.notified() => {}
-            () = tokio::time::sleep_until(next_poll), if polling => {
-                next_poll = Instant::now() + poll;
-                if !sub.takeable_between_listings().await {
-                    continue;
+        if first && rounds.first_round_over() {
+            return Ok(());
+        }
+        let step = {
+            let reading = sub.reading();
+            let mut coordinator = lock(&sub.coordinator);
+            rounds.next(
+                &mut coordinator,
+                &reading,
+                &sub.owner,
+                Instant::now(),
+                epoch_millis(),
+            )
+        };
+        match step {
+            Step::ListShards => {
+                let (shards, failure) = match api::list_shards(&sub.client, &sub.stream).await {
+                    Ok(listing) => (Shards::Listed(listing), None),
+                    Err(err) if matches!(err, KinesisError::StreamNotFound { .. }) => {
+                        (Shards::StreamNotFound, Some(err))
+                    }
+                    Err(err) => (Shards::Failed, Some(err)),
+                };
+                rounds.listed(&mut lock(&sub.coordinator), shards, Instant::now());
+                match failure {
+                    Some(err) if first => return Err(err),
+                    Some(err) => sub.report(err),
+                    None => {}
                 }
             }
-        }
-        if sub.cancel.is_cancelled() {
-            return;
-        }
-        next_listing = Instant::now() + listing;
-        if let Err(err) = sub.round().await {
-            sub.report(err);
+            Step::ListRows => {
+                let listed = match sub.store.list(&sub.stream).await {
+                    Ok(Some(rows)) => Listed::Rows(
+                        rows.into_iter()
+                            .map(|(key, row)| (Arc::from(key.shard()), row))
+                            .collect(),
+                    ),
+                    Ok(None) => Listed::Unsupported,
+                    // Reading row by row reports what is wrong, naming each shard.
+                    Err(err) => {
+                        tracing::debug!(stream = %sub.stream, error = %err, "listing the lease rows failed");
+                        Listed::Failed
+                    }
+                };
+                rounds.rows_listed(
+                    &mut lock(&sub.coordinator),
+                    listed,
+                    &sub.owner,
+                    Instant::now(),
+                    epoch_millis(),
+                );
+            }
+            Step::ReadRows(wanted) => {
+                let (rows, unreadable) = sub.read_each(&wanted).await;
+                rounds.rows_read(
+                    &mut lock(&sub.coordinator),
+                    rows,
+                    &unreadable,
+                    &sub.owner,
+                    Instant::now(),
+                    epoch_millis(),
+                );
+            }
+            Step::Take(takes) => {
+                join_all(
+                    takes
+                        .into_iter()
+                        .map(|(shard, purpose)| async move { sub.take(&shard, purpose).await }),
+                )
+                .await;
+                rounds.took(&lock(&sub.coordinator), Instant::now());
+            }
+            Step::Wait(until) => {
+                let timer = async {
+                    match until {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    () = sub.cancel.cancelled() => rounds.cancel(),
+                    () = sub.wake.notified() => rounds.wake(),
+                    () = timer => {}
+                }
+            }
+            Step::Exit => return Ok(()),
         }
     }
 }
 
-/// The rows a `list` call answered, with no row for each shard of `wanted` it did not show.
-fn listed_rows(wanted: &[Arc<str>], listed: Vec<(LeaseKey, crate::LeaseState)>) -> Rows {
-    let mut rows: Rows = wanted
-        .iter()
-        .map(|shard| (Arc::clone(shard), None))
-        .collect();
-    for (key, row) in listed {
-        rows.insert(Arc::from(key.shard()), Some(row));
+impl Subscription {
+    /// The subscription's first round, run before it is handed out; the coordinator's rounds
+    /// from there. Fails when the stream cannot be listed.
+    pub(crate) async fn first_round(self: &Arc<Self>) -> Result<Rounds<Instant>, KinesisError> {
+        let mut rounds = Rounds::new(
+            self.timings.listing_interval(),
+            self.timings.handover_poll_interval(),
+            Instant::now(),
+        );
+        drive(self, &mut rounds, true).await?;
+        Ok(rounds)
     }
-    rows
+}
+
+/// Lists and takes every listing interval, sooner when a reader ended or the handover poll sees
+/// a shard to take, until cancelled: what `rounds` asks.
+pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
+    let _ = drive(&sub, &mut rounds, false).await;
 }

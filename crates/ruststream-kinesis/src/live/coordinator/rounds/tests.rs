@@ -1,0 +1,205 @@
+//! The order of a round's and the handover poll's calls, and when they run, on a virtual clock.
+
+use std::time::Duration;
+
+use super::*;
+use crate::{KinesisPosition, LeaseTimings};
+
+const OWNER: &str = "pod-a";
+const NOW_MS: u64 = 1_700_000_000_000;
+const LISTING: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_secs(1);
+
+fn shard(id: &str) -> ShardInfo {
+    ShardInfo {
+        id: Arc::from(id),
+        parents: Vec::new(),
+        closed: false,
+    }
+}
+
+struct Rig {
+    rounds: Rounds<Duration>,
+    coordinator: Coordinator<Duration>,
+    reading: HashSet<Arc<str>>,
+}
+
+impl Rig {
+    fn new() -> Self {
+        Self {
+            rounds: Rounds::new(LISTING, POLL, Duration::ZERO),
+            coordinator: Coordinator::new(LeaseTimings::default(), KinesisPosition::TrimHorizon),
+            reading: HashSet::new(),
+        }
+    }
+
+    fn next(&mut self, now: Duration) -> Step<Duration> {
+        self.rounds
+            .next(&mut self.coordinator, &self.reading, OWNER, now, NOW_MS)
+    }
+
+    fn row(owner: Option<&str>, expiry_ms: u64) -> LeaseState {
+        LeaseState {
+            owner: owner.map(str::to_owned),
+            expiry_ms,
+            counter: 1,
+            checkpoint: Some("7".to_owned()),
+        }
+    }
+}
+
+#[test]
+fn a_round_lists_reads_the_rows_and_takes_then_waits_for_the_next_listing() {
+    let mut rig = Rig::new();
+    let now = Duration::ZERO;
+    assert!(
+        matches!(rig.next(now), Step::ListShards),
+        "the first round at once"
+    );
+    assert!(
+        matches!(rig.next(now), Step::Wait(None)),
+        "until ListShards answers"
+    );
+    rig.rounds.listed(
+        &mut rig.coordinator,
+        Shards::Listed(vec![shard("shardId-0"), shard("shardId-1")]),
+        now,
+    );
+    assert!(matches!(rig.next(now), Step::ListRows));
+    let held = Rig::row(Some("pod-b"), NOW_MS + 10_000);
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(vec![(Arc::from("shardId-1"), held)]),
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    let Step::Take(takes) = rig.next(now) else {
+        panic!("the free shard is taken");
+    };
+    assert_eq!(takes.len(), 1);
+    assert_eq!(&*takes[0].0.id, "shardId-0", "the other is held elsewhere");
+    assert!(
+        matches!(rig.next(now), Step::Wait(None)),
+        "until the takes are over"
+    );
+    let end = Duration::from_millis(300);
+    rig.rounds.took(&rig.coordinator, end);
+    assert!(rig.rounds.first_round_over());
+    let Step::Wait(Some(until)) = rig.next(end) else {
+        panic!("a wait");
+    };
+    assert_eq!(
+        until,
+        end + POLL,
+        "the poll first, counted from the first round's end"
+    );
+}
+
+#[test]
+fn a_store_that_cannot_list_has_its_rows_read_one_by_one() {
+    let mut rig = Rig::new();
+    let now = Duration::ZERO;
+    let _ = rig.next(now);
+    rig.rounds.listed(
+        &mut rig.coordinator,
+        Shards::Listed(vec![shard("shardId-0")]),
+        now,
+    );
+    assert!(matches!(rig.next(now), Step::ListRows));
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Unsupported,
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    let Step::ReadRows(wanted) = rig.next(now) else {
+        panic!("a read per row");
+    };
+    assert_eq!(wanted, vec![Arc::<str>::from("shardId-0")]);
+    let unreadable: HashSet<Arc<str>> = [Arc::from("shardId-0")].into();
+    rig.rounds.rows_read(
+        &mut rig.coordinator,
+        Rows::new(),
+        &unreadable,
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    assert!(
+        matches!(rig.next(now), Step::Wait(Some(_))),
+        "a shard whose row could not be read is left for a later round"
+    );
+}
+
+#[test]
+fn the_handover_poll_starts_a_round_when_a_waiting_shard_is_free() {
+    let mut rig = Rig::new();
+    let now = Duration::ZERO;
+    let _ = rig.next(now);
+    rig.rounds.listed(
+        &mut rig.coordinator,
+        Shards::Listed(vec![shard("shardId-0")]),
+        now,
+    );
+    let _ = rig.next(now);
+    let held = Rig::row(Some("pod-b"), NOW_MS + 10_000);
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(vec![(Arc::from("shardId-0"), held)]),
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    assert!(
+        matches!(rig.next(now), Step::Wait(Some(_))),
+        "nothing to take"
+    );
+    // The poll: its list fails, then shows the row still held, then released.
+    let mut at = POLL;
+    assert!(matches!(rig.next(at), Step::ListRows));
+    rig.rounds
+        .rows_listed(&mut rig.coordinator, Listed::Failed, OWNER, at, NOW_MS);
+    assert!(
+        matches!(rig.next(at), Step::Wait(Some(t)) if t == at + POLL),
+        "a failed poll does nothing"
+    );
+    at += POLL;
+    assert!(matches!(rig.next(at), Step::ListRows));
+    let released = Rig::row(None, NOW_MS);
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(vec![(Arc::from("shardId-0"), released)]),
+        OWNER,
+        at,
+        NOW_MS,
+    );
+    assert!(
+        matches!(rig.next(at), Step::ListShards),
+        "a round, long before the next listing"
+    );
+}
+
+#[test]
+fn a_wake_starts_a_round_and_a_cancel_ends_the_coordinator_after_the_round() {
+    let mut rig = Rig::new();
+    let now = Duration::ZERO;
+    let _ = rig.next(now);
+    rig.rounds.listed(&mut rig.coordinator, Shards::Failed, now);
+    assert!(matches!(rig.next(now), Step::Wait(Some(_))));
+    rig.rounds.wake();
+    let soon = Duration::from_millis(5);
+    assert!(
+        matches!(rig.next(soon), Step::ListShards),
+        "woken: a round at once"
+    );
+    rig.rounds.cancel();
+    assert!(
+        matches!(rig.next(soon), Step::Wait(None)),
+        "the round under way goes on"
+    );
+    rig.rounds
+        .listed(&mut rig.coordinator, Shards::StreamNotFound, soon);
+    assert!(matches!(rig.next(soon), Step::Exit));
+}
