@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::clock::Instant;
 
+use futures::FutureExt;
 use futures::future::join_all;
 
 use crate::kinesis::api::{self, ShardInfo};
@@ -190,6 +191,14 @@ async fn drive(
         if first && rounds.first_round_over() {
             return Ok(());
         }
+        // What fired while a call was under way counts from now on: the cancel, and (after the
+        // first round) a wake's permit, which the next round consumes before a due poll.
+        if sub.cancel.is_cancelled() {
+            rounds.cancel();
+        }
+        if !first && sub.wake.notified().now_or_never().is_some() {
+            rounds.wake();
+        }
         let step = {
             let reading = sub.reading();
             let mut coordinator = lock(&sub.coordinator);
@@ -259,6 +268,8 @@ async fn drive(
                 .await;
                 rounds.took(&lock(&sub.coordinator), Instant::now());
             }
+            // The first round is over: the subscription is handed out.
+            Step::Wait(_) if first => return Ok(()),
             Step::Wait(until) => {
                 let timer = async {
                     match until {

@@ -260,6 +260,10 @@ impl<T: Moment> Rounds<T> {
 
     /// `ListShards` answered.
     pub(crate) fn listed(&mut self, coordinator: &mut Coordinator<T>, shards: Shards, now: T) {
+        if !matches!(self.phase, Phase::Listing) {
+            // Not asked for: nothing changes.
+            return;
+        }
         let listing = match shards {
             Shards::Listed(listing) => listing,
             Shards::StreamNotFound => {
@@ -290,6 +294,10 @@ impl<T: Moment> Rounds<T> {
         now: T,
         now_ms: u64,
     ) {
+        if !matches!(self.phase, Phase::Rows { asked: true, .. }) {
+            // Not asked for: nothing changes.
+            return;
+        }
         let Phase::Rows {
             listing,
             wanted,
@@ -297,7 +305,7 @@ impl<T: Moment> Rounds<T> {
             ..
         } = std::mem::replace(&mut self.phase, Phase::Idle)
         else {
-            return;
+            unreachable!("checked above");
         };
         match listed {
             Listed::Rows(listed) => {
@@ -337,9 +345,13 @@ impl<T: Moment> Rounds<T> {
         now: T,
         now_ms: u64,
     ) {
+        if !matches!(self.phase, Phase::Each { asked: true, .. }) {
+            // Not asked for: nothing changes.
+            return;
+        }
         let Phase::Each { listing, poll, .. } = std::mem::replace(&mut self.phase, Phase::Idle)
         else {
-            return;
+            unreachable!("checked above");
         };
         if !poll {
             self.rows_of_round(coordinator, listing, rows, unreadable);
@@ -374,8 +386,12 @@ impl<T: Moment> Rounds<T> {
 
     /// Every take of the pass is over.
     pub(crate) fn took(&mut self, coordinator: &Coordinator<T>, now: T) {
-        let Phase::Taking(mut passes) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+        if !matches!(self.phase, Phase::Taking(_)) {
+            // Not asked for: nothing changes.
             return;
+        }
+        let Phase::Taking(mut passes) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            unreachable!("checked above");
         };
         if passes.passed(coordinator) {
             // Shards were marked never to be read: their children are decided at once.

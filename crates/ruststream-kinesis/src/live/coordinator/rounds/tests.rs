@@ -203,3 +203,39 @@ fn a_wake_starts_a_round_and_a_cancel_ends_the_coordinator_after_the_round() {
         .listed(&mut rig.coordinator, Shards::StreamNotFound, soon);
     assert!(matches!(rig.next(soon), Step::Exit));
 }
+
+#[test]
+fn an_answer_nothing_asked_for_changes_nothing() {
+    let mut rig = Rig::new();
+    let now = Duration::ZERO;
+    let _ = rig.next(now);
+    rig.rounds.listed(
+        &mut rig.coordinator,
+        Shards::Listed(vec![shard("shardId-0")]),
+        now,
+    );
+    assert!(matches!(rig.next(now), Step::ListRows));
+    // Answers of calls that were not made: the round waits for its `list` still.
+    rig.rounds.took(&rig.coordinator, now);
+    rig.rounds.rows_read(
+        &mut rig.coordinator,
+        Rows::new(),
+        &HashSet::new(),
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    rig.rounds.listed(&mut rig.coordinator, Shards::Failed, now);
+    assert!(matches!(rig.next(now), Step::Wait(None)));
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(Vec::new()),
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    assert!(
+        matches!(rig.next(now), Step::Take(_)),
+        "the round goes on from its own answer"
+    );
+}

@@ -1,13 +1,14 @@
 //! Takes that fail after the lease was won back off per shard, reported once per backoff.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use ruststream::Subscriber;
 
 use super::{Rig, RigSettings, stop};
-use crate::KinesisError;
 use crate::fake_kinesis::{Reply, calls};
+use crate::{KinesisError, LeaseKey, LeaseStore, LeaseTimings, MemoryLeaseStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_take_whose_iterator_is_refused_backs_off_and_is_reported_once_per_try() {
@@ -57,4 +58,37 @@ async fn a_take_whose_iterator_is_refused_backs_off_and_is_reported_once_per_try
     assert!((2..=5).contains(&tries), "{tries} takes in 8 s");
     assert_eq!(reported, tries, "one report per failed take");
     stop(sub, rig.connected).await;
+}
+
+/// Pins the first round's end: the subscription is handed out once the round is over, whatever
+/// it took. An instance that joins while another holds every shard takes nothing, and must not
+/// wait for the next listing (or poll) before `subscribe` returns.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_subscribe_that_takes_nothing_returns_when_its_first_round_is_over() {
+    let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store
+        .acquire_from(&key, "pod-b", Duration::from_secs(3600), "TRIM_HORIZON")
+        .await
+        .expect("pod-b holds the only shard");
+    let timings = LeaseTimings::default()
+        .with_listing_interval(Duration::from_secs(600))
+        .with_handover_poll_interval(Duration::ZERO);
+    let opened = tokio::time::Instant::now();
+    let rig = Rig::start(
+        RigSettings {
+            store,
+            timings,
+            seeded: false,
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let took = opened.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "subscribe returned {took:?} (virtual) after it began: it waited for the next listing"
+    );
+    stop(rig.sub, rig.connected).await;
 }
