@@ -230,9 +230,12 @@ impl Sim {
         take: Take,
         res: Res,
     ) {
-        let Res::Granted(state) = res else {
-            self.take_done(i);
-            return;
+        let state = match res {
+            Res::Granted(state) => state,
+            // The store failed: nothing is handed back (the take may land later still).
+            _ if self.cfg.release_after_failed_take => return self.take_release(i, sid, shard),
+            // Another instance was faster, or the store failed.
+            _ => return self.take_done(i),
         };
         match state.checkpoint.as_deref() {
             None => {

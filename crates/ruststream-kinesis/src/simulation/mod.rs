@@ -61,9 +61,12 @@
 //! a fresh iterator with no record handed out starts at the recorded start (resolving the tip
 //! again skipped what arrived meanwhile).
 //!
-//! A fix the simulation led to in the I/O code is modelled in the main run, behind a
-//! [`Config`] flag that a test sets back to the old code to show the violation it allowed:
-//! `register` waits for the previous subscription's tasks until they ended
+//! Two fixes the simulation led to in the I/O code are modelled in the main run, behind a
+//! [`Config`] flag that a test sets back to the old code to show the violation it allowed.
+//! A take whose acquire failed no longer hands the shard back (`release_after_failed_take`
+//! off): the acquire may still land, and that release, which no counter can fence, landed after
+//! a later take of the same shard by the same owner and freed the row its session read
+//! (`a_release_after_a_failed_take_frees_a_later_take_of_the_same_owner`). And `register` waits for the previous subscription's tasks until they ended
 //! (`resubscribe_grace` off), as the real code now does. It used to stop waiting after
 //! `SHUTDOWN_GRACE` (10 s), which a checkpoint write, the final checkpoint and the release can
 //! each take a store timeout of, and the two subscriptions then share one owner id, which the

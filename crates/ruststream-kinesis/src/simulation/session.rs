@@ -52,19 +52,10 @@ impl Sim {
         };
         self.log(|| format!("i{i} reads shard {shard} from #{start_idx} as session {sid}"));
         let inst = &mut self.insts[i];
-        let inc = inst.inc;
         inst.sessions.insert(sid, session);
         inst.running.insert(shard, sid);
         let jitter = self.jitter();
-        self.push(
-            self.now + jitter,
-            Ev::Reader {
-                inst: i,
-                inc,
-                sid,
-                token: reader_token,
-            },
-        );
+        self.push_reader(i, sid, self.now + jitter, reader_token);
         self.lease_drive(i, sid);
     }
 
@@ -263,12 +254,25 @@ impl Sim {
     // (answered by the simulated stream a moment later), hands out the record it names (waiting
     // for room in the channel), or sleeps until the machine's timer or a wake.
 
+    /// Schedules the reader's wake-up at `at` under `token`.
+    fn push_reader(&mut self, i: usize, sid: u64, at: Time, token: u64) {
+        let inc = self.insts[i].inc;
+        self.push(
+            at,
+            Ev::Reader {
+                inst: i,
+                inc,
+                sid,
+                token,
+            },
+        );
+    }
+
     /// `handle.read_wake.notify_one()` (or the cancel, `cancel`): a waiting reader's `select!`
     /// wakes; a blocked one's too on the cancel, and a calling one drops its call.
     pub(super) fn reader_wake(&mut self, i: usize, sid: u64, cancel: bool) {
         let token = self.token();
         let jitter = self.jitter();
-        let inc = self.insts[i].inc;
         let Some(s) = self.session(i, sid) else {
             return;
         };
@@ -279,15 +283,7 @@ impl Sim {
         };
         if wakes {
             s.reader_token = token;
-            self.push(
-                self.now + jitter,
-                Ev::Reader {
-                    inst: i,
-                    inc,
-                    sid,
-                    token,
-                },
-            );
+            self.push_reader(i, sid, self.now + jitter, token);
         }
     }
 
@@ -357,7 +353,6 @@ impl Sim {
             let wall = self.wall(i);
             let capacity = self.cfg.channel;
             let token = self.token();
-            let inc = self.insts[i].inc;
             let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
                 return;
             };
@@ -374,15 +369,7 @@ impl Sim {
                     s.answer = Some(answer);
                     s.reader = ReaderTask::Calling;
                     s.reader_token = token;
-                    self.push(
-                        now + latency,
-                        Ev::Reader {
-                            inst: i,
-                            inc,
-                            sid,
-                            token,
-                        },
-                    );
+                    self.push_reader(i, sid, now + latency, token);
                     return;
                 }
                 ReadStep::Deliver(record, ticket) => {
@@ -411,15 +398,7 @@ impl Sim {
                     s.reader = ReaderTask::Waiting;
                     s.reader_token = token;
                     if let Some(at) = until {
-                        self.push(
-                            at.max(now),
-                            Ev::Reader {
-                                inst: i,
-                                inc,
-                                sid,
-                                token,
-                            },
-                        );
+                        self.push_reader(i, sid, at.max(now), token);
                     }
                     return;
                 }

@@ -433,19 +433,21 @@ impl Sim {
     }
 
     /// Invariant 1b: a take lands only when the session it replaces may no longer deliver.
-    pub(super) fn check_no_live_holder(&mut self, prev: u64, op: &Op) {
-        let Some(&(i, inc)) = self.sid_inst.get(&prev) else {
-            return;
-        };
+    /// Session `sid`'s deadline and owner while it may still deliver by its own clock: its last
+    /// grant's deadline is ahead, it heard of no refusal, and it did not stop.
+    fn live_holder(&self, sid: u64) -> Option<(Time, Arc<str>)> {
+        let &(i, inc) = self.sid_inst.get(&sid)?;
         let inst = &self.insts[i];
         if !inst.alive || inst.inc != inc {
-            return;
+            return None;
         }
-        let Some(s) = inst.sessions.get(&prev) else {
-            return;
-        };
-        if !s.machine.is_halted() && !s.lost && s.deadline > self.now {
-            let (deadline, owner) = (s.deadline, Arc::clone(&inst.owner));
+        let s = inst.sessions.get(&sid)?;
+        (!s.machine.is_halted() && !s.lost && s.deadline > self.now)
+            .then(|| (s.deadline, Arc::clone(&inst.owner)))
+    }
+
+    pub(super) fn check_no_live_holder(&mut self, prev: u64, op: &Op) {
+        if let Some((deadline, owner)) = self.live_holder(prev) {
             let moved_back = if self.rows[op.shard].expiry_moved_back {
                 " (an earlier write of that session landed after a later one and moved the \
                  row's expiry back)"

@@ -402,3 +402,24 @@ fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
         "no resubscribe that stopped waiting broke fencing",
     );
 }
+
+/// Pins the hazard modelling `take`'s calls exactly found: a take whose acquire failed (timed
+/// out: it may still land) used to hand the shard back at once, with a release no counter could
+/// fence. That release can land late, after a later take of the same shard by the same owner,
+/// and free the row while that take's session reads it. A failed take now leaves a lease it may
+/// have won to lapse (or to its owner's next round); with the old release the checker catches
+/// the freed row.
+#[test]
+fn a_release_after_a_failed_take_frees_a_later_take_of_the_same_owner() {
+    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+        cfg.release_after_failed_take = true;
+        cfg.p_timeout = 0.1;
+        cfg.p_slow = 0.1;
+    };
+    assert_caught(
+        300,
+        &tweak,
+        "fencing",
+        "no release after a failed take landed on a row another session holds",
+    );
+}

@@ -62,9 +62,10 @@ impl Subscription {
         lock(&self.coordinator).start_at(initial);
     }
 
-    /// A take of `shard` failed after its lease was won (or may have been): reports it once, and
-    /// leaves the shard alone for a backoff that doubles with each failure in a row.
-    async fn take_failed(&self, shard: &Arc<str>, key: &LeaseKey, err: KinesisError) {
+    /// A take of `shard` failed: reports it once, and leaves the shard alone for a backoff that
+    /// doubles with each failure in a row. `won`: the take holds the lease, which it hands back
+    /// at once (a release fenced by the counter the take left).
+    async fn take_failed(&self, shard: &Arc<str>, key: &LeaseKey, err: KinesisError, won: bool) {
         let backoff = self.delay_take(shard);
         tracing::warn!(
             stream = %self.stream,
@@ -75,8 +76,9 @@ impl Subscription {
             "taking the shard failed; it is tried again after a backoff"
         );
         let _ = self.tx.try_send(Err(err));
-        // The take may have won the lease before failing: hand it back at once.
-        let _ = self.store.release(key, &self.owner).await;
+        if won {
+            let _ = self.store.release(key, &self.owner).await;
+        }
     }
 
     /// Takes the lease of `shard` and starts its reader; whether it now reads the shard. A row
@@ -100,16 +102,18 @@ impl Subscription {
             // A row no take can use (an earlier version's, naming no stream) fails every take
             // the same way: back off.
             Err(err @ crate::LeaseError::LegacyRow { .. }) => {
-                self.take_failed(&shard.id, &key, self.lease_error(&shard.id, err))
+                self.take_failed(&shard.id, &key, self.lease_error(&shard.id, err), false)
                     .await;
                 return false;
             }
             // The store failed: the next listing (or a handover poll that reads the table again)
-            // tries once more.
+            // tries once more. Nothing is handed back: the take may still land, after a later
+            // take of this shard by this owner even, and a release sent now (which no counter
+            // can fence, the take's answer being unknown) could land after that take and free
+            // a row it reads. A take that landed leaves a lease that lapses, or that this
+            // owner's next round takes again.
             Err(err) => {
                 self.report(self.lease_error(&shard.id, err));
-                // The provided `acquire_from` may have taken the lease before failing.
-                let _ = self.store.release(&key, &self.owner).await;
                 return false;
             }
         };
@@ -140,7 +144,7 @@ impl Subscription {
                     if matches!(err, KinesisError::ShardNotFound { .. }) {
                         self.forget(&shard.id);
                     }
-                    self.take_failed(&shard.id, &key, err).await;
+                    self.take_failed(&shard.id, &key, err, true).await;
                     return false;
                 }
             };
