@@ -169,7 +169,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             return self.finish(if ended { Stop::Ended } else { Stop::Cancelled });
         }
         self.read.apply_seek();
-        let room = self.watermark.unsettled() < self.window;
+        let room = self.has_room();
         match self.read.want(now, room) {
             Want::Call(call) => ReadStep::Call(call),
             Want::Record(record) => {
@@ -250,11 +250,16 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.in_flight == 0 && !self.refused
     }
 
+    /// Whether the window has room for one more delivery.
+    fn has_room(&self) -> bool {
+        self.watermark.unsettled() < self.window
+    }
+
     /// What a delivery leaving flight gives the reader.
     fn wakes_reader(&self) -> bool {
         match self.awaiting {
             Awaiting::Nothing => false,
-            Awaiting::Room => self.watermark.unsettled() < self.window,
+            Awaiting::Room => self.has_room(),
             Awaiting::Drained => self.drained(),
         }
     }

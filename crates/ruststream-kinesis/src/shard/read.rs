@@ -225,10 +225,10 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         self.seek.is_some()
     }
 
-    /// Applies a seek that arrived; whether there was one.
-    pub(super) fn apply_seek(&mut self) -> bool {
+    /// Applies a seek that arrived, if one did.
+    pub(super) fn apply_seek(&mut self) {
         let Some((iterator, resume)) = self.seek.take() else {
-            return false;
+            return;
         };
         self.source = Source::Iterator(iterator);
         self.resume = resume;
@@ -236,7 +236,6 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         self.not_before = None;
         self.failures = 0;
         self.phase = Phase::Reading;
-        true
     }
 
     /// The reader was cancelled (shutdown, the subscription dropped): a call in flight was

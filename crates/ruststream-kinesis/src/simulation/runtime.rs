@@ -281,11 +281,7 @@ impl Sim {
             // the redelivery task sends a kept one again once due (at once here).
             let now = self.now;
             let wall = self.wall(i);
-            let sequence = Arc::from(self.stream.shards[msg.shard].records[msg.idx].to_string());
-            let record = SimRecord {
-                idx: msg.idx,
-                sequence,
-            };
+            let record = self.stream.record(msg.shard, msg.idx);
             let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
                 self.after_handler(i);
                 return;

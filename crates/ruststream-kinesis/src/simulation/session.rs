@@ -317,12 +317,7 @@ impl Sim {
                         .blocked
                         .take()
                         .expect("a blocked reader holds its delivery");
-                    let record = SimRecord {
-                        idx: msg.idx,
-                        sequence: Arc::from(
-                            self.stream.shards[msg.shard].records[msg.idx].to_string(),
-                        ),
-                    };
+                    let record = self.stream.record(msg.shard, msg.idx);
                     s.machine
                         .hand_back(now, record, msg.ticket, 1, Duration::ZERO, false);
                     s.machine.cancel_reading();
@@ -443,10 +438,7 @@ impl Sim {
                 let len = sim.records.len();
                 let end = (from + self.cfg.batch).min(len);
                 let records = (from..end)
-                    .map(|idx| SimRecord {
-                        idx,
-                        sequence: Arc::from(sim.records[idx].to_string()),
-                    })
+                    .map(|idx| self.stream.record(shard, idx))
                     .collect();
                 Fetch::Records {
                     records,

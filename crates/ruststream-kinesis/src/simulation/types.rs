@@ -27,6 +27,14 @@ pub(super) struct Stream {
 }
 
 impl Stream {
+    /// Record `idx` of `shard`, as the shard machine holds it.
+    pub(super) fn record(&self, shard: usize, idx: usize) -> SimRecord {
+        SimRecord {
+            idx,
+            sequence: Arc::from(self.shards[shard].records[idx].to_string()),
+        }
+    }
+
     pub(super) fn add(&mut self, parents: Vec<usize>) -> usize {
         let idx = self.shards.len();
         let id: Arc<str> = Arc::from(format!("shardId-{idx:012}"));

@@ -275,12 +275,7 @@ async fn drive(
             // The first round is over: the subscription is handed out.
             Step::Wait(_) if first => return Ok(()),
             Step::Wait(until) => {
-                let timer = async {
-                    match until {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
-                    }
-                };
+                let timer = crate::clock::sleep_until(until);
                 tokio::select! {
                     biased;
                     () = sub.cancel.cancelled() => rounds.cancel(),

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Instant;
+use crate::clock::sleep_until;
 use crate::delivery::message::{Hold, Settlement};
 use crate::delivery::record::Record;
 use crate::delivery::seeker::Source;
@@ -147,14 +147,6 @@ async fn redeliver(
             () = handle.handed_back.notified() => {}
             () = timer => {}
         }
-    }
-}
-
-/// Sleeps until `at`, or for ever.
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -38,6 +38,17 @@ impl Rig {
             .next(&mut self.coordinator, &self.reading, OWNER, now, NOW_MS)
     }
 
+    /// The first round at `now`: `ListShards` lists the one shard, and the rows' `list` is asked.
+    fn first_listing(&mut self, now: Duration) {
+        assert!(matches!(self.next(now), Step::ListShards));
+        self.rounds.listed(
+            &mut self.coordinator,
+            Shards::Listed(vec![shard("shardId-0")]),
+            now,
+        );
+        assert!(matches!(self.next(now), Step::ListRows));
+    }
+
     fn row(owner: Option<&str>, expiry_ms: u64) -> LeaseState {
         LeaseState {
             owner: owner.map(str::to_owned),
@@ -100,13 +111,7 @@ fn a_round_lists_reads_the_rows_and_takes_then_waits_for_the_next_listing() {
 fn a_store_that_cannot_list_has_its_rows_read_one_by_one() {
     let mut rig = Rig::new();
     let now = Duration::ZERO;
-    let _ = rig.next(now);
-    rig.rounds.listed(
-        &mut rig.coordinator,
-        Shards::Listed(vec![shard("shardId-0")]),
-        now,
-    );
-    assert!(matches!(rig.next(now), Step::ListRows));
+    rig.first_listing(now);
     rig.rounds.rows_listed(
         &mut rig.coordinator,
         Listed::Unsupported,
@@ -137,13 +142,7 @@ fn a_store_that_cannot_list_has_its_rows_read_one_by_one() {
 fn the_handover_poll_starts_a_round_when_a_waiting_shard_is_free() {
     let mut rig = Rig::new();
     let now = Duration::ZERO;
-    let _ = rig.next(now);
-    rig.rounds.listed(
-        &mut rig.coordinator,
-        Shards::Listed(vec![shard("shardId-0")]),
-        now,
-    );
-    let _ = rig.next(now);
+    rig.first_listing(now);
     let held = Rig::row(Some("pod-b"), NOW_MS + 10_000);
     rig.rounds.rows_listed(
         &mut rig.coordinator,
@@ -208,13 +207,7 @@ fn a_wake_starts_a_round_and_a_cancel_ends_the_coordinator_after_the_round() {
 fn an_answer_nothing_asked_for_changes_nothing() {
     let mut rig = Rig::new();
     let now = Duration::ZERO;
-    let _ = rig.next(now);
-    rig.rounds.listed(
-        &mut rig.coordinator,
-        Shards::Listed(vec![shard("shardId-0")]),
-        now,
-    );
-    assert!(matches!(rig.next(now), Step::ListRows));
+    rig.first_listing(now);
     // Answers of calls that were not made: the round waits for its `list` still.
     rig.rounds.took(&rig.coordinator, now);
     rig.rounds.rows_read(
