@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock::Instant;
 use crate::delivery::message::Item;
 use crate::lease::LeaseStore;
-use crate::live::coordinator::machine::{Coordinator, TakeBackoff};
+use crate::live::coordinator::machine::Coordinator;
 use crate::shard::ShardHandle;
 use crate::{KinesisError, LeaseTimings};
 
@@ -80,16 +80,6 @@ impl Subscription {
             shard: shard.to_owned(),
             source: Box::new(source),
         }
-    }
-
-    /// Never reads `shard` again (it left the stream while this instance read it).
-    pub(crate) fn forget(&self, shard: &Arc<str>) {
-        lock(&self.coordinator).gone(shard);
-    }
-
-    /// Leaves `shard` alone for a backoff that doubles with each failure in a row; answers it.
-    pub(crate) fn delay_take(&self, shard: &Arc<str>) -> TakeBackoff<Instant> {
-        lock(&self.coordinator).delay_take(shard, Instant::now(), rand::random())
     }
 
     /// Forgets a shard whose reader ended, and lists again soon.

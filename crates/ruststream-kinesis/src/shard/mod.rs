@@ -28,23 +28,6 @@ pub(crate) use lease::{Answer, Close, Ending, Lost, Next, ShardLease, Write};
 pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, ShardMachine, Standing};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 
-/// When a call that grants the lease (a take, a renewal, a checkpoint that renews) was sent, by
-/// both of this instance's clocks.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sent {
-    pub(crate) at: Instant,
-    pub(crate) at_ms: u64,
-}
-
-impl Sent {
-    pub(crate) fn now() -> Self {
-        Self {
-            at: Instant::now(),
-            at_ms: epoch_millis(),
-        }
-    }
-}
-
 /// One shard this instance holds the lease of.
 #[derive(Debug)]
 pub(crate) struct ShardHandle {
@@ -302,9 +285,8 @@ mod tests {
     /// The handle of a shard taken just now (`closed`: the broker's shutdown flag), and the
     /// tickets of `sequences`, read and handed out.
     fn taken(closed: &Arc<AtomicBool>, sequences: &[&str]) -> (ShardHandle, Vec<Ticket>) {
-        let sent = Sent::now();
         let machine = ShardMachine::new(
-            ShardLease::taken(LeaseTimings::default(), sent.at, sent.at_ms),
+            ShardLease::taken(LeaseTimings::default(), Instant::now(), epoch_millis()),
             ReadSettings {
                 batch_size: 100,
                 poll_interval: Duration::from_secs(1),

@@ -1,9 +1,9 @@
 //! The coordinator's drivers, as `live/coordinator/mod.rs` runs them: `drive` executes what the
 //! real [`Rounds`] asks (`ListShards`, a `list` of the rows or a read of each, the takes of a
-//! pass, a wait in `run`'s `select!` for the deadline, a wake or the cancel), and `take` makes a
-//! take's calls (the acquire, the start it records, the iterator) around the real
-//! [`Coordinator`]'s decisions: which rows to read, what is takeable, a round's passes, what a
-//! take's answer means and how a failed take backs off.
+//! pass, a wait in `run`'s `select!` for the deadline, a wake or the cancel), and `take_step`
+//! makes the calls the real [`Take`] asks (the acquire, the start it records, the iterator, a
+//! hand-back). Every decision is the real [`Coordinator`]'s: which rows to read, what is
+//! takeable, a round's passes, what a take's answer means and how a failed take backs off.
 
 use super::*;
 
@@ -193,7 +193,7 @@ impl Sim {
         self.coord_drive(i);
     }
 
-    // ----- `Subscription::take` -------------------------------------------------------------
+    // ----- `Subscription::take`: what `Take` asks ---------------------------------------
 
     /// The takes of one pass, in parallel.
     pub(super) fn take_all(&mut self, i: usize, takes: Vec<(ShardInfo, TakeFor)>) {
@@ -202,163 +202,142 @@ impl Sim {
             let sid = self.next_sid;
             self.next_sid += 1;
             self.sid_inst.insert(sid, (i, self.insts[i].inc));
-            let sent = self.now;
-            // `take`: where a first owner starts, recorded by the take.
-            let recorded = Arc::from(purpose.recorded(self.wall(i)));
-            self.send(
-                i,
-                sid,
-                shard,
-                OpKind::Acquire,
-                Cont::Acquire {
-                    shard,
-                    sid,
-                    sent,
-                    take: Take { purpose, recorded },
-                },
-            );
+            let take = Take::new(Arc::clone(&info.id), purpose, self.now, self.wall(i));
+            self.insts[i].coord.takes.insert(sid, take);
+            self.take_step(i, sid, shard);
         }
     }
 
-    /// `Subscription::take` after its acquire answered.
+    /// Executes what take `sid` of `shard` asks until it waits for an answer or is over.
+    fn take_step(&mut self, i: usize, sid: u64, shard: usize) {
+        loop {
+            let Some(take) = self.insts[i].coord.takes.get(&sid) else {
+                return;
+            };
+            match take.next() {
+                TakeStep::Call(TakeCall::Acquire { start }) => {
+                    let cont = Cont::Acquire { shard, sid, start };
+                    return self.send(i, sid, shard, OpKind::Acquire, cont);
+                }
+                TakeStep::Call(TakeCall::Iterator { .. }) => {
+                    // Answered at once, from the stream as it is now.
+                    let answer = if self.stream.shards[shard].trimmed {
+                        self.log(|| format!("i{i} GetShardIterator: shard {shard} not found"));
+                        Err(IteratorRefused::Gone)
+                    } else if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
+                        self.log(|| format!("i{i} GetShardIterator failed for shard {shard}"));
+                        Err(IteratorRefused::Failed)
+                    } else {
+                        Ok(())
+                    };
+                    let (now, coin) = (self.now, self.rng.random_range(0..=u64::MAX));
+                    let coord = &mut self.insts[i].coord;
+                    let take = coord.takes.get_mut(&sid).expect("the take asked");
+                    if let Told::Backoff(_) = take.positioned(&mut coord.knows, answer, now, coin) {
+                        self.stats.take_backoffs += 1;
+                    }
+                }
+                TakeStep::Call(TakeCall::Release) => return self.take_release(i, sid, shard),
+                TakeStep::Read {
+                    start,
+                    resume,
+                    sent,
+                    ..
+                } => {
+                    self.insts[i].coord.takes.remove(&sid);
+                    self.open_session(i, sid, shard, &start, resume, sent);
+                    return self.take_done(i);
+                }
+                TakeStep::Over { wake_coordinator } => {
+                    self.insts[i].coord.takes.remove(&sid);
+                    if wake_coordinator {
+                        self.stats.skipped += 1;
+                        self.coord_wake(i);
+                    }
+                    return self.take_done(i);
+                }
+            }
+        }
+    }
+
+    /// The store's `acquire` answered take `sid`; `start` is what its `acquire_from` records in
+    /// a row without a checkpoint (the trait's default: a checkpoint write after the acquire).
     pub(super) fn round_acquired(
         &mut self,
         i: usize,
         shard: usize,
         sid: u64,
-        sent: Time,
-        take: Take,
+        start: Arc<str>,
         res: Res,
     ) {
-        let state = match res {
-            Res::Granted(state) => state,
-            // The store failed: nothing is handed back (the take may land later still).
-            _ if self.cfg.release_after_failed_take => return self.take_release(i, sid, shard),
-            // Another instance was faster, or the store failed.
-            _ => return self.take_done(i),
+        let answer = match res {
+            Res::Granted(state) if state.checkpoint.is_none() => {
+                let op = OpKind::Checkpoint(Arc::clone(&start));
+                let cont = Cont::StartCheckpoint { shard, sid, start };
+                return self.send(i, sid, shard, op, cont);
+            }
+            Res::Granted(state) => return self.acquired(i, sid, shard, Ok(state.checkpoint)),
+            Res::Fenced => Err(AcquireRefused::Fenced),
+            _ => Err(AcquireRefused::Failed),
         };
-        match state.checkpoint.as_deref() {
-            None => {
-                // Recorded before the first read, so an instance that takes the shard over
-                // before the first acknowledgement starts no later than this one did.
-                let recorded = Arc::clone(&take.recorded);
-                self.send(
-                    i,
-                    sid,
-                    shard,
-                    OpKind::Checkpoint(recorded),
-                    Cont::StartCheckpoint {
-                        shard,
-                        sid,
-                        sent,
-                        take,
-                    },
-                );
-            }
-            Some(checkpoint) => {
-                let checkpoint = checkpoint.to_owned();
-                self.after_take(i, shard, sid, sent, &take, Some(&checkpoint));
-            }
+        let failed = answer == Err(AcquireRefused::Failed);
+        self.acquired(i, sid, shard, answer.map(|()| None));
+        if failed && self.cfg.release_after_failed_take {
+            // The old mistake, kept to show the checker catches it: a release after an acquire
+            // whose answer was lost.
+            self.send(
+                i,
+                sid,
+                shard,
+                OpKind::Release {
+                    cover: None,
+                    graceful: false,
+                },
+                Cont::TakeRelease { shard, sid },
+            );
         }
     }
 
-    /// `take` decides on the row its acquire left (`Coordinator::after_take`).
-    pub(super) fn after_take(
-        &mut self,
-        i: usize,
-        shard: usize,
-        sid: u64,
-        sent: Time,
-        take: &Take,
-        checkpoint: Option<&str>,
-    ) {
-        let id = self.id(shard);
-        let after =
-            self.insts[i]
-                .coord
-                .knows
-                .after_take(&id, checkpoint, &take.purpose, &take.recorded);
-        match after {
-            AfterTake::Read { start, resume } => {
-                self.take_positioned(i, shard, sid, sent, start, resume);
-            }
-            AfterTake::Finished | AfterTake::Unmarked => self.take_release(i, sid, shard),
-            AfterTake::Skipped => self.skipped(i, sid, shard),
-        }
-    }
-
-    /// `take`: the start checkpoint answered.
+    /// `acquire_from`'s start checkpoint answered: its answer is the take's.
     pub(super) fn start_checkpointed(
         &mut self,
         i: usize,
         shard: usize,
         sid: u64,
-        sent: Time,
-        take: Take,
+        start: Arc<str>,
         res: Res,
     ) {
-        match res {
-            // The row holds the start (or the mark) the take recorded.
-            Res::Ok => {
-                let recorded = Arc::clone(&take.recorded);
-                self.after_take(i, shard, sid, sent, &take, Some(&recorded));
-            }
-            // Another instance was faster, or a same-id session's release landed: nothing to
-            // hand back.
-            Res::Fenced => self.take_done(i),
-            _ => self.take_release(i, sid, shard),
-        }
+        let answer = match res {
+            Res::Ok => Ok(Some(start.to_string())),
+            Res::Fenced => Err(AcquireRefused::Fenced),
+            _ => Err(AcquireRefused::Failed),
+        };
+        self.acquired(i, sid, shard, answer);
     }
 
-    /// `take` after the row is positioned: `GetShardIterator`, then the reader.
-    pub(super) fn take_positioned(
+    /// Hands take `sid` the answer of its acquire: the row's checkpoint, or the refusal.
+    fn acquired(
         &mut self,
         i: usize,
-        shard: usize,
         sid: u64,
-        sent: Time,
-        start: ShardStart,
-        resume: ShardStart,
+        shard: usize,
+        answer: Result<Option<String>, AcquireRefused>,
     ) {
-        let trimmed = self.stream.shards[shard].trimmed;
-        if trimmed || (self.chaos() && self.rng.random_bool(self.cfg.p_kinesis)) {
-            self.log(|| format!("i{i} GetShardIterator failed for shard {shard}"));
-            if trimmed {
-                // `ShardNotFound`: never taken again while it stays out of the listing.
-                let id = self.id(shard);
-                self.insts[i].coord.knows.gone(&id);
-            }
-            // `take_failed`: the shard waits out a backoff before this instance tries it again.
-            self.delay_take(i, shard);
-            self.stats.take_backoffs += 1;
-            self.take_release(i, sid, shard);
+        let (now, coin) = (self.now, self.rng.random_range(0..=u64::MAX));
+        let coord = &mut self.insts[i].coord;
+        let Some(take) = coord.takes.get_mut(&sid) else {
             return;
-        }
-        let id = self.id(shard);
-        self.insts[i].coord.knows.took(&id);
-        self.open_session(i, sid, shard, &start, resume, sent);
-        self.take_done(i);
+        };
+        let answer = answer
+            .as_ref()
+            .map(Option::as_deref)
+            .map_err(|refused| *refused);
+        take.acquired(&mut coord.knows, answer, now, coin);
+        self.take_step(i, sid, shard);
     }
 
-    /// `Subscription::delay_take`: `shard` waits out a backoff that doubles with each failure in
-    /// a row before this instance tries it again.
-    pub(super) fn delay_take(&mut self, i: usize, shard: usize) {
-        let id = self.id(shard);
-        let coin: u64 = self.rng.random_range(0..=u64::MAX);
-        let now = self.now;
-        self.insts[i].coord.knows.delay_take(&id, now, coin);
-    }
-
-    /// `take` found the shard marked never to be read: handed back, and its children decided
-    /// at once.
-    pub(super) fn skipped(&mut self, i: usize, sid: u64, shard: usize) {
-        self.stats.skipped += 1;
-        self.coord_wake(i);
-        self.take_release(i, sid, shard);
-    }
-
-    /// `take` gives the shard back and reports that it does not read it.
-    pub(super) fn take_release(&mut self, i: usize, sid: u64, shard: usize) {
+    /// `take` gives the shard back.
+    fn take_release(&mut self, i: usize, sid: u64, shard: usize) {
         self.send(
             i,
             sid,
@@ -367,8 +346,16 @@ impl Sim {
                 cover: None,
                 graceful: false,
             },
-            Cont::TakeRelease,
+            Cont::TakeRelease { shard, sid },
         );
+    }
+
+    /// A take's release answered (whatever it said).
+    pub(super) fn take_released(&mut self, i: usize, sid: u64, shard: usize) {
+        if let Some(take) = self.insts[i].coord.takes.get_mut(&sid) {
+            take.released();
+            self.take_step(i, sid, shard);
+        }
     }
 
     /// One take of the pass is over; once every one is, `Rounds` hears it.

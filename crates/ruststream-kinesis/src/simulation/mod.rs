@@ -226,9 +226,12 @@ use rand::{Rng, SeedableRng};
 
 use crate::kinesis::api::ShardInfo;
 use crate::lease::LeaseState;
-use crate::live::coordinator::machine::{AfterTake, Coordinator};
+use crate::live::coordinator::machine::Coordinator;
 use crate::live::coordinator::plan::{Rows, TakeFor};
 use crate::live::coordinator::rounds::{Listed, Rounds, Shards, Step as RoundStep};
+use crate::live::coordinator::take::{
+    AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told,
+};
 use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{

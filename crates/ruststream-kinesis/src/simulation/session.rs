@@ -468,19 +468,16 @@ impl Sim {
             return;
         };
         let shard = s.shard;
-        match stop {
-            // No iterator could be had: handed back unread, not finished, and left to a backoff.
-            Stop::Unreadable => {
-                self.stats.unreadable += 1;
-                self.delay_take(i, shard);
-            }
-            // Left the stream: released, and never taken again while it stays out of it.
-            Stop::Gone => {
-                let id = self.id(shard);
-                self.insts[i].coord.knows.gone(&id);
-            }
-            Stop::Ended | Stop::Cancelled | Stop::Lost => {}
+        if stop == Stop::Unreadable {
+            self.stats.unreadable += 1;
         }
+        let id = self.id(shard);
+        let coin: u64 = self.rng.random_range(0..=u64::MAX);
+        let now = self.now;
+        self.insts[i]
+            .coord
+            .knows
+            .reader_stopped(&id, stop, now, coin);
         match stop.close() {
             None => {
                 let Some(s) = self.session(i, sid) else {

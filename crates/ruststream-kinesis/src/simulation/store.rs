@@ -469,21 +469,11 @@ impl Sim {
         match cont {
             Cont::Read { shard } => self.round_read(i, shard, res),
             Cont::RoundList => self.round_listed(i, res),
-            Cont::Acquire {
-                shard,
-                sid,
-                sent,
-                take,
-            } => self.round_acquired(i, shard, sid, sent, take, res),
-            Cont::StartCheckpoint {
-                shard,
-                sid,
-                sent,
-                take,
-            } => {
-                self.start_checkpointed(i, shard, sid, sent, take, res);
+            Cont::Acquire { shard, sid, start } => self.round_acquired(i, shard, sid, start, res),
+            Cont::StartCheckpoint { shard, sid, start } => {
+                self.start_checkpointed(i, shard, sid, start, res);
             }
-            Cont::TakeRelease => self.take_done(i),
+            Cont::TakeRelease { shard, sid } => self.take_released(i, sid, shard),
             Cont::Lease { sid, write, sent } => self.lease_answered(i, sid, &write, sent, &res),
         }
     }

@@ -189,34 +189,29 @@ pub(super) enum Cont {
     },
     /// A round's `list`.
     RoundList,
+    /// Take `sid`'s acquire, recording `start` in a row without a checkpoint.
     Acquire {
         shard: usize,
         sid: u64,
-        sent: Time,
-        take: Take,
+        start: Arc<str>,
     },
-    /// `take`: the start checkpoint of a shard that had none.
+    /// `acquire_from`'s start checkpoint of a row that had none.
     StartCheckpoint {
         shard: usize,
         sid: u64,
-        sent: Time,
-        take: Take,
+        start: Arc<str>,
     },
-    TakeRelease,
+    /// Take `sid`'s hand-back of a shard it does not read.
+    TakeRelease {
+        shard: usize,
+        sid: u64,
+    },
     /// A write of `write_lease`, sent at `sent`.
     Lease {
         sid: u64,
         write: Write,
         sent: Time,
     },
-}
-
-/// Where a take starts a shard whose row has no checkpoint (`plan::verdict`'s `fresh`), and the
-/// start checkpoint it records for it (`ShardStart::to_checkpoint` at the take's send).
-#[derive(Debug, Clone)]
-pub(super) struct Take {
-    pub(super) purpose: TakeFor,
-    pub(super) recorded: Arc<str>,
 }
 
 /// A delivery in the channel or in a handler.
@@ -459,6 +454,8 @@ pub(super) struct Coord {
     /// When rounds and polls run, and the order of their calls.
     pub(super) rounds: Rounds<Time>,
     pub(super) round: Round,
+    /// The takes under way, by the session id a take that reads gives its session.
+    pub(super) takes: HashMap<u64, Take<Time>>,
     /// The driver waits in `run`'s `select!` (for `timer`, a wake or the cancel).
     pub(super) waiting: bool,
     /// The token of the pending wake-up of that `select!`.
@@ -480,6 +477,7 @@ impl Coord {
                 now,
             ),
             round: Round::default(),
+            takes: HashMap::new(),
             waiting: false,
             timer: 0,
             cancelled: false,

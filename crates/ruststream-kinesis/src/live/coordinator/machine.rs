@@ -14,6 +14,7 @@ use super::plan::{self, Rows, TakeFor, Verdict};
 use crate::kinesis::api::ShardInfo;
 use crate::lease::LeaseState;
 use crate::settings::position::ShardStart;
+use crate::shard::Stop;
 use crate::shard::lease::Moment;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED};
 
@@ -33,7 +34,7 @@ pub(crate) fn take_backoff_ceiling(failures: u32, longest: Duration) -> Duration
 
 /// A shard whose takes keep failing after the lease was won: how often in a row, and when it
 /// may be tried again.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TakeBackoff<T> {
     pub(crate) failures: u32,
     pub(crate) until: T,
@@ -283,6 +284,19 @@ impl<T: Moment> Coordinator<T> {
     /// Never takes `shard` again while it stays listed: it left the stream while read.
     pub(crate) fn gone(&mut self, shard: &Arc<str>) {
         self.gone.insert(Arc::clone(shard));
+    }
+
+    /// The reader of `shard` stopped reading for `stop`, at `now`: a shard that left the stream
+    /// is never taken again while listed, and one no iterator could be had for waits out a take
+    /// backoff (`coin` draws its jitter) before this instance tries it again.
+    pub(crate) fn reader_stopped(&mut self, shard: &Arc<str>, stop: Stop, now: T, coin: u64) {
+        match stop {
+            Stop::Gone => self.gone(shard),
+            Stop::Unreadable => {
+                self.delay_take(shard, now, coin);
+            }
+            Stop::Ended | Stop::Cancelled | Stop::Lost => {}
+        }
     }
 
     /// The reader of `shard` ended, `finished` when it read the shard to its end.

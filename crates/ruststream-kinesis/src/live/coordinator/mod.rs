@@ -1,13 +1,15 @@
 //! Which shards this instance reads: the drivers of the coordinator's two machines. `drive`
 //! executes what [`rounds::Rounds`] asks (when a listing round or the handover poll runs, and
-//! their calls in order), and `take` makes one take's calls (the lease, the start it records,
-//! the first iterator) and starts the shard's reader. Every decision on the answers is the
-//! [`machine::Coordinator`]'s, through [`plan`] for the verdict on each shard.
+//! their calls in order), and `take` makes the calls one [`take::Take`] asks (the lease, the
+//! start it records, the first iterator, a hand-back) and starts the shard's reader. Every
+//! decision on the answers is the [`machine::Coordinator`]'s, through [`plan`] for the verdict
+//! on each shard.
 
 pub(crate) mod machine;
 pub(crate) mod plan;
 pub(crate) mod rounds;
 mod seek;
+pub(crate) mod take;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,11 +23,12 @@ use crate::kinesis::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, epoch_millis};
 use crate::live::reader::{self, Reader};
 use crate::live::subscription::{Running, Subscription, lock};
-use crate::shard::{ReadSettings, Sent, ShardHandle, ShardLease, ShardMachine};
+use crate::settings::position::ShardStart;
+use crate::shard::{ReadSettings, ShardHandle, ShardLease, ShardMachine};
 use crate::{KinesisError, KinesisPosition};
-use machine::AfterTake;
 use plan::{Rows, TakeFor};
 use rounds::{Listed, Rounds, Shards, Step};
+use take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 
 impl Subscription {
     fn reading(&self) -> HashSet<Arc<str>> {
@@ -62,95 +65,122 @@ impl Subscription {
         lock(&self.coordinator).start_at(initial);
     }
 
-    /// A take of `shard` failed: reports it once, and leaves the shard alone for a backoff that
-    /// doubles with each failure in a row. `won`: the take holds the lease, which it hands back
-    /// at once (a release fenced by the counter the take left).
-    async fn take_failed(&self, shard: &Arc<str>, key: &LeaseKey, err: KinesisError, won: bool) {
-        let backoff = self.delay_take(shard);
-        tracing::warn!(
-            stream = %self.stream,
-            shard = %shard,
-            failures = backoff.failures,
-            retry_in_ms = crate::lease::millis(backoff.until.saturating_duration_since(Instant::now())),
-            error = %err,
-            "taking the shard failed; it is tried again after a backoff"
-        );
-        let _ = self.tx.try_send(Err(err));
-        if won {
-            let _ = self.store.release(key, &self.owner).await;
-        }
-    }
-
-    /// Takes the lease of `shard` and starts its reader; whether it now reads the shard. A row
-    /// without a checkpoint starts where `purpose` says; a take for skipping marks it
+    /// Makes the calls of one take of `shard` (what [`Take`] asks, its answers fed back) and
+    /// starts the shard's reader when the take reads it; whether it does. A row without a
+    /// checkpoint starts where `purpose` says; a take for skipping marks it
     /// [`SHARD_SKIPPED`](crate::SHARD_SKIPPED) instead, and hands it back.
     async fn take(self: &Arc<Self>, shard: &ShardInfo, purpose: TakeFor) -> bool {
         let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id));
-        // Where a first owner starts: recorded by the take itself when the row has no
-        // checkpoint, so an instance that takes the shard over before the first acknowledgement
-        // starts no later than this one did.
-        let recorded = purpose.recorded(epoch_millis());
-        let sent = Sent::now();
-        let state = match self
-            .store
-            .acquire_from(&key, &self.owner, self.timings.lease(), &recorded)
-            .await
-        {
-            Ok(state) => state,
-            // Another instance was faster: nothing to report.
-            Err(err) if err.is_fenced() => return false,
-            // A row no take can use (an earlier version's, naming no stream) fails every take
-            // the same way: back off.
-            Err(err @ crate::LeaseError::LegacyRow { .. }) => {
-                self.take_failed(&shard.id, &key, self.lease_error(&shard.id, err), false)
-                    .await;
-                return false;
-            }
-            // The store failed: the next listing (or a handover poll that reads the table again)
-            // tries once more. Nothing is handed back: the take may still land, after a later
-            // take of this shard by this owner even, and a release sent now (which no counter
-            // can fence, the take's answer being unknown) could land after that take and free
-            // a row it reads. A take that landed leaves a lease that lapses, or that this
-            // owner's next round takes again.
-            Err(err) => {
-                self.report(self.lease_error(&shard.id, err));
-                return false;
-            }
-        };
-        let after = lock(&self.coordinator).after_take(
-            &shard.id,
-            state.checkpoint.as_deref(),
-            &purpose,
-            &recorded,
+        let mut take = Take::new(
+            Arc::clone(&shard.id),
+            purpose,
+            Instant::now(),
+            epoch_millis(),
         );
-        let (start, resume) = match after {
-            AfterTake::Read { start, resume } => (start, resume),
-            AfterTake::Finished | AfterTake::Unmarked => {
-                let _ = self.store.release(&key, &self.owner).await;
-                return false;
-            }
-            AfterTake::Skipped => {
-                tracing::debug!(stream = %self.stream, shard = %shard.id, "closed shard never read and started at the tip: skipped");
-                let _ = self.store.release(&key, &self.owner).await;
-                // Its children were waiting for the mark: decide them now.
-                self.wake.notify_one();
-                return false;
-            }
-        };
-        let iterator =
-            match api::shard_iterator(&self.client, &self.stream, &shard.id, &start).await {
-                Ok(iterator) => iterator,
-                Err(err) => {
-                    if matches!(err, KinesisError::ShardNotFound { .. }) {
-                        self.forget(&shard.id);
+        let mut iterator = None;
+        loop {
+            match take.next() {
+                TakeStep::Call(TakeCall::Acquire { start }) => {
+                    let answer = self
+                        .store
+                        .acquire_from(&key, &self.owner, self.timings.lease(), &start)
+                        .await;
+                    let refused = answer.as_ref().err().map(|err| match err {
+                        err if err.is_fenced() => AcquireRefused::Fenced,
+                        crate::LeaseError::LegacyRow { .. } => AcquireRefused::Unusable,
+                        _ => AcquireRefused::Failed,
+                    });
+                    let told = take.acquired(
+                        &mut lock(&self.coordinator),
+                        match (&answer, refused) {
+                            (Ok(state), _) => Ok(state.checkpoint.as_deref()),
+                            (Err(_), refused) => Err(refused.unwrap_or(AcquireRefused::Failed)),
+                        },
+                        Instant::now(),
+                        rand::random(),
+                    );
+                    if let Err(err) = answer {
+                        self.tell(&shard.id, told, self.lease_error(&shard.id, err));
                     }
-                    self.take_failed(&shard.id, &key, err, true).await;
+                }
+                TakeStep::Call(TakeCall::Iterator { start }) => {
+                    let answer =
+                        api::shard_iterator(&self.client, &self.stream, &shard.id, &start).await;
+                    let told = take.positioned(
+                        &mut lock(&self.coordinator),
+                        match &answer {
+                            Ok(_) => Ok(()),
+                            Err(KinesisError::ShardNotFound { .. }) => Err(IteratorRefused::Gone),
+                            Err(_) => Err(IteratorRefused::Failed),
+                        },
+                        Instant::now(),
+                        rand::random(),
+                    );
+                    match answer {
+                        Ok(answered) => iterator = Some(answered),
+                        Err(err) => self.tell(&shard.id, told, err),
+                    }
+                }
+                TakeStep::Call(TakeCall::Release) => {
+                    // Fenced by the counter the take left; a lease it does not free lapses.
+                    let _ = self.store.release(&key, &self.owner).await;
+                    take.released();
+                }
+                TakeStep::Over { wake_coordinator } => {
+                    if wake_coordinator {
+                        tracing::debug!(stream = %self.stream, shard = %shard.id, "closed shard never read and started at the tip: skipped");
+                        self.wake.notify_one();
+                    }
                     return false;
                 }
-            };
-        lock(&self.coordinator).took(&shard.id);
+                TakeStep::Read {
+                    start,
+                    resume,
+                    sent,
+                    sent_ms,
+                } => {
+                    let iterator = iterator.expect("a take reads once its iterator answered");
+                    self.start_reader(shard, key, iterator, &start, resume, sent, sent_ms);
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// Says what a take's refused answer means, `err` being the answer.
+    fn tell(&self, shard: &Arc<str>, told: Told<Instant>, err: KinesisError) {
+        match told {
+            Told::Nothing => {}
+            Told::Report => self.report(err),
+            Told::Backoff(backoff) => {
+                tracing::warn!(
+                    stream = %self.stream,
+                    shard = %shard,
+                    failures = backoff.failures,
+                    retry_in_ms = crate::lease::millis(backoff.until.saturating_duration_since(Instant::now())),
+                    error = %err,
+                    "taking the shard failed; it is tried again after a backoff"
+                );
+                let _ = self.tx.try_send(Err(err));
+            }
+        }
+    }
+
+    /// Starts the reader of `shard`, taken with a lease sent at `sent` (`sent_ms` by the wall
+    /// clock): its first read from `iterator`, at `start`.
+    #[allow(clippy::too_many_arguments)]
+    fn start_reader(
+        self: &Arc<Self>,
+        shard: &ShardInfo,
+        key: LeaseKey,
+        iterator: String,
+        start: &ShardStart,
+        resume: ShardStart,
+        sent: Instant,
+        sent_ms: u64,
+    ) {
         let machine = ShardMachine::new(
-            ShardLease::taken(self.timings, sent.at, sent.at_ms),
+            ShardLease::taken(self.timings, sent, sent_ms),
             ReadSettings {
                 batch_size: self.batch_size,
                 poll_interval: self.poll_interval,
@@ -179,7 +209,6 @@ impl Subscription {
             cancel,
         };
         self.spawn(reader::run(reader));
-        true
     }
 }
 

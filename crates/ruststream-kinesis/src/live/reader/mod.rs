@@ -7,13 +7,14 @@ use std::sync::{Arc, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Instant;
 use crate::clock::sleep_until;
 use crate::delivery::message::{Hold, Settlement};
 use crate::delivery::record::Record;
 use crate::delivery::seeker::Source;
 use crate::kinesis::api::{self, Fetched};
 use crate::kinesis::envelope;
-use crate::live::subscription::Subscription;
+use crate::live::subscription::{Subscription, lock};
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, Lost, Next, ReadStep, Redeliver, ShardHandle, Stop, Write,
 };
@@ -293,17 +294,21 @@ impl Reader {
                     "the shard left the stream (trimmed, or the stream was deleted); its lease is \
                      released and it is not read again"
                 );
-                self.sub.forget(&self.shard);
             }
             Stop::Unreadable => {
                 tracing::warn!(
                     lease = %key,
                     "no iterator of the shard could be had; it is handed back and tried again after a backoff"
                 );
-                self.sub.delay_take(&self.shard);
             }
             Stop::Ended | Stop::Cancelled | Stop::Lost => {}
         }
+        lock(&self.sub.coordinator).reader_stopped(
+            &self.shard,
+            stop,
+            Instant::now(),
+            rand::random(),
+        );
         self.cancel.cancel();
         // Lost, or ran out by our clock: no checkpoint, no release.
         let Some(how) = stop.close() else {

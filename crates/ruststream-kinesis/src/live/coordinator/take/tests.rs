@@ -1,0 +1,224 @@
+//! A take's calls on a virtual clock: what it asks after each answer, what it hands back and
+//! what it reports.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::*;
+use crate::kinesis::api::ShardInfo;
+use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED};
+
+const NOW_MS: u64 = 1_700_000_000_000;
+const NOW: Duration = Duration::from_secs(100);
+
+fn coordinator() -> Coordinator<Duration> {
+    Coordinator::new(LeaseTimings::default(), KinesisPosition::Latest)
+}
+
+fn take(purpose: TakeFor) -> Take<Duration> {
+    Take::new(Arc::from("shardId-0"), purpose, NOW, NOW_MS)
+}
+
+fn reading() -> TakeFor {
+    TakeFor::Reading(KinesisPosition::Latest)
+}
+
+/// Whether a round that finds `shardId-0`'s row free would read the row and take it now.
+fn takeable_now(coordinator: &mut Coordinator<Duration>, now: Duration) -> bool {
+    let listing = [ShardInfo {
+        id: Arc::from("shardId-0"),
+        parents: Vec::new(),
+        closed: false,
+    }];
+    let rows = HashMap::from([(Arc::from("shardId-0"), None)]);
+    !coordinator.wanted(&listing, &HashSet::new()).is_empty()
+        && !coordinator
+            .takeable(&listing, &rows, |_| false, "pod-a", now, NOW_MS)
+            .is_empty()
+}
+
+fn recorded(take: &Take<Duration>) -> Arc<str> {
+    match take.next() {
+        TakeStep::Call(TakeCall::Acquire { start }) => start,
+        other => panic!("a take begins with its acquire, not {other:?}"),
+    }
+}
+
+#[test]
+fn a_won_take_records_its_start_and_reads_from_the_iterator() {
+    let mut coordinator = coordinator();
+    let mut take = take(reading());
+    let start = recorded(&take);
+    assert_eq!(*start, *reading().recorded(NOW_MS));
+    let told = take.acquired(&mut coordinator, Ok(Some(&start)), NOW, 0);
+    assert_eq!(told, Told::Nothing);
+    assert_eq!(
+        take.next(),
+        TakeStep::Call(TakeCall::Iterator {
+            start: ShardStart::At(KinesisPosition::Latest)
+        }),
+        "its own recorded start: the first iterator at the tip itself"
+    );
+    assert_eq!(
+        take.positioned(&mut coordinator, Ok(()), NOW, 0),
+        Told::Nothing
+    );
+    assert_eq!(
+        take.next(),
+        TakeStep::Read {
+            start: ShardStart::At(KinesisPosition::Latest),
+            resume: ShardStart::from_checkpoint("shardId-0", &start),
+            sent: NOW,
+            sent_ms: NOW_MS,
+        },
+        "the lease counts from the acquire's send"
+    );
+}
+
+#[test]
+fn a_refused_acquire_hands_nothing_back() {
+    for (refused, told) in [
+        (AcquireRefused::Fenced, Told::Nothing),
+        (AcquireRefused::Failed, Told::Report),
+    ] {
+        let mut coordinator = coordinator();
+        let mut take = take(reading());
+        assert_eq!(take.acquired(&mut coordinator, Err(refused), NOW, 0), told);
+        assert_eq!(
+            take.next(),
+            TakeStep::Over {
+                wake_coordinator: false
+            },
+            "{refused:?}: no release (it could land after a later take by this owner)"
+        );
+        assert!(
+            takeable_now(&mut coordinator, NOW),
+            "{refused:?}: the next round may try again"
+        );
+    }
+    let mut coordinator = coordinator();
+    let mut take = take(reading());
+    let Told::Backoff(backoff) =
+        take.acquired(&mut coordinator, Err(AcquireRefused::Unusable), NOW, 0)
+    else {
+        panic!("an unusable row backs off");
+    };
+    assert_eq!(backoff.failures, 1);
+    assert!(backoff.until > NOW);
+    assert_eq!(
+        take.next(),
+        TakeStep::Over {
+            wake_coordinator: false
+        }
+    );
+    assert!(!takeable_now(&mut coordinator, NOW));
+    assert!(takeable_now(&mut coordinator, backoff.until));
+}
+
+#[test]
+fn a_refused_iterator_hands_the_lease_back_and_backs_off_longer_each_time() {
+    let mut coordinator = coordinator();
+    let mut until = NOW;
+    for failures in 1..=3 {
+        let mut take = Take::new(Arc::from("shardId-0"), reading(), until, NOW_MS);
+        let start = recorded(&take);
+        take.acquired(&mut coordinator, Ok(Some(&start)), until, 0);
+        let Told::Backoff(backoff) =
+            take.positioned(&mut coordinator, Err(IteratorRefused::Failed), until, 0)
+        else {
+            panic!("a refused iterator backs off");
+        };
+        assert_eq!(backoff.failures, failures);
+        assert_eq!(take.next(), TakeStep::Call(TakeCall::Release));
+        take.released();
+        assert_eq!(
+            take.next(),
+            TakeStep::Over {
+                wake_coordinator: false
+            }
+        );
+        assert!(!takeable_now(&mut coordinator, until));
+        until = backoff.until;
+    }
+    // A take that reads ends the backoff.
+    let mut take = Take::new(Arc::from("shardId-0"), reading(), until, NOW_MS);
+    let start = recorded(&take);
+    take.acquired(&mut coordinator, Ok(Some(&start)), until, 0);
+    take.positioned(&mut coordinator, Ok(()), until, 0);
+    assert!(takeable_now(&mut coordinator, until));
+}
+
+#[test]
+fn a_shard_gone_from_the_stream_is_never_taken_again() {
+    let mut coordinator = coordinator();
+    let mut take = take(reading());
+    let start = recorded(&take);
+    take.acquired(&mut coordinator, Ok(Some(&start)), NOW, 0);
+    let Told::Backoff(backoff) =
+        take.positioned(&mut coordinator, Err(IteratorRefused::Gone), NOW, 0)
+    else {
+        panic!("a shard not found backs off too");
+    };
+    assert_eq!(take.next(), TakeStep::Call(TakeCall::Release));
+    assert!(
+        !takeable_now(&mut coordinator, backoff.until + Duration::from_secs(3600)),
+        "gone while listed: not even after the backoff"
+    );
+}
+
+#[test]
+fn a_row_read_to_its_end_or_marked_is_handed_back_and_a_mark_wakes_the_coordinator() {
+    for (checkpoint, wake_coordinator) in [(SHARD_END, false), (SHARD_SKIPPED, true)] {
+        let mut coordinator = coordinator();
+        let mut take = take(reading());
+        take.acquired(&mut coordinator, Ok(Some(checkpoint)), NOW, 0);
+        assert_eq!(
+            take.next(),
+            TakeStep::Call(TakeCall::Release),
+            "{checkpoint}"
+        );
+        take.released();
+        assert_eq!(take.next(), TakeStep::Over { wake_coordinator });
+        assert!(!takeable_now(&mut coordinator, NOW));
+    }
+    // A marking take on a store that records no start: handed back, unmarked, for later.
+    let mut coordinator = coordinator();
+    let mut take = take(TakeFor::Skipping);
+    assert_eq!(*recorded(&take), *SHARD_SKIPPED);
+    take.acquired(&mut coordinator, Ok(None), NOW, 0);
+    assert_eq!(take.next(), TakeStep::Call(TakeCall::Release));
+    take.released();
+    assert_eq!(
+        take.next(),
+        TakeStep::Over {
+            wake_coordinator: false
+        }
+    );
+}
+
+#[test]
+fn an_answer_to_a_call_not_made_changes_nothing() {
+    let mut coordinator = coordinator();
+    let mut take = take(reading());
+    assert_eq!(
+        take.positioned(&mut coordinator, Err(IteratorRefused::Gone), NOW, 0),
+        Told::Nothing
+    );
+    take.released();
+    assert!(matches!(
+        take.next(),
+        TakeStep::Call(TakeCall::Acquire { .. })
+    ));
+    let start = recorded(&take);
+    take.acquired(&mut coordinator, Ok(Some(&start)), NOW, 0);
+    assert_eq!(
+        take.acquired(&mut coordinator, Err(AcquireRefused::Unusable), NOW, 0),
+        Told::Nothing,
+        "a second acquire answer"
+    );
+    assert!(matches!(
+        take.next(),
+        TakeStep::Call(TakeCall::Iterator { .. })
+    ));
+    assert!(takeable_now(&mut coordinator, NOW));
+}
