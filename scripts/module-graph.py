@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Prints the import graph between the top-level modules of a crate's src/ and fails on a cycle.
+"""Prints the import graph between a crate's modules, folder by folder, and fails on a cycle.
 
     scripts/module-graph.py [--report] [SRC]
 
-SRC defaults to crates/ruststream-kinesis/src. Each line is `module -> what it imports`, one
-module per top-level file or folder (`src/shard.rs`, `src/coordinator/`); lib.rs and what only
-tests compile (`tests/` folders, `tests.rs`, `simulation.rs`, the fakes, `test_store.rs`) are
-left out, and so are `#[cfg(test)]` modules and imports, since a test may import from anywhere. An import is a `crate::` path, a
-`crate::{..}` group, or `super::` from a folder's `mod.rs`; a name lib.rs re-exports counts as
-an import of the module that defines it. With a cycle among the modules the script prints each
-one and exits 1, unless `--report` is given; scripts/test.sh runs it without.
+SRC defaults to crates/ruststream-kinesis/src. The first block is the crate's top level: one
+line `module -> what it imports` per top-level file or folder (`src/shard.rs`, `src/live/`).
+Then each folder whose children import each other gets a block of its own (`live/:` with
+`coordinator`, `reader`, `subscription`), at any depth. An import is a `crate::`, `super::` or
+`self::` path, groups included (`crate::{a, b::{c, d}}`); a name a folder's mod.rs (lib.rs at the
+root) re-exports counts as an import of the child that defines it. What only tests compile is
+left out (`tests/` folders, `tests.rs`, the simulation, the fakes, `test_store.rs`, and
+`#[cfg(test)]` modules and imports), since a test may import from anywhere. With a cycle at any
+level the script prints it and exits 1, unless `--report` is given; scripts/test.sh runs it
+without.
 """
 
 import re
@@ -20,48 +23,57 @@ TEST_ONLY = {"tests.rs", "fake_kinesis.rs", "fake_stream.rs", "test_store.rs"}
 TEST_ONLY_FOLDERS = {"simulation"}
 
 
-def module_of(src: Path, path: Path) -> str | None:
-    rel = path.relative_to(src)
-    if rel.parts == ("lib.rs",):
-        return None
-    if "tests" in rel.parts[:-1] or rel.name in TEST_ONLY or rel.parts[0] in TEST_ONLY_FOLDERS:
-        return None
-    return rel.parts[0].removesuffix(".rs")
+def is_test_only(rel: Path) -> bool:
+    return (
+        "tests" in rel.parts[:-1]
+        or rel.name in TEST_ONLY
+        or rel.parts[0] in TEST_ONLY_FOLDERS
+        or rel.parts[0].removesuffix(".rs") in TEST_ONLY_FOLDERS
+    )
 
 
-def reexports(lib: str) -> dict[str, str]:
-    """The names lib.rs re-exports (`pub use module::{A, B}`), by name: their modules."""
-    names: dict[str, str] = {}
-    for match in re.finditer(r"pub(?:\(crate\))?\s+use\s+(\w+)(?:::\w+)*::(\{[^}]*\}|\w+)\s*;", lib):
-        module, items = match.group(1), match.group(2)
-        for name in re.findall(r"\b(\w+)\b", items.strip("{}")):
-            names.setdefault(name, module)
-    return names
+def module_path(rel: Path) -> list[str]:
+    """The module a file defines, as a path from the crate's root."""
+    parts = list(rel.parts[:-1])
+    if rel.name not in ("mod.rs", "lib.rs"):
+        parts.append(rel.name.removesuffix(".rs"))
+    return parts
 
 
-def group_heads(text: str, start: int) -> list[str]:
-    """The first identifier of each path in the `{..}` group that opens at `start`."""
-    depth, item, heads = 0, "", []
-    for ch in text[start:]:
-        if ch == "{":
-            depth += 1
-            if depth == 1:
+TOKEN = re.compile(r"\w+|::|[{},*]")
+
+
+def use_tree(tokens: list[str], at: int) -> tuple[list[list[str]], int]:
+    """The paths of the use tree that starts at `tokens[at]`, and where it ends."""
+    prefix: list[str] = []
+    while at < len(tokens):
+        tok = tokens[at]
+        if tok == "{":
+            paths: list[list[str]] = []
+            at += 1
+            while at < len(tokens) and tokens[at] != "}":
+                if tokens[at] == ",":
+                    at += 1
+                    continue
+                inner, at = use_tree(tokens, at)
+                paths.extend(prefix + p for p in inner)
+            return paths, at + 1
+        if tok == "*":
+            return [prefix], at + 1
+        if re.fullmatch(r"\w+", tok):
+            if tok != "self":
+                prefix.append(tok)
+            at += 1
+            if at < len(tokens) and tokens[at] == "::":
+                at += 1
                 continue
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                break
-        if depth == 1 and ch == ",":
-            heads.append(item)
-            item = ""
-        elif depth >= 1:
-            item += ch
-    heads.append(item)
-    return [m.group(0) for h in heads if (m := re.match(r"\w+", h.strip()))]
+            return [prefix], at
+        return [prefix], at
+    return [prefix], at
 
 
-def imports(text: str, folder_root: bool) -> set[str]:
-    found: set[str] = set()
+def test_free(text: str) -> str:
+    """`text` less its comments and what only tests compile."""
     # Comments may name paths that are not imports, and tests may import from anywhere: a
     # `#[cfg(test)] mod ..` block runs to the end of its file, by this crate's convention, and a
     # `#[cfg(test)]` import is one statement.
@@ -69,19 +81,45 @@ def imports(text: str, folder_root: bool) -> set[str]:
     block = re.search(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", code)
     if block:
         code = code[: block.start()]
-    code = re.sub(r"#\[cfg\(test\)\]\s*use[^;]*;", "", code)
-    for match in re.finditer(r"\bcrate::(\w+|\{)", code):
-        if match.group(1) == "{":
-            found.update(group_heads(code, match.end() - 1))
+    return re.sub(r"#\[cfg\(test\)\]\s*use[^;]*;", "", code)
+
+
+def paths(code: str, module: list[str], is_mod_rs: bool) -> list[list[str]]:
+    """Every path `code` names from the crate's root: `crate::`, `super::` and `self::` paths,
+    resolved from `module` (the file's module path; `is_mod_rs`: the file is its folder's)."""
+    tokens = TOKEN.findall(code)
+    found: list[list[str]] = []
+    for at, tok in enumerate(tokens):
+        if tok not in ("crate", "super", "self") or at + 1 >= len(tokens) or tokens[at + 1] != "::":
+            continue
+        if at > 0 and tokens[at - 1] == "::":
+            continue  # inside a longer path, e.g. `super::super::x`: its head counts
+        base: list[str]
+        if tok == "crate":
+            base = []
+        elif tok == "self":
+            base = list(module)
         else:
-            found.add(match.group(1))
-    if folder_root:
-        for match in re.finditer(r"\bsuper::(\w+|\{)", code):
-            if match.group(1) == "{":
-                found.update(group_heads(code, match.end() - 1))
-            else:
-                found.add(match.group(1))
+            base = list(module[:-1])
+        at += 2
+        while tok == "super" and at + 1 < len(tokens) and tokens[at] == "super" and tokens[at + 1] == "::":
+            base = base[:-1]
+            at += 2
+        tree, _ = use_tree(tokens, at)
+        found.extend(base + p for p in tree)
     return found
+
+
+def reexports_in(text: str) -> dict[str, str]:
+    """The names a file re-exports from its own submodules (`pub(crate) use child::{A, B}`)."""
+    names: dict[str, str] = {}
+    for match in re.finditer(r"pub(?:\(crate\))?\s+use\s+(\w+)((?:::\w+)*)::(\{[^}]*\}|\w+)\s*;", text):
+        module, items = match.group(1), match.group(3)
+        if module in ("crate", "super", "self"):
+            continue
+        for name in re.findall(r"\b(\w+)\b", items.strip("{}")):
+            names.setdefault(name, module)
+    return names
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -125,27 +163,56 @@ def main() -> int:
     args = [a for a in sys.argv[1:] if a != "--report"]
     report_only = "--report" in sys.argv[1:]
     src = Path(args[0] if args else "crates/ruststream-kinesis/src")
-    names = reexports((src / "lib.rs").read_text())
-    modules = {module_of(src, p) for p in src.rglob("*.rs")} - {None}
-    graph: dict[str, set[str]] = {m: set() for m in modules}
+    files = {}
     for path in sorted(src.rglob("*.rs")):
-        module = module_of(src, path)
-        if module is None:
+        rel = path.relative_to(src)
+        if not is_test_only(rel):
+            files[rel] = path.read_text()
+    # Each folder's children (its submodules), and the names its mod.rs (lib.rs at the root)
+    # re-exports from them.
+    folders: dict[tuple[str, ...], set[str]] = {}
+    for rel in files:
+        module = module_path(rel)
+        for depth in range(len(module)):
+            folders.setdefault(tuple(module[:depth]), set()).add(module[depth])
+    reexported = {
+        tuple(module_path(rel)): reexports_in(text)
+        for rel, text in files.items()
+        if rel.name in ("mod.rs", "lib.rs")
+    }
+    graphs: dict[tuple[str, ...], dict[str, set[str]]] = {
+        folder: {child: set() for child in children} for folder, children in folders.items()
+    }
+    for rel, text in files.items():
+        module = module_path(rel)
+        for path in paths(test_free(text), module, rel.name == "mod.rs"):
+            for depth in range(min(len(module), len(path))):
+                folder = tuple(module[:depth])
+                if tuple(path[:depth]) != folder:
+                    break
+                source = module[depth]
+                target = path[depth]
+                if target not in folders[folder]:
+                    target = reexported.get(folder, {}).get(target)
+                if target and target != source:
+                    graphs[folder][source].add(target)
+    failed = False
+    for folder in sorted(graphs, key=lambda f: (len(f), f)):
+        graph = graphs[folder]
+        if folder and not any(graph.values()):
             continue
-        folder_root = path.name == "mod.rs" and path.parent != src
-        for name in imports(path.read_text(), folder_root):
-            target = name if name in modules else names.get(name)
-            if target and target != module and target in modules:
-                graph[module].add(target)
-    for module in sorted(graph):
-        print(f"{module} -> {', '.join(sorted(graph[module])) or '-'}")
-    found = cycles(graph)
-    for component in found:
-        print(f"cycle: {' <-> '.join(component)}")
-    if found and not report_only:
+        if folder:
+            print(f"\n{'/'.join(folder)}/:")
+        for module in sorted(graph):
+            print(f"{'  ' if folder else ''}{module} -> {', '.join(sorted(graph[module])) or '-'}")
+        for component in cycles(graph):
+            failed = True
+            where = "/".join(folder) + "/" if folder else ""
+            print(f"cycle: {' <-> '.join(where + m for m in component)}")
+    if failed and not report_only:
         return 1
-    if not found:
-        print("no cycle")
+    if not failed:
+        print("\nno cycle")
     return 0
 
 

@@ -17,10 +17,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::coordinator::machine::Coordinator;
 use crate::delivery::subscriber::{Deliveries, Inbox};
 use crate::kinesis::api;
 use crate::live::coordinator;
-use crate::live::coordinator::machine::Coordinator;
 use crate::live::subscription::Subscription;
 use crate::registry::{Registry, StreamRegistration};
 use crate::settings::validate;

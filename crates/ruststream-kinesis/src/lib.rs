@@ -73,6 +73,7 @@
 
 mod broker;
 mod clock;
+mod coordinator;
 mod delivery;
 mod error;
 #[cfg(test)]

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Instant;
+use crate::coordinator::machine::Coordinator;
 use crate::delivery::message::Item;
 use crate::lease::LeaseStore;
-use crate::live::coordinator::machine::Coordinator;
 use crate::shard::ShardHandle;
 use crate::{KinesisError, LeaseTimings};
 

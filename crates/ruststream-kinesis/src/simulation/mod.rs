@@ -9,8 +9,9 @@
 //! a `list` of the rows or a read of each, the takes of each pass; the wait for the listing
 //! deadline, a wake or the cancel, which win in that order) and the real [`Coordinator`] (what
 //! the subscription knows of the shards, which rows to read, what is takeable through
-//! `plan::verdict`, a round's passes, what a take's answer means, how a failed take backs off).
-//! Each session holds the real [`ShardMachine`], the machine the running `ShardHandle` holds,
+//! `plan::verdict`, a round's passes, what a take's answer means, how a failed take backs off);
+//! each take is the real [`Take`] (its calls in order, what each answer means, what it hands
+//! back). Each session holds the real [`ShardMachine`], the machine the running `ShardHandle` holds,
 //! which decides everything about a held shard: its reading (which Kinesis call next, pacing,
 //! the poll interval at the tip, backoff, a fresh iterator after an expired one,
 //! `ITERATOR_TRIES`, a seek applied, draining a shard read to its end, why reading stops), every
@@ -18,15 +19,17 @@
 //! final checkpoint or `SHARD_END` and the release), whether a record may still be handed out,
 //! the watermark and the records handed back. The simulation drives them the way the tokio
 //! drivers do: as `coordinator::drive` (asks `Rounds` at `now`, makes the call it names, hands
-//! back the answer, waits for its timer, a wake or the cancel), as `Reader::read` (asks the
+//! back the answer, waits for its timer, a wake or the cancel), as `Subscription::take` (makes
+//! the calls a `Take` asks: `acquire_from`, which the simulated store answers as the trait's
+//! default does, an acquire then the start checkpoint; `GetShardIterator`; a release), as
+//! `Reader::read` (asks the
 //! shard machine at `now`, answers the call it names from the simulated stream a moment later,
 //! where an iterator is the index of the next record, hands out the record it names or waits
 //! for room in the channel, sleeps until its timer or a wake, drops the call in flight when
 //! cancelled), as `reader::write_lease` (sends the write it names, hands back the answer) and
 //! as `reader::redeliver`. [`ShardStart::from_checkpoint`] / [`ShardStart::to_checkpoint`] read
 //! and record where a shard starts, and [`LeaseState::is_expired_at`] /
-//! [`LeaseState::is_held_by`] are the store's conditions. The rest of the I/O is a model: a
-//! take's calls (`take`: the acquire, the start it records, the iterator, then the reader),
+//! [`LeaseState::is_held_by`] are the store's conditions. The rest of the I/O is a model:
 //! `delivery/subscriber.rs` (the filter in front of the handlers) and `broker.rs` (`register`:
 //! a new subscription to a stream waits for the previous one's tasks), including the races
 //! between them (a write in flight while the reader finishes, a reader blocked on a full
@@ -224,14 +227,12 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::coordinator::machine::Coordinator;
+use crate::coordinator::plan::{Rows, TakeFor};
+use crate::coordinator::rounds::{Listed, Rounds, Shards, Step as RoundStep};
+use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::kinesis::api::ShardInfo;
 use crate::lease::LeaseState;
-use crate::live::coordinator::machine::Coordinator;
-use crate::live::coordinator::plan::{Rows, TakeFor};
-use crate::live::coordinator::rounds::{Listed, Rounds, Shards, Step as RoundStep};
-use crate::live::coordinator::take::{
-    AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told,
-};
 use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{

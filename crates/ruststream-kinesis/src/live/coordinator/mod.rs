@@ -1,15 +1,11 @@
-//! Which shards this instance reads: the drivers of the coordinator's two machines. `drive`
-//! executes what [`rounds::Rounds`] asks (when a listing round or the handover poll runs, and
-//! their calls in order), and `take` makes the calls one [`take::Take`] asks (the lease, the
-//! start it records, the first iterator, a hand-back) and starts the shard's reader. Every
-//! decision on the answers is the [`machine::Coordinator`]'s, through [`plan`] for the verdict
-//! on each shard.
+//! Which shards this instance reads: the drivers of the pure [`coordinator`](crate::coordinator)
+//! machines. `drive` executes what [`Rounds`] asks (when a listing round or the handover poll
+//! runs, and their calls in order), `take` makes the calls one [`Take`] asks (the lease, the
+//! start it records, the first iterator, a hand-back) and starts the shard's reader, and `seek`
+//! positions the shards of a seek. Every decision on the answers is the
+//! [`Coordinator`](crate::coordinator::machine::Coordinator)'s.
 
-pub(crate) mod machine;
-pub(crate) mod plan;
-pub(crate) mod rounds;
 mod seek;
-pub(crate) mod take;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,6 +15,9 @@ use crate::clock::Instant;
 use futures::FutureExt;
 use futures::future::join_all;
 
+use crate::coordinator::plan::{Rows, TakeFor};
+use crate::coordinator::rounds::{Listed, Rounds, Shards, Step};
+use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::kinesis::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, epoch_millis};
 use crate::live::reader::{self, Reader};
@@ -26,9 +25,6 @@ use crate::live::subscription::{Running, Subscription, lock};
 use crate::settings::position::ShardStart;
 use crate::shard::{ReadSettings, ShardHandle, ShardLease, ShardMachine};
 use crate::{KinesisError, KinesisPosition};
-use plan::{Rows, TakeFor};
-use rounds::{Listed, Rounds, Shards, Step};
-use take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 
 impl Subscription {
     fn reading(&self) -> HashSet<Arc<str>> {

@@ -3,7 +3,7 @@
 //! reads, which shards are takeable (and which are never taken: finished, skipped, gone, or in a
 //! take backoff), the passes of a round (a pass that marked shards `SHARD_SKIPPED` decides their
 //! children at once), what a take's answer means (read from where, or hand the shard back), and
-//! how a failed take backs off. `coordinator/mod.rs` does the I/O around it; the simulation
+//! how a failed take backs off. `live/coordinator` does the I/O around it; the simulation
 //! drives the same type on a virtual clock. The verdict on each shard is [`plan`](super::plan)'s.
 
 use std::collections::{HashMap, HashSet};
