@@ -361,6 +361,12 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.retries.len()
     }
 
+    /// Whether the read-ahead window is full: the reader waits for a settle.
+    #[cfg(test)]
+    pub(crate) fn is_window_full(&self) -> bool {
+        !self.has_room()
+    }
+
     /// Whether every delivery of the shard settled (no handler holds one, none waits to come
     /// back), and none was refused by the broker's shutdown.
     #[cfg(test)]

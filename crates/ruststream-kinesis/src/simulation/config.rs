@@ -89,6 +89,12 @@ pub(super) struct Config {
     /// The chance that a handler hands its delivery back (`nack(true)`, a `retry_after`, a
     /// delivery dropped unsettled): it comes back on the same session, unsettled meanwhile.
     pub(super) p_retry: f64,
+    /// How long a handed-back delivery waits before it comes back (`nack_after`; zero for
+    /// `nack(true)`), the redelivery task sleeping until it is due.
+    pub(super) retry_delay: Duration,
+    /// The read-ahead window (`max_unsettled`): how many deliveries past the oldest unsettled
+    /// record the reader reads before it waits for a settle.
+    pub(super) window: usize,
     /// The chance that the runtime holds a pulled delivery in a worker lane for a while before
     /// its handler starts (a slow handler ahead of it, a batch gathering).
     pub(super) p_hold: f64,
@@ -228,6 +234,13 @@ impl Config {
             seeks: rng.random_range(0..=3),
             p_seek: pick(rng, &[0.0, 0.01, 0.03]),
             seek_drops_stale: true,
+            // Drawn last, so the draws above stay those of the schedules before them.
+            retry_delay: [Duration::ZERO, ms(200), Duration::from_secs(2)][rng.random_range(0..3)],
+            window: if rng.random_bool(0.5) {
+                rng.random_range(1..=8)
+            } else {
+                usize::MAX
+            },
         }
     }
 }

@@ -81,8 +81,10 @@
 //! is checked against its lease again (`KinesisMessage::decode_error`, `handler_checks_lease`)
 //! and a withheld one is forgotten, settling nothing; and a handler may hand its delivery back
 //! (`nack(true)`, `retry_after`, dropped unsettled: `p_retry`), which comes back on the same
-//! session unsettled meanwhile (through the machine's `hand_back` and `next_redelivery`), or is
-//! forgotten by a stopped one. A `GetRecords` may fail (`p_kinesis`) or find its iterator
+//! session unsettled meanwhile once its delay is over (`retry_delay`; through the machine's
+//! `hand_back` and `next_redelivery`, the redelivery task sleeping until the first is due), or
+//! is forgotten by a stopped one. The read-ahead window (`window`) is a few deliveries in half
+//! the schedules, so readers wait for settles. A `GetRecords` may fail (`p_kinesis`) or find its iterator
 //! expired (`p_expire`), and a fresh iterator may fail (`p_iterator_fails`). A take whose `GetShardIterator` fails leaves its shard to a backoff of its own
 //! (`Coordinator::delay_take`, the coordinator's own rule). A held write may land and lose its
 //! answer while the SDK sends it again (`p_resend`): the counter the first attempt moved refuses
@@ -115,9 +117,7 @@
 //! (only closed shards are trimmed, whole); throttling beyond a failed call; the bytes of
 //! records; a store without `list` (the poll then reads row by row); malformed rows of other
 //! streams (`DynamoLeaseStore` skips them: `lease::dynamo::tests`); seeks to a position Kinesis
-//! refuses (nothing moves: `reader::tests::seek`) and to positions of every shard; the
-//! read-ahead window (`max_unsettled`, unbounded here; `shard::machine::tests` and
-//! `reader::tests` show it). Those paths are tested at the SDK boundary
+//! refuses (nothing moves: `reader::tests::seek`) and to positions of every shard. Those paths are tested at the SDK boundary
 //! (`reader::tests`) and live (`tests/faults_live.rs`, `tests/chaos.rs`).
 //!
 //! # The store model

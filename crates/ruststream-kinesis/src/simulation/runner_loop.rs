@@ -177,6 +177,17 @@ impl Sim {
                     self.reader_woken(inst, sid);
                 }
             }
+            Ev::Redeliver {
+                inst, sid, token, ..
+            } => {
+                if self
+                    .session(inst, sid)
+                    .is_some_and(|s| s.redeliver_token == token)
+                {
+                    self.stats.timed_redeliveries += 1;
+                    self.redeliver_drive(inst, sid);
+                }
+            }
             Ev::HandlerStart { inst, msg, .. } => self.handler_start(inst, msg),
             Ev::Handler { inst, msg, .. } => self.handler_done(inst, msg),
             Ev::Dispatch { inst, .. } => self.dispatch(inst),

@@ -278,9 +278,9 @@ impl Sim {
                 return;
             }
             // `hand_back`: a delivery of a stopped shard, or one a seek made stale, is forgotten;
-            // the redelivery task sends a kept one again once due (at once here).
+            // the redelivery task sends a kept one again once due.
             let now = self.now;
-            let wall = self.wall(i);
+            let delay = self.cfg.retry_delay;
             let record = self.stream.record(msg.shard, msg.idx);
             let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
                 self.after_handler(i);
@@ -288,20 +288,10 @@ impl Sim {
             };
             match s
                 .machine
-                .hand_back(now, record, msg.ticket, 1, Duration::ZERO, false)
+                .hand_back(now, record, msg.ticket, 1, delay, false)
             {
-                HandedBack::Kept => match s.machine.next_redelivery(now, wall) {
-                    Redeliver::Deliver(again) => {
-                        self.insts[i].channel.push_back(Msg {
-                            idx: again.record.idx,
-                            ticket: again.ticket,
-                            redelivery: true,
-                            ..msg
-                        });
-                    }
-                    Redeliver::Halted => self.stop(i, msg.sid),
-                    Redeliver::Wait(_) => unreachable!("handed back due at once"),
-                },
+                // `handle.handed_back.notify_one()`: the redelivery task asks again.
+                HandedBack::Kept => self.redeliver_drive(i, msg.sid),
                 HandedBack::Forgotten { wake_reader } => {
                     if wake_reader {
                         self.reader_wake(i, msg.sid, false);
@@ -331,6 +321,48 @@ impl Sim {
             }
         }
         self.after_handler(i);
+    }
+
+    /// `reader::redeliver`: sends the records handed back that are due, then sleeps until the
+    /// next falls due (or a hand-back wakes it); ends with the session's cancel.
+    pub(super) fn redeliver_drive(&mut self, i: usize, sid: u64) {
+        loop {
+            let now = self.now;
+            let wall = self.wall(i);
+            let token = self.token();
+            let inc = self.insts[i].inc;
+            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                return;
+            };
+            if s.cancelled {
+                return;
+            }
+            let shard = s.shard;
+            match s.machine.next_redelivery(now, wall) {
+                Redeliver::Deliver(again) => {
+                    self.insts[i].channel.push_back(Msg {
+                        sid,
+                        shard,
+                        idx: again.record.idx,
+                        ticket: again.ticket,
+                        redelivery: true,
+                    });
+                    self.dispatch_soon(i);
+                }
+                Redeliver::Halted => return self.stop(i, sid),
+                Redeliver::Wait(None) => return,
+                Redeliver::Wait(Some(at)) => {
+                    s.redeliver_token = token;
+                    let ev = Ev::Redeliver {
+                        inst: i,
+                        inc,
+                        sid,
+                        token,
+                    };
+                    return self.push(at.max(now), ev);
+                }
+            }
+        }
     }
 
     /// The handler of `msg` seeks its shard (`KinesisSeeker::seek` to a record a few before or

@@ -26,7 +26,7 @@ impl Sim {
         let settings = ReadSettings {
             batch_size: u32::try_from(self.cfg.batch).expect("a small batch"),
             poll_interval: self.cfg.poll,
-            window: usize::MAX,
+            window: self.cfg.window,
         };
         let session = Session {
             shard,
@@ -37,6 +37,7 @@ impl Sim {
             lease_task: LeaseTask::InFlight,
             reader: ReaderTask::Waiting,
             reader_token,
+            redeliver_token: 0,
             answer: None,
             blocked: None,
             cancelled,
@@ -390,6 +391,9 @@ impl Sim {
                     self.dispatch_soon(i);
                 }
                 ReadStep::Wait(until) => {
+                    if until.is_none() && s.machine.is_window_full() {
+                        self.stats.window_waits += 1;
+                    }
                     s.reader = ReaderTask::Waiting;
                     s.reader_token = token;
                     if let Some(at) = until {

@@ -256,6 +256,13 @@ pub(super) enum Ev {
         sid: u64,
         token: u64,
     },
+    /// `reader::redeliver`'s timer: the first record handed back falls due.
+    Redeliver {
+        inst: usize,
+        inc: u32,
+        sid: u64,
+        token: u64,
+    },
     Handler {
         inst: usize,
         inc: u32,
@@ -323,6 +330,7 @@ impl Ev {
             | Self::Round { inst, inc, .. }
             | Self::Lease { inst, inc, .. }
             | Self::Reader { inst, inc, .. }
+            | Self::Redeliver { inst, inc, .. }
             | Self::Handler { inst, inc, .. }
             | Self::HandlerStart { inst, inc, .. }
             | Self::Dispatch { inst, inc } => Some((inst, inc)),
@@ -416,6 +424,8 @@ pub(super) struct Session {
     /// The driver of its reading, `Reader::read`, and the token of its pending wake-up.
     pub(super) reader: ReaderTask,
     pub(super) reader_token: u64,
+    /// The token of the redelivery task's pending wake-up (`reader::redeliver`'s timer).
+    pub(super) redeliver_token: u64,
     /// The answer of the call in flight, delivered with the reader's token.
     pub(super) answer: Option<Fetch<SimRecord>>,
     pub(super) blocked: Option<Msg>,
@@ -632,6 +642,10 @@ pub(super) struct Stats {
     /// Deliveries handed back by their handlers, and deliveries withheld where their handler
     /// was about to start.
     pub(super) handed_back: u64,
+    /// Records handed back with a delay that the redelivery task's timer sent again.
+    pub(super) timed_redeliveries: u64,
+    /// Times a reader waited for a settle with its read-ahead window full.
+    pub(super) window_waits: u64,
     pub(super) withheld: u64,
     /// Expired iterators, and readers that handed their shard back for want of a fresh one.
     pub(super) expired: u64,
@@ -691,6 +705,8 @@ impl Stats {
         self.reshards += o.reshards;
         self.filtered += o.filtered;
         self.handed_back += o.handed_back;
+        self.timed_redeliveries += o.timed_redeliveries;
+        self.window_waits += o.window_waits;
         self.withheld += o.withheld;
         self.expired += o.expired;
         self.unreadable += o.unreadable;
