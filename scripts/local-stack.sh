@@ -21,6 +21,8 @@
 #                                 of its main.js whose hard-coded bind address 0.0.0.0 is patched to
 #                                 127.0.0.1 at install time
 #   moto          127.0.0.1:4568  moto 5.2.1 server mode (DynamoDB) in .local-stack/venv
+# The same virtualenv has AWS's KPL aggregation library, aws-kinesis-agg 1.2.3 (PyPI), for the
+# interop tests of the KPL format (scripts/kpl-agg.py).
 # Both emulators keep everything in memory: each start is empty.
 #
 # Settings (environment): LOCAL_STACK_PORT (4566), LOCAL_STACK_KINESIS_PORT (4567),
@@ -44,6 +46,7 @@ VERBOSE="${LOCAL_STACK_VERBOSE:-0}"
 
 KINESIS_LOCAL_VERSION=0.6.2
 MOTO_VERSION=5.2.1
+AGG_VERSION=1.2.3
 
 KINESIS_DIR="$STACK_DIR/kinesis"
 KINESIS_PKG="$KINESIS_DIR/node_modules/kinesis-local"
@@ -167,10 +170,22 @@ install_moto() {
   log "moto installed"
 }
 
+install_agg() {
+  if "$VENV/bin/python" -c 'import aws_kinesis_agg' 2>/dev/null; then return 0; fi
+  log "installing aws-kinesis-agg $AGG_VERSION (AWS's KPL aggregation library) into $VENV"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet \
+    "aws-kinesis-agg==$AGG_VERSION" >&2 ||
+    die "pip install aws-kinesis-agg==$AGG_VERSION failed"
+  "$VENV/bin/python" -c 'from aws_kinesis_agg import aggregator, deaggregator' ||
+    die "aws-kinesis-agg does not import in $VENV"
+  log "aws-kinesis-agg installed"
+}
+
 cmd_install() {
   mkdir -p "$STACK_DIR"
   install_kinesis
   install_moto
+  install_agg
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -271,7 +271,10 @@ impl World {
             payload,
             headers,
             partition_key: stored.partition_key.clone(),
+            explicit_hash_key: None,
             sequence: Arc::clone(&stored.sequence),
+            sub_sequence: None,
+            ends_record: true,
             arrived_ms: Some(stored.arrived_ms),
         };
         let shard = shard_id(shard);

@@ -111,16 +111,31 @@ impl KinesisMessage {
         &self.shard
     }
 
-    /// The record's sequence number in its shard.
+    /// The record's sequence number in its shard: for a user record of a KPL aggregate, the
+    /// aggregate's (shared by every user record in it).
     #[must_use]
     pub fn sequence_number(&self) -> &str {
         &self.record.sequence
     }
 
-    /// The record's partition key as a string.
+    /// For a user record of a KPL aggregate, its index there (the KCL's sub-sequence number);
+    /// `None` for a plain record.
+    #[must_use]
+    pub fn sub_sequence_number(&self) -> Option<u64> {
+        self.record.sub_sequence
+    }
+
+    /// The record's partition key as a string: a user record's own, inside a KPL aggregate.
     #[must_use]
     pub fn partition_key_str(&self) -> &str {
         &self.record.partition_key
+    }
+
+    /// The explicit hash key a producer set on a user record inside a KPL aggregate; `None`
+    /// otherwise (Kinesis does not return a plain record's).
+    #[must_use]
+    pub fn explicit_hash_key(&self) -> Option<&str> {
+        self.record.explicit_hash_key.as_deref()
     }
 
     /// When Kinesis received the record, in milliseconds since the Unix epoch.

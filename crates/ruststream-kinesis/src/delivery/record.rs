@@ -1,17 +1,152 @@
 //! A record as a reader read and decoded it from a shard: what a delivery carries, and what a
-//! retry hands out again.
+//! retry hands out again. A Kinesis record the KPL aggregated is its user records, one delivery
+//! each ([`decoded`]).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use ruststream::HeaderMap;
 
+use crate::kinesis::api::FetchedRecord;
+use crate::kinesis::{envelope, kpl};
+
 /// What a delivery carries of its record: enough to hand it out again after a retry.
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
     pub(crate) payload: Bytes,
     pub(crate) headers: HeaderMap,
+    /// The user record's own partition key (the Kinesis record's, for a plain record).
     pub(crate) partition_key: String,
+    /// The user record's explicit hash key, where the producer set one inside an aggregate.
+    pub(crate) explicit_hash_key: Option<String>,
+    /// The Kinesis record's sequence number.
     pub(crate) sequence: Arc<str>,
+    /// Its index in the aggregate it was packed in; `None` for a plain record.
+    pub(crate) sub_sequence: Option<u64>,
+    /// Whether it is the last of its Kinesis record (a plain record always is): only then may a
+    /// checkpoint record the Kinesis record's sequence number, which covers every user record
+    /// in it.
+    pub(crate) ends_record: bool,
     pub(crate) arrived_ms: Option<i64>,
+}
+
+impl Record {
+    /// A plain record: `payload` as it is, no headers.
+    #[cfg(test)]
+    pub(crate) fn plain(sequence: &str, payload: &'static [u8]) -> Self {
+        Self {
+            payload: Bytes::from_static(payload),
+            headers: HeaderMap::new(),
+            partition_key: "k".to_owned(),
+            explicit_hash_key: None,
+            sequence: Arc::from(sequence),
+            sub_sequence: None,
+            ends_record: true,
+            arrived_ms: None,
+        }
+    }
+}
+
+/// The deliveries of one Kinesis record: its user records in order when it is a KPL aggregate
+/// (magic, digest and protobuf all check out), else the record itself; each with the headers of
+/// our envelope read from its data.
+pub(crate) fn decoded(record: FetchedRecord) -> Vec<Record> {
+    let Some(users) = kpl::deaggregate(&record.data) else {
+        let (payload, headers) = envelope::decode(record.data);
+        return vec![Record {
+            payload,
+            headers,
+            partition_key: record.partition_key,
+            explicit_hash_key: None,
+            sequence: record.sequence,
+            sub_sequence: None,
+            ends_record: true,
+            arrived_ms: record.arrived_ms,
+        }];
+    };
+    let last = users.len().saturating_sub(1);
+    users
+        .into_iter()
+        .enumerate()
+        .map(|(index, user)| {
+            let (payload, headers) = envelope::decode(Bytes::from(user.data));
+            Record {
+                payload,
+                headers,
+                partition_key: user.partition_key,
+                explicit_hash_key: user.explicit_hash_key,
+                sequence: Arc::clone(&record.sequence),
+                sub_sequence: Some(index as u64),
+                ends_record: index == last,
+                arrived_ms: record.arrived_ms,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fetched(data: Vec<u8>) -> FetchedRecord {
+        FetchedRecord {
+            data: Bytes::from(data),
+            partition_key: "outer".to_owned(),
+            sequence: Arc::from("4711"),
+            arrived_ms: Some(1_700_000_000_000),
+        }
+    }
+
+    #[test]
+    fn an_aggregate_is_its_user_records_each_with_its_keys_and_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert("trace", "t-1");
+        let mut aggregate = kpl::Aggregate::new();
+        aggregate.push("order-1", None, envelope::encode(b"one", &headers).to_vec());
+        aggregate.push("order-2", Some("42"), b"two".to_vec());
+        aggregate.push("order-1", None, b"three".to_vec());
+        let records = decoded(fetched(aggregate.encode()));
+        let seen: Vec<_> = records
+            .iter()
+            .map(|r| {
+                (
+                    &r.payload[..],
+                    r.partition_key.as_str(),
+                    r.explicit_hash_key.as_deref(),
+                    r.sub_sequence,
+                    r.ends_record,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (&b"one"[..], "order-1", None, Some(0), false),
+                (&b"two"[..], "order-2", Some("42"), Some(1), false),
+                (&b"three"[..], "order-1", None, Some(2), true),
+            ]
+        );
+        assert_eq!(records[0].headers, headers);
+        assert!(records[1].headers.is_empty());
+        assert!(records.iter().all(|r| &*r.sequence == "4711"));
+        assert!(
+            records
+                .iter()
+                .all(|r| r.arrived_ms == Some(1_700_000_000_000))
+        );
+    }
+
+    #[test]
+    fn a_plain_record_and_one_that_only_looks_aggregated_are_one_delivery() {
+        let mut looks = kpl::MAGIC.to_vec();
+        looks.extend_from_slice(b"not a protobuf, and no digest of it either");
+        for data in [b"{\"id\":1}".to_vec(), looks] {
+            let records = decoded(fetched(data.clone()));
+            assert_eq!(records.len(), 1);
+            assert_eq!(&records[0].payload[..], &data[..]);
+            assert_eq!(records[0].partition_key, "outer");
+            assert_eq!(records[0].sub_sequence, None);
+            assert!(records[0].ends_record);
+        }
+    }
 }

@@ -1,5 +1,6 @@
-//! The Kinesis boundary: every call the crate makes to Kinesis ([`api`]), and how a record carries
-//! its headers inside its data ([`envelope`]).
+//! The Kinesis boundary: every call the crate makes to Kinesis ([`api`]), how a record carries
+//! its headers inside its data ([`envelope`]), and the KPL's aggregated records ([`kpl`]).
 
 pub(crate) mod api;
 pub(crate) mod envelope;
+pub(crate) mod kpl;

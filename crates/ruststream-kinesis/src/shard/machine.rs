@@ -180,7 +180,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                 }
                 let sequence = Arc::clone(record.sequence());
                 self.in_flight += 1;
-                let ticket = self.watermark.push(Arc::clone(&sequence));
+                let ticket = self
+                    .watermark
+                    .push(record.ends_record().then(|| Arc::clone(&sequence)));
                 self.read.handed(sequence);
                 ReadStep::Deliver(record, ticket)
             }

@@ -273,13 +273,7 @@ mod tests {
     use crate::LeaseTimings;
 
     fn record(sequence: &str) -> Record {
-        Record {
-            payload: bytes::Bytes::new(),
-            headers: ruststream::HeaderMap::new(),
-            partition_key: "k".to_owned(),
-            sequence: Arc::from(sequence),
-            arrived_ms: None,
-        }
+        Record::plain(sequence, b"")
     }
 
     /// The handle of a shard taken just now (`closed`: the broker's shutdown flag), and the

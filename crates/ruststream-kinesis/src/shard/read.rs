@@ -34,11 +34,21 @@ pub(crate) const ITERATOR_TRIES: u32 = 10;
 pub(crate) trait Sequenced {
     /// Its sequence number: what a checkpoint of it records.
     fn sequence(&self) -> &Arc<str>;
+
+    /// Whether a checkpoint of it may record its sequence number: not for a user record of a
+    /// KPL aggregate that others follow, since the number covers the whole aggregate.
+    fn ends_record(&self) -> bool {
+        true
+    }
 }
 
 impl Sequenced for crate::delivery::record::Record {
     fn sequence(&self) -> &Arc<str> {
         &self.sequence
+    }
+
+    fn ends_record(&self) -> bool {
+        self.ends_record
     }
 }
 

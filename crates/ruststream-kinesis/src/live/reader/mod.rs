@@ -10,10 +10,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Instant;
 use crate::clock::sleep_until;
 use crate::delivery::message::{Hold, Settlement};
-use crate::delivery::record::Record;
+use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
 use crate::kinesis::api::{self, Fetched};
-use crate::kinesis::envelope;
 use crate::live::subscription::{Subscription, lock};
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, Lost, Next, ReadStep, Redeliver, ShardHandle, Stop, Write,
@@ -243,19 +242,7 @@ impl Reader {
                                 "read"
                             );
                         }
-                        let records = records
-                            .into_iter()
-                            .map(|record| {
-                                let (payload, headers) = envelope::decode(record.data);
-                                Record {
-                                    payload,
-                                    headers,
-                                    partition_key: record.partition_key,
-                                    sequence: record.sequence,
-                                    arrived_ms: record.arrived_ms,
-                                }
-                            })
-                            .collect();
+                        let records = records.into_iter().flat_map(record::decoded).collect();
                         Fetch::Records {
                             records,
                             next,

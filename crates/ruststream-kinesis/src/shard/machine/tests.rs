@@ -16,12 +16,18 @@ const S: Duration = Duration::from_secs(1);
 const EPOCH_MS: u64 = 1_000_000;
 const POLL: Duration = Duration::from_secs(1);
 
+/// A record's sequence number; `"5.0"` is user record 0 of the aggregate at 5, which others
+/// follow (`"5.2$"` the last of it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rec(Arc<str>);
 
 impl Sequenced for Rec {
     fn sequence(&self) -> &Arc<str> {
         &self.0
+    }
+
+    fn ends_record(&self) -> bool {
+        !self.0.contains('.') || self.0.ends_with('$')
     }
 }
 
@@ -86,6 +92,44 @@ fn read(
         },
         0,
     );
+}
+
+#[test]
+fn the_user_records_of_an_aggregate_checkpoint_its_number_once_all_settled() {
+    let mut machine = taken();
+    // Plain 4, the aggregate at 5 (three user records), plain 6.
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["4", "5.0", "5.1", "5.2$", "6"],
+        Some("it-1"),
+        0,
+    );
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    assert_eq!(tickets.len(), 5, "each user record is a delivery");
+    assert_eq!(
+        machine
+            .settle(tickets[0], false)
+            .unwrap()
+            .grown_to
+            .as_deref(),
+        Some("4")
+    );
+    for (n, ticket) in [tickets[1], tickets[2], tickets[4]].into_iter().enumerate() {
+        let settled = machine.settle(ticket, false).unwrap();
+        assert_eq!(
+            settled.grown_to, None,
+            "settle {n}: the aggregate is not done"
+        );
+        assert!(!settled.checkpoint);
+    }
+    let settled = machine.settle(tickets[3], false).unwrap();
+    assert_eq!(
+        settled.grown_to.as_deref(),
+        Some("6"),
+        "its last, and what followed"
+    );
+    assert!(settled.checkpoint);
 }
 
 /// Hands out every record the machine holds at `now`, and answers their tickets.
