@@ -20,8 +20,6 @@ use ruststream_kinesis::{
     KinesisStream, LeaseStore, MemoryLeaseStore,
 };
 
-const ARRIVAL: Duration = Duration::from_secs(30);
-
 fn stream_of(name: &str, shards: u32) -> KinesisStream {
     KinesisStream::new(name.to_owned())
         .create_if_missing(shards)
@@ -32,16 +30,7 @@ async fn next<S>(stream: &mut S) -> KinesisMessage
 where
     S: Stream<Item = Result<KinesisMessage, KinesisError>> + Unpin,
 {
-    loop {
-        let item = tokio::time::timeout(ARRIVAL, stream.next())
-            .await
-            .expect("a delivery within 30 s")
-            .expect("the stream is open");
-        match item {
-            Ok(msg) => return msg,
-            Err(err) => eprintln!("subscription reported: {err}"),
-        }
-    }
+    common::next_delivery(stream).await
 }
 
 async fn nothing_within<S>(stream: &mut S, wait: Duration)

@@ -284,17 +284,8 @@ impl Sim {
         self.acquired(i, sid, shard, answer.map(|()| None));
         if failed && self.cfg.release_after_failed_take {
             // The old mistake, kept to show the checker catches it: a release after an acquire
-            // whose answer was lost.
-            self.send(
-                i,
-                sid,
-                shard,
-                OpKind::Release {
-                    cover: None,
-                    graceful: false,
-                },
-                Cont::TakeRelease { shard, sid },
-            );
+            // whose answer was lost (its answer finds the take over).
+            self.take_release(i, sid, shard);
         }
     }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod injector;
+pub mod kpl;
 
 use std::sync::Arc;
 
@@ -19,6 +20,26 @@ pub fn endpoint() -> Option<String> {
             );
             eprintln!("skipped: set KINESIS_TEST_ENDPOINT to run the live tests");
             None
+        }
+    }
+}
+
+/// The next delivery of a subscription within 30 s, past the errors it reports (printed).
+pub async fn next_delivery<S>(stream: &mut S) -> ruststream_kinesis::KinesisMessage
+where
+    S: futures::Stream<
+            Item = Result<ruststream_kinesis::KinesisMessage, ruststream_kinesis::KinesisError>,
+        > + Unpin,
+{
+    use futures::StreamExt as _;
+    loop {
+        let item = tokio::time::timeout(std::time::Duration::from_secs(30), stream.next())
+            .await
+            .expect("a delivery within 30 s")
+            .expect("the stream is open");
+        match item {
+            Ok(msg) => return msg,
+            Err(err) => eprintln!("subscription reported: {err}"),
         }
     }
 }

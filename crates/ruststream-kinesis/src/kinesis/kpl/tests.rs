@@ -1,10 +1,6 @@
 //! The KPL format: what counts as an aggregate, exact sizes, and interoperation with AWS's own
 //! aggregation library (`scripts/kpl-agg.py`, on `aws-kinesis-agg` from PyPI).
 
-use std::io::Write as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-
 use super::*;
 
 fn user(partition_key: &str, explicit_hash_key: Option<&str>, data: &[u8]) -> UserRecord {
@@ -176,57 +172,10 @@ fn tags_are_read_and_dropped() {
 
 // ----- interoperation with aws-kinesis-agg -------------------------------------------------
 
-/// The Python of the local stack's virtualenv, which has `aws-kinesis-agg`; `None` (the test
-/// is skipped) when it is missing, unless `KINESIS_TEST_STRICT` requires it.
-fn agg_python() -> Option<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = std::env::var_os("KPL_AGG_PYTHON")
-        .map_or_else(|| root.join(".local-stack/venv/bin/python"), PathBuf::from);
-    let usable = Command::new(&python)
-        .args(["-c", "import aws_kinesis_agg"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if usable {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("KINESIS_TEST_STRICT").is_none(),
-        "aws-kinesis-agg is not importable by {}: run scripts/local-stack.sh install",
-        python.display()
-    );
-    eprintln!("skipped: aws-kinesis-agg is not installed (scripts/local-stack.sh install)");
-    None
-}
-
-/// Runs `scripts/kpl-agg.py mode` on `items`.
-fn agg(python: &PathBuf, mode: &str, items: &serde_json::Value) -> Vec<serde_json::Value> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kpl-agg.py");
-    let mut child = Command::new(python)
-        .arg(script)
-        .arg(mode)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python starts");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(items.to_string().as_bytes())
-        .expect("written");
-    let out = child.wait_with_output().expect("python ends");
-    assert!(out.status.success(), "kpl-agg.py {mode} failed");
-    serde_json::from_slice(&out.stdout).expect("a JSON list")
-}
-
-fn b64(data: &[u8]) -> String {
-    aws_smithy_types::base64::encode(data)
-}
-
-fn unb64(text: &serde_json::Value) -> Vec<u8> {
-    aws_smithy_types::base64::decode(text.as_str().expect("base64 data")).expect("base64")
-}
+/// The live tests' driver of `scripts/kpl-agg.py` (they read the fields these tests do not).
+#[allow(dead_code)]
+#[path = "../../../tests/common/kpl.rs"]
+mod agg_lib;
 
 fn user_records(count: usize, with_hash_keys: bool) -> Vec<UserRecord> {
     (0..count)
@@ -238,33 +187,23 @@ fn user_records(count: usize, with_hash_keys: bool) -> Vec<UserRecord> {
         .collect()
 }
 
-fn as_json(records: &[UserRecord]) -> serde_json::Value {
-    serde_json::Value::Array(
-        records
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "pk": r.partition_key,
-                    "ehk": r.explicit_hash_key,
-                    "data": b64(&r.data),
-                })
-            })
-            .collect(),
-    )
-}
-
 #[test]
 fn records_aws_aggregates_read_back_as_their_user_records() {
-    let Some(python) = agg_python() else {
+    let Some(python) = agg_lib::python() else {
         return;
     };
     for with_hash_keys in [false, true] {
         let records = user_records(120, with_hash_keys);
-        let kinesis_records = agg(&python, "aggregate", &as_json(&records));
+        let items: Vec<_> = records
+            .iter()
+            .map(|r| {
+                let hash = r.explicit_hash_key.clone();
+                (r.partition_key.clone(), hash, r.data.clone())
+            })
+            .collect();
         let mut read = Vec::new();
-        for record in &kinesis_records {
-            let data = unb64(&record["data"]);
-            read.extend(deaggregate(&data).expect("aws-kinesis-agg writes aggregates"));
+        for record in agg_lib::aggregate(&python, &items) {
+            read.extend(deaggregate(&record.data).expect("aws-kinesis-agg writes aggregates"));
         }
         assert_eq!(read, records, "explicit hash keys: {with_hash_keys}");
     }
@@ -272,7 +211,7 @@ fn records_aws_aggregates_read_back_as_their_user_records() {
 
 #[test]
 fn records_we_aggregate_are_read_back_by_aws_kinesis_agg() {
-    let Some(python) = agg_python() else {
+    let Some(python) = agg_lib::python() else {
         return;
     };
     // aws-kinesis-agg 1.2.3 reads an aggregate whose hash-key table is not empty as if every
@@ -280,19 +219,19 @@ fn records_we_aggregate_are_read_back_by_aws_kinesis_agg() {
     // here is all with or all without.
     for with_hash_keys in [false, true] {
         let records = user_records(120, with_hash_keys);
-        let data = packed(&records);
-        let items = serde_json::json!([{ "pk": "key-0", "ehk": null, "data": b64(&data) }]);
-        let read = agg(&python, "deaggregate", &items);
+        let read = agg_lib::deaggregate(&python, "key-0", &packed(&records));
         assert_eq!(read.len(), records.len());
         for (n, (got, want)) in read.iter().zip(&records).enumerate() {
-            assert_eq!(got["pk"], want.partition_key.as_str(), "user record {n}");
+            assert_eq!(got.partition_key, want.partition_key, "user record {n}");
             assert_eq!(
-                got["ehk"].as_str(),
-                want.explicit_hash_key.as_deref(),
+                got.explicit_hash_key, want.explicit_hash_key,
                 "user record {n}"
             );
-            assert_eq!(unb64(&got["data"]), want.data, "user record {n}");
-            assert_eq!(got["sub"], n, "its sub-sequence number is its index");
+            assert_eq!(got.data, want.data, "user record {n}");
+            assert_eq!(
+                got.sub_sequence, n as u64,
+                "its sub-sequence number is its index"
+            );
         }
     }
 }
