@@ -13,9 +13,8 @@ pub(crate) struct Ticket {
 
 #[derive(Debug)]
 struct Pending {
-    /// What a checkpoint through this delivery records; `None` for a user record of a KPL
-    /// aggregate that others follow (the aggregate's number would cover them too).
-    sequence: Option<Arc<str>>,
+    /// What a checkpoint through this delivery records.
+    sequence: Arc<str>,
     settled: bool,
 }
 
@@ -29,9 +28,9 @@ pub(crate) struct Watermark {
 }
 
 impl Watermark {
-    /// Records a delivery whose settling lets the checkpoint record `sequence` (`None`: the
-    /// checkpoint stays where it was) and returns its ticket.
-    pub(crate) fn push(&mut self, sequence: Option<Arc<str>>) -> Ticket {
+    /// Records a delivery whose settling lets the checkpoint record `sequence`, and returns its
+    /// ticket.
+    pub(crate) fn push(&mut self, sequence: Arc<str>) -> Ticket {
         let index = self.base + self.pending.len() as u64;
         self.pending.push_back(Pending {
             sequence,
@@ -54,9 +53,7 @@ impl Watermark {
         while self.pending.front().is_some_and(|p| p.settled) {
             let done = self.pending.pop_front()?;
             self.base += 1;
-            if done.sequence.is_some() {
-                checkpoint = done.sequence;
-            }
+            checkpoint = Some(done.sequence);
         }
         checkpoint
     }
@@ -89,8 +86,8 @@ impl Watermark {
 mod tests {
     use super::*;
 
-    fn seq(n: u32) -> Option<Arc<str>> {
-        Some(Arc::from(n.to_string()))
+    fn seq(n: u32) -> Arc<str> {
+        Arc::from(n.to_string())
     }
 
     #[test]
@@ -124,31 +121,6 @@ mod tests {
         let new = mark.push(seq(7));
         assert_eq!(mark.settle(old), None);
         assert_eq!(mark.settle(new).as_deref(), Some("7"));
-    }
-
-    #[test]
-    fn user_records_of_an_aggregate_move_the_checkpoint_only_with_its_last() {
-        let mut mark = Watermark::default();
-        let before = mark.push(seq(1));
-        // Three user records of the aggregate at sequence number 5.
-        let first = mark.push(None);
-        let second = mark.push(None);
-        let last = mark.push(seq(5));
-        let after = mark.push(seq(6));
-        assert_eq!(mark.settle(first), None, "nothing settled before it");
-        assert_eq!(
-            mark.settle(before).as_deref(),
-            Some("1"),
-            "the prefix reaches into the aggregate, the checkpoint stays before it"
-        );
-        assert_eq!(mark.settle(second), None);
-        assert_eq!(
-            mark.settle(after),
-            None,
-            "the aggregate's last is unsettled"
-        );
-        assert_eq!(mark.settle(last).as_deref(), Some("6"));
-        assert!(mark.is_drained());
     }
 
     #[test]

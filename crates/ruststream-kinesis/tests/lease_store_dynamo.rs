@@ -322,6 +322,76 @@ async fn a_row_holds_exactly_the_lease_attributes() {
 }
 
 #[tokio::test]
+async fn a_checkpoint_inside_a_kpl_aggregate_keeps_its_index_as_the_kcl_does() {
+    let Some(config) =
+        live_config("a_checkpoint_inside_a_kpl_aggregate_keeps_its_index_as_the_kcl_does")
+    else {
+        return;
+    };
+    let store = fresh_store(&config).await;
+    let table = store.table().to_owned();
+    let key = LeaseKey::new("orders-kpl", SHARD);
+    let row_key = "orders-kpl:shardId-000000000001";
+    store.acquire(&key, "pod-a", LEASE).await.unwrap();
+    // Through user record 3 of the aggregate at 4711: two attributes in the row, one checkpoint
+    // read back; both calls that write a checkpoint.
+    store.checkpoint(&key, "pod-a", "4711:3").await.unwrap();
+    let row = raw_row(&config, &table, row_key).await.expect("the row");
+    assert_eq!(row["checkpoint"], AttributeValue::S("4711".to_owned()));
+    assert_eq!(
+        row["checkpoint_sub_sequence"],
+        AttributeValue::N("3".to_owned())
+    );
+    let state = store.read(&key).await.unwrap().unwrap();
+    assert_eq!(state.checkpoint.as_deref(), Some("4711:3"));
+    store
+        .checkpoint_and_renew(&key, "pod-a", "4711:5", LEASE)
+        .await
+        .unwrap();
+    let row = raw_row(&config, &table, row_key).await.expect("the row");
+    assert_eq!(
+        row["checkpoint_sub_sequence"],
+        AttributeValue::N("5".to_owned())
+    );
+    // A checkpoint past the aggregate removes the index.
+    store.checkpoint(&key, "pod-a", "4712").await.unwrap();
+    let row = raw_row(&config, &table, row_key).await.expect("the row");
+    assert_eq!(row["checkpoint"], AttributeValue::S("4712".to_owned()));
+    assert!(!row.contains_key("checkpoint_sub_sequence"), "{row:?}");
+    assert_eq!(
+        store
+            .read(&key)
+            .await
+            .unwrap()
+            .unwrap()
+            .checkpoint
+            .as_deref(),
+        Some("4712")
+    );
+    // A row the KCL wrote inside an aggregate reads as the same checkpoint.
+    Client::new(&config)
+        .update_item()
+        .table_name(&table)
+        .key("lease_key", AttributeValue::S(row_key.to_owned()))
+        .update_expression("SET checkpoint = :c, checkpoint_sub_sequence = :s")
+        .expression_attribute_values(":c", AttributeValue::S("4800".to_owned()))
+        .expression_attribute_values(":s", AttributeValue::N("0".to_owned()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .read(&key)
+            .await
+            .unwrap()
+            .unwrap()
+            .checkpoint
+            .as_deref(),
+        Some("4800:0")
+    );
+}
+
+#[tokio::test]
 async fn rows_lists_every_row_with_legacy_rows_under_an_empty_stream() {
     let Some(config) = live_config("rows_lists_every_row_with_legacy_rows_under_an_empty_stream")
     else {

@@ -23,9 +23,9 @@ pub(crate) struct Record {
     pub(crate) sequence: Arc<str>,
     /// Its index in the aggregate it was packed in; `None` for a plain record.
     pub(crate) sub_sequence: Option<u64>,
-    /// Whether it is the last of its Kinesis record (a plain record always is): only then may a
-    /// checkpoint record the Kinesis record's sequence number, which covers every user record
-    /// in it.
+    /// Whether it is the last of its Kinesis record (a plain record always is): a checkpoint
+    /// through it records the Kinesis record's sequence number, which covers every user record
+    /// in it; one through an earlier user record records the index too.
     pub(crate) ends_record: bool,
     pub(crate) arrived_ms: Option<i64>,
 }
@@ -87,6 +87,7 @@ pub(crate) fn decoded(record: FetchedRecord) -> Vec<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shard::read::Sequenced;
 
     fn fetched(data: Vec<u8>) -> FetchedRecord {
         FetchedRecord {
@@ -129,6 +130,12 @@ mod tests {
         assert_eq!(records[0].headers, headers);
         assert!(records[1].headers.is_empty());
         assert!(records.iter().all(|r| &*r.sequence == "4711"));
+        let checkpoints: Vec<_> = records.iter().map(Sequenced::checkpoint).collect();
+        assert_eq!(
+            checkpoints.iter().map(|c| &**c).collect::<Vec<_>>(),
+            ["4711:0", "4711:1", "4711"],
+            "inside the aggregate the index; its last covers all of it"
+        );
         assert!(
             records
                 .iter()

@@ -221,6 +221,10 @@ pub(crate) async fn shard_iterator(
         ShardStart::After(sequence) => request
             .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
             .starting_sequence_number(sequence.as_ref()),
+        // The aggregate again: its user records already settled are dropped by the reader.
+        ShardStart::Within { sequence, .. } => request
+            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
+            .starting_sequence_number(sequence.as_ref()),
         ShardStart::At(KinesisPosition::TrimHorizon) => {
             request.shard_iterator_type(ShardIteratorType::TrimHorizon)
         }

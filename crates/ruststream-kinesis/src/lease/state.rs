@@ -35,6 +35,28 @@ pub const SHARD_END: &str = "SHARD_END";
 /// ```
 pub const SHARD_SKIPPED: &str = "SHARD_SKIPPED";
 
+/// Between the sequence number and the user record's index of a checkpoint inside a KPL
+/// aggregate.
+const SUB_SEQUENCE_SEPARATOR: char = ':';
+
+/// The checkpoint through user record `sub` of the KPL aggregate at `sequence`, others of it
+/// following: `<sequence>:<sub>`. `DynamoLeaseStore` keeps it as the KCL does, the sequence
+/// number in `checkpoint` and the index in `checkpoint_sub_sequence`; a store written against
+/// the five calls keeps the string.
+pub(crate) fn within_checkpoint(sequence: &str, sub: u64) -> String {
+    format!("{sequence}{SUB_SEQUENCE_SEPARATOR}{sub}")
+}
+
+/// A checkpoint inside an aggregate, split: its sequence number and user record index.
+pub(crate) fn split_within(checkpoint: &str) -> Option<(&str, u64)> {
+    let (sequence, sub) = checkpoint.split_once(SUB_SEQUENCE_SEPARATOR)?;
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !(digits(sequence) && digits(sub)) {
+        return None;
+    }
+    Some((sequence, sub.parse().ok()?))
+}
+
 /// One row of a lease table, as [`LeaseStore::read`](crate::LeaseStore::read) and
 /// [`LeaseStore::list`](crate::LeaseStore::list) return it.
 ///

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::lease::millis;
+use crate::lease::{millis, split_within, within_checkpoint};
 
 /// Where a shard starts reading: the argument of `start_at(..)` and of a seek.
 ///
@@ -102,11 +102,22 @@ impl KinesisPosition {
 pub(crate) enum ShardStart {
     /// After a checkpointed or already-delivered record.
     After(Arc<str>),
+    /// Inside the KPL aggregate at `sequence`, after its user record `through`: the aggregate
+    /// is read again (`AT_SEQUENCE_NUMBER`) and its user records up to `through` are dropped.
+    Within { sequence: Arc<str>, through: u64 },
     /// At a position.
     At(KinesisPosition),
 }
 
 impl ShardStart {
+    /// The aggregate and the last settled user record a start inside an aggregate skips.
+    pub(crate) fn within(&self) -> Option<(Arc<str>, u64)> {
+        match self {
+            Self::Within { sequence, through } => Some((Arc::clone(sequence), *through)),
+            _ => None,
+        }
+    }
+
     /// Where a shard resumes from a stored checkpoint: after a sequence number, or at the start
     /// position its first owner recorded before reading (see [`ShardStart::to_checkpoint`]).
     pub(crate) fn from_checkpoint(shard: &str, checkpoint: &str) -> Self {
@@ -123,6 +134,12 @@ impl ShardStart {
         if let Some(sequence) = checkpoint.strip_prefix(AT_SEQUENCE) {
             return Self::At(KinesisPosition::at_sequence(shard, sequence));
         }
+        if let Some((sequence, through)) = split_within(checkpoint) {
+            return Self::Within {
+                sequence: Arc::from(sequence),
+                through,
+            };
+        }
         Self::After(Arc::from(checkpoint))
     }
 
@@ -132,6 +149,7 @@ impl ShardStart {
     pub(crate) fn to_checkpoint(&self, opened_ms: u64) -> String {
         match self {
             Self::After(sequence) => sequence.to_string(),
+            Self::Within { sequence, through } => within_checkpoint(sequence, *through),
             Self::At(KinesisPosition::TrimHorizon) => TRIM_HORIZON.to_owned(),
             Self::At(KinesisPosition::Latest) => {
                 let tolerance = millis(crate::SKEW_TOLERANCE);
@@ -179,6 +197,10 @@ mod tests {
             ShardStart::At(KinesisPosition::TrimHorizon),
             ShardStart::At(KinesisPosition::at_sequence("s-1", "42")),
             ShardStart::After(Arc::from("43")),
+            ShardStart::Within {
+                sequence: Arc::from("49590338271490256608559692538361571095921575989136588898"),
+                through: 7,
+            },
             ShardStart::At(KinesisPosition::AtTimestamp(
                 std::time::UNIX_EPOCH + std::time::Duration::from_millis(5_000),
             )),

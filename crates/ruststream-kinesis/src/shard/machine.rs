@@ -180,9 +180,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                 }
                 let sequence = Arc::clone(record.sequence());
                 self.in_flight += 1;
-                let ticket = self
-                    .watermark
-                    .push(record.ends_record().then(|| Arc::clone(&sequence)));
+                let ticket = self.watermark.push(record.checkpoint());
                 self.read.handed(sequence);
                 ReadStep::Deliver(record, ticket)
             }

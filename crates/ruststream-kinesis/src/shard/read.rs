@@ -35,10 +35,16 @@ pub(crate) trait Sequenced {
     /// Its sequence number: what a checkpoint of it records.
     fn sequence(&self) -> &Arc<str>;
 
-    /// Whether a checkpoint of it may record its sequence number: not for a user record of a
-    /// KPL aggregate that others follow, since the number covers the whole aggregate.
-    fn ends_record(&self) -> bool {
-        true
+    /// For a user record of a KPL aggregate, its index there.
+    fn sub_sequence(&self) -> Option<u64> {
+        None
+    }
+
+    /// What a checkpoint through it records: its sequence number, which covers a whole KPL
+    /// aggregate, or for a user record that others of its aggregate follow the sequence number
+    /// and its index ([`ShardStart::Within`]).
+    fn checkpoint(&self) -> Arc<str> {
+        Arc::clone(self.sequence())
     }
 }
 
@@ -47,8 +53,17 @@ impl Sequenced for crate::delivery::record::Record {
         &self.sequence
     }
 
-    fn ends_record(&self) -> bool {
-        self.ends_record
+    fn sub_sequence(&self) -> Option<u64> {
+        self.sub_sequence
+    }
+
+    fn checkpoint(&self) -> Arc<str> {
+        match self.sub_sequence {
+            Some(sub) if !self.ends_record => {
+                Arc::from(crate::lease::within_checkpoint(&self.sequence, sub))
+            }
+            _ => Arc::clone(&self.sequence),
+        }
     }
 }
 
@@ -173,6 +188,9 @@ pub(crate) struct ReadState<T, R> {
     pub(super) phase: Phase,
     in_flight: InFlight,
     seek: Option<(String, ShardStart)>,
+    /// The user records already settled at the start, inside the aggregate it names (its
+    /// sequence number, the last settled index): the first records read drop them.
+    skip: Option<(Arc<str>, u64)>,
     pub(super) cancelled: bool,
     pub(super) stop: Option<Stop>,
 }
@@ -199,6 +217,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         Self {
             settings,
             source: Source::Iterator(iterator),
+            skip: resume.within(),
             resume,
             last_sequence: None,
             last_call: None,
@@ -241,6 +260,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             return;
         };
         self.source = Source::Iterator(iterator);
+        self.skip = resume.within();
         self.resume = resume;
         self.last_sequence = None;
         self.not_before = None;
@@ -300,12 +320,16 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                 };
             }
             let call = match &self.source {
-                // Resume after the last record handed out, or where the shard resumes.
-                Source::Fresh { .. } => Call::GetIterator(
-                    self.last_sequence
-                        .clone()
-                        .map_or_else(|| self.resume.clone(), ShardStart::After),
-                ),
+                // Resume after the last record handed out (the last of its batch, so the last
+                // user record of its aggregate), or where the shard resumes, which may drop the
+                // user records settled before it again.
+                Source::Fresh { .. } => match &self.last_sequence {
+                    Some(last) => Call::GetIterator(ShardStart::After(Arc::clone(last))),
+                    None => {
+                        self.skip = self.resume.within();
+                        Call::GetIterator(self.resume.clone())
+                    }
+                },
                 Source::Iterator(iterator) => {
                     // What a shard holds while a record stays unsettled is bounded: no reading
                     // ahead past the window.
@@ -350,6 +374,15 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                 self.not_before = None;
                 let caught_up =
                     pace::caught_up(records.len(), self.settings.batch_size, millis_behind);
+                let mut records = records;
+                if !records.is_empty()
+                    && let Some((sequence, through)) = self.skip.take()
+                {
+                    records.retain(|record| {
+                        *record.sequence() != sequence
+                            || record.sub_sequence().is_none_or(|sub| sub > through)
+                    });
+                }
                 self.batch.extend(records);
                 self.after = Some(AfterBatch { next, caught_up });
             }

@@ -87,7 +87,10 @@ impl Stream {
                 let from = at_ms.saturating_sub(BASE_MS.unsigned_abs());
                 sim.arrived.partition_point(|&t| millis(t) < from)
             }
-            ShardStart::At(KinesisPosition::AtSequence { sequence, .. }) => {
+            // The simulated stream's records are plain: a start inside an aggregate never
+            // comes up, and would read the record again.
+            ShardStart::At(KinesisPosition::AtSequence { sequence, .. })
+            | ShardStart::Within { sequence, .. } => {
                 let at: u64 = sequence.parse().expect("a sequence number");
                 sim.records.partition_point(|&seq| seq < at)
             }

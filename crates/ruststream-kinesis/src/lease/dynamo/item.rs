@@ -2,6 +2,7 @@
 //! the attribute that is malformed.
 
 use super::*;
+use crate::lease::{split_within, within_checkpoint};
 
 pub(super) fn string(value: &str) -> AttributeValue {
     AttributeValue::S(value.to_owned())
@@ -13,12 +14,39 @@ pub(super) fn number(value: u64) -> AttributeValue {
 
 /// The [`LeaseState`] a row holds; a message naming the attribute that is malformed.
 pub(super) fn state_of(item: &Item) -> Result<LeaseState, String> {
+    let checkpoint = string_attribute(item, CHECKPOINT)?;
+    // A checkpoint inside a KPL aggregate: the KCL's two attributes, one checkpoint here.
+    let checkpoint = match (checkpoint, number_attribute(item, CHECKPOINT_SUB_SEQUENCE)?) {
+        (Some(sequence), Some(sub)) => Some(within_checkpoint(&sequence, sub)),
+        (checkpoint, _) => checkpoint,
+    };
     Ok(LeaseState {
         owner: string_attribute(item, OWNER)?,
         expiry_ms: number_attribute(item, EXPIRY)?.unwrap_or(0),
         counter: number_attribute(item, COUNTER)?.unwrap_or(0),
-        checkpoint: string_attribute(item, CHECKPOINT)?,
+        checkpoint,
     })
+}
+
+/// How a checkpoint write sets the row: `checkpoint = :checkpoint`, with the user record's index
+/// of a checkpoint inside an aggregate in `checkpoint_sub_sequence` (removed otherwise), and
+/// the values it names.
+pub(super) fn checkpoint_update(checkpoint: &str) -> (&'static str, &'static str, Item) {
+    match split_within(checkpoint) {
+        Some((sequence, sub)) => (
+            "checkpoint = :checkpoint, checkpoint_sub_sequence = :sub",
+            "",
+            HashMap::from([
+                (":checkpoint".to_owned(), string(sequence)),
+                (":sub".to_owned(), number(sub)),
+            ]),
+        ),
+        None => (
+            "checkpoint = :checkpoint",
+            " REMOVE checkpoint_sub_sequence",
+            HashMap::from([(":checkpoint".to_owned(), string(checkpoint))]),
+        ),
+    }
 }
 
 pub(super) fn string_attribute(item: &Item, name: &str) -> Result<Option<String>, String> {

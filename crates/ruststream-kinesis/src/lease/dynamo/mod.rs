@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::{
 mod item;
 mod writes;
 
-use item::{number, number_attribute, state_of, string, string_attribute};
+use item::{checkpoint_update, number, number_attribute, state_of, string, string_attribute};
 
 use super::{
     HeldEffect, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, SKEW_TOLERANCE,
@@ -35,6 +35,9 @@ const EXPIRY: &str = "lease_expiry";
 const COUNTER: &str = "lease_counter";
 /// The last checkpoint: a sequence number or `SHARD_END`.
 const CHECKPOINT: &str = "checkpoint";
+/// With a checkpoint inside a KPL aggregate, the index of the last settled user record in it
+/// (the KCL's `checkpointSubSequenceNumber`); absent otherwise.
+const CHECKPOINT_SUB_SEQUENCE: &str = "checkpoint_sub_sequence";
 
 /// A take succeeds when the row is new, has no owner, has this owner, or expired more than
 /// [`SKEW_TOLERANCE`] ago by the taker's clock (`:cutoff` is now minus the tolerance). A take

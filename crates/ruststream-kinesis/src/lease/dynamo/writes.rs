@@ -461,17 +461,16 @@ impl DynamoLeaseStore {
         owner: &str,
         checkpoint: &str,
     ) -> Result<(), LeaseError> {
-        let values = HashMap::from([
-            (":me".to_owned(), string(owner)),
-            (":checkpoint".to_owned(), string(checkpoint)),
-            (":one".to_owned(), number(1)),
-        ]);
+        let (set, remove, mut values) = checkpoint_update(checkpoint);
+        values.insert(":me".to_owned(), string(owner));
+        values.insert(":one".to_owned(), number(1));
+        let update = format!("SET {set} ADD lease_counter :one{remove}");
         self.held_update(
             key,
             owner,
             HeldWrite {
                 operation: "checkpoint",
-                update: "SET checkpoint = :checkpoint ADD lease_counter :one",
+                update: &update,
                 values,
                 returns: ReturnValue::UpdatedNew,
                 effect: HeldEffect {
@@ -493,18 +492,17 @@ impl DynamoLeaseStore {
         lease: Duration,
     ) -> Result<(), LeaseError> {
         let expiry = epoch_millis().saturating_add(millis(lease));
-        let values = HashMap::from([
-            (":me".to_owned(), string(owner)),
-            (":checkpoint".to_owned(), string(checkpoint)),
-            (":expiry".to_owned(), number(expiry)),
-            (":one".to_owned(), number(1)),
-        ]);
+        let (set, remove, mut values) = checkpoint_update(checkpoint);
+        values.insert(":me".to_owned(), string(owner));
+        values.insert(":expiry".to_owned(), number(expiry));
+        values.insert(":one".to_owned(), number(1));
+        let update = format!("SET {set}, lease_expiry = :expiry ADD lease_counter :one{remove}");
         self.held_update(
             key,
             owner,
             HeldWrite {
                 operation: "checkpoint",
-                update: "SET checkpoint = :checkpoint, lease_expiry = :expiry ADD lease_counter :one",
+                update: &update,
                 values,
                 returns: ReturnValue::UpdatedNew,
                 effect: HeldEffect {

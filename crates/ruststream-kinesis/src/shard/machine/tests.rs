@@ -16,18 +16,37 @@ const S: Duration = Duration::from_secs(1);
 const EPOCH_MS: u64 = 1_000_000;
 const POLL: Duration = Duration::from_secs(1);
 
-/// A record's sequence number; `"5.0"` is user record 0 of the aggregate at 5, which others
-/// follow (`"5.2$"` the last of it).
+/// A record: its sequence number, and for a user record of a KPL aggregate its index there and
+/// whether it is the aggregate's last. `rec("5.0")` is user record 0 of the aggregate at 5, which
+/// others follow; `rec("5.2$")` the last of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Rec(Arc<str>);
+struct Rec(Arc<str>, Option<(u64, bool)>);
+
+fn rec(name: &str) -> Rec {
+    match name.split_once('.') {
+        None => Rec(Arc::from(name), None),
+        Some((sequence, sub)) => {
+            let last = sub.ends_with('$');
+            let sub = sub.trim_end_matches('$').parse().expect("an index");
+            Rec(Arc::from(sequence), Some((sub, last)))
+        }
+    }
+}
 
 impl Sequenced for Rec {
     fn sequence(&self) -> &Arc<str> {
         &self.0
     }
 
-    fn ends_record(&self) -> bool {
-        !self.0.contains('.') || self.0.ends_with('$')
+    fn sub_sequence(&self) -> Option<u64> {
+        self.1.map(|(sub, _)| sub)
+    }
+
+    fn checkpoint(&self) -> Arc<str> {
+        match self.1 {
+            Some((sub, false)) => Arc::from(crate::lease::within_checkpoint(&self.0, sub)),
+            _ => Arc::clone(&self.0),
+        }
     }
 }
 
@@ -66,7 +85,7 @@ fn next(machine: &mut ShardMachine<Duration, Rec>, now: Duration) -> ReadStep<Re
 }
 
 fn records(sequences: &[&str]) -> Vec<Rec> {
-    sequences.iter().map(|s| Rec(Arc::from(*s))).collect()
+    sequences.iter().map(|s| rec(s)).collect()
 }
 
 /// Expects a `GetRecords` call at `now` and answers it with `sequences`, `next` and
@@ -95,7 +114,7 @@ fn read(
 }
 
 #[test]
-fn the_user_records_of_an_aggregate_checkpoint_its_number_once_all_settled() {
+fn a_checkpoint_inside_an_aggregate_names_the_last_settled_user_record() {
     let mut machine = taken();
     // Plain 4, the aggregate at 5 (three user records), plain 6.
     read(
@@ -107,29 +126,83 @@ fn the_user_records_of_an_aggregate_checkpoint_its_number_once_all_settled() {
     );
     let tickets = hand_out(&mut machine, Duration::ZERO);
     assert_eq!(tickets.len(), 5, "each user record is a delivery");
+    let grown = |machine: &mut ShardMachine<Duration, Rec>, ticket| {
+        machine.settle(ticket, false).unwrap().grown_to
+    };
+    assert_eq!(grown(&mut machine, tickets[0]).as_deref(), Some("4"));
     assert_eq!(
-        machine
-            .settle(tickets[0], false)
-            .unwrap()
-            .grown_to
-            .as_deref(),
-        Some("4")
+        grown(&mut machine, tickets[2]),
+        None,
+        "user record 0 is not settled"
     );
-    for (n, ticket) in [tickets[1], tickets[2], tickets[4]].into_iter().enumerate() {
-        let settled = machine.settle(ticket, false).unwrap();
-        assert_eq!(
-            settled.grown_to, None,
-            "settle {n}: the aggregate is not done"
-        );
-        assert!(!settled.checkpoint);
-    }
-    let settled = machine.settle(tickets[3], false).unwrap();
+    assert_eq!(grown(&mut machine, tickets[1]).as_deref(), Some("5:1"));
+    assert_eq!(grown(&mut machine, tickets[4]), None);
     assert_eq!(
-        settled.grown_to.as_deref(),
+        grown(&mut machine, tickets[3]).as_deref(),
         Some("6"),
         "its last, and what followed"
     );
-    assert!(settled.checkpoint);
+}
+
+#[test]
+fn a_shard_resumed_inside_an_aggregate_drops_the_user_records_settled_before() {
+    let resume = ShardStart::from_checkpoint("shardId-0", "5:1");
+    assert_eq!(
+        resume,
+        ShardStart::Within {
+            sequence: Arc::from("5"),
+            through: 1
+        }
+    );
+    let mut machine = ShardMachine::new(
+        ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
+        settings(1000),
+        "at-5".to_owned(),
+        resume,
+    );
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["5.0", "5.1", "5.2", "5.3$", "6"],
+        Some("it-1"),
+        0,
+    );
+    let mut handed = Vec::new();
+    while let ReadStep::Deliver(record, _) = next(&mut machine, Duration::ZERO) {
+        handed.push(record);
+    }
+    assert_eq!(handed, records(&["5.2", "5.3$", "6"]));
+    // The next batch drops nothing: a record of sequence 5 would be a new aggregate's.
+    read(&mut machine, S, &["7"], Some("it-2"), 0);
+    assert_eq!(hand_out(&mut machine, S).len(), 1);
+    // An expired iterator with nothing handed out since the start skips again.
+    let mut machine = ShardMachine::new(
+        ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
+        settings(1000),
+        "at-5".to_owned(),
+        ShardStart::from_checkpoint("shardId-0", "5:0"),
+    );
+    let step = next(&mut machine, Duration::ZERO);
+    assert!(
+        matches!(step, ReadStep::Call(Call::GetRecords(_))),
+        "{step:?}"
+    );
+    machine.read_answered(Duration::ZERO, Fetch::Expired, 0);
+    let step = next(&mut machine, S);
+    assert!(
+        matches!(
+            &step,
+            ReadStep::Call(Call::GetIterator(ShardStart::Within { through: 0, .. }))
+        ),
+        "{step:?}"
+    );
+    machine.read_answered(S, Fetch::Iterator("at-5-again".to_owned()), 0);
+    read(&mut machine, S + S, &["5.0", "5.1$"], Some("it-1"), 0);
+    let mut handed = Vec::new();
+    while let ReadStep::Deliver(record, _) = next(&mut machine, S + S) {
+        handed.push(record);
+    }
+    assert_eq!(handed, records(&["5.1$"]));
 }
 
 /// Hands out every record the machine holds at `now`, and answers their tickets.
@@ -393,7 +466,7 @@ fn a_seek_drops_the_records_waiting_to_come_back() {
     let ticket = hand_out(&mut machine, Duration::ZERO)[0];
     let kept = machine.hand_back(
         Duration::ZERO,
-        Rec(Arc::from("1")),
+        rec("1"),
         ticket,
         1,
         Duration::from_secs(3600),
@@ -422,14 +495,7 @@ fn a_handed_back_record_comes_back_when_due_while_the_lease_lasts() {
     read(&mut machine, Duration::ZERO, &["1", "2"], Some("it-1"), 0);
     let tickets = hand_out(&mut machine, Duration::ZERO);
     for (ticket, delay) in tickets.iter().zip([2 * S, S]) {
-        machine.hand_back(
-            Duration::ZERO,
-            Rec(Arc::from("x")),
-            *ticket,
-            1,
-            delay,
-            false,
-        );
+        machine.hand_back(Duration::ZERO, rec("x"), *ticket, 1, delay, false);
     }
     assert!(matches!(
         machine.next_redelivery(Duration::ZERO, ms(Duration::ZERO)),
