@@ -17,9 +17,9 @@ use ruststream::{AckError, OutgoingMessage, RawMessage};
 use tokio::sync::mpsc;
 
 use crate::delivery::message::{Check, Hold, Item, Settlement};
-use crate::delivery::record::Record;
+use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::{Seeking, Source};
-use crate::kinesis::api::OutRecord;
+use crate::kinesis::api::{FetchedRecord, OutRecord};
 use crate::kinesis::envelope;
 use crate::watermark::Ticket;
 use crate::{KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, lease::epoch_millis};
@@ -256,30 +256,34 @@ impl World {
         log.subscribers.retain(|sub| sub.strong_count() > 0);
         let subscribers: Vec<_> = log.subscribers.iter().filter_map(Weak::upgrade).collect();
         for sub in subscribers {
-            self.deliver(&sub, shard, &stored);
+            self.deliver(&sub, shard, &stored, 0);
         }
         log.shards[shard].push(stored);
         Ok(())
     }
 
-    fn deliver(&self, sub: &Arc<InProcessSubscription>, shard: usize, stored: &Stored) {
+    /// Delivers `stored` to `sub`: its user records when it is a KPL aggregate, from the one at
+    /// index `from` on (a seek to a user record), as a live reader does.
+    fn deliver(&self, sub: &Arc<InProcessSubscription>, shard: usize, stored: &Stored, from: u64) {
         if sub.closed.load(Ordering::Acquire) {
             return;
         }
-        let (payload, headers) = envelope::decode(stored.data.clone());
-        let record = Record {
-            payload,
-            headers,
+        let fetched = FetchedRecord {
+            data: stored.data.clone(),
             partition_key: stored.partition_key.clone(),
-            explicit_hash_key: None,
             sequence: Arc::clone(&stored.sequence),
-            sub_sequence: None,
-            ends_record: true,
             arrived_ms: Some(stored.arrived_ms),
         };
         let shard = shard_id(shard);
         let generation = sub.generation_of(&shard);
-        self.hand_out(sub, shard, record, generation, 1);
+        for record in record::decoded(fetched) {
+            if record
+                .sub_sequence
+                .is_none_or(|sub_sequence| sub_sequence >= from)
+            {
+                self.hand_out(sub, Arc::clone(&shard), record, generation, 1);
+            }
+        }
     }
 
     /// Hands `record` to `sub`, its `attempt`th delivery, counted by the harness until settled.
@@ -396,7 +400,10 @@ impl InProcessSubscription {
         }
         // Kinesis refuses a sequence number its shard does not hold (one of another shard, or
         // trimmed), and the seek moves nothing.
-        if let KinesisPosition::AtSequence { shard, sequence } = to
+        if let KinesisPosition::AtSequence { shard, sequence }
+        | KinesisPosition::AtSubSequence {
+            shard, sequence, ..
+        } = to
             && let Some(index) = (0..log.shards.len()).find(|index| *shard_id(*index) == **shard)
             && !log.shards[index]
                 .iter()
@@ -440,7 +447,8 @@ impl InProcessSubscription {
                                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
                             stored.arrived_ms >= at_ms
                         }
-                        KinesisPosition::AtSequence { sequence, .. } => {
+                        KinesisPosition::AtSequence { sequence, .. }
+                        | KinesisPosition::AtSubSequence { sequence, .. } => {
                             crate::settings::position::sequence_cmp(&stored.sequence, sequence)
                                 .is_ge()
                         }
@@ -450,7 +458,16 @@ impl InProcessSubscription {
         }
         replay.sort_by_key(|(_, stored)| stored.order);
         for (index, stored) in replay {
-            world.deliver(self, index, stored);
+            // A seek to a user record starts inside its aggregate.
+            let from = match to {
+                KinesisPosition::AtSubSequence {
+                    sequence,
+                    sub_sequence,
+                    ..
+                } if *stored.sequence == **sequence => *sub_sequence,
+                _ => 0,
+            };
+            world.deliver(self, index, stored, from);
         }
         Ok(())
     }
@@ -583,6 +600,65 @@ mod tests {
             again.push(message);
         }
         assert_eq!(again.len(), 2);
+        sub.close();
+    }
+
+    #[tokio::test]
+    async fn an_aggregate_arrives_as_its_user_records_and_a_seek_names_one() {
+        use ruststream::{IncomingMessage, Positioned};
+        let world = Arc::new(World::default());
+        let (sub, mut rx) = world
+            .subscribe(
+                "orders",
+                Some(1),
+                Arc::default(),
+                tokio::runtime::Handle::current(),
+            )
+            .unwrap();
+        let mut aggregate = crate::kinesis::kpl::Aggregate::new();
+        for n in 0..4 {
+            aggregate.push(&format!("key-{n}"), None, format!("user-{n}").into_bytes());
+        }
+        let record = OutRecord {
+            data: Bytes::from(aggregate.encode()),
+            partition_key: "outer".to_owned(),
+        };
+        world.put("orders", record).unwrap();
+        let mut delivered = Vec::new();
+        while let Ok(Ok(message)) = rx.try_recv() {
+            delivered.push(message);
+        }
+        let seen: Vec<_> = delivered
+            .iter()
+            .map(|m| (m.payload().to_vec(), m.partition_key_str().to_owned()))
+            .collect();
+        let want: Vec<_> = (0..4)
+            .map(|n| (format!("user-{n}").into_bytes(), format!("key-{n}")))
+            .collect();
+        assert_eq!(seen, want);
+        // A seek to the third user record's position delivers it and the one after.
+        let third = delivered[2].position();
+        assert!(
+            matches!(
+                third,
+                KinesisPosition::AtSubSequence {
+                    sub_sequence: 2,
+                    ..
+                }
+            ),
+            "{third:?}"
+        );
+        sub.seek_to(&third).unwrap();
+        // (Kept: a delivery dropped unsettled would come back once more.)
+        let mut again = Vec::new();
+        while let Ok(Ok(message)) = rx.try_recv() {
+            again.push(message);
+        }
+        let subs: Vec<_> = again
+            .iter()
+            .map(KinesisMessage::sub_sequence_number)
+            .collect();
+        assert_eq!(subs, [Some(2), Some(3)]);
         sub.close();
     }
 

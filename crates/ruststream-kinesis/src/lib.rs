@@ -99,7 +99,8 @@ mod watermark;
 
 pub use broker::{ConnectedKinesisBroker, KinesisBroker};
 pub use delivery::context::{
-    KinesisBatchContext, KinesisContext, Position, SeekHandle, SequenceNumber, ShardId, StreamName,
+    KinesisBatchContext, KinesisContext, PartitionKey, Position, SeekHandle, SequenceNumber,
+    ShardId, StreamName,
 };
 pub use delivery::message::KinesisMessage;
 pub use delivery::seeker::KinesisSeeker;
@@ -131,7 +132,7 @@ pub mod prelude {
     pub use crate::{
         KinesisBroker, KinesisContext, KinesisError, KinesisOptions, KinesisPosition,
         KinesisPublishSteps, KinesisStream, LeaseKey, LeaseState, LeaseStore, LeaseTimings,
-        MemoryLeaseStore, SHARD_END, SequenceNumber, ShardId, StreamName,
+        MemoryLeaseStore, PartitionKey, SHARD_END, SequenceNumber, ShardId, StreamName,
     };
     pub use aws_config::SdkConfig;
     pub use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! KPL aggregates on the local stack (`KINESIS_TEST_ENDPOINT`), written by AWS's own aggregation
-//! library: read as their user records, mixed with plain records, and checkpointed inside an
-//! aggregate, so a restart there resumes after the last settled user record.
+//! library: read as their user records, mixed with plain records, checkpointed inside an
+//! aggregate (a restart there resumes after the last settled user record), and sought to by a
+//! user record's position.
 
 mod common;
 
@@ -9,8 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_kinesis::primitives::Blob;
-use ruststream::{Broker, ConnectedBroker, IncomingMessage, Subscriber, SubscriptionSource};
-use ruststream_kinesis::{KinesisStream, LeaseStore, MemoryLeaseStore};
+use ruststream::{
+    Broker, ConnectedBroker, IncomingMessage, Positioned, Seekable, Seeker, Subscriber,
+    SubscriptionSource,
+};
+use ruststream_kinesis::{KinesisPosition, KinesisStream, LeaseStore, MemoryLeaseStore};
 
 fn stream_of(name: &str) -> KinesisStream {
     KinesisStream::new(name.to_owned())
@@ -145,4 +149,54 @@ async fn a_restart_inside_an_aggregate_resumes_after_its_last_settled_user_recor
     assert_eq!(msg.payload(), b"plain-after");
     msg.ack().await.unwrap();
     second.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_to_a_user_records_position_delivers_it_and_what_follows() {
+    let (Some(url), Some(python)) = (common::endpoint(), common::kpl::python()) else {
+        return;
+    };
+    let name = common::unique("kpl-seek");
+    let connected = common::broker(&url).connect().await.unwrap();
+    let mut subscriber = stream_of(&name).subscribe(&connected).await.unwrap();
+    let seeker = subscriber.seeker();
+    let mut deliveries = pin!(subscriber.stream());
+    let raw = common::raw_kinesis(&url);
+    let records = user_records("c", 6);
+    put_packed(&raw, &name, &common::kpl::aggregate(&python, &records)).await;
+    put_plain(&raw, &name, "plain-after").await;
+
+    let mut positions = Vec::new();
+    for _ in 0..records.len() {
+        let msg = common::next_delivery(&mut deliveries).await;
+        positions.push(msg.position());
+        msg.ack().await.unwrap();
+    }
+    let msg = common::next_delivery(&mut deliveries).await;
+    assert_eq!(msg.payload(), b"plain-after");
+    msg.ack().await.unwrap();
+    assert!(
+        matches!(
+            &positions[3],
+            KinesisPosition::AtSubSequence {
+                sub_sequence: 3,
+                ..
+            }
+        ),
+        "{:?}",
+        positions[3]
+    );
+    seeker.seek(positions[3].clone()).await.unwrap();
+    for (n, (_, _, data)) in records.iter().enumerate().skip(3) {
+        let msg = common::next_delivery(&mut deliveries).await;
+        assert_eq!(msg.payload(), &data[..], "user record {n} again");
+        msg.ack().await.unwrap();
+    }
+    let msg = common::next_delivery(&mut deliveries).await;
+    assert_eq!(
+        msg.payload(),
+        b"plain-after",
+        "and what follows the aggregate"
+    );
+    msg.ack().await.unwrap();
 }

@@ -1,5 +1,5 @@
 //! What a handler reads off a delivery: `Ctx<ShardId>`, `Ctx<SequenceNumber>`, `Ctx<StreamName>`,
-//! `Ctx<Position>` and `Ctx<SeekHandle>`; a batch body reads `SeekHandle` off its batch context.
+//! `Ctx<PartitionKey>`, `Ctx<Position>` and `Ctx<SeekHandle>`; a batch body reads `SeekHandle` off its batch context.
 
 use std::sync::Arc;
 
@@ -8,7 +8,8 @@ use ruststream::{BuildBatchContext, BuildContext, ContextField, Field, Positione
 use crate::{KinesisMessage, KinesisPosition, KinesisSeeker};
 
 /// The per-delivery context of a Kinesis subscription: a handler reads it through the keys
-/// [`ShardId`], [`SequenceNumber`], [`StreamName`], [`Position`] and [`SeekHandle`]
+/// [`ShardId`], [`SequenceNumber`], [`StreamName`], [`PartitionKey`], [`Position`] and
+/// [`SeekHandle`]
 /// (`Ctx<ShardId>`, ...).
 #[non_exhaustive]
 #[derive(Debug, Clone)]
@@ -17,8 +18,10 @@ pub struct KinesisContext {
     pub stream: Arc<str>,
     /// The shard it was read from.
     pub shard: Arc<str>,
-    /// Its sequence number.
+    /// Its sequence number (a KPL aggregate's, for one of its user records).
     pub sequence: Arc<str>,
+    /// Its partition key: a user record's own, inside a KPL aggregate.
+    pub partition_key: Arc<str>,
     /// Its position: seeking to it delivers the record again, and what follows it in its shard.
     pub position: KinesisPosition,
     /// The subscription's seeker.
@@ -31,6 +34,7 @@ impl BuildContext<KinesisMessage> for KinesisContext {
             stream: Arc::clone(&msg.stream),
             shard: Arc::clone(&msg.shard),
             sequence: Arc::clone(&msg.record.sequence),
+            partition_key: Arc::clone(&msg.record.partition_key),
             position: msg.position(),
             seeker: msg.seeker.clone(),
         }
@@ -90,7 +94,9 @@ impl BuildBatchContext<KinesisMessage> for KinesisBatchContext {
 }
 
 /// `Ctx<Position>` in a handler binds the delivery's [`KinesisPosition`]
-/// ([`AtSequence`](KinesisPosition::AtSequence)): seeking to it delivers the record again.
+/// ([`AtSequence`](KinesisPosition::AtSequence), or
+/// [`AtSubSequence`](KinesisPosition::AtSubSequence) for a user record of a KPL aggregate):
+/// seeking to it delivers the record again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Position;
 
@@ -259,4 +265,52 @@ context_key!(
 context_key!(
     /// `Ctx<StreamName>` in a handler binds the stream the record was read from.
     StreamName => stream
+);
+context_key!(
+    /// `Ctx<PartitionKey>` in a handler binds the record's partition key: a user record's own,
+    /// inside a KPL aggregate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(feature = "testing")]
+    /// # mod demo {
+    /// use std::sync::Mutex;
+    ///
+    /// use ruststream_kinesis::prelude::*;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+    /// #[outgoing(name = "orders")]
+    /// struct Order {
+    ///     id: u64,
+    /// }
+    ///
+    /// static KEYS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    ///
+    /// #[subscriber(KinesisStream::new("orders").create_if_missing(1))]
+    /// async fn pick(order: &Order, key: Ctx<PartitionKey>) -> HandlerOutcome {
+    ///     KEYS.lock().unwrap().push(format!("order {} under {}", order.id, key.0));
+    ///     HandlerOutcome::ack()
+    /// }
+    ///
+    /// fn app() -> RustStream {
+    ///     RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(KinesisBroker::new(), |b| {
+    ///         b.include(pick);
+    ///     })
+    /// }
+    ///
+    /// pub async fn test() -> Result<(), Box<dyn std::error::Error>> {
+    ///     let tb = ruststream::testing::TestApp::start(app()).await?;
+    ///     tb.broker::<KinesisBroker>().message(&Order { id: 7 }).publish().await?;
+    ///     let keys = KEYS.lock().unwrap();
+    ///     assert_eq!(keys.len(), 1);
+    ///     assert!(keys[0].starts_with("order 7 under "), "{keys:?}");
+    ///     Ok(())
+    /// }
+    /// # }
+    /// # #[cfg(feature = "testing")]
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(demo::test()).unwrap();
+    /// ```
+    PartitionKey => partition_key
 );

@@ -280,9 +280,14 @@ impl Positioned for KinesisMessage {
     type Position = KinesisPosition;
 
     fn position(&self) -> KinesisPosition {
-        KinesisPosition::AtSequence {
-            shard: Arc::clone(&self.shard),
-            sequence: Arc::clone(&self.record.sequence),
+        let (shard, sequence) = (Arc::clone(&self.shard), Arc::clone(&self.record.sequence));
+        match self.record.sub_sequence {
+            Some(sub_sequence) => KinesisPosition::AtSubSequence {
+                shard,
+                sequence,
+                sub_sequence,
+            },
+            None => KinesisPosition::AtSequence { shard, sequence },
         }
     }
 }

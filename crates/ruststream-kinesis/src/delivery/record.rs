@@ -16,7 +16,7 @@ pub(crate) struct Record {
     pub(crate) payload: Bytes,
     pub(crate) headers: HeaderMap,
     /// The user record's own partition key (the Kinesis record's, for a plain record).
-    pub(crate) partition_key: String,
+    pub(crate) partition_key: Arc<str>,
     /// The user record's explicit hash key, where the producer set one inside an aggregate.
     pub(crate) explicit_hash_key: Option<String>,
     /// The Kinesis record's sequence number.
@@ -37,7 +37,7 @@ impl Record {
         Self {
             payload: Bytes::from_static(payload),
             headers: HeaderMap::new(),
-            partition_key: "k".to_owned(),
+            partition_key: Arc::from("k"),
             explicit_hash_key: None,
             sequence: Arc::from(sequence),
             sub_sequence: None,
@@ -56,7 +56,7 @@ pub(crate) fn decoded(record: FetchedRecord) -> Vec<Record> {
         return vec![Record {
             payload,
             headers,
-            partition_key: record.partition_key,
+            partition_key: Arc::from(record.partition_key),
             explicit_hash_key: None,
             sequence: record.sequence,
             sub_sequence: None,
@@ -73,7 +73,7 @@ pub(crate) fn decoded(record: FetchedRecord) -> Vec<Record> {
             Record {
                 payload,
                 headers,
-                partition_key: user.partition_key,
+                partition_key: Arc::from(user.partition_key),
                 explicit_hash_key: user.explicit_hash_key,
                 sequence: Arc::clone(&record.sequence),
                 sub_sequence: Some(index as u64),
@@ -112,7 +112,7 @@ mod tests {
             .map(|r| {
                 (
                     &r.payload[..],
-                    r.partition_key.as_str(),
+                    &*r.partition_key,
                     r.explicit_hash_key.as_deref(),
                     r.sub_sequence,
                     r.ends_record,
@@ -151,7 +151,7 @@ mod tests {
             let records = decoded(fetched(data.clone()));
             assert_eq!(records.len(), 1);
             assert_eq!(&records[0].payload[..], &data[..]);
-            assert_eq!(records[0].partition_key, "outer");
+            assert_eq!(&*records[0].partition_key, "outer");
             assert_eq!(records[0].sub_sequence, None);
             assert!(records[0].ends_record);
         }

@@ -234,7 +234,10 @@ pub(crate) async fn shard_iterator(
         ShardStart::At(KinesisPosition::AtTimestamp(at)) => request
             .shard_iterator_type(ShardIteratorType::AtTimestamp)
             .timestamp(DateTime::from(*at)),
-        ShardStart::At(KinesisPosition::AtSequence { sequence, .. }) => request
+        ShardStart::At(
+            KinesisPosition::AtSequence { sequence, .. }
+            | KinesisPosition::AtSubSequence { sequence, .. },
+        ) => request
             .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
             .starting_sequence_number(sequence.as_ref()),
     };

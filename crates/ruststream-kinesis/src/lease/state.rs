@@ -83,7 +83,10 @@ pub struct LeaseState {
     /// Bumped by every write to the row.
     pub counter: u64,
     /// The last checkpoint: a sequence number, [`SHARD_END`], [`SHARD_SKIPPED`], a recorded
-    /// start (below), or `None` until the shard's first owner recorded its start.
+    /// start (below), or `None` until the shard's first owner recorded its start. Inside a KPL
+    /// aggregate it is `<sequence number>:<index>`: through the user record at that index of the
+    /// aggregate at that sequence number, the next owner reading the aggregate again and
+    /// skipping the user records up to it.
     ///
     /// A first owner that takes a shard without a checkpoint records where it starts before it
     /// reads: `TRIM_HORIZON`, `AT_TIMESTAMP:<epoch ms>` (a start at a time; the tip is recorded

@@ -102,7 +102,9 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         lease: Duration,
     ) -> LeaseFuture<'a, LeaseState>;
 
-    /// Records `checkpoint` (a sequence number or [`SHARD_END`](crate::SHARD_END)) for `key`,
+    /// Records `checkpoint` (a sequence number, `<sequence number>:<index>` inside a KPL
+    /// aggregate, [`SHARD_END`](crate::SHARD_END) or another value of
+    /// [`LeaseState::checkpoint`](crate::LeaseState::checkpoint), kept as the string it is) for `key`,
     /// accepted only while `owner` holds the lease.
     ///
     /// # Errors

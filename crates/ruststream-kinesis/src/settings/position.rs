@@ -15,8 +15,9 @@ use crate::lease::{millis, split_within, within_checkpoint};
 /// instance holds at that moment (see [`KinesisSeeker`](crate::KinesisSeeker)).
 ///
 /// A delivery's own position ([`Positioned::position`](ruststream::Positioned::position)) is
-/// [`AtSequence`](Self::AtSequence): seeking to it delivers that record again, and what follows
-/// it in its shard.
+/// [`AtSequence`](Self::AtSequence), or [`AtSubSequence`](Self::AtSubSequence) for a user record
+/// of a KPL aggregate: seeking to it delivers that record again, and what follows it in its
+/// shard.
 ///
 /// # Examples
 ///
@@ -70,6 +71,16 @@ pub enum KinesisPosition {
         /// The record's sequence number.
         sequence: Arc<str>,
     },
+    /// This user record of a KPL aggregate (see the KPL records page), and what follows it: the
+    /// aggregate is read again from this user record on.
+    AtSubSequence {
+        /// The shard.
+        shard: Arc<str>,
+        /// The aggregate's sequence number.
+        sequence: Arc<str>,
+        /// The user record's index in the aggregate.
+        sub_sequence: u64,
+    },
 }
 
 impl KinesisPosition {
@@ -82,11 +93,33 @@ impl KinesisPosition {
         }
     }
 
+    /// The position of one user record of a KPL aggregate: seeking to it delivers that user
+    /// record again, and what follows it.
+    ///
+    /// ```
+    /// use ruststream_kinesis::KinesisPosition;
+    ///
+    /// let third = KinesisPosition::at_sub_sequence("shardId-000000000000", "4959033827", 2);
+    /// assert_eq!(third.shard(), Some("shardId-000000000000"));
+    /// ```
+    #[must_use]
+    pub fn at_sub_sequence(
+        shard: impl Into<Arc<str>>,
+        sequence: impl Into<Arc<str>>,
+        sub_sequence: u64,
+    ) -> Self {
+        Self::AtSubSequence {
+            shard: shard.into(),
+            sequence: sequence.into(),
+            sub_sequence,
+        }
+    }
+
     /// The one shard this position is about, `None` for a position of every shard.
     #[must_use]
     pub fn shard(&self) -> Option<&str> {
         match self {
-            Self::AtSequence { shard, .. } => Some(shard),
+            Self::AtSequence { shard, .. } | Self::AtSubSequence { shard, .. } => Some(shard),
             _ => None,
         }
     }
@@ -162,6 +195,16 @@ impl ShardStart {
             Self::At(KinesisPosition::AtSequence { sequence, .. }) => {
                 format!("{AT_SEQUENCE}{sequence}")
             }
+            // From its first user record: at the aggregate; from a later one: inside it, after
+            // the one before.
+            Self::At(KinesisPosition::AtSubSequence {
+                sequence,
+                sub_sequence,
+                ..
+            }) => match sub_sequence.checked_sub(1) {
+                None => format!("{AT_SEQUENCE}{sequence}"),
+                Some(before) => within_checkpoint(sequence, before),
+            },
         }
     }
 }
@@ -211,6 +254,20 @@ mod tests {
                 start
             );
         }
+        // A user record: from the first, the aggregate; from a later one, after the one before.
+        let first = ShardStart::At(KinesisPosition::at_sub_sequence("s-1", "42", 0));
+        assert_eq!(
+            ShardStart::from_checkpoint("s-1", &first.to_checkpoint(0)),
+            ShardStart::At(KinesisPosition::at_sequence("s-1", "42"))
+        );
+        let third = ShardStart::At(KinesisPosition::at_sub_sequence("s-1", "42", 2));
+        assert_eq!(
+            ShardStart::from_checkpoint("s-1", &third.to_checkpoint(0)),
+            ShardStart::Within {
+                sequence: Arc::from("42"),
+                through: 1
+            }
+        );
         // The tip is recorded as the time it was opened, less the skew tolerance.
         let tip = ShardStart::At(KinesisPosition::Latest).to_checkpoint(10_000);
         assert_eq!(

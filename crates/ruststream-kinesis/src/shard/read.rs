@@ -372,8 +372,12 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             } => {
                 self.failures = 0;
                 self.not_before = None;
-                let caught_up =
-                    pace::caught_up(records.len(), self.settings.batch_size, millis_behind);
+                // The call's limit counts Kinesis records: an aggregate's user records are one.
+                let returned = records
+                    .iter()
+                    .filter(|record| record.sub_sequence().is_none_or(|sub| sub == 0))
+                    .count();
+                let caught_up = pace::caught_up(returned, self.settings.batch_size, millis_behind);
                 let mut records = records;
                 if !records.is_empty()
                     && let Some((sequence, through)) = self.skip.take()

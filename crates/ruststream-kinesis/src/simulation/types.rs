@@ -89,7 +89,10 @@ impl Stream {
             }
             // The simulated stream's records are plain: a start inside an aggregate never
             // comes up, and would read the record again.
-            ShardStart::At(KinesisPosition::AtSequence { sequence, .. })
+            ShardStart::At(
+                KinesisPosition::AtSequence { sequence, .. }
+                | KinesisPosition::AtSubSequence { sequence, .. },
+            )
             | ShardStart::Within { sequence, .. } => {
                 let at: u64 = sequence.parse().expect("a sequence number");
                 sim.records.partition_point(|&seq| seq < at)

@@ -15,9 +15,14 @@ pub(super) fn number(value: u64) -> AttributeValue {
 /// The [`LeaseState`] a row holds; a message naming the attribute that is malformed.
 pub(super) fn state_of(item: &Item) -> Result<LeaseState, String> {
     let checkpoint = string_attribute(item, CHECKPOINT)?;
-    // A checkpoint inside a KPL aggregate: the KCL's two attributes, one checkpoint here.
-    let checkpoint = match (checkpoint, number_attribute(item, CHECKPOINT_SUB_SEQUENCE)?) {
-        (Some(sequence), Some(sub)) => Some(within_checkpoint(&sequence, sub)),
+    // A checkpoint inside a KPL aggregate: two attributes in the row, one checkpoint here. Only
+    // beside a sequence number: a version before this one rewrote `checkpoint` without removing
+    // the index, and `SHARD_END` or a recorded start must not read as inside an aggregate.
+    let sub = number_attribute(item, CHECKPOINT_SUB_SEQUENCE)?;
+    let checkpoint = match (checkpoint, sub) {
+        (Some(sequence), Some(sub)) if is_sequence_number(&sequence) => {
+            Some(within_checkpoint(&sequence, sub))
+        }
         (checkpoint, _) => checkpoint,
     };
     Ok(LeaseState {
@@ -26,6 +31,11 @@ pub(super) fn state_of(item: &Item) -> Result<LeaseState, String> {
         counter: number_attribute(item, COUNTER)?.unwrap_or(0),
         checkpoint,
     })
+}
+
+/// Whether `text` is a sequence number (digits only).
+fn is_sequence_number(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// How a checkpoint write sets the row: `checkpoint = :checkpoint`, with the user record's index

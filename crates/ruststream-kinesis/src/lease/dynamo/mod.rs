@@ -33,10 +33,11 @@ const OWNER: &str = "lease_owner";
 const EXPIRY: &str = "lease_expiry";
 /// Bumped by every write.
 const COUNTER: &str = "lease_counter";
-/// The last checkpoint: a sequence number or `SHARD_END`.
+/// The last checkpoint: a sequence number, `SHARD_END`, `SHARD_SKIPPED` or a recorded start.
 const CHECKPOINT: &str = "checkpoint";
-/// With a checkpoint inside a KPL aggregate, the index of the last settled user record in it
-/// (the KCL's `checkpointSubSequenceNumber`); absent otherwise.
+/// With a checkpoint inside a KPL aggregate, the index of the last settled user record of the
+/// aggregate whose sequence number `checkpoint` holds (the model of the KCL's
+/// `checkpointSubSequenceNumber`); absent otherwise.
 const CHECKPOINT_SUB_SEQUENCE: &str = "checkpoint_sub_sequence";
 
 /// A take succeeds when the row is new, has no owner, has this owner, or expired more than

@@ -242,6 +242,23 @@ fn calls_go_out_at_most_five_a_second_and_once_per_poll_interval_at_the_tip() {
     assert_eq!(step_call(step), Some(Call::GetRecords("it-2".to_owned())));
 }
 
+#[test]
+fn the_batch_limit_counts_an_aggregate_as_one_record() {
+    let mut machine = taken();
+    // Twelve user records of one aggregate: one Kinesis record of the ten the call may return.
+    let names: Vec<String> = (0..12)
+        .map(|n| format!("5.{n}{}", if n == 11 { "$" } else { "" }))
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    read(&mut machine, Duration::ZERO, &names, Some("it-1"), 0);
+    assert_eq!(hand_out(&mut machine, Duration::ZERO).len(), 12);
+    let step = next(&mut machine, MIN_CALL_GAP);
+    assert!(
+        matches!(step, ReadStep::Wait(Some(until)) if until == POLL),
+        "caught up at the tip: the poll interval, {step:?}"
+    );
+}
+
 fn step_call(step: ReadStep<Rec, Duration>) -> Option<Call> {
     match step {
         ReadStep::Call(call) => Some(call),
