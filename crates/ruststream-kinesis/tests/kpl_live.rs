@@ -200,3 +200,62 @@ async fn a_seek_to_a_user_records_position_delivers_it_and_what_follows() {
     );
     msg.ack().await.unwrap();
 }
+
+/// The hash of a partition key, as Kinesis maps keys to shards: the MD5 as a 128-bit number.
+fn hash_of(partition_key: &str) -> u128 {
+    use md5::{Digest, Md5};
+    u128::from_be_bytes(Md5::digest(partition_key.as_bytes()).into())
+}
+
+/// An aggregate holds user records of keys that, on their own, would go to another shard: a KPL
+/// whose shard map was stale packed them together (right after a split). The Java KCL drops
+/// those user records, counting on the sibling shard to hold them; it does not: each was written
+/// once, inside this aggregate, to this shard. We deliver them where they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_records_whose_keys_map_to_a_sibling_shard_are_delivered_not_dropped() {
+    let (Some(url), Some(python)) = (common::endpoint(), common::kpl::python()) else {
+        return;
+    };
+    let name = common::unique("kpl-range");
+    let connected = common::broker(&url).connect().await.unwrap();
+    let mut subscriber = KinesisStream::new(name.clone())
+        .create_if_missing(2)
+        .poll_interval(Duration::from_millis(200))
+        .subscribe(&connected)
+        .await
+        .unwrap();
+    let mut deliveries = pin!(subscriber.stream());
+    let raw = common::raw_kinesis(&url);
+    let shards = common::open_shards(&raw, &name).await;
+    let range = |shard: &aws_sdk_kinesis::types::Shard| {
+        let range = shard.hash_key_range().unwrap();
+        let start: u128 = range.starting_hash_key().parse().unwrap();
+        let end: u128 = range.ending_hash_key().parse().unwrap();
+        start..=end
+    };
+    let (first, second) = (range(&shards[0]), range(&shards[1]));
+    let records = user_records("d", 12);
+    let elsewhere = records
+        .iter()
+        .filter(|(key, _, _)| second.contains(&hash_of(key)))
+        .count();
+    assert!(elsewhere > 0, "some keys map to the second shard");
+    // The whole aggregate goes to the first shard, by its explicit hash key.
+    let mut packed = common::kpl::aggregate(&python, &records);
+    for record in &mut packed {
+        record.explicit_hash_key = Some(first.start().to_string());
+    }
+    put_packed(&raw, &name, &packed).await;
+
+    for (n, (key, _, data)) in records.iter().enumerate() {
+        let msg = common::next_delivery(&mut deliveries).await;
+        assert_eq!(msg.payload(), &data[..], "user record {n}");
+        assert_eq!(msg.partition_key_str(), key);
+        assert_eq!(
+            msg.shard_id(),
+            shards[0].shard_id(),
+            "user record {n}: where the aggregate is, whatever its key's hash"
+        );
+        msg.ack().await.unwrap();
+    }
+}

@@ -195,15 +195,18 @@ impl KinesisMessage {
             Check::Current => None,
             Check::Stopped => Some(format!(
                 "shard {} of stream {:?} stopped before the handler started (its lease was lost, \
-                 or its reader is handing it back); the record (sequence number {}) is left to \
-                 the shard's next owner",
-                self.shard, self.stream, self.record.sequence
+                 or its reader is handing it back); the record ({}) is left to the shard's next \
+                 owner",
+                self.shard,
+                self.stream,
+                self.record_name()
             )),
             Check::RanOut => Some(format!(
                 "the lease of shard {} of stream {:?} ran out by this instance's clock before \
-                 the handler started; the record (sequence number {}) is left to the shard's \
-                 next owner",
-                self.shard, self.stream, self.record.sequence
+                 the handler started; the record ({}) is left to the shard's next owner",
+                self.shard,
+                self.stream,
+                self.record_name()
             )),
             Check::Stale => Some(self.stale()),
         }
@@ -211,10 +214,24 @@ impl KinesisMessage {
 
     fn stale(&self) -> String {
         format!(
-            "a seek of stream {:?} moved shard {} after this record (sequence number {}) was \
-             read; the seek's position delivers what follows it",
-            self.stream, self.shard, self.record.sequence
+            "a seek of stream {:?} moved shard {} after this record ({}) was read; the seek's \
+             position delivers what follows it",
+            self.stream,
+            self.shard,
+            self.record_name()
         )
+    }
+
+    /// The record in a log line: its sequence number, and its index for a user record of a KPL
+    /// aggregate.
+    fn record_name(&self) -> String {
+        match self.record.sub_sequence {
+            Some(sub) => format!(
+                "sequence number {}, user record {sub} of its KPL aggregate",
+                self.record.sequence
+            ),
+            None => format!("sequence number {}", self.record.sequence),
+        }
     }
 }
 
