@@ -500,6 +500,7 @@ impl World {
         let record = OutRecord {
             data: envelope::encode(payload, &headers),
             partition_key: format!("{:032x}", rand::random::<u128>()),
+            explicit_hash_key: None,
         };
         if let Some(shards) = create_streams {
             Self::create(&mut self.lock(), name, shards);
@@ -561,6 +562,7 @@ mod tests {
             let record = OutRecord {
                 data: Bytes::from_static(b"x"),
                 partition_key: key_in(shard),
+                explicit_hash_key: None,
             };
             world.put("orders", record).unwrap();
         }
@@ -622,6 +624,7 @@ mod tests {
         let record = OutRecord {
             data: Bytes::from(aggregate.encode()),
             partition_key: "outer".to_owned(),
+            explicit_hash_key: None,
         };
         world.put("orders", record).unwrap();
         let mut delivered = Vec::new();

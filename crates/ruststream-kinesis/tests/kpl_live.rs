@@ -259,3 +259,134 @@ async fn user_records_whose_keys_map_to_a_sibling_shard_are_delivered_not_droppe
         msg.ack().await.unwrap();
     }
 }
+
+/// Every record of `stream` from its oldest, shard by shard: (partition key, data).
+async fn raw_records(raw: &aws_sdk_kinesis::Client, stream: &str) -> Vec<(String, Vec<u8>)> {
+    let mut all = Vec::new();
+    for shard in common::open_shards(raw, stream).await {
+        let iterator = raw
+            .get_shard_iterator()
+            .stream_name(stream)
+            .shard_id(shard.shard_id())
+            .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .unwrap();
+        let mut iterator = iterator.shard_iterator().map(str::to_owned);
+        while let Some(current) = iterator.take() {
+            let out = raw
+                .get_records()
+                .shard_iterator(current)
+                .send()
+                .await
+                .unwrap();
+            let got = out.records().len();
+            all.extend(out.records().iter().map(|record| {
+                (
+                    record.partition_key().unwrap_or_default().to_owned(),
+                    record.data().as_ref().to_vec(),
+                )
+            }));
+            if got > 0 {
+                iterator = out.next_shard_iterator().map(str::to_owned);
+            }
+        }
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_published_aggregated_read_back_as_published_here_and_in_aws_kinesis_agg() {
+    use ruststream::{HeaderMap, OutgoingMessage, PublishPolicy, Publisher};
+    use ruststream_kinesis::{KinesisOptions, KinesisPublish};
+
+    let (Some(url), Some(python)) = (common::endpoint(), common::kpl::python()) else {
+        return;
+    };
+    let name = common::unique("kpl-publish");
+    let connected = common::broker(&url).connect().await.unwrap();
+    let mut subscriber = KinesisStream::new(name.clone())
+        .create_if_missing(2)
+        .poll_interval(Duration::from_millis(200))
+        .subscribe(&connected)
+        .await
+        .unwrap();
+    let mut deliveries = pin!(subscriber.stream());
+    let publisher = KinesisPublish::default()
+        .aggregate(true)
+        .pair(&connected)
+        .await
+        .unwrap();
+    // Ten keys publish at once, each its thirty messages one after another (so each key has
+    // an order); every third message with a header.
+    let messages: Vec<(String, String)> = (0..300)
+        .map(|n| (format!("key-{}", n % 10), format!("message-{n}")))
+        .collect();
+    let chains = (0..10usize).map(|key| {
+        let (publisher, name, messages) = (&publisher, &name, &messages);
+        async move {
+            for n in (key..300).step_by(10) {
+                let mut headers = HeaderMap::new();
+                if n.is_multiple_of(3) {
+                    headers.insert("n", n.to_string());
+                }
+                let (key, body) = &messages[n];
+                let msg = OutgoingMessage::new(name, body.as_bytes()).with_headers(headers);
+                let options = KinesisOptions::default().with_partition_key(key);
+                publisher.publish(msg, Some(&options)).await?;
+            }
+            Ok::<(), ruststream_kinesis::KinesisError>(())
+        }
+    });
+    let published = futures::future::join_all(chains).await;
+    assert!(published.iter().all(Result::is_ok), "{published:?}");
+
+    // Far fewer Kinesis records than publishes, each an aggregate AWS's library reads.
+    let raw = common::raw_kinesis(&url);
+    let stored = raw_records(&raw, &name).await;
+    assert!(
+        stored.len() <= 150,
+        "{} Kinesis records for 300 publishes: the keys' records share aggregates",
+        stored.len()
+    );
+    let mut unpacked = Vec::new();
+    for (key, data) in &stored {
+        let users = common::kpl::deaggregate(&python, key, data);
+        assert!(!users.is_empty(), "an aggregate");
+        unpacked.extend(users);
+    }
+    assert_eq!(unpacked.len(), 300);
+    for user in unpacked
+        .iter()
+        .filter(|user| user.data.starts_with(b"message-"))
+    {
+        let n: usize = std::str::from_utf8(&user.data["message-".len()..])
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            user.partition_key, messages[n].0,
+            "message {n}: its own key"
+        );
+        assert!(!n.is_multiple_of(3), "a message without headers is its bytes alone");
+    }
+
+    // Read back here: every message once, each key in publish order, headers inside.
+    let mut last_of_key: std::collections::HashMap<String, usize> = Default::default();
+    for _ in 0..messages.len() {
+        let msg = common::next_delivery(&mut deliveries).await;
+        let body = std::str::from_utf8(msg.payload()).unwrap().to_owned();
+        let n: usize = body["message-".len()..].parse().unwrap();
+        assert_eq!(msg.partition_key_str(), messages[n].0);
+        if let Some(before) = last_of_key.insert(messages[n].0.clone(), n) {
+            assert!(before < n, "{}: {before} then {n}", messages[n].0);
+        }
+        assert_eq!(
+            msg.headers().get("n").map(<[u8]>::to_vec),
+            n.is_multiple_of(3).then(|| n.to_string().into_bytes()),
+            "message {n}"
+        );
+        msg.ack().await.unwrap();
+    }
+    assert_eq!(last_of_key.len(), 10);
+}

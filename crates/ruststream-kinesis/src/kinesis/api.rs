@@ -74,6 +74,9 @@ pub(crate) enum Fetched {
 pub(crate) struct OutRecord {
     pub(crate) data: Bytes,
     pub(crate) partition_key: String,
+    /// Routes the record to the shard whose hash key range holds it, in place of the partition
+    /// key's hash (a KPL aggregate bound for one shard).
+    pub(crate) explicit_hash_key: Option<String>,
 }
 
 /// Whether `stream` exists, and creates it with `create_shards` shards when asked and missing;
@@ -172,6 +175,61 @@ pub(crate) async fn list_shards(
     client: &Client,
     stream: &str,
 ) -> Result<Vec<ShardInfo>, KinesisError> {
+    Ok(every_shard(client, stream)
+        .await?
+        .iter()
+        .map(|shard| ShardInfo {
+            id: Arc::from(shard.shard_id()),
+            parents: [shard.parent_shard_id(), shard.adjacent_parent_shard_id()]
+                .into_iter()
+                .flatten()
+                .map(Arc::from)
+                .collect(),
+            closed: is_closed(shard),
+        })
+        .collect())
+}
+
+/// The hash key ranges of the open shards of `stream`, lowest first: where a record whose key
+/// hashes to a number goes.
+pub(crate) async fn open_hash_ranges(
+    client: &Client,
+    stream: &str,
+) -> Result<Vec<HashRange>, KinesisError> {
+    let mut ranges: Vec<HashRange> = every_shard(client, stream)
+        .await?
+        .iter()
+        .filter(|shard| !is_closed(shard))
+        .filter_map(|shard| {
+            let range = shard.hash_key_range()?;
+            Some(HashRange {
+                start: range.starting_hash_key().parse().ok()?,
+                end: range.ending_hash_key().parse().ok()?,
+            })
+        })
+        .collect();
+    ranges.sort_by_key(|range| range.start);
+    Ok(ranges)
+}
+
+/// The hash keys one open shard takes, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HashRange {
+    pub(crate) start: u128,
+    pub(crate) end: u128,
+}
+
+fn is_closed(shard: &aws_sdk_kinesis::types::Shard) -> bool {
+    shard
+        .sequence_number_range()
+        .is_some_and(|range| range.ending_sequence_number().is_some())
+}
+
+/// Every shard `ListShards` answers for `stream`, page by page.
+async fn every_shard(
+    client: &Client,
+    stream: &str,
+) -> Result<Vec<aws_sdk_kinesis::types::Shard>, KinesisError> {
     let mut shards = Vec::new();
     let mut next_token: Option<String> = None;
     loop {
@@ -184,21 +242,7 @@ pub(crate) async fn list_shards(
             .send()
             .await
             .map_err(|err| call_failed(stream, "ListShards", err))?;
-        for shard in out.shards() {
-            let parents = [shard.parent_shard_id(), shard.adjacent_parent_shard_id()]
-                .into_iter()
-                .flatten()
-                .map(Arc::from)
-                .collect();
-            let closed = shard
-                .sequence_number_range()
-                .is_some_and(|range| range.ending_sequence_number().is_some());
-            shards.push(ShardInfo {
-                id: Arc::from(shard.shard_id()),
-                parents,
-                closed,
-            });
-        }
+        shards.extend(out.shards().iter().cloned());
         match out.next_token() {
             Some(token) => next_token = Some(token.to_owned()),
             None => return Ok(shards),
@@ -331,6 +375,7 @@ pub(crate) async fn put_records(
             PutRecordsRequestEntry::builder()
                 .data(Blob::new(record.data.to_vec()))
                 .partition_key(&record.partition_key)
+                .set_explicit_hash_key(record.explicit_hash_key.clone())
                 .build()
                 .map_err(|err| KinesisError::api(stream, "PutRecords", err))
         })

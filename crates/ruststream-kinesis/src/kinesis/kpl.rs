@@ -13,12 +13,10 @@
 //! two never share bytes, and a record is first de-aggregated, then each user record's headers
 //! are read.
 
-#[cfg(test)]
 use std::collections::HashMap;
 
 use md5::{Digest, Md5};
 use prost::Message;
-#[cfg(test)]
 use prost::encoding::encoded_len_varint;
 
 /// The first four bytes of an aggregated record's data.
@@ -28,7 +26,6 @@ pub(crate) const MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 const DIGEST_LEN: usize = 16;
 
 /// The bytes an aggregate adds around its protobuf: the magic and the digest.
-#[cfg(test)]
 pub(crate) const FRAME_LEN: usize = MAGIC.len() + DIGEST_LEN;
 
 /// `AggregatedRecord` (proto2), the protobuf inside an aggregate.
@@ -73,6 +70,12 @@ pub(crate) struct UserRecord {
     pub(crate) data: Vec<u8>,
 }
 
+/// The number a partition key hashes to, which picks its shard: the MD5 of the key as a
+/// 128-bit big-endian number, as Kinesis maps keys to hash key ranges.
+pub(crate) fn hash_of(partition_key: &str) -> u128 {
+    u128::from_be_bytes(Md5::digest(partition_key.as_bytes()).into())
+}
+
 /// The user records of `data`, in order, when it is an aggregate; `None` for a plain record
 /// (no magic, or magic with a digest or a protobuf that does not check out).
 pub(crate) fn deaggregate(data: &[u8]) -> Option<Vec<UserRecord>> {
@@ -105,14 +108,11 @@ pub(crate) fn deaggregate(data: &[u8]) -> Option<Vec<UserRecord>> {
         .collect()
 }
 
-/// User records bound for one shard, packed into one aggregate.
-///
-/// Test-only until the publisher packs with it (publishing aggregated, the next step of KPL
-/// support); the interop tests use it now.
+/// User records bound for one shard, packed into one aggregate (the publisher's
+/// `aggregate(true)`).
 ///
 /// Each partition key (and explicit hash key) is written once, in a table; [`Aggregate::len_with`]
 /// is the exact length the encoded record would have with one more user record.
-#[cfg(test)]
 #[derive(Debug, Default)]
 pub(crate) struct Aggregate {
     message: AggregatedRecord,
@@ -123,7 +123,6 @@ pub(crate) struct Aggregate {
     encoded: usize,
 }
 
-#[cfg(test)]
 impl Aggregate {
     /// An empty aggregate.
     pub(crate) fn new() -> Self {
@@ -131,6 +130,7 @@ impl Aggregate {
     }
 
     /// How many user records it holds.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.message.records.len()
     }
