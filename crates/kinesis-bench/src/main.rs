@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
-//! kinesis-bench consume | checkpoints | handover | takeover | writes | startup | publish
+//! kinesis-bench consume | checkpoints | handover | takeover | writes | startup | publish | publish-aggregated
 //!               | in-process | memory [--quick]
 //! ```
 //!
@@ -20,6 +20,7 @@ mod handover;
 mod in_process;
 mod memory;
 mod publish;
+mod publish_aggregated;
 mod report;
 mod service;
 mod stack;
@@ -48,6 +49,8 @@ commands (each prints a Markdown table of its figures):
                checkpoint cadence; the handover poll's calls per standby instance per minute
   startup      start() -> every one of 40 shards read, one instance
   publish      messages/s published through the crate ÷ a hand-written PutRecords loop
+  publish-aggregated
+               user records/s per shard published aggregated (KPL) ÷ the plain PutRecords loop
   in-process   instructions (callgrind, when valgrind is installed) and allocations per message
                through TestApp
   memory       resident memory per owned shard with a backlog, and that it stays bounded
@@ -114,6 +117,7 @@ fn main() -> ExitCode {
         "writes",
         "startup",
         "publish",
+        "publish-aggregated",
         "in-process",
         "memory",
     ];
@@ -180,6 +184,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
         "all" => &[
             "in-process",
             "publish",
+            "publish-aggregated",
             "consume+checkpoints",
             "startup",
             "memory",
@@ -197,6 +202,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
         let result = match *step {
             "in-process" => in_process::run(opts).await,
             "publish" => publish::run(&stack, opts).await,
+            "publish-aggregated" => publish_aggregated::run(&stack, opts).await,
             "consume" => {
                 consume::run(&stack, opts, &[consume::Side::Sdk, consume::Side::Memory]).await
             }

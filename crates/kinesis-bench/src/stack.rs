@@ -127,6 +127,38 @@ impl Stack {
             .await;
     }
 
+    /// How many Kinesis records `name` holds, read from the oldest in every shard.
+    pub async fn count_records(&self, name: &str) -> Result<usize, Error> {
+        use aws_sdk_kinesis::types::ShardIteratorType;
+        let mut count = 0;
+        for (shard, _) in self.shards(name).await? {
+            let out = self
+                .kinesis
+                .get_shard_iterator()
+                .stream_name(name)
+                .shard_id(&shard)
+                .shard_iterator_type(ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .map_err(|err| format!("GetShardIterator {name}: {}", sdk(err)))?;
+            let mut iterator = out.shard_iterator().map(str::to_owned);
+            while let Some(current) = iterator.take() {
+                let out = self
+                    .kinesis
+                    .get_records()
+                    .shard_iterator(current)
+                    .send()
+                    .await
+                    .map_err(|err| format!("GetRecords {name}: {}", sdk(err)))?;
+                if !out.records().is_empty() {
+                    count += out.records().len();
+                    iterator = out.next_shard_iterator().map(str::to_owned);
+                }
+            }
+        }
+        Ok(count)
+    }
+
     /// The open shards of `name`, each with the lowest hash key that lands in it.
     pub async fn shards(&self, name: &str) -> Result<Vec<(String, String)>, Error> {
         let out = self

@@ -368,7 +368,10 @@ async fn records_published_aggregated_read_back_as_published_here_and_in_aws_kin
             user.partition_key, messages[n].0,
             "message {n}: its own key"
         );
-        assert!(!n.is_multiple_of(3), "a message without headers is its bytes alone");
+        assert!(
+            !n.is_multiple_of(3),
+            "a message without headers is its bytes alone"
+        );
     }
 
     // Read back here: every message once, each key in publish order, headers inside.

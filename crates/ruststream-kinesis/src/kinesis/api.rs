@@ -203,6 +203,7 @@ pub(crate) async fn open_hash_ranges(
         .filter_map(|shard| {
             let range = shard.hash_key_range()?;
             Some(HashRange {
+                shard: Arc::from(shard.shard_id()),
                 start: range.starting_hash_key().parse().ok()?,
                 end: range.ending_hash_key().parse().ok()?,
             })
@@ -213,8 +214,9 @@ pub(crate) async fn open_hash_ranges(
 }
 
 /// The hash keys one open shard takes, both ends included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HashRange {
+    pub(crate) shard: Arc<str>,
     pub(crate) start: u128,
     pub(crate) end: u128,
 }
@@ -359,8 +361,14 @@ pub(crate) async fn get_records(
 /// Outcome of one record of a `PutRecords` call.
 #[derive(Debug)]
 pub(crate) enum PutOutcome {
-    Written,
-    Rejected { code: String, message: String },
+    /// Written, to this shard.
+    Written {
+        shard: Option<String>,
+    },
+    Rejected {
+        code: String,
+        message: String,
+    },
 }
 
 /// One `PutRecords` call; the answer is per record, in order.
@@ -395,7 +403,9 @@ pub(crate) async fn put_records(
                 code: code.to_owned(),
                 message: entry.error_message().unwrap_or_default().to_owned(),
             },
-            None => PutOutcome::Written,
+            None => PutOutcome::Written {
+                shard: entry.shard_id().map(str::to_owned),
+            },
         })
         .collect())
 }

@@ -206,6 +206,8 @@ struct Pending {
     stream: String,
     record: OutRecord,
     done: Vec<Done>,
+    /// The shard the packer's map routed it to: written elsewhere, the map is stale.
+    shard: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone)]
@@ -335,6 +337,7 @@ impl Publisher for KinesisPublisher {
                     stream: stream.to_owned(),
                     record,
                     done: vec![done],
+                    shard: None,
                 };
                 tx.send(pending)
                     .await
@@ -414,7 +417,16 @@ async fn flush(
         let writes = by_stream
             .into_iter()
             .map(|(stream, pending)| write_stream(&client, stream, pending));
-        futures::future::join_all(writes).await;
+        for (stream, strayed) in futures::future::join_all(writes).await {
+            if strayed {
+                // A record routed by the map landed in another shard: the stream was resharded.
+                tracing::debug!(
+                    stream,
+                    "a packed record landed in another shard than its map said; listing the shards again"
+                );
+                shard_maps.forget(&stream);
+            }
+        }
         if closed.load(Ordering::Acquire) && rx.is_empty() {
             // Keep answering queued publishes with an error rather than writing after shutdown.
             rx.close();
@@ -427,7 +439,15 @@ async fn flush(
 /// key, and the next record of that key goes out only once the call (with its retries of
 /// rejected records) is over. Kinesis can reject one record of a call and write the ones after
 /// it, so a second record of the key in the same call could land before the first one's retry.
-async fn write_stream(client: &aws_sdk_kinesis::Client, stream: String, pending: Vec<Pending>) {
+///
+/// Answers the stream, and whether a record routed by the packer's shard map landed in another
+/// shard.
+async fn write_stream(
+    client: &aws_sdk_kinesis::Client,
+    stream: String,
+    pending: Vec<Pending>,
+) -> (String, bool) {
+    let mut strayed = false;
     let mut rest: VecDeque<Pending> = pending.into();
     while !rest.is_empty() {
         let mut chunk = Vec::new();
@@ -460,13 +480,20 @@ async fn write_stream(client: &aws_sdk_kinesis::Client, stream: String, pending:
         for waiting in later.into_iter().rev() {
             rest.push_front(waiting);
         }
-        write_chunk(client, &stream, chunk).await;
+        strayed |= write_chunk(client, &stream, chunk).await;
     }
+    (stream, strayed)
 }
 
 /// One chunk: `PutRecords`, then the rejected records again with a jittered backoff, up to
-/// [`PUT_ATTEMPTS`]; every publish gets its own record's answer.
-async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: Vec<Pending>) {
+/// [`PUT_ATTEMPTS`]; every publish gets its own record's answer. Whether a record routed by the
+/// packer's shard map landed in another shard.
+async fn write_chunk(
+    client: &aws_sdk_kinesis::Client,
+    stream: &str,
+    mut chunk: Vec<Pending>,
+) -> bool {
+    let mut strayed = false;
     for attempt in 1..=PUT_ATTEMPTS {
         let records: Vec<OutRecord> = chunk.iter().map(|p| p.record.clone()).collect();
         let outcomes = match api::put_records(client, stream, &records).await {
@@ -493,14 +520,18 @@ async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: 
                     });
                     let _ = done.send(Err(err));
                 }
-                return;
+                return strayed;
             }
         };
         let mut rejected = Vec::new();
         let mut last_reason = (String::new(), String::new());
         for (pending, outcome) in chunk.into_iter().zip(outcomes) {
             match outcome {
-                PutOutcome::Written => {
+                PutOutcome::Written { shard } => {
+                    strayed |= pending
+                        .shard
+                        .as_deref()
+                        .is_some_and(|routed| shard.as_deref().is_some_and(|at| at != routed));
                     for done in pending.done {
                         let _ = done.send(Ok(()));
                     }
@@ -512,7 +543,7 @@ async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: 
             }
         }
         if rejected.is_empty() {
-            return;
+            return strayed;
         }
         if attempt == PUT_ATTEMPTS {
             let failed = rejected.len();
@@ -525,13 +556,14 @@ async fn write_chunk(client: &aws_sdk_kinesis::Client, stream: &str, mut chunk: 
                     message: last_reason.1.clone(),
                 }));
             }
-            return;
+            return strayed;
         }
         let ceiling = 100u64 << attempt;
         let wait = rand::rng().random_range(50..=ceiling);
         tokio::time::sleep(Duration::from_millis(wait)).await;
         chunk = rejected;
     }
+    strayed
 }
 
 #[cfg(test)]
@@ -558,6 +590,7 @@ mod tests {
                     stream: "orders".to_owned(),
                     record,
                     done: vec![done],
+                    shard: None,
                 };
                 (pending, answer)
             })
@@ -580,6 +613,27 @@ mod tests {
             .collect();
         let count = failed.iter().filter(|f| **f).count();
         serde_json::json!({ "FailedRecordCount": count, "Records": records })
+    }
+
+    #[tokio::test]
+    async fn a_packed_record_written_to_another_shard_than_its_map_said_is_noticed() {
+        // The answer says shardId-000000000000 for every record.
+        let (client, _seen) = client(|_, _, _| (200, answer(&[false, false])));
+        for (routed, strayed) in [
+            ("shardId-000000000000", false),
+            ("shardId-000000000001", true),
+        ] {
+            let (mut chunk, answers) = pending(2);
+            chunk[1].shard = Some(Arc::from(routed));
+            assert_eq!(
+                write_chunk(&client, "orders", chunk).await,
+                strayed,
+                "routed to {routed}"
+            );
+            for answer in answers {
+                answer.await.unwrap().unwrap();
+            }
+        }
     }
 
     #[tokio::test]

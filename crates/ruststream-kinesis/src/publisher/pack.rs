@@ -6,6 +6,7 @@
 //! go to one shard, in publish order, and `write_stream` sends one aggregate of a shard per call.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -19,10 +20,11 @@ use crate::kinesis::kpl::{self, Aggregate};
 /// there), but keys of the sibling shard may then be read out of order across the two shards.
 const SHARD_MAP_AGE: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The open shards of each stream a writer aggregates for, as last listed.
+/// The open shards of each stream a writer aggregates for, as last listed (`None`: the listing
+/// failed, and the stream's records go out plain until it is tried again).
 #[derive(Debug, Default)]
 pub(super) struct ShardMaps {
-    maps: HashMap<String, (Instant, Vec<HashRange>)>,
+    maps: HashMap<String, (Instant, Option<Vec<HashRange>>)>,
 }
 
 impl ShardMaps {
@@ -38,19 +40,25 @@ impl ShardMaps {
             .get(stream)
             .is_some_and(|(listed, _)| listed.elapsed() < SHARD_MAP_AGE);
         if !fresh {
-            match crate::kinesis::api::open_hash_ranges(client, stream).await {
-                Ok(ranges) if !ranges.is_empty() => {
-                    self.maps
-                        .insert(stream.to_owned(), (Instant::now(), ranges));
-                }
-                Ok(_) => return None,
+            let ranges = match crate::kinesis::api::open_hash_ranges(client, stream).await {
+                Ok(ranges) if !ranges.is_empty() => Some(ranges),
+                Ok(_) => None,
                 Err(err) => {
-                    tracing::debug!(stream, error = %err, "the stream's shards could not be listed; publishing these records without aggregation");
-                    return None;
+                    tracing::debug!(stream, error = %err, "the stream's shards could not be listed; its records go out without aggregation for a while");
+                    None
                 }
-            }
+            };
+            self.maps
+                .insert(stream.to_owned(), (Instant::now(), ranges));
         }
-        self.maps.get(stream).map(|(_, ranges)| ranges.as_slice())
+        self.maps
+            .get(stream)
+            .and_then(|(_, ranges)| ranges.as_deref())
+    }
+
+    /// Lists `stream`'s shards again before its next write: a record landed elsewhere.
+    pub(super) fn forget(&mut self, stream: &str) {
+        self.maps.remove(stream);
     }
 }
 
@@ -89,6 +97,7 @@ pub(super) fn pack(pending: Vec<Pending>, ranges: &[HashRange], limit: usize) ->
                 explicit_hash_key: Some(ranges[shard].start.to_string()),
             },
             done: full.done,
+            shard: Some(Arc::clone(&ranges[shard].shard)),
         });
     };
     for record in pending {
@@ -108,7 +117,12 @@ pub(super) fn pack(pending: Vec<Pending>, ranges: &[HashRange], limit: usize) ->
             close(shard, full, &mut out);
         }
         if !alone {
-            // Too large to aggregate even alone: as it was published.
+            // Too large to aggregate even alone: as it was published, but routed as its shard's
+            // aggregates are, so no call carries it beside one of them (and its key's order
+            // holds, whichever lands first).
+            let mut record = record;
+            record.record.explicit_hash_key = Some(ranges[shard].start.to_string());
+            record.shard = Some(Arc::clone(&ranges[shard].shard));
             out.push(record);
             continue;
         }

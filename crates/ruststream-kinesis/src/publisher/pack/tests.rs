@@ -1,6 +1,8 @@
 //! Packing a write into aggregates: one destination shard each, within the record limit, in
 //! publish order per shard, and every publish answered by its aggregate.
 
+use std::sync::Arc;
+
 use tokio::sync::oneshot;
 
 use super::*;
@@ -10,10 +12,12 @@ use crate::KinesisError;
 fn two_shards() -> Vec<HashRange> {
     vec![
         HashRange {
+            shard: Arc::from("shardId-000000000000"),
             start: 0,
             end: u128::MAX / 2,
         },
         HashRange {
+            shard: Arc::from("shardId-000000000001"),
             start: u128::MAX / 2 + 1,
             end: u128::MAX,
         },
@@ -35,6 +39,7 @@ fn pending(records: &[(&str, Vec<u8>)]) -> (Vec<Pending>, Vec<Answer>) {
                     explicit_hash_key: None,
                 },
                 done: vec![done],
+                shard: None,
             };
             (pending, answer)
         })
@@ -85,6 +90,7 @@ fn each_aggregate_holds_one_shards_records_in_publish_order_and_goes_there() {
         assert_eq!(got, want, "shard {shard}: its records, in publish order");
         assert_eq!(aggregate.done.len(), want.len(), "it answers each of them");
         assert_eq!(aggregate.record.partition_key, want[0].0);
+        assert_eq!(aggregate.shard.as_deref(), Some(&*ranges[shard].shard));
     }
 }
 
@@ -134,7 +140,10 @@ fn a_record_too_large_to_aggregate_goes_plain_after_what_filled_before_it() {
         limit - key.len(),
         "as published"
     );
-    assert_eq!(packed[1].record.explicit_hash_key, None);
+    assert_eq!(
+        packed[1].record.explicit_hash_key, packed[0].record.explicit_hash_key,
+        "routed as its shard's aggregates, so never in one call beside them"
+    );
     let after = kpl::deaggregate(&packed[2].record.data).expect("an aggregate");
     assert_eq!(after[0].data, b"after");
 }
