@@ -26,18 +26,18 @@ const LIMIT: i32 = 1000;
 /// How long one reader took: from its start (`start()`, or the loop's first call) to the last
 /// record, and from the first record to the last.
 #[derive(Debug, Clone, Copy)]
-struct Took {
-    from_start: Duration,
-    steady: Duration,
+pub struct Took {
+    pub from_start: Duration,
+    pub steady: Duration,
     /// The lease-store calls of a service reader, from `start()` to its shutdown.
     calls: Counts,
     /// CPU seconds used meanwhile by this process, kinesis-mock and moto.
-    cpu: [f64; 3],
+    pub cpu: [f64; 3],
 }
 
 /// The processes whose CPU time a read is charged with: this one, and the stack's emulators
 /// (their pid files in `.local-stack/`, when this is the stack `scripts/local-stack.sh` started).
-fn processes() -> [Option<u32>; 3] {
+pub fn processes() -> [Option<u32>; 3] {
     let dir = std::env::var("LOCAL_STACK_DIR").unwrap_or_else(|_| ".local-stack".to_owned());
     let pid = |name: &str| {
         std::fs::read_to_string(format!("{dir}/{name}.pid"))
@@ -48,7 +48,7 @@ fn processes() -> [Option<u32>; 3] {
 }
 
 /// CPU seconds (user + system) each process has used so far.
-fn cpu_seconds(pids: &[Option<u32>; 3]) -> [f64; 3] {
+pub fn cpu_seconds(pids: &[Option<u32>; 3]) -> [f64; 3] {
     pids.map(|pid| {
         pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
             .and_then(|stat| {
@@ -265,7 +265,7 @@ async fn rounds_on(
 }
 
 /// How long the service takes from `start()` to handling the `records`th record.
-async fn through_service(
+pub async fn through_service(
     stack: &Stack,
     stream: &str,
     records: u64,

@@ -4,6 +4,7 @@
 //! ```text
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
 //! kinesis-bench consume | checkpoints | handover | takeover | writes | startup | publish | publish-aggregated
+//!               | consume-aggregated
 //!               | in-process | memory [--quick]
 //! ```
 //!
@@ -15,6 +16,7 @@
 #![deny(unsafe_code)]
 
 mod consume;
+mod consume_aggregated;
 mod counting;
 mod handover;
 mod in_process;
@@ -51,6 +53,9 @@ commands (each prints a Markdown table of its figures):
   publish      messages/s published through the crate ÷ a hand-written PutRecords loop
   publish-aggregated
                user records/s per shard published aggregated (KPL) ÷ the plain PutRecords loop
+  consume-aggregated
+               user records/s read by the service from KPL aggregates ÷ the same records
+               written plain, and CPU per user record
   in-process   instructions (callgrind, when valgrind is installed) and allocations per message
                through TestApp
   memory       resident memory per owned shard with a backlog, and that it stays bounded
@@ -118,6 +123,7 @@ fn main() -> ExitCode {
         "startup",
         "publish",
         "publish-aggregated",
+        "consume-aggregated",
         "in-process",
         "memory",
     ];
@@ -186,6 +192,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "publish",
             "publish-aggregated",
             "consume+checkpoints",
+            "consume-aggregated",
             "startup",
             "memory",
             "writes",
@@ -203,6 +210,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "in-process" => in_process::run(opts).await,
             "publish" => publish::run(&stack, opts).await,
             "publish-aggregated" => publish_aggregated::run(&stack, opts).await,
+            "consume-aggregated" => consume_aggregated::run(&stack, opts).await,
             "consume" => {
                 consume::run(&stack, opts, &[consume::Side::Sdk, consume::Side::Memory]).await
             }

@@ -1,0 +1,153 @@
+//! Consuming aggregated: user records per second read by the `#[subscriber]` service (with
+//! `MemoryLeaseStore`) from a backlog of KPL aggregates ÷ the same records written plain, and
+//! the CPU this process spends per user record on each side.
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use ruststream::{Broker, ConnectedBroker, OutgoingMessage, PublishPolicy, Publisher};
+use ruststream_kinesis::{KinesisOptions, KinesisPublish, MemoryLeaseStore};
+
+use crate::consume::{Took, cpu_seconds, processes, through_service};
+use crate::report::{Figure, median, thousands};
+use crate::service;
+use crate::stack::{Stack, unique};
+use crate::{Error, Options};
+
+const SHARDS: u32 = 8;
+
+pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
+    let records: u64 = if opts.quick { 8_000 } else { 20_000 };
+    let rounds = if opts.quick { 1 } else { 5 };
+    let plain = unique("bench-consume-plain");
+    let packed = unique("bench-consume-packed");
+    stack.create_stream(&plain, SHARDS).await?;
+    stack.create_stream(&packed, SHARDS).await?;
+    let result = read_both(stack, &plain, &packed, records, rounds).await;
+    let stored = stack.count_records(&packed).await.unwrap_or(0);
+    stack.delete_stream(&plain).await;
+    stack.delete_stream(&packed).await;
+    let took = result?;
+
+    let rate = |t: &Took| records as f64 / t.steady.as_secs_f64().max(1e-6);
+    let ratios: Vec<f64> = took.iter().map(|(p, a)| rate(a) / rate(p)).collect();
+    let cpu_ratios: Vec<f64> = took
+        .iter()
+        .map(|(p, a)| a.cpu[0] / p.cpu[0].max(1e-6))
+        .collect();
+    let value = median(&ratios);
+    let cpu = median(&cpu_ratios);
+    let plain_rates: Vec<f64> = took.iter().map(|(p, _)| rate(p)).collect();
+    let packed_rates: Vec<f64> = took.iter().map(|(_, a)| rate(a)).collect();
+    let list = |rates: &[f64]| {
+        rates
+            .iter()
+            .map(|r| thousands(*r))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut f = Figure::new("consuming aggregated", "consume-aggregated");
+    f.measured = format!(
+        "{value:.2} (aggregated {} user rec/s ÷ plain {} rec/s); CPU per user record {cpu:.2}× \
+         a plain record's",
+        thousands(median(&packed_rates)),
+        thousands(median(&plain_rates))
+    );
+    f.target = "≥ 1.0; CPU ≤ 1.5×".to_owned();
+    f.pass = Some(value >= 1.0 && cpu <= 1.5);
+    f.detail(format!(
+        "{records} records of ~60 B JSON on {SHARDS} shards per stream: one stream written plain \
+         (`PutRecords` of 500), the other through the crate's publisher with \
+         `KinesisPublish::default().aggregate(true)` ({stored} Kinesis records); {rounds} \
+         round(s), each reading both backlogs from TRIM_HORIZON with the service (the order \
+         alternating); rates between the first and the last record handled; CPU of this process \
+         from start to shutdown"
+    ));
+    f.detail(format!(
+        "per round: plain {} records/s; aggregated {} user records/s; CPU ratios {}",
+        list(&plain_rates),
+        list(&packed_rates),
+        cpu_ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Ok(vec![f])
+}
+
+/// Fills both streams, then reads each once per round; each round's `(plain, aggregated)`.
+async fn read_both(
+    stack: &Stack,
+    plain: &str,
+    packed: &str,
+    records: u64,
+    rounds: usize,
+) -> Result<Vec<(Took, Took)>, Error> {
+    stack.fill(plain, records, service::body).await?;
+    publish_aggregated(stack, packed, records).await?;
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        let read = |stream: &str| {
+            let stream = stream.to_owned();
+            async move {
+                let pids = processes();
+                let before = cpu_seconds(&pids);
+                let mut took = through_service(stack, &stream, records, false).await?;
+                let after = cpu_seconds(&pids);
+                for (slot, (a, b)) in took.cpu.iter_mut().zip(after.iter().zip(before)) {
+                    *slot = a - b;
+                }
+                Ok::<Took, Error>(took)
+            }
+        };
+        let (p, a) = if round % 2 == 0 {
+            let p = read(plain).await?;
+            (p, read(packed).await?)
+        } else {
+            let a = read(packed).await?;
+            (read(plain).await?, a)
+        };
+        eprintln!(
+            "consume-aggregated: round {}: plain {:.2} s, aggregated {:.2} s first to last",
+            round + 1,
+            p.steady.as_secs_f64(),
+            a.steady.as_secs_f64()
+        );
+        out.push((p, a));
+    }
+    Ok(out)
+}
+
+async fn publish_aggregated(stack: &Stack, stream: &str, records: u64) -> Result<(), Error> {
+    let connected = stack
+        .broker(Arc::new(MemoryLeaseStore::new()), "bench-aggregator")
+        .connect()
+        .await?;
+    let publisher = KinesisPublish::default()
+        .aggregate(true)
+        .pair(&connected)
+        .await
+        .map_err(|err| format!("pair: {err}"))?;
+    futures::stream::iter(0..records)
+        .map(|i| {
+            let publisher = &publisher;
+            async move {
+                let body = service::body(i);
+                let key = format!("{:032x}", crate::stack::random_u128());
+                let options = KinesisOptions::default().with_partition_key(key);
+                publisher
+                    .publish(OutgoingMessage::new(stream, &body), Some(&options))
+                    .await
+            }
+        })
+        .buffer_unordered(2000)
+        .try_collect::<Vec<()>>()
+        .await
+        .map_err(|err| format!("publish: {err}"))?;
+    connected
+        .shutdown()
+        .await
+        .map_err(|err| format!("shutdown: {err}"))?;
+    Ok(())
+}
