@@ -2,12 +2,6 @@
 //! `MemoryLeaseStore`) from a backlog of KPL aggregates ÷ the same records written plain, and
 //! the CPU this process spends per user record on each side.
 
-use std::sync::Arc;
-
-use futures::{StreamExt, TryStreamExt};
-use ruststream::{Broker, ConnectedBroker, OutgoingMessage, PublishPolicy, Publisher};
-use ruststream_kinesis::{KinesisOptions, KinesisPublish, MemoryLeaseStore};
-
 use crate::consume::{Took, cpu_seconds, processes, through_service};
 use crate::report::{Figure, median, thousands};
 use crate::service;
@@ -85,7 +79,7 @@ async fn read_both(
     rounds: usize,
 ) -> Result<Vec<(Took, Took)>, Error> {
     stack.fill(plain, records, service::body).await?;
-    publish_aggregated(stack, packed, records).await?;
+    crate::publish_aggregated::publish_packed(stack, packed, records, service::body).await?;
     let mut out = Vec::new();
     for round in 0..rounds {
         let read = |stream: &str| {
@@ -117,37 +111,4 @@ async fn read_both(
         out.push((p, a));
     }
     Ok(out)
-}
-
-async fn publish_aggregated(stack: &Stack, stream: &str, records: u64) -> Result<(), Error> {
-    let connected = stack
-        .broker(Arc::new(MemoryLeaseStore::new()), "bench-aggregator")
-        .connect()
-        .await?;
-    let publisher = KinesisPublish::default()
-        .aggregate(true)
-        .pair(&connected)
-        .await
-        .map_err(|err| format!("pair: {err}"))?;
-    futures::stream::iter(0..records)
-        .map(|i| {
-            let publisher = &publisher;
-            async move {
-                let body = service::body(i);
-                let key = format!("{:032x}", crate::stack::random_u128());
-                let options = KinesisOptions::default().with_partition_key(key);
-                publisher
-                    .publish(OutgoingMessage::new(stream, &body), Some(&options))
-                    .await
-            }
-        })
-        .buffer_unordered(2000)
-        .try_collect::<Vec<()>>()
-        .await
-        .map_err(|err| format!("publish: {err}"))?;
-    connected
-        .shutdown()
-        .await
-        .map_err(|err| format!("shutdown: {err}"))?;
-    Ok(())
 }

@@ -41,9 +41,9 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
             let stream = unique("bench-aggregate");
             stack.create_stream(&stream, SHARDS).await?;
             let took = if side == 0 {
-                sdk_publish(stack, &stream, records).await?
+                stack.fill(&stream, records, body).await?
             } else {
-                let took = crate_publish(stack, &stream, records).await?;
+                let took = publish_packed(stack, &stream, records, body).await?;
                 stored = stack.count_records(&stream).await?;
                 took
             };
@@ -87,8 +87,8 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
          {SHARDS}-shard stream (per shard: the rate ÷ {SHARDS}), {reps} round(s), the order \
          alternating; the crate: `publisher.publish(..)` \
          with a partition key per record (random) and {IN_FLIGHT} publishes in flight, policy \
-         `KinesisPublish::default().aggregate(true)`; the loop: `PutRecords` of 500 records, one \
-         call at a time"
+         `KinesisPublish::default().aggregate(true)`; the loop: `PutRecords` of 500 records spread \
+         evenly over the shards, one call at a time"
     ));
     f.detail(format!(
         "per round: loop {} records/s; aggregated {} user records/s; the figure is the median \
@@ -105,7 +105,14 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     Ok(vec![f])
 }
 
-async fn crate_publish(stack: &Stack, stream: &str, records: u64) -> Result<Duration, Error> {
+/// Publishes `records` bodies (`body(i)`) to `stream` through the crate's publisher with
+/// `aggregate(true)`, a random partition key each, [`IN_FLIGHT`] at once; how long it took.
+pub async fn publish_packed(
+    stack: &Stack,
+    stream: &str,
+    records: u64,
+    body: impl Fn(u64) -> Vec<u8>,
+) -> Result<Duration, Error> {
     let connected = stack
         .broker(Arc::new(MemoryLeaseStore::new()), "bench-aggregator")
         .connect()
@@ -118,9 +125,8 @@ async fn crate_publish(stack: &Stack, stream: &str, records: u64) -> Result<Dura
     let began = Instant::now();
     futures::stream::iter(0..records)
         .map(|i| {
-            let publisher = &publisher;
+            let (publisher, body) = (&publisher, body(i));
             async move {
-                let body = body(i);
                 let key = format!("{:032x}", crate::stack::random_u128());
                 let options = KinesisOptions::default().with_partition_key(key);
                 publisher
@@ -138,26 +144,4 @@ async fn crate_publish(stack: &Stack, stream: &str, records: u64) -> Result<Dura
         .await
         .map_err(|err| format!("shutdown: {err}"))?;
     Ok(took)
-}
-
-async fn sdk_publish(stack: &Stack, stream: &str, records: u64) -> Result<Duration, Error> {
-    use aws_sdk_kinesis::primitives::Blob;
-    use aws_sdk_kinesis::types::PutRecordsRequestEntry;
-    let began = Instant::now();
-    let mut next = 0;
-    while next < records {
-        let end = (next + 500).min(records);
-        let entries = (next..end)
-            .map(|i| {
-                let key = format!("{:032x}", crate::stack::random_u128());
-                Ok(PutRecordsRequestEntry::builder()
-                    .data(Blob::new(body(i)))
-                    .partition_key(key)
-                    .build()?)
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        stack.put_all(stream, entries).await?;
-        next = end;
-    }
-    Ok(began.elapsed())
 }

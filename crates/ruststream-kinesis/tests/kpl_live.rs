@@ -16,9 +16,9 @@ use ruststream::{
 };
 use ruststream_kinesis::{KinesisPosition, KinesisStream, LeaseStore, MemoryLeaseStore};
 
-fn stream_of(name: &str) -> KinesisStream {
+fn stream_of(name: &str, shards: u32) -> KinesisStream {
     KinesisStream::new(name.to_owned())
-        .create_if_missing(1)
+        .create_if_missing(shards)
         .poll_interval(Duration::from_millis(200))
 }
 
@@ -62,7 +62,7 @@ async fn records_the_kpl_aggregated_arrive_as_their_user_records_beside_plain_on
     };
     let name = common::unique("kpl-read");
     let connected = common::broker(&url).connect().await.unwrap();
-    let mut subscriber = stream_of(&name).subscribe(&connected).await.unwrap();
+    let mut subscriber = stream_of(&name, 1).subscribe(&connected).await.unwrap();
     let mut deliveries = pin!(subscriber.stream());
     let raw = common::raw_kinesis(&url);
 
@@ -112,7 +112,7 @@ async fn a_restart_inside_an_aggregate_resumes_after_its_last_settled_user_recor
         .connect()
         .await
         .unwrap();
-    let mut subscriber = stream_of(&name).subscribe(&first).await.unwrap();
+    let mut subscriber = stream_of(&name, 1).subscribe(&first).await.unwrap();
     {
         let mut deliveries = pin!(subscriber.stream());
         put_plain(&raw, &name, "plain-before").await;
@@ -135,7 +135,7 @@ async fn a_restart_inside_an_aggregate_resumes_after_its_last_settled_user_recor
         .connect()
         .await
         .unwrap();
-    let mut subscriber = stream_of(&name).subscribe(&second).await.unwrap();
+    let mut subscriber = stream_of(&name, 1).subscribe(&second).await.unwrap();
     let mut deliveries = pin!(subscriber.stream());
     // The checkpoint named user record 5: the aggregate is read again from it, nothing settled
     // comes twice and nothing is lost.
@@ -158,7 +158,7 @@ async fn a_seek_to_a_user_records_position_delivers_it_and_what_follows() {
     };
     let name = common::unique("kpl-seek");
     let connected = common::broker(&url).connect().await.unwrap();
-    let mut subscriber = stream_of(&name).subscribe(&connected).await.unwrap();
+    let mut subscriber = stream_of(&name, 1).subscribe(&connected).await.unwrap();
     let seeker = subscriber.seeker();
     let mut deliveries = pin!(subscriber.stream());
     let raw = common::raw_kinesis(&url);
@@ -218,12 +218,7 @@ async fn user_records_whose_keys_map_to_a_sibling_shard_are_delivered_not_droppe
     };
     let name = common::unique("kpl-range");
     let connected = common::broker(&url).connect().await.unwrap();
-    let mut subscriber = KinesisStream::new(name.clone())
-        .create_if_missing(2)
-        .poll_interval(Duration::from_millis(200))
-        .subscribe(&connected)
-        .await
-        .unwrap();
+    let mut subscriber = stream_of(&name, 2).subscribe(&connected).await.unwrap();
     let mut deliveries = pin!(subscriber.stream());
     let raw = common::raw_kinesis(&url);
     let shards = common::open_shards(&raw, &name).await;
@@ -305,12 +300,7 @@ async fn records_published_aggregated_read_back_as_published_here_and_in_aws_kin
     };
     let name = common::unique("kpl-publish");
     let connected = common::broker(&url).connect().await.unwrap();
-    let mut subscriber = KinesisStream::new(name.clone())
-        .create_if_missing(2)
-        .poll_interval(Duration::from_millis(200))
-        .subscribe(&connected)
-        .await
-        .unwrap();
+    let mut subscriber = stream_of(&name, 2).subscribe(&connected).await.unwrap();
     let mut deliveries = pin!(subscriber.stream());
     let publisher = KinesisPublish::default()
         .aggregate(true)
