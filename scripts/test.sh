@@ -22,6 +22,9 @@ cargo fmt --all -- --check
 # The crate's modules import one another one way only: the graph, and a failure on a cycle.
 python3 scripts/module-graph.py
 cargo clippy --all-targets --all-features -- -D warnings
+# A service builds the crate with its default features: code behind a feature must not be needed
+# without it.
+cargo clippy -p ruststream-kinesis -- -D warnings
 scripts/docs.sh
 cargo test --all-features --all-targets
 cargo test --all-features --doc

@@ -20,7 +20,7 @@ use crate::delivery::message::{Check, Hold, Item, Settlement};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::{Seeking, Source};
 use crate::kinesis::api::{FetchedRecord, OutRecord};
-use crate::kinesis::envelope;
+use crate::kinesis::{envelope, kpl};
 use crate::watermark::Ticket;
 use crate::{KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, lease::epoch_millis};
 
@@ -212,7 +212,11 @@ impl Drop for InProcessSettle {
 /// ranges, as Kinesis maps keys.
 fn shard_of(partition_key: &str, shards: usize) -> usize {
     let digest = Md5::digest(partition_key.as_bytes());
-    let hash = u128::from_be_bytes(digest.into());
+    shard_of_hash(u128::from_be_bytes(digest.into()), shards)
+}
+
+/// Which shard of `shards` a hash key lands in, in equal ranges.
+fn shard_of_hash(hash: u128, shards: usize) -> usize {
     let width = u128::MAX / shards as u128;
     usize::try_from(hash / width).unwrap_or(0).min(shards - 1)
 }
@@ -242,7 +246,15 @@ impl World {
             });
         };
         let order = self.next_sequence.fetch_add(1, Ordering::Relaxed);
-        let shard = shard_of(&record.partition_key, log.shards.len());
+        // An explicit hash key routes the record as Kinesis does, in place of its key's hash.
+        let shard = match record
+            .explicit_hash_key
+            .as_deref()
+            .and_then(|key| key.parse::<u128>().ok())
+        {
+            Some(hash) => shard_of_hash(hash, log.shards.len()),
+            None => shard_of(&record.partition_key, log.shards.len()),
+        };
         let stored = Stored {
             data: record.data,
             partition_key: record.partition_key,
@@ -250,9 +262,19 @@ impl World {
             arrived_ms: i64::try_from(epoch_millis()).unwrap_or(i64::MAX),
             order,
         };
-        let (payload, headers) = envelope::decode(stored.data.clone());
-        log.published
-            .push(RawMessage::new(stream.to_owned(), payload).with_headers(headers));
+        // What was published: each user record of an aggregate, as its publish sent it.
+        let published = match kpl::deaggregate(&stored.data) {
+            Some(users) => users
+                .into_iter()
+                .map(|user| Bytes::from(user.data))
+                .collect(),
+            None => vec![stored.data.clone()],
+        };
+        for data in published {
+            let (payload, headers) = envelope::decode(data);
+            log.published
+                .push(RawMessage::new(stream.to_owned(), payload).with_headers(headers));
+        }
         log.subscribers.retain(|sub| sub.strong_count() > 0);
         let subscribers: Vec<_> = log.subscribers.iter().filter_map(Weak::upgrade).collect();
         for sub in subscribers {

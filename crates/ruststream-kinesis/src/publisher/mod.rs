@@ -190,6 +190,8 @@ impl KinesisPublish {
     ) -> KinesisPublisher {
         KinesisPublisher {
             default_key: self.partition_key,
+            #[cfg(feature = "testing")]
+            aggregate: self.aggregate,
             sink,
             closed: Arc::clone(closed),
             limits: Arc::clone(limits),
@@ -230,6 +232,9 @@ enum Sink {
 #[derive(Debug, Clone)]
 pub struct KinesisPublisher {
     default_key: Option<String>,
+    /// In process, each publish goes out as a KPL aggregate of its own (live, the writer packs).
+    #[cfg(feature = "testing")]
+    aggregate: bool,
     sink: Sink,
     closed: Arc<AtomicBool>,
     /// The largest record of each stream published to, read once per stream.
@@ -355,6 +360,13 @@ impl Publisher for KinesisPublisher {
                     options,
                     validate::MAX_RECORD_BYTES,
                 )?;
+                // Nothing waits to be written with it: an aggregate of its own, which a
+                // subscriber reads as user record 0.
+                let record = if self.aggregate {
+                    pack::alone(record)
+                } else {
+                    record
+                };
                 world.put(stream, record)
             }
         }
@@ -878,6 +890,55 @@ mod tests {
             crate::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
             1
         );
+    }
+
+    #[tokio::test]
+    async fn in_process_an_aggregating_publisher_writes_aggregates_a_subscriber_reads_as_user_records()
+     {
+        use crate::delivery::seeker::Source;
+        use ruststream::IncomingMessage;
+        let world = Arc::new(crate::in_process::World::default());
+        let (sub, mut rx) = world
+            .subscribe(
+                "orders",
+                Some(2),
+                Arc::default(),
+                tokio::runtime::Handle::current(),
+            )
+            .unwrap();
+        let closed = Arc::new(AtomicBool::new(false));
+        let limits = RecordLimits::default();
+        for (aggregate, body) in [(false, "plain"), (true, "packed")] {
+            let publisher = KinesisPublish::default()
+                .aggregate(aggregate)
+                .in_process(&world, &closed, &limits);
+            let mut headers = ruststream::HeaderMap::new();
+            headers.insert("kind", body);
+            let msg = OutgoingMessage::new("orders", body.as_bytes()).with_headers(headers);
+            publisher.publish(msg, None).await.unwrap();
+            let Ok(Ok(delivered)) = rx.try_recv() else {
+                panic!("{body}: delivered at once");
+            };
+            assert_eq!(delivered.payload(), body.as_bytes());
+            assert_eq!(delivered.headers().get("kind"), Some(body.as_bytes()));
+            assert_eq!(
+                delivered.sub_sequence_number(),
+                aggregate.then_some(0),
+                "{body}: an aggregate of one user record, or a plain record"
+            );
+            delivered.ack().await.unwrap();
+        }
+        let published: Vec<Vec<u8>> = world
+            .published("orders")
+            .iter()
+            .map(|raw| raw.payload().to_vec())
+            .collect();
+        assert_eq!(
+            published,
+            [b"plain".to_vec(), b"packed".to_vec()],
+            "as published"
+        );
+        sub.close();
     }
 
     #[tokio::test]

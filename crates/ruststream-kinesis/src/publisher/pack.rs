@@ -144,5 +144,22 @@ pub(super) fn pack(pending: Vec<Pending>, ranges: &[HashRange], limit: usize) ->
     out
 }
 
+/// `record` as an aggregate of one user record, under its own partition key (the in-process
+/// publisher, which writes each publish at once); as it is when it would not fit.
+#[cfg(feature = "testing")]
+pub(super) fn alone(record: OutRecord) -> OutRecord {
+    let mut aggregate = Aggregate::new();
+    aggregate.push(&record.partition_key, None, record.data.to_vec());
+    if aggregate.encoded_len() + record.partition_key.len()
+        > crate::settings::validate::MAX_RECORD_BYTES
+    {
+        return record;
+    }
+    OutRecord {
+        data: Bytes::from(aggregate.encode()),
+        ..record
+    }
+}
+
 #[cfg(test)]
 mod tests;
