@@ -25,8 +25,8 @@ pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use state::{HeldEffect, landed};
-pub(crate) use state::{split_within, within_checkpoint};
 pub use state::{LeaseState, SHARD_END, SHARD_SKIPPED};
+pub(crate) use state::{split_within, within_checkpoint};
 pub(crate) use store::millis;
 pub use store::{LeaseFuture, LeaseStore, SKEW_TOLERANCE, epoch_millis};
 pub(crate) use timed::Timed;
