@@ -776,6 +776,55 @@ mod tests {
         assert_eq!(of_k, ["record-0", "record-1", "record-3"]);
     }
 
+    #[tokio::test]
+    async fn aggregates_of_one_shard_go_one_per_call_and_a_rejected_one_is_retried_whole_first() {
+        // The first aggregate of the shard is throttled inside the answer of its call.
+        let (client, seen) = client(|n, _, body| {
+            let sent = body["Records"].as_array().map_or(0, Vec::len);
+            let mut failed = vec![false; sent];
+            if n == 0 {
+                failed[0] = true;
+            }
+            (200, answer(&failed))
+        });
+        // Three aggregates bound for one shard (one explicit hash key), under different keys.
+        let (mut chunk, answers) = pending(3);
+        for (i, pending) in chunk.iter_mut().enumerate() {
+            pending.record.partition_key = format!("first-key-of-{i}");
+            pending.record.explicit_hash_key = Some("0".to_owned());
+        }
+        write_stream(&client, "orders".to_owned(), chunk).await;
+        for answer in answers {
+            answer.await.unwrap().unwrap();
+        }
+        let calls = seen.lock().unwrap();
+        let sent: Vec<Vec<String>> = calls
+            .iter()
+            .map(|(_, body)| {
+                body["Records"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|record| {
+                        let data = record["Data"].as_str().unwrap();
+                        let data = aws_smithy_types::base64::decode(data).unwrap();
+                        String::from_utf8(data).unwrap()
+                    })
+                    .collect()
+            })
+            .collect();
+        // One per call; the rejected one again, whole, before the next of its shard.
+        assert_eq!(
+            sent,
+            [
+                vec!["record-0"],
+                vec!["record-0"],
+                vec!["record-1"],
+                vec!["record-2"]
+            ]
+        );
+    }
+
     /// A connected broker on a fake Kinesis whose stream `orders` takes records of `kib` KiB
     /// (`None`: the service does not say).
     async fn broker_with_limit(
