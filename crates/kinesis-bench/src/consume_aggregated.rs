@@ -3,7 +3,7 @@
 //! the CPU this process spends per user record on each side.
 
 use crate::consume::{Took, cpu_seconds, processes, through_service};
-use crate::report::{Figure, median, thousands};
+use crate::report::{Figure, median, thousands, thousands_list};
 use crate::service;
 use crate::stack::{Stack, unique};
 use crate::{Error, Options};
@@ -33,13 +33,6 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let cpu = median(&cpu_ratios);
     let plain_rates: Vec<f64> = took.iter().map(|(p, _)| rate(p)).collect();
     let packed_rates: Vec<f64> = took.iter().map(|(_, a)| rate(a)).collect();
-    let list = |rates: &[f64]| {
-        rates
-            .iter()
-            .map(|r| thousands(*r))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let mut f = Figure::new("consuming aggregated", "consume-aggregated");
     f.measured = format!(
         "{value:.2} (aggregated {} user rec/s ÷ plain {} rec/s); CPU per user record {cpu:.2}× \
@@ -59,8 +52,8 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     ));
     f.detail(format!(
         "per round: plain {} records/s; aggregated {} user records/s; CPU ratios {}",
-        list(&plain_rates),
-        list(&packed_rates),
+        thousands_list(&plain_rates),
+        thousands_list(&packed_rates),
         cpu_ratios
             .iter()
             .map(|r| format!("{r:.2}"))

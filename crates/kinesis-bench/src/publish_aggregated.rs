@@ -11,7 +11,7 @@ use futures::{StreamExt, TryStreamExt};
 use ruststream::{Broker, ConnectedBroker, OutgoingMessage, PublishPolicy, Publisher};
 use ruststream_kinesis::{KinesisOptions, KinesisPublish, MemoryLeaseStore};
 
-use crate::report::{Figure, median, thousands};
+use crate::report::{Figure, median, thousands, thousands_list};
 use crate::stack::{Stack, unique};
 use crate::{Error, Options};
 
@@ -75,13 +75,6 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     );
     f.target = "≥ 5".to_owned();
     f.pass = Some(value >= 5.0);
-    let list = |rates: &[f64]| {
-        rates
-            .iter()
-            .map(|r| thousands(*r))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     f.detail(format!(
         "{records} records of {RECORD_BYTES} B per side and round, each side on a new \
          {SHARDS}-shard stream (per shard: the rate ÷ {SHARDS}), {reps} round(s), the order \
@@ -94,8 +87,8 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
         "per round: loop {} records/s; aggregated {} user records/s; the figure is the median \
          of the per-round ratios; the last aggregated round stored {stored} Kinesis records for \
          {records} user records",
-        list(&plain),
-        list(&packed)
+        thousands_list(&plain),
+        thousands_list(&packed)
     ));
     f.detail(
         "kinesis-mock caps no shard at 1,000 records/s: against AWS the loop's side is capped \

@@ -70,6 +70,15 @@ pub fn secs_list(values: &[f64]) -> String {
         .join(", ")
 }
 
+/// Counts with thousands separators, comma-separated.
+pub fn thousands_list(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|v| thousands(*v))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A count with thousands separators.
 pub fn thousands(n: f64) -> String {
     let rounded = n.round();

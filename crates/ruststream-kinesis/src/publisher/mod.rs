@@ -726,17 +726,24 @@ mod tests {
         );
     }
 
+    /// A fake `PutRecords` that rejects the first record of its first call and writes the rest.
+    fn first_record_throttled_once(
+        n: usize,
+        _: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let sent = body["Records"].as_array().map_or(0, Vec::len);
+        let mut failed = vec![false; sent];
+        if n == 0 {
+            failed[0] = true;
+        }
+        (200, answer(&failed))
+    }
+
     #[tokio::test]
     async fn records_of_one_key_keep_their_order_when_one_is_rejected() {
         // The first record of key `k` is throttled inside the answer of its call.
-        let (client, seen) = client(|n, _, body| {
-            let sent = body["Records"].as_array().map_or(0, Vec::len);
-            let mut failed = vec![false; sent];
-            if n == 0 {
-                failed[0] = true;
-            }
-            (200, answer(&failed))
-        });
+        let (client, seen) = client(first_record_throttled_once);
         let (mut chunk, answers) = pending(4);
         for (i, pending) in chunk.iter_mut().enumerate() {
             pending.record.partition_key = if i == 2 { "j" } else { "k" }.to_owned();
@@ -779,14 +786,7 @@ mod tests {
     #[tokio::test]
     async fn aggregates_of_one_shard_go_one_per_call_and_a_rejected_one_is_retried_whole_first() {
         // The first aggregate of the shard is throttled inside the answer of its call.
-        let (client, seen) = client(|n, _, body| {
-            let sent = body["Records"].as_array().map_or(0, Vec::len);
-            let mut failed = vec![false; sent];
-            if n == 0 {
-                failed[0] = true;
-            }
-            (200, answer(&failed))
-        });
+        let (client, seen) = client(first_record_throttled_once);
         // Three aggregates bound for one shard (one explicit hash key), under different keys.
         let (mut chunk, answers) = pending(3);
         for (i, pending) in chunk.iter_mut().enumerate() {
