@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ruststream_kinesis::{LeaseFuture, LeaseKey, LeaseState, LeaseStore};
+use ruststream_kinesis::{LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice};
 
 /// The kinds of call a store receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,10 +17,17 @@ pub enum Call {
     Release,
     Read,
     List,
+    /// A read of the stream's notice row.
+    Notice,
+    /// A write of this instance's beat in the stream's notice row (unconditional).
+    Beat,
 }
 
+/// How many kinds of call there are.
+const KINDS: usize = 9;
+
 impl Call {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; KINDS] = [
         Self::Acquire,
         Self::Renew,
         Self::Checkpoint,
@@ -28,11 +35,13 @@ impl Call {
         Self::Release,
         Self::Read,
         Self::List,
+        Self::Notice,
+        Self::Beat,
     ];
 
-    /// Whether the call is a conditional write to the table.
+    /// Whether the call writes to the table (a beat is the one unconditional write).
     pub fn is_write(self) -> bool {
-        !matches!(self, Self::Read | Self::List)
+        !matches!(self, Self::Read | Self::List | Self::Notice)
     }
 
     pub fn name(self) -> &'static str {
@@ -44,13 +53,15 @@ impl Call {
             Self::Release => "release",
             Self::Read => "read",
             Self::List => "list",
+            Self::Notice => "notice",
+            Self::Beat => "beat",
         }
     }
 }
 
 /// How many calls of each kind, in [`Call::ALL`] order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts(pub [u64; 7]);
+pub struct Counts(pub [u64; KINDS]);
 
 impl Counts {
     pub fn get(&self, call: Call) -> u64 {
@@ -67,7 +78,7 @@ impl Counts {
 
     /// What happened between `earlier` and this snapshot.
     pub fn since(&self, earlier: &Self) -> Self {
-        let mut out = [0; 7];
+        let mut out = [0; KINDS];
         for (i, slot) in out.iter_mut().enumerate() {
             *slot = self.0[i].saturating_sub(earlier.0[i]);
         }
@@ -94,7 +105,7 @@ impl Counts {
 #[derive(Debug)]
 pub struct CountingStore {
     inner: Arc<dyn LeaseStore>,
-    calls: [AtomicU64; 7],
+    calls: [AtomicU64; KINDS],
     writes: Mutex<HashMap<String, Vec<Instant>>>,
 }
 
@@ -142,7 +153,7 @@ impl CountingStore {
     }
 
     pub fn snapshot(&self) -> Counts {
-        let mut out = [0; 7];
+        let mut out = [0; KINDS];
         for (slot, count) in out.iter_mut().zip(&self.calls) {
             *slot = count.load(Ordering::Relaxed);
         }
@@ -219,6 +230,22 @@ impl LeaseStore for CountingStore {
         self.count(Call::List);
         self.inner.list(stream)
     }
+
+    fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.count(Call::Notice);
+        self.inner.notice(stream)
+    }
+
+    fn beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+        forget: &'a [String],
+    ) -> LeaseFuture<'a, ()> {
+        self.count(Call::Beat);
+        self.inner.beat(stream, owner, until_ms, forget)
+    }
 }
 
 #[cfg(test)]
@@ -242,13 +269,19 @@ mod tests {
         assert_eq!(row.checkpoint.as_deref(), Some("2"));
         store.release(&key, "a").await.unwrap();
         let _ = store.list("s").await.unwrap();
+        let notice = store.notice("s").await.unwrap().unwrap();
+        assert_eq!(notice.counter, 1, "the release bumped it");
+        store.beat("s", "a", 5, &[]).await.unwrap();
         let other = LeaseKey::new("s", "shardId-000000000001");
         let taken = store.acquire_from(&other, "a", lease, "TRIM_HORIZON").await;
         assert_eq!(taken.unwrap().checkpoint.as_deref(), Some("TRIM_HORIZON"));
         let counts = store.snapshot();
-        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 1, 1]));
-        assert_eq!(counts.writes(), 6);
-        assert_eq!(counts.since(&Counts([1, 0, 0, 0, 0, 0, 0])).writes(), 5);
+        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 1, 1, 1, 1]));
+        assert_eq!(counts.writes(), 7);
+        assert_eq!(
+            counts.since(&Counts([1, 0, 0, 0, 0, 0, 0, 0, 0])).writes(),
+            6
+        );
         let rate = store
             .writes_per_row_minute(Instant::now() - Duration::from_secs(60), Instant::now())
             .unwrap();

@@ -109,7 +109,7 @@ pub use error::KinesisError;
 #[cfg(feature = "dynamodb-lease")]
 pub use lease::DynamoLeaseStore;
 pub use lease::{
-    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, MemoryLeaseStore, SHARD_END,
+    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, MemoryLeaseStore, Notice, SHARD_END,
     SHARD_SKIPPED, SKEW_TOLERANCE, epoch_millis,
 };
 pub use local_stack::local_stack_config;

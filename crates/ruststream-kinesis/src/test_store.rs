@@ -182,4 +182,23 @@ impl LeaseStore for Recording {
     ) -> crate::LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
         self.inner.list(stream)
     }
+
+    fn notice<'a>(&'a self, stream: &'a str) -> crate::LeaseFuture<'a, Option<crate::Notice>> {
+        self.inner.notice(stream)
+    }
+
+    fn beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+        forget: &'a [String],
+    ) -> crate::LeaseFuture<'a, ()> {
+        Box::pin(self.timed(
+            "beat",
+            owner,
+            false,
+            self.inner.beat(stream, owner, until_ms, forget),
+        ))
+    }
 }

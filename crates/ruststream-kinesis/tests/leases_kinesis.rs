@@ -1,7 +1,8 @@
 //! Live tests of the lease protocol with several instances on one DynamoDB lease table (the
 //! local stack): exclusivity, graceful handover, takeover after SIGKILL, restart under the same
-//! owner id, the legacy table upgrade, resharding with two instances, and a table deleted
-//! mid-run. Each prints the times it measured.
+//! owner id, the legacy table upgrade, resharding with two instances, a table deleted mid-run,
+//! and the handover poll's steady cost (the stream's notice alone). Each prints the times it
+//! measured.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 
 mod common;
@@ -19,8 +20,8 @@ use ruststream::{
     SubscriptionSource,
 };
 use ruststream_kinesis::{
-    DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, KinesisStream, LeaseKey,
-    LeaseStore, LeaseTimings,
+    DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, KinesisStream, LeaseFuture,
+    LeaseKey, LeaseState, LeaseStore, LeaseTimings, Notice,
 };
 use tokio::sync::mpsc;
 
@@ -63,9 +64,21 @@ impl Instance {
         seen: mpsc::UnboundedSender<Handled>,
         errors: Option<mpsc::UnboundedSender<String>>,
     ) -> Self {
+        Self::start_timed(url, store, owner, (stream, shards), seen, errors, timings()).await
+    }
+
+    async fn start_timed(
+        url: &str,
+        store: Arc<dyn LeaseStore>,
+        owner: &str,
+        (stream, shards): (&str, u32),
+        seen: mpsc::UnboundedSender<Handled>,
+        errors: Option<mpsc::UnboundedSender<String>>,
+        timings: LeaseTimings,
+    ) -> Self {
         let broker = common::broker_with(url, store)
             .owner_id(owner)
-            .lease_timings(timings());
+            .lease_timings(timings);
         let connected = broker.connect().await.unwrap();
         let mut subscriber = stream_of(stream, shards)
             .subscribe(&connected)
@@ -622,4 +635,210 @@ async fn a_split_and_a_merge_with_two_instances_keep_parent_first_order() {
 #[allow(dead_code)]
 fn _error_type_names_stream_and_shard(err: &KinesisError) -> bool {
     matches!(err, KinesisError::Lease { .. })
+}
+
+/// A store that counts the calls it forwards, by kind: what the handover poll costs.
+#[derive(Debug)]
+struct Counting {
+    inner: DynamoLeaseStore,
+    calls: std::sync::Mutex<HashMap<&'static str, u64>>,
+}
+
+impl Counting {
+    fn new(inner: DynamoLeaseStore) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            calls: std::sync::Mutex::default(),
+        })
+    }
+
+    fn count(&self, call: &'static str) {
+        *self.calls.lock().unwrap().entry(call).or_default() += 1;
+    }
+
+    fn snapshot(&self) -> HashMap<&'static str, u64> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl LeaseStore for Counting {
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.count("acquire");
+        self.inner.acquire(key, owner, lease)
+    }
+
+    fn acquire_from<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.count("acquire");
+        self.inner.acquire_from(key, owner, lease, start)
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.count("renew");
+        self.inner.renew(key, owner, lease)
+    }
+
+    fn checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        self.count("checkpoint");
+        self.inner.checkpoint(key, owner, checkpoint)
+    }
+
+    fn checkpoint_and_renew<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        self.count("checkpoint");
+        self.inner
+            .checkpoint_and_renew(key, owner, checkpoint, lease)
+    }
+
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
+        self.count("read");
+        self.inner.read(key)
+    }
+
+    fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
+        self.count("release");
+        self.inner.release(key, owner)
+    }
+
+    fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        self.count("list");
+        self.inner.list(stream)
+    }
+
+    fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.count("notice");
+        self.inner.notice(stream)
+    }
+
+    fn beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+        forget: &'a [String],
+    ) -> LeaseFuture<'a, ()> {
+        self.count("beat");
+        self.inner.beat(stream, owner, until_ms, forget)
+    }
+}
+
+fn delta(
+    after: &HashMap<&'static str, u64>,
+    before: &HashMap<&'static str, u64>,
+    call: &str,
+) -> u64 {
+    after.get(call).copied().unwrap_or(0) - before.get(call).copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_reads_only_the_notice_until_a_release_bumps_it() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (config, store) = table(&url).await;
+    let stream = common::unique("notice");
+    // Listing every 60 s: between the first rounds and the next, only the poll can find a
+    // release. A 200 ms poll, so the window below holds many polls.
+    let timings = LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
+        .unwrap()
+        .with_listing_interval(Duration::from_secs(60))
+        .with_handover_poll_interval(Duration::from_millis(200));
+    let own_store = || Counting::new(DynamoLeaseStore::new(&config, store.table()));
+    let (store_a, store_b) = (own_store(), own_store());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let a = Instance::start_timed(
+        &url,
+        store_a.clone(),
+        "pod-a",
+        (&stream, 2),
+        tx.clone(),
+        None,
+        timings,
+    )
+    .await;
+    let b = Instance::start_timed(
+        &url,
+        store_b.clone(),
+        "pod-b",
+        (&stream, 2),
+        tx.clone(),
+        None,
+        timings,
+    )
+    .await;
+    // Settled: pod-b read the rows once after its first notice, and pod-a saw pod-b's beat.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (a_before, b_before) = (store_a.snapshot(), store_b.snapshot());
+    let window = Duration::from_secs(5);
+    tokio::time::sleep(window).await;
+    let (a_after, b_after) = (store_a.snapshot(), store_b.snapshot());
+    let notices = delta(&b_after, &b_before, "notice");
+    println!(
+        "standby over {window:?}: {notices} notice reads, {} beats, {} lists, {} reads; holder: \
+         {} beats, {} renewals",
+        delta(&b_after, &b_before, "beat"),
+        delta(&b_after, &b_before, "list"),
+        delta(&b_after, &b_before, "read"),
+        delta(&a_after, &a_before, "beat"),
+        delta(&a_after, &a_before, "renew"),
+    );
+    assert!(notices >= 10, "the standby polls the notice ({notices})");
+    assert_eq!(
+        delta(&b_after, &b_before, "list") + delta(&b_after, &b_before, "read"),
+        0,
+        "a standby whose holder beats reads no row between listings"
+    );
+    assert!(
+        delta(&b_after, &b_before, "beat") >= 1 && delta(&a_after, &a_before, "beat") >= 1,
+        "both beat: the standby waits, the holder is waited on"
+    );
+    // pod-a stops: its releases bump the notice, and pod-b takes both shards within a few polls,
+    // long before its next listing.
+    let stopping = Instant::now();
+    a.stop().await;
+    let bodies: Vec<String> = (0..20).map(|i| format!("after-{i}")).collect();
+    publish_all(&url, &stream, bodies.clone()).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(30), |h| {
+        payloads(h).len() == bodies.len()
+    })
+    .await;
+    assert_eq!(payloads(&handled), bodies.iter().cloned().collect());
+    assert!(handled.iter().all(|h| h.instance == "pod-b"));
+    let took = stopping.elapsed();
+    println!("pod-b handled every later record {took:?} after pod-a began to stop");
+    assert!(
+        took < Duration::from_secs(30),
+        "taken through the notice, not at the listing 60 s later"
+    );
+    assert!(
+        delta(&store_b.snapshot(), &b_after, "list") >= 1,
+        "the bump had the rows read"
+    );
+    b.stop().await;
 }

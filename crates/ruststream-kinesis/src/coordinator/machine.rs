@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::plan::{self, Rows, TakeFor, Verdict};
+use super::watch::{self, Noticed, Watch};
 use crate::kinesis::api::ShardInfo;
-use crate::lease::LeaseState;
+use crate::lease::{LeaseState, Notice};
 use crate::settings::position::ShardStart;
 use crate::shard::Stop;
 use crate::shard::lease::Moment;
@@ -74,6 +75,8 @@ pub(crate) struct Coordinator<T> {
     backoff: HashMap<Arc<str>, TakeBackoff<T>>,
     /// The shards the last round listed, for the handover poll between listings.
     last_listing: Vec<ShardInfo>,
+    /// What the handover poll keeps between listings to read the rows only when they moved.
+    watch: Watch,
 }
 
 impl<T: Moment> Coordinator<T> {
@@ -87,6 +90,7 @@ impl<T: Moment> Coordinator<T> {
             gone: HashSet::new(),
             backoff: HashMap::new(),
             last_listing: Vec::new(),
+            watch: Watch::default(),
         }
     }
 
@@ -139,6 +143,7 @@ impl<T: Moment> Coordinator<T> {
             }
         }
         self.last_listing = listing.to_vec();
+        self.watch.round_read(rows);
     }
 
     /// The shards of the last listing the handover poll reads the rows of, `reading` aside.
@@ -149,6 +154,64 @@ impl<T: Moment> Coordinator<T> {
     /// Whether the rows the handover poll read show a shard of the last listing that this
     /// instance could take now (released, expired, or its parents finished).
     pub(crate) fn poll_finds_takeable(
+        &mut self,
+        rows: Rows,
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> bool {
+        self.watch.poll_read(&rows);
+        self.takeable_now(rows, reading, owner, now, now_ms)
+    }
+
+    /// Whether the handover poll reads the stream's notice first (else the rows at every poll,
+    /// as for a store that keeps no notices).
+    pub(crate) fn uses_notices(&self) -> bool {
+        self.watch.uses_notices()
+    }
+
+    /// The store keeps no notices.
+    pub(crate) fn notices_unsupported(&mut self) {
+        self.watch.unsupported();
+    }
+
+    /// How often the poll reads the notice while it waits for no shard: the renewal interval, so
+    /// that a holder learns in time that another instance waits on it, and beats.
+    pub(crate) fn idle_poll_interval(&self) -> Duration {
+        self.timings.renew()
+    }
+
+    /// What the stream's notice, read at `now`, asks of the poll: a beat of this instance's, and
+    /// whether to read the rows it waits for ([`watch`] says when).
+    pub(crate) fn noticed(
+        &mut self,
+        notice: &Notice,
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> Noticed {
+        let watching = !self.poll_wanted(reading).is_empty();
+        let moved = self.watch.counter_moved(notice, watching);
+        let beat = watch::beat_due(
+            notice,
+            owner,
+            watching,
+            !reading.is_empty(),
+            &self.timings,
+            now_ms,
+        );
+        let read_rows = watching
+            && (moved || {
+                let hinted = self.watch.hinted_rows(notice, owner, now_ms);
+                self.takeable_now(hinted, reading, owner, now, now_ms)
+            });
+        Noticed { beat, read_rows }
+    }
+
+    /// Whether `rows` show a shard of the last listing that this instance could take now.
+    fn takeable_now(
         &mut self,
         mut rows: Rows,
         reading: &HashSet<Arc<str>>,

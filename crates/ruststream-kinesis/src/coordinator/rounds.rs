@@ -11,9 +11,13 @@
 //!   and answers, else a read per row), and takes what is takeable, pass after pass while a pass
 //!   marks shards skipped. The next listing is due a listing interval after the round began;
 //!   after the first round, both deadlines count from its end.
-//! - The poll reads the rows of the shards of the last listing that wait (nothing while none
-//!   does) and starts a round when one of them is takeable now; a poll whose `list` fails, or
-//!   that cannot read every row, does nothing.
+//! - The poll reads the stream's notice (one small row) and, when [`watch`](super::watch) says
+//!   the rows may have moved, the rows of the shards of the last listing that wait; it starts a
+//!   round when one of them is takeable now, and writes this instance's beat when the notice
+//!   asks for one. While no shard waits it reads the notice only every renewal interval. A
+//!   store without notices has the rows read at every poll instead (nothing while no shard
+//!   waits). A poll whose notice read or `list` fails, or that cannot read every row, does
+//!   nothing.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,8 +25,9 @@ use std::time::Duration;
 
 use super::machine::{Coordinator, RoundPasses};
 use super::plan::{Rows, TakeFor};
+use super::watch::{Beat, Noticed};
 use crate::kinesis::api::ShardInfo;
-use crate::lease::LeaseState;
+use crate::lease::{LeaseState, Notice};
 use crate::shard::lease::Moment;
 
 /// What the coordinator's driver does next.
@@ -37,6 +42,11 @@ pub(crate) enum Step<T> {
     /// Take these shards (in parallel), each for its purpose; answer with [`Rounds::took`] once
     /// every take is over.
     Take(Vec<(ShardInfo, TakeFor)>),
+    /// Read the stream's notice; answer with [`Rounds::notice_read`].
+    ReadNotice,
+    /// Write this instance's beat in the stream's notice; answer with [`Rounds::beaten`],
+    /// whatever the write answered.
+    Beat(Beat),
     /// Nothing to do until this moment (`None`: until an answer), or a wake.
     Wait(Option<T>),
     /// Cancelled: the coordinator ends.
@@ -62,6 +72,15 @@ pub(crate) enum Listed {
     Failed,
 }
 
+/// What a read of the stream's notice answered.
+#[derive(Debug)]
+pub(crate) enum NoticeRead {
+    Notice(Notice),
+    /// The store keeps no notices: the poll reads the rows from now on.
+    Unsupported,
+    Failed,
+}
+
 #[derive(Debug)]
 enum Phase {
     Idle,
@@ -81,6 +100,15 @@ enum Phase {
         listing: Vec<ShardInfo>,
         wanted: Vec<Arc<str>>,
         poll: bool,
+        asked: bool,
+    },
+    /// The poll's read of the notice is under way.
+    Notice,
+    /// The poll's beat is to be written (or being written: `asked`); then the rows are read
+    /// when `read_rows`.
+    Beat {
+        beat: Beat,
+        read_rows: bool,
         asked: bool,
     },
     /// The rows were read: the next pass's takes go out.
@@ -163,7 +191,24 @@ impl<T: Moment> Rounds<T> {
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Idle => {}
             Phase::RoundDue => return self.round(reading, now),
-            phase @ (Phase::Listing | Phase::Taking(_)) => {
+            Phase::Beat {
+                beat,
+                read_rows,
+                asked,
+            } => {
+                let step = if asked {
+                    Step::Wait(None)
+                } else {
+                    Step::Beat(beat.clone())
+                };
+                self.phase = Phase::Beat {
+                    beat,
+                    read_rows,
+                    asked: true,
+                };
+                return step;
+            }
+            phase @ (Phase::Listing | Phase::Notice | Phase::Taking(_)) => {
                 self.phase = phase;
                 return Step::Wait(None);
             }
@@ -221,8 +266,19 @@ impl<T: Moment> Rounds<T> {
         }
         let polling = !self.poll_interval.is_zero();
         if polling && now >= self.next_poll {
-            self.next_poll = now + self.poll_interval;
             let wanted = coordinator.poll_wanted(reading);
+            if coordinator.uses_notices() {
+                self.next_poll = now
+                    + if wanted.is_empty() {
+                        coordinator.idle_poll_interval().max(self.poll_interval)
+                    } else {
+                        self.poll_interval
+                    };
+                self.reading = reading.clone();
+                self.phase = Phase::Notice;
+                return Step::ReadNotice;
+            }
+            self.next_poll = now + self.poll_interval;
             if !wanted.is_empty() {
                 self.reading = reading.clone();
                 self.phase = Phase::Rows {
@@ -381,6 +437,73 @@ impl<T: Moment> Rounds<T> {
     ) {
         if coordinator.poll_finds_takeable(rows, &self.reading, owner, now, now_ms) {
             self.phase = Phase::RoundDue;
+        }
+    }
+
+    /// The poll's read of the stream's notice answered.
+    pub(crate) fn notice_read(
+        &mut self,
+        coordinator: &mut Coordinator<T>,
+        read: NoticeRead,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) {
+        if !matches!(self.phase, Phase::Notice) {
+            // Not asked for: nothing changes.
+            return;
+        }
+        self.phase = Phase::Idle;
+        let noticed = match read {
+            NoticeRead::Notice(notice) => {
+                coordinator.noticed(&notice, &self.reading, owner, now, now_ms)
+            }
+            NoticeRead::Unsupported => {
+                coordinator.notices_unsupported();
+                Noticed {
+                    beat: None,
+                    read_rows: true,
+                }
+            }
+            NoticeRead::Failed => Noticed::default(),
+        };
+        match noticed.beat {
+            Some(beat) => {
+                self.phase = Phase::Beat {
+                    beat,
+                    read_rows: noticed.read_rows,
+                    asked: false,
+                };
+            }
+            None if noticed.read_rows => self.read_poll_rows(coordinator),
+            None => {}
+        }
+    }
+
+    /// The poll's beat was written (or not: a beat is a hint).
+    pub(crate) fn beaten(&mut self, coordinator: &Coordinator<T>) {
+        if !matches!(self.phase, Phase::Beat { asked: true, .. }) {
+            // Not asked for: nothing changes.
+            return;
+        }
+        let Phase::Beat { read_rows, .. } = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            unreachable!("checked above");
+        };
+        if read_rows {
+            self.read_poll_rows(coordinator);
+        }
+    }
+
+    /// The poll reads the rows of the shards it waits for (none: nothing to read).
+    fn read_poll_rows(&mut self, coordinator: &Coordinator<T>) {
+        let wanted = coordinator.poll_wanted(&self.reading);
+        if !wanted.is_empty() {
+            self.phase = Phase::Rows {
+                listing: Vec::new(),
+                wanted,
+                poll: true,
+                asked: false,
+            };
         }
     }
 

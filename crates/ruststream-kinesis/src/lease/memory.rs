@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, epoch_millis, millis};
+use super::{
+    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice, epoch_millis, millis,
+};
 
 /// The default [`LeaseStore`]: rows in the memory of the process.
 ///
@@ -27,6 +29,8 @@ use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, epoch_mil
 #[derive(Debug, Clone, Default)]
 pub struct MemoryLeaseStore {
     rows: Arc<Mutex<HashMap<LeaseKey, LeaseState>>>,
+    /// Each stream's notice.
+    notices: Arc<Mutex<HashMap<String, Notice>>>,
 }
 
 impl MemoryLeaseStore {
@@ -50,6 +54,10 @@ impl MemoryLeaseStore {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, LeaseState>> {
         self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn notices(&self) -> std::sync::MutexGuard<'_, HashMap<String, Notice>> {
+        self.notices.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Applies `write` to the row of `key` while `owner` holds it.
@@ -165,6 +173,11 @@ impl LeaseStore for MemoryLeaseStore {
             row.owner = None;
             row.expiry_ms = 0;
         });
+        if released.is_ok() {
+            let mut notices = self.notices();
+            let notice = notices.entry(key.stream().to_owned()).or_default();
+            notice.counter += 1;
+        }
         Box::pin(std::future::ready(released))
     }
 
@@ -190,6 +203,27 @@ impl LeaseStore for MemoryLeaseStore {
             .filter(|(key, _)| key.stream() == stream)
             .collect();
         Box::pin(std::future::ready(Ok(Some(rows))))
+    }
+
+    fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        let notice = self.notices().get(stream).cloned().unwrap_or_default();
+        Box::pin(std::future::ready(Ok(Some(notice))))
+    }
+
+    fn beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+        forget: &'a [String],
+    ) -> LeaseFuture<'a, ()> {
+        let mut notices = self.notices();
+        let notice = notices.entry(stream.to_owned()).or_default();
+        for gone in forget {
+            notice.beats.remove(gone);
+        }
+        notice.beats.insert(owner.to_owned(), until_ms);
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 

@@ -9,6 +9,7 @@
 mod error;
 mod key;
 mod memory;
+mod notice;
 mod state;
 mod store;
 #[cfg(any(test, feature = "store-suite"))]
@@ -23,6 +24,9 @@ pub use dynamo::DynamoLeaseStore;
 pub use error::LeaseError;
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
+pub use notice::Notice;
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) use notice::{NOTICE_SUFFIX, notice_key};
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use state::{HeldEffect, landed};
 pub use state::{LeaseState, SHARD_END, SHARD_SKIPPED};

@@ -1,11 +1,12 @@
-//! The lease store contract: five calls every store implements, three with default bodies, the
-//! clock-skew tolerance takes are judged with, and the wall clock they carry.
+//! The lease store contract: five calls every store implements, five with default bodies (two
+//! of them the stream's notice), the clock-skew tolerance takes are judged with, and the wall
+//! clock they carry.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{LeaseError, LeaseKey, LeaseState};
+use super::{LeaseError, LeaseKey, LeaseState, Notice};
 
 /// The future every [`LeaseStore`] call returns: boxed, so the trait stays object safe and a
 /// broker holds its store as `Arc<dyn LeaseStore>`.
@@ -52,7 +53,8 @@ pub(crate) fn millis(duration: Duration) -> u64 {
 /// Implementations: [`MemoryLeaseStore`](crate::MemoryLeaseStore) (the default, one process) and
 /// `DynamoLeaseStore` (feature `dynamodb-lease`). A store on another database implements these
 /// five calls, may override the provided [`acquire_from`](Self::acquire_from),
-/// [`checkpoint_and_renew`](Self::checkpoint_and_renew) and [`list`](Self::list), and runs
+/// [`checkpoint_and_renew`](Self::checkpoint_and_renew), [`list`](Self::list),
+/// [`notice`](Self::notice) and [`beat`](Self::beat), and runs
 /// `lease::suite` (feature `store-suite`) against itself.
 ///
 /// # Examples
@@ -194,5 +196,39 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
         let _ = stream;
         Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// The [`Notice`] of `stream`, strongly consistent (an empty one when nothing was written
+    /// yet); `None` when the store keeps no notices, and the handover poll then reads the rows
+    /// of the shards it waits for at every poll.
+    ///
+    /// A store that keeps notices bumps `stream`'s counter with every
+    /// [`release`](Self::release) that lands (a bump that fails is not the release's failure),
+    /// and keeps the beats [`beat`](Self::beat) writes.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        let _ = stream;
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Writes `owner`'s beat in `stream`'s notice: alive until `until_ms` (epoch milliseconds),
+    /// and removes the beats of `forget` (instances whose beats lapsed long ago). Unconditional:
+    /// a beat is a hint, never a lease. Provided as doing nothing, for a store without notices.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+        forget: &'a [String],
+    ) -> LeaseFuture<'a, ()> {
+        let _ = (stream, owner, until_ms, forget);
+        Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -31,7 +31,8 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use super::{
-    LeaseError, LeaseKey, LeaseState, LeaseStore, SHARD_END, SKEW_TOLERANCE, epoch_millis, millis,
+    LeaseError, LeaseKey, LeaseState, LeaseStore, Notice, SHARD_END, SKEW_TOLERANCE, epoch_millis,
+    millis,
 };
 
 /// The first owner of every check.
@@ -73,7 +74,11 @@ const MARGIN: Duration = Duration::from_millis(300);
 /// - `take-from-start`: a take with a start records it as the checkpoint of a row without one,
 ///   keeps the checkpoint of a row that has one (a sequence number or [`SHARD_END`]), and a
 ///   refused take writes nothing;
-/// - `checkpoint-renewing` and `listing`: the provided calls, as the crate's stores do them.
+/// - `checkpoint-renewing` and `listing`: the provided calls, as the crate's stores do them;
+/// - `notices` (for a store whose [`notice`](LeaseStore::notice) answers): a stream's notice
+///   starts empty, a release bumps its counter and a refused one does not, a beat reads back and
+///   removes the beats it names, and the notice row is no row of a shard: a listing of the
+///   stream shows only the shards' rows.
 ///
 /// # Panics
 ///
@@ -104,6 +109,7 @@ pub async fn run(store: &dyn LeaseStore, lease: Duration) {
     run.checkpoint_renewing().await;
     run.take_from_start().await;
     run.listing().await;
+    run.notices().await;
 }
 
 /// One run of the suite: the store, the lease, and the run's unique stream prefix.
@@ -717,6 +723,88 @@ impl<'s> Run<'s> {
         }
         self.release(check, &mine, A).await;
         self.release(check, &other, B).await;
+    }
+
+    /// `notices`: the stream's notice, as a store that keeps one keeps it.
+    async fn notices(&self) {
+        let check = "notices";
+        let stream = format!("{}-notices", self.prefix);
+        let stream = stream.as_str();
+        let read =
+            |what: &'static str| async move { ok(check, what, self.store.notice(stream).await) };
+        let Some(fresh) = read("reading a new stream's notice").await else {
+            // A store without notices: the handover poll reads the rows instead.
+            return;
+        };
+        expect(
+            check,
+            fresh == Notice::default(),
+            &format!("a new stream's notice reads {fresh:?}, not an empty one"),
+        );
+        let key = LeaseKey::new(stream, SHARD);
+        self.acquire(check, &key, A).await;
+        self.release(check, &key, A).await;
+        let released = read("reading the notice after a release")
+            .await
+            .unwrap_or_default();
+        expect(
+            check,
+            released.counter == fresh.counter + 1,
+            &format!(
+                "a release left the notice's counter at {}, not one up",
+                released.counter
+            ),
+        );
+        let refused = self.store.release(&key, B).await;
+        expect(
+            check,
+            refused.is_err(),
+            "a release by a non-owner was accepted",
+        );
+        let after = read("reading the notice after a refused release")
+            .await
+            .unwrap_or_default();
+        expect(
+            check,
+            after.counter == released.counter,
+            "a refused release bumped the notice's counter",
+        );
+        let until = epoch_millis() + self.lease_ms();
+        ok(
+            check,
+            "a beat of A",
+            self.store.beat(stream, A, until, &[]).await,
+        );
+        let beaten = read("reading the notice after a beat")
+            .await
+            .unwrap_or_default();
+        expect(
+            check,
+            beaten.beats.get(A) == Some(&until) && beaten.counter == after.counter,
+            &format!("after A's beat until {until} the notice reads {beaten:?}"),
+        );
+        let forget = [A.to_owned()];
+        ok(
+            check,
+            "a beat of B",
+            self.store.beat(stream, B, until + 1, &forget).await,
+        );
+        let forgot = read("reading the notice after B's beat")
+            .await
+            .unwrap_or_default();
+        expect(
+            check,
+            forgot.beats.len() == 1 && forgot.beats.get(B) == Some(&(until + 1)),
+            &format!("B's beat, removing A's, left {:?}", forgot.beats),
+        );
+        if let Some(rows) = ok(check, "listing the stream", self.store.list(stream).await) {
+            let keys: Vec<&LeaseKey> = rows.iter().map(|(key, _)| key).collect();
+            expect(
+                check,
+                keys == [&key],
+                &format!("listing {stream:?} beside its notice answered {keys:?}, not just {key}"),
+            );
+        }
     }
 
     /// `streams`: one shard id in two streams is two rows.

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore};
+use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice};
 
 /// A store whose every call fails with [`LeaseError::Store`] when it has not answered within
 /// `bound`. A write cut off this way may still land; the stores' fences (the owner, and
@@ -114,13 +114,43 @@ impl LeaseStore for Timed {
     }
 
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        self.bounded_stream(stream, "rows", self.inner.list(stream))
+    }
+
+    fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.bounded_stream(stream, "notice", self.inner.notice(stream))
+    }
+
+    fn beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+        forget: &'a [String],
+    ) -> LeaseFuture<'a, ()> {
+        self.bounded_stream(
+            stream,
+            "beat",
+            self.inner.beat(stream, owner, until_ms, forget),
+        )
+    }
+}
+
+impl Timed {
+    /// A call on a whole stream (its rows, its notice), bounded like the others; its error names
+    /// the stream as `stream:*`.
+    fn bounded_stream<'a, T: Send + 'a>(
+        &'a self,
+        stream: &'a str,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, LeaseError>> + Send + 'a,
+    ) -> LeaseFuture<'a, T> {
         Box::pin(async move {
-            let key = LeaseKey::new(stream, "*");
-            match tokio::time::timeout(self.bound, self.inner.list(stream)).await {
+            match tokio::time::timeout(self.bound, call).await {
                 Ok(answered) => answered,
                 Err(_) => Err(LeaseError::Store {
-                    key,
-                    operation: "rows",
+                    key: LeaseKey::new(stream, "*"),
+                    operation,
                     message: format!("no answer within {:?}", self.bound),
                 }),
             }

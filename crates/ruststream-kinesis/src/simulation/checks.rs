@@ -26,7 +26,17 @@ impl Sim {
         let took = millis(self.now.saturating_sub(handover.at));
         let quiet = handover.at >= self.live_from && handover.taker_ready;
 
-        let handovers = if self.cfg.timings.handover_poll_interval().is_zero() {
+        let poll = self.cfg.timings.handover_poll_interval();
+        if quiet && step == Step::Take && !poll.is_zero() && took > millis(poll) + 1_000 {
+            // With no fault, the next poll of an instance ready to take sees the release (through
+            // the bumped notice, or the rows of a store without notices).
+            self.fail(format!(
+                "handover: shard {shard} was released gracefully at {} with an instance ready to \
+                 take it and no fault, but taken only {took} ms later (poll {poll:?})",
+                secs(handover.at)
+            ));
+        }
+        let handovers = if poll.is_zero() {
             &mut self.stats.handovers_unpolled
         } else {
             &mut self.stats.handovers_polled

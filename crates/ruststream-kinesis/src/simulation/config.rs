@@ -95,6 +95,10 @@ pub(super) struct Config {
     /// The read-ahead window (`max_unsettled`): how many deliveries past the oldest unsettled
     /// record the reader reads before it waits for a settle.
     pub(super) window: usize,
+    /// Whether the store keeps the stream's notice (`LeaseStore::notice`), as both stores of
+    /// the crate do, or answers `None` (a store written against the five calls), so the poll
+    /// reads the rows at every poll.
+    pub(super) notices: bool,
     /// The chance that the runtime holds a pulled delivery in a worker lane for a while before
     /// its handler starts (a slow handler ahead of it, a batch gathering).
     pub(super) p_hold: f64,
@@ -241,6 +245,7 @@ impl Config {
             } else {
                 usize::MAX
             },
+            notices: rng.random_bool(0.8),
         }
     }
 }

@@ -46,6 +46,31 @@ impl Sim {
                     self.send(i, 0, 0, OpKind::List, Cont::RoundList);
                     return;
                 }
+                RoundStep::ReadNotice if !self.cfg.notices => {
+                    // A store written against the five calls answers at once, with no call.
+                    let coord = &mut self.insts[i].coord;
+                    coord.rounds.notice_read(
+                        &mut coord.knows,
+                        NoticeRead::Unsupported,
+                        &owner,
+                        now,
+                        now_ms,
+                    );
+                }
+                RoundStep::ReadNotice => {
+                    self.stats.notice_reads += 1;
+                    self.send(i, 0, 0, OpKind::Notice, Cont::Notice);
+                    return;
+                }
+                RoundStep::Beat(beat) => {
+                    self.stats.beats += 1;
+                    let kind = OpKind::Beat {
+                        until_ms: beat.until_ms,
+                        forget: beat.forget,
+                    };
+                    self.send(i, 0, 0, kind, Cont::Beat);
+                    return;
+                }
                 RoundStep::ReadRows(wanted) => {
                     self.stats.list_fallbacks += 1;
                     coord.round = Round {
@@ -158,6 +183,30 @@ impl Sim {
         if polling && coord.rounds.is_round_due() {
             self.stats.poll_rounds += 1;
         }
+        self.coord_drive(i);
+    }
+
+    /// The poll's read of the notice answered.
+    pub(super) fn notice_answered(&mut self, i: usize, res: Res) {
+        let now = self.now;
+        let now_ms = self.wall(i);
+        let inst = &mut self.insts[i];
+        let owner = Arc::clone(&inst.owner);
+        let coord = &mut inst.coord;
+        let read = match res {
+            Res::Notice(notice) => NoticeRead::Notice(notice),
+            _ => NoticeRead::Failed,
+        };
+        coord
+            .rounds
+            .notice_read(&mut coord.knows, read, &owner, now, now_ms);
+        self.coord_drive(i);
+    }
+
+    /// The poll's beat answered (whatever it said).
+    pub(super) fn beat_answered(&mut self, i: usize) {
+        let coord = &mut self.insts[i].coord;
+        coord.rounds.beaten(&coord.knows);
         self.coord_drive(i);
     }
 

@@ -229,10 +229,10 @@ use rand::{Rng, SeedableRng};
 
 use crate::coordinator::machine::Coordinator;
 use crate::coordinator::plan::{Rows, TakeFor};
-use crate::coordinator::rounds::{Listed, Rounds, Shards, Step as RoundStep};
+use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as RoundStep};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::kinesis::api::ShardInfo;
-use crate::lease::LeaseState;
+use crate::lease::{LeaseState, Notice};
 use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{

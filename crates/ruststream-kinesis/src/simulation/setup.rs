@@ -22,6 +22,7 @@ impl Sim {
                 ..Stream::default()
             },
             rows: Vec::new(),
+            notice: Notice::default(),
             fences: HashMap::new(),
             seek_floors: HashMap::new(),
             landed_pairs: HashSet::new(),

@@ -34,7 +34,11 @@ impl Sim {
     /// Whether the call is a write whose answer settles its store object's fence: a take, or a
     /// held write, with the counter fence on.
     pub(super) fn fenced(&self, op: &Op) -> bool {
-        self.cfg.counter_fence && !matches!(op.kind, OpKind::Read | OpKind::List)
+        self.cfg.counter_fence
+            && !matches!(
+                op.kind,
+                OpKind::Read | OpKind::List | OpKind::Notice | OpKind::Beat { .. }
+            )
     }
 
     pub(super) fn fence(&self, i: usize, inc: u32, shard: usize) -> Fence {
@@ -157,7 +161,11 @@ impl Sim {
                 expiry_ms: Some(0),
                 checkpoint: None,
             },
-            OpKind::Read | OpKind::List | OpKind::Acquire => return false,
+            OpKind::Read
+            | OpKind::List
+            | OpKind::Acquire
+            | OpKind::Notice
+            | OpKind::Beat { .. } => return false,
         };
         crate::lease::landed(row, op.seen, &effect)
     }
@@ -286,6 +294,7 @@ impl Sim {
         let malformed = match op.kind {
             // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
             OpKind::List => self.rows.iter().any(|row| row.malformed),
+            OpKind::Notice | OpKind::Beat { .. } => false,
             _ => self.rows[shard].malformed,
         };
         if malformed {
@@ -293,6 +302,14 @@ impl Sim {
             return Res::Failed;
         }
         match &op.kind {
+            OpKind::Notice => Res::Notice(self.notice.clone()),
+            OpKind::Beat { until_ms, forget } => {
+                for gone in forget {
+                    self.notice.beats.remove(gone);
+                }
+                self.notice.beats.insert(op.owner.to_string(), *until_ms);
+                Res::Ok
+            }
             OpKind::Read => Res::Row(self.rows[shard].state.clone()),
             OpKind::List => Res::Rows(
                 self.rows
@@ -333,6 +350,11 @@ impl Sim {
             | OpKind::Checkpoint(_)
             | OpKind::CheckpointRenew(_)
             | OpKind::Release { .. } => {
+                // `DynamoLeaseStore` bumps the notice after a release in a call of its own,
+                // which may fail.
+                let bump_lost = matches!(op.kind, OpKind::Release { .. })
+                    && self.chaos()
+                    && self.rng.random_bool(self.cfg.p_fail);
                 let row = &mut self.rows[shard];
                 let Some(state) = row.state.as_mut().filter(|s| {
                     s.is_held_by(&op.owner) && op.seen.is_none_or(|seen| seen == s.counter)
@@ -389,6 +411,11 @@ impl Sim {
                         state.owner = None;
                         state.expiry_ms = 0;
                         row.holder = None;
+                        if bump_lost {
+                            self.stats.lost_bumps += 1;
+                        } else {
+                            self.notice.counter += 1;
+                        }
                         let records = &self.stream.shards[shard].records;
                         let next = match mark {
                             Mark::None | Mark::Start => 0,
@@ -425,7 +452,11 @@ impl Sim {
                             self.stats.graceful_covers += 1;
                         }
                     }
-                    OpKind::Read | OpKind::List | OpKind::Acquire => unreachable!(),
+                    OpKind::Read
+                    | OpKind::List
+                    | OpKind::Acquire
+                    | OpKind::Notice
+                    | OpKind::Beat { .. } => unreachable!(),
                 }
                 Res::Ok
             }
@@ -469,6 +500,8 @@ impl Sim {
         match cont {
             Cont::Read { shard } => self.round_read(i, shard, res),
             Cont::RoundList => self.round_listed(i, res),
+            Cont::Notice => self.notice_answered(i, res),
+            Cont::Beat => self.beat_answered(i),
             Cont::Acquire { shard, sid, start } => self.round_acquired(i, shard, sid, start, res),
             Cont::StartCheckpoint { shard, sid, start } => {
                 self.start_checkpointed(i, shard, sid, start, res);

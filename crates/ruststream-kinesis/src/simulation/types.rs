@@ -133,6 +133,13 @@ pub(super) enum OpKind {
         cover: Option<usize>,
         graceful: bool,
     },
+    /// `LeaseStore::notice`: the stream's notice, read consistently.
+    Notice,
+    /// `LeaseStore::beat`: this instance alive until `until_ms`, the beats of `forget` removed.
+    Beat {
+        until_ms: u64,
+        forget: Vec<String>,
+    },
 }
 
 /// One store call as it travels to the store.
@@ -182,6 +189,7 @@ pub(super) enum Res {
     Row(Option<LeaseState>),
     Rows(Vec<(usize, LeaseState)>),
     Granted(LeaseState),
+    Notice(Notice),
     Ok,
     Fenced,
     Failed,
@@ -195,6 +203,10 @@ pub(super) enum Cont {
     },
     /// A round's `list`.
     RoundList,
+    /// The poll's read of the notice.
+    Notice,
+    /// The poll's beat.
+    Beat,
     /// Take `sid`'s acquire, recording `start` in a row without a checkpoint.
     Acquire {
         shard: usize,
@@ -664,6 +676,10 @@ pub(super) struct Stats {
     pub(super) resends_lost: u64,
     pub(super) polls: u64,
     pub(super) poll_rounds: u64,
+    /// Reads of the notice, beats written, and releases whose bump of the notice failed.
+    pub(super) notice_reads: u64,
+    pub(super) beats: u64,
+    pub(super) lost_bumps: u64,
     pub(super) resubscribes: u64,
     /// Closed shards a round skipped (never read, starting at the tip); shards trimmed by
     /// retention, and their owed records still unread then; readers that found their shard gone.
@@ -721,6 +737,9 @@ impl Stats {
         self.resends_lost += o.resends_lost;
         self.polls += o.polls;
         self.poll_rounds += o.poll_rounds;
+        self.notice_reads += o.notice_reads;
+        self.beats += o.beats;
+        self.lost_bumps += o.lost_bumps;
         self.resubscribes += o.resubscribes;
         self.skipped += o.skipped;
         self.trimmed += o.trimmed;
@@ -754,6 +773,9 @@ pub(super) struct Sim {
     pub(super) queue: BinaryHeap<Reverse<Queued>>,
     pub(super) stream: Stream,
     pub(super) rows: Vec<Row>,
+    /// The stream's notice row: bumped by releases (unless the bump, a call of its own after the
+    /// release, fails), and the instances' beats.
+    pub(super) notice: Notice,
     /// Per (instance, incarnation, shard): its store object's fence.
     pub(super) fences: HashMap<(usize, u32, usize), Fence>,
     /// The resend pairs whose first attempt landed.

@@ -409,8 +409,16 @@ impl Sim {
             }
         }
         if self.cfg.quiet_fault {
-            let at =
-                self.live_from + ms(self.rng.random_range(0..=millis(self.cfg.timings.lease())));
+            // Early in the quiet phase, or once every instance listed since it began, so that
+            // the handover poll (the notice, a holder's lapsed beat) must find the dead or
+            // stopped instance's shards within its tighter bound.
+            let t = &self.cfg.timings;
+            let settled = if self.rng.random_bool(0.5) {
+                Duration::ZERO
+            } else {
+                t.listing_interval() + Duration::from_secs(1)
+            };
+            let at = self.live_from + settled + ms(self.rng.random_range(0..=millis(t.lease())));
             let ev = if self.rng.random_bool(0.5) {
                 Ev::Crash {
                     restart: false,

@@ -209,3 +209,53 @@ fn a_listing_forgets_what_left_the_stream_and_a_deleted_stream_forgets_everythin
     coordinator.stream_not_found();
     assert!(!coordinator.is_finished("shardId-1"));
 }
+
+#[test]
+fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
+    let listing = vec![shard("shardId-0", &[], false)];
+    let held = |expiry_ms| {
+        Some(LeaseState {
+            owner: Some("pod-b".to_owned()),
+            expiry_ms,
+            counter: 3,
+            checkpoint: Some("42".to_owned()),
+        })
+    };
+    let mut rows: Rows = [(Arc::clone(&listing[0].id), held(NOW_MS + 7_000))].into();
+    coordinator.round_rows(&listing, &mut rows);
+    let reading = HashSet::new();
+    let notice = |counter, beat: u64| Notice {
+        counter,
+        beats: [("pod-b".to_owned(), beat)].into(),
+    };
+    let now = Duration::ZERO;
+    // The first notice: the rows are read once; this instance waits, so it beats.
+    let first = coordinator.noticed(&notice(5, NOW_MS + 9_000), &reading, OWNER, now, NOW_MS);
+    assert!(first.read_rows);
+    assert_eq!(first.beat.map(|beat| beat.until_ms), Some(NOW_MS + 10_000));
+    // Nothing moved: one read of the notice is the whole poll.
+    let quiet = coordinator.noticed(&notice(5, NOW_MS + 9_000), &reading, OWNER, now, NOW_MS);
+    assert!(!quiet.read_rows);
+    // Later, past the expiry read in the round: pod-b's live beat says it renewed since.
+    let later = NOW_MS + 9_000;
+    let renewed = coordinator.noticed(&notice(5, later + 8_000), &reading, OWNER, now, later);
+    assert!(!renewed.read_rows, "a live beat spares the read");
+    // pod-b's beat lapsed and the lease read may have run out: the rows are read.
+    let lapsed = coordinator.noticed(&notice(5, later - 2_000), &reading, OWNER, now, later);
+    assert!(lapsed.read_rows);
+    // pod-b's beat lapsed, but the lease it was last seen with still runs: nothing to read yet.
+    let mut rows: Rows = [(Arc::clone(&listing[0].id), held(later + 5_000))].into();
+    assert!(!coordinator.poll_finds_takeable(rows.clone(), &reading, OWNER, now, later));
+    let early = coordinator.noticed(&notice(5, later - 2_000), &reading, OWNER, now, later);
+    assert!(!early.read_rows);
+    // A release bumped the counter: the rows are read.
+    let bumped = coordinator.noticed(&notice(6, later + 8_000), &reading, OWNER, now, later);
+    assert!(bumped.read_rows);
+    // Reading the shard, this instance waits for nothing: no rows, whatever the counter.
+    coordinator.round_rows(&listing, &mut rows);
+    let reading: HashSet<Arc<str>> = [Arc::clone(&listing[0].id)].into();
+    let holding = coordinator.noticed(&notice(7, later + 8_000), &reading, OWNER, now, later);
+    assert!(!holding.read_rows);
+    assert!(holding.beat.is_some(), "it holds a shard and pod-b beats");
+}

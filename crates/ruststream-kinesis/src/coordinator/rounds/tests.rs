@@ -139,7 +139,7 @@ fn a_store_that_cannot_list_has_its_rows_read_one_by_one() {
 }
 
 #[test]
-fn the_handover_poll_starts_a_round_when_a_waiting_shard_is_free() {
+fn the_handover_poll_of_a_store_without_notices_reads_the_rows_at_every_poll() {
     let mut rig = Rig::new();
     let now = Duration::ZERO;
     rig.first_listing(now);
@@ -155,8 +155,17 @@ fn the_handover_poll_starts_a_round_when_a_waiting_shard_is_free() {
         matches!(rig.next(now), Step::Wait(Some(_))),
         "nothing to take"
     );
-    // The poll: its list fails, then shows the row still held, then released.
+    // The poll of a store without notices: its list fails, then shows the row still held,
+    // then released.
     let mut at = POLL;
+    assert!(matches!(rig.next(at), Step::ReadNotice));
+    rig.rounds.notice_read(
+        &mut rig.coordinator,
+        NoticeRead::Unsupported,
+        OWNER,
+        at,
+        NOW_MS,
+    );
     assert!(matches!(rig.next(at), Step::ListRows));
     rig.rounds
         .rows_listed(&mut rig.coordinator, Listed::Failed, OWNER, at, NOW_MS);
@@ -230,5 +239,124 @@ fn an_answer_nothing_asked_for_changes_nothing() {
     assert!(
         matches!(rig.next(now), Step::Take(_)),
         "the round goes on from its own answer"
+    );
+}
+
+#[test]
+fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it() {
+    let mut rig = Rig::new();
+    let now = Duration::ZERO;
+    rig.first_listing(now);
+    let held = Rig::row(Some("pod-b"), NOW_MS + 10_000);
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(vec![(Arc::from("shardId-0"), held.clone())]),
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    assert!(matches!(rig.next(now), Step::Wait(Some(_))));
+    let notice = |counter| Notice {
+        counter,
+        beats: [("pod-b".to_owned(), NOW_MS + 9_000)].into(),
+    };
+    // The first poll: the notice, this instance's beat (it waits on pod-b), then the rows once.
+    let mut at = POLL;
+    assert!(matches!(rig.next(at), Step::ReadNotice));
+    assert!(matches!(rig.next(at), Step::Wait(None)), "until it answers");
+    rig.rounds.notice_read(
+        &mut rig.coordinator,
+        NoticeRead::Notice(notice(2)),
+        OWNER,
+        at,
+        NOW_MS,
+    );
+    let Step::Beat(beat) = rig.next(at) else {
+        panic!("a beat");
+    };
+    assert_eq!(beat.until_ms, NOW_MS + 10_000);
+    rig.rounds.beaten(&rig.coordinator);
+    assert!(matches!(rig.next(at), Step::ListRows));
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(vec![(Arc::from("shardId-0"), held)]),
+        OWNER,
+        at,
+        NOW_MS,
+    );
+    assert!(matches!(rig.next(at), Step::Wait(Some(t)) if t == at + POLL));
+    // Nothing moved: the notice is the whole poll (its own beat, written, is fresh).
+    at += POLL;
+    let mut quiet = notice(2);
+    quiet.beats.insert(OWNER.to_owned(), NOW_MS + 10_000);
+    assert!(matches!(rig.next(at), Step::ReadNotice));
+    rig.rounds.notice_read(
+        &mut rig.coordinator,
+        NoticeRead::Notice(quiet.clone()),
+        OWNER,
+        at,
+        NOW_MS,
+    );
+    assert!(matches!(rig.next(at), Step::Wait(Some(t)) if t == at + POLL));
+    // A failed read does nothing.
+    at += POLL;
+    assert!(matches!(rig.next(at), Step::ReadNotice));
+    rig.rounds
+        .notice_read(&mut rig.coordinator, NoticeRead::Failed, OWNER, at, NOW_MS);
+    assert!(matches!(rig.next(at), Step::Wait(Some(_))));
+    // A release bumped it: the rows, which show the shard free, and a round.
+    at += POLL;
+    quiet.counter = 3;
+    assert!(matches!(rig.next(at), Step::ReadNotice));
+    rig.rounds.notice_read(
+        &mut rig.coordinator,
+        NoticeRead::Notice(quiet),
+        OWNER,
+        at,
+        NOW_MS,
+    );
+    assert!(matches!(rig.next(at), Step::ListRows));
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(vec![(Arc::from("shardId-0"), Rig::row(None, 0))]),
+        OWNER,
+        at,
+        NOW_MS,
+    );
+    assert!(matches!(rig.next(at), Step::ListShards));
+}
+
+#[test]
+fn an_instance_waiting_for_no_shard_reads_the_notice_every_renewal_interval() {
+    let mut rig = Rig::new();
+    let now = Duration::ZERO;
+    rig.first_listing(now);
+    rig.reading.insert(Arc::from("shardId-0"));
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(Vec::new()),
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    let Step::Take(_) = rig.next(now) else {
+        panic!("the free shard is taken");
+    };
+    rig.rounds.took(&rig.coordinator, now);
+    let Step::Wait(Some(first)) = rig.next(now) else {
+        panic!("a wait");
+    };
+    assert!(matches!(rig.next(first), Step::ReadNotice));
+    rig.rounds.notice_read(
+        &mut rig.coordinator,
+        NoticeRead::Notice(Notice::default()),
+        OWNER,
+        first,
+        NOW_MS,
+    );
+    let renew = LeaseTimings::default().renew();
+    assert!(
+        matches!(rig.next(first), Step::Wait(Some(t)) if t == first + renew),
+        "alone, it writes no beat and looks again a renewal interval later"
     );
 }

@@ -16,13 +16,14 @@ use aws_sdk_dynamodb::types::{
 };
 
 mod item;
+mod notice;
 mod writes;
 
 use item::{checkpoint_update, number, number_attribute, state_of, string, string_attribute};
 
 use super::{
-    HeldEffect, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, SKEW_TOLERANCE,
-    epoch_millis, landed, millis,
+    HeldEffect, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, NOTICE_SUFFIX, Notice,
+    SKEW_TOLERANCE, epoch_millis, landed, millis,
 };
 
 /// The table's only key attribute: `stream:shard`, a string.
@@ -371,6 +372,10 @@ impl DynamoLeaseStore {
                     );
                     continue;
                 };
+                if row_key.ends_with(NOTICE_SUFFIX) {
+                    // A stream's notice: no shard's row.
+                    continue;
+                }
                 let key = match row_key.split_once(':') {
                     Some((stream, shard)) => LeaseKey::new(stream, shard),
                     None => LeaseKey::new("", row_key.as_str()),
@@ -549,8 +554,14 @@ impl LeaseStore for DynamoLeaseStore {
         Box::pin(self.read_row(key))
     }
 
+    /// The conditional release, then a bump of the stream's notice (a second call, whose
+    /// failure is logged and not the release's).
     fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
-        Box::pin(self.release_held(key, owner))
+        Box::pin(async move {
+            self.release_held(key, owner).await?;
+            self.bump_notice(key.stream()).await;
+            Ok(())
+        })
     }
 
     fn checkpoint_and_renew<'a>(
@@ -583,6 +594,22 @@ impl LeaseStore for DynamoLeaseStore {
                     .collect(),
             ))
         })
+    }
+
+    /// One consistent `GetItem` of the stream's notice row (`<stream>#notice`).
+    fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        Box::pin(async move { self.read_notice(stream).await.map(Some) })
+    }
+
+    /// One unconditional `UpdateItem` of the stream's notice row.
+    fn beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+        forget: &'a [String],
+    ) -> LeaseFuture<'a, ()> {
+        Box::pin(self.write_beat(stream, owner, until_ms, forget))
     }
 }
 

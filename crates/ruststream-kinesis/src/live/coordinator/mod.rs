@@ -16,7 +16,7 @@ use futures::FutureExt;
 use futures::future::join_all;
 
 use crate::coordinator::plan::{Rows, TakeFor};
-use crate::coordinator::rounds::{Listed, Rounds, Shards, Step};
+use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::kinesis::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, epoch_millis};
@@ -287,6 +287,33 @@ async fn drive(
                     Instant::now(),
                     epoch_millis(),
                 );
+            }
+            Step::ReadNotice => {
+                let read = match sub.store.notice(&sub.stream).await {
+                    Ok(Some(notice)) => NoticeRead::Notice(notice),
+                    Ok(None) => NoticeRead::Unsupported,
+                    Err(err) => {
+                        tracing::debug!(stream = %sub.stream, error = %err, "reading the stream's notice failed");
+                        NoticeRead::Failed
+                    }
+                };
+                rounds.notice_read(
+                    &mut lock(&sub.coordinator),
+                    read,
+                    &sub.owner,
+                    Instant::now(),
+                    epoch_millis(),
+                );
+            }
+            Step::Beat(beat) => {
+                if let Err(err) = sub
+                    .store
+                    .beat(&sub.stream, &sub.owner, beat.until_ms, &beat.forget)
+                    .await
+                {
+                    tracing::debug!(stream = %sub.stream, error = %err, "writing this instance's beat failed");
+                }
+                rounds.beaten(&lock(&sub.coordinator));
             }
             Step::Take(takes) => {
                 join_all(

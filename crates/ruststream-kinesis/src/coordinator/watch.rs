@@ -1,0 +1,139 @@
+//! What the handover poll keeps between listings so that its steady cost is one read of the
+//! stream's [`Notice`], whatever the size of the table: the notice's counter as of the rows it
+//! last read, those rows, and the rules on a notice just read. The shards' rows are read again
+//! only when the counter moved (a release landed since), or when the rows as last read, with
+//! each live holder's lease counted as lasting at least as long as its beat, show a shard this
+//! instance could take now (a holder whose beat lapsed may have let its lease run out too; a
+//! shard of a failed take is out of its backoff). Its own beat it writes while another instance
+//! may be waiting on it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::plan::Rows;
+use crate::LeaseTimings;
+use crate::lease::{Notice, millis};
+
+/// A beat lapsed this long ago belongs to an instance that is gone: the next beat written
+/// removes it, so the notice row stays small.
+const FORGET_BEAT_AFTER: Duration = Duration::from_secs(300);
+
+/// The beat to write: alive until `until_ms`, and the lapsed beats to remove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Beat {
+    pub(crate) until_ms: u64,
+    pub(crate) forget: Vec<String>,
+}
+
+/// What a notice just read asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Noticed {
+    /// Write this instance's beat.
+    pub(crate) beat: Option<Beat>,
+    /// Read the rows of the shards the poll waits for.
+    pub(crate) read_rows: bool,
+}
+
+/// The handover poll's memory between listings.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    /// The store keeps no notices: every poll reads the rows.
+    unsupported: bool,
+    /// The notice's counter when the poll last read the rows, or found nothing to wait for;
+    /// `None` before the first notice.
+    seen: Option<u64>,
+    /// The rows of the shards waited for, as the last round or poll read them.
+    rows: Rows,
+}
+
+impl Watch {
+    /// Whether the store keeps notices (as far as the poll knows).
+    pub(crate) fn uses_notices(&self) -> bool {
+        !self.unsupported
+    }
+
+    /// The store answered that it keeps no notices.
+    pub(crate) fn unsupported(&mut self) {
+        self.unsupported = true;
+    }
+
+    /// A round read `rows`: every row it waits for, in place of what was known.
+    pub(crate) fn round_read(&mut self, rows: &Rows) {
+        self.rows.clone_from(rows);
+    }
+
+    /// A poll read `rows`: newer than what was known of them.
+    pub(crate) fn poll_read(&mut self, rows: &Rows) {
+        for (shard, row) in rows {
+            self.rows.insert(Arc::clone(shard), row.clone());
+        }
+    }
+
+    /// The rows as last read, each held by a live instance other than `owner` counted as
+    /// lasting at least until that instance's beat: what `notice` lets the poll assume without
+    /// reading them.
+    pub(crate) fn hinted_rows(&self, notice: &Notice, owner: &str, now_ms: u64) -> Rows {
+        let mut rows = self.rows.clone();
+        for row in rows.values_mut().flatten() {
+            let Some(holder) = row.owner.as_deref() else {
+                continue;
+            };
+            if holder != owner && notice.is_alive(holder, now_ms) {
+                row.expiry_ms = row.expiry_ms.max(notice.beats[holder]);
+            }
+        }
+        rows
+    }
+
+    /// Whether the rows must be read because of `notice`'s counter, which is then the one seen:
+    /// it moved since the rows were last read (a release landed), or this is the first notice.
+    /// While the poll waits for nothing (`watching` false) no rows are needed, and the counter is
+    /// taken as seen.
+    pub(crate) fn counter_moved(&mut self, notice: &Notice, watching: bool) -> bool {
+        let moved = self.seen != Some(notice.counter);
+        self.seen = Some(notice.counter);
+        moved && watching
+    }
+}
+
+/// The beat `owner` writes on reading `notice` at `now_ms`, if any: while it waits for a shard
+/// another instance holds (`watching`: so the holders beat), or reads shards (`holding`) while
+/// another instance's beat runs; when its own beat is missing or runs out within half a lease.
+/// A lone instance writes none.
+pub(crate) fn beat_due(
+    notice: &Notice,
+    owner: &str,
+    watching: bool,
+    holding: bool,
+    timings: &LeaseTimings,
+    now_ms: u64,
+) -> Option<Beat> {
+    let others = notice
+        .beats
+        .keys()
+        .any(|other| other != owner && notice.is_alive(other, now_ms));
+    if !(watching || holding && others) {
+        return None;
+    }
+    let lease = millis(timings.lease());
+    let fresh = notice
+        .beats
+        .get(owner)
+        .is_some_and(|&until| until >= now_ms.saturating_add(lease / 2));
+    if fresh {
+        return None;
+    }
+    let forget_before = now_ms.saturating_sub(millis(FORGET_BEAT_AFTER));
+    Some(Beat {
+        until_ms: now_ms.saturating_add(lease),
+        forget: notice
+            .beats
+            .iter()
+            .filter(|&(other, &until)| other != owner && until < forget_before)
+            .map(|(other, _)| other.clone())
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+//! The stream's notice row (`<stream>#notice`): its counter, which every release bumps, and the
+//! instances' beats, one attribute each, so a beat is one unconditional `SET` whether or not the
+//! row exists yet.
+
+use super::*;
+use crate::lease::{Notice, notice_key};
+
+/// Bumped by every release of one of the stream's shards.
+const NOTICE_COUNTER: &str = "notice_counter";
+/// The prefix of a beat's attribute: `beat_<owner>`, until when (epoch milliseconds by the
+/// owner's clock) the owner is alive.
+const BEAT_PREFIX: &str = "beat_";
+
+impl DynamoLeaseStore {
+    /// One consistent `GetItem` of `stream`'s notice row: one read unit while the row stays
+    /// under 4 KB (about 80 instances' beats).
+    pub(super) async fn read_notice(&self, stream: &str) -> Result<Notice, LeaseError> {
+        let key = LeaseKey::new(stream, "*");
+        let Some(item) = self.get(&key, notice_key(stream), "notice").await? else {
+            return Ok(Notice::default());
+        };
+        let counter = number_attribute(&item, NOTICE_COUNTER)
+            .map_err(|problem| self.malformed(&key, "notice", &problem))?
+            .unwrap_or(0);
+        let mut notice = Notice {
+            counter,
+            ..Notice::default()
+        };
+        for (name, value) in &item {
+            let Some(owner) = name.strip_prefix(BEAT_PREFIX) else {
+                continue;
+            };
+            let until = match value {
+                AttributeValue::N(text) => text.parse().ok(),
+                _ => None,
+            };
+            // A beat that cannot be read counts as lapsed: the rows of its owner are read.
+            if let Some(until) = until {
+                notice.beats.insert(owner.to_owned(), until);
+            }
+        }
+        Ok(notice)
+    }
+
+    /// Bumps `stream`'s notice counter after a release; a failure is logged and left: the
+    /// waiting instances find the released shard at their next listing instead.
+    pub(super) async fn bump_notice(&self, stream: &str) {
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&notice_key(stream)))
+            .update_expression("ADD #counter :one")
+            .expression_attribute_names("#counter", NOTICE_COUNTER)
+            .expression_attribute_values(":one", number(1))
+            .send()
+            .await;
+        if let Err(error) = sent {
+            tracing::debug!(
+                table = %self.table,
+                stream,
+                error = %DisplayErrorContext(&error),
+                "bumping the stream's notice after a release failed; other instances see the \
+                 release at their next listing"
+            );
+        }
+    }
+
+    /// Writes `owner`'s beat in `stream`'s notice and removes the beats of `forget`.
+    pub(super) async fn write_beat(
+        &self,
+        stream: &str,
+        owner: &str,
+        until_ms: u64,
+        forget: &[String],
+    ) -> Result<(), LeaseError> {
+        let key = LeaseKey::new(stream, "*");
+        let mut update = "SET #me = :until".to_owned();
+        let mut names = HashMap::from([("#me".to_owned(), format!("{BEAT_PREFIX}{owner}"))]);
+        let gone: Vec<&String> = forget.iter().filter(|gone| *gone != owner).collect();
+        for (n, gone) in gone.iter().enumerate() {
+            update.push_str(if n == 0 { " REMOVE " } else { ", " });
+            update.push_str(&format!("#gone{n}"));
+            names.insert(format!("#gone{n}"), format!("{BEAT_PREFIX}{gone}"));
+        }
+        self.client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&notice_key(stream)))
+            .update_expression(update)
+            .set_expression_attribute_names(Some(names))
+            .expression_attribute_values(":until", number(until_ms))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|error| self.failure(&key, "beat", &error))
+    }
+}

@@ -1,0 +1,60 @@
+//! The stream's notice: one small row per stream, apart from its shards' rows, that tells the
+//! instances waiting for a shard when the shards' rows are worth reading. A release bumps its
+//! counter; each instance that shares the stream's shards keeps a beat in it (how long it is
+//! alive, by its own clock). An instance waiting for a shard reads this one row each handover
+//! poll and reads the shards' rows only when the counter moved, or when a holder's beat lapsed
+//! and that holder's lease may have run out: its steady cost does not grow with the table.
+
+use std::collections::BTreeMap;
+
+use super::SKEW_TOLERANCE;
+
+/// What a stream's notice row holds, as [`LeaseStore::notice`](crate::LeaseStore::notice)
+/// reads it.
+///
+/// The row is a hint, never the authority: the shards' rows decide who may take what. A bump
+/// that is lost, or a beat that is not written, only means the waiting instances find the shard
+/// at their next listing round instead of their next poll.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::Notice;
+///
+/// let mut notice = Notice::default();
+/// notice.beats.insert("pod-a".to_owned(), 10_000);
+/// assert!(notice.is_alive("pod-a", 10_500));
+/// // A beat counts as lapsed once it lies more than the skew tolerance (1 s) in the past.
+/// assert!(!notice.is_alive("pod-a", 11_001));
+/// assert!(!notice.is_alive("pod-b", 0));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notice {
+    /// Bumped by every release of a shard of the stream (a stop, a shard read to its end, a
+    /// take handing a shard back).
+    pub counter: u64,
+    /// Each instance's beat: until when (epoch milliseconds, by its own clock) it is alive.
+    pub beats: BTreeMap<String, u64>,
+}
+
+impl Notice {
+    /// Whether `owner`'s beat still runs at `now_ms`, judged as lease expiries are: it lapses once
+    /// it lies more than [`SKEW_TOLERANCE`] in the past.
+    #[must_use]
+    pub fn is_alive(&self, owner: &str, now_ms: u64) -> bool {
+        self.beats
+            .get(owner)
+            .is_some_and(|&until| until.saturating_add(super::millis(SKEW_TOLERANCE)) >= now_ms)
+    }
+}
+
+/// Between a stream's name and the suffix of its notice row's key. Neither a stream name nor a
+/// shard id holds it, so no shard's row is ever mistaken for a notice, nor a notice for a row.
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) const NOTICE_SUFFIX: &str = "#notice";
+
+/// The key (`lease_key`) of `stream`'s notice row.
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) fn notice_key(stream: &str) -> String {
+    format!("{stream}{NOTICE_SUFFIX}")
+}
