@@ -6,6 +6,7 @@
 //! default and serves one instance; `DynamoLeaseStore` (feature `dynamodb-lease`) lets several
 //! instances share the shards of a stream.
 
+mod clock;
 mod error;
 mod key;
 mod memory;
@@ -19,6 +20,8 @@ mod timed;
 #[cfg(feature = "dynamodb-lease")]
 mod dynamo;
 
+pub(crate) use clock::millis;
+pub use clock::{SKEW_TOLERANCE, epoch_millis};
 #[cfg(feature = "dynamodb-lease")]
 pub use dynamo::DynamoLeaseStore;
 pub use error::LeaseError;
@@ -31,6 +34,5 @@ pub(crate) use notice::{NOTICE_SUFFIX, notice_key};
 pub(crate) use state::{HeldEffect, landed};
 pub use state::{LeaseState, SHARD_END, SHARD_SKIPPED};
 pub(crate) use state::{split_within, within_checkpoint};
-pub(crate) use store::millis;
-pub use store::{LeaseFuture, LeaseStore, SKEW_TOLERANCE, epoch_millis};
+pub use store::{LeaseFuture, LeaseStore};
 pub(crate) use timed::Timed;

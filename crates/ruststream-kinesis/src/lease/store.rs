@@ -1,10 +1,9 @@
-//! The lease store contract: five calls every store implements, five with default bodies (two
-//! of them the stream's notice), the clock-skew tolerance takes are judged with, and the wall
-//! clock they carry.
+//! The lease store contract: five calls every store implements, and five with default bodies
+//! (two of them the stream's notice).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use super::{LeaseError, LeaseKey, LeaseState, Notice};
 
@@ -12,40 +11,11 @@ use super::{LeaseError, LeaseKey, LeaseState, Notice};
 /// broker holds its store as `Arc<dyn LeaseStore>`.
 pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>> + Send + 'a>>;
 
-/// How far apart the clocks of two instances may be without both holding one shard.
-///
-/// A taker treats a lease as expired only once its expiry lies this far in its own past, and a
-/// holder stops reading a safety margin before its lease runs out by its own clocks (monotonic
-/// and wall: either one ending the lease stops it, so a suspended host stops too). Together
-/// they tolerate a skew of this value plus that margin (2 s with the defaults); keep instances
-/// on NTP, which holds clocks within milliseconds.
-pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
-
-/// Milliseconds since the Unix epoch by this machine's clock: the unit of
-/// [`LeaseState::expiry_ms`].
-///
-/// # Examples
-///
-/// ```
-/// assert!(ruststream_kinesis::epoch_millis() > 1_700_000_000_000);
-/// ```
-#[must_use]
-pub fn epoch_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, millis)
-}
-
-/// `duration` in whole milliseconds, the unit of the lease table; saturating.
-pub(crate) fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// Holds each shard's owner and checkpoint: five calls that acquire, renew, checkpoint, read and
 /// release a lease, each naming the shard by its [`LeaseKey`].
 ///
 /// Every write is conditional. [`acquire`](Self::acquire) succeeds when the row has no owner, has
-/// this owner, or has expired (by more than [`SKEW_TOLERANCE`]); [`renew`](Self::renew),
+/// this owner, or has expired (by more than [`SKEW_TOLERANCE`](super::SKEW_TOLERANCE)); [`renew`](Self::renew),
 /// [`checkpoint`](Self::checkpoint) and [`release`](Self::release) succeed only while `owner` holds
 /// the row, and answer [`LeaseError::Lost`] otherwise. Every write bumps the row's counter.
 /// [`read`](Self::read) is strongly consistent. One store serves every stream of a broker.
