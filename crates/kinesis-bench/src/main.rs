@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
-//! kinesis-bench consume | checkpoints | handover | takeover | writes | startup | publish | publish-aggregated
+//! kinesis-bench consume | checkpoints | handover | takeover | writes | poll-cost | startup | publish | publish-aggregated
 //!               | consume-aggregated
 //!               | in-process | memory [--quick]
 //! ```
@@ -21,6 +21,7 @@ mod counting;
 mod handover;
 mod in_process;
 mod memory;
+mod poll_cost;
 mod publish;
 mod publish_aggregated;
 mod report;
@@ -49,6 +50,8 @@ commands (each prints a Markdown table of its figures):
   takeover     SIGKILL of one instance -> first record handled by the other (median of 5)
   writes       lease-table writes per shard per minute: idle, loaded, loaded with a 1 s
                checkpoint cadence; the handover poll's calls per standby instance per minute
+  poll-cost    the handover poll's read units per standby instance per minute at 10, 100 and
+               1,000 rows in the table, with the stream's notice and without
   startup      start() -> every one of 40 shards read, one instance
   publish      messages/s published through the crate ÷ a hand-written PutRecords loop
   publish-aggregated
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         "handover",
         "takeover",
         "writes",
+        "poll-cost",
         "startup",
         "publish",
         "publish-aggregated",
@@ -196,6 +200,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "startup",
             "memory",
             "writes",
+            "poll-cost",
             "handover",
             "takeover",
         ],
@@ -237,6 +242,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "startup" => startup::run(&stack, opts).await,
             "memory" => memory::run(&stack, opts).await,
             "writes" => writes::run(&stack, opts).await,
+            "poll-cost" => poll_cost::run(&stack, opts).await,
             "handover" => handover::graceful(&stack, opts).await,
             "takeover" => handover::crash(&stack, opts).await,
             _ => unreachable!("every step is known"),
