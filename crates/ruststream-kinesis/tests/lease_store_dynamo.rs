@@ -87,6 +87,94 @@ async fn the_store_passes_the_lease_store_suite() {
     suite::run(&store, LEASE).await;
     // Again on the same table: the suite's keys are unique per run.
     suite::run(&store, LEASE).await;
+    // And as a store that names its application.
+    suite::run(&store.application("suite-app"), LEASE).await;
+}
+
+#[tokio::test]
+async fn a_row_of_another_application_is_never_taken_and_the_refusal_names_both() {
+    let Some(config) = live_config("a_row_of_another_application_is_never_taken") else {
+        return;
+    };
+    let warehouse = fresh_store(&config).await.application("warehouse");
+    let table = warehouse.table().to_owned();
+    let billing = DynamoLeaseStore::new(&config, table.as_str()).application("billing");
+    let unnamed = DynamoLeaseStore::new(&config, table.as_str());
+    let key = LeaseKey::new("orders", SHARD);
+    warehouse.acquire(&key, "pod-a", LEASE).await.unwrap();
+    warehouse.checkpoint(&key, "pod-a", "7").await.unwrap();
+    warehouse.release(&key, "pod-a").await.unwrap();
+    let row = raw_row(&config, &table, &key.row_key()).await.unwrap();
+    assert_eq!(
+        row.get("application"),
+        Some(&AttributeValue::S("warehouse".to_owned()))
+    );
+    // Released, and later expired: free for any owner of warehouse, for nobody else.
+    tokio::time::sleep(LEASE + Duration::from_secs(2)).await;
+    for (store, ours) in [(&billing, Some("billing")), (&unnamed, None)] {
+        let refused = store.acquire(&key, "pod-b", LEASE).await.unwrap_err();
+        let message = refused.to_string();
+        match &refused {
+            LeaseError::OtherApplication {
+                table: named,
+                ours: said,
+                theirs,
+                ..
+            } => {
+                assert_eq!(named, &table);
+                assert_eq!(said.as_deref(), ours);
+                assert_eq!(theirs, "warehouse");
+            }
+            other => panic!("expected OtherApplication, got {other:?}"),
+        }
+        assert!(
+            message.contains("\"warehouse\"") && message.contains("orders:"),
+            "{message}"
+        );
+        assert!(message.contains("lease table of their own"), "{message}");
+        assert!(
+            !refused.is_fenced(),
+            "a refusal to report, not another instance's lease"
+        );
+    }
+    let row = raw_row(&config, &table, &key.row_key()).await.unwrap();
+    assert!(
+        !row.contains_key("lease_owner"),
+        "the refused takes wrote nothing"
+    );
+    let taken = warehouse.acquire(&key, "pod-c", LEASE).await.unwrap();
+    assert_eq!(taken.checkpoint.as_deref(), Some("7"));
+}
+
+#[tokio::test]
+async fn a_named_store_claims_a_row_that_names_none() {
+    let Some(config) = live_config("a_named_store_claims_a_row_that_names_none") else {
+        return;
+    };
+    let unnamed = fresh_store(&config).await;
+    let table = unnamed.table().to_owned();
+    let key = LeaseKey::new("orders", SHARD);
+    unnamed.acquire(&key, "pod-a", LEASE).await.unwrap();
+    unnamed.release(&key, "pod-a").await.unwrap();
+    assert!(
+        !raw_row(&config, &table, &key.row_key())
+            .await
+            .unwrap()
+            .contains_key("application")
+    );
+    // An earlier version's row, or this application's before it was named: claimed by the take.
+    let named = DynamoLeaseStore::new(&config, table.as_str()).application("warehouse");
+    named.acquire(&key, "pod-b", LEASE).await.unwrap();
+    named.release(&key, "pod-b").await.unwrap();
+    let row = raw_row(&config, &table, &key.row_key()).await.unwrap();
+    assert_eq!(
+        row.get("application"),
+        Some(&AttributeValue::S("warehouse".to_owned()))
+    );
+    assert!(matches!(
+        unnamed.acquire(&key, "pod-a", LEASE).await,
+        Err(LeaseError::OtherApplication { .. })
+    ));
 }
 
 #[tokio::test]

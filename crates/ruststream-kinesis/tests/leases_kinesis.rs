@@ -842,3 +842,71 @@ async fn a_standby_reads_only_the_notice_until_a_release_bumps_it() {
     );
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_applications_on_one_table_by_mistake_do_not_split_the_stream() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (config, store) = table(&url).await;
+    let stream = common::unique("two-apps");
+    let named = |name: &str| -> Arc<dyn LeaseStore> {
+        Arc::new(DynamoLeaseStore::new(&config, store.table()).application(name))
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let warehouse = Instance::start(
+        &url,
+        named("warehouse"),
+        "pod-w",
+        &stream,
+        2,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let (errors_tx, mut errors) = mpsc::unbounded_channel();
+    let billing = Instance::start(
+        &url,
+        named("billing"),
+        "pod-b",
+        &stream,
+        2,
+        tx.clone(),
+        Some(errors_tx),
+    )
+    .await;
+    let bodies: Vec<String> = (0..30).map(|i| format!("order-{i}")).collect();
+    publish_all(&url, &stream, bodies.clone()).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(60), |h| {
+        payloads(h).len() == bodies.len()
+    })
+    .await;
+    assert_eq!(payloads(&handled), bodies.iter().cloned().collect());
+    assert!(
+        handled.iter().all(|h| h.instance == "pod-w"),
+        "the application that took the shards first reads all of them"
+    );
+    // billing says why it reads nothing, naming both applications: it cannot read the rows.
+    let error = tokio::time::timeout(Duration::from_secs(30), errors.recv())
+        .await
+        .expect("billing reports the refusal")
+        .unwrap();
+    assert!(
+        error.contains("\"warehouse\"") && error.contains("\"billing\"") && error.contains(&stream),
+        "{error}"
+    );
+    // warehouse stops and releases its rows: billing still takes nothing, and reports again.
+    warehouse.stop().await;
+    while errors.try_recv().is_ok() {}
+    let again = tokio::time::timeout(Duration::from_secs(30), errors.recv())
+        .await
+        .expect("billing reports again after the rows were released")
+        .unwrap();
+    assert!(again.contains("\"warehouse\""), "{again}");
+    assert!(
+        holders(&store, &stream).await.values().all(Option::is_none),
+        "nobody took warehouse's released rows"
+    );
+    billing.stop().await;
+}

@@ -52,8 +52,8 @@ pub(crate) enum TakeStep<T> {
 pub(crate) enum AcquireRefused {
     /// Another instance holds it, or took it first: nothing to report.
     Fenced,
-    /// A row no take can use (an earlier version's, naming no stream): every take fails the
-    /// same way, so the shard waits out a backoff.
+    /// A row no take can use (an earlier version's, naming no stream; another application's):
+    /// every take fails the same way, so the shard waits out a backoff.
     Unusable,
     /// The store failed; the next round tries again.
     Failed,

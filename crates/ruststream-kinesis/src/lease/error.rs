@@ -85,6 +85,26 @@ pub enum LeaseError {
         /// The checkpoint the bare row holds.
         checkpoint: String,
     },
+    /// The row belongs to another application: two applications were pointed at one lease
+    /// table, and each would read part of the stream. The take is refused, so the application
+    /// that took the stream's shards first keeps them all, and this one reads none of them and
+    /// says so.
+    #[error(
+        "lease {key} in table {table:?} belongs to application {theirs:?}, not to {}; two \
+         applications that read one stream each need a lease table of their own (or, if they are \
+         one application, the same `DynamoLeaseStore::application` name)",
+        ours_name(.ours)
+    )]
+    OtherApplication {
+        /// The table name.
+        table: String,
+        /// The row.
+        key: LeaseKey,
+        /// This store's application name (`None`: it names none).
+        ours: Option<String>,
+        /// The application named in the row.
+        theirs: String,
+    },
     /// The store could not be reached or answered an error.
     #[error("lease store call {operation} for {key} failed: {message}")]
     Store {
@@ -98,6 +118,14 @@ pub enum LeaseError {
         /// What the store said.
         message: String,
     },
+}
+
+/// How [`LeaseError::OtherApplication`] names the application of the store that was refused.
+fn ours_name(ours: &Option<String>) -> String {
+    match ours {
+        Some(name) => format!("this application ({name:?})"),
+        None => "this store, which names no application".to_owned(),
+    }
 }
 
 impl LeaseError {

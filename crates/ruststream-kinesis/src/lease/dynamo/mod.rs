@@ -45,8 +45,15 @@ const CHECKPOINT_SUB_SEQUENCE: &str = "checkpoint_sub_sequence";
 /// [`SKEW_TOLERANCE`] ago by the taker's clock (`:cutoff` is now minus the tolerance). A take
 /// of a row this owner holds never moves its expiry back: a take of ours that lands late, after
 /// its call timed out and renewals went ahead, is refused rather than shortening the lease.
-const TAKE_CONDITION: &str = "attribute_not_exists(lease_key) OR attribute_not_exists(lease_owner) \
-     OR (lease_owner = :me AND lease_expiry <= :expiry) OR lease_expiry < :cutoff";
+const TAKE_CONDITION: &str = "(attribute_not_exists(lease_key) OR attribute_not_exists(lease_owner) \
+     OR (lease_owner = :me AND lease_expiry <= :expiry) OR lease_expiry < :cutoff)";
+/// A take by a store that names an application: the row names none yet, or this one.
+const OWN_APPLICATION_CONDITION: &str =
+    " AND (attribute_not_exists(application) OR application = :app)";
+/// A take by a store that names no application: the row names none either.
+const NO_APPLICATION_CONDITION: &str = " AND attribute_not_exists(application)";
+/// The application that took the row first (written by a store that names one).
+const APPLICATION: &str = "application";
 /// Renewals, checkpoints and releases need the lease.
 const HELD_CONDITION: &str = "lease_owner = :me";
 const HELD_AT_CONDITION: &str = "lease_owner = :me AND lease_counter = :seen";
@@ -150,6 +157,9 @@ pub struct DynamoLeaseStore {
     client: Client,
     table: Arc<str>,
     legacy_stream: Option<Arc<str>>,
+    /// The application this store takes rows for, written into each row it takes; `None`: it
+    /// names none, and takes only rows that name none.
+    application: Option<Arc<str>>,
     /// The keys whose `stream:shard` row this store has seen exist.
     existing: Arc<Mutex<HashSet<LeaseKey>>>,
     /// The shard ids of the bare rows of an earlier version that this store's newest whole-table
@@ -176,6 +186,8 @@ struct Scanned {
     rows: Vec<(LeaseKey, LeaseState)>,
     /// The rows it could not read, and what is wrong with each.
     malformed: Vec<(LeaseKey, String)>,
+    /// The rows that name another application than this store's, and the name.
+    foreign: Vec<(LeaseKey, String)>,
 }
 
 /// One renewal, checkpoint or release, as [`DynamoLeaseStore::held_update`] sends it.
@@ -236,10 +248,47 @@ impl DynamoLeaseStore {
             client,
             table: table.into().into(),
             legacy_stream: None,
+            application: None,
             existing: Arc::default(),
             bare_rows: Arc::default(),
             fences: Arc::default(),
         }
+    }
+
+    /// Names the application this store takes rows for: each row it takes records the name (in
+    /// the attribute `application`, once), and a row that names another application is never
+    /// taken: the take fails with [`LeaseError::OtherApplication`], naming both. So two
+    /// applications pointed at one table by mistake do not split a stream's shards between
+    /// them, each silently missing the other's part: the first keeps every shard, the second
+    /// reads none and reports why. A store that names no application takes only rows that name
+    /// none, and a store that names one also takes (and claims) rows that name none, the rows
+    /// of an earlier version or of the same application before it was named.
+    ///
+    /// Every instance of one application must use the same name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// let config = SdkConfig::builder()
+    ///     .behavior_version(BehaviorVersion::latest())
+    ///     .region(Region::new("us-east-1"))
+    ///     .build();
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases").application("warehouse");
+    /// assert_eq!(store.application_name(), Some("warehouse"));
+    /// ```
+    #[must_use]
+    pub fn application(mut self, name: impl Into<String>) -> Self {
+        self.application = Some(name.into().into());
+        self
+    }
+
+    /// The application this store takes rows for, if it names one.
+    #[must_use]
+    pub fn application_name(&self) -> Option<&str> {
+        self.application.as_deref()
     }
 
     /// Names the stream that the rows of an earlier version belong to: rows keyed by the bare
@@ -350,6 +399,7 @@ impl DynamoLeaseStore {
         let whole = LeaseKey::new("*", "*");
         let mut rows = Vec::new();
         let mut malformed = Vec::new();
+        let mut foreign = Vec::new();
         let mut start: Option<Item> = None;
         loop {
             let page = self
@@ -380,6 +430,9 @@ impl DynamoLeaseStore {
                     Some((stream, shard)) => LeaseKey::new(stream, shard),
                     None => LeaseKey::new("", row_key.as_str()),
                 };
+                if let Some(theirs) = self.other_application(item) {
+                    foreign.push((key.clone(), theirs));
+                }
                 match state_of(item) {
                     Ok(state) => rows.push((key, state)),
                     Err(problem) => {
@@ -414,7 +467,11 @@ impl DynamoLeaseStore {
             .bare_rows
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(bare);
-        Ok(Scanned { rows, malformed })
+        Ok(Scanned {
+            rows,
+            malformed,
+            foreign,
+        })
     }
 
     /// Whether the newest whole-table Scan showed that `shard` has no bare row.
@@ -578,10 +635,20 @@ impl LeaseStore for DynamoLeaseStore {
     /// size in read capacity, whatever the stream. A malformed row of another stream is left out
     /// (with a warning); one of `stream` fails the call, naming it, so the coordinator reads the
     /// rows it needs one by one and leaves that shard (and its children) alone rather than take
-    /// it for a shard without a row.
+    /// it for a shard without a row. So does a row of `stream` that names another application
+    /// ([`application`](Self::application)): each read of such a row fails with
+    /// [`LeaseError::OtherApplication`], which the subscription reports at every listing.
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
         Box::pin(async move {
-            let Scanned { rows, malformed } = self.scan().await?;
+            let Scanned {
+                rows,
+                malformed,
+                foreign,
+            } = self.scan().await?;
+            if let Some((key, theirs)) = foreign.into_iter().find(|(key, _)| key.stream() == stream)
+            {
+                return Err(self.other_application_error(&key, theirs));
+            }
             if let Some((key, problem)) = malformed
                 .into_iter()
                 .find(|(key, _)| key.stream() == stream)

@@ -286,20 +286,27 @@ impl DynamoLeaseStore {
             (":one".to_owned(), number(1)),
             (":cutoff".to_owned(), number(cutoff)),
         ]);
-        let update = match start {
-            Some(start) => {
-                values.insert(":start".to_owned(), string(start));
-                "SET lease_owner = :me, lease_expiry = :expiry, \
-                 checkpoint = if_not_exists(checkpoint, :start) ADD lease_counter :one"
+        let mut update = "SET lease_owner = :me, lease_expiry = :expiry".to_owned();
+        if let Some(start) = start {
+            values.insert(":start".to_owned(), string(start));
+            update.push_str(", checkpoint = if_not_exists(checkpoint, :start)");
+        }
+        let mut condition = TAKE_CONDITION.to_owned();
+        match &self.application {
+            Some(application) => {
+                values.insert(":app".to_owned(), string(application));
+                update.push_str(", application = if_not_exists(application, :app)");
+                condition.push_str(OWN_APPLICATION_CONDITION);
             }
-            None => "SET lease_owner = :me, lease_expiry = :expiry ADD lease_counter :one",
-        };
+            None => condition.push_str(NO_APPLICATION_CONDITION),
+        }
+        update.push_str(" ADD lease_counter :one");
         let taken = self
             .update(
                 key,
                 "acquire",
-                update,
-                TAKE_CONDITION,
+                &update,
+                &condition,
                 values,
                 ReturnValue::AllNew,
             )
@@ -312,6 +319,9 @@ impl DynamoLeaseStore {
             }
             Err(WriteError::Refused(Some(item))) => {
                 self.remember(key);
+                if let Some(theirs) = self.other_application(&item) {
+                    return Err(self.other_application_error(key, theirs));
+                }
                 let held = self.written(key, "acquire", &item)?;
                 Err(LeaseError::Held {
                     key: key.clone(),
@@ -326,6 +336,25 @@ impl DynamoLeaseStore {
             )),
             Err(WriteError::Failed(error)) => Err(error),
         }
+    }
+
+    /// The refusal of `key`'s row, which names the application `theirs`.
+    pub(super) fn other_application_error(&self, key: &LeaseKey, theirs: String) -> LeaseError {
+        LeaseError::OtherApplication {
+            table: self.table.to_string(),
+            key: key.clone(),
+            ours: self.application.as_deref().map(str::to_owned),
+            theirs,
+        }
+    }
+
+    /// The application `item` names when it is not this store's: the reason a take was refused.
+    pub(super) fn other_application(&self, item: &Item) -> Option<String> {
+        let theirs = match item.get(APPLICATION)? {
+            AttributeValue::S(name) => name.clone(),
+            other => format!("{other:?}"),
+        };
+        (self.application.as_deref() != Some(theirs.as_str())).then_some(theirs)
     }
 
     /// Before this instance's first take of a shard whose `stream:shard` row it has not seen:
@@ -521,6 +550,9 @@ impl DynamoLeaseStore {
             return Ok(None);
         };
         self.remember(key);
+        if let Some(theirs) = self.other_application(&item) {
+            return Err(self.other_application_error(key, theirs));
+        }
         self.written(key, "read", &item).map(Some)
     }
 

@@ -83,7 +83,8 @@ impl Subscription {
                         .await;
                     let refused = answer.as_ref().err().map(|err| match err {
                         err if err.is_fenced() => AcquireRefused::Fenced,
-                        crate::LeaseError::LegacyRow { .. } => AcquireRefused::Unusable,
+                        crate::LeaseError::LegacyRow { .. }
+                        | crate::LeaseError::OtherApplication { .. } => AcquireRefused::Unusable,
                         _ => AcquireRefused::Failed,
                     });
                     let told = take.acquired(
