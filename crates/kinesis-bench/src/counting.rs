@@ -244,6 +244,10 @@ impl LeaseStore for CountingStore {
         self.inner.list(stream)
     }
 
+    fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
+        self.inner.delete(key, counter)
+    }
+
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
         if self.hide_notices {
             return Box::pin(std::future::ready(Ok(None)));

@@ -183,6 +183,10 @@ impl LeaseStore for Recording {
         self.inner.list(stream)
     }
 
+    fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> crate::LeaseFuture<'a, bool> {
+        self.inner.delete(key, counter)
+    }
+
     fn notice<'a>(&'a self, stream: &'a str) -> crate::LeaseFuture<'a, Option<crate::Notice>> {
         self.inner.notice(stream)
     }

@@ -730,6 +730,11 @@ impl LeaseStore for Counting {
         self.inner.list(stream)
     }
 
+    fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
+        self.count("delete");
+        self.inner.delete(key, counter)
+    }
+
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
         self.count("notice");
         self.inner.notice(stream)
@@ -909,4 +914,81 @@ async fn two_applications_on_one_table_by_mistake_do_not_split_the_stream() {
         "nobody took warehouse's released rows"
     );
     billing.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_parents_row_is_deleted_once_its_children_moved_on_and_never_read_again() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let dynamo = store.clone();
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let stream = common::unique("tidy");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let a = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-a",
+        &stream,
+        1,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let raw = common::raw_kinesis(&url);
+    let before: Vec<String> = (0..12).map(|i| format!("before-{i}")).collect();
+    publish_all(&url, &stream, before.clone()).await;
+    let parent = holders(&dynamo, &stream).await.into_keys().next().unwrap();
+    common::split_first(&raw, &stream).await;
+    let after: Vec<String> = (0..24).map(|i| format!("after-{i}")).collect();
+    publish_all(&url, &stream, after.clone()).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(60), |h| {
+        payloads(h).len() == before.len() + after.len()
+    })
+    .await;
+    assert_eq!(payloads(&handled).len(), before.len() + after.len());
+    // Listing every second: the grace is 30 s from the round that first saw the row deletable.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let parent_key = LeaseKey::new(stream.as_str(), parent.as_str());
+    let mut deleted_after = None;
+    let started = Instant::now();
+    while Instant::now() < deadline {
+        if dynamo.read(&parent_key).await.unwrap().is_none() {
+            deleted_after = Some(started.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let deleted_after = deleted_after.expect("the finished parent's row is deleted");
+    println!("the parent's row was deleted {deleted_after:?} after every record was handled");
+    let rows = holders(&dynamo, &stream).await;
+    assert_eq!(rows.len(), 2, "the children's rows stay: {rows:?}");
+    // A new instance on the table (the parent still listed, its row gone) reads nothing again.
+    a.stop().await;
+    let b = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-b",
+        &stream,
+        1,
+        tx.clone(),
+        None,
+    )
+    .await;
+    let more: Vec<String> = (0..8).map(|i| format!("more-{i}")).collect();
+    publish_all(&url, &stream, more.clone()).await;
+    let mut later = Vec::new();
+    collect_until(&mut rx, &mut later, Duration::from_secs(60), |h| {
+        payloads(h).len() >= more.len()
+    })
+    .await;
+    assert_eq!(
+        payloads(&later),
+        more.iter().cloned().collect(),
+        "only the new records: the parent (whose row is gone) is not read again"
+    );
+    assert!(!holders(&dynamo, &stream).await.contains_key(&parent));
+    b.stop().await;
 }

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::hygiene::{Deletion, Hygiene};
 use super::plan::{self, Rows, TakeFor, Verdict};
 use super::watch::{self, Noticed, Watch};
 use crate::kinesis::api::ShardInfo;
@@ -77,6 +78,9 @@ pub(crate) struct Coordinator<T> {
     last_listing: Vec<ShardInfo>,
     /// What the handover poll keeps between listings to read the rows only when they moved.
     watch: Watch,
+    /// Which rows the rounds delete, and the deletions the last round's rows asked for.
+    hygiene: Hygiene<T>,
+    deletions: Vec<Deletion>,
 }
 
 impl<T: Moment> Coordinator<T> {
@@ -91,6 +95,8 @@ impl<T: Moment> Coordinator<T> {
             backoff: HashMap::new(),
             last_listing: Vec::new(),
             watch: Watch::default(),
+            hygiene: Hygiene::new(&timings),
+            deletions: Vec::new(),
         }
     }
 
@@ -133,9 +139,24 @@ impl<T: Moment> Coordinator<T> {
             .collect()
     }
 
-    /// The rows a round read for `listing`: every shard known finished counts as such, and every
-    /// row at `SHARD_END` becomes known finished. The listing is the handover poll's from now.
-    pub(crate) fn round_rows(&mut self, listing: &[ShardInfo], rows: &mut Rows) {
+    /// Deletes a row no reader needs after `grace` instead of the default.
+    #[cfg(test)]
+    pub(crate) fn with_hygiene_grace(mut self, grace: Duration) -> Self {
+        self.hygiene = Hygiene::with_grace(grace);
+        self
+    }
+
+    /// The rows a round read for `listing` at `now`: the rows it deletes are decided on them as
+    /// the store answered; then every shard known finished counts as such, and every row at
+    /// `SHARD_END` becomes known finished. The listing is the handover poll's from now.
+    pub(crate) fn round_rows(
+        &mut self,
+        listing: &[ShardInfo],
+        rows: &mut Rows,
+        now: T,
+        now_ms: u64,
+    ) {
+        self.deletions = self.hygiene.deletions(listing, rows, now, now_ms);
         plan::add_finished(rows, &self.finished);
         for (shard, row) in rows.iter() {
             if row.as_ref().is_some_and(LeaseState::is_finished) {
@@ -317,6 +338,28 @@ impl<T: Moment> Coordinator<T> {
                     resume: ShardStart::from_checkpoint(shard, recorded),
                 }
             }
+        }
+    }
+
+    /// Whether a round at `now` that needs no row reads them all anyway, for [`Hygiene`].
+    pub(crate) fn hygiene_due(&self, now: T) -> bool {
+        self.hygiene.due(now)
+    }
+
+    /// A round at `now` read every row of the stream.
+    pub(crate) fn read_all_rows(&mut self, now: T) {
+        self.hygiene.read_all(now);
+    }
+
+    /// The rows the last round asks to delete (once: taken out).
+    pub(crate) fn take_deletions(&mut self) -> Vec<Deletion> {
+        std::mem::take(&mut self.deletions)
+    }
+
+    /// A deletion the round asked for is over: `deleted` when the row is gone.
+    pub(crate) fn deletion_answered(&mut self, shard: &str, deleted: bool) {
+        if deleted {
+            self.hygiene.deleted(shard);
         }
     }
 

@@ -97,6 +97,11 @@ pub(crate) fn verdict(
     if row.as_ref().is_some_and(LeaseState::is_finished) {
         return Verdict::Finished;
     }
+    // A closed shard without a row whose children all moved past their start was finished,
+    // and its row deleted since (`hygiene`): a child starts only once its parents are done.
+    if row.is_none() && shard.closed && children_moved_on(shard, listed, rows) {
+        return Verdict::Finished;
+    }
     if row.as_ref().is_some_and(LeaseState::is_skipped) {
         return Verdict::Skipped;
     }
@@ -131,6 +136,37 @@ pub(crate) fn verdict(
     Verdict::Take { fresh }
 }
 
+/// Whether a checkpoint lies past where its shard started: a sequence number (inside an
+/// aggregate or not) or `SHARD_END`, not a recorded start or `SHARD_SKIPPED`.
+pub(crate) fn past_start(row: &LeaseState) -> bool {
+    row.is_finished()
+        || row.checkpoint.as_deref().is_some_and(|checkpoint| {
+            crate::lease::split_within(checkpoint).is_some()
+                || (!checkpoint.is_empty() && checkpoint.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+/// Whether `shard` has children in the listing and every one of them moved on: its row's
+/// checkpoint lies past its start, or it has no row (finished, and deleted) and is closed with
+/// children that all moved on in turn. None of them consults `shard` any more.
+pub(crate) fn children_moved_on(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows) -> bool {
+    let mut children = listed
+        .values()
+        .filter(|child| child.parents.contains(&shard.id))
+        .peekable();
+    children.peek().is_some() && children.all(|child| moved_on(child, listed, rows))
+}
+
+/// Whether `shard` no longer needs its parents: its row's checkpoint lies past its start, or it
+/// has no row and is closed with children that all moved on (it was finished, and its row
+/// deleted).
+pub(crate) fn moved_on(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows) -> bool {
+    match rows.get(&shard.id).and_then(Option::as_ref) {
+        Some(row) => past_start(row),
+        None => shard.closed && children_moved_on(shard, listed, rows),
+    }
+}
+
 fn lineage(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows) -> Lineage {
     let mut lineage = Lineage::Fresh;
     for parent in &shard.parents {
@@ -158,7 +194,8 @@ fn lineage(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows) -> Lineage {
 /// The shards of `listing` a round leaves alone because the row of the shard itself, or of one
 /// of its ancestors, could not be read: `verdict` would take the unknown row for a missing one,
 /// and a missing row of a closed ancestor can make a descendant start at the tip and skip what
-/// it holds.
+/// it holds. A closed shard is also left alone while a descendant's row could not be read: with
+/// no row of its own, those rows tell whether it was finished (and its row deleted).
 pub(crate) fn held_back_by(
     listing: &[ShardInfo],
     unreadable: &HashSet<Arc<str>>,
@@ -181,6 +218,14 @@ pub(crate) fn held_back_by(
         known.insert(shard, answer);
         answer
     }
+    /// Whether a listed descendant of `shard` has a row that could not be read: a closed shard
+    /// without a row is judged by its descendants' rows (`children_moved_on`).
+    fn below(shard: &str, listing: &[ShardInfo], unreadable: &HashSet<Arc<str>>) -> bool {
+        listing
+            .iter()
+            .filter(|child| child.parents.iter().any(|parent| parent.as_ref() == shard))
+            .any(|child| unreadable.contains(&child.id) || below(&child.id, listing, unreadable))
+    }
     if unreadable.is_empty() {
         return HashSet::new();
     }
@@ -188,7 +233,10 @@ pub(crate) fn held_back_by(
     let mut known = HashMap::new();
     listing
         .iter()
-        .filter(|shard| blocked(&shard.id, &listed, unreadable, &mut known))
+        .filter(|shard| {
+            blocked(&shard.id, &listed, unreadable, &mut known)
+                || (shard.closed && below(&shard.id, listing, unreadable))
+        })
         .map(|shard| Arc::clone(&shard.id))
         .collect()
 }
@@ -207,9 +255,9 @@ pub(crate) fn add_finished(rows: &mut Rows, finished: &HashSet<Arc<str>>) {
 }
 
 /// The shard ids whose rows a round must read: every listed shard this instance neither reads
-/// nor never reads again (`settled`: finished, skipped, gone), and their parents (listed or
+/// nor never reads again (`settled`: finished, skipped, gone), their parents (listed or
 /// not: a parent trimmed out of the stream still tells by its row whether this application read
-/// it) unless they are known `finished`.
+/// it) unless they are known `finished`, and the descendants of those that are closed.
 pub(crate) fn rows_to_read<'a>(
     listing: &'a [ShardInfo],
     reading: &HashSet<Arc<str>>,
@@ -225,6 +273,26 @@ pub(crate) fn rows_to_read<'a>(
         for parent in &shard.parents {
             if !finished.contains(parent) {
                 wanted.push(parent);
+            }
+        }
+    }
+    // A closed shard may have no row left (finished, then deleted): its descendants' rows tell
+    // whether it was read.
+    let mut closed: Vec<&Arc<str>> = listing
+        .iter()
+        .filter(|shard| shard.closed && wanted.contains(&&shard.id))
+        .map(|shard| &shard.id)
+        .collect();
+    while let Some(parent) = closed.pop() {
+        for child in listing
+            .iter()
+            .filter(|child| child.parents.contains(parent))
+        {
+            if !wanted.contains(&&child.id) {
+                wanted.push(&child.id);
+                if child.closed {
+                    closed.push(&child.id);
+                }
             }
         }
     }

@@ -23,6 +23,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::hygiene::Deletion;
 use super::machine::{Coordinator, RoundPasses};
 use super::plan::{Rows, TakeFor};
 use super::watch::{Beat, Noticed};
@@ -42,6 +43,9 @@ pub(crate) enum Step<T> {
     /// Take these shards (in parallel), each for its purpose; answer with [`Rounds::took`] once
     /// every take is over.
     Take(Vec<(ShardInfo, TakeFor)>),
+    /// Delete these rows (in parallel), each conditioned on its counter; answer with
+    /// [`Rounds::deleted`] once every deletion is over.
+    Delete(Vec<Deletion>),
     /// Read the stream's notice; answer with [`Rounds::notice_read`].
     ReadNotice,
     /// Write this instance's beat in the stream's notice; answer with [`Rounds::beaten`],
@@ -114,6 +118,8 @@ enum Phase {
     /// The rows were read: the next pass's takes go out.
     Passing(RoundPasses),
     Taking(RoundPasses),
+    /// The round's takes are over: its deletions go out (or are under way: `None`).
+    Deleting(Option<Vec<Deletion>>),
 }
 
 /// When rounds and polls run, and where one is.
@@ -208,7 +214,11 @@ impl<T: Moment> Rounds<T> {
                 };
                 return step;
             }
-            phase @ (Phase::Listing | Phase::Notice | Phase::Taking(_)) => {
+            Phase::Deleting(Some(deletions)) => {
+                self.phase = Phase::Deleting(None);
+                return Step::Delete(deletions);
+            }
+            phase @ (Phase::Listing | Phase::Notice | Phase::Taking(_) | Phase::Deleting(None)) => {
                 self.phase = phase;
                 return Step::Wait(None);
             }
@@ -255,7 +265,9 @@ impl<T: Moment> Rounds<T> {
                     self.phase = Phase::Taking(passes);
                     return Step::Take(to_take);
                 }
-                self.round_over(now);
+                if self.takes_over(coordinator, now) {
+                    return self.next(coordinator, reading, owner, now, now_ms);
+                }
             }
         }
         if self.cancelled {
@@ -305,6 +317,27 @@ impl<T: Moment> Rounds<T> {
         Step::ListShards
     }
 
+    /// The round's takes are over: its deletions follow (after the first round: that one hands
+    /// the subscription out as soon as it can); whether they do.
+    fn takes_over(&mut self, coordinator: &mut Coordinator<T>, now: T) -> bool {
+        let deletions = coordinator.take_deletions();
+        if self.looping && !deletions.is_empty() {
+            self.phase = Phase::Deleting(Some(deletions));
+            return true;
+        }
+        self.round_over(now);
+        false
+    }
+
+    /// Every deletion of the round is over.
+    pub(crate) fn deleted(&mut self, now: T) {
+        if !matches!(self.phase, Phase::Deleting(None)) {
+            // Not asked for: nothing changes.
+            return;
+        }
+        self.round_over(now);
+    }
+
     fn round_over(&mut self, now: T) {
         self.phase = Phase::Idle;
         if !self.looping {
@@ -330,8 +363,15 @@ impl<T: Moment> Rounds<T> {
         };
         coordinator.listed(&listing);
         let wanted = coordinator.wanted(&listing, &self.reading);
-        if wanted.is_empty() {
-            return self.rows_of_round(coordinator, listing, Rows::new(), &HashSet::new());
+        if wanted.is_empty() && !(self.looping && coordinator.hygiene_due(now)) {
+            // Nothing to decide on, and no rows to tidy yet (no row is read, so none deleted).
+            return self.rows_of_round(
+                coordinator,
+                listing,
+                Rows::new(),
+                &HashSet::new(),
+                (now, 0),
+            );
         }
         self.phase = Phase::Rows {
             listing,
@@ -375,11 +415,22 @@ impl<T: Moment> Rounds<T> {
                 if poll {
                     self.poll_rows(coordinator, rows, owner, now, now_ms);
                 } else {
-                    self.rows_of_round(coordinator, listing, rows, &HashSet::new());
+                    coordinator.read_all_rows(now);
+                    self.rows_of_round(coordinator, listing, rows, &HashSet::new(), (now, now_ms));
                 }
             }
-            // A failed poll does nothing; a round reads row by row (which names what is wrong).
+            // A failed poll does nothing; a round reads row by row (which names what is wrong),
+            // unless it wanted no row (it listed them to tidy them only).
             Listed::Failed if poll => {}
+            _ if wanted.is_empty() => {
+                self.rows_of_round(
+                    coordinator,
+                    listing,
+                    Rows::new(),
+                    &HashSet::new(),
+                    (now, now_ms),
+                );
+            }
             Listed::Failed | Listed::Unsupported => {
                 self.phase = Phase::Each {
                     listing,
@@ -410,7 +461,7 @@ impl<T: Moment> Rounds<T> {
             unreachable!("checked above");
         };
         if !poll {
-            self.rows_of_round(coordinator, listing, rows, unreadable);
+            self.rows_of_round(coordinator, listing, rows, unreadable, (now, now_ms));
         } else if unreadable.is_empty() {
             self.poll_rows(coordinator, rows, owner, now, now_ms);
         }
@@ -422,8 +473,9 @@ impl<T: Moment> Rounds<T> {
         listing: Vec<ShardInfo>,
         mut rows: Rows,
         unreadable: &HashSet<Arc<str>>,
+        (now, now_ms): (T, u64),
     ) {
-        coordinator.round_rows(&listing, &mut rows);
+        coordinator.round_rows(&listing, &mut rows, now, now_ms);
         self.phase = Phase::Passing(RoundPasses::new(listing, rows, unreadable));
     }
 
@@ -508,7 +560,7 @@ impl<T: Moment> Rounds<T> {
     }
 
     /// Every take of the pass is over.
-    pub(crate) fn took(&mut self, coordinator: &Coordinator<T>, now: T) {
+    pub(crate) fn took(&mut self, coordinator: &mut Coordinator<T>, now: T) {
         if !matches!(self.phase, Phase::Taking(_)) {
             // Not asked for: nothing changes.
             return;
@@ -520,7 +572,7 @@ impl<T: Moment> Rounds<T> {
             // Shards were marked never to be read: their children are decided at once.
             self.phase = Phase::Passing(passes);
         } else {
-            self.round_over(now);
+            self.takes_over(coordinator, now);
         }
     }
 }

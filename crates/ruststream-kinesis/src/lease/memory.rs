@@ -205,6 +205,17 @@ impl LeaseStore for MemoryLeaseStore {
         Box::pin(std::future::ready(Ok(Some(rows))))
     }
 
+    fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
+        let mut rows = self.lock();
+        let deletable = rows
+            .get(key)
+            .is_some_and(|row| row.counter == counter && row.is_expired_at(epoch_millis()));
+        if deletable {
+            rows.remove(key);
+        }
+        Box::pin(std::future::ready(Ok(deletable)))
+    }
+
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
         let notice = self.notices().get(stream).cloned().unwrap_or_default();
         Box::pin(std::future::ready(Ok(Some(notice))))

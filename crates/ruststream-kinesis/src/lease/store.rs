@@ -1,5 +1,5 @@
-//! The lease store contract: five calls every store implements, and five with default bodies
-//! (two of them the stream's notice).
+//! The lease store contract: five calls every store implements, and six with default bodies
+//! (two of them the stream's notice, one the deletion of a row).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,7 +24,7 @@ pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>>
 /// `DynamoLeaseStore` (feature `dynamodb-lease`). A store on another database implements these
 /// five calls, may override the provided [`acquire_from`](Self::acquire_from),
 /// [`checkpoint_and_renew`](Self::checkpoint_and_renew), [`list`](Self::list),
-/// [`notice`](Self::notice) and [`beat`](Self::beat), and runs
+/// [`delete`](Self::delete), [`notice`](Self::notice) and [`beat`](Self::beat), and runs
 /// `lease::suite` (feature `store-suite`) against itself.
 ///
 /// # Examples
@@ -166,6 +166,20 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
         let _ = stream;
         Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Deletes the row of `key` if its counter is still `counter` and no owner holds an
+    /// unexpired lease of it (more than [`SKEW_TOLERANCE`](super::SKEW_TOLERANCE) in the past):
+    /// a listing round tidies the table this way (a finished shard whose children all moved past
+    /// their start; a shard gone from the stream). Answers whether it deleted the row. Provided
+    /// as deleting nothing (`false`), for a store that cannot delete: its rows stay.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
+        let _ = (key, counter);
+        Box::pin(std::future::ready(Ok(false)))
     }
 
     /// The [`Notice`] of `stream`, strongly consistent (an empty one when nothing was written

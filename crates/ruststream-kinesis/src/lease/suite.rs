@@ -75,6 +75,8 @@ const MARGIN: Duration = Duration::from_millis(300);
 ///   keeps the checkpoint of a row that has one (a sequence number or [`SHARD_END`]), and a
 ///   refused take writes nothing;
 /// - `checkpoint-renewing` and `listing`: the provided calls, as the crate's stores do them;
+/// - `deletion` (for a store that deletes): a row is deleted only with the counter it holds and
+///   no unexpired lease, reads back as missing, and can be taken afresh;
 /// - `notices` (for a store whose [`notice`](LeaseStore::notice) answers): a stream's notice
 ///   starts empty, a release bumps its counter and a refused one does not, a beat reads back and
 ///   removes the beats it names, and the notice row is no row of a shard: a listing of the
@@ -110,6 +112,7 @@ pub async fn run(store: &dyn LeaseStore, lease: Duration) {
     run.take_from_start().await;
     run.listing().await;
     run.notices().await;
+    run.deletion().await;
 }
 
 /// One run of the suite: the store, the lease, and the run's unique stream prefix.
@@ -723,6 +726,68 @@ impl<'s> Run<'s> {
         }
         self.release(check, &mine, A).await;
         self.release(check, &other, B).await;
+    }
+
+    /// `deletion`: a row goes only as read, and only without an unexpired lease.
+    async fn deletion(&self) {
+        let check = "deletion";
+        let key = self.key(check);
+        let taken = self.acquire(check, &key, A).await;
+        self.checkpoint(check, &key, A, SHARD_END).await;
+        let held = self.read(check, &key).await;
+        let refused = ok(
+            check,
+            "deleting a held row",
+            self.store.delete(&key, held.counter).await,
+        );
+        expect(check, !refused, "a row with an unexpired lease was deleted");
+        self.release(check, &key, A).await;
+        let released = self.read(check, &key).await;
+        let stale = ok(
+            check,
+            "deleting with an old counter",
+            self.store.delete(&key, taken.counter).await,
+        );
+        expect(
+            check,
+            !stale,
+            "a row was deleted with a counter it no longer holds",
+        );
+        let deleted = ok(
+            check,
+            "deleting the released row",
+            self.store.delete(&key, released.counter).await,
+        );
+        if !deleted {
+            // A store that does not delete: its rows stay.
+            return;
+        }
+        let gone = ok(
+            check,
+            "reading the deleted row",
+            self.store.read(&key).await,
+        );
+        expect(
+            check,
+            gone.is_none(),
+            &format!("a deleted row reads {gone:?}"),
+        );
+        let again = ok(
+            check,
+            "deleting it again",
+            self.store.delete(&key, released.counter).await,
+        );
+        expect(check, !again, "a missing row was deleted");
+        let fresh = self.acquire(check, &key, B).await;
+        expect(
+            check,
+            fresh.checkpoint.is_none(),
+            &format!(
+                "the row taken after its deletion holds {:?}",
+                fresh.checkpoint
+            ),
+        );
+        self.release(check, &key, B).await;
     }
 
     /// `notices`: the stream's notice, as a store that keeps one keeps it.

@@ -117,6 +117,10 @@ impl LeaseStore for Timed {
         self.bounded_stream(stream, "rows", self.inner.list(stream))
     }
 
+    fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
+        self.bounded(key, "delete", self.inner.delete(key, counter))
+    }
+
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
         self.bounded_stream(stream, "notice", self.inner.notice(stream))
     }

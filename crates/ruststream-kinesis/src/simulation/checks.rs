@@ -47,7 +47,7 @@ impl Sim {
     /// Whether `shard` no longer holds its children back: read to its end, trimmed out of the
     /// stream, or never to be read (`plan`'s lineage rule).
     pub(super) fn parent_done(&self, shard: usize) -> bool {
-        let row = self.rows[shard].state.as_ref();
+        let row = self.rows[shard].seen();
         row.is_some_and(|row| row.is_finished() || row.is_skipped())
             || self.stream.shards[shard].trimmed
     }
@@ -56,12 +56,12 @@ impl Sim {
     /// from their first take on.
     pub(super) fn unreach(&mut self, shard: usize) {
         for child in self.stream.children(shard) {
-            let opened = self.rows[child].state.is_some();
+            let opened = self.rows[child].seen().is_some();
             // A merge child of a parent the application read starts at its beginning.
             let read_parent = self.stream.shards[child]
                 .parents
                 .iter()
-                .any(|&p| p != shard && (self.ghost[p].reached || self.rows[p].state.is_some()));
+                .any(|&p| p != shard && (self.ghost[p].reached || self.rows[p].seen().is_some()));
             if opened || read_parent || !self.ghost[child].reached {
                 continue;
             }
@@ -78,7 +78,7 @@ impl Sim {
     /// Whether the application never reads `shard`, by the rules: trimmed, marked skipped, or
     /// closed before the application reached it (and not yet marked).
     pub(super) fn never_read(&self, shard: usize) -> bool {
-        let row = self.rows[shard].state.as_ref();
+        let row = self.rows[shard].seen();
         self.stream.shards[shard].trimmed
             || row.is_some_and(LeaseState::is_skipped)
             || (row.is_none() && self.skippable(shard))
@@ -89,7 +89,7 @@ impl Sim {
     /// shard the application reads is at `SHARD_END` (its children may start).
     pub(super) fn check_no_wedge(&self) -> Option<Failure> {
         for (shard, sim) in self.stream.shards.iter().enumerate() {
-            let row = self.rows[shard].state.as_ref();
+            let row = self.rows[shard].seen();
             let mark = Mark::of(row.and_then(|row| row.checkpoint.as_deref()));
             let never_read = self.never_read(shard);
             let last_owed = (0..sim.records.len())
@@ -144,9 +144,8 @@ impl Sim {
         }
         self.last_live_check = self.now;
         for shard in 0..self.stream.shards.len() {
-            let finished = |rows: &[Row], s: usize| {
-                rows[s].state.as_ref().is_some_and(LeaseState::is_finished)
-            };
+            let finished =
+                |rows: &[Row], s: usize| rows[s].seen().is_some_and(LeaseState::is_finished);
             let never_read = self.never_read(shard);
             let eligible = !finished(&self.rows, shard)
                 && !never_read

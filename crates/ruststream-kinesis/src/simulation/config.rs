@@ -99,6 +99,9 @@ pub(super) struct Config {
     /// the crate do, or answers `None` (a store written against the five calls), so the poll
     /// reads the rows at every poll.
     pub(super) notices: bool,
+    /// How much longer than a request lives a row must have been one no reader needs before a
+    /// round deletes it (`hygiene`): short, so that deletions happen within a schedule.
+    pub(super) gone_grace: Duration,
     /// The chance that the runtime holds a pulled delivery in a worker lane for a while before
     /// its handler starts (a slow handler ahead of it, a batch gathering).
     pub(super) p_hold: f64,
@@ -142,6 +145,12 @@ pub(super) struct Config {
 
 impl Config {
     /// How long after it was sent a store call may still land.
+    /// The grace before a round deletes a row no reader needs: longer than any request lives,
+    /// so no take sent before the shard finished lands after the deletion.
+    pub(super) fn hygiene_grace(&self) -> Duration {
+        self.request_lifetime() + self.gone_grace
+    }
+
     pub(super) fn request_lifetime(&self) -> Duration {
         if self.late_landing {
             self.timeout * 3
@@ -246,6 +255,7 @@ impl Config {
                 usize::MAX
             },
             notices: rng.random_bool(0.8),
+            gone_grace: timings.listing_interval() * rng.random_range(0..=2),
         }
     }
 }

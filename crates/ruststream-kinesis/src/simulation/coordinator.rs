@@ -46,6 +46,17 @@ impl Sim {
                     self.send(i, 0, 0, OpKind::List, Cont::RoundList);
                     return;
                 }
+                RoundStep::Delete(deletions) => {
+                    coord.round.deletions_left = deletions.len();
+                    for deletion in deletions {
+                        let shard = self.stream.ids[&deletion.shard];
+                        let kind = OpKind::Delete {
+                            counter: deletion.counter,
+                        };
+                        self.send(i, 0, shard, kind, Cont::Delete { shard });
+                    }
+                    return;
+                }
                 RoundStep::ReadNotice if !self.cfg.notices => {
                     // A store written against the five calls answers at once, with no call.
                     let coord = &mut self.insts[i].coord;
@@ -200,6 +211,20 @@ impl Sim {
         coord
             .rounds
             .notice_read(&mut coord.knows, read, &owner, now, now_ms);
+        self.coord_drive(i);
+    }
+
+    /// One of the round's deletions answered; once every one did, `Rounds` hears it.
+    pub(super) fn round_deleted(&mut self, i: usize, shard: usize, res: Res) {
+        let now = self.now;
+        let id = self.id(shard);
+        let coord = &mut self.insts[i].coord;
+        coord.knows.deletion_answered(&id, matches!(res, Res::Ok));
+        coord.round.deletions_left -= 1;
+        if coord.round.deletions_left > 0 {
+            return;
+        }
+        coord.rounds.deleted(now);
         self.coord_drive(i);
     }
 
@@ -406,7 +431,7 @@ impl Sim {
         if coord.round.takes_left > 0 {
             return;
         }
-        coord.rounds.took(&coord.knows, now);
+        coord.rounds.took(&mut coord.knows, now);
         self.coord_drive(i);
     }
 

@@ -37,7 +37,11 @@ impl Sim {
         self.cfg.counter_fence
             && !matches!(
                 op.kind,
-                OpKind::Read | OpKind::List | OpKind::Notice | OpKind::Beat { .. }
+                OpKind::Read
+                    | OpKind::List
+                    | OpKind::Notice
+                    | OpKind::Beat { .. }
+                    | OpKind::Delete { .. }
             )
     }
 
@@ -165,7 +169,8 @@ impl Sim {
             | OpKind::List
             | OpKind::Acquire
             | OpKind::Notice
-            | OpKind::Beat { .. } => return false,
+            | OpKind::Beat { .. }
+            | OpKind::Delete { .. } => return false,
         };
         crate::lease::landed(row, op.seen, &effect)
     }
@@ -302,6 +307,20 @@ impl Sim {
             return Res::Failed;
         }
         match &op.kind {
+            OpKind::Delete { counter } => {
+                let row = &mut self.rows[shard];
+                let deletable = row.state.as_ref().is_some_and(|state| {
+                    state.counter == *counter && state.is_expired_at(op.wall_ms)
+                });
+                if !deletable {
+                    return Res::Fenced;
+                }
+                row.deleted = row.state.take();
+                row.holder = None;
+                self.stats.deletions += 1;
+                self.log(|| format!("shard {shard}'s row deleted"));
+                Res::Ok
+            }
             OpKind::Notice => Res::Notice(self.notice.clone()),
             OpKind::Beat { until_ms, forget } => {
                 for gone in forget {
@@ -319,6 +338,14 @@ impl Sim {
                     .collect(),
             ),
             OpKind::Acquire => {
+                if self.rows[shard].state.is_none() && self.rows[shard].deleted.is_some() {
+                    // Its children moved on (or it left the stream): nothing of it is read again.
+                    self.fail(format!(
+                        "hygiene: shard {shard}'s row was deleted ({:?}), and {} took the shard again",
+                        self.rows[shard].deleted, op.owner
+                    ));
+                    return Res::Fenced;
+                }
                 let row = &mut self.rows[shard];
                 let state = row.state.get_or_insert_with(LeaseState::default);
                 let own = state.is_held_by(&op.owner)
@@ -456,7 +483,8 @@ impl Sim {
                     | OpKind::List
                     | OpKind::Acquire
                     | OpKind::Notice
-                    | OpKind::Beat { .. } => unreachable!(),
+                    | OpKind::Beat { .. }
+                    | OpKind::Delete { .. } => unreachable!(),
                 }
                 Res::Ok
             }
@@ -501,6 +529,7 @@ impl Sim {
             Cont::Read { shard } => self.round_read(i, shard, res),
             Cont::RoundList => self.round_listed(i, res),
             Cont::Notice => self.notice_answered(i, res),
+            Cont::Delete { shard } => self.round_deleted(i, shard, res),
             Cont::Beat => self.beat_answered(i),
             Cont::Acquire { shard, sid, start } => self.round_acquired(i, shard, sid, start, res),
             Cont::StartCheckpoint { shard, sid, start } => {

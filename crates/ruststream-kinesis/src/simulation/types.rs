@@ -112,6 +112,16 @@ pub(super) struct Row {
     pub(super) expiry_moved_back: bool,
     /// Unreadable for a while: reads, `list` and writes of it fail until it is repaired.
     pub(super) malformed: bool,
+    /// The row as it was when a round deleted it (`hygiene`): what the checks judge the shard
+    /// by from then on.
+    pub(super) deleted: Option<LeaseState>,
+}
+
+impl Row {
+    /// The row as the checks judge it: as it is, or as it was when deleted.
+    pub(super) fn seen(&self) -> Option<&LeaseState> {
+        self.state.as_ref().or(self.deleted.as_ref())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -132,6 +142,10 @@ pub(super) enum OpKind {
     Release {
         cover: Option<usize>,
         graceful: bool,
+    },
+    /// `LeaseStore::delete`: the row, if its counter is still `counter` and no lease runs.
+    Delete {
+        counter: u64,
     },
     /// `LeaseStore::notice`: the stream's notice, read consistently.
     Notice,
@@ -203,6 +217,10 @@ pub(super) enum Cont {
     },
     /// A round's `list`.
     RoundList,
+    /// One of a round's deletions.
+    Delete {
+        shard: usize,
+    },
     /// The poll's read of the notice.
     Notice,
     /// The poll's beat.
@@ -472,6 +490,7 @@ pub(super) struct Round {
     pub(super) rows: Rows,
     pub(super) unreadable: HashSet<Arc<str>>,
     pub(super) takes_left: usize,
+    pub(super) deletions_left: usize,
 }
 
 /// One subscription's coordinator: the real `Coordinator` and `Rounds`, and their driver.
@@ -498,7 +517,8 @@ impl Coord {
     /// A new subscription's coordinator at `now`: its first round is due at once.
     pub(super) fn new(cfg: &Config, now: Time) -> Self {
         Self {
-            knows: Coordinator::new(cfg.timings, cfg.initial.clone()),
+            knows: Coordinator::new(cfg.timings, cfg.initial.clone())
+                .with_hygiene_grace(cfg.hygiene_grace()),
             rounds: Rounds::new(
                 cfg.timings.listing_interval(),
                 cfg.timings.handover_poll_interval(),
@@ -678,6 +698,8 @@ pub(super) struct Stats {
     pub(super) poll_rounds: u64,
     /// Reads of the notice, beats written, and releases whose bump of the notice failed.
     pub(super) notice_reads: u64,
+    /// Rows a round deleted.
+    pub(super) deletions: u64,
     pub(super) beats: u64,
     pub(super) lost_bumps: u64,
     pub(super) resubscribes: u64,
@@ -738,6 +760,7 @@ impl Stats {
         self.polls += o.polls;
         self.poll_rounds += o.poll_rounds;
         self.notice_reads += o.notice_reads;
+        self.deletions += o.deletions;
         self.beats += o.beats;
         self.lost_bumps += o.lost_bumps;
         self.resubscribes += o.resubscribes;

@@ -138,7 +138,7 @@ impl Sim {
                 self.stats.trimmed_unread += 1;
             }
         }
-        if self.cfg.initial == KinesisPosition::Latest && self.rows[shard].state.is_none() {
+        if self.cfg.initial == KinesisPosition::Latest && self.rows[shard].seen().is_none() {
             // Trimmed before the application took it: to the table it is a parent that ended
             // before the application started, so its children start at the tip when first
             // taken (`plan`'s lineage rule), and what they held before is lost with it.

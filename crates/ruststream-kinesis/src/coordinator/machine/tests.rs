@@ -124,7 +124,7 @@ fn a_round_that_marks_never_read_parents_takes_their_children_in_another_pass() 
     ];
     let reading = HashSet::new();
     let mut rows = no_rows(&listing);
-    coordinator.round_rows(&listing, &mut rows);
+    coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let mut passes = RoundPasses::new(listing, rows, &HashSet::new());
     let first = passes.next(&mut coordinator, &reading, OWNER, Duration::ZERO, NOW_MS);
     assert_eq!(first.len(), 1);
@@ -168,7 +168,7 @@ fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
         checkpoint: Some("42".to_owned()),
     });
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held.clone())].into();
-    coordinator.round_rows(&listing, &mut rows);
+    coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let reading = HashSet::new();
     assert_eq!(coordinator.poll_wanted(&reading).len(), 1);
     let rows: Rows = [(Arc::clone(&listing[0].id), held)].into();
@@ -223,7 +223,7 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
         })
     };
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held(NOW_MS + 7_000))].into();
-    coordinator.round_rows(&listing, &mut rows);
+    coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let reading = HashSet::new();
     let notice = |counter, beat: u64| Notice {
         counter,
@@ -253,7 +253,7 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
     let bumped = coordinator.noticed(&notice(6, later + 8_000), &reading, OWNER, now, later);
     assert!(bumped.read_rows);
     // Reading the shard, this instance waits for nothing: no rows, whatever the counter.
-    coordinator.round_rows(&listing, &mut rows);
+    coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let reading: HashSet<Arc<str>> = [Arc::clone(&listing[0].id)].into();
     let holding = coordinator.noticed(&notice(7, later + 8_000), &reading, OWNER, now, later);
     assert!(!holding.read_rows);

@@ -95,7 +95,7 @@ fn a_round_lists_reads_the_rows_and_takes_then_waits_for_the_next_listing() {
         "until the takes are over"
     );
     let end = Duration::from_millis(300);
-    rig.rounds.took(&rig.coordinator, end);
+    rig.rounds.took(&mut rig.coordinator, end);
     assert!(rig.rounds.first_round_over());
     let Step::Wait(Some(until)) = rig.next(end) else {
         panic!("a wait");
@@ -218,7 +218,7 @@ fn an_answer_nothing_asked_for_changes_nothing() {
     let now = Duration::ZERO;
     rig.first_listing(now);
     // Answers of calls that were not made: the round waits for its `list` still.
-    rig.rounds.took(&rig.coordinator, now);
+    rig.rounds.took(&mut rig.coordinator, now);
     rig.rounds.rows_read(
         &mut rig.coordinator,
         Rows::new(),
@@ -342,7 +342,7 @@ fn an_instance_waiting_for_no_shard_reads_the_notice_every_renewal_interval() {
     let Step::Take(_) = rig.next(now) else {
         panic!("the free shard is taken");
     };
-    rig.rounds.took(&rig.coordinator, now);
+    rig.rounds.took(&mut rig.coordinator, now);
     let Step::Wait(Some(first)) = rig.next(now) else {
         panic!("a wait");
     };

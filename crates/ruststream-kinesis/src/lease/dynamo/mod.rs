@@ -111,10 +111,12 @@ type Item = HashMap<String, AttributeValue>;
 /// row that cannot be read (an attribute of the wrong type) is skipped with a warning naming its
 /// key: a bad row of another stream never stops a stream's listing.
 ///
-/// The calls the store makes need the IAM actions `dynamodb:GetItem` and `dynamodb:UpdateItem`
-/// on the table; [`rows`](Self::rows) and the coordinator's handover poll (`list`, once a second
-/// while a shard of the stream is held by another instance) need `dynamodb:Scan`, and
-/// [`create_table`](Self::create_table) `dynamodb:CreateTable` and `dynamodb:DescribeTable`.
+/// The calls the store makes need the IAM actions `dynamodb:GetItem`, `dynamodb:UpdateItem`
+/// and `dynamodb:DeleteItem` (a listing round deletes the rows no reader needs) on the table;
+/// [`rows`](Self::rows) and the coordinator's listing rounds (`list`) need `dynamodb:Scan`, and
+/// [`create_table`](Self::create_table) `dynamodb:CreateTable` and `dynamodb:DescribeTable`. The
+/// handover poll reads the stream's notice row (`<stream>#notice`) with `GetItem`, and writes
+/// beats into it with `UpdateItem`.
 ///
 /// # Tables of earlier versions
 ///
@@ -605,6 +607,11 @@ impl LeaseStore for DynamoLeaseStore {
         checkpoint: &'a str,
     ) -> LeaseFuture<'a, ()> {
         Box::pin(self.checkpoint_held(key, owner, checkpoint))
+    }
+
+    /// One conditional `DeleteItem`: the counter as read, and no unexpired lease.
+    fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
+        Box::pin(self.delete_row(key, counter))
     }
 
     fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {

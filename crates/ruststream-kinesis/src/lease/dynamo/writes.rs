@@ -556,6 +556,41 @@ impl DynamoLeaseStore {
         self.written(key, "read", &item).map(Some)
     }
 
+    pub(super) async fn delete_row(
+        &self,
+        key: &LeaseKey,
+        counter: u64,
+    ) -> Result<bool, LeaseError> {
+        let cutoff = epoch_millis().saturating_sub(millis(SKEW_TOLERANCE));
+        let deleted = self
+            .client
+            .delete_item()
+            .table_name(self.table())
+            .key(KEY, string(&key.row_key()))
+            .condition_expression(
+                "lease_counter = :seen AND (attribute_not_exists(lease_owner) OR lease_expiry < :cutoff)",
+            )
+            .expression_attribute_values(":seen", number(counter))
+            .expression_attribute_values(":cutoff", number(cutoff))
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => {
+                self.existing
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(key);
+                self.fences
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(key);
+                Ok(true)
+            }
+            Err(error) if error.code() == Some("ConditionalCheckFailedException") => Ok(false),
+            Err(error) => Err(self.failure(key, "delete", &error)),
+        }
+    }
+
     pub(super) async fn release_held(&self, key: &LeaseKey, owner: &str) -> Result<(), LeaseError> {
         let values = HashMap::from([
             (":me".to_owned(), string(owner)),

@@ -289,6 +289,31 @@ async fn drive(
                     epoch_millis(),
                 );
             }
+            Step::Delete(deletions) => {
+                let answers = join_all(deletions.iter().map(|deletion| async move {
+                    let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(&deletion.shard));
+                    let answer = sub.store.delete(&key, deletion.counter).await;
+                    (deletion, answer)
+                }))
+                .await;
+                let mut coordinator = lock(&sub.coordinator);
+                for (deletion, answer) in answers {
+                    match answer {
+                        Ok(deleted) => {
+                            if deleted {
+                                tracing::debug!(stream = %sub.stream, shard = %deletion.shard, "deleted the row of a shard no reader needs any more");
+                            }
+                            coordinator.deletion_answered(&deletion.shard, deleted);
+                        }
+                        Err(err) => {
+                            tracing::debug!(stream = %sub.stream, shard = %deletion.shard, error = %err, "deleting a row failed; a later round tries again");
+                            coordinator.deletion_answered(&deletion.shard, false);
+                        }
+                    }
+                }
+                drop(coordinator);
+                rounds.deleted(Instant::now());
+            }
             Step::ReadNotice => {
                 let read = match sub.store.notice(&sub.stream).await {
                     Ok(Some(notice)) => NoticeRead::Notice(notice),
@@ -323,7 +348,7 @@ async fn drive(
                         .map(|(shard, purpose)| async move { sub.take(&shard, purpose).await }),
                 )
                 .await;
-                rounds.took(&lock(&sub.coordinator), Instant::now());
+                rounds.took(&mut lock(&sub.coordinator), Instant::now());
             }
             // The first round is over: the subscription is handed out.
             Step::Wait(_) if first => return Ok(()),

@@ -1,0 +1,136 @@
+//! Which rows of its stream a listing round deletes, so that the table does not grow with every
+//! resharding: the row of a finished shard once every child moved past its start (a closed
+//! shard without a row whose children all did counts as finished, `plan::verdict`), and the row
+//! of a shard gone from the stream once no listed child still needs it to tell where it starts;
+//! either only after it has been so for a grace period. A row with an unexpired lease is never
+//! deleted, and a deletion is conditioned on the counter the round read, so a row written since
+//! stays.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::plan::{self, Rows};
+use crate::LeaseTimings;
+use crate::kinesis::api::ShardInfo;
+use crate::lease::LeaseState;
+use crate::shard::lease::Moment;
+
+/// How many listing intervals a row must have been one no reader needs before it is deleted:
+/// 5 minutes with the default 10 s.
+const GRACE_LISTINGS: u32 = 30;
+/// How many listing intervals apart a round reads the stream's rows for their own sake, when it
+/// needs none to decide its takes (an instance that reads every shard): 1 minute by default.
+const HYGIENE_LISTINGS: u32 = 6;
+
+/// A row to delete: the shard, and the counter it had when the round read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Deletion {
+    pub(crate) shard: Arc<str>,
+    pub(crate) counter: u64,
+}
+
+/// What the rounds remember between them to delete rows: since when each row has been one no
+/// reader needs.
+#[derive(Debug)]
+pub(crate) struct Hygiene<T> {
+    grace: Duration,
+    every: Duration,
+    /// Since when each row has been deletable, by this instance's rounds.
+    since: HashMap<Arc<str>, T>,
+    /// When a round last had every row of the stream.
+    last_full: Option<T>,
+}
+
+impl<T: Moment> Hygiene<T> {
+    /// With the grace period `timings` give ([`GRACE_LISTINGS`] listing intervals),
+    /// reading the rows for their own sake every [`HYGIENE_LISTINGS`] listing intervals.
+    pub(crate) fn new(timings: &LeaseTimings) -> Self {
+        Self {
+            every: timings.listing_interval() * HYGIENE_LISTINGS,
+            ..Self::with_grace(timings.listing_interval() * GRACE_LISTINGS)
+        }
+    }
+
+    /// With a grace period of `grace`, reading the rows for their own sake at every round.
+    pub(crate) fn with_grace(grace: Duration) -> Self {
+        Self {
+            grace,
+            every: Duration::ZERO,
+            since: HashMap::new(),
+            last_full: None,
+        }
+    }
+
+    /// Whether a round at `now` that needs no row to decide its takes reads them all anyway.
+    pub(crate) fn due(&self, now: T) -> bool {
+        self.last_full
+            .is_none_or(|last| now.saturating_since(last) >= self.every)
+    }
+
+    /// A round at `now` read every row of the stream (one `list`).
+    pub(crate) fn read_all(&mut self, now: T) {
+        self.last_full = Some(now);
+    }
+
+    /// The rows of `rows` (as the store answered, nothing added) that the round at `now` deletes:
+    /// those that have been deletable (below) for the whole grace period, by this instance's
+    /// rounds. The grace also outlasts any take still on its way: one sent before the shard
+    /// finished and landing after the deletion would create the row afresh, and the shard would
+    /// be read again after its children.
+    pub(crate) fn deletions(
+        &mut self,
+        listing: &[ShardInfo],
+        rows: &Rows,
+        now: T,
+        now_ms: u64,
+    ) -> Vec<Deletion> {
+        let listed = plan::listed(listing);
+        let mut deletions = Vec::new();
+        for (shard, row) in rows {
+            let Some(row) = row else {
+                continue;
+            };
+            if !(row.is_expired_at(now_ms) && Self::deletable(shard, row, listing, &listed, rows)) {
+                self.since.remove(shard);
+                continue;
+            }
+            let since = *self.since.entry(Arc::clone(shard)).or_insert(now);
+            if now.saturating_since(since) >= self.grace {
+                deletions.push(Deletion {
+                    shard: Arc::clone(shard),
+                    counter: row.counter,
+                });
+            }
+        }
+        deletions.sort_by(|a, b| a.shard.cmp(&b.shard));
+        deletions
+    }
+
+    /// Whether `shard`'s `row` is one no reader needs: finished, or gone from the listing, with
+    /// every listed child moved past its start (and a finished shard that is still listed has at
+    /// least one child, by which the verdict then knows it finished).
+    fn deletable(
+        shard: &Arc<str>,
+        row: &LeaseState,
+        listing: &[ShardInfo],
+        listed: &plan::Listed<'_>,
+        rows: &Rows,
+    ) -> bool {
+        match listed.get(shard.as_ref()) {
+            Some(info) => row.is_finished() && plan::children_moved_on(info, listed, rows),
+            None => listing
+                .iter()
+                .filter(|child| child.parents.contains(shard))
+                .all(|child| plan::moved_on(child, listed, rows)),
+        }
+    }
+
+    /// `shard`'s row was deleted (or is gone): nothing more to remember of it.
+    pub(crate) fn deleted(&mut self, shard: &str) {
+        self.since.remove(shard);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+//! When a round deletes a row: a finished shard's once every child moved past its start, a gone
+//! shard's once it was missed for the grace period and no listed child needs it; never a row
+//! with an unexpired lease; and a closed shard without a row whose children moved on counts as
+//! finished.
+
+use super::*;
+use crate::kinesis::api::ShardInfo;
+use crate::lease::LeaseState;
+use crate::{KinesisPosition, SHARD_END};
+
+const NOW_MS: u64 = 1_700_000_000_000;
+const GRACE: Duration = Duration::from_secs(50);
+
+fn shard(id: &str, parents: &[&str], closed: bool) -> ShardInfo {
+    ShardInfo {
+        id: Arc::from(id),
+        parents: parents.iter().map(|p| Arc::from(*p)).collect(),
+        closed,
+    }
+}
+
+fn row(owner: Option<&str>, expiry_ms: u64, checkpoint: &str) -> Option<LeaseState> {
+    Some(LeaseState {
+        owner: owner.map(str::to_owned),
+        expiry_ms,
+        counter: 7,
+        checkpoint: Some(checkpoint.to_owned()),
+    })
+}
+
+fn rows(entries: &[(&str, Option<LeaseState>)]) -> Rows {
+    entries
+        .iter()
+        .map(|(shard, row)| (Arc::from(*shard), row.clone()))
+        .collect()
+}
+
+fn deleted(deletions: &[Deletion]) -> Vec<&str> {
+    deletions.iter().map(|d| d.shard.as_ref()).collect()
+}
+
+/// A split: `p` closed, its children `a` and `b` open.
+fn split() -> Vec<ShardInfo> {
+    vec![
+        shard("p", &[], true),
+        shard("a", &["p"], false),
+        shard("b", &["p"], false),
+    ]
+}
+
+#[test]
+fn a_finished_row_goes_once_every_child_moved_past_its_start() {
+    let mut hygiene = Hygiene::with_grace(GRACE);
+    let listing = split();
+    let now = Duration::ZERO;
+    let finished = row(None, 0, SHARD_END);
+    let moved = row(Some("pod-a"), NOW_MS + 5_000, "4959");
+    let started = row(Some("pod-b"), NOW_MS + 5_000, "TRIM_HORIZON");
+    // One child still at the start it recorded: it may need the parent again.
+    let early = rows(&[
+        ("p", finished.clone()),
+        ("a", moved.clone()),
+        ("b", started),
+    ]);
+    assert!(hygiene.deletions(&listing, &early, now, NOW_MS).is_empty());
+    // One child not taken yet.
+    let untaken = rows(&[("p", finished.clone()), ("a", moved.clone()), ("b", None)]);
+    assert!(
+        hygiene
+            .deletions(&listing, &untaken, now, NOW_MS)
+            .is_empty()
+    );
+    let inside = row(None, 0, "4960:3");
+    let later = rows(&[("p", finished), ("a", moved), ("b", inside)]);
+    assert!(
+        hygiene.deletions(&listing, &later, now, NOW_MS).is_empty(),
+        "not before it has been deletable for the grace: a take sent earlier may still land"
+    );
+    let deletions = hygiene.deletions(&listing, &later, now + GRACE, NOW_MS);
+    assert_eq!(deleted(&deletions), ["p"]);
+    assert_eq!(deletions[0].counter, 7, "conditioned on the counter read");
+}
+
+#[test]
+fn a_row_with_an_unexpired_lease_is_never_deleted() {
+    let mut hygiene = Hygiene::with_grace(GRACE);
+    let listing = split();
+    let moved = row(None, 0, "4959");
+    let held = rows(&[
+        ("p", row(Some("pod-a"), NOW_MS + 1_000, SHARD_END)),
+        ("a", moved.clone()),
+        ("b", moved),
+    ]);
+    assert!(
+        hygiene
+            .deletions(&listing, &held, Duration::ZERO, NOW_MS)
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_gone_shards_row_goes_once_deletable_for_the_grace_unless_a_listed_child_needs_it() {
+    let mut hygiene = Hygiene::with_grace(GRACE);
+    // `p` was trimmed out of the stream: only its children are listed.
+    let listing = vec![shard("a", &["p"], false), shard("b", &["p"], false)];
+    let read = row(None, 0, "4959");
+    let waiting = rows(&[("p", read.clone()), ("a", read.clone()), ("b", None)]);
+    let at = |secs| Duration::from_secs(secs);
+    assert!(
+        hygiene
+            .deletions(&listing, &waiting, at(0), NOW_MS)
+            .is_empty()
+    );
+    assert!(
+        hygiene
+            .deletions(&listing, &waiting, at(60), NOW_MS)
+            .is_empty(),
+        "b has no checkpoint: p's row says b starts at its beginning"
+    );
+    let moved = rows(&[
+        ("p", read.clone()),
+        ("a", read.clone()),
+        ("b", read.clone()),
+    ]);
+    assert!(
+        hygiene
+            .deletions(&listing, &moved, at(10), NOW_MS)
+            .is_empty(),
+        "not before it has been deletable for the grace"
+    );
+    assert_eq!(
+        deleted(&hygiene.deletions(&listing, &moved, at(60), NOW_MS)),
+        ["p"]
+    );
+    // Listed again (a listing that missed it): forgotten, the grace starts over.
+    let full = [listing.clone(), vec![shard("p", &[], true)]].concat();
+    let _ = hygiene.deletions(&full, &moved, at(61), NOW_MS);
+    assert!(
+        hygiene
+            .deletions(&listing, &moved, at(62), NOW_MS)
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_closed_shard_without_a_row_whose_children_moved_on_counts_as_finished() {
+    let listing = split();
+    let listed = plan::listed(&listing);
+    let moved = row(None, 0, "4959");
+    let after = rows(&[("p", None), ("a", moved.clone()), ("b", moved.clone())]);
+    let verdict = |rows: &Rows| {
+        plan::verdict(
+            &listing[0],
+            &listed,
+            rows,
+            "me",
+            NOW_MS,
+            &KinesisPosition::TrimHorizon,
+        )
+    };
+    assert_eq!(verdict(&after), plan::Verdict::Finished);
+    // A child not past its start: the parent is read (its row was never written, or lost).
+    let before = rows(&[("p", None), ("a", moved), ("b", None)]);
+    assert!(matches!(verdict(&before), plan::Verdict::Take { .. }));
+}
