@@ -21,10 +21,16 @@ pub enum Call {
     Notice,
     /// A write of this instance's beat in the stream's notice row (unconditional).
     Beat,
+    /// An instance's leave: its beat removed, the notice bumped.
+    Leave,
+    /// A request for a planned move (a conditional write that bumps no counter).
+    AskHandoff,
+    /// A planned move's hand-over: the final checkpoint and the new owner in one write.
+    HandOver,
 }
 
 /// How many kinds of call there are.
-const KINDS: usize = 9;
+const KINDS: usize = 12;
 
 impl Call {
     pub const ALL: [Self; KINDS] = [
@@ -37,6 +43,9 @@ impl Call {
         Self::List,
         Self::Notice,
         Self::Beat,
+        Self::Leave,
+        Self::AskHandoff,
+        Self::HandOver,
     ];
 
     /// Whether the call writes to the table (a beat is the one unconditional write).
@@ -55,6 +64,9 @@ impl Call {
             Self::List => "list",
             Self::Notice => "notice",
             Self::Beat => "beat",
+            Self::Leave => "leave",
+            Self::AskHandoff => "ask_handoff",
+            Self::HandOver => "hand_over",
         }
     }
 }
@@ -223,7 +235,7 @@ impl LeaseStore for CountingStore {
         owner: &'a str,
         checkpoint: &'a str,
         lease: Duration,
-    ) -> LeaseFuture<'a, ()> {
+    ) -> LeaseFuture<'a, LeaseState> {
         self.write(Call::CheckpointAndRenew, key);
         self.inner
             .checkpoint_and_renew(key, owner, checkpoint, lease)
@@ -269,6 +281,43 @@ impl LeaseStore for CountingStore {
         self.count(Call::Beat);
         self.inner.beat(stream, owner, until_ms, forget)
     }
+
+    fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
+        if self.hide_notices {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        self.count(Call::Leave);
+        self.inner.leave(stream, owner)
+    }
+
+    fn ask_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        counter: u64,
+        to: &'a str,
+        asked_ms: u64,
+    ) -> LeaseFuture<'a, bool> {
+        self.write(Call::AskHandoff, key);
+        self.inner.ask_handoff(key, holder, counter, to, asked_ms)
+    }
+
+    fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
+        self.write(Call::AskHandoff, key);
+        self.inner.withdraw_handoff(key, to)
+    }
+
+    fn hand_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        to: &'a str,
+        checkpoint: Option<&'a str>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        self.write(Call::HandOver, key);
+        self.inner.hand_over(key, owner, to, checkpoint, lease)
+    }
 }
 
 #[cfg(test)]
@@ -298,12 +347,32 @@ mod tests {
         let other = LeaseKey::new("s", "shardId-000000000001");
         let taken = store.acquire_from(&other, "a", lease, "TRIM_HORIZON").await;
         assert_eq!(taken.unwrap().checkpoint.as_deref(), Some("TRIM_HORIZON"));
+        let counter = store.read(&other).await.unwrap().unwrap().counter;
+        let asked = store.ask_handoff(
+            &other,
+            "a",
+            counter,
+            "b",
+            ruststream_kinesis::epoch_millis(),
+        );
+        assert!(
+            asked.await.unwrap(),
+            "a holds the row: the request is recorded"
+        );
+        store
+            .hand_over(&other, "a", "b", None, lease)
+            .await
+            .unwrap();
+        assert!(store.read(&other).await.unwrap().unwrap().is_held_by("b"));
+        store.leave("s", "a").await.unwrap();
         let counts = store.snapshot();
-        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 1, 1, 1, 1]));
-        assert_eq!(counts.writes(), 7);
+        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 3, 1, 1, 1, 1, 1, 1]));
+        assert_eq!(counts.writes(), 10);
         assert_eq!(
-            counts.since(&Counts([1, 0, 0, 0, 0, 0, 0, 0, 0])).writes(),
-            6
+            counts
+                .since(&Counts([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
+                .writes(),
+            9
         );
         let rate = store
             .writes_per_row_minute(Instant::now() - Duration::from_secs(60), Instant::now())

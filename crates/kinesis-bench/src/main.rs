@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
-//! kinesis-bench consume | checkpoints | handover | takeover | writes | poll-cost | startup | publish | publish-aggregated
+//! kinesis-bench consume | checkpoints | handover | takeover | balance | writes | poll-cost | startup | publish | publish-aggregated
 //!               | consume-aggregated
 //!               | in-process | memory [--quick]
 //! ```
@@ -15,6 +15,7 @@
 // global allocator.
 #![deny(unsafe_code)]
 
+mod balance;
 mod consume;
 mod consume_aggregated;
 mod counting;
@@ -48,6 +49,8 @@ commands (each prints a Markdown table of its figures):
   checkpoints  service with DynamoLeaseStore ÷ with MemoryLeaseStore (records/s)
   handover     graceful stop of one instance -> first record handled by the other (median of 5)
   takeover     SIGKILL of one instance -> first record handled by the other (median of 5)
+  balance      8 shards, balancing instances joining up to 4 then leaving to 2: seconds until
+               even after each change, records redelivered and lost
   writes       lease-table writes per shard per minute: idle, loaded, loaded with a 1 s
                checkpoint cadence; the handover poll's calls per standby instance per minute
   poll-cost    the handover poll's read units per standby instance per minute at 10, 100 and
@@ -99,6 +102,12 @@ fn parse(args: &[String]) -> Result<(String, Options), String> {
 }
 
 fn main() -> ExitCode {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (command, opts) = match parse(&args) {
         Ok(parsed) => parsed,
@@ -122,6 +131,7 @@ fn main() -> ExitCode {
         "consume+checkpoints",
         "handover",
         "takeover",
+        "balance",
         "writes",
         "poll-cost",
         "startup",
@@ -203,6 +213,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "poll-cost",
             "handover",
             "takeover",
+            "balance",
         ],
         "consume" => &["consume"],
         "checkpoints" => &["checkpoints"],
@@ -245,6 +256,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "poll-cost" => poll_cost::run(&stack, opts).await,
             "handover" => handover::graceful(&stack, opts).await,
             "takeover" => handover::crash(&stack, opts).await,
+            "balance" => balance::run(&stack, opts).await,
             _ => unreachable!("every step is known"),
         };
         eprintln!(

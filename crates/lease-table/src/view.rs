@@ -124,6 +124,7 @@ mod tests {
             expiry_ms,
             counter,
             checkpoint: cp.map(str::to_owned),
+            handoff: None,
         }
     }
 

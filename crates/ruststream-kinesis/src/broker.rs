@@ -61,6 +61,7 @@ pub struct KinesisBroker {
     owner: Arc<str>,
     timings: LeaseTimings,
     create_streams: Option<u32>,
+    balance: bool,
     #[cfg(feature = "testing")]
     pub(crate) world: Arc<crate::in_process::World>,
 }
@@ -91,6 +92,7 @@ impl KinesisBroker {
             owner: unique_owner(),
             timings: LeaseTimings::default(),
             create_streams: None,
+            balance: false,
             #[cfg(feature = "testing")]
             world: Arc::default(),
         }
@@ -181,6 +183,37 @@ impl KinesisBroker {
     #[must_use]
     pub fn lease_timings(mut self, timings: LeaseTimings) -> Self {
         self.timings = timings;
+        self
+    }
+
+    /// Balances the shards of each stream with the other instances on the lease table (off by
+    /// default: the instance that lists first takes every free shard and keeps it).
+    ///
+    /// Balancing, an instance takes free shards only up to its target (the floor or the ceiling
+    /// of the open shards over the instances it counts), and while below it asks the instance
+    /// furthest above its own target for planned moves. The holder sees
+    /// the request at its next renewal, hands out no more records of the shard, waits up to
+    /// [`LeaseTimings::with_handoff_drain`] for its deliveries to settle, and hands the row over
+    /// with its final checkpoint in one conditional write: a move whose every delivery settled
+    /// in time redelivers nothing. A crash on either side, or a request the holder never sees,
+    /// falls back to the lease's expiry. No leader: every instance decides from the rows and the
+    /// beats of the stream's notice. Instances converge within about two listing intervals of a
+    /// join or a leave; every instance sharing the table must run a version with planned moves
+    /// for them to be honoured (any version's free shards are shared as before).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use ruststream_kinesis::{KinesisBroker, MemoryLeaseStore};
+    ///
+    /// let store = Arc::new(MemoryLeaseStore::new());
+    /// let broker = KinesisBroker::new().lease_store(store).balance_shards(true);
+    /// # let _ = broker;
+    /// ```
+    #[must_use]
+    pub fn balance_shards(mut self, balance: bool) -> Self {
+        self.balance = balance;
         self
     }
 
@@ -295,6 +328,7 @@ impl KinesisBroker {
             owner: self.owner,
             timings: self.timings,
             create_streams: self.create_streams,
+            balance: self.balance,
             streams: Registry::default(),
             record_limits: Arc::default(),
         }
@@ -339,6 +373,7 @@ pub struct ConnectedKinesisBroker {
     owner: Arc<str>,
     timings: LeaseTimings,
     pub(crate) create_streams: Option<u32>,
+    balance: bool,
     streams: Registry,
     /// The largest record of each stream its publishers wrote to.
     pub(crate) record_limits: crate::publisher::RecordLimits,
@@ -409,7 +444,10 @@ impl ConnectedKinesisBroker {
                     runtime: self.runtime.clone(),
                     broker_closed: Arc::clone(&self.closed),
                     running: Mutex::default(),
-                    coordinator: Mutex::new(Coordinator::new(self.timings, source.initial.clone())),
+                    coordinator: Mutex::new(
+                        Coordinator::new(self.timings, source.initial.clone())
+                            .with_balancing(self.balance),
+                    ),
                     wake: tokio::sync::Notify::new(),
                 });
                 // The first round runs before the subscription is handed out: every shard this

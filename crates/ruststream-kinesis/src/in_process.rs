@@ -27,7 +27,7 @@ use crate::{KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, lease:
 #[derive(Debug)]
 struct Stored {
     data: Bytes,
-    partition_key: String,
+    partition_key: Arc<str>,
     sequence: Arc<str>,
     arrived_ms: i64,
     /// Position in the stream's publish order, so a replay interleaves shards as written.
@@ -221,8 +221,43 @@ fn shard_of_hash(hash: u128, shards: usize) -> usize {
     usize::try_from(hash / width).unwrap_or(0).min(shards - 1)
 }
 
+/// The id of the shard at `index`, as Kinesis names it; made once per index and shared after
+/// (every delivery names its shard).
 fn shard_id(index: usize) -> Arc<str> {
-    Arc::from(format!("shardId-{index:012}"))
+    static IDS: Mutex<Vec<Arc<str>>> = Mutex::new(Vec::new());
+    let mut ids = IDS.lock().unwrap_or_else(PoisonError::into_inner);
+    while ids.len() <= index {
+        let next = ids.len();
+        ids.push(Arc::from(format!("shardId-{next:012}")));
+    }
+    Arc::clone(&ids[index])
+}
+
+/// A random partition key (32 hex digits), as a publish without one gets, in one allocation.
+fn random_key() -> Arc<str> {
+    fixed_width::<32>(rand::random::<u128>(), 16)
+}
+
+/// The sequence number of the `n`th record written: 56 digits, as Kinesis's are, in one
+/// allocation.
+fn sequence_number(n: u64) -> Arc<str> {
+    fixed_width::<56>(u128::from(n), 10)
+}
+
+/// `n` in `radix` (10 or 16), zero-padded to `WIDTH` digits, formatted on the stack: the one
+/// allocation is the shared string.
+fn fixed_width<const WIDTH: usize>(n: u128, radix: u32) -> Arc<str> {
+    let mut digits = [b'0'; WIDTH];
+    let mut rest = n;
+    for digit in digits.iter_mut().rev() {
+        if rest == 0 {
+            break;
+        }
+        let value = u32::try_from(rest % u128::from(radix)).unwrap_or(0);
+        *digit = char::from_digit(value, radix).map_or(b'0', |c| c as u8);
+        rest /= u128::from(radix);
+    }
+    Arc::from(std::str::from_utf8(&digits).unwrap_or_default())
 }
 
 impl World {
@@ -239,6 +274,27 @@ impl World {
 
     /// Writes one record, as `PutRecords` would, and hands it to every open subscription.
     pub(crate) fn put(&self, stream: &str, record: OutRecord) -> Result<(), KinesisError> {
+        let OutRecord {
+            data,
+            partition_key,
+            explicit_hash_key,
+        } = record;
+        self.put_keyed(
+            stream,
+            data,
+            Arc::from(partition_key),
+            explicit_hash_key.as_deref(),
+        )
+    }
+
+    /// [`put`](Self::put), with the partition key already shared.
+    fn put_keyed(
+        &self,
+        stream: &str,
+        data: Bytes,
+        partition_key: Arc<str>,
+        explicit_hash_key: Option<&str>,
+    ) -> Result<(), KinesisError> {
         let mut streams = self.lock();
         let Some(log) = streams.get_mut(stream) else {
             return Err(KinesisError::StreamNotFound {
@@ -247,37 +303,31 @@ impl World {
         };
         let order = self.next_sequence.fetch_add(1, Ordering::Relaxed);
         // An explicit hash key routes the record as Kinesis does, in place of its key's hash.
-        let shard = match record
-            .explicit_hash_key
-            .as_deref()
-            .and_then(|key| key.parse::<u128>().ok())
-        {
+        let shard = match explicit_hash_key.and_then(|key| key.parse::<u128>().ok()) {
             Some(hash) => shard_of_hash(hash, log.shards.len()),
-            None => shard_of(&record.partition_key, log.shards.len()),
+            None => shard_of(&partition_key, log.shards.len()),
         };
         let stored = Stored {
-            data: record.data,
-            partition_key: record.partition_key,
-            sequence: Arc::from(format!("{:056}", order + 1)),
+            data,
+            partition_key,
+            sequence: sequence_number(order + 1),
             arrived_ms: i64::try_from(epoch_millis()).unwrap_or(i64::MAX),
             order,
         };
         // What was published: each user record of an aggregate, as its publish sent it.
-        let published = match kpl::deaggregate(&stored.data) {
-            Some(users) => users
-                .into_iter()
-                .map(|user| Bytes::from(user.data))
-                .collect(),
-            None => vec![stored.data.clone()],
-        };
-        for data in published {
+        let mut published = |data: Bytes| {
             let (payload, headers) = envelope::decode(data);
             log.published
                 .push(RawMessage::new(stream.to_owned(), payload).with_headers(headers));
+        };
+        match kpl::deaggregate(&stored.data) {
+            Some(users) => users
+                .into_iter()
+                .for_each(|user| published(Bytes::from(user.data))),
+            None => published(stored.data.clone()),
         }
         log.subscribers.retain(|sub| sub.strong_count() > 0);
-        let subscribers: Vec<_> = log.subscribers.iter().filter_map(Weak::upgrade).collect();
-        for sub in subscribers {
+        for sub in log.subscribers.iter().filter_map(Weak::upgrade) {
             self.deliver(&sub, shard, &stored, 0);
         }
         log.shards[shard].push(stored);
@@ -292,7 +342,7 @@ impl World {
         }
         let fetched = FetchedRecord {
             data: stored.data.clone(),
-            partition_key: stored.partition_key.clone(),
+            partition_key: Arc::clone(&stored.partition_key),
             sequence: Arc::clone(&stored.sequence),
             arrived_ms: Some(stored.arrived_ms),
         };
@@ -519,15 +569,11 @@ impl World {
     /// `create_streams` creates a missing stream with that many shards, as a subscription would.
     pub(crate) fn inject(&self, message: OutgoingMessage<'_>, create_streams: Option<u32>) {
         let (name, payload, headers) = message.into_parts();
-        let record = OutRecord {
-            data: envelope::encode(payload, &headers),
-            partition_key: format!("{:032x}", rand::random::<u128>()),
-            explicit_hash_key: None,
-        };
+        let data = envelope::encode(payload, &headers);
         if let Some(shards) = create_streams {
             Self::create(&mut self.lock(), name, shards);
         }
-        if let Err(err) = self.put(name, record) {
+        if let Err(err) = self.put_keyed(name, data, random_key(), None) {
             // Kinesis refuses a record for a stream it does not have; so does the test stream.
             tracing::warn!(error = %err, "in-process kinesis refused an injected record");
         }
@@ -685,6 +731,26 @@ mod tests {
             .collect();
         assert_eq!(subs, [Some(2), Some(3)]);
         sub.close();
+    }
+
+    #[test]
+    fn sequence_numbers_and_keys_are_fixed_width_as_formatted() {
+        assert_eq!(&*sequence_number(42), format!("{:056}", 42).as_str());
+        assert_eq!(
+            &*sequence_number(u64::MAX),
+            format!("{:056}", u64::MAX).as_str()
+        );
+        assert_eq!(
+            &*fixed_width::<32>(0xab_cdef, 16),
+            format!("{:032x}", 0xab_cdef).as_str()
+        );
+        let key = random_key();
+        assert!(
+            key.len() == 32
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
     }
 
     #[test]

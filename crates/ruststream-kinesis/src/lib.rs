@@ -109,8 +109,8 @@ pub use error::KinesisError;
 #[cfg(feature = "dynamodb-lease")]
 pub use lease::DynamoLeaseStore;
 pub use lease::{
-    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, MemoryLeaseStore, Notice, SHARD_END,
-    SHARD_SKIPPED, SKEW_TOLERANCE, epoch_millis,
+    HANDOFF_REQUEST_LIFETIME, Handoff, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore,
+    MemoryLeaseStore, Notice, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE, epoch_millis,
 };
 pub use local_stack::local_stack_config;
 pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, KinesisPublisher};

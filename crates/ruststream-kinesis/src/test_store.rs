@@ -155,7 +155,7 @@ impl LeaseStore for Recording {
         owner: &'a str,
         checkpoint: &'a str,
         lease: Duration,
-    ) -> crate::LeaseFuture<'a, ()> {
+    ) -> crate::LeaseFuture<'a, LeaseState> {
         Box::pin(self.timed("checkpoint_and_renew", owner, true, async move {
             match self.unreachable(key, "checkpoint") {
                 Some(err) => Err(err),
@@ -203,6 +203,55 @@ impl LeaseStore for Recording {
             owner,
             false,
             self.inner.beat(stream, owner, until_ms, forget),
+        ))
+    }
+
+    fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> crate::LeaseFuture<'a, ()> {
+        Box::pin(self.timed("leave", owner, false, self.inner.leave(stream, owner)))
+    }
+
+    fn ask_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        counter: u64,
+        to: &'a str,
+        asked_ms: u64,
+    ) -> crate::LeaseFuture<'a, bool> {
+        Box::pin(self.timed(
+            "ask_handoff",
+            to,
+            true,
+            self.inner.ask_handoff(key, holder, counter, to, asked_ms),
+        ))
+    }
+
+    fn withdraw_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        to: &'a str,
+    ) -> crate::LeaseFuture<'a, bool> {
+        Box::pin(self.timed(
+            "withdraw_handoff",
+            to,
+            true,
+            self.inner.withdraw_handoff(key, to),
+        ))
+    }
+
+    fn hand_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        to: &'a str,
+        checkpoint: Option<&'a str>,
+        lease: Duration,
+    ) -> crate::LeaseFuture<'a, ()> {
+        Box::pin(self.timed(
+            "hand_over",
+            owner,
+            true,
+            self.inner.hand_over(key, owner, to, checkpoint, lease),
         ))
     }
 }

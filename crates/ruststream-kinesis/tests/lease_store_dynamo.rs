@@ -578,3 +578,119 @@ async fn a_take_never_moves_its_own_lease_back() {
     let row = store.read(&key).await.unwrap().unwrap();
     assert_eq!(row.expiry_ms, later, "the expiry did not move back");
 }
+
+#[tokio::test]
+async fn a_take_of_a_row_deleted_since_the_store_saw_it_creates_none() {
+    let Some(config) = live_config("a_take_of_a_row_deleted_since_the_store_saw_it_creates_none")
+    else {
+        return;
+    };
+    let tidier = fresh_store(&config).await;
+    let table = tidier.table().to_owned();
+    let stale = DynamoLeaseStore::new(&config, table.as_str());
+    let key = LeaseKey::new("orders", SHARD);
+    tidier.acquire(&key, "pod-a", LEASE).await.unwrap();
+    tidier.checkpoint(&key, "pod-a", "SHARD_END").await.unwrap();
+    tidier.release(&key, "pod-a").await.unwrap();
+    // The stale instance reads the rows, then (frozen, say) takes long after another deleted it.
+    let seen = stale.read(&key).await.unwrap().expect("the row");
+    let counter = tidier.read(&key).await.unwrap().unwrap().counter;
+    assert!(tidier.delete(&key, counter).await.unwrap());
+    // Another subscription of the same broker (the same store object) scans the table meanwhile:
+    // the row it no longer sees is not forgotten, since this take was decided on the older view.
+    assert!(
+        stale
+            .rows()
+            .await
+            .unwrap()
+            .iter()
+            .all(|(row, _)| *row != key)
+    );
+    let refused = stale
+        .acquire_from(&key, "pod-b", LEASE, "TRIM_HORIZON")
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, LeaseError::Deleted { .. }), "{refused:?}");
+    assert!(refused.is_fenced());
+    assert!(
+        raw_row(&config, &table, &key.row_key()).await.is_none(),
+        "no row created"
+    );
+    assert!(seen.is_finished());
+    // Once it read the rows again (the row is gone), a take creates a row, as for a new shard.
+    assert!(stale.read(&key).await.unwrap().is_none());
+    let fresh = stale.acquire(&key, "pod-b", LEASE).await.unwrap();
+    assert_eq!(fresh.checkpoint, None);
+}
+
+/// A planned move's request is two attributes of the held row, written without a counter bump;
+/// the hand-over removes them with the new owner and the final checkpoint in one write; a row
+/// written before planned moves existed (no such attributes) reads as one without a request.
+#[tokio::test]
+async fn a_planned_move_is_recorded_in_two_attributes_that_the_hand_over_removes() {
+    let Some(config) = live_config("a_planned_move_is_recorded_in_two_attributes") else {
+        return;
+    };
+    let store = fresh_store(&config).await;
+    let table = store.table().to_owned();
+    let key = LeaseKey::new("orders-h", SHARD);
+    let row_key = "orders-h:shardId-000000000001";
+    let taken = store.acquire(&key, "pod-a", LEASE).await.unwrap();
+    assert_eq!(
+        taken.handoff, None,
+        "a row without the attributes has no request"
+    );
+    let asked_ms = ruststream_kinesis::epoch_millis();
+    assert!(
+        store
+            .ask_handoff(&key, "pod-a", taken.counter, "pod-b", asked_ms)
+            .await
+            .unwrap()
+    );
+    let row = raw_row(&config, &table, row_key).await.expect("the row");
+    assert_eq!(row["handoff_to"], AttributeValue::S("pod-b".to_owned()));
+    assert_eq!(
+        row["handoff_asked"],
+        AttributeValue::N(asked_ms.to_string())
+    );
+    assert_eq!(
+        row["lease_counter"],
+        AttributeValue::N(taken.counter.to_string()),
+        "no counter bump: the holder's fenced writes still land"
+    );
+    // The holder's checkpoint, fenced on the counter it left, lands and answers the request.
+    let answered = store
+        .checkpoint_and_renew(&key, "pod-a", "55", LEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        answered.handoff.map(|asked| asked.to).as_deref(),
+        Some("pod-b")
+    );
+    store
+        .hand_over(&key, "pod-a", "pod-b", Some("56"), LEASE)
+        .await
+        .unwrap();
+    let row = raw_row(&config, &table, row_key).await.expect("the row");
+    let mut names: Vec<&str> = row.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "checkpoint",
+            "lease_counter",
+            "lease_expiry",
+            "lease_key",
+            "lease_owner"
+        ]
+    );
+    assert_eq!(row["lease_owner"], AttributeValue::S("pod-b".to_owned()));
+    assert_eq!(row["checkpoint"], AttributeValue::S("56".to_owned()));
+    // The taker's own store takes the handed row, reading on after the final checkpoint.
+    let taker = DynamoLeaseStore::new(&config, table.clone());
+    let took = taker.acquire(&key, "pod-b", LEASE).await.unwrap();
+    assert_eq!(took.checkpoint.as_deref(), Some("56"));
+    // The stream's notice moved with the hand-over, as with a release: the taker's poll sees it.
+    let notice = taker.notice("orders-h").await.unwrap().unwrap();
+    assert_eq!(notice.counter, 1);
+}

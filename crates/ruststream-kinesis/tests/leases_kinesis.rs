@@ -20,198 +20,14 @@ use ruststream::{
     SubscriptionSource,
 };
 use ruststream_kinesis::{
-    DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, KinesisStream, LeaseFuture,
-    LeaseKey, LeaseState, LeaseStore, LeaseTimings, Notice,
+    DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, LeaseFuture, LeaseKey,
+    LeaseState, LeaseStore, LeaseTimings, Notice,
 };
 use tokio::sync::mpsc;
 
-/// Short timings so the suite runs in seconds: a 3 s lease renewed every second, listing every
-/// second. The defaults are measured by the benchmarks.
-fn timings() -> LeaseTimings {
-    LeaseTimings::new(Duration::from_secs(3), Duration::from_secs(1))
-        .unwrap()
-        .with_listing_interval(Duration::from_secs(1))
-}
-
-fn stream_of(name: &str, shards: u32) -> KinesisStream {
-    KinesisStream::new(name.to_owned())
-        .create_if_missing(shards)
-        .poll_interval(Duration::from_millis(200))
-}
-
-/// What an instance handled.
-#[derive(Debug, Clone)]
-struct Handled {
-    instance: String,
-    shard: String,
-    payload: String,
-    at: Instant,
-}
-
-/// One instance reading `stream`, acknowledging every delivery and reporting it.
-struct Instance {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Instance {
-    async fn start(
-        url: &str,
-        store: Arc<dyn LeaseStore>,
-        owner: &str,
-        stream: &str,
-        shards: u32,
-        seen: mpsc::UnboundedSender<Handled>,
-        errors: Option<mpsc::UnboundedSender<String>>,
-    ) -> Self {
-        Self::start_timed(url, store, owner, (stream, shards), seen, errors, timings()).await
-    }
-
-    async fn start_timed(
-        url: &str,
-        store: Arc<dyn LeaseStore>,
-        owner: &str,
-        (stream, shards): (&str, u32),
-        seen: mpsc::UnboundedSender<Handled>,
-        errors: Option<mpsc::UnboundedSender<String>>,
-        timings: LeaseTimings,
-    ) -> Self {
-        let broker = common::broker_with(url, store)
-            .owner_id(owner)
-            .lease_timings(timings);
-        let connected = broker.connect().await.unwrap();
-        let mut subscriber = stream_of(stream, shards)
-            .subscribe(&connected)
-            .await
-            .unwrap();
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let instance = owner.to_owned();
-        let task = tokio::spawn(async move {
-            {
-                let mut deliveries = pin!(subscriber.stream());
-                loop {
-                    tokio::select! {
-                        _ = &mut stopped => break,
-                        item = deliveries.next() => match item {
-                            Some(Ok(msg)) => {
-                                let _ = seen.send(Handled {
-                                    instance: instance.clone(),
-                                    shard: msg.shard_id().to_owned(),
-                                    payload: String::from_utf8_lossy(msg.payload()).into_owned(),
-                                    at: Instant::now(),
-                                });
-                                msg.ack().await.unwrap();
-                            }
-                            Some(Err(err)) => match &errors {
-                                Some(errors) => {
-                                    let _ = errors.send(err.to_string());
-                                }
-                                None => eprintln!("{instance}: subscription reported: {err}"),
-                            },
-                            None => break,
-                        }
-                    }
-                }
-            }
-            drop(subscriber);
-            connected.shutdown().await.unwrap();
-        });
-        Self {
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    /// `pod-a`, then `pod-b`, on one store: the first lists first and takes every free shard.
-    async fn pair(
-        url: &str,
-        store: &Arc<dyn LeaseStore>,
-        stream: &str,
-        shards: u32,
-        seen: &mpsc::UnboundedSender<Handled>,
-    ) -> (Self, Self) {
-        let a = Self::start(
-            url,
-            Arc::clone(store),
-            "pod-a",
-            stream,
-            shards,
-            seen.clone(),
-            None,
-        )
-        .await;
-        let b = Self::start(
-            url,
-            Arc::clone(store),
-            "pod-b",
-            stream,
-            shards,
-            seen.clone(),
-            None,
-        )
-        .await;
-        (a, b)
-    }
-
-    /// A graceful stop: final checkpoints and releases are written before this returns.
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.task.await.unwrap();
-    }
-}
-
-async fn table(url: &str) -> (aws_config::SdkConfig, DynamoLeaseStore) {
-    let config = common::sdk_config(url);
-    let store = DynamoLeaseStore::new(&config, common::unique("leases"));
-    store.create_table().await.unwrap();
-    (config, store)
-}
-
-async fn publish_all(url: &str, stream: &str, bodies: impl IntoIterator<Item = String>) {
-    let connected = common::broker(url).connect().await.unwrap();
-    let publisher = connected.publisher().await.unwrap();
-    for (i, body) in bodies.into_iter().enumerate() {
-        let key = KinesisOptions::default().with_partition_key(format!("key-{}", i % 16));
-        publisher
-            .publish(OutgoingMessage::new(stream, body.as_bytes()), Some(&key))
-            .await
-            .unwrap();
-    }
-    connected.shutdown().await.unwrap();
-}
-
-/// Receives until `done` says so or `within` passes.
-async fn collect_until(
-    rx: &mut mpsc::UnboundedReceiver<Handled>,
-    into: &mut Vec<Handled>,
-    within: Duration,
-    done: impl Fn(&[Handled]) -> bool,
-) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !done(into) {
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some(handled)) => into.push(handled),
-            _ => break,
-        }
-    }
-}
-
-fn payloads(handled: &[Handled]) -> HashSet<String> {
-    handled.iter().map(|h| h.payload.clone()).collect()
-}
-
-async fn holders(store: &DynamoLeaseStore, stream: &str) -> HashMap<String, Option<String>> {
-    store
-        .rows()
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|(key, _)| key.stream() == stream)
-        .map(|(key, row)| (key.shard().to_owned(), row.owner))
-        .collect()
-}
+use common::instances::{
+    Instance, collect_until, holders, payloads, publish_all, stream_of, table, timings,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_never_handle_one_shard_at_the_same_time() {
@@ -709,7 +525,7 @@ impl LeaseStore for Counting {
         owner: &'a str,
         checkpoint: &'a str,
         lease: Duration,
-    ) -> LeaseFuture<'a, ()> {
+    ) -> LeaseFuture<'a, LeaseState> {
         self.count("checkpoint");
         self.inner
             .checkpoint_and_renew(key, owner, checkpoint, lease)
@@ -749,6 +565,40 @@ impl LeaseStore for Counting {
     ) -> LeaseFuture<'a, ()> {
         self.count("beat");
         self.inner.beat(stream, owner, until_ms, forget)
+    }
+
+    fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
+        self.count("leave");
+        self.inner.leave(stream, owner)
+    }
+
+    fn ask_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        counter: u64,
+        to: &'a str,
+        asked_ms: u64,
+    ) -> LeaseFuture<'a, bool> {
+        self.count("ask_handoff");
+        self.inner.ask_handoff(key, holder, counter, to, asked_ms)
+    }
+
+    fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
+        self.count("withdraw_handoff");
+        self.inner.withdraw_handoff(key, to)
+    }
+
+    fn hand_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        to: &'a str,
+        checkpoint: Option<&'a str>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        self.count("hand_over");
+        self.inner.hand_over(key, owner, to, checkpoint, lease)
     }
 }
 

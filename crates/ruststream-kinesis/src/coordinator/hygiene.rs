@@ -19,6 +19,8 @@ use crate::shard::lease::Moment;
 /// How many listing intervals a row must have been one no reader needs before it is deleted:
 /// 5 minutes with the default 10 s.
 const GRACE_LISTINGS: u32 = 30;
+/// The least grace, in leases: 100 s with the default 10 s lease.
+const GRACE_LEASES: u32 = 10;
 /// How many listing intervals apart a round reads the stream's rows for their own sake, when it
 /// needs none to decide its takes (an instance that reads every shard): 1 minute by default.
 const HYGIENE_LISTINGS: u32 = 6;
@@ -43,13 +45,22 @@ pub(crate) struct Hygiene<T> {
 }
 
 impl<T: Moment> Hygiene<T> {
-    /// With the grace period `timings` give ([`GRACE_LISTINGS`] listing intervals),
-    /// reading the rows for their own sake every [`HYGIENE_LISTINGS`] listing intervals.
+    /// With the grace period `timings` give ([`GRACE_LISTINGS`] listing intervals, and at least
+    /// [`GRACE_LEASES`] leases, however short the listing interval: a take on its way lives no
+    /// longer than a few of its bounds, a third of a lease each), reading the rows for their own
+    /// sake every [`HYGIENE_LISTINGS`] listing intervals.
     pub(crate) fn new(timings: &LeaseTimings) -> Self {
+        let grace =
+            (timings.listing_interval() * GRACE_LISTINGS).max(timings.lease() * GRACE_LEASES);
         Self {
             every: timings.listing_interval() * HYGIENE_LISTINGS,
-            ..Self::with_grace(timings.listing_interval() * GRACE_LISTINGS)
+            ..Self::with_grace(grace)
         }
+    }
+
+    /// The grace period: no deletion comes sooner after a row became one no reader needs.
+    pub(crate) fn grace(&self) -> Duration {
+        self.grace
     }
 
     /// With a grace period of `grace`, reading the rows for their own sake at every round.
@@ -119,10 +130,9 @@ impl<T: Moment> Hygiene<T> {
     ) -> bool {
         match listed.get(shard.as_ref()) {
             Some(info) => row.is_finished() && plan::children_moved_on(info, listed, rows),
-            None => listing
-                .iter()
-                .filter(|child| child.parents.contains(shard))
-                .all(|child| plan::moved_on(child, listed, rows)),
+            None => {
+                plan::children_in(listing, shard).all(|child| plan::moved_on(child, listed, rows))
+            }
         }
     }
 

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::balance::{self, Ask};
 use super::hygiene::{Deletion, Hygiene};
 use super::plan::{self, Rows, TakeFor, Verdict};
 use super::watch::{self, Noticed, Watch};
@@ -81,6 +82,16 @@ pub(crate) struct Coordinator<T> {
     /// Which rows the rounds delete, and the deletions the last round's rows asked for.
     hygiene: Hygiene<T>,
     deletions: Vec<Deletion>,
+    /// Whether this instance balances the shards with the others (`balance_shards`).
+    balancing: bool,
+    /// The planned moves the last round asks for.
+    asks: Vec<Ask>,
+    /// Whether rows too old are read again rather than taken on ([`rows_too_old`](Self::rows_too_old)).
+    rows_age_bound: bool,
+    /// Free shards a balancing instance left to others for want of room, since when: one still
+    /// free a grace later is taken anyway, so no miscount (a gone instance still counted) leaves
+    /// a shard unread.
+    left_free: HashMap<Arc<str>, T>,
 }
 
 impl<T: Moment> Coordinator<T> {
@@ -97,7 +108,124 @@ impl<T: Moment> Coordinator<T> {
             watch: Watch::default(),
             hygiene: Hygiene::new(&timings),
             deletions: Vec::new(),
+            balancing: false,
+            asks: Vec::new(),
+            left_free: HashMap::new(),
+            rows_age_bound: true,
         }
+    }
+
+    /// Balances the shards with the other instances ([`balance`]): takes free shards only up
+    /// to its share, and asks the most loaded for planned moves.
+    #[must_use]
+    pub(crate) fn with_balancing(mut self, balancing: bool) -> Self {
+        self.balancing = balancing;
+        self
+    }
+
+    /// Whether this instance balances the shards.
+    pub(crate) fn is_balancing(&self) -> bool {
+        self.balancing
+    }
+
+    /// How long a balancing instance leaves a free shard to the instances with room before it
+    /// takes the shard itself: two handover polls, or with the poll off until its next round
+    /// (half a listing interval, so that a round that starts a little early still counts: a
+    /// whole one let a shard wait two rounds, the simulation found).
+    fn free_grace(&self) -> Duration {
+        let poll = self.timings.handover_poll_interval();
+        if poll.is_zero() {
+            self.timings.listing_interval() / 2
+        } else {
+            poll * 2
+        }
+    }
+
+    /// The shards whose rows, as last read, hold a request of `owner`'s still standing at
+    /// `now_ms`: a balancing instance that stops withdraws them, so no holder hands it a shard.
+    pub(crate) fn standing_asks(&self, owner: &str, now_ms: u64) -> Vec<Arc<str>> {
+        if !self.balancing {
+            return Vec::new();
+        }
+        let mut asks: Vec<Arc<str>> = self
+            .watch
+            .rows()
+            .iter()
+            .filter(|(_, row)| {
+                row.as_ref()
+                    .and_then(|row| row.handoff_at(now_ms))
+                    .is_some_and(|asked| asked.to == owner)
+            })
+            .map(|(shard, _)| Arc::clone(shard))
+            .collect();
+        asks.sort();
+        asks
+    }
+
+    /// The planned moves the last round asks for (once: taken out).
+    pub(crate) fn take_asks(&mut self) -> Vec<Ask> {
+        std::mem::take(&mut self.asks)
+    }
+
+    /// The shards [`takeable`](Self::takeable) says to take, `reading` being read and `skip`
+    /// aside; a balancing instance takes free shards only up to its share, and a round's first
+    /// pass (`round`) also decides the planned moves to ask for.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn shards_to_take<'a>(
+        &mut self,
+        listing: &'a [ShardInfo],
+        rows: &Rows,
+        reading: &HashSet<Arc<str>>,
+        skip: impl Fn(&ShardInfo) -> bool,
+        owner: &str,
+        (now, now_ms): (T, u64),
+        round: bool,
+    ) -> Vec<(&'a ShardInfo, TakeFor)> {
+        let mut takeable = self.takeable(listing, rows, skip, owner, now, now_ms);
+        if !self.balancing {
+            return takeable;
+        }
+        let handed = |shard: &ShardInfo| {
+            rows.get(&shard.id)
+                .and_then(Option::as_ref)
+                .is_some_and(|row| row.is_held_by(owner))
+        };
+        // The rows handed to this instance it takes in any case; the rest are free.
+        let (handed_here, free): (Vec<&ShardInfo>, Vec<&ShardInfo>) = takeable
+            .iter()
+            .filter(|(_, purpose)| *purpose != TakeFor::Skipping)
+            .map(|(shard, _)| *shard)
+            .partition(|shard| handed(shard));
+        let free: Vec<Arc<str>> = free.iter().map(|shard| Arc::clone(&shard.id)).collect();
+        let shares = balance::shares(
+            listing,
+            rows,
+            reading,
+            free.len(),
+            handed_here.len(),
+            owner,
+            self.watch.live_beats(now_ms),
+            now_ms,
+        );
+        let mine: HashSet<Arc<str>> = shares.free_for(&free).into_iter().collect();
+        let grace = self.free_grace();
+        let free_now: HashSet<&Arc<str>> = free.iter().collect();
+        self.left_free.retain(|shard, _| free_now.contains(shard));
+        let left_free = &mut self.left_free;
+        takeable.retain(|(shard, purpose)| {
+            if *purpose == TakeFor::Skipping || handed(shard) || mine.contains(&shard.id) {
+                return true;
+            }
+            let since = *left_free.entry(Arc::clone(&shard.id)).or_insert(now);
+            // Still free a grace after this instance first left it: nobody with room took it.
+            now.saturating_since(since) >= grace
+        });
+        // With the handover poll off no notice is read: the rows are all this instance knows.
+        let notices_read = !self.timings.handover_poll_interval().is_zero();
+        if round && (self.watch.peers_known() || !notices_read) {
+            self.asks = shares.asks(mine.len());
+        }
+        takeable
     }
 
     /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
@@ -183,7 +311,12 @@ impl<T: Moment> Coordinator<T> {
         now_ms: u64,
     ) -> bool {
         self.watch.poll_read(&rows);
-        self.takeable_now(rows, reading, owner, now, now_ms)
+        self.takeable_now(rows, reading, owner, now, now_ms, false)
+    }
+
+    /// The poll's read of the rows failed; a round reads them in its place.
+    pub(crate) fn poll_failed(&mut self) {
+        self.watch.poll_failed();
     }
 
     /// Whether the handover poll reads the stream's notice first (else the rows at every poll,
@@ -214,11 +347,13 @@ impl<T: Moment> Coordinator<T> {
         now_ms: u64,
     ) -> Noticed {
         let watching = !self.poll_wanted(reading).is_empty();
+        self.watch.beats_read(notice, owner);
         let moved = self.watch.counter_moved(notice, watching);
+        // A balancing instance always beats: the others count the instances by their beats.
         let beat = watch::beat_due(
             notice,
             owner,
-            watching,
+            watching || self.balancing,
             !reading.is_empty(),
             &self.timings,
             now_ms,
@@ -226,12 +361,13 @@ impl<T: Moment> Coordinator<T> {
         let read_rows = watching
             && (moved || {
                 let hinted = self.watch.hinted_rows(notice, owner, now_ms);
-                self.takeable_now(hinted, reading, owner, now, now_ms)
+                self.takeable_now(hinted, reading, owner, now, now_ms, true)
             });
         Noticed { beat, read_rows }
     }
 
-    /// Whether `rows` show a shard of the last listing that this instance could take now.
+    /// Whether `rows` show a shard of the last listing that this instance could take now
+    /// (`only_known`: only among the shards `rows` has an entry for).
     fn takeable_now(
         &mut self,
         mut rows: Rows,
@@ -239,18 +375,25 @@ impl<T: Moment> Coordinator<T> {
         owner: &str,
         now: T,
         now_ms: u64,
+        only_known: bool,
     ) -> bool {
+        let known: HashSet<Arc<str>> = rows.keys().cloned().collect();
         plan::add_finished(&mut rows, &self.finished);
         let listing = std::mem::take(&mut self.last_listing);
         let finished = self.finished.clone();
         let takeable = !self
-            .takeable(
+            .shards_to_take(
                 &listing,
                 &rows,
-                |shard| reading.contains(&shard.id) || finished.contains(&shard.id),
+                reading,
+                |shard| {
+                    reading.contains(&shard.id)
+                        || finished.contains(&shard.id)
+                        || (only_known && !known.contains(&shard.id))
+                },
                 owner,
-                now,
-                now_ms,
+                (now, now_ms),
+                false,
             )
             .is_empty();
         self.last_listing = listing;
@@ -288,7 +431,12 @@ impl<T: Moment> Coordinator<T> {
                 Verdict::Skipped => {
                     self.skipped.insert(Arc::clone(&shard.id));
                 }
-                Verdict::Finished | Verdict::WaitForParents | Verdict::HeldElsewhere => {}
+                // Finished: at `SHARD_END`, or closed without a row and its children moved on
+                // (its row deleted); either way for good.
+                Verdict::Finished => {
+                    self.finished.insert(Arc::clone(&shard.id));
+                }
+                Verdict::WaitForParents | Verdict::HeldElsewhere => {}
             }
         }
         takeable
@@ -363,6 +511,22 @@ impl<T: Moment> Coordinator<T> {
         }
     }
 
+    /// Whether rows asked for `age` ago are too old to take shards on: older than a lease (any
+    /// lease in them may have lapsed, any release been taken since), or than half the hygiene
+    /// grace (a row they lack may have been deleted since, and a take would create it afresh).
+    /// A process frozen between its read and the answer's handling reads the rows again.
+    pub(crate) fn rows_too_old(&self, age: Duration) -> bool {
+        self.rows_age_bound && age > self.timings.lease().min(self.hygiene.grace() / 2)
+    }
+
+    /// Takes on rows however old (what rounds did before the bound): a test pins what the
+    /// bound and the stores' existence condition each prevent.
+    #[cfg(test)]
+    pub(crate) fn without_rows_age_bound(mut self) -> Self {
+        self.rows_age_bound = false;
+        self
+    }
+
     /// `shard` is read now: a backoff of its takes ends.
     pub(crate) fn took(&mut self, shard: &Arc<str>) {
         self.backoff.remove(shard);
@@ -401,7 +565,7 @@ impl<T: Moment> Coordinator<T> {
             Stop::Unreadable => {
                 self.delay_take(shard, now, coin);
             }
-            Stop::Ended | Stop::Cancelled | Stop::Lost => {}
+            Stop::Ended | Stop::Cancelled | Stop::Lost | Stop::HandedOver => {}
         }
     }
 
@@ -442,7 +606,7 @@ pub(crate) struct RoundPasses {
 impl RoundPasses {
     /// The passes over `rows` of `listing`, `unreadable` the shards whose row could not be read.
     pub(crate) fn new(listing: Vec<ShardInfo>, rows: Rows, unreadable: &HashSet<Arc<str>>) -> Self {
-        let held_back = plan::held_back_by(&listing, unreadable);
+        let held_back = plan::held_back_by(&listing, &rows, unreadable);
         Self {
             listing,
             rows,
@@ -463,18 +627,20 @@ impl RoundPasses {
         now_ms: u64,
     ) -> Vec<(ShardInfo, TakeFor)> {
         let (held_back, tried) = (&self.held_back, &self.tried);
+        let first_pass = self.passes == 0 && tried.is_empty();
         let to_take: Vec<(ShardInfo, TakeFor)> = coordinator
-            .takeable(
+            .shards_to_take(
                 &self.listing,
                 &self.rows,
+                reading,
                 |shard| {
                     reading.contains(&shard.id)
                         || held_back.contains(&shard.id)
                         || tried.contains(&shard.id)
                 },
                 owner,
-                now,
-                now_ms,
+                (now, now_ms),
+                first_pass,
             )
             .into_iter()
             .map(|(shard, purpose)| (shard.clone(), purpose))

@@ -6,6 +6,7 @@
 //! take's calls ([`take`]). `live/coordinator` executes them on tokio; the simulation drives the
 //! same types on a virtual clock.
 
+pub(crate) mod balance;
 pub(crate) mod hygiene;
 pub(crate) mod machine;
 pub(crate) mod plan;

@@ -146,14 +146,21 @@ pub(crate) fn past_start(row: &LeaseState) -> bool {
         })
 }
 
+/// The shards of `shards` that name `parent` as a parent.
+pub(crate) fn children_in<'a>(
+    shards: impl IntoIterator<Item = &'a ShardInfo>,
+    parent: &'a str,
+) -> impl Iterator<Item = &'a ShardInfo> {
+    shards
+        .into_iter()
+        .filter(move |child| child.parents.iter().any(|p| p.as_ref() == parent))
+}
+
 /// Whether `shard` has children in the listing and every one of them moved on: its row's
 /// checkpoint lies past its start, or it has no row (finished, and deleted) and is closed with
 /// children that all moved on in turn. None of them consults `shard` any more.
 pub(crate) fn children_moved_on(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows) -> bool {
-    let mut children = listed
-        .values()
-        .filter(|child| child.parents.contains(&shard.id))
-        .peekable();
+    let mut children = children_in(listed.values().copied(), &shard.id).peekable();
     children.peek().is_some() && children.all(|child| moved_on(child, listed, rows))
 }
 
@@ -194,10 +201,11 @@ fn lineage(shard: &ShardInfo, listed: &Listed<'_>, rows: &Rows) -> Lineage {
 /// The shards of `listing` a round leaves alone because the row of the shard itself, or of one
 /// of its ancestors, could not be read: `verdict` would take the unknown row for a missing one,
 /// and a missing row of a closed ancestor can make a descendant start at the tip and skip what
-/// it holds. A closed shard is also left alone while a descendant's row could not be read: with
-/// no row of its own, those rows tell whether it was finished (and its row deleted).
+/// it holds. A closed shard without a row is also left alone while a descendant's row could not
+/// be read: those rows tell whether it was finished (and its row deleted).
 pub(crate) fn held_back_by(
     listing: &[ShardInfo],
+    rows: &Rows,
     unreadable: &HashSet<Arc<str>>,
 ) -> HashSet<Arc<str>> {
     fn blocked<'a>(
@@ -221,9 +229,7 @@ pub(crate) fn held_back_by(
     /// Whether a listed descendant of `shard` has a row that could not be read: a closed shard
     /// without a row is judged by its descendants' rows (`children_moved_on`).
     fn below(shard: &str, listing: &[ShardInfo], unreadable: &HashSet<Arc<str>>) -> bool {
-        listing
-            .iter()
-            .filter(|child| child.parents.iter().any(|parent| parent.as_ref() == shard))
+        children_in(listing, shard)
             .any(|child| unreadable.contains(&child.id) || below(&child.id, listing, unreadable))
     }
     if unreadable.is_empty() {
@@ -235,7 +241,9 @@ pub(crate) fn held_back_by(
         .iter()
         .filter(|shard| {
             blocked(&shard.id, &listed, unreadable, &mut known)
-                || (shard.closed && below(&shard.id, listing, unreadable))
+                || (shard.closed
+                    && rows.get(&shard.id).is_none_or(Option::is_none)
+                    && below(&shard.id, listing, unreadable))
         })
         .map(|shard| Arc::clone(&shard.id))
         .collect()
@@ -284,10 +292,7 @@ pub(crate) fn rows_to_read<'a>(
         .map(|shard| &shard.id)
         .collect();
     while let Some(parent) = closed.pop() {
-        for child in listing
-            .iter()
-            .filter(|child| child.parents.contains(parent))
-        {
+        for child in children_in(listing, parent) {
             if !wanted.contains(&&child.id) {
                 wanted.push(&child.id);
                 if child.closed {
@@ -320,6 +325,7 @@ mod tests {
             expiry_ms,
             counter: 1,
             checkpoint: checkpoint.map(str::to_owned),
+            handoff: None,
         })
     }
 
@@ -472,7 +478,7 @@ mod tests {
             "without the rule the child would start at the tip"
         );
         let trimmed = HashSet::from([Arc::from("trimmed")]);
-        let held = held_back_by(std::slice::from_ref(&orphan), &trimmed);
+        let held = held_back_by(std::slice::from_ref(&orphan), &Rows::new(), &trimmed);
         assert!(held.contains("o"));
         // Every generation below an unreadable row waits, and nothing else does.
         let grandparent = shard("g", &[], true);
@@ -481,7 +487,7 @@ mod tests {
         let other = shard("x", &[], false);
         let listing = [grandparent, parent, child, other];
         let unreadable = HashSet::from([Arc::from("g")]);
-        let mut held: Vec<_> = held_back_by(&listing, &unreadable)
+        let mut held: Vec<_> = held_back_by(&listing, &Rows::new(), &unreadable)
             .into_iter()
             .map(|id| id.to_string())
             .collect();

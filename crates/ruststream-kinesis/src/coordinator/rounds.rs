@@ -16,13 +16,14 @@
 //!   round when one of them is takeable now, and writes this instance's beat when the notice
 //!   asks for one. While no shard waits it reads the notice only every renewal interval. A
 //!   store without notices has the rows read at every poll instead (nothing while no shard
-//!   waits). A poll whose notice read or `list` fails, or that cannot read every row, does
-//!   nothing.
+//!   waits). A poll whose notice read fails does nothing; one whose `list` fails, or that cannot
+//!   read every row, starts a round, which reads the rows one by one.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::balance::Ask;
 use super::hygiene::Deletion;
 use super::machine::{Coordinator, RoundPasses};
 use super::plan::{Rows, TakeFor};
@@ -46,6 +47,9 @@ pub(crate) enum Step<T> {
     /// Delete these rows (in parallel), each conditioned on its counter; answer with
     /// [`Rounds::deleted`] once every deletion is over.
     Delete(Vec<Deletion>),
+    /// Ask for these planned moves (in parallel); answer with [`Rounds::asked`] once every
+    /// request is over, whatever each answered.
+    Ask(Vec<Ask>),
     /// Read the stream's notice; answer with [`Rounds::notice_read`].
     ReadNotice,
     /// Write this instance's beat in the stream's notice; answer with [`Rounds::beaten`],
@@ -118,6 +122,8 @@ enum Phase {
     /// The rows were read: the next pass's takes go out.
     Passing(RoundPasses),
     Taking(RoundPasses),
+    /// The round's takes are over: its planned moves are asked for (or being asked: `None`).
+    Asking(Option<Vec<Ask>>),
     /// The round's takes are over: its deletions go out (or are under way: `None`).
     Deleting(Option<Vec<Deletion>>),
 }
@@ -136,6 +142,8 @@ pub(crate) struct Rounds<T> {
     phase: Phase,
     /// The shards being read when the round or the poll began.
     reading: HashSet<Arc<str>>,
+    /// When the rows under way were asked for.
+    rows_asked: T,
 }
 
 impl<T: Moment> Rounds<T> {
@@ -151,6 +159,7 @@ impl<T: Moment> Rounds<T> {
             looping: false,
             phase: Phase::RoundDue,
             reading: HashSet::new(),
+            rows_asked: now,
         }
     }
 
@@ -214,11 +223,19 @@ impl<T: Moment> Rounds<T> {
                 };
                 return step;
             }
+            Phase::Asking(Some(asks)) => {
+                self.phase = Phase::Asking(None);
+                return Step::Ask(asks);
+            }
             Phase::Deleting(Some(deletions)) => {
                 self.phase = Phase::Deleting(None);
                 return Step::Delete(deletions);
             }
-            phase @ (Phase::Listing | Phase::Notice | Phase::Taking(_) | Phase::Deleting(None)) => {
+            phase @ (Phase::Listing
+            | Phase::Notice
+            | Phase::Taking(_)
+            | Phase::Asking(None)
+            | Phase::Deleting(None)) => {
                 self.phase = phase;
                 return Step::Wait(None);
             }
@@ -237,6 +254,7 @@ impl<T: Moment> Rounds<T> {
                 return if asked {
                     Step::Wait(None)
                 } else {
+                    self.rows_asked = now;
                     Step::ListRows
                 };
             }
@@ -249,6 +267,7 @@ impl<T: Moment> Rounds<T> {
                 let step = if asked {
                     Step::Wait(None)
                 } else {
+                    self.rows_asked = now;
                     Step::ReadRows(wanted.clone())
                 };
                 self.phase = Phase::Each {
@@ -299,6 +318,7 @@ impl<T: Moment> Rounds<T> {
                     poll: true,
                     asked: true,
                 };
+                self.rows_asked = now;
                 return Step::ListRows;
             }
         }
@@ -317,9 +337,34 @@ impl<T: Moment> Rounds<T> {
         Step::ListShards
     }
 
-    /// The round's takes are over: its deletions follow (after the first round: that one hands
-    /// the subscription out as soon as it can); whether they do.
+    /// The round's takes are over: its planned moves, then its deletions follow (after the
+    /// first round: that one hands the subscription out as soon as it can); whether they do.
     fn takes_over(&mut self, coordinator: &mut Coordinator<T>, now: T) -> bool {
+        if !self.poll_interval.is_zero() && !coordinator.poll_wanted(&self.reading).is_empty() {
+            // It waits for a shard now: the next poll a poll interval away at most, not the
+            // renewal interval of an instance that waited for none.
+            self.next_poll = self.next_poll.min(now + self.poll_interval);
+        }
+        let asks = coordinator.take_asks();
+        if !asks.is_empty() {
+            self.phase = Phase::Asking(Some(asks));
+            return true;
+        }
+        self.asks_over(coordinator, now)
+    }
+
+    /// Every planned move the round asked for is over.
+    pub(crate) fn asked(&mut self, coordinator: &mut Coordinator<T>, now: T) {
+        if !matches!(self.phase, Phase::Asking(None)) {
+            // Not asked for: nothing changes.
+            return;
+        }
+        self.phase = Phase::Idle;
+        self.asks_over(coordinator, now);
+    }
+
+    /// The round's deletions follow, after the first round; whether they do.
+    fn asks_over(&mut self, coordinator: &mut Coordinator<T>, now: T) -> bool {
         let deletions = coordinator.take_deletions();
         if self.looping && !deletions.is_empty() {
             self.phase = Phase::Deleting(Some(deletions));
@@ -403,6 +448,11 @@ impl<T: Moment> Rounds<T> {
         else {
             unreachable!("checked above");
         };
+        if coordinator.rows_too_old(now.saturating_since(self.rows_asked)) {
+            // Frozen between the read and its answer: a round reads them again.
+            self.phase = Phase::RoundDue;
+            return;
+        }
         match listed {
             Listed::Rows(listed) => {
                 let mut rows: Rows = wanted
@@ -419,9 +469,13 @@ impl<T: Moment> Rounds<T> {
                     self.rows_of_round(coordinator, listing, rows, &HashSet::new(), (now, now_ms));
                 }
             }
-            // A failed poll does nothing; a round reads row by row (which names what is wrong),
-            // unless it wanted no row (it listed them to tidy them only).
-            Listed::Failed if poll => {}
+            // A failed poll has a round read the rows in its place (row by row, naming what is
+            // wrong); a round reads row by row, unless it wanted no row (it listed them to tidy
+            // them only).
+            Listed::Failed if poll => {
+                coordinator.poll_failed();
+                self.phase = Phase::RoundDue;
+            }
             _ if wanted.is_empty() => {
                 self.rows_of_round(
                     coordinator,
@@ -460,10 +514,17 @@ impl<T: Moment> Rounds<T> {
         else {
             unreachable!("checked above");
         };
+        if coordinator.rows_too_old(now.saturating_since(self.rows_asked)) {
+            self.phase = Phase::RoundDue;
+            return;
+        }
         if !poll {
             self.rows_of_round(coordinator, listing, rows, unreadable, (now, now_ms));
         } else if unreadable.is_empty() {
             self.poll_rows(coordinator, rows, owner, now, now_ms);
+        } else {
+            coordinator.poll_failed();
+            self.phase = Phase::RoundDue;
         }
     }
 

@@ -7,6 +7,7 @@
 //! shard of a failed take is out of its backoff). Its own beat it writes while another instance
 //! may be waiting on it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,14 +43,48 @@ pub(crate) struct Watch {
     /// The notice's counter when the poll last read the rows, or found nothing to wait for;
     /// `None` before the first notice.
     seen: Option<u64>,
+    /// The counter of the notice whose rows are being read: seen once they were.
+    reading: Option<u64>,
     /// The rows of the shards waited for, as the last round or poll read them.
     rows: Rows,
+    /// The beats of the last notice read.
+    beats: BTreeMap<String, u64>,
+    /// Whether a notice read showed this instance's own beat: the instances that beat by then
+    /// are known to it, and it to them.
+    seen_own_beat: bool,
 }
 
 impl Watch {
     /// Whether the store keeps notices (as far as the poll knows).
     pub(crate) fn uses_notices(&self) -> bool {
         !self.unsupported
+    }
+
+    /// The rows of the shards waited for, as last read.
+    pub(crate) fn rows(&self) -> &Rows {
+        &self.rows
+    }
+
+    /// A notice was read: its beats are the instances known alive, for balancing.
+    pub(crate) fn beats_read(&mut self, notice: &Notice, owner: &str) {
+        self.beats.clone_from(&notice.beats);
+        self.seen_own_beat |= notice.beats.contains_key(owner);
+    }
+
+    /// The instances whose beat in the last notice read is live at `now_ms`.
+    pub(crate) fn live_beats(&self, now_ms: u64) -> impl Iterator<Item = &str> {
+        let notice_skew = millis(crate::SKEW_TOLERANCE);
+        self.beats
+            .iter()
+            .filter(move |&(_, &until)| until.saturating_add(notice_skew) >= now_ms)
+            .map(|(owner, _)| owner.as_str())
+    }
+
+    /// Whether a balancing instance knows the others well enough to ask for planned moves: a
+    /// notice read showed its own beat (so those that joined with it show theirs), or the store
+    /// keeps no notices (and the rows are all it can know).
+    pub(crate) fn peers_known(&self) -> bool {
+        self.unsupported || self.seen_own_beat
     }
 
     /// The store answered that it keeps no notices.
@@ -62,10 +97,14 @@ impl Watch {
         self.rows.clone_from(rows);
     }
 
-    /// A poll read `rows`: newer than what was known of them.
+    /// A poll read `rows`: newer than what was known of them, and the counter of the notice
+    /// that asked for them is seen.
     pub(crate) fn poll_read(&mut self, rows: &Rows) {
         for (shard, row) in rows {
             self.rows.insert(Arc::clone(shard), row.clone());
+        }
+        if let Some(counter) = self.reading.take() {
+            self.seen = Some(counter);
         }
     }
 
@@ -85,14 +124,26 @@ impl Watch {
         rows
     }
 
-    /// Whether the rows must be read because of `notice`'s counter, which is then the one seen:
-    /// it moved since the rows were last read (a release landed), or this is the first notice.
-    /// While the poll waits for nothing (`watching` false) no rows are needed, and the counter is
-    /// taken as seen.
+    /// The poll's read of the rows failed, and a round reads them in its place (row by row where
+    /// a `list` fails): the counter that asked for them is seen.
+    pub(crate) fn poll_failed(&mut self) {
+        if let Some(counter) = self.reading.take() {
+            self.seen = Some(counter);
+        }
+    }
+
+    /// Whether the rows must be read because of `notice`'s counter: it moved since the rows were
+    /// last read (a release landed), or this is the first notice. The counter is seen once the
+    /// rows were read ([`poll_read`](Self::poll_read)) or a round took over the read
+    /// ([`poll_failed`](Self::poll_failed)). While the poll waits for nothing (`watching` false)
+    /// no rows are needed, and it is seen at once.
     pub(crate) fn counter_moved(&mut self, notice: &Notice, watching: bool) -> bool {
-        let moved = self.seen != Some(notice.counter);
-        self.seen = Some(notice.counter);
-        moved && watching
+        if !watching {
+            self.seen = Some(notice.counter);
+            return false;
+        }
+        self.reading = Some(notice.counter);
+        self.seen != Some(notice.counter)
     }
 }
 

@@ -50,38 +50,60 @@ impl Record {
 /// The deliveries of one Kinesis record: its user records in order when it is a KPL aggregate
 /// (magic, digest and protobuf all check out), else the record itself; each with the headers of
 /// our envelope read from its data.
-pub(crate) fn decoded(record: FetchedRecord) -> Vec<Record> {
+pub(crate) fn decoded(record: FetchedRecord) -> Decoded {
     let Some(users) = kpl::deaggregate(&record.data) else {
         let (payload, headers) = envelope::decode(record.data);
-        return vec![Record {
+        return Decoded::Plain(Some(Record {
             payload,
             headers,
-            partition_key: Arc::from(record.partition_key),
+            partition_key: record.partition_key,
             explicit_hash_key: None,
             sequence: record.sequence,
             sub_sequence: None,
             ends_record: true,
             arrived_ms: record.arrived_ms,
-        }];
+        }));
     };
     let last = users.len().saturating_sub(1);
-    users
-        .into_iter()
-        .enumerate()
-        .map(|(index, user)| {
-            let (payload, headers) = envelope::decode(Bytes::from(user.data));
-            Record {
-                payload,
-                headers,
-                partition_key: Arc::from(user.partition_key),
-                explicit_hash_key: user.explicit_hash_key,
-                sequence: Arc::clone(&record.sequence),
-                sub_sequence: Some(index as u64),
-                ends_record: index == last,
-                arrived_ms: record.arrived_ms,
-            }
-        })
-        .collect()
+    Decoded::Users(
+        users
+            .into_iter()
+            .enumerate()
+            .map(|(index, user)| {
+                let (payload, headers) = envelope::decode(Bytes::from(user.data));
+                Record {
+                    payload,
+                    headers,
+                    partition_key: Arc::from(user.partition_key),
+                    explicit_hash_key: user.explicit_hash_key,
+                    sequence: Arc::clone(&record.sequence),
+                    sub_sequence: Some(index as u64),
+                    ends_record: index == last,
+                    arrived_ms: record.arrived_ms,
+                }
+            })
+            .collect::<Vec<_>>()
+            .into_iter(),
+    )
+}
+
+/// The deliveries of one Kinesis record, in order: a plain record is one, with no list of its
+/// own to allocate for it (the common case, on every record read).
+#[derive(Debug)]
+pub(crate) enum Decoded {
+    Plain(Option<Record>),
+    Users(std::vec::IntoIter<Record>),
+}
+
+impl Iterator for Decoded {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        match self {
+            Self::Plain(record) => record.take(),
+            Self::Users(users) => users.next(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -92,7 +114,7 @@ mod tests {
     fn fetched(data: Vec<u8>) -> FetchedRecord {
         FetchedRecord {
             data: Bytes::from(data),
-            partition_key: "outer".to_owned(),
+            partition_key: Arc::from("outer"),
             sequence: Arc::from("4711"),
             arrived_ms: Some(1_700_000_000_000),
         }
@@ -106,7 +128,7 @@ mod tests {
         aggregate.push("order-1", None, envelope::encode(b"one", &headers).to_vec());
         aggregate.push("order-2", Some("42"), b"two".to_vec());
         aggregate.push("order-1", None, b"three".to_vec());
-        let records = decoded(fetched(aggregate.encode()));
+        let records: Vec<Record> = decoded(fetched(aggregate.encode())).collect();
         let seen: Vec<_> = records
             .iter()
             .map(|r| {
@@ -148,7 +170,7 @@ mod tests {
         let mut looks = kpl::MAGIC.to_vec();
         looks.extend_from_slice(b"not a protobuf, and no digest of it either");
         for data in [b"{\"id\":1}".to_vec(), looks] {
-            let records = decoded(fetched(data.clone()));
+            let records: Vec<Record> = decoded(fetched(data.clone())).collect();
             assert_eq!(records.len(), 1);
             assert_eq!(&records[0].payload[..], &data[..]);
             assert_eq!(&*records[0].partition_key, "outer");

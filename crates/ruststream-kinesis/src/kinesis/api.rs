@@ -45,7 +45,7 @@ pub(crate) struct ShardInfo {
 #[derive(Debug, Clone)]
 pub(crate) struct FetchedRecord {
     pub(crate) data: Bytes,
-    pub(crate) partition_key: String,
+    pub(crate) partition_key: Arc<str>,
     pub(crate) sequence: Arc<str>,
     pub(crate) arrived_ms: Option<i64>,
 }
@@ -339,22 +339,23 @@ pub(crate) async fn get_records(
         }
         Err(err) => return Err(KinesisError::shard_api(stream, shard, "GetRecords", err)),
     };
+    // Taken apart, not borrowed: each record's data moves into its delivery uncopied.
     let records = out
-        .records()
-        .iter()
+        .records
+        .into_iter()
         .map(|record| FetchedRecord {
-            data: Bytes::copy_from_slice(record.data().as_ref()),
-            partition_key: record.partition_key().unwrap_or_default().to_owned(),
-            sequence: Arc::from(record.sequence_number()),
             arrived_ms: record
-                .approximate_arrival_timestamp()
+                .approximate_arrival_timestamp
                 .and_then(|at| at.to_millis().ok()),
+            data: record.data.into_bytes(),
+            partition_key: Arc::from(record.partition_key.unwrap_or_default()),
+            sequence: Arc::from(record.sequence_number),
         })
         .collect();
     Ok(Fetched::Records {
         records,
-        next: out.next_shard_iterator().map(str::to_owned),
-        millis_behind: out.millis_behind_latest(),
+        next: out.next_shard_iterator,
+        millis_behind: out.millis_behind_latest,
     })
 }
 

@@ -6,8 +6,9 @@ use super::LeaseKey;
 
 /// Why a [`LeaseStore`](crate::LeaseStore) call failed.
 ///
-/// [`Held`](Self::Held) and [`Lost`](Self::Lost) are refusals by the protocol: the shard belongs
-/// to another owner ([`is_fenced`](Self::is_fenced)). The others are failures of the store
+/// [`Held`](Self::Held), [`Lost`](Self::Lost) and [`Deleted`](Self::Deleted) are refusals by the
+/// protocol: the shard belongs to another owner, or its row was deleted
+/// ([`is_fenced`](Self::is_fenced)). The others are failures of the store
 /// itself, which a retry may cure. A subscription reports the failures as
 /// [`KinesisError::Lease`](crate::KinesisError::Lease), naming the stream and the shard; a
 /// refusal mostly means another instance was faster or took the shard over, and the subscription
@@ -57,6 +58,14 @@ pub enum LeaseError {
         key: LeaseKey,
         /// The owner whose write was refused.
         owner: String,
+    },
+    /// A take found no row where the store had seen one: a round deleted it since (its shard was
+    /// finished, or left the stream), and the take creates none. Nothing is taken; the next
+    /// round reads the rows again.
+    #[error("lease {key} was deleted since it was read; nothing was taken")]
+    Deleted {
+        /// The row.
+        key: LeaseKey,
     },
     /// The lease table does not exist.
     #[error("lease table {table:?} does not exist; create it with: {create_command}")]
@@ -133,6 +142,9 @@ impl LeaseError {
     /// to a failure of the store itself that a retry may cure.
     #[must_use]
     pub fn is_fenced(&self) -> bool {
-        matches!(self, Self::Held { .. } | Self::Lost { .. })
+        matches!(
+            self,
+            Self::Held { .. } | Self::Lost { .. } | Self::Deleted { .. }
+        )
     }
 }

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{
-    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice, epoch_millis, millis,
+    Handoff, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice, epoch_millis,
+    millis,
 };
 
 /// The default [`LeaseStore`]: rows in the memory of the process.
@@ -60,6 +61,12 @@ impl MemoryLeaseStore {
         self.notices.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Bumps `stream`'s notice counter: a release, a hand-over or an instance leaving.
+    fn bump(&self, stream: &str) {
+        let mut notices = self.notices();
+        notices.entry(stream.to_owned()).or_default().counter += 1;
+    }
+
     /// Applies `write` to the row of `key` while `owner` holds it.
     fn held_write<T>(
         &self,
@@ -98,6 +105,8 @@ impl MemoryLeaseStore {
             row.owner = Some(owner.to_owned());
             row.expiry_ms = now.saturating_add(millis(lease));
             row.counter += 1;
+            // A take ends every planned move asked of the row's earlier holder.
+            row.handoff = None;
             if row.checkpoint.is_none() {
                 row.checkpoint = start.map(str::to_owned);
             }
@@ -174,9 +183,7 @@ impl LeaseStore for MemoryLeaseStore {
             row.expiry_ms = 0;
         });
         if released.is_ok() {
-            let mut notices = self.notices();
-            let notice = notices.entry(key.stream().to_owned()).or_default();
-            notice.counter += 1;
+            self.bump(key.stream());
         }
         Box::pin(std::future::ready(released))
     }
@@ -187,11 +194,12 @@ impl LeaseStore for MemoryLeaseStore {
         owner: &'a str,
         checkpoint: &'a str,
         lease: Duration,
-    ) -> LeaseFuture<'a, ()> {
+    ) -> LeaseFuture<'a, LeaseState> {
         let now = epoch_millis();
         let written = self.held_write(key, owner, |row| {
             row.checkpoint = Some(checkpoint.to_owned());
             row.expiry_ms = now.saturating_add(millis(lease));
+            row.clone()
         });
         Box::pin(std::future::ready(written))
     }
@@ -235,6 +243,89 @@ impl LeaseStore for MemoryLeaseStore {
         }
         notice.beats.insert(owner.to_owned(), until_ms);
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
+        let mut notices = self.notices();
+        let notice = notices.entry(stream.to_owned()).or_default();
+        notice.beats.remove(owner);
+        notice.counter += 1;
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn ask_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        counter: u64,
+        to: &'a str,
+        asked_ms: u64,
+    ) -> LeaseFuture<'a, bool> {
+        let mut rows = self.lock();
+        let asked = match rows.get_mut(key) {
+            Some(row)
+                if row.is_held_by(holder)
+                    && row.counter == counter
+                    && row
+                        .handoff_at(asked_ms)
+                        .is_none_or(|standing| standing.to == to) =>
+            {
+                row.handoff = Some(Handoff {
+                    to: to.to_owned(),
+                    asked_ms,
+                });
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(asked)))
+    }
+
+    fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
+        let withdrawn = self
+            .lock()
+            .get_mut(key)
+            .filter(|row| row.handoff.as_ref().is_some_and(|asked| asked.to == to))
+            .map(|row| row.handoff = None)
+            .is_some();
+        Box::pin(std::future::ready(Ok(withdrawn)))
+    }
+
+    fn hand_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        to: &'a str,
+        checkpoint: Option<&'a str>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        let now = epoch_millis();
+        let handed = {
+            let mut rows = self.lock();
+            match rows.get_mut(key) {
+                Some(row)
+                    if row.is_held_by(owner)
+                        && row.handoff.as_ref().is_some_and(|asked| asked.to == to) =>
+                {
+                    row.counter += 1;
+                    row.owner = Some(to.to_owned());
+                    row.expiry_ms = now.saturating_add(millis(lease));
+                    row.handoff = None;
+                    if let Some(checkpoint) = checkpoint {
+                        row.checkpoint = Some(checkpoint.to_owned());
+                    }
+                    Ok(())
+                }
+                _ => Err(LeaseError::Lost {
+                    key: key.clone(),
+                    owner: owner.to_owned(),
+                }),
+            }
+        };
+        if handed.is_ok() {
+            self.bump(key.stream());
+        }
+        Box::pin(std::future::ready(handed))
     }
 }
 

@@ -30,9 +30,9 @@ pub use memory::MemoryLeaseStore;
 pub use notice::Notice;
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use notice::{NOTICE_SUFFIX, notice_key};
+pub use state::{HANDOFF_REQUEST_LIFETIME, Handoff, LeaseState, SHARD_END, SHARD_SKIPPED};
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use state::{HeldEffect, landed};
-pub use state::{LeaseState, SHARD_END, SHARD_SKIPPED};
 pub(crate) use state::{split_within, within_checkpoint};
 pub use store::{LeaseFuture, LeaseStore};
 pub(crate) use timed::Timed;

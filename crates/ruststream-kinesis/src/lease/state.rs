@@ -70,6 +70,7 @@ pub(crate) fn split_within(checkpoint: &str) -> Option<(&str, u64)> {
 ///     expiry_ms: 1_000,
 ///     counter: 3,
 ///     checkpoint: None,
+///     handoff: None,
 /// };
 /// assert!(state.is_held_by("pod-a"));
 /// assert!(state.is_expired_at(12_000));
@@ -95,9 +96,63 @@ pub struct LeaseState {
     /// then starts there, no later than the first one did; the first checkpoint written after an
     /// acknowledgement replaces the value with a sequence number.
     pub checkpoint: Option<String>,
+    /// A planned move asked of the holder: another instance that balances the shards
+    /// (`KinesisBroker::balance_shards`) wants the shard handed to it. `None` in a row without
+    /// one, rows written before planned moves existed included.
+    pub handoff: Option<Handoff>,
+}
+
+/// A request, recorded in a held row, that its holder hand the shard to another instance: the
+/// holder sees it in the answer of its next renewal, stops handing out records, waits for its
+/// deliveries to settle (up to a bound), and hands the row over with its final checkpoint in
+/// one conditional write ([`LeaseStore::hand_over`](crate::LeaseStore::hand_over)).
+///
+/// A request older than [`HANDOFF_REQUEST_LIFETIME`] is ignored (its asker may be gone), and
+/// another instance may replace it; every take of the row removes it.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::Handoff;
+///
+/// let asked = Handoff { to: "pod-b".to_owned(), asked_ms: 10_000 };
+/// assert!(asked.is_live_at(15_000));
+/// assert!(!asked.is_live_at(10_000 + 60_000));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Handoff {
+    /// The owner id of the instance that asked for the shard.
+    pub to: String,
+    /// When it asked, in milliseconds since the Unix epoch by its clock.
+    pub asked_ms: u64,
+}
+
+/// How long a planned move's request stands: a holder ignores an older one, another instance may
+/// replace it, and it counts for nobody in the shares; its asker asks again at a later round if
+/// it still wants a shard.
+pub const HANDOFF_REQUEST_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Handoff {
+    /// Whether the request still stands at `now_ms` (epoch milliseconds, by the reader's clock):
+    /// asked less than [`HANDOFF_REQUEST_LIFETIME`] ago by the asker's.
+    #[must_use]
+    pub fn is_live_at(&self, now_ms: u64) -> bool {
+        now_ms
+            < self
+                .asked_ms
+                .saturating_add(super::millis(HANDOFF_REQUEST_LIFETIME))
+    }
 }
 
 impl LeaseState {
+    /// The planned move asked of this row's holder that still stands at `now_ms`, if any.
+    #[must_use]
+    pub fn handoff_at(&self, now_ms: u64) -> Option<&Handoff> {
+        self.handoff
+            .as_ref()
+            .filter(|handoff| handoff.is_live_at(now_ms))
+    }
+
     /// Whether `owner` holds this row.
     #[must_use]
     pub fn is_held_by(&self, owner: &str) -> bool {

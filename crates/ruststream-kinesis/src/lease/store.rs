@@ -1,5 +1,5 @@
-//! The lease store contract: five calls every store implements, and six with default bodies
-//! (two of them the stream's notice, one the deletion of a row).
+//! The lease store contract: five calls every store implements, and ten with default bodies
+//! (three of them the stream's notice, three a planned move, one the deletion of a row).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,8 +24,10 @@ pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>>
 /// `DynamoLeaseStore` (feature `dynamodb-lease`). A store on another database implements these
 /// five calls, may override the provided [`acquire_from`](Self::acquire_from),
 /// [`checkpoint_and_renew`](Self::checkpoint_and_renew), [`list`](Self::list),
-/// [`delete`](Self::delete), [`notice`](Self::notice) and [`beat`](Self::beat), and runs
-/// `lease::suite` (feature `store-suite`) against itself.
+/// [`delete`](Self::delete), [`notice`](Self::notice), [`beat`](Self::beat),
+/// [`leave`](Self::leave), [`ask_handoff`](Self::ask_handoff),
+/// [`withdraw_handoff`](Self::withdraw_handoff) and [`hand_over`](Self::hand_over), and runs `lease::suite` (feature `store-suite`) against
+/// itself.
 ///
 /// # Examples
 ///
@@ -52,9 +54,14 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// Takes the lease of `key` for `owner` for `lease`, creating the row when there is none.
     /// Returns the row as written, its checkpoint included, which is where the new owner resumes.
     ///
+    /// A store may refuse to create a row it has seen exist and that was deleted since (a finished
+    /// shard's row, which a round deleted): `DynamoLeaseStore` does, with
+    /// [`LeaseError::Deleted`], so a take decided on a stale view cannot bring it back.
+    ///
     /// # Errors
     ///
-    /// [`LeaseError::Held`] when another owner holds an unexpired lease; a store failure otherwise.
+    /// [`LeaseError::Held`] when another owner holds an unexpired lease; [`LeaseError::Deleted`]
+    /// as above; a store failure otherwise.
     fn acquire<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -105,7 +112,9 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()>;
 
     /// Records `checkpoint` and extends `owner`'s lease by `lease` from now, so a shard whose
-    /// checkpoint moves needs no separate renewal.
+    /// checkpoint moves needs no separate renewal. Answers the row as written, as
+    /// [`renew`](Self::renew) does: a holder learns of a planned move asked of it
+    /// ([`LeaseState::handoff`]) from either answer.
     ///
     /// Provided as a checkpoint followed by a renewal; a store that can do both in one
     /// conditional write overrides it (both stores of this crate do).
@@ -119,10 +128,10 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         owner: &'a str,
         checkpoint: &'a str,
         lease: Duration,
-    ) -> LeaseFuture<'a, ()> {
+    ) -> LeaseFuture<'a, LeaseState> {
         Box::pin(async move {
             self.checkpoint(key, owner, checkpoint).await?;
-            self.renew(key, owner, lease).await.map(drop)
+            self.renew(key, owner, lease).await
         })
     }
 
@@ -214,5 +223,83 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     ) -> LeaseFuture<'a, ()> {
         let _ = (stream, owner, until_ms, forget);
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Removes `owner`'s beat from `stream`'s notice and bumps its counter, as an instance that
+    /// stops does: the instances that balance the shards count one fewer at once, and read the
+    /// rows again. Provided as doing nothing, for a store without notices.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
+        let _ = (stream, owner);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Asks `holder` to hand `key`'s shard to `to`: records [`Handoff`](crate::Handoff)
+    /// `{ to, asked_ms }` in the row, if `holder` holds it, its counter is still `counter` (the
+    /// row the asker decided on: a late attempt of the request lands on no later lease), and no
+    /// other live request stands ([`Handoff::is_live_at`](crate::Handoff::is_live_at) by
+    /// `asked_ms`). The write bumps no counter, so the holder's own writes, conditioned on the
+    /// counter they left, still land.
+    /// Answers whether the request was recorded. Provided as recording nothing (`false`), for a
+    /// store without planned moves: a balancing instance then waits for shards to come free.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn ask_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        counter: u64,
+        to: &'a str,
+        asked_ms: u64,
+    ) -> LeaseFuture<'a, bool> {
+        let _ = (key, holder, counter, to, asked_ms);
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
+    /// Withdraws `to`'s request for a planned move of `key`'s shard, if it still stands in the
+    /// row (an instance that stops withdraws its own, so no holder hands a shard to it). Bumps
+    /// no counter. Answers whether it removed one. Provided as removing nothing (`false`).
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
+        let _ = (key, to);
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
+    /// Hands `owner`'s lease of `key` to `to`, who asked for it: one conditional write (held by
+    /// `owner`, the request naming `to`) that records `checkpoint` (when `Some`), makes `to` the
+    /// owner with a lease of `lease` from now, removes the request and bumps the counter; then
+    /// bumps the stream's notice, as a release does, so `to` sees the row at its next poll and
+    /// takes it (its take of a row it owns always succeeds), reading on after the checkpoint.
+    ///
+    /// Provided as the checkpoint followed by a [`release`](Self::release): the row comes free
+    /// rather than handed, for a store that records no requests (and so is never asked this).
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Lost`] when `owner` no longer holds the row or the request names another
+    /// instance; a store failure otherwise.
+    fn hand_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        to: &'a str,
+        checkpoint: Option<&'a str>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        let _ = (to, lease);
+        Box::pin(async move {
+            if let Some(checkpoint) = checkpoint {
+                self.checkpoint(key, owner, checkpoint).await?;
+            }
+            self.release(key, owner).await
+        })
     }
 }

@@ -79,8 +79,15 @@ const MARGIN: Duration = Duration::from_millis(300);
 ///   no unexpired lease, reads back as missing, and can be taken afresh;
 /// - `notices` (for a store whose [`notice`](LeaseStore::notice) answers): a stream's notice
 ///   starts empty, a release bumps its counter and a refused one does not, a beat reads back and
-///   removes the beats it names, and the notice row is no row of a shard: a listing of the
-///   stream shows only the shards' rows.
+///   removes the beats it names, a leave removes the leaver's beat and bumps the counter, and
+///   the notice row is no row of a shard: a listing of the stream shows only the shards' rows;
+/// - `handoff` (for a store that records planned moves): a request is recorded only on a row
+///   its named holder holds, bumps no counter (the holder's own writes still land), shows in the
+///   holder's renewal and in reads, is not replaced by another asker's while it stands; the
+///   hand-over is refused for an instance the request does not name and for a non-holder, and
+///   otherwise makes the asker the owner with the final checkpoint, removes the request, and
+///   bumps the counter; the asker's take of the handed row succeeds, and any take removes a
+///   request.
 ///
 /// # Panics
 ///
@@ -112,6 +119,7 @@ pub async fn run(store: &dyn LeaseStore, lease: Duration) {
     run.take_from_start().await;
     run.listing().await;
     run.notices().await;
+    run.handoff().await;
     run.deletion().await;
 }
 
@@ -862,6 +870,15 @@ impl<'s> Run<'s> {
             forgot.beats.len() == 1 && forgot.beats.get(B) == Some(&(until + 1)),
             &format!("B's beat, removing A's, left {:?}", forgot.beats),
         );
+        ok(check, "B leaves", self.store.leave(stream, B).await);
+        let left = read("reading the notice after B left")
+            .await
+            .unwrap_or_default();
+        expect(
+            check,
+            left.beats.is_empty() && left.counter == forgot.counter + 1,
+            &format!("after B left the notice reads {left:?}: its beat stays or no bump"),
+        );
         if let Some(rows) = ok(check, "listing the stream", self.store.list(stream).await) {
             let keys: Vec<&LeaseKey> = rows.iter().map(|(key, _)| key).collect();
             expect(
@@ -870,6 +887,159 @@ impl<'s> Run<'s> {
                 &format!("listing {stream:?} beside its notice answered {keys:?}, not just {key}"),
             );
         }
+    }
+
+    /// `handoff`: a planned move, asked and handed over.
+    async fn handoff(&self) {
+        let check = "handoff";
+        let key = self.key(check);
+        let asked_ms = epoch_millis();
+        let unheld = ok(
+            check,
+            "asking for a row nobody holds",
+            self.store.ask_handoff(&key, A, 0, B, asked_ms).await,
+        );
+        expect(
+            check,
+            !unheld,
+            "a request was recorded on a row that does not exist",
+        );
+        let taken = self.acquire(check, &key, A).await;
+        let stale = ok(
+            check,
+            "asking on a counter the row has left",
+            self.store
+                .ask_handoff(&key, A, taken.counter - 1, B, asked_ms)
+                .await,
+        );
+        expect(
+            check,
+            !stale,
+            "a request on an older counter of the row was recorded",
+        );
+        let asked = ok(
+            check,
+            "B asks A for the row",
+            self.store
+                .ask_handoff(&key, A, taken.counter, B, asked_ms)
+                .await,
+        );
+        if !asked {
+            // A store without planned moves: balancing waits for free shards instead.
+            return;
+        }
+        let wrong_holder = ok(
+            check,
+            "asking a non-holder",
+            self.store
+                .ask_handoff(&key, B, taken.counter, "suite-owner-c", asked_ms)
+                .await,
+        );
+        expect(
+            check,
+            !wrong_holder,
+            "a request naming a non-holder was recorded",
+        );
+        let other = ok(
+            check,
+            "another instance asks while B's request stands",
+            self.store
+                .ask_handoff(&key, A, taken.counter, "suite-owner-c", asked_ms)
+                .await,
+        );
+        expect(
+            check,
+            !other,
+            "a standing request was replaced by another asker's",
+        );
+        let row = self.read(check, &key).await;
+        expect(
+            check,
+            row.counter == taken.counter && row.handoff.as_ref().is_some_and(|asked| asked.to == B),
+            &format!("after B's request the row reads {row:?}: no request, or the counter moved"),
+        );
+        let renewed = self.renew(check, &key, A).await;
+        expect(
+            check,
+            renewed.handoff.as_ref().is_some_and(|asked| asked.to == B),
+            &format!("the holder's renewal answered {renewed:?}, without B's request"),
+        );
+        let checkpointed = ok(
+            check,
+            "A checkpoints and renews",
+            self.store
+                .checkpoint_and_renew(&key, A, "7", self.lease)
+                .await,
+        );
+        expect(
+            check,
+            checkpointed
+                .handoff
+                .as_ref()
+                .is_some_and(|asked| asked.to == B)
+                && checkpointed.checkpoint.as_deref() == Some("7"),
+            &format!("a checkpoint with renewal answered {checkpointed:?}"),
+        );
+        let to_other = self
+            .store
+            .hand_over(&key, A, "suite-owner-c", Some("8"), self.lease)
+            .await;
+        expect(
+            check,
+            to_other.as_ref().is_err_and(LeaseError::is_fenced),
+            &format!("a hand-over to an instance that did not ask answered {to_other:?}"),
+        );
+        let by_other = self
+            .store
+            .hand_over(&key, B, B, Some("8"), self.lease)
+            .await;
+        expect(
+            check,
+            by_other.as_ref().is_err_and(LeaseError::is_fenced),
+            &format!("a hand-over by a non-holder answered {by_other:?}"),
+        );
+        let before = epoch_millis();
+        ok(
+            check,
+            "A hands the row to B",
+            self.store
+                .hand_over(&key, A, B, Some("9"), self.lease)
+                .await,
+        );
+        let handed = self
+            .read_expecting(check, &key, Some(B), Some("9"), checkpointed.counter)
+            .await;
+        expect(
+            check,
+            handed.handoff.is_none()
+                && handed.expiry_ms + 50 + millis(SKEW_TOLERANCE) >= before + self.lease_ms(),
+            &format!("the handed row reads {handed:?}: the request stays, or no lease for B"),
+        );
+        let after_a = self.store.renew(&key, A, self.lease).await;
+        expect(
+            check,
+            after_a.as_ref().is_err_and(LeaseError::is_fenced),
+            "the old holder renewed a row it handed over",
+        );
+        let took = self.acquire(check, &key, B).await;
+        expect(
+            check,
+            took.checkpoint.as_deref() == Some("9"),
+            &format!("B's take of the handed row answered {took:?}, not the final checkpoint"),
+        );
+        ok(
+            check,
+            "A asks B back",
+            self.store
+                .ask_handoff(&key, B, took.counter, A, epoch_millis())
+                .await,
+        );
+        let retaken = self.acquire(check, &key, B).await;
+        expect(
+            check,
+            retaken.handoff.is_none(),
+            &format!("a take left the request in the row: {retaken:?}"),
+        );
     }
 
     /// `streams`: one shard id in two streams is two rows.

@@ -90,12 +90,50 @@ impl LeaseStore for Timed {
         owner: &'a str,
         checkpoint: &'a str,
         lease: Duration,
-    ) -> LeaseFuture<'a, ()> {
+    ) -> LeaseFuture<'a, LeaseState> {
         self.bounded(
             key,
             "checkpoint",
             self.inner
                 .checkpoint_and_renew(key, owner, checkpoint, lease),
+        )
+    }
+
+    fn ask_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        counter: u64,
+        to: &'a str,
+        asked_ms: u64,
+    ) -> LeaseFuture<'a, bool> {
+        self.bounded(
+            key,
+            "ask_handoff",
+            self.inner.ask_handoff(key, holder, counter, to, asked_ms),
+        )
+    }
+
+    fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
+        self.bounded(
+            key,
+            "withdraw_handoff",
+            self.inner.withdraw_handoff(key, to),
+        )
+    }
+
+    fn hand_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        to: &'a str,
+        checkpoint: Option<&'a str>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        self.bounded(
+            key,
+            "hand_over",
+            self.inner.hand_over(key, owner, to, checkpoint, lease),
         )
     }
 
@@ -137,6 +175,10 @@ impl LeaseStore for Timed {
             "beat",
             self.inner.beat(stream, owner, until_ms, forget),
         )
+    }
+
+    fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
+        self.bounded_stream(stream, "leave", self.inner.leave(stream, owner))
     }
 }
 

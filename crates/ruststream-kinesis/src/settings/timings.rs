@@ -66,6 +66,7 @@ pub struct LeaseTimings {
     listing: Duration,
     handover_poll: Duration,
     checkpoint_interval: Duration,
+    handoff_drain: Duration,
 }
 
 impl Default for LeaseTimings {
@@ -76,6 +77,7 @@ impl Default for LeaseTimings {
             listing: Duration::from_secs(10),
             handover_poll: Duration::from_secs(1),
             checkpoint_interval: Duration::ZERO,
+            handoff_drain: Duration::from_secs(5),
         }
     }
 }
@@ -142,6 +144,23 @@ impl LeaseTimings {
     pub fn with_checkpoint_interval(mut self, interval: Duration) -> Self {
         self.checkpoint_interval = interval;
         self
+    }
+
+    /// How long a holder asked for a planned move waits for its deliveries in flight to settle
+    /// before it hands the shard over anyway (default 5 s). It hands out no record meanwhile,
+    /// and keeps its lease. A move whose every delivery settled within it redelivers nothing;
+    /// after it, the deliveries still unsettled are the next owner's to deliver again. See
+    /// `KinesisBroker::balance_shards`.
+    #[must_use]
+    pub fn with_handoff_drain(mut self, drain: Duration) -> Self {
+        self.handoff_drain = drain;
+        self
+    }
+
+    /// How long a holder asked for a planned move waits for its deliveries to settle.
+    #[must_use]
+    pub fn handoff_drain(&self) -> Duration {
+        self.handoff_drain
     }
 
     /// How often the lease table is looked at between listings; zero when never.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::lease::{Answer, Close, Ending, Moment, Next, ShardLease};
 use super::read::{Call, Fetch, Phase, ReadSettings, ReadState, Sequenced, Stop, Want};
+use crate::LeaseState;
 use crate::settings::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
 
@@ -117,6 +118,11 @@ pub(crate) struct ShardMachine<T, R> {
     refused: bool,
     window: usize,
     awaiting: Awaiting,
+    /// A planned move asked for the shard: until when the reader waits for the deliveries in
+    /// flight to settle before it hands the shard over anyway.
+    handing_over: Option<T>,
+    /// The planned move went ahead with every delivery settled.
+    handed_over_drained: bool,
 }
 
 // The methods under `cfg(test)` are what the simulation's checks and the tests read of the
@@ -139,6 +145,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             refused: false,
             window: settings.window,
             awaiting: Awaiting::Nothing,
+            handing_over: None,
+            handed_over_drained: false,
         }
     }
 
@@ -167,6 +175,16 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             let ended =
                 self.read.phase == Phase::Draining && self.drained() && !self.read.seek_pending();
             return self.finish(if ended { Stop::Ended } else { Stop::Cancelled });
+        }
+        if let Some(until) = self.handing_over {
+            // A planned move: nothing more is handed out; the shard goes once every delivery
+            // settled (nothing is delivered twice), or when the drain ran out.
+            if self.drained() || now >= until {
+                self.handed_over_drained = self.drained();
+                return self.finish(Stop::HandedOver);
+            }
+            self.awaiting = Awaiting::Drained;
+            return ReadStep::Wait(Some(until));
         }
         self.read.apply_seek();
         let room = self.has_room();
@@ -204,6 +222,61 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         ReadStep::Finish(stop)
     }
 
+    /// A renewal's answer at `now` showed a planned move asked for the shard on behalf of `to`:
+    /// the reader hands out nothing more, waits up to the handoff drain for the deliveries in
+    /// flight to settle, and hands the shard over. Whether the reader is to be woken (a shard
+    /// already closing, lost or handing over ignores it).
+    pub(crate) fn hand_over_asked(&mut self, to: Arc<str>, now: T) -> bool {
+        // A shard read to its end finishes instead: its children wait for its SHARD_END, which
+        // a new owner would have to take the shard to write.
+        if self.handing_over.is_some()
+            || self.lease.is_halted()
+            || matches!(self.read.phase, Phase::Stopped | Phase::Draining)
+        {
+            return false;
+        }
+        self.handing_over = Some(now + self.lease.handoff_drain());
+        self.lease.hand_to(to);
+        true
+    }
+
+    /// A renewing write of this shard answered `row` at `now` (`now_ms` by the wall clock): a
+    /// planned move asked in it, still standing, on behalf of another instance than `owner`,
+    /// starts the hand-over ([`hand_over_asked`](Self::hand_over_asked)). Whether the reader is
+    /// to be woken.
+    pub(crate) fn row_seen(&mut self, row: &LeaseState, owner: &str, now: T, now_ms: u64) -> bool {
+        if self.handing_over.is_some() {
+            // Withdrawn (its asker stopped) or replaced while the deliveries drain: the move is
+            // off, and reading goes on.
+            let standing = row
+                .handoff_at(now_ms)
+                .is_some_and(|asked| self.lease.hands_to(&asked.to));
+            if !standing && !self.lease.is_halted() {
+                self.handing_over = None;
+                self.lease.hand_off_cancelled();
+                return true;
+            }
+            return false;
+        }
+        match row.handoff_at(now_ms) {
+            Some(asked) if asked.to != owner => {
+                self.hand_over_asked(Arc::from(asked.to.as_str()), now)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the planned move went ahead with every delivery settled (not for want of time).
+    #[cfg(test)]
+    pub(crate) fn handed_over_drained(&self) -> bool {
+        self.handed_over_drained
+    }
+
+    /// Whether a planned move is under way.
+    pub(crate) fn is_handing_over(&self) -> bool {
+        self.handing_over.is_some()
+    }
+
     /// The call [`next_read`](Self::next_read) asked for answered `fetch` at `now`; `coin`
     /// draws a backoff's jitter.
     pub(crate) fn read_answered(&mut self, now: T, fetch: Fetch<R>, coin: u64) {
@@ -221,7 +294,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// included); later iterators with no record handed out start at `resume`. Whether the
     /// reader reads again from it (it had not stopped).
     pub(crate) fn seek(&mut self, iterator: String, resume: ShardStart) -> bool {
-        if self.read.phase == Phase::Stopped || self.lease.is_halted() {
+        if self.read.phase == Phase::Stopped || self.lease.is_halted() || self.is_handing_over() {
             // Being handed back (or lost): its last checkpoint stands, and the next owner reads
             // on from it.
             return false;

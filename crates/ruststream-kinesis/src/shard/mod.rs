@@ -206,6 +206,17 @@ impl ShardHandle {
         }
     }
 
+    /// A renewing write answered `row`: a planned move asked in it starts the hand-over, and
+    /// wakes the reader.
+    pub(crate) fn row_seen(&self, row: &crate::LeaseState, owner: &str) {
+        if self
+            .lock()
+            .row_seen(row, owner, Instant::now(), epoch_millis())
+        {
+            self.read_wake.notify_one();
+        }
+    }
+
     /// Hands the shard back `how` and waits until its lease writer sent the final writes (the
     /// pending checkpoint or `SHARD_END`, then the release) after the write in flight, and no
     /// write of the shard follows the release. Answers how the lease ended: a lost one writes

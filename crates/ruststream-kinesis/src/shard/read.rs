@@ -124,6 +124,9 @@ pub(crate) enum Stop {
     Unreadable,
     /// The lease was lost, or ran out by this instance's clock: nothing more is written.
     Lost,
+    /// A planned move: another instance asked for the shard, and the deliveries settled (or the
+    /// drain ran out); the row is handed to it with the final checkpoint.
+    HandedOver,
 }
 
 impl Stop {
@@ -134,6 +137,7 @@ impl Stop {
             Stop::Ended => Some(Close::Finished),
             Stop::Lost => None,
             Stop::Cancelled | Stop::Gone | Stop::Unreadable => Some(Close::Release),
+            Stop::HandedOver => Some(Close::HandOver),
         }
     }
 }

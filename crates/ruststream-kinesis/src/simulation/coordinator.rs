@@ -82,6 +82,18 @@ impl Sim {
                     self.send(i, 0, 0, kind, Cont::Beat);
                     return;
                 }
+                RoundStep::Ask(asks) => {
+                    coord.round.asks_left = asks.len();
+                    for ask in asks {
+                        let shard = self.stream.ids[&ask.shard];
+                        let kind = OpKind::AskHandoff {
+                            holder: ask.holder,
+                            counter: ask.counter,
+                        };
+                        self.send(i, 0, shard, kind, Cont::Ask);
+                    }
+                    return;
+                }
                 RoundStep::ReadRows(wanted) => {
                     self.stats.list_fallbacks += 1;
                     coord.round = Round {
@@ -117,6 +129,17 @@ impl Sim {
                 }
                 RoundStep::Exit => {
                     coord.exited = true;
+                    // `coordinator::run`: its standing requests withdrawn, so no holder hands it a
+                    // shard, and its beat removed, so the others count one instance fewer.
+                    let standing = coord.knows.standing_asks(&owner, now_ms);
+                    let balancing = coord.knows.is_balancing();
+                    for id in standing {
+                        let shard = self.stream.ids[&id];
+                        self.send(i, 0, shard, OpKind::Withdraw, Cont::Leave);
+                    }
+                    if balancing {
+                        self.send(i, 0, 0, OpKind::Leave, Cont::Leave);
+                    }
                     self.maybe_exit(i);
                     return;
                 }
@@ -175,8 +198,15 @@ impl Sim {
         let now = self.now;
         let now_ms = self.wall(i);
         let ids: Vec<Arc<str>> = (0..self.stream.shards.len()).map(|s| self.id(s)).collect();
+        let owner = Arc::clone(&self.insts[i].owner);
+        if let Res::Rows(listed) = &res {
+            // As `DynamoLeaseStore::scan`: what it saw exists; nothing is forgotten.
+            let inc = self.insts[i].inc;
+            for (shard, _) in listed {
+                self.known_rows.insert((i, inc, *shard));
+            }
+        }
         let inst = &mut self.insts[i];
-        let owner = Arc::clone(&inst.owner);
         let coord = &mut inst.coord;
         let listed = match res {
             Res::Rows(listed) => Listed::Rows(
@@ -218,6 +248,10 @@ impl Sim {
     pub(super) fn round_deleted(&mut self, i: usize, shard: usize, res: Res) {
         let now = self.now;
         let id = self.id(shard);
+        if matches!(res, Res::Ok) {
+            let inc = self.insts[i].inc;
+            self.known_rows.remove(&(i, inc, shard));
+        }
         let coord = &mut self.insts[i].coord;
         coord.knows.deletion_answered(&id, matches!(res, Res::Ok));
         coord.round.deletions_left -= 1;
@@ -225,6 +259,19 @@ impl Sim {
             return;
         }
         coord.rounds.deleted(now);
+        self.coord_drive(i);
+    }
+
+    /// One of the round's requests for a planned move answered (whatever it said); once every
+    /// one did, `Rounds` hears it.
+    pub(super) fn ask_answered(&mut self, i: usize) {
+        let now = self.now;
+        let coord = &mut self.insts[i].coord;
+        coord.round.asks_left -= 1;
+        if coord.round.asks_left > 0 {
+            return;
+        }
+        coord.rounds.asked(&mut coord.knows, now);
         self.coord_drive(i);
     }
 
@@ -240,6 +287,10 @@ impl Sim {
         let now = self.now;
         let now_ms = self.wall(i);
         let id = self.id(shard);
+        let inc = self.insts[i].inc;
+        if let Res::Row(Some(_)) = &res {
+            self.known_rows.insert((i, inc, shard));
+        }
         let inst = &mut self.insts[i];
         let owner = Arc::clone(&inst.owner);
         let coord = &mut inst.coord;
@@ -344,6 +395,17 @@ impl Sim {
         start: Arc<str>,
         res: Res,
     ) {
+        let inc = self.insts[i].inc;
+        match &res {
+            // A take's answer with the row (granted, or refused by a holder) shows it exists.
+            Res::Granted(_) | Res::Fenced => {
+                self.known_rows.insert((i, inc, shard));
+            }
+            Res::Deleted => {
+                self.known_rows.remove(&(i, inc, shard));
+            }
+            _ => {}
+        }
         let answer = match res {
             Res::Granted(state) if state.checkpoint.is_none() => {
                 let op = OpKind::Checkpoint(Arc::clone(&start));
@@ -351,7 +413,7 @@ impl Sim {
                 return self.send(i, sid, shard, op, cont);
             }
             Res::Granted(state) => return self.acquired(i, sid, shard, Ok(state.checkpoint)),
-            Res::Fenced => Err(AcquireRefused::Fenced),
+            Res::Fenced | Res::Deleted => Err(AcquireRefused::Fenced),
             _ => Err(AcquireRefused::Failed),
         };
         let failed = answer == Err(AcquireRefused::Failed);

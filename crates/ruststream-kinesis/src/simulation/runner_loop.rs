@@ -96,6 +96,9 @@ impl Sim {
         if let Some(failure) = self.check_no_wedge() {
             return Err(failure);
         }
+        if let Some(failure) = self.check_converged() {
+            return Err(failure);
+        }
         self.stats.schedules = 1;
         self.stats.records = self.written as u64;
         self.stats.virtual_secs = self.now.as_secs();
@@ -117,6 +120,23 @@ impl Sim {
         if self.trace.is_some() && !matches!(ev, Ev::Write | Ev::Dispatch { .. }) {
             let line = format!("{ev:?}");
             self.log(|| line);
+        }
+        // What changes the instances or the open shards: balancing converges anew after it.
+        let reshapes = match &ev {
+            Ev::Stall { dur } | Ev::Partition { dur } | Ev::Malform { dur } => Some(*dur),
+            Ev::Reshard
+            | Ev::Trim { .. }
+            | Ev::Crash { .. }
+            | Ev::Start { .. }
+            | Ev::Resubscribed { .. }
+            | Ev::Resubscribe
+            | Ev::ClockStep
+            | Ev::Shutdown { .. }
+            | Ev::Quiet => Some(Duration::ZERO),
+            _ => None,
+        };
+        if let Some(lasting) = reshapes {
+            self.reshaped_at = self.reshaped_at.max(self.now + lasting);
         }
         match ev {
             Ev::Apply { op, reply } => {

@@ -220,6 +220,13 @@ impl Sim {
                  checkpointed it (covered below #{covered})"
             ));
         }
+        let planned = self.ghost[shard].planned_upto;
+        if idx < planned && !seeked {
+            self.fail(format!(
+                "planned move: shard {shard} #{idx} delivered again after a planned move in \
+                 which every delivery had settled (handed over below #{planned})"
+            ));
+        }
     }
 
     /// A record reaches a handler: the checks of invariant 1c, where the handler starts.
@@ -244,6 +251,9 @@ impl Sim {
         }
         self.stats.deliveries += 1;
         self.log(|| format!("{owner} delivers shard {shard} #{idx}"));
+        if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
+            s.handled_upto = s.handled_upto.max(Some(idx));
+        }
         if holder != Some(msg.sid) {
             self.fail(format!(
                 "fencing: {owner} (session {}) delivered shard {shard} #{idx} while session \
@@ -393,7 +403,8 @@ impl Sim {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        if s.cancelled || s.machine.is_halted() {
+        if s.cancelled || s.machine.is_halted() || s.machine.is_handing_over() {
+            // Handed back, or on its way to another instance: its checkpoint stands.
             return;
         }
         // `seek_live` resolved the iterator (here: the target's index); `ShardHandle::seek`.
@@ -419,11 +430,13 @@ impl Sim {
         // What a graceful stop covered is read again from the target, by this owner and, once
         // its checkpoint moved back, by the next one.
         g.covered_upto = g.covered_upto.min(target);
+        g.planned_upto = g.planned_upto.min(target);
         let Some(s) = self.session(i, sid) else {
             return;
         };
         s.start_idx = target;
         s.last_idx = None;
+        s.handled_upto = None;
         self.reader_wake(i, sid, false);
     }
 }

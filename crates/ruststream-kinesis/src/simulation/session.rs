@@ -46,6 +46,7 @@ impl Sim {
             start_idx,
             seek_floor: None,
             last_idx: None,
+            handled_upto: None,
             // A holder stops at `sent + lease - holder_margin` by its own clock.
             deadline: sent + timings.lease() - timings.holder_margin(),
             lost: false,
@@ -130,6 +131,13 @@ impl Sim {
                             graceful,
                         }
                     }
+                    Write::HandOver { to, checkpoint } => OpKind::HandOver {
+                        to: Arc::clone(to),
+                        checkpoint: checkpoint.clone(),
+                        cover: s.settled_upto,
+                        last: s.handled_upto,
+                        drained: s.machine.handed_over_drained(),
+                    },
                 };
                 let shard = s.shard;
                 self.send(
@@ -222,7 +230,7 @@ impl Sim {
             return;
         };
         let answer = match res {
-            Res::Ok => Answer::Done,
+            Res::Ok | Res::Row(_) => Answer::Done,
             Res::Fenced => Answer::Refused,
             _ => Answer::Failed,
         };
@@ -247,6 +255,22 @@ impl Sim {
         s.machine.write_answered(now, answer);
         if held && s.machine.ending() == Some(Ending::Lost(Lost::RanOut)) {
             self.stats.lapsed_by_clock += 1;
+        }
+        // `write_lease`: the row a renewing write answered shows a planned move asked of it.
+        let asked = match res {
+            Res::Row(Some(row)) => {
+                let owner = Arc::clone(&self.insts[i].owner);
+                let wall = self.wall(i);
+                self.insts[i]
+                    .sessions
+                    .get_mut(&sid)
+                    .is_some_and(|s| s.machine.row_seen(row, &owner, now, wall))
+            }
+            _ => false,
+        };
+        if asked {
+            self.log(|| format!("i{i} session {sid} is asked for a planned move"));
+            self.reader_wake(i, sid, false);
         }
         self.lease_drive(i, sid);
     }
@@ -491,23 +515,24 @@ impl Sim {
                 self.cancel(i, sid);
                 self.maybe_end(i, sid);
             }
-            Some(how) => self.close(i, sid, how == Close::Finished),
+            Some(how) => self.close(i, sid, how),
         }
     }
 
     /// Both ends of `finish`: cancel, then `ShardHandle::close`, whose writes the lease's
     /// driver sends after the one in flight.
-    pub(super) fn close(&mut self, i: usize, sid: u64, end: bool) {
+    pub(super) fn close(&mut self, i: usize, sid: u64, how: Close) {
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        s.finish = FinishState::Closing { end };
+        s.finish = FinishState::Closing {
+            end: how == Close::Finished,
+        };
         self.cancel(i, sid);
         let Some(s) = self.session(i, sid) else {
             return;
         };
-        s.machine
-            .close(if end { Close::Finished } else { Close::Release });
+        s.machine.close(how);
         if s.machine.ending().is_some() {
             // Lost before the close: nothing is written.
             s.finish = FinishState::Done { finished: false };

@@ -22,7 +22,11 @@ impl Sim {
             retried: false,
             resend: false,
             pair: None,
+            row_known: false,
         };
+        op.row_known = self.cfg.takes_know_rows
+            && matches!(op.kind, OpKind::Acquire)
+            && self.known_rows.contains(&(i, op.inc, shard));
         if self.fenced(&op) && !matches!(op.kind, OpKind::Acquire) {
             let fence = self.fence(i, op.inc, shard);
             op.seen = fence.counter;
@@ -41,6 +45,9 @@ impl Sim {
                     | OpKind::List
                     | OpKind::Notice
                     | OpKind::Beat { .. }
+                    | OpKind::Leave
+                    | OpKind::Withdraw
+                    | OpKind::AskHandoff { .. }
                     | OpKind::Delete { .. }
             )
     }
@@ -165,11 +172,19 @@ impl Sim {
                 expiry_ms: Some(0),
                 checkpoint: None,
             },
+            OpKind::HandOver { to, checkpoint, .. } => crate::lease::HeldEffect {
+                owner: Some(to),
+                expiry_ms: Some(expiry),
+                checkpoint: checkpoint.as_deref(),
+            },
             OpKind::Read
             | OpKind::List
             | OpKind::Acquire
             | OpKind::Notice
             | OpKind::Beat { .. }
+            | OpKind::Leave
+            | OpKind::Withdraw
+            | OpKind::AskHandoff { .. }
             | OpKind::Delete { .. } => return false,
         };
         crate::lease::landed(row, op.seen, &effect)
@@ -226,6 +241,7 @@ impl Sim {
                 | OpKind::Checkpoint(_)
                 | OpKind::CheckpointRenew(_)
                 | OpKind::Release { .. }
+                | OpKind::HandOver { .. }
         );
         if held && fence.is_some() && chaos && self.rng.random_bool(self.cfg.p_resend) {
             // The first attempt lands and its answer is lost; the SDK sends the same request
@@ -299,7 +315,7 @@ impl Sim {
         let malformed = match op.kind {
             // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
             OpKind::List => self.rows.iter().any(|row| row.malformed),
-            OpKind::Notice | OpKind::Beat { .. } => false,
+            OpKind::Notice | OpKind::Beat { .. } | OpKind::Leave => false,
             _ => self.rows[shard].malformed,
         };
         if malformed {
@@ -329,6 +345,40 @@ impl Sim {
                 self.notice.beats.insert(op.owner.to_string(), *until_ms);
                 Res::Ok
             }
+            OpKind::Leave => {
+                self.notice.beats.remove(op.owner.as_ref());
+                self.notice.counter += 1;
+                Res::Ok
+            }
+            OpKind::Withdraw => {
+                if let Some(state) = self.rows[shard].state.as_mut()
+                    && state
+                        .handoff
+                        .as_ref()
+                        .is_some_and(|asked| *asked.to == *op.owner)
+                {
+                    state.handoff = None;
+                }
+                Res::Ok
+            }
+            OpKind::AskHandoff { holder, counter } => {
+                let Some(state) = self.rows[shard].state.as_mut() else {
+                    return Res::Fenced;
+                };
+                let free = state
+                    .handoff_at(op.wall_ms)
+                    .is_none_or(|standing| standing.to == *op.owner);
+                if !(state.is_held_by(holder) && state.counter == *counter && free) {
+                    return Res::Fenced;
+                }
+                state.handoff = Some(crate::Handoff {
+                    to: op.owner.to_string(),
+                    asked_ms: op.wall_ms,
+                });
+                self.stats.asks += 1;
+                self.log(|| format!("{} asks {holder} for shard {shard}", op.owner));
+                Res::Ok
+            }
             OpKind::Read => Res::Row(self.rows[shard].state.clone()),
             OpKind::List => Res::Rows(
                 self.rows
@@ -338,6 +388,10 @@ impl Sim {
                     .collect(),
             ),
             OpKind::Acquire => {
+                if op.row_known && self.rows[shard].state.is_none() {
+                    // Its store object saw the row: deleted since, and not created again.
+                    return Res::Deleted;
+                }
                 if self.rows[shard].state.is_none() && self.rows[shard].deleted.is_some() {
                     // Its children moved on (or it left the stream): nothing of it is read again.
                     self.fail(format!(
@@ -358,6 +412,7 @@ impl Sim {
                 state.owner = Some(op.owner.to_string());
                 state.expiry_ms = op.wall_ms + lease_ms;
                 state.counter += 1;
+                state.handoff = None;
                 let granted = state.clone();
                 row.holder = Some(op.sid);
                 self.stats.takes += 1;
@@ -376,15 +431,24 @@ impl Sim {
             OpKind::Renew
             | OpKind::Checkpoint(_)
             | OpKind::CheckpointRenew(_)
-            | OpKind::Release { .. } => {
+            | OpKind::Release { .. }
+            | OpKind::HandOver { .. } => {
                 // `DynamoLeaseStore` bumps the notice after a release in a call of its own,
                 // which may fail.
-                let bump_lost = matches!(op.kind, OpKind::Release { .. })
+                let bump_lost = matches!(op.kind, OpKind::Release { .. } | OpKind::HandOver { .. })
                     && self.chaos()
                     && self.rng.random_bool(self.cfg.p_fail);
                 let row = &mut self.rows[shard];
                 let Some(state) = row.state.as_mut().filter(|s| {
-                    s.is_held_by(&op.owner) && op.seen.is_none_or(|seen| seen == s.counter)
+                    s.is_held_by(&op.owner)
+                        && op.seen.is_none_or(|seen| seen == s.counter)
+                        && match &op.kind {
+                            // The request must name the instance it is handed to.
+                            OpKind::HandOver { to, .. } => {
+                                s.handoff.as_ref().is_some_and(|asked| *asked.to == **to)
+                            }
+                            _ => true,
+                        }
                 }) else {
                     self.stats.fenced_writes += 1;
                     return Res::Fenced;
@@ -399,15 +463,81 @@ impl Sim {
                     return Res::Fenced;
                 }
                 state.counter += 1;
-                if matches!(op.kind, OpKind::Renew | OpKind::CheckpointRenew(_)) {
+                if matches!(
+                    op.kind,
+                    OpKind::Renew | OpKind::CheckpointRenew(_) | OpKind::HandOver { .. }
+                ) {
                     state.expiry_ms = op.wall_ms + lease_ms;
                     if op.sent < row.expiry_sent {
                         row.expiry_moved_back = true;
                     }
                     row.expiry_sent = op.sent;
                 }
+                let renews = matches!(op.kind, OpKind::Renew | OpKind::CheckpointRenew(_));
                 match &op.kind {
                     OpKind::Renew => {}
+                    OpKind::HandOver {
+                        to,
+                        checkpoint,
+                        cover,
+                        last,
+                        drained,
+                    } => {
+                        if let Some(checkpoint) = checkpoint {
+                            let old = Mark::of(state.checkpoint.as_deref());
+                            let new = Mark::of(Some(checkpoint));
+                            // As for a checkpoint: a seek of the session may take it back.
+                            let floor = self.seek_floors.get(&op.sid).copied();
+                            if new < old && floor.is_none_or(|floor| new < floor) {
+                                self.fail(format!(
+                                    "monotonic: shard {shard}'s hand-over moved its checkpoint \
+                                     back from {old:?} to {checkpoint} (session {})",
+                                    op.sid
+                                ));
+                                return Res::Ok;
+                            }
+                            state.checkpoint = Some(checkpoint.to_string());
+                        }
+                        state.owner = Some(to.to_string());
+                        state.handoff = None;
+                        let mark = Mark::of(state.checkpoint.as_deref());
+                        row.holder = None;
+                        if bump_lost {
+                            self.stats.lost_bumps += 1;
+                        } else {
+                            self.notice.counter += 1;
+                        }
+                        self.stats.hand_overs += 1;
+                        self.log(|| format!("shard {shard} handed over to {to} at {mark:?}"));
+                        let records = &self.stream.shards[shard].records;
+                        if let Some(idx) = *cover
+                            && mark < Mark::Seq(records[idx])
+                        {
+                            self.fail(format!(
+                                "planned move: session {} handed shard {shard} over at \
+                                 checkpoint {mark:?}, behind record #{idx} it had settled",
+                                op.sid
+                            ));
+                            return Res::Ok;
+                        }
+                        let covered = cover.map_or(0, |idx| idx + 1);
+                        let g = &mut self.ghost[shard];
+                        g.covered_upto = g.covered_upto.max(covered);
+                        if *drained {
+                            self.stats.clean_hand_overs += 1;
+                            if *last > *cover {
+                                self.fail(format!(
+                                    "planned move: every delivery of session {} had settled, \
+                                     yet it handed shard {shard} over covering #{cover:?} of \
+                                     #{last:?}, the last it handed to a handler: the next owner delivers again",
+                                    op.sid
+                                ));
+                                return Res::Ok;
+                            }
+                            let g = &mut self.ghost[shard];
+                            g.planned_upto = g.planned_upto.max(covered);
+                        }
+                    }
                     OpKind::Checkpoint(checkpoint) | OpKind::CheckpointRenew(checkpoint) => {
                         let old = Mark::of(state.checkpoint.as_deref());
                         let new = Mark::of(Some(checkpoint));
@@ -432,6 +562,10 @@ impl Sim {
                             return Res::Ok;
                         }
                         state.checkpoint = Some(checkpoint.to_string());
+                        if state.is_finished() {
+                            // Its children open: balancing converges anew.
+                            self.reshaped_at = self.reshaped_at.max(self.now);
+                        }
                     }
                     OpKind::Release { cover, graceful } => {
                         let mark = Mark::of(state.checkpoint.as_deref());
@@ -484,9 +618,18 @@ impl Sim {
                     | OpKind::Acquire
                     | OpKind::Notice
                     | OpKind::Beat { .. }
+                    | OpKind::Leave
+                    | OpKind::Withdraw
+                    | OpKind::AskHandoff { .. }
                     | OpKind::Delete { .. } => unreachable!(),
                 }
-                Res::Ok
+                // A renewing write answers the row as written, where its holder sees a planned
+                // move asked.
+                if renews {
+                    Res::Row(self.rows[shard].state.clone())
+                } else {
+                    Res::Ok
+                }
             }
         }
     }
@@ -531,6 +674,8 @@ impl Sim {
             Cont::Notice => self.notice_answered(i, res),
             Cont::Delete { shard } => self.round_deleted(i, shard, res),
             Cont::Beat => self.beat_answered(i),
+            Cont::Ask => self.ask_answered(i),
+            Cont::Leave => {}
             Cont::Acquire { shard, sid, start } => self.round_acquired(i, shard, sid, start, res),
             Cont::StartCheckpoint { shard, sid, start } => {
                 self.start_checkpointed(i, shard, sid, start, res);

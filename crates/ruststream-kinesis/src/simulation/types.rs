@@ -154,6 +154,26 @@ pub(super) enum OpKind {
         until_ms: u64,
         forget: Vec<String>,
     },
+    /// `LeaseStore::leave`: this instance's beat removed, the notice bumped.
+    Leave,
+    /// `LeaseStore::withdraw_handoff`: the caller's request removed from the row.
+    Withdraw,
+    /// `LeaseStore::ask_handoff`: a planned move of `holder`'s shard to the caller.
+    AskHandoff {
+        holder: String,
+        counter: u64,
+    },
+    /// `LeaseStore::hand_over`: the row to `to`, with `checkpoint`; `cover` the last record
+    /// index of the handing session's settled prefix, `last` the last one that reached a
+    /// handler, and
+    /// `drained` whether every delivery of it had settled.
+    HandOver {
+        to: Arc<str>,
+        checkpoint: Option<Arc<str>>,
+        cover: Option<usize>,
+        last: Option<usize>,
+        drained: bool,
+    },
 }
 
 /// One store call as it travels to the store.
@@ -181,6 +201,9 @@ pub(super) struct Op {
     pub(super) resend: bool,
     /// Both attempts of such a pair carry the same token.
     pub(super) pair: Option<u64>,
+    /// A take of a row its store object has seen exist: it never creates one
+    /// (`DynamoLeaseStore::existing`).
+    pub(super) row_known: bool,
 }
 
 /// What a store object knows of its own writes to one row (`Fence` in `lease/dynamo.rs`).
@@ -203,6 +226,8 @@ pub(super) enum Res {
     Row(Option<LeaseState>),
     Rows(Vec<(usize, LeaseState)>),
     Granted(LeaseState),
+    /// A take of a row its store object had seen, found deleted: nothing created.
+    Deleted,
     Notice(Notice),
     Ok,
     Fenced,
@@ -225,6 +250,10 @@ pub(super) enum Cont {
     Notice,
     /// The poll's beat.
     Beat,
+    /// One of a round's requests for a planned move.
+    Ask,
+    /// The instance's leave at its coordinator's end: nothing follows.
+    Leave,
     /// Take `sid`'s acquire, recording `start` in a row without a checkpoint.
     Acquire {
         shard: usize,
@@ -477,6 +506,8 @@ pub(super) struct Session {
     /// record before the oldest seek target (`None`: it made no seek).
     pub(super) seek_floor: Option<Mark>,
     pub(super) last_idx: Option<usize>,
+    /// The last record index of the session that reached a handler.
+    pub(super) handled_upto: Option<usize>,
     pub(super) deadline: Time,
     pub(super) lost: bool,
     pub(super) cover: Option<usize>,
@@ -491,6 +522,7 @@ pub(super) struct Round {
     pub(super) unreadable: HashSet<Arc<str>>,
     pub(super) takes_left: usize,
     pub(super) deletions_left: usize,
+    pub(super) asks_left: usize,
 }
 
 /// One subscription's coordinator: the real `Coordinator` and `Rounds`, and their driver.
@@ -517,8 +549,16 @@ impl Coord {
     /// A new subscription's coordinator at `now`: its first round is due at once.
     pub(super) fn new(cfg: &Config, now: Time) -> Self {
         Self {
-            knows: Coordinator::new(cfg.timings, cfg.initial.clone())
-                .with_hygiene_grace(cfg.hygiene_grace()),
+            knows: {
+                let knows =
+                    Coordinator::new(cfg.timings, cfg.initial.clone()).with_balancing(cfg.balance);
+                if cfg.rows_age_bound {
+                    knows
+                } else {
+                    knows.without_rows_age_bound()
+                }
+            }
+            .with_hygiene_grace(cfg.hygiene_grace()),
             rounds: Rounds::new(
                 cfg.timings.listing_interval(),
                 cfg.timings.handover_poll_interval(),
@@ -574,6 +614,9 @@ pub(super) struct GhostShard {
     /// it, or a parent of it), so that every record written to it from then on is owed.
     pub(super) reached: bool,
     pub(super) covered_upto: usize,
+    /// Below this index no record is delivered again: a planned move in which every delivery
+    /// of the handing session had settled covered them.
+    pub(super) planned_upto: usize,
     pub(super) unserved_since: Option<Time>,
     /// When a reshard made the shard: instances see it only from their next listing on.
     pub(super) created_at: Time,
@@ -700,6 +743,12 @@ pub(super) struct Stats {
     pub(super) notice_reads: u64,
     /// Rows a round deleted.
     pub(super) deletions: u64,
+    /// Planned moves asked for and recorded, hand-overs that landed, those in which every
+    /// delivery had settled, and schedules whose end checked that the instances converged.
+    pub(super) asks: u64,
+    pub(super) hand_overs: u64,
+    pub(super) clean_hand_overs: u64,
+    pub(super) converged: u64,
     pub(super) beats: u64,
     pub(super) lost_bumps: u64,
     pub(super) resubscribes: u64,
@@ -761,6 +810,10 @@ impl Stats {
         self.poll_rounds += o.poll_rounds;
         self.notice_reads += o.notice_reads;
         self.deletions += o.deletions;
+        self.asks += o.asks;
+        self.hand_overs += o.hand_overs;
+        self.clean_hand_overs += o.clean_hand_overs;
+        self.converged += o.converged;
         self.beats += o.beats;
         self.lost_bumps += o.lost_bumps;
         self.resubscribes += o.resubscribes;
@@ -803,6 +856,9 @@ pub(super) struct Sim {
     pub(super) fences: HashMap<(usize, u32, usize), Fence>,
     /// The resend pairs whose first attempt landed.
     pub(super) landed_pairs: HashSet<u64>,
+    /// Per (instance, incarnation, shard): its store object saw the row exist, as of its newest
+    /// listing and the reads and takes since.
+    pub(super) known_rows: HashSet<(usize, u32, usize)>,
     /// Per session, below which its checkpoints may go after its seeks (its `seek_floor`): kept
     /// past the session's end, since its writes may land after a crash.
     pub(super) seek_floors: HashMap<u64, Mark>,
@@ -816,6 +872,9 @@ pub(super) struct Sim {
     pub(super) live_from: Time,
     pub(super) writes_until: Time,
     pub(super) last_live_check: Time,
+    /// When the instances or the open shards last changed (a start, a stop, a crash, a stall
+    /// or partition ending, a reshard, a shard read to its end): balancing converges from there.
+    pub(super) reshaped_at: Time,
     /// When a record was last acked for the first time.
     pub(super) last_progress: Time,
     /// How many more seeks handlers may make.

@@ -329,6 +329,7 @@ impl Sim {
 
     /// The runtime drained its handlers and drops the subscription: every reader stops.
     pub(super) fn drop_subscriber(&mut self, i: usize) {
+        self.reshaped_at = self.reshaped_at.max(self.now);
         let inst = &mut self.insts[i];
         inst.dropped = true;
         if let Some(j) = inst.successor

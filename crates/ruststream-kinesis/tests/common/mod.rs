@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub mod injector;
+#[cfg(all(feature = "dynamodb-lease", feature = "testing"))]
+pub mod instances;
 pub mod kpl;
 
 use std::sync::Arc;

@@ -25,6 +25,7 @@ fn row(owner: Option<&str>, expiry_ms: u64, checkpoint: &str) -> Option<LeaseSta
         expiry_ms,
         counter: 7,
         checkpoint: Some(checkpoint.to_owned()),
+        handoff: None,
     })
 }
 
@@ -56,20 +57,22 @@ fn a_finished_row_goes_once_every_child_moved_past_its_start() {
     let finished = row(None, 0, SHARD_END);
     let moved = row(Some("pod-a"), NOW_MS + 5_000, "4959");
     let started = row(Some("pod-b"), NOW_MS + 5_000, "TRIM_HORIZON");
-    // One child still at the start it recorded: it may need the parent again.
+    // One child still at the start it recorded (it may need the parent again), or not taken
+    // yet: kept, however long it stays so.
     let early = rows(&[
         ("p", finished.clone()),
         ("a", moved.clone()),
         ("b", started),
     ]);
-    assert!(hygiene.deletions(&listing, &early, now, NOW_MS).is_empty());
-    // One child not taken yet.
     let untaken = rows(&[("p", finished.clone()), ("a", moved.clone()), ("b", None)]);
-    assert!(
-        hygiene
-            .deletions(&listing, &untaken, now, NOW_MS)
-            .is_empty()
-    );
+    for kept in [&early, &untaken] {
+        assert!(hygiene.deletions(&listing, kept, now, NOW_MS).is_empty());
+        assert!(
+            hygiene
+                .deletions(&listing, kept, now + GRACE * 2, NOW_MS)
+                .is_empty()
+        );
+    }
     let inside = row(None, 0, "4960:3");
     let later = rows(&[("p", finished), ("a", moved), ("b", inside)]);
     assert!(
@@ -95,6 +98,18 @@ fn a_row_with_an_unexpired_lease_is_never_deleted() {
         hygiene
             .deletions(&listing, &held, Duration::ZERO, NOW_MS)
             .is_empty()
+    );
+    assert!(
+        hygiene.deletions(&listing, &held, GRACE, NOW_MS).is_empty(),
+        "held, past the grace"
+    );
+    // The same rows once the lease ran out (by more than the skew tolerance): deleted after the
+    // grace, counted from then.
+    let lapsed = NOW_MS + 2_001;
+    assert!(hygiene.deletions(&listing, &held, GRACE, lapsed).is_empty());
+    assert_eq!(
+        deleted(&hygiene.deletions(&listing, &held, GRACE * 2, lapsed)),
+        ["p"]
     );
 }
 

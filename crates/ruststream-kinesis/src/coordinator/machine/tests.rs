@@ -166,6 +166,7 @@ fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
         expiry_ms: NOW_MS + 10_000,
         counter: 3,
         checkpoint: Some("42".to_owned()),
+        handoff: None,
     });
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held.clone())].into();
     coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
@@ -178,6 +179,7 @@ fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
         expiry_ms: NOW_MS,
         counter: 4,
         checkpoint: Some("42".to_owned()),
+        handoff: None,
     });
     let rows: Rows = [(Arc::clone(&listing[0].id), released)].into();
     assert!(coordinator.poll_finds_takeable(rows, &reading, OWNER, Duration::ZERO, NOW_MS));
@@ -220,6 +222,7 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
             expiry_ms,
             counter: 3,
             checkpoint: Some("42".to_owned()),
+            handoff: None,
         })
     };
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held(NOW_MS + 7_000))].into();
@@ -234,6 +237,8 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
     let first = coordinator.noticed(&notice(5, NOW_MS + 9_000), &reading, OWNER, now, NOW_MS);
     assert!(first.read_rows);
     assert_eq!(first.beat.map(|beat| beat.until_ms), Some(NOW_MS + 10_000));
+    let read: Rows = [(Arc::clone(&listing[0].id), held(NOW_MS + 7_000))].into();
+    assert!(!coordinator.poll_finds_takeable(read, &reading, OWNER, now, NOW_MS));
     // Nothing moved: one read of the notice is the whole poll.
     let quiet = coordinator.noticed(&notice(5, NOW_MS + 9_000), &reading, OWNER, now, NOW_MS);
     assert!(!quiet.read_rows);
@@ -252,6 +257,15 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
     // A release bumped the counter: the rows are read.
     let bumped = coordinator.noticed(&notice(6, later + 8_000), &reading, OWNER, now, later);
     assert!(bumped.read_rows);
+    // A shard whose row a round could not read is left to the rounds: not taken for one without a
+    // row, which would have the rows read at every poll.
+    let mut unknown = Coordinator::new(LeaseTimings::default(), KinesisPosition::TrimHorizon);
+    unknown.round_rows(&listing, &mut Rows::new(), now, NOW_MS);
+    let first = unknown.noticed(&notice(5, NOW_MS + 9_000), &reading, OWNER, now, NOW_MS);
+    assert!(first.read_rows, "the first notice");
+    unknown.poll_failed();
+    let quiet = unknown.noticed(&notice(5, NOW_MS + 9_000), &reading, OWNER, now, NOW_MS);
+    assert!(!quiet.read_rows);
     // Reading the shard, this instance waits for nothing: no rows, whatever the counter.
     coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let reading: HashSet<Arc<str>> = [Arc::clone(&listing[0].id)].into();

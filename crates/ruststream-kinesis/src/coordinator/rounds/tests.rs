@@ -55,6 +55,7 @@ impl Rig {
             expiry_ms,
             counter: 1,
             checkpoint: Some("7".to_owned()),
+            handoff: None,
         }
     }
 }
@@ -170,9 +171,11 @@ fn the_handover_poll_of_a_store_without_notices_reads_the_rows_at_every_poll() {
     rig.rounds
         .rows_listed(&mut rig.coordinator, Listed::Failed, OWNER, at, NOW_MS);
     assert!(
-        matches!(rig.next(at), Step::Wait(Some(t)) if t == at + POLL),
-        "a failed poll does nothing"
+        matches!(rig.next(at), Step::ListShards),
+        "a failed poll has a round read the rows in its place"
     );
+    rig.rounds.listed(&mut rig.coordinator, Shards::Failed, at);
+    // The store keeps no notices: from now on every poll lists the rows at once.
     at += POLL;
     assert!(matches!(rig.next(at), Step::ListRows));
     let released = Rig::row(None, NOW_MS);
@@ -358,5 +361,159 @@ fn an_instance_waiting_for_no_shard_reads_the_notice_every_renewal_interval() {
     assert!(
         matches!(rig.next(first), Step::Wait(Some(t)) if t == first + renew),
         "alone, it writes no beat and looks again a renewal interval later"
+    );
+}
+
+/// A balancing rig whose last notice read showed `beats` (its own included), at `now`.
+fn balancing_rig_after_notice(beats: &[&str], now: Duration) -> Rig {
+    let mut rig = Rig::new();
+    rig.coordinator = Coordinator::new(LeaseTimings::default(), KinesisPosition::TrimHorizon)
+        .with_balancing(true);
+    rig.first_listing(Duration::ZERO);
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(vec![(
+            Arc::from("shardId-0"),
+            Rig::row(Some("pod-b"), NOW_MS + 60_000),
+        )]),
+        OWNER,
+        Duration::ZERO,
+        NOW_MS,
+    );
+    assert!(matches!(rig.next(Duration::ZERO), Step::Wait(Some(_))));
+    assert!(matches!(rig.next(now), Step::ReadNotice));
+    let notice = Notice {
+        counter: 1,
+        beats: beats
+            .iter()
+            .map(|owner| ((*owner).to_owned(), NOW_MS + 10_000))
+            .collect(),
+    };
+    rig.rounds.notice_read(
+        &mut rig.coordinator,
+        NoticeRead::Notice(notice),
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    // The notice moved: the poll reads the rows.
+    assert!(matches!(rig.next(now), Step::ListRows));
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(Vec::new()),
+        OWNER,
+        now,
+        NOW_MS,
+    );
+    rig
+}
+
+/// The next round at `now` over `shards`, whose rows are `rows`: what its passes take, and the
+/// step after them.
+fn round_over(
+    rig: &mut Rig,
+    now: Duration,
+    shards: &[&str],
+    rows: Vec<(Arc<str>, LeaseState)>,
+) -> (Vec<Arc<str>>, Step<Duration>) {
+    rig.rounds.wake();
+    loop {
+        match rig.next(now) {
+            Step::ListShards => break,
+            Step::Wait(_) => panic!("no round"),
+            _ => {}
+        }
+    }
+    rig.rounds.listed(
+        &mut rig.coordinator,
+        Shards::Listed(shards.iter().map(|id| shard(id)).collect()),
+        now,
+    );
+    assert!(matches!(rig.next(now), Step::ListRows));
+    rig.rounds
+        .rows_listed(&mut rig.coordinator, Listed::Rows(rows), OWNER, now, NOW_MS);
+    match rig.next(now) {
+        Step::Take(takes) => {
+            rig.rounds.took(&mut rig.coordinator, now);
+            let taken = takes.into_iter().map(|(shard, _)| shard.id).collect();
+            (taken, rig.next(now))
+        }
+        step => (Vec::new(), step),
+    }
+}
+
+#[test]
+fn a_balancing_instance_takes_free_shards_only_up_to_its_share() {
+    let now = POLL;
+    let mut rig = balancing_rig_after_notice(&[OWNER, "pod-b"], now);
+    let shards = ["shardId-0", "shardId-1", "shardId-2", "shardId-3"];
+    let (taken, _) = round_over(&mut rig, now, &shards, Vec::new());
+    assert_eq!(
+        taken.len(),
+        2,
+        "half of four, with pod-b beating: {taken:?}"
+    );
+}
+
+#[test]
+fn a_balancing_instance_asks_the_holder_of_every_shard_for_its_share() {
+    let now = POLL;
+    let mut rig = balancing_rig_after_notice(&[OWNER, "pod-b"], now);
+    let shards = ["shardId-0", "shardId-1", "shardId-2", "shardId-3"];
+    let rows = shards
+        .iter()
+        .map(|id| (Arc::from(*id), Rig::row(Some("pod-b"), NOW_MS + 60_000)))
+        .collect();
+    let (taken, step) = round_over(&mut rig, now, &shards, rows);
+    assert!(taken.is_empty());
+    let Step::Ask(asks) = step else {
+        panic!("the round asks for planned moves, not {step:?}");
+    };
+    assert_eq!(asks.len(), 2, "{asks:?}");
+    assert!(asks.iter().all(|ask| ask.holder == "pod-b"));
+    assert!(
+        matches!(rig.next(now), Step::Wait(None)),
+        "until the requests are over"
+    );
+    rig.rounds.asked(&mut rig.coordinator, now);
+    assert!(matches!(rig.next(now), Step::Wait(Some(_))));
+}
+
+#[test]
+fn an_instance_that_balances_not_asks_nothing_and_takes_everything_free() {
+    let mut rig = Rig::new();
+    rig.first_listing(Duration::ZERO);
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(Vec::new()),
+        OWNER,
+        Duration::ZERO,
+        NOW_MS,
+    );
+    let Step::Take(takes) = rig.next(Duration::ZERO) else {
+        panic!("a take");
+    };
+    assert_eq!(takes.len(), 1);
+    rig.rounds.took(&mut rig.coordinator, Duration::ZERO);
+    assert!(rig.coordinator.take_asks().is_empty());
+}
+
+#[test]
+fn rows_answered_after_a_freeze_longer_than_a_lease_are_read_again_not_taken_on() {
+    let mut rig = Rig::new();
+    rig.first_listing(Duration::ZERO);
+    // The process froze between the read and its answer: the row the answer lacks may have
+    // been deleted since, and a take would create it afresh.
+    let thawed = LeaseTimings::default().lease() + Duration::from_secs(1);
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(Vec::new()),
+        OWNER,
+        thawed,
+        NOW_MS,
+    );
+    assert!(
+        matches!(rig.next(thawed), Step::ListShards),
+        "a round reads them again"
     );
 }

@@ -23,6 +23,7 @@ fn held(owner: &str, expiry_ms: u64) -> Option<LeaseState> {
         expiry_ms,
         counter: 4,
         checkpoint: Some("9".to_owned()),
+        handoff: None,
     })
 }
 
@@ -94,11 +95,20 @@ fn the_rows_are_read_at_the_first_notice_and_when_the_counter_moves() {
         watch.counter_moved(&notice(3, &[]), true),
         "the first notice"
     );
+    watch.poll_read(&Rows::new());
     assert!(!watch.counter_moved(&notice(3, &[]), true));
     assert!(
         watch.counter_moved(&notice(4, &[]), true),
         "a release bumped it"
     );
+    // Not read yet: the counter still counts as moved at the next poll.
+    assert!(
+        watch.counter_moved(&notice(4, &[]), true),
+        "until the rows were read"
+    );
+    // The read failed, and a round read them instead: seen.
+    watch.poll_failed();
+    assert!(!watch.counter_moved(&notice(4, &[]), true));
     // Waiting for nothing: no rows, and the counter is seen.
     assert!(!watch.counter_moved(&notice(5, &[]), false));
     assert!(!watch.counter_moved(&notice(5, &[]), true));

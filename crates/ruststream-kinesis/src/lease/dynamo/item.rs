@@ -2,7 +2,7 @@
 //! the attribute that is malformed.
 
 use super::*;
-use crate::lease::{split_within, within_checkpoint};
+use crate::lease::{Handoff, split_within, within_checkpoint};
 
 pub(super) fn string(value: &str) -> AttributeValue {
     AttributeValue::S(value.to_owned())
@@ -30,6 +30,15 @@ pub(super) fn state_of(item: &Item) -> Result<LeaseState, String> {
         expiry_ms: number_attribute(item, EXPIRY)?.unwrap_or(0),
         counter: number_attribute(item, COUNTER)?.unwrap_or(0),
         checkpoint,
+        // A request without its time counts as lapsed (and the store's condition lets another
+        // replace it); a time that is no number is malformed, as any other attribute.
+        handoff: match string_attribute(item, HANDOFF_TO)? {
+            Some(to) => Some(Handoff {
+                to,
+                asked_ms: number_attribute(item, HANDOFF_ASKED)?.unwrap_or(0),
+            }),
+            None => None,
+        },
     })
 }
 

@@ -40,6 +40,12 @@ const CHECKPOINT: &str = "checkpoint";
 /// aggregate whose sequence number `checkpoint` holds (the model of the KCL's
 /// `checkpointSubSequenceNumber`); absent otherwise.
 const CHECKPOINT_SUB_SEQUENCE: &str = "checkpoint_sub_sequence";
+/// A planned move asked of the holder: the owner id of the instance that asked for the shard
+/// (see [`Handoff`](crate::Handoff)); absent otherwise. Written without a counter bump, removed
+/// by every take and by the hand-over.
+const HANDOFF_TO: &str = "handoff_to";
+/// When the planned move was asked, in epoch milliseconds by the asker's clock.
+const HANDOFF_ASKED: &str = "handoff_asked";
 
 /// A take succeeds when the row is new, has no owner, has this owner, or expired more than
 /// [`SKEW_TOLERANCE`] ago by the taker's clock (`:cutoff` is now minus the tolerance). A take
@@ -162,7 +168,11 @@ pub struct DynamoLeaseStore {
     /// The application this store takes rows for, written into each row it takes; `None`: it
     /// names none, and takes only rows that name none.
     application: Option<Arc<str>>,
-    /// The keys whose `stream:shard` row this store has seen exist.
+    /// The keys whose `stream:shard` row this store has seen exist (in a Scan, a read or a
+    /// write), until a take finds one deleted or this store deletes it. A take of such a row
+    /// never creates one: a row a round deleted after this store saw it (its shard finished long
+    /// ago) stays deleted, however stale the view a take was decided on. A stream deleted and
+    /// created again under its name costs one refused take per shard before its rows are made.
     existing: Arc<Mutex<HashSet<LeaseKey>>>,
     /// The shard ids of the bare rows of an earlier version that this store's newest whole-table
     /// Scan saw; `None` before the first. A first take looks a bare row up only when the Scan
@@ -205,6 +215,8 @@ struct HeldWrite<'a> {
     /// What the write leaves in the row, by which a refusal is recognised as this very write
     /// having landed before.
     effect: HeldEffect<'a>,
+    /// A condition of this write's own, after the holder's (`""` for none): ` AND ...`.
+    also: &'a str,
 }
 
 /// A conditional write that did not happen.
@@ -264,7 +276,9 @@ impl DynamoLeaseStore {
     /// them, each silently missing the other's part: the first keeps every shard, the second
     /// reads none and reports why. A store that names no application takes only rows that name
     /// none, and a store that names one also takes (and claims) rows that name none, the rows
-    /// of an earlier version or of the same application before it was named.
+    /// of an earlier version or of the same application before it was named: name every
+    /// application that shares a table. The name stays in the rows, so renaming an application
+    /// makes its rows foreign to it until their `application` attribute is removed.
     ///
     /// Every instance of one application must use the same name.
     ///
@@ -457,8 +471,16 @@ impl DynamoLeaseStore {
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         // What the Scan saw spares later takes a read each: every `stream:shard` row exists, and
         // no other shard id has a bare row.
+        // What the Scan saw exists. A key it no longer sees is not forgotten here: every
+        // subscription of a broker shares this store, and another one's take may be deciding on
+        // an older view in which the row existed (only a take refused for it, or this store's
+        // own deletion, forgets a key).
         let mut bare = HashSet::new();
-        for (key, _) in &rows {
+        for key in rows
+            .iter()
+            .map(|(key, _)| key)
+            .chain(malformed.iter().map(|(key, _)| key))
+        {
             if key.stream().is_empty() {
                 bare.insert(key.shard().to_owned());
             } else {
@@ -634,7 +656,7 @@ impl LeaseStore for DynamoLeaseStore {
         owner: &'a str,
         checkpoint: &'a str,
         lease: Duration,
-    ) -> LeaseFuture<'a, ()> {
+    ) -> LeaseFuture<'a, LeaseState> {
         Box::pin(self.checkpoint_renewing(key, owner, checkpoint, lease))
     }
 
@@ -684,6 +706,48 @@ impl LeaseStore for DynamoLeaseStore {
         forget: &'a [String],
     ) -> LeaseFuture<'a, ()> {
         Box::pin(self.write_beat(stream, owner, until_ms, forget))
+    }
+
+    /// One unconditional `UpdateItem` of the stream's notice row: the beat removed, the
+    /// counter bumped.
+    fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
+        Box::pin(self.write_leave(stream, owner))
+    }
+
+    /// One conditional `UpdateItem` that sets `handoff_to` and `handoff_asked`, and no counter.
+    fn ask_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        counter: u64,
+        to: &'a str,
+        asked_ms: u64,
+    ) -> LeaseFuture<'a, bool> {
+        Box::pin(self.write_handoff_request(key, holder, counter, to, asked_ms))
+    }
+
+    /// One conditional `UpdateItem` that removes `handoff_to` and `handoff_asked` if the request
+    /// names `to`.
+    fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
+        Box::pin(self.remove_handoff_request(key, to))
+    }
+
+    /// One conditional `UpdateItem` (held, fenced, the request naming `to`), then a bump of the
+    /// stream's notice (a second call, whose failure is logged and not the hand-over's).
+    fn hand_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        to: &'a str,
+        checkpoint: Option<&'a str>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, ()> {
+        Box::pin(async move {
+            self.hand_over_held(key, owner, to, checkpoint, lease)
+                .await?;
+            self.bump_notice(key.stream()).await;
+            Ok(())
+        })
     }
 }
 

@@ -95,4 +95,21 @@ impl DynamoLeaseStore {
             .map(drop)
             .map_err(|error| self.failure(&key, "beat", &error))
     }
+
+    /// Removes `owner`'s beat from `stream`'s notice and bumps its counter: an instance stops.
+    pub(super) async fn write_leave(&self, stream: &str, owner: &str) -> Result<(), LeaseError> {
+        let key = LeaseKey::new(stream, "*");
+        self.client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&notice_key(stream)))
+            .update_expression("REMOVE #me ADD #counter :one")
+            .expression_attribute_names("#me", format!("{BEAT_PREFIX}{owner}"))
+            .expression_attribute_names("#counter", NOTICE_COUNTER)
+            .expression_attribute_values(":one", number(1))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|error| self.failure(&key, "leave", &error))
+    }
 }

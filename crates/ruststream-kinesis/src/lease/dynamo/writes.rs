@@ -12,6 +12,13 @@ impl DynamoLeaseStore {
             .contains(key)
     }
 
+    pub(super) fn forget(&self, key: &LeaseKey) {
+        self.existing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+
     pub(super) fn remember(&self, key: &LeaseKey) {
         self.existing
             .lock()
@@ -80,21 +87,23 @@ impl DynamoLeaseStore {
             values,
             returns,
             effect,
+            also,
         } = write;
         let mut retried = false;
         loop {
             let fence = self.fence(key);
             let mut values = values.clone();
-            let condition = match fence.counter {
+            let held = match fence.counter {
                 Some(counter) => {
                     values.insert(":seen".to_owned(), number(counter));
                     HELD_AT_CONDITION
                 }
                 None => HELD_CONDITION,
             };
+            let condition = format!("{held}{also}");
             let unanswered = Unanswered::arm(self, key);
             let written = self
-                .update(key, operation, update, condition, values, returns.clone())
+                .update(key, operation, update, &condition, values, returns.clone())
                 .await;
             unanswered.disarm();
             self.settle_fence(key, written.as_ref());
@@ -292,6 +301,10 @@ impl DynamoLeaseStore {
             update.push_str(", checkpoint = if_not_exists(checkpoint, :start)");
         }
         let mut condition = TAKE_CONDITION.to_owned();
+        let seen = self.known(key);
+        if seen {
+            condition.push_str(" AND attribute_exists(lease_key)");
+        }
         match &self.application {
             Some(application) => {
                 values.insert(":app".to_owned(), string(application));
@@ -300,7 +313,8 @@ impl DynamoLeaseStore {
             }
             None => condition.push_str(NO_APPLICATION_CONDITION),
         }
-        update.push_str(" ADD lease_counter :one");
+        // A take ends every planned move asked of the row's earlier holder.
+        update.push_str(" REMOVE handoff_to, handoff_asked ADD lease_counter :one");
         let taken = self
             .update(
                 key,
@@ -328,6 +342,10 @@ impl DynamoLeaseStore {
                     owner: held.owner.unwrap_or_default(),
                     expires_in_ms: held.expiry_ms.saturating_sub(epoch_millis()),
                 })
+            }
+            Err(WriteError::Refused(None)) if seen => {
+                self.forget(key);
+                Err(LeaseError::Deleted { key: key.clone() })
             }
             Err(WriteError::Refused(None)) => Err(self.malformed(
                 key,
@@ -478,6 +496,7 @@ impl DynamoLeaseStore {
                         expiry_ms: Some(expiry),
                         checkpoint: None,
                     },
+                    also: "",
                 },
             )
             .await?;
@@ -507,6 +526,7 @@ impl DynamoLeaseStore {
                     expiry_ms: None,
                     checkpoint: Some(checkpoint),
                 },
+                also: "",
             },
         )
         .await
@@ -519,30 +539,133 @@ impl DynamoLeaseStore {
         owner: &str,
         checkpoint: &str,
         lease: Duration,
-    ) -> Result<(), LeaseError> {
+    ) -> Result<LeaseState, LeaseError> {
         let expiry = epoch_millis().saturating_add(millis(lease));
         let (set, remove, mut values) = checkpoint_update(checkpoint);
         values.insert(":me".to_owned(), string(owner));
         values.insert(":expiry".to_owned(), number(expiry));
         values.insert(":one".to_owned(), number(1));
         let update = format!("SET {set}, lease_expiry = :expiry ADD lease_counter :one{remove}");
+        let item = self
+            .held_update(
+                key,
+                owner,
+                HeldWrite {
+                    operation: "checkpoint",
+                    update: &update,
+                    values,
+                    returns: ReturnValue::AllNew,
+                    effect: HeldEffect {
+                        owner: Some(owner),
+                        expiry_ms: Some(expiry),
+                        checkpoint: Some(checkpoint),
+                    },
+                    also: "",
+                },
+            )
+            .await?;
+        self.written(key, "checkpoint", &item)
+    }
+
+    /// The hand-over of a planned move: the final checkpoint, `to` as the owner with a lease
+    /// from now, the request removed; held, fenced, and the request naming `to`.
+    pub(super) async fn hand_over_held(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        to: &str,
+        checkpoint: Option<&str>,
+        lease: Duration,
+    ) -> Result<(), LeaseError> {
+        // Short of a full lease by the skew tolerance: the taker's take of its own row is
+        // conditioned on not moving the expiry back, and its clock may run that much behind.
+        let expiry = epoch_millis()
+            .saturating_add(millis(lease))
+            .saturating_sub(millis(SKEW_TOLERANCE));
+        let (set, remove, mut values) = match checkpoint {
+            Some(checkpoint) => {
+                let (set, remove, values) = checkpoint_update(checkpoint);
+                (format!(", {set}"), remove.replace(" REMOVE ", ", "), values)
+            }
+            None => (String::new(), String::new(), Item::new()),
+        };
+        values.insert(":me".to_owned(), string(owner));
+        values.insert(":to".to_owned(), string(to));
+        values.insert(":expiry".to_owned(), number(expiry));
+        values.insert(":one".to_owned(), number(1));
+        let update = format!(
+            "SET lease_owner = :to, lease_expiry = :expiry{set} \
+             REMOVE handoff_to, handoff_asked{remove} ADD lease_counter :one"
+        );
         self.held_update(
             key,
             owner,
             HeldWrite {
-                operation: "checkpoint",
+                operation: "hand_over",
                 update: &update,
                 values,
                 returns: ReturnValue::UpdatedNew,
                 effect: HeldEffect {
-                    owner: Some(owner),
+                    owner: Some(to),
                     expiry_ms: Some(expiry),
-                    checkpoint: Some(checkpoint),
+                    checkpoint,
                 },
+                also: " AND handoff_to = :to",
             },
         )
         .await
         .map(drop)
+    }
+
+    /// Removes `to`'s request from the row, if it still stands there.
+    pub(super) async fn remove_handoff_request(
+        &self,
+        key: &LeaseKey,
+        to: &str,
+    ) -> Result<bool, LeaseError> {
+        let values = HashMap::from([(":to".to_owned(), string(to))]);
+        let written = self
+            .update(
+                key,
+                "withdraw_handoff",
+                "REMOVE handoff_to, handoff_asked",
+                "handoff_to = :to",
+                values,
+                ReturnValue::None,
+            )
+            .await;
+        recorded(written)
+    }
+
+    /// Records a planned move asked of `holder`, unless another live one stands.
+    pub(super) async fn write_handoff_request(
+        &self,
+        key: &LeaseKey,
+        holder: &str,
+        counter: u64,
+        to: &str,
+        asked_ms: u64,
+    ) -> Result<bool, LeaseError> {
+        let stale = asked_ms.saturating_sub(millis(crate::HANDOFF_REQUEST_LIFETIME));
+        let values = HashMap::from([
+            (":holder".to_owned(), string(holder)),
+            (":to".to_owned(), string(to)),
+            (":asked".to_owned(), number(asked_ms)),
+            (":stale".to_owned(), number(stale)),
+            (":seen".to_owned(), number(counter)),
+        ]);
+        let written = self
+            .update(
+                key,
+                "ask_handoff",
+                "SET handoff_to = :to, handoff_asked = :asked",
+                "lease_owner = :holder AND lease_counter = :seen AND (attribute_not_exists(handoff_to) \
+                 OR attribute_not_exists(handoff_asked) OR handoff_to = :to OR handoff_asked <= :stale)",
+                values,
+                ReturnValue::None,
+            )
+            .await;
+        recorded(written)
     }
 
     pub(super) async fn read_row(&self, key: &LeaseKey) -> Result<Option<LeaseState>, LeaseError> {
@@ -576,10 +699,7 @@ impl DynamoLeaseStore {
             .await;
         match deleted {
             Ok(_) => {
-                self.existing
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(key);
+                self.forget(key);
                 self.fences
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -610,6 +730,7 @@ impl DynamoLeaseStore {
                     expiry_ms: Some(0),
                     checkpoint: None,
                 },
+                also: "",
             },
         )
         .await
@@ -649,5 +770,14 @@ impl Drop for Unanswered<'_> {
             };
             self.store.set_fence(self.key, fence);
         }
+    }
+}
+
+/// Whether a conditional write that needs no row back landed (`false`: its condition refused it).
+fn recorded(written: Result<Item, WriteError>) -> Result<bool, LeaseError> {
+    match written {
+        Ok(_) => Ok(true),
+        Err(WriteError::Refused(_)) => Ok(false),
+        Err(WriteError::Failed(error)) => Err(error),
     }
 }

@@ -341,6 +341,26 @@ async fn drive(
                 }
                 rounds.beaten(&lock(&sub.coordinator));
             }
+            Step::Ask(asks) => {
+                join_all(asks.iter().map(|ask| async move {
+                    let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(&ask.shard));
+                    match sub
+                        .store
+                        .ask_handoff(&key, &ask.holder, ask.counter, &sub.owner, epoch_millis())
+                        .await
+                    {
+                        Ok(true) => {
+                            tracing::debug!(lease = %key, holder = %ask.holder, "asked for a planned move");
+                        }
+                        Ok(false) => {}
+                        Err(err) => {
+                            tracing::debug!(lease = %key, error = %err, "asking for a planned move failed; a later round asks again");
+                        }
+                    }
+                }))
+                .await;
+                rounds.asked(&mut lock(&sub.coordinator), Instant::now());
+            }
             Step::Take(takes) => {
                 join_all(
                     takes
@@ -384,4 +404,18 @@ impl Subscription {
 /// a shard to take, until cancelled: what `rounds` asks.
 pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
     let _ = drive(&sub, &mut rounds, false).await;
+    let standing = lock(&sub.coordinator).standing_asks(&sub.owner, epoch_millis());
+    for shard in standing {
+        let key = LeaseKey::new(Arc::clone(&sub.stream), shard);
+        if let Err(err) = sub.store.withdraw_handoff(&key, &sub.owner).await {
+            tracing::debug!(lease = %key, error = %err, "withdrawing a request for a planned move failed; it lapses");
+        }
+    }
+    if lock(&sub.coordinator).is_balancing() {
+        // The others count one instance fewer at once, and read the rows for the shards this
+        // one releases.
+        if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {
+            tracing::debug!(stream = %sub.stream, error = %err, "removing this instance's beat failed; it lapses within a lease");
+        }
+    }
 }

@@ -59,29 +59,44 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
         let wait = match handle.next_write() {
             Next::Send(write) => {
                 let answered = match &write {
-                    Write::Renew => sub.store.renew(key, &sub.owner, lease).await.map(|_| ()),
-                    Write::Checkpoint(checkpoint) => {
-                        sub.store
-                            .checkpoint_and_renew(key, &sub.owner, checkpoint, lease)
-                            .await
+                    Write::Renew => sub.store.renew(key, &sub.owner, lease).await.map(Some),
+                    Write::Checkpoint(checkpoint) => sub
+                        .store
+                        .checkpoint_and_renew(key, &sub.owner, checkpoint, lease)
+                        .await
+                        .map(Some),
+                    Write::Final(checkpoint) => sub
+                        .store
+                        .checkpoint(key, &sub.owner, checkpoint)
+                        .await
+                        .map(|()| None),
+                    Write::Release => sub.store.release(key, &sub.owner).await.map(|()| None),
+                    Write::HandOver { to, checkpoint } => {
+                        let handed = sub
+                            .store
+                            .hand_over(key, &sub.owner, to, checkpoint.as_deref(), lease)
+                            .await;
+                        if handed.is_ok() {
+                            tracing::info!(lease = %key, to = %to, "shard handed over (a planned move)");
+                        }
+                        handed.map(|()| None)
                     }
-                    Write::Final(checkpoint) => {
-                        sub.store.checkpoint(key, &sub.owner, checkpoint).await
-                    }
-                    Write::Release => sub.store.release(key, &sub.owner).await,
                 };
-                let answer = match answered {
-                    Ok(()) => Answer::Done,
-                    Err(err) if err.is_fenced() => Answer::Refused,
+                let (answer, row) = match answered {
+                    Ok(row) => (Answer::Done, row),
+                    Err(err) if err.is_fenced() => (Answer::Refused, None),
                     Err(err) => {
                         // Reported; what follows is the machine's (a retry, or after a final
                         // write that did not land, the lease left to lapse: the next owner reads
                         // on from the last checkpoint).
                         sub.report(sub.lease_error(key.shard(), err));
-                        Answer::Failed
+                        (Answer::Failed, None)
                     }
                 };
                 handle.answer(answer);
+                if let Some(row) = row {
+                    handle.row_seen(&row, &sub.owner);
+                }
                 continue;
             }
             Next::Wait(until) => until,
@@ -288,7 +303,7 @@ impl Reader {
                     "no iterator of the shard could be had; it is handed back and tried again after a backoff"
                 );
             }
-            Stop::Ended | Stop::Cancelled | Stop::Lost => {}
+            Stop::Ended | Stop::Cancelled | Stop::Lost | Stop::HandedOver => {}
         }
         lock(&self.sub.coordinator).reader_stopped(
             &self.shard,

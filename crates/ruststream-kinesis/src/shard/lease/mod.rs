@@ -21,7 +21,10 @@
 //!   renewal interval, unless a newer one replaced it;
 //! - closing, the shard delivers nothing more, and after the write in flight the final
 //!   checkpoint (or `SHARD_END`, which covers every settled record and so drops what is
-//!   pending) and the release go out, in that order, and nothing after the release.
+//!   pending) and the release go out, in that order, and nothing after the release;
+//! - handed over (a planned move another instance asked for), the final checkpoint and the new
+//!   owner go out in one write after the write in flight, and nothing after it; a refused one
+//!   (the request was replaced) falls back to the final checkpoint and the release.
 
 use std::ops::Add;
 use std::sync::Arc;
@@ -66,6 +69,11 @@ pub(crate) enum Write {
     Final(Arc<str>),
     /// `release`.
     Release,
+    /// `hand_over` to `to`, with the pending checkpoint if there is one: the final write.
+    HandOver {
+        to: Arc<str>,
+        checkpoint: Option<Arc<str>>,
+    },
 }
 
 /// How the store answered the write in flight.
@@ -86,6 +94,9 @@ pub(crate) enum Close {
     Release,
     /// Read to its end, every delivery settled: write `SHARD_END`, then release.
     Finished,
+    /// A planned move: hand the row, with the pending checkpoint, to the instance that asked
+    /// ([`ShardLease::hand_to`]) in one write. Without one asked, a release.
+    HandOver,
 }
 
 /// Why the machine ended.
@@ -160,6 +171,8 @@ pub(crate) struct ShardLease<T = Instant> {
     phase: Phase,
     /// No checkpoint will be written any more: a settlement now is refused.
     sealed: bool,
+    /// The instance a planned move hands the shard to, once asked.
+    hand_to: Option<Arc<str>>,
 }
 
 impl<T: Moment> ShardLease<T> {
@@ -183,6 +196,7 @@ impl<T: Moment> ShardLease<T> {
             in_flight: None,
             phase: Phase::Holding,
             sealed: false,
+            hand_to: None,
         }
     }
 
@@ -215,6 +229,17 @@ impl<T: Moment> ShardLease<T> {
                     // SHARD_END covers every settled record; a checkpoint still pending would
                     // land after it and move the shard back.
                     (Close::Finished, _) => Write::Final(Arc::from(SHARD_END)),
+                    (Close::HandOver, checkpoint) if self.hand_to.is_some() => {
+                        let to = self.hand_to.clone().expect("checked above");
+                        // Nothing follows the hand-over: its answer ends the machine.
+                        self.phase = Phase::Releasing { written: false };
+                        Write::HandOver { to, checkpoint }
+                    }
+                    (Close::HandOver, Some(checkpoint)) => Write::Final(checkpoint),
+                    (Close::HandOver, None) => {
+                        self.phase = Phase::Releasing { written: true };
+                        Write::Release
+                    }
                     (Close::Release, Some(checkpoint)) => Write::Final(checkpoint),
                     (Close::Release, None) => {
                         self.phase = Phase::Releasing { written: true };
@@ -286,6 +311,25 @@ impl<T: Moment> ShardLease<T> {
                 let written = matches!(self.phase, Phase::Releasing { written: true });
                 self.phase = Phase::Ended(Ending::Closed { written });
             }
+            (Write::HandOver { .. }, Answer::Done) => {
+                // The row is the other instance's now.
+                self.phase = Phase::Ended(Ending::Closed { written: true });
+            }
+            // Refused: the row is no longer held, or the request names another instance now (it
+            // lapsed and was replaced). The final checkpoint and a release follow, conditioned
+            // on the row as every write: a row still held keeps what was settled.
+            (Write::HandOver { checkpoint, .. }, Answer::Refused) => {
+                self.hand_to = None;
+                self.pending = checkpoint;
+                self.phase = Phase::Closing(Close::Release);
+            }
+            // No answer: it may have landed (the row is the asker's) or not (the row is still this
+            // instance's, and its coordinator takes it again at its next look). Nothing more is
+            // written by this reader: the next owner reads on from the last checkpoint that
+            // landed.
+            (Write::HandOver { .. }, Answer::Failed) => {
+                self.phase = Phase::Ended(Ending::Closed { written: false });
+            }
         }
     }
 
@@ -329,6 +373,27 @@ impl<T: Moment> ShardLease<T> {
         if let Some(flight) = &mut self.in_flight {
             flight.restore = false;
         }
+    }
+
+    /// How long a planned move waits for the deliveries in flight to settle.
+    pub(crate) fn handoff_drain(&self) -> Duration {
+        self.timings.handoff_drain()
+    }
+
+    /// A planned move asked for the shard on behalf of `to`: a [`Close::HandOver`] hands it
+    /// there.
+    pub(crate) fn hand_to(&mut self, to: Arc<str>) {
+        self.hand_to = Some(to);
+    }
+
+    /// Whether a planned move asked the shard for `to`.
+    pub(crate) fn hands_to(&self, to: &str) -> bool {
+        self.hand_to.as_deref() == Some(to)
+    }
+
+    /// The planned move is off: the request was withdrawn or replaced before the hand-over.
+    pub(crate) fn hand_off_cancelled(&mut self) {
+        self.hand_to = None;
     }
 
     /// Hands the shard back `how`: it delivers nothing more, and its final writes follow the

@@ -646,3 +646,174 @@ fn a_seek_of_a_shard_being_handed_back_keeps_its_pending_checkpoint() {
         "the settled prefix is written before the release"
     );
 }
+
+/// The row a renewal answers, held by `owner`, with a planned move asked for `to` at `asked_ms`.
+fn asked_row(owner: &str, to: &str, asked_ms: u64) -> LeaseState {
+    LeaseState {
+        owner: Some(owner.to_owned()),
+        expiry_ms: asked_ms + 10_000,
+        counter: 3,
+        checkpoint: Some("1".to_owned()),
+        handoff: Some(crate::Handoff {
+            to: to.to_owned(),
+            asked_ms,
+        }),
+    }
+}
+
+#[test]
+fn a_planned_move_waits_for_every_delivery_then_hands_over_with_the_last_checkpoint() {
+    let mut machine = taken();
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["1", "2", "3"],
+        Some("it-1"),
+        0,
+    );
+    let first = next(&mut machine, Duration::ZERO);
+    let ReadStep::Deliver(_, one) = first else {
+        panic!("a delivery, not {first:?}");
+    };
+    let ReadStep::Deliver(_, two) = next(&mut machine, Duration::ZERO) else {
+        panic!("a second delivery");
+    };
+    // Asked at the renewal: nothing more is handed out, though record 3 is read.
+    assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
+    assert!(machine.is_handing_over());
+    assert!(
+        matches!(next(&mut machine, S), ReadStep::Wait(Some(_))),
+        "waiting for the deliveries in flight, up to the drain"
+    );
+    assert!(!machine.settle(one, false).unwrap().wake_reader);
+    assert!(machine.settle(two, false).unwrap().wake_reader, "drained");
+    let step = next(&mut machine, S);
+    assert!(
+        matches!(step, ReadStep::Finish(Stop::HandedOver)),
+        "{step:?}"
+    );
+    assert!(machine.handed_over_drained());
+    machine.close(Stop::HandedOver.close().expect("written"));
+    assert_eq!(
+        machine.next_write(S, ms(S)),
+        Next::Send(Write::HandOver {
+            to: Arc::from("pod-b"),
+            checkpoint: Some(Arc::from("2")),
+        }),
+        "one write: the checkpoint of everything delivered, and the new owner"
+    );
+    machine.write_answered(S, Answer::Done);
+    assert_eq!(
+        machine.ending(),
+        Some(Ending::Closed { written: true }),
+        "nothing follows the hand-over"
+    );
+}
+
+#[test]
+fn a_planned_move_whose_deliveries_outlast_the_drain_hands_over_the_settled_prefix() {
+    let timings = LeaseTimings::default().with_handoff_drain(Duration::from_secs(2));
+    let mut machine = ShardMachine::new(
+        ShardLease::taken(timings, Duration::ZERO, ms(Duration::ZERO)),
+        settings(1000),
+        "it-0".to_owned(),
+        recorded(),
+    );
+    read(&mut machine, Duration::ZERO, &["1", "2"], Some("it-1"), 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    machine.settle(tickets[0], false).unwrap();
+    assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
+    let waiting = next(&mut machine, S);
+    assert!(
+        matches!(waiting, ReadStep::Wait(Some(until)) if until == S * 3),
+        "the drain ends 2 s after the request was seen: {waiting:?}"
+    );
+    let step = next(&mut machine, S * 3);
+    assert!(
+        matches!(step, ReadStep::Finish(Stop::HandedOver)),
+        "{step:?}"
+    );
+    assert!(!machine.handed_over_drained());
+    machine.close(Close::HandOver);
+    assert_eq!(
+        machine.next_write(S * 3, ms(S * 3)),
+        Next::Send(Write::HandOver {
+            to: Arc::from("pod-b"),
+            checkpoint: Some(Arc::from("1")),
+        })
+    );
+    // Record 2 settles too late: the next owner delivers it again (at least once).
+    assert_eq!(machine.settle(tickets[1], false), Err(Refusal::Handover));
+}
+
+#[test]
+fn a_request_that_lapsed_or_names_this_instance_is_ignored() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
+    let lifetime = millis(crate::HANDOFF_REQUEST_LIFETIME);
+    let late = S * 40;
+    assert!(!machine.row_seen(
+        &asked_row("me", "pod-b", ms(late) - lifetime),
+        "me",
+        late,
+        ms(late)
+    ));
+    assert!(!machine.row_seen(&asked_row("me", "me", ms(S)), "me", S, ms(S)));
+    assert!(!machine.is_handing_over());
+    assert!(matches!(next(&mut machine, S), ReadStep::Deliver(..)));
+}
+
+#[test]
+fn a_shard_being_handed_over_ignores_a_seek_and_keeps_its_checkpoint() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1", "2"], Some("it-1"), 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    machine.settle(tickets[0], false).unwrap();
+    assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
+    let generation = machine.generation();
+    assert!(!machine.seek("it-9".to_owned(), recorded()));
+    assert_eq!(machine.generation(), generation, "the watermark stands");
+}
+
+#[test]
+fn a_refused_hand_over_falls_back_to_the_final_checkpoint_and_the_release() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    machine.settle(tickets[0], false).unwrap();
+    assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
+    assert!(matches!(
+        next(&mut machine, S),
+        ReadStep::Finish(Stop::HandedOver)
+    ));
+    machine.close(Close::HandOver);
+    assert!(matches!(
+        machine.next_write(S, ms(S)),
+        Next::Send(Write::HandOver { .. })
+    ));
+    // The request was replaced meanwhile: the row is still held, and keeps what was settled.
+    machine.write_answered(S, Answer::Refused);
+    assert_eq!(
+        machine.next_write(S, ms(S)),
+        Next::Send(Write::Final(Arc::from("1")))
+    );
+    machine.write_answered(S, Answer::Done);
+    assert_eq!(machine.next_write(S, ms(S)), Next::Send(Write::Release));
+}
+
+#[test]
+fn a_shard_read_to_its_end_is_finished_rather_than_handed_over() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], None, 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    assert!(
+        matches!(next(&mut machine, S), ReadStep::Wait(None)),
+        "draining"
+    );
+    assert!(!machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
+    machine.settle(tickets[0], false).unwrap();
+    assert!(matches!(
+        next(&mut machine, S),
+        ReadStep::Finish(Stop::Ended)
+    ));
+}
