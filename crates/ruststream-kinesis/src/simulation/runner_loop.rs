@@ -83,8 +83,8 @@ impl Sim {
             return Err(Failure {
                 at: self.now,
                 message: format!(
-                    "at least once: {} of {} records were never acked, and none was for {:?} \
-                     (shard#index: {}); open sessions: [{}]",
+                    "at least once: {} of {} records were never acked, and no record was acked \
+                     nor settled prefix grew for {:?} (shard#index: {}); open sessions: [{}]",
                     self.written - self.acked,
                     self.written,
                     self.now.saturating_sub(self.last_progress),

@@ -321,6 +321,9 @@ impl Sim {
                 if let Some(upto) = &settled.grown_to {
                     let seq: u64 = upto.parse().expect("a sequence number");
                     s.settled_upto = records.binary_search(&seq).ok();
+                    // A settled prefix that grows is progress, also where a seek back made the
+                    // shard deliver again what was acked before.
+                    self.last_progress = self.now;
                 }
                 if settled.checkpoint {
                     self.lease_wake(i, msg.sid);

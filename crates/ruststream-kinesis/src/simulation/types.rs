@@ -875,7 +875,8 @@ pub(super) struct Sim {
     /// When the instances or the open shards last changed (a start, a stop, a crash, a stall
     /// or partition ending, a reshard, a shard read to its end): balancing converges from there.
     pub(super) reshaped_at: Time,
-    /// When a record was last acked for the first time.
+    /// When a record was last acked for the first time, or a shard's settled prefix last grew
+    /// (a seek back delivers again what was acked, which moves the prefix and acks nothing new).
     pub(super) last_progress: Time,
     /// How many more seeks handlers may make.
     pub(super) seeks_left: usize,
