@@ -163,7 +163,7 @@ impl KinesisBroker {
 
     /// The lease timings of every subscription of this broker (default: a 10 s lease renewed
     /// every 3 s, shards listed every 10 s, the lease table looked at every second between
-    /// listings, one checkpoint write per move of the checkpoint). See [`LeaseTimings`].
+    /// listings, a shard's checkpoint written at most once a second). See [`LeaseTimings`].
     ///
     /// # Examples
     ///

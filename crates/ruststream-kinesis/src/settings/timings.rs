@@ -11,9 +11,8 @@ use crate::KinesisError;
 /// The defaults are the ones the lease table's documentation names: a 10 s lease renewed every
 /// 3 s, shards listed when a subscription opens and every 10 s. Between listings a subscription
 /// looks at the lease table every second while some shard waits
-/// ([`with_handover_poll_interval`](Self::with_handover_poll_interval)), and every move of a
-/// shard's checkpoint is written ([`with_checkpoint_interval`](Self::with_checkpoint_interval)
-/// zero).
+/// ([`with_handover_poll_interval`](Self::with_handover_poll_interval)), and a shard's checkpoint
+/// is written at most once a second ([`with_checkpoint_interval`](Self::with_checkpoint_interval)).
 ///
 /// Tests shorten them; renewal must stay well inside the lease (at most a third of it), so a
 /// renewal can fail twice and still land before the lease lapses.
@@ -49,7 +48,7 @@ use crate::KinesisError;
 /// let defaults = LeaseTimings::default();
 /// assert_eq!(defaults.listing_interval(), Duration::from_secs(10));
 /// assert_eq!(defaults.handover_poll_interval(), Duration::from_secs(1));
-/// assert_eq!(defaults.checkpoint_interval(), Duration::ZERO);
+/// assert_eq!(defaults.checkpoint_interval(), Duration::from_secs(1));
 ///
 /// // Fewer calls to the lease table: no handover poll (a released shard then waits for the next
 /// // listing), and at most one checkpoint write per shard every 5 s.
@@ -69,6 +68,11 @@ pub struct LeaseTimings {
     handoff_drain: Duration,
 }
 
+/// The default least time between two checkpoint writes of one shard: a shard under load writes
+/// about 60 times a minute whatever its rate, where a write per move of the checkpoint grows with
+/// the rate (74 a minute at 10 records/s, `kinesis-bench writes`).
+const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
 impl Default for LeaseTimings {
     fn default() -> Self {
         Self {
@@ -76,7 +80,7 @@ impl Default for LeaseTimings {
             renew: Duration::from_secs(3),
             listing: Duration::from_secs(10),
             handover_poll: Duration::from_secs(1),
-            checkpoint_interval: Duration::ZERO,
+            checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             handoff_drain: Duration::from_secs(5),
         }
     }
@@ -84,7 +88,7 @@ impl Default for LeaseTimings {
 
 impl LeaseTimings {
     /// A lease of `lease`, renewed every `renew`; the listing (10 s), the handover poll (1 s)
-    /// and the checkpoint interval (zero) keep their defaults.
+    /// and the checkpoint interval (1 s) keep their defaults.
     ///
     /// # Errors
     ///
@@ -118,13 +122,15 @@ impl LeaseTimings {
     /// listed every listing interval.
     ///
     /// A look is made only while some shard of the last listing is neither read by this
-    /// subscription nor finished (held by another instance, or waiting for its parents), and costs
-    /// one [`LeaseStore::list`](crate::LeaseStore::list) call; nothing while no shard waits. With
-    /// `DynamoLeaseStore` that call is one strongly consistent Scan of the whole table (the rows
-    /// of every stream), which consumes read capacity for the table's size and needs the IAM
-    /// action `dynamodb:Scan`; by default that is 60 Scans a minute for each instance that leaves
-    /// some shard of the stream to another, which for instances sharing the shards is nearly
-    /// always. A store without `list` is read row by row for the shards that wait. A look that fails changes nothing: a later look or listing takes the shard.
+    /// subscription nor finished (held by another instance, or waiting for its parents);
+    /// nothing while no shard waits. With a store that keeps notices (both stores of this crate)
+    /// a look reads the stream's notice row ([`LeaseStore::notice`](crate::LeaseStore::notice),
+    /// one strongly consistent `GetItem` with `DynamoLeaseStore`, whatever the size of the table)
+    /// and reads the waiting shards' rows only when a release moved the notice or a holder's beat
+    /// lapsed; by default that is about 60 read units a minute for each instance that leaves
+    /// some shard of the stream to another. A store without notices is read with
+    /// [`LeaseStore::list`](crate::LeaseStore::list) (or row by row without `list`) at every
+    /// look. A look that fails changes nothing: a later look or listing takes the shard.
     /// `Duration::ZERO` turns the poll off.
     #[must_use]
     pub fn with_handover_poll_interval(mut self, poll: Duration) -> Self {
@@ -132,9 +138,9 @@ impl LeaseTimings {
         self
     }
 
-    /// Writes a shard's checkpoint at most once every `interval` (default zero: one write per
-    /// move of the checkpoint, folded while one is in flight). Acknowledgements in between fold
-    /// into the next write. A checkpoint write also renews the lease
+    /// Writes a shard's checkpoint at most once every `interval` (default 1 s; zero writes every
+    /// move of the checkpoint, folded while one is in flight, so a busy shard writes as often as
+    /// the store answers). Acknowledgements in between fold into the next write. A checkpoint write also renews the lease
     /// ([`LeaseStore::checkpoint_and_renew`](crate::LeaseStore::checkpoint_and_renew)), so a shard
     /// under load needs no separate renewals. A graceful stop writes the last checkpoint at once.
     ///

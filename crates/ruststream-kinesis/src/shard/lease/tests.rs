@@ -12,8 +12,10 @@ fn ms(at: Duration) -> u64 {
     EPOCH_MS + millis(at)
 }
 
+/// The default timings, but a checkpoint write per move (cadence zero), so each test sees the
+/// writes its settlements ask for; the cadence has tests of its own.
 fn timings() -> LeaseTimings {
-    LeaseTimings::default()
+    LeaseTimings::default().with_checkpoint_interval(Duration::ZERO)
 }
 
 fn taken_at(sent: Duration) -> ShardLease<Duration> {
@@ -237,6 +239,19 @@ fn checkpoints_are_written_at_most_once_per_checkpoint_interval() {
     assert_eq!(lease.next(2 * S, ms(2 * S)), Next::Wait(Some(3 * S)));
     assert!(lease.checkpoint_ready(Arc::from("3")));
     assert_eq!(lease.next(3 * S, ms(3 * S)), Next::Send(checkpoint("3")));
+}
+
+#[test]
+fn by_default_a_checkpoint_is_written_at_most_once_a_second() {
+    let mut lease = ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO));
+    assert!(lease.checkpoint_ready(Arc::from("1")));
+    exchange(&mut lease, S / 10, &checkpoint("1"), S / 5, Answer::Done);
+    // Settled 0.1 s after the write landed: it waits until a second after that.
+    assert!(lease.checkpoint_ready(Arc::from("2")));
+    let due = S / 5 + S;
+    assert_eq!(lease.next(S / 2, ms(S / 2)), Next::Wait(Some(due)));
+    assert!(lease.checkpoint_ready(Arc::from("3")));
+    assert_eq!(lease.next(due, ms(due)), Next::Send(checkpoint("3")));
 }
 
 #[test]
