@@ -2,8 +2,8 @@
 //! hand-written `GetRecords` loop, by the `#[subscriber]` service with `MemoryLeaseStore`, and by
 //! the same service with `DynamoLeaseStore`, interleaved in rounds on one stream.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::types::ShardIteratorType;
@@ -33,6 +33,8 @@ pub struct Took {
     calls: Counts,
     /// CPU seconds used meanwhile by this process, kinesis-mock and moto.
     pub cpu: [f64; 3],
+    /// CPU seconds this process used from the first record handled to the last.
+    pub read_cpu: f64,
 }
 
 /// The processes whose CPU time a read is charged with: this one, and the stack's emulators
@@ -45,6 +47,12 @@ pub fn processes() -> [Option<u32>; 3] {
             .and_then(|p| p.trim().parse().ok())
     };
     [Some(std::process::id()), pid("kinesis"), pid("dynamodb")]
+}
+
+/// This process's CPU time so far (user and system, every thread), in seconds, at the clock's
+/// resolution (`/proc` counts in hundredths).
+pub fn process_cpu() -> f64 {
+    cpu_time::ProcessTime::now().as_duration().as_secs_f64()
 }
 
 /// CPU seconds (user + system) each process has used so far.
@@ -166,7 +174,49 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
                   (the read itself; start-up has a figure of its own), as the median of the \
                   per-round ratios; `from start` counts from `start()` (the loop: from its \
                   ListShards) to the last record";
+    let read_cpu = |side: Side| -> Vec<f64> {
+        took.iter()
+            .filter_map(|round| round.iter().find(|(s, _)| *s == side))
+            .map(|(_, t)| t.read_cpu)
+            .collect()
+    };
     let mut figures = Vec::new();
+    if sides.contains(&Side::Sdk) && sides.contains(&Side::Memory) {
+        let ratios: Vec<f64> = read_cpu(Side::Memory)
+            .iter()
+            .zip(read_cpu(Side::Sdk))
+            .map(|(service, sdk)| if sdk > 0.0 { service / sdk } else { 0.0 })
+            .collect();
+        let value = median(&ratios);
+        let per_record = |side: Side| median(&read_cpu(side)) / records as f64 * 1e6;
+        let mut figure = Figure::new("CPU per record consumed", "consume");
+        figure.measured = format!(
+            "{value:.2} (service {:.2} µs ÷ SDK loop {:.2} µs per record)",
+            per_record(Side::Memory),
+            per_record(Side::Sdk)
+        );
+        figure.target = "≤ 1.25".to_owned();
+        figure.pass = Some(value <= 1.25);
+        figure.detail(setup.clone());
+        figure.detail(
+            "this process's CPU time (user + system, every thread, `clock_gettime`) from the first \
+             record handled to the last, on both sides (start-up and shutdown have figures of \
+             their own); the figure is the median of the per-round ratios",
+        );
+        let list = |side: Side| {
+            read_cpu(side)
+                .iter()
+                .map(|c| format!("{c:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        figure.detail(format!(
+            "CPU s per read of {records} records: SDK loop {}; service + MemoryLeaseStore {}",
+            list(Side::Sdk),
+            list(Side::Memory)
+        ));
+        figures.push(figure);
+    }
     if sides.contains(&Side::Sdk) && sides.contains(&Side::Memory) {
         let value = ratio(Side::Memory, Side::Sdk, true);
         let mut figure = Figure::new("consume overhead", "consume");
@@ -217,8 +267,8 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             ));
         }
         figure.detail(format!(
-            "from start: {:.2}; default timings (a checkpoint call per checkpoint move, folded \
-             while one is in flight); each round on a new table",
+            "from start: {:.2}; default timings (a shard's checkpoint written at most once a \
+             second); each round on a new table",
             ratio(Side::Dynamo, Side::Memory, false)
         ));
         figures.push(figure);
@@ -305,6 +355,7 @@ pub async fn through_service(
         steady: reached - first,
         calls: counted.snapshot(),
         cpu: [0.0; 3],
+        read_cpu: probe.cpu_to_target().unwrap_or(0.0),
     })
 }
 
@@ -313,10 +364,13 @@ pub async fn through_service(
 async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Error> {
     let started = Instant::now();
     let read = Arc::new(AtomicU64::new(0));
+    // This process's CPU time at the first record and at the last, as the service's probe marks.
+    let cpu_marks = Arc::new(std::sync::Mutex::new((None, None)));
     let shards = stack.shards(stream).await?;
     let last = try_join_all(shards.iter().map(|(shard, _)| {
         let client = stack.kinesis.clone();
         let read = Arc::clone(&read);
+        let cpu_marks = Arc::clone(&cpu_marks);
         async move {
             let mut iterator = client
                 .get_shard_iterator()
@@ -344,7 +398,12 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
                 for record in out.records() {
                     let decoded: BenchRecord = serde_json::from_slice(record.data().as_ref())?;
                     std::hint::black_box(decoded.id);
-                    read.fetch_add(1, Ordering::Relaxed);
+                    let n = read.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n == 1 || n == records {
+                        let mut marks = cpu_marks.lock().unwrap_or_else(PoisonError::into_inner);
+                        let slot = if n == 1 { &mut marks.0 } else { &mut marks.1 };
+                        *slot = Some(process_cpu());
+                    }
                     let now = Instant::now();
                     first_record.get_or_insert(now);
                     last_record = Some(now);
@@ -364,10 +423,12 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
     }
     let first = last.iter().filter_map(|(f, _)| *f).min().unwrap_or(started);
     let last = last.iter().filter_map(|(_, l)| *l).max().unwrap_or(started);
+    let (first_cpu, last_cpu) = *cpu_marks.lock().unwrap_or_else(PoisonError::into_inner);
     Ok(Took {
         from_start: last - started,
         steady: last - first,
         calls: Counts::default(),
         cpu: [0.0; 3],
+        read_cpu: last_cpu.zip(first_cpu).map_or(0.0, |(l, f)| l - f),
     })
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
-//! kinesis-bench consume | checkpoints | handover | takeover | balance | writes | poll-cost | startup | publish | publish-aggregated
+//! kinesis-bench consume | checkpoints | handover | takeover | balance | growth | writes | poll-cost | startup | publish | publish-aggregated
 //!               | consume-aggregated
 //!               | in-process | memory [--quick]
 //! ```
@@ -19,6 +19,7 @@ mod balance;
 mod consume;
 mod consume_aggregated;
 mod counting;
+mod growth;
 mod handover;
 mod in_process;
 mod memory;
@@ -51,8 +52,10 @@ commands (each prints a Markdown table of its figures):
   takeover     SIGKILL of one instance -> first record handled by the other (median of 5)
   balance      8 shards, balancing instances joining up to 4 then leaving to 2: seconds until
                even after each change, records redelivered and lost
-  writes       lease-table writes per shard per minute: idle, loaded, loaded with a 1 s
-               checkpoint cadence; the handover poll's calls per standby instance per minute
+  growth       one instance reading 4, 16 and 48 shards under the same load per shard: CPU s
+               per million records, lease-table writes per shard per minute, memory per shard
+  writes       lease-table writes per shard per minute: idle, loaded (default 1 s cadence), a
+               write per move, a 1.5 s cadence; the handover poll's calls per standby instance
   poll-cost    the handover poll's read units per standby instance per minute at 10, 100 and
                1,000 rows in the table, with the stream's notice and without
   startup      start() -> every one of 40 shards read, one instance
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
         "in-process-region" => return in_process::region_command(&opts),
         "child" => return run_async(handover::child_command(opts)),
         "memory-child" => return run_async(memory::child_command(opts)),
+        "growth-child" => return run_async(growth::child_command(opts)),
         _ => {}
     }
     let known = [
@@ -132,6 +136,7 @@ fn main() -> ExitCode {
         "handover",
         "takeover",
         "balance",
+        "growth",
         "writes",
         "poll-cost",
         "startup",
@@ -214,6 +219,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "handover",
             "takeover",
             "balance",
+            "growth",
         ],
         "consume" => &["consume"],
         "checkpoints" => &["checkpoints"],
@@ -257,6 +263,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "handover" => handover::graceful(&stack, opts).await,
             "takeover" => handover::crash(&stack, opts).await,
             "balance" => balance::run(&stack, opts).await,
+            "growth" => growth::run(&stack, opts).await,
             _ => unreachable!("every step is known"),
         };
         eprintln!(

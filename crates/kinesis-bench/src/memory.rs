@@ -25,7 +25,7 @@ const BATCH: u32 = 100;
 const DELAY_MS: u64 = 250;
 
 /// The resident set of this process, in bytes.
-fn rss() -> u64 {
+pub fn rss() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| {
