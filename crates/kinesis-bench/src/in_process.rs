@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use ruststream::testing::TestApp;
+use ruststream::testing::{BrokerHandle, TestApp};
 use ruststream_kinesis::prelude::*;
 use serde::Serialize;
 
@@ -44,13 +44,15 @@ fn app() -> impl App<State = ()> {
     )
 }
 
-async fn publish(tb: &TestApp<()>, id: u64) -> Result<(), Error> {
+/// Publishes one message through the harness's handle on the broker, which a test takes once
+/// and publishes many through (taking it costs the harness an allocation of its own).
+async fn publish(broker: &BrokerHandle<'_>, id: u64) -> Result<(), Error> {
     let record = InRecord {
         id,
         sku: "sku-07",
         quantity: 3,
     };
-    tb.broker::<KinesisBroker>()
+    broker
         .message(&record)
         .publish()
         .await
@@ -63,8 +65,9 @@ async fn publish(tb: &TestApp<()>, id: u64) -> Result<(), Error> {
 #[inline(never)]
 fn publishes(runtime: &tokio::runtime::Runtime, tb: &TestApp<()>, count: u64) -> Result<(), Error> {
     runtime.block_on(async {
+        let broker = tb.broker::<KinesisBroker>();
         for id in 0..count {
-            publish(tb, id).await?;
+            publish(&broker, id).await?;
         }
         Ok(())
     })
@@ -78,7 +81,7 @@ fn counted(count: u64) -> Result<(u64, u64), Error> {
         .build()?;
     let tb = runtime.block_on(TestApp::start(app()))?;
     // The first delivery touches what every later one finds ready.
-    runtime.block_on(publish(&tb, u64::MAX))?;
+    runtime.block_on(publish(&tb.broker::<KinesisBroker>(), u64::MAX))?;
     let mut result = Ok(());
     let info = allocation_counter::measure(|| result = publishes(&runtime, &tb, count));
     result?;
@@ -177,12 +180,13 @@ pub async fn run(opts: &Options) -> Result<Vec<Figure>, Error> {
             thousands(bytes)
         ),
     };
-    f.target = "recorded".to_owned();
+    f.target = "≤ 15,000 instructions, ≤ 12 allocations".to_owned();
+    f.pass = Some(allocations <= 12.0 && instr.is_none_or(|(i1, i2)| per(i1, i2) <= 15_000.0));
     f.detail(format!(
         "`TestApp::start` on the in-process Kinesis, a `#[subscriber]` that decodes ~40 B of \
-         JSON and acks, `tb.broker::<KinesisBroker>().message(&value).publish()` (which returns \
-         once the handler settled); one current-thread runtime; per message = (total({}) - \
-         total({m})) / {m}",
+         JSON and acks, `broker.message(&value).publish()` (which returns once the handler \
+         settled) on the handle `tb.broker::<KinesisBroker>()` taken once; one current-thread \
+         runtime; per message = (total({}) - total({m})) / {m}",
         2 * m
     ));
     f.detail(format!(

@@ -7,10 +7,10 @@
 //! run against both stores).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use md5::{Digest, Md5};
 use ruststream::testing::Coordinator;
 use ruststream::{AckError, OutgoingMessage, RawMessage};
@@ -38,8 +38,35 @@ struct Stored {
 struct StreamLog {
     shards: Vec<Vec<Stored>>,
     subscribers: Vec<Weak<InProcessSubscription>>,
-    published: Vec<RawMessage>,
+    /// Where the records a test injects are written.
+    arena: Arena,
 }
+
+/// The bytes of the records a test injects into one stream, written one after another into
+/// shared chunks: a record is a slice of its chunk, so storing it allocates nothing of its own
+/// and each delivery's copy of it only counts a reference (a buffer of its own would be
+/// allocated once, and again when it is first shared). A chunk lives as long as a record in it,
+/// which the stream's log keeps anyway.
+#[derive(Debug, Default)]
+struct Arena(BytesMut);
+
+/// The size of an [`Arena`]'s chunks: about 1,500 small records each.
+const ARENA_CHUNK: usize = 64 * 1024;
+
+impl Arena {
+    /// `payload` with `headers` in our envelope, as a record of its own.
+    fn encode(&mut self, payload: &[u8], headers: &ruststream::HeaderMap) -> Bytes {
+        let len = envelope::encoded_len(payload, headers);
+        if self.0.capacity() < len {
+            self.0 = BytesMut::with_capacity(ARENA_CHUNK.max(len));
+        }
+        envelope::encode_into(&mut self.0, payload, headers);
+        self.0.split().freeze()
+    }
+}
+
+/// How many random partition keys a world gives the records a test injects, in turn.
+const INPUT_KEYS: usize = 256;
 
 /// The streams every connection of one broker (and its clones) shares.
 #[derive(Debug, Default)]
@@ -47,6 +74,9 @@ pub(crate) struct World {
     streams: Mutex<HashMap<String, StreamLog>>,
     next_sequence: AtomicU64,
     coordinator: OnceLock<Coordinator>,
+    /// The partition keys of injected records with their hash keys, made at the first inject.
+    input_keys: OnceLock<Vec<(Arc<str>, u128)>>,
+    next_input_key: AtomicUsize,
 }
 
 /// One in-process subscription.
@@ -210,9 +240,14 @@ impl Drop for InProcessSettle {
 
 /// Which shard of `shards` a partition key lands in: its MD5 as a 128-bit hash key, in equal
 /// ranges, as Kinesis maps keys.
+#[cfg(test)]
 fn shard_of(partition_key: &str, shards: usize) -> usize {
-    let digest = Md5::digest(partition_key.as_bytes());
-    shard_of_hash(u128::from_be_bytes(digest.into()), shards)
+    shard_of_hash(hash_key(partition_key), shards)
+}
+
+/// A partition key's hash key: its MD5 as a 128-bit number, as Kinesis hashes keys.
+fn hash_key(partition_key: &str) -> u128 {
+    u128::from_be_bytes(Md5::digest(partition_key.as_bytes()).into())
 }
 
 /// Which shard of `shards` a hash key lands in, in equal ranges.
@@ -279,34 +314,24 @@ impl World {
             partition_key,
             explicit_hash_key,
         } = record;
-        self.put_keyed(
-            stream,
-            data,
-            Arc::from(partition_key),
-            explicit_hash_key.as_deref(),
-        )
-    }
-
-    /// [`put`](Self::put), with the partition key already shared.
-    fn put_keyed(
-        &self,
-        stream: &str,
-        data: Bytes,
-        partition_key: Arc<str>,
-        explicit_hash_key: Option<&str>,
-    ) -> Result<(), KinesisError> {
+        // An explicit hash key routes the record as Kinesis does, in place of its key's hash.
+        let hash = explicit_hash_key
+            .and_then(|key| key.parse::<u128>().ok())
+            .unwrap_or_else(|| hash_key(&partition_key));
         let mut streams = self.lock();
         let Some(log) = streams.get_mut(stream) else {
             return Err(KinesisError::StreamNotFound {
                 stream: stream.to_owned(),
             });
         };
+        self.append(log, data, Arc::from(partition_key), hash);
+        Ok(())
+    }
+
+    /// Appends a record routed by `hash` to `log`, and hands it to every open subscription.
+    fn append(&self, log: &mut StreamLog, data: Bytes, partition_key: Arc<str>, hash: u128) {
         let order = self.next_sequence.fetch_add(1, Ordering::Relaxed);
-        // An explicit hash key routes the record as Kinesis does, in place of its key's hash.
-        let shard = match explicit_hash_key.and_then(|key| key.parse::<u128>().ok()) {
-            Some(hash) => shard_of_hash(hash, log.shards.len()),
-            None => shard_of(&partition_key, log.shards.len()),
-        };
+        let shard = shard_of_hash(hash, log.shards.len());
         let stored = Stored {
             data,
             partition_key,
@@ -314,24 +339,26 @@ impl World {
             arrived_ms: i64::try_from(epoch_millis()).unwrap_or(i64::MAX),
             order,
         };
-        // What was published: each user record of an aggregate, as its publish sent it.
-        let mut published = |data: Bytes| {
-            let (payload, headers) = envelope::decode(data);
-            log.published
-                .push(RawMessage::new(stream.to_owned(), payload).with_headers(headers));
-        };
-        match kpl::deaggregate(&stored.data) {
-            Some(users) => users
-                .into_iter()
-                .for_each(|user| published(Bytes::from(user.data))),
-            None => published(stored.data.clone()),
-        }
         log.subscribers.retain(|sub| sub.strong_count() > 0);
         for sub in log.subscribers.iter().filter_map(Weak::upgrade) {
             self.deliver(&sub, shard, &stored, 0);
         }
         log.shards[shard].push(stored);
-        Ok(())
+    }
+
+    /// The next of the world's random partition keys for injected records, with its hash key.
+    fn input_key(&self) -> (Arc<str>, u128) {
+        let keys = self.input_keys.get_or_init(|| {
+            (0..INPUT_KEYS)
+                .map(|_| {
+                    let key = random_key();
+                    let hash = hash_key(&key);
+                    (key, hash)
+                })
+                .collect()
+        });
+        let (key, hash) = &keys[self.next_input_key.fetch_add(1, Ordering::Relaxed) % INPUT_KEYS];
+        (Arc::clone(key), *hash)
     }
 
     /// Delivers `stored` to `sub`: its user records when it is a KPL aggregate, from the one at
@@ -440,12 +467,15 @@ impl InProcessSubscription {
 
     /// The seek generation of `shard`'s deliveries.
     fn generation_of(&self, shard: &str) -> u64 {
-        self.generations
+        let generations = self
+            .generations
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(shard)
-            .copied()
-            .unwrap_or(0)
+            .unwrap_or_else(PoisonError::into_inner);
+        // No seek yet (the common case): no key to hash.
+        if generations.is_empty() {
+            return 0;
+        }
+        generations.get(shard).copied().unwrap_or(0)
     }
 
     /// Restarts the subscription at `to`: what the stream holds from there is delivered again.
@@ -565,26 +595,55 @@ impl World {
         let _ = self.coordinator.set(coordinator);
     }
 
-    /// A test's input: written to `name` as a publish would be, under a random partition key;
+    /// A test's input: written to `name` as a publish would be, under one of the world's
+    /// random partition keys (256, given out in turn, so inputs spread over the shards);
     /// `create_streams` creates a missing stream with that many shards, as a subscription would.
     pub(crate) fn inject(&self, message: OutgoingMessage<'_>, create_streams: Option<u32>) {
         let (name, payload, headers) = message.into_parts();
-        let data = envelope::encode(payload, &headers);
+        let mut streams = self.lock();
         if let Some(shards) = create_streams {
-            Self::create(&mut self.lock(), name, shards);
+            Self::create(&mut streams, name, shards);
         }
-        if let Err(err) = self.put_keyed(name, data, random_key(), None) {
+        let Some(log) = streams.get_mut(name) else {
             // Kinesis refuses a record for a stream it does not have; so does the test stream.
+            let err = KinesisError::StreamNotFound {
+                stream: name.to_owned(),
+            };
             tracing::warn!(error = %err, "in-process kinesis refused an injected record");
-        }
+            return;
+        };
+        let data = log.arena.encode(payload, &headers);
+        let (key, hash) = self.input_key();
+        self.append(log, data, key, hash);
     }
 
-    /// What was published to `name`, in order.
+    /// What was published to `name`, in order: each record as its publish sent it, and each
+    /// user record of an aggregate as its own message. Read back from the stream's records when
+    /// a test asks, so a publish keeps no second copy.
     pub(crate) fn published(&self, name: &str) -> Vec<RawMessage> {
-        self.lock()
-            .get(name)
-            .map(|log| log.published.clone())
-            .unwrap_or_default()
+        let streams = self.lock();
+        let Some(log) = streams.get(name) else {
+            return Vec::new();
+        };
+        let mut records: Vec<&Stored> = log.shards.iter().flatten().collect();
+        records.sort_by_key(|stored| stored.order);
+        let name = ruststream::Str::from(name.to_owned());
+        let message = |data: Bytes| {
+            let (payload, headers) = envelope::decode(data);
+            RawMessage::new(name.clone(), payload).with_headers(headers)
+        };
+        let mut out = Vec::with_capacity(records.len());
+        for stored in records {
+            match kpl::deaggregate(&stored.data) {
+                Some(users) => out.extend(
+                    users
+                        .into_iter()
+                        .map(|user| message(Bytes::from(user.data))),
+                ),
+                None => out.push(message(stored.data.clone())),
+            }
+        }
+        out
     }
 }
 

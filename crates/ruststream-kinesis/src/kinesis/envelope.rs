@@ -34,17 +34,26 @@ pub(crate) fn encode(payload: &[u8], headers: &HeaderMap) -> Bytes {
         return Bytes::copy_from_slice(payload);
     }
     let mut out = BytesMut::with_capacity(encoded_len(payload, headers));
+    encode_into(&mut out, payload, headers);
+    out.freeze()
+}
+
+/// Appends the record bytes for `payload` with `headers` to `out` ([`encoded_len`] of them).
+pub(crate) fn encode_into(out: &mut BytesMut, payload: &[u8], headers: &HeaderMap) {
+    if headers.is_empty() {
+        out.put_slice(payload);
+        return;
+    }
     out.put_slice(MAGIC);
     out.put_u8(VERSION);
-    put_varint(&mut out, headers.len());
+    put_varint(out, headers.len());
     for (name, value) in headers.iter() {
-        put_varint(&mut out, name.len());
+        put_varint(out, name.len());
         out.put_slice(name.as_bytes());
-        put_varint(&mut out, value.len());
+        put_varint(out, value.len());
         out.put_slice(value);
     }
     out.put_slice(payload);
-    out.freeze()
 }
 
 /// Splits a record into its payload and headers; a record with no envelope is all payload.
@@ -55,7 +64,10 @@ pub(crate) fn decode(record: Bytes) -> (Bytes, HeaderMap) {
     }
 }
 
-fn parse(record: &[u8]) -> Option<(HeaderMap, usize)> {
+/// The headers of an enveloped record and where its payload starts. Header values are slices
+/// of the record: they share its buffer rather than copy it.
+fn parse(record: &Bytes) -> Option<(HeaderMap, usize)> {
+    let start = MAGIC.len() + 1;
     let rest = record.strip_prefix(MAGIC.as_slice())?;
     let (&version, rest) = rest.split_first()?;
     if version != VERSION {
@@ -66,10 +78,11 @@ fn parse(record: &[u8]) -> Option<(HeaderMap, usize)> {
     let mut headers = HeaderMap::with_capacity(count.min(64));
     for _ in 0..count {
         let name = std::str::from_utf8(cursor.chunk()?).ok()?.to_owned();
-        let value = Bytes::copy_from_slice(cursor.chunk()?);
-        headers.insert(name, value);
+        let value = cursor.chunk()?;
+        let at = start + cursor.pos - value.len();
+        headers.insert(name, record.slice(at..at + value.len()));
     }
-    Some((headers, MAGIC.len() + 1 + cursor.pos))
+    Some((headers, start + cursor.pos))
 }
 
 struct Cursor<'a> {
