@@ -1,11 +1,12 @@
-//! How cost grows with work: one instance, a child process of its own, reading 4, 16 and 48
-//! shards under the same load per shard, with default timings and a `DynamoLeaseStore` on a new
-//! table. Per run: the child's CPU seconds per million records handled, its lease-table writes
-//! per shard per minute, and its resident memory, from which the memory per shard follows.
-//!
-//! The child measures itself over a window after a warm-up, so start-up (taking every lease,
-//! reading what the producer wrote before) is not counted: what is left is the steady cost of a
-//! shard under load, which should grow with the records and the shards and nothing else.
+//! How cost grows with work: one instance, a child process of its own, on 4, 16 and 48 shards
+//! with default timings and a `DynamoLeaseStore` on a new table. Each run reads a backlog of the
+//! same number of records per shard (its CPU per record beyond what holding the shards costs
+//! idle, the figure that should stay flat), then holds the shards idle and then under the same
+//! load per shard. Per run: CPU
+//! per million records reading the backlog, CPU while idle (the cost of holding shards: a
+//! `GetRecords` call per shard per poll, renewals, listings), CPU per million records under a
+//! steady load all told, lease-table writes per shard per minute under load, and the resident
+//! memory, from which the memory per shard follows.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -31,9 +32,18 @@ const PER_SHARD: u64 = 10;
 /// How far apart CPU per record may be across the runs: within 20 % of the lowest.
 const FLAT: f64 = 1.2;
 
-/// What a child measured over its window.
+/// Records per shard in each run's backlog.
+const BACKLOG_PER_SHARD: u64 = 500;
+
+/// What a child measured: CPU seconds reading the backlog, per second idle, and over the loaded
+/// window.
 #[derive(Debug, Clone, Copy)]
 struct Measured {
+    backlog: u64,
+    backlog_cpu: f64,
+    /// Seconds from the first record of the backlog to the last.
+    backlog_secs: f64,
+    idle_cpu_per_second: f64,
     cpu_seconds: f64,
     handled: u64,
     writes_per_shard_minute: f64,
@@ -41,18 +51,38 @@ struct Measured {
 }
 
 impl Measured {
+    /// CPU seconds per million records of the backlog, from the first to the last.
+    fn backlog_cpu_per_million(&self) -> f64 {
+        self.backlog_cpu / self.backlog.max(1) as f64 * 1e6
+    }
+
+    /// The same, less what holding the shards idle costs over as long.
+    fn record_cpu_per_million(&self) -> f64 {
+        (self.backlog_cpu - self.idle_cpu_per_second * self.backlog_secs).max(0.0)
+            / self.backlog.max(1) as f64
+            * 1e6
+    }
+
+    /// CPU seconds per million records under the steady load, all told.
     fn cpu_per_million(&self) -> f64 {
         self.cpu_seconds / (self.handled.max(1) as f64) * 1e6
     }
 }
 
-/// `kinesis-bench growth-child STREAM WARMUP WINDOW`: one instance on `STREAM` with a counting
-/// `DynamoLeaseStore` on a new table; after `WARMUP` seconds it measures for `WINDOW` seconds and
-/// prints `GROWTH <cpu seconds> <records handled> <writes per shard per minute> <rss bytes>`.
+/// How long the child lets the load settle after it said it is done idling.
+const RAMP: Duration = Duration::from_secs(5);
+
+/// `kinesis-bench growth-child STREAM BACKLOG WARMUP WINDOW`: one instance on `STREAM` with a
+/// counting `DynamoLeaseStore` on a new table. It reads the stream's backlog of `BACKLOG` records
+/// and prints `BACKLOG <cpu seconds> <seconds>` from the first record to the last; after `WARMUP` seconds it
+/// measures `WINDOW` seconds idle and prints `IDLE <cpu seconds>` (the parent then starts its
+/// producer); after a ramp it measures `WINDOW` seconds under load and prints
+/// `GROWTH <cpu seconds> <records handled> <writes per shard per minute> <rss bytes>`.
 pub async fn child_command(opts: Options) -> Result<(), Error> {
-    let [stream, warmup, window] = &opts.rest[..] else {
-        return Err("usage: kinesis-bench growth-child STREAM WARMUP WINDOW".into());
+    let [stream, backlog, warmup, window] = &opts.rest[..] else {
+        return Err("usage: kinesis-bench growth-child STREAM BACKLOG WARMUP WINDOW".into());
     };
+    let backlog: u64 = backlog.parse()?;
     let (warmup, window) = (
         Duration::from_secs(warmup.parse()?),
         Duration::from_secs(window.parse()?),
@@ -61,6 +91,7 @@ pub async fn child_command(opts: Options) -> Result<(), Error> {
     let table = stack.table("bench-growth").await?;
     let counted = Arc::new(CountingStore::new(Arc::new(table.clone())));
     let probe = Probe::default();
+    probe.target_count(backlog);
     let running = service::app(
         &stack,
         counted.clone(),
@@ -72,7 +103,24 @@ pub async fn child_command(opts: Options) -> Result<(), Error> {
     .await
     .start()
     .await?;
+    let Some(last) = probe.wait_count(Duration::from_secs(120)).await else {
+        return Err(format!(
+            "read {} of the {backlog} records of the backlog",
+            probe.count()
+        )
+        .into());
+    };
+    let first = probe.first().unwrap_or(last);
+    println!(
+        "BACKLOG {} {}",
+        probe.cpu_to_target().unwrap_or(0.0),
+        (last - first).as_secs_f64()
+    );
     pause(warmup).await;
+    let idle_from = process_cpu();
+    pause(window).await;
+    println!("IDLE {}", process_cpu() - idle_from);
+    pause(RAMP).await;
     let (cpu_before, handled_before, from) = (process_cpu(), probe.count(), Instant::now());
     pause(window).await;
     let (cpu_after, handled_after, to) = (process_cpu(), probe.count(), Instant::now());
@@ -88,34 +136,43 @@ pub async fn child_command(opts: Options) -> Result<(), Error> {
     Ok(())
 }
 
-/// One run: a stream of `shards` shards under load, read by a child.
+/// One run: a stream of `shards` shards, idle and then under load, read by a child.
 async fn one(stack: &Stack, shards: u32, warmup: u64, window: u64) -> Result<Measured, Error> {
     let stream = unique("bench-growth");
     stack.create_stream(&stream, shards).await?;
     let stop = CancellationToken::new();
-    let producer = tokio::spawn(stack::produce(
-        stack.clone(),
-        stream.clone(),
-        PER_SHARD * u64::from(shards),
-        stop.clone(),
-    ));
-    let measured = child(&stream, warmup, window, &stack.url).await;
+    let backlog = BACKLOG_PER_SHARD * u64::from(shards);
+    let measured = match stack.fill(&stream, backlog, service::body).await {
+        Ok(_) => child(stack, &stream, shards, warmup, window, &stop).await,
+        Err(err) => Err(err),
+    };
     stop.cancel();
-    let written = producer.await?;
     stack.delete_stream(&stream).await;
-    let measured = measured?;
+    let (measured, written) = measured?;
     eprintln!(
-        "growth: {shards} shards: {} records written, {} handled in the window, {:.3} CPU s",
-        written?, measured.handled, measured.cpu_seconds
+        "growth: {shards} shards: {written} records written, {} handled in the window, {:.3} CPU \
+         s, {:.4} CPU s per s idle",
+        measured.handled, measured.cpu_seconds, measured.idle_cpu_per_second
     );
     Ok(measured)
 }
 
-async fn child(stream: &str, warmup: u64, window: u64, url: &str) -> Result<Measured, Error> {
+/// Runs the child on `stream`, starting the producer once it measured itself idle; what it
+/// measured, and how many records the producer wrote.
+async fn child(
+    stack: &Stack,
+    stream: &str,
+    shards: u32,
+    warmup: u64,
+    window: u64,
+    stop: &CancellationToken,
+) -> Result<(Measured, u64), Error> {
+    let url = &stack.url;
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
         .args([
             "growth-child",
             stream,
+            &(BACKLOG_PER_SHARD * u64::from(shards)).to_string(),
             &warmup.to_string(),
             &window.to_string(),
         ])
@@ -126,30 +183,58 @@ async fn child(stream: &str, warmup: u64, window: u64, url: &str) -> Result<Meas
         .spawn()?;
     let stdout = child.stdout.take().ok_or("no stdout of the child")?;
     let mut lines = BufReader::new(stdout).lines();
+    let mut backlog = None;
+    let mut idle = None;
     let mut measured = None;
+    let mut producer = None;
     while let Some(line) = lines.next_line().await? {
-        if let ["GROWTH", cpu, handled, writes, rss] =
-            line.split_whitespace().collect::<Vec<_>>()[..]
-        {
-            measured = Some(Measured {
-                cpu_seconds: cpu.parse()?,
-                handled: handled.parse()?,
-                writes_per_shard_minute: writes.parse()?,
-                rss_bytes: rss.parse()?,
-            });
+        match line.split_whitespace().collect::<Vec<_>>()[..] {
+            ["BACKLOG", cpu, secs] => backlog = Some((cpu.parse::<f64>()?, secs.parse::<f64>()?)),
+            ["IDLE", cpu] => {
+                idle = Some(cpu.parse::<f64>()? / window as f64);
+                producer = Some(tokio::spawn(stack::produce(
+                    stack.clone(),
+                    stream.to_owned(),
+                    PER_SHARD * u64::from(shards),
+                    stop.clone(),
+                )));
+            }
+            ["GROWTH", cpu, handled, writes, rss] => {
+                measured = Some(Measured {
+                    backlog: BACKLOG_PER_SHARD * u64::from(shards),
+                    backlog_cpu: backlog.map_or(0.0, |(cpu, _)| cpu),
+                    backlog_secs: backlog.map_or(0.0, |(_, secs)| secs),
+                    idle_cpu_per_second: idle.unwrap_or(0.0),
+                    cpu_seconds: cpu.parse()?,
+                    handled: handled.parse()?,
+                    writes_per_shard_minute: writes.parse()?,
+                    rss_bytes: rss.parse()?,
+                });
+            }
+            _ => {}
         }
     }
     let status = child.wait().await?;
-    measured.ok_or_else(|| format!("the growth child printed no figures ({status})").into())
+    stop.cancel();
+    let written = match producer {
+        Some(producer) => producer.await??,
+        None => 0,
+    };
+    let measured =
+        measured.ok_or_else(|| format!("the growth child printed no figures ({status})"))?;
+    Ok((measured, written))
 }
 
 pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
-    let (warmup, window) = if opts.quick { (10, 20) } else { (15, 60) };
+    let (warmup, window) = if opts.quick { (10, 20) } else { (10, 40) };
     let mut runs = Vec::new();
     for shards in SHARDS {
         runs.push((shards, one(stack, shards, warmup, window).await?));
     }
-    let cpu: Vec<f64> = runs.iter().map(|(_, m)| m.cpu_per_million()).collect();
+    let cpu: Vec<f64> = runs
+        .iter()
+        .map(|(_, m)| m.record_cpu_per_million())
+        .collect();
     let lowest = cpu.iter().copied().fold(f64::INFINITY, f64::min);
     let highest = cpu.iter().copied().fold(0.0, f64::max);
     let spread = highest / lowest.max(1e-9);
@@ -157,17 +242,17 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let (first, last) = (runs[0], runs[runs.len() - 1]);
     let per_shard =
         (last.1.rss_bytes as f64 - first.1.rss_bytes as f64) / f64::from(last.0 - first.0);
-    let list = |f: &dyn Fn(&Measured) -> String| {
+    let list = |f: &dyn Fn(u32, &Measured) -> String| {
         runs.iter()
-            .map(|(shards, m)| format!("{shards}: {}", f(m)))
+            .map(|(shards, m)| format!("{shards}: {}", f(*shards, m)))
             .collect::<Vec<_>>()
             .join(", ")
     };
 
     let mut f = Figure::new("how cost grows, 4 / 16 / 48 shards", "growth");
     f.measured = format!(
-        "CPU {} s per million records; {} lease-table writes per shard per minute; {:.2} MiB \
-         per shard",
+        "CPU {} s per million records read beyond holding the shards; {} lease-table writes \
+         per shard per minute under load; {:.2} MiB per shard",
         cpu.iter()
             .map(|c| format!("{c:.1}"))
             .collect::<Vec<_>>()
@@ -183,32 +268,46 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     f.detail(format!(
         "one instance per run, a child process of its own, default timings, a `DynamoLeaseStore` \
          on a new table counted by a `CountingStore`; a producer in the parent writes \
-         {PER_SHARD} records/s per shard of ~60 B JSON; the child measures over {window} s after \
-         a {warmup} s warm-up: its CPU time (user + system, every thread), the records its \
-         handler decoded and acknowledged, the writes per shard per minute ((writes - 1) / (last \
-         - first) per row, averaged) and its resident set at the end; memory per shard = \
-         (RSS({}) - RSS({})) / {}",
+         {PER_SHARD} records/s per shard of ~60 B JSON. The child first reads a backlog of \
+         {BACKLOG_PER_SHARD} records per shard (~60 B JSON) from TRIM_HORIZON and takes its CPU \
+         time (user + system, every thread) from the first record handled to the last; then \
+         after a {warmup} s warm-up it measures its CPU over {window} s idle, and, \
+         {} s after the producer started, over {window} s under load: the records its handler \
+         decoded and acknowledged, the writes per shard per minute ((writes - 1) / (last - first) \
+         per row, averaged) and its resident set at the end; memory per shard = (RSS({}) - \
+         RSS({})) / {}; the figure: (CPU reading the backlog - CPU idle over as long) / records",
+        RAMP.as_secs(),
         last.0,
         first.0,
         last.0 - first.0
     ));
     f.detail(format!(
-        "CPU s per million records: {} (highest ÷ lowest {spread:.2})",
-        list(&|m| format!("{:.2}", m.cpu_per_million()))
+        "CPU s per million records reading the backlog, beyond holding the shards: {} (highest \
+         ÷ lowest {spread:.2}); all told: {} (over {} s); under the steady load, all told: {}",
+        list(&|_, m| format!("{:.2}", m.record_cpu_per_million())),
+        list(&|_, m| format!("{:.2}", m.backlog_cpu_per_million())),
+        list(&|_, m| format!("{:.2}", m.backlog_secs)),
+        list(&|_, m| format!("{:.2}", m.cpu_per_million()))
+    ));
+    f.detail(format!(
+        "CPU while idle, per shard: {} ms per second (the whole instance: {} ms per second)",
+        list(&|shards, m| format!("{:.3}", m.idle_cpu_per_second * 1000.0 / f64::from(shards))),
+        list(&|_, m| format!("{:.2}", m.idle_cpu_per_second * 1000.0))
     ));
     f.detail(format!(
         "records handled in the window: {}",
-        list(&|m| thousands(m.handled as f64))
+        list(&|_, m| thousands(m.handled as f64))
     ));
     f.detail(format!(
         "resident set: {}",
-        list(&|m| format!("{:.1} MiB", mib(m.rss_bytes as f64)))
+        list(&|_, m| format!("{:.1} MiB", mib(m.rss_bytes as f64)))
     ));
     f.detail(
-        "a shard under load costs a GetRecords call a second and a checkpoint write a second \
-         (the default 1 s cadence) whatever its rate, so CPU per record stays flat while the \
-         load per shard does; at a lower rate per shard those per-shard costs weigh more per \
-         record",
+        "holding a shard costs about the same whatever its rate (a GetRecords call per poll \
+         interval, a renewal every 3 s, or a checkpoint write a second under load), so at 10 \
+         records/s per shard it outweighs the records themselves, and the instance's own fixed \
+         costs weigh most with few shards: CPU per record under a steady load falls as shards \
+         are added",
     );
     Ok(vec![f])
 }
