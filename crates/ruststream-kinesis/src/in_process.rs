@@ -7,7 +7,7 @@
 //! run against both stores).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use bytes::{Bytes, BytesMut};
@@ -40,6 +40,43 @@ struct StreamLog {
     subscribers: Vec<Weak<InProcessSubscription>>,
     /// Where the records a test injects are written.
     arena: Arena,
+    /// The partition keys of injected records, [`INPUT_KEYS_PER_SHARD`] landing in each shard,
+    /// with their hash keys; made at the stream's first inject.
+    input_keys: Vec<Vec<(Arc<str>, u128)>>,
+    /// How many records a test injected.
+    injected: usize,
+}
+
+/// How many partition keys of each shard injected records take in turn.
+const INPUT_KEYS_PER_SHARD: usize = 32;
+
+impl StreamLog {
+    /// The partition key of the next record a test injects (Kinesis requires one, and a test
+    /// names none), with its hash key: random keys given out shard by shard in turn, so inputs
+    /// spread evenly over the shards, and an input costs neither a key nor an MD5 of its own.
+    fn input_key(&mut self) -> (Arc<str>, u128) {
+        let shards = self.shards.len();
+        if self.input_keys.is_empty() {
+            let mut keys: Vec<Vec<(Arc<str>, u128)>> = vec![Vec::new(); shards];
+            let mut short = shards;
+            while short > 0 {
+                let key = random_key();
+                let hash = hash_key(&key);
+                let of_shard = &mut keys[shard_of_hash(hash, shards)];
+                if of_shard.len() < INPUT_KEYS_PER_SHARD {
+                    of_shard.push((key, hash));
+                    if of_shard.len() == INPUT_KEYS_PER_SHARD {
+                        short -= 1;
+                    }
+                }
+            }
+            self.input_keys = keys;
+        }
+        let n = self.injected;
+        self.injected += 1;
+        let (key, hash) = &self.input_keys[n % shards][(n / shards) % INPUT_KEYS_PER_SHARD];
+        (Arc::clone(key), *hash)
+    }
 }
 
 /// The bytes of the records a test injects into one stream, written one after another into
@@ -65,18 +102,12 @@ impl Arena {
     }
 }
 
-/// How many random partition keys a world gives the records a test injects, in turn.
-const INPUT_KEYS: usize = 256;
-
 /// The streams every connection of one broker (and its clones) shares.
 #[derive(Debug, Default)]
 pub(crate) struct World {
     streams: Mutex<HashMap<String, StreamLog>>,
     next_sequence: AtomicU64,
     coordinator: OnceLock<Coordinator>,
-    /// The partition keys of injected records with their hash keys, made at the first inject.
-    input_keys: OnceLock<Vec<(Arc<str>, u128)>>,
-    next_input_key: AtomicUsize,
 }
 
 /// One in-process subscription.
@@ -346,21 +377,6 @@ impl World {
         log.shards[shard].push(stored);
     }
 
-    /// The next of the world's random partition keys for injected records, with its hash key.
-    fn input_key(&self) -> (Arc<str>, u128) {
-        let keys = self.input_keys.get_or_init(|| {
-            (0..INPUT_KEYS)
-                .map(|_| {
-                    let key = random_key();
-                    let hash = hash_key(&key);
-                    (key, hash)
-                })
-                .collect()
-        });
-        let (key, hash) = &keys[self.next_input_key.fetch_add(1, Ordering::Relaxed) % INPUT_KEYS];
-        (Arc::clone(key), *hash)
-    }
-
     /// Delivers `stored` to `sub`: its user records when it is a KPL aggregate, from the one at
     /// index `from` on (a seek to a user record), as a live reader does.
     fn deliver(&self, sub: &Arc<InProcessSubscription>, shard: usize, stored: &Stored, from: u64) {
@@ -595,8 +611,8 @@ impl World {
         let _ = self.coordinator.set(coordinator);
     }
 
-    /// A test's input: written to `name` as a publish would be, under one of the world's
-    /// random partition keys (256, given out in turn, so inputs spread over the shards);
+    /// A test's input: written to `name` as a publish would be, under a random partition key of
+    /// the shard next in turn (see [`StreamLog::input_key`]);
     /// `create_streams` creates a missing stream with that many shards, as a subscription would.
     pub(crate) fn inject(&self, message: OutgoingMessage<'_>, create_streams: Option<u32>) {
         let (name, payload, headers) = message.into_parts();
@@ -613,7 +629,7 @@ impl World {
             return;
         };
         let data = log.arena.encode(payload, &headers);
-        let (key, hash) = self.input_key();
+        let (key, hash) = log.input_key();
         self.append(log, data, key, hash);
     }
 
@@ -656,6 +672,26 @@ pub(crate) fn headers_of(record: &Bytes) -> ruststream::HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn injected_records_spread_evenly_over_the_shards_under_keys_of_their_shard() {
+        for shards in [1usize, 3, 48] {
+            let mut log = StreamLog {
+                shards: (0..shards).map(|_| Vec::new()).collect(),
+                ..StreamLog::default()
+            };
+            let mut per_shard = vec![0usize; shards];
+            let mut keys = std::collections::HashSet::new();
+            for _ in 0..shards * 40 {
+                let (key, hash) = log.input_key();
+                assert_eq!(hash, hash_key(&key), "the hash key is the key's MD5");
+                per_shard[shard_of_hash(hash, shards)] += 1;
+                keys.insert(key);
+            }
+            assert!(per_shard.iter().all(|n| *n == 40), "{per_shard:?}");
+            assert_eq!(keys.len(), shards * INPUT_KEYS_PER_SHARD);
+        }
+    }
 
     #[test]
     fn one_key_always_lands_in_one_shard_and_keys_spread() {
