@@ -1,8 +1,8 @@
 //! How cost grows with work: one instance, a child process of its own, on 4, 16 and 48 shards
 //! with default timings and a `DynamoLeaseStore` on a new table. Each run reads a backlog of the
-//! same number of records per shard (its CPU per record beyond what holding the shards costs
-//! idle, the figure that should stay flat), then holds the shards idle and then under the same
-//! load per shard. Per run: CPU
+//! same number of records per shard in batches of [`BATCH`] (its CPU per record from the moment
+//! every shard delivered, beyond what holding the shards costs idle, is the figure that should
+//! stay flat), then holds the shards idle and then under the same load per shard. Per run: CPU
 //! per million records reading the backlog, CPU while idle (the cost of holding shards: a
 //! `GetRecords` call per shard per poll, renewals, listings), CPU per million records under a
 //! steady load all told, lease-table writes per shard per minute under load, and the resident
@@ -34,14 +34,18 @@ const FLAT: f64 = 1.2;
 
 /// Records per shard in each run's backlog.
 const BACKLOG_PER_SHARD: u64 = 500;
+/// The `GetRecords` limit of the instance, so that a shard's backlog takes several calls and the
+/// measured part of the read (after every shard delivered its first batch) is steady reading.
+const BATCH: u32 = 100;
 
 /// What a child measured: CPU seconds reading the backlog, per second idle, and over the loaded
 /// window.
 #[derive(Debug, Clone, Copy)]
 struct Measured {
+    /// Records of the backlog handled from the moment every shard had delivered to the last.
     backlog: u64,
     backlog_cpu: f64,
-    /// Seconds from the first record of the backlog to the last.
+    /// Seconds from that moment to the last record of the backlog.
     backlog_secs: f64,
     idle_cpu_per_second: f64,
     cpu_seconds: f64,
@@ -51,7 +55,7 @@ struct Measured {
 }
 
 impl Measured {
-    /// CPU seconds per million records of the backlog, from the first to the last.
+    /// CPU seconds per million records of the backlog, from every shard delivering to the last.
     fn backlog_cpu_per_million(&self) -> f64 {
         self.backlog_cpu / self.backlog.max(1) as f64 * 1e6
     }
@@ -72,17 +76,18 @@ impl Measured {
 /// How long the child lets the load settle after it said it is done idling.
 const RAMP: Duration = Duration::from_secs(5);
 
-/// `kinesis-bench growth-child STREAM BACKLOG WARMUP WINDOW`: one instance on `STREAM` with a
-/// counting `DynamoLeaseStore` on a new table. It reads the stream's backlog of `BACKLOG` records
-/// and prints `BACKLOG <cpu seconds> <seconds>` from the first record to the last; after `WARMUP` seconds it
+/// `kinesis-bench growth-child STREAM SHARDS BACKLOG WARMUP WINDOW`: one instance on `STREAM` (of
+/// `SHARDS` shards) with a counting `DynamoLeaseStore` on a new table. It reads the stream's
+/// backlog of `BACKLOG` records and prints `BACKLOG <cpu seconds> <records> <seconds>` from the
+/// moment every shard delivered to the last record; after `WARMUP` seconds it
 /// measures `WINDOW` seconds idle and prints `IDLE <cpu seconds>` (the parent then starts its
 /// producer); after a ramp it measures `WINDOW` seconds under load and prints
 /// `GROWTH <cpu seconds> <records handled> <writes per shard per minute> <rss bytes>`.
 pub async fn child_command(opts: Options) -> Result<(), Error> {
-    let [stream, backlog, warmup, window] = &opts.rest[..] else {
-        return Err("usage: kinesis-bench growth-child STREAM BACKLOG WARMUP WINDOW".into());
+    let [stream, shards, backlog, warmup, window] = &opts.rest[..] else {
+        return Err("usage: kinesis-bench growth-child STREAM SHARDS BACKLOG WARMUP WINDOW".into());
     };
-    let backlog: u64 = backlog.parse()?;
+    let (shards, backlog): (u64, u64) = (shards.parse()?, backlog.parse()?);
     let (warmup, window) = (
         Duration::from_secs(warmup.parse()?),
         Duration::from_secs(window.parse()?),
@@ -92,12 +97,15 @@ pub async fn child_command(opts: Options) -> Result<(), Error> {
     let counted = Arc::new(CountingStore::new(Arc::new(table.clone())));
     let probe = Probe::default();
     probe.target_count(backlog);
+    probe.target_shards(shards);
+    let mut mount = Mount::new(stream);
+    mount.batch_size = BATCH;
     let running = service::app(
         &stack,
         counted.clone(),
         &unique("bench-growth"),
         LeaseTimings::default(),
-        Mount::new(stream),
+        mount,
         probe.clone(),
     )
     .await
@@ -110,11 +118,13 @@ pub async fn child_command(opts: Options) -> Result<(), Error> {
         )
         .into());
     };
-    let first = probe.first().unwrap_or(last);
+    let every_shard = probe.wait_shards(Duration::ZERO).await.unwrap_or(last);
+    let (cpu, records) = probe
+        .cpu_from_shards_to_target()
+        .ok_or("no shard mark: a shard delivered none of its backlog")?;
     println!(
-        "BACKLOG {} {}",
-        probe.cpu_to_target().unwrap_or(0.0),
-        (last - first).as_secs_f64()
+        "BACKLOG {cpu} {records} {}",
+        (last - every_shard).as_secs_f64()
     );
     pause(warmup).await;
     let idle_from = process_cpu();
@@ -172,6 +182,7 @@ async fn child(
         .args([
             "growth-child",
             stream,
+            &shards.to_string(),
             &(BACKLOG_PER_SHARD * u64::from(shards)).to_string(),
             &warmup.to_string(),
             &window.to_string(),
@@ -189,7 +200,9 @@ async fn child(
     let mut producer = None;
     while let Some(line) = lines.next_line().await? {
         match line.split_whitespace().collect::<Vec<_>>()[..] {
-            ["BACKLOG", cpu, secs] => backlog = Some((cpu.parse::<f64>()?, secs.parse::<f64>()?)),
+            ["BACKLOG", cpu, records, secs] => {
+                backlog = Some((cpu.parse::<f64>()?, records.parse()?, secs.parse::<f64>()?));
+            }
             ["IDLE", cpu] => {
                 idle = Some(cpu.parse::<f64>()? / window as f64);
                 producer = Some(tokio::spawn(stack::produce(
@@ -201,9 +214,9 @@ async fn child(
             }
             ["GROWTH", cpu, handled, writes, rss] => {
                 measured = Some(Measured {
-                    backlog: BACKLOG_PER_SHARD * u64::from(shards),
-                    backlog_cpu: backlog.map_or(0.0, |(cpu, _)| cpu),
-                    backlog_secs: backlog.map_or(0.0, |(_, secs)| secs),
+                    backlog: backlog.map_or(0, |(_, records, _)| records),
+                    backlog_cpu: backlog.map_or(0.0, |(cpu, _, _)| cpu),
+                    backlog_secs: backlog.map_or(0.0, |(_, _, secs)| secs),
                     idle_cpu_per_second: idle.unwrap_or(0.0),
                     cpu_seconds: cpu.parse()?,
                     handled: handled.parse()?,
@@ -269,13 +282,15 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
         "one instance per run, a child process of its own, default timings, a `DynamoLeaseStore` \
          on a new table counted by a `CountingStore`; a producer in the parent writes \
          {PER_SHARD} records/s per shard of ~60 B JSON. The child first reads a backlog of \
-         {BACKLOG_PER_SHARD} records per shard (~60 B JSON) from TRIM_HORIZON and takes its CPU \
-         time (user + system, every thread) from the first record handled to the last; then \
+         {BACKLOG_PER_SHARD} records per shard (~60 B JSON) from TRIM_HORIZON in GetRecords \
+         calls of {BATCH}, and takes its CPU time (user + system, every thread) from the moment \
+         every shard had delivered a record (start-up done) to the last record; then \
          after a {warmup} s warm-up it measures its CPU over {window} s idle, and, \
          {} s after the producer started, over {window} s under load: the records its handler \
          decoded and acknowledged, the writes per shard per minute ((writes - 1) / (last - first) \
-         per row, averaged) and its resident set at the end; memory per shard = (RSS({}) - \
-         RSS({})) / {}; the figure: (CPU reading the backlog - CPU idle over as long) / records",
+         per row, averaged) and its resident set at the end (which keeps what the allocator held \
+         on to from the backlog); memory per shard = (RSS({}) - RSS({})) / {}; the figure: (CPU \
+         reading the backlog - CPU idle over as long) / records read meanwhile",
         RAMP.as_secs(),
         last.0,
         first.0,
@@ -283,10 +298,12 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     ));
     f.detail(format!(
         "CPU s per million records reading the backlog, beyond holding the shards: {} (highest \
-         ÷ lowest {spread:.2}); all told: {} (over {} s); under the steady load, all told: {}",
+         ÷ lowest {spread:.2}); all told: {} (over {} s and {} records); under the steady load, \
+         all told: {}",
         list(&|_, m| format!("{:.2}", m.record_cpu_per_million())),
         list(&|_, m| format!("{:.2}", m.backlog_cpu_per_million())),
         list(&|_, m| format!("{:.2}", m.backlog_secs)),
+        list(&|_, m| thousands(m.backlog as f64)),
         list(&|_, m| format!("{:.2}", m.cpu_per_million()))
     ));
     f.detail(format!(
@@ -305,9 +322,9 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     f.detail(
         "holding a shard costs about the same whatever its rate (a GetRecords call per poll \
          interval, a renewal every 3 s, or a checkpoint write a second under load), so at 10 \
-         records/s per shard it outweighs the records themselves, and the instance's own fixed \
-         costs weigh most with few shards: CPU per record under a steady load falls as shards \
-         are added",
+         records/s per shard it can outweigh the records themselves, and the instance's own \
+         fixed costs weigh most with few shards: compare the CPU per record under the steady \
+         load across the runs",
     );
     Ok(vec![f])
 }

@@ -66,6 +66,8 @@ struct Marks {
     count_reached_cpu: Option<f64>,
     count_reached: Option<Instant>,
     shards_reached: Option<Instant>,
+    /// This process's CPU time and the records handled when the shard target was reached.
+    shards_reached_at: Option<(f64, u64)>,
     shards: HashSet<Arc<str>>,
 }
 
@@ -120,6 +122,7 @@ impl Probe {
             }
             if marks.shards.insert(shard) && marks.shards.len() as u64 == shard_target {
                 marks.shards_reached = Some(now);
+                marks.shards_reached_at = Some((crate::consume::process_cpu(), n));
             }
         }
         if self.0.echo && (n == 1 || n.is_multiple_of(50)) {
@@ -136,6 +139,15 @@ impl Probe {
 
     pub fn first(&self) -> Option<Instant> {
         self.marks().first
+    }
+
+    /// This process's CPU seconds from the moment every target shard had delivered to the target
+    /// count, and the records handled meanwhile, once both were reached.
+    pub fn cpu_from_shards_to_target(&self) -> Option<(f64, u64)> {
+        let marks = self.marks();
+        let (cpu, handled) = marks.shards_reached_at?;
+        let target = self.0.count_target.load(Ordering::SeqCst);
+        Some((marks.count_reached_cpu? - cpu, target.checked_sub(handled)?))
     }
 
     /// This process's CPU seconds from the first record to the target count, once reached.
