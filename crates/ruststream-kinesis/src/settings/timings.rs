@@ -145,7 +145,9 @@ impl LeaseTimings {
     /// under load needs no separate renewals. A graceful stop writes the last checkpoint at once.
     ///
     /// The cost of a longer interval: after a crash or a lost lease, the next owner delivers
-    /// again up to that much more of what was acknowledged.
+    /// again up to that much more of what was acknowledged. Keep it shorter than the renewal
+    /// interval (3 s by default): a renewal that falls due while a checkpoint waits for its
+    /// interval goes out on its own, a second write beside the checkpoint's.
     #[must_use]
     pub fn with_checkpoint_interval(mut self, interval: Duration) -> Self {
         self.checkpoint_interval = interval;
