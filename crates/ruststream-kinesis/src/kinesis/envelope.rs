@@ -30,9 +30,6 @@ pub(crate) fn encoded_len(payload: &[u8], headers: &HeaderMap) -> usize {
 
 /// The record bytes for `payload` with `headers`: the payload itself when there are none.
 pub(crate) fn encode(payload: &[u8], headers: &HeaderMap) -> Bytes {
-    if headers.is_empty() {
-        return Bytes::copy_from_slice(payload);
-    }
     let mut out = BytesMut::with_capacity(encoded_len(payload, headers));
     encode_into(&mut out, payload, headers);
     out.freeze()

@@ -140,7 +140,8 @@ impl LeaseTimings {
 
     /// Writes a shard's checkpoint at most once every `interval` (default 1 s; zero writes every
     /// move of the checkpoint, folded while one is in flight, so a busy shard writes as often as
-    /// the store answers). Acknowledgements in between fold into the next write. A checkpoint write also renews the lease
+    /// the store answers). Acknowledgements in between fold into the next write. A checkpoint
+    /// write also renews the lease
     /// ([`LeaseStore::checkpoint_and_renew`](crate::LeaseStore::checkpoint_and_renew)), so a shard
     /// under load needs no separate renewals. A graceful stop writes the last checkpoint at once.
     ///
