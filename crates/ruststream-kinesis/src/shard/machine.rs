@@ -65,9 +65,7 @@ pub(crate) enum Refusal {
 pub(crate) struct Settled {
     /// Where the settled prefix grew to, if it grew.
     pub(crate) grown_to: Option<Arc<str>>,
-    /// The prefix became the pending checkpoint while the lease's driver waits on a timer that
-    /// counts none (nothing was pending, no write is on its way): wake it to write it. A
-    /// checkpoint replacing one already pending folds into the write already due.
+    /// The prefix became a new pending checkpoint: the lease's driver has a write.
     pub(crate) checkpoint: bool,
     /// The reader waits for what this settlement gave (room in the window, a drained shard).
     pub(crate) wake_reader: bool,
@@ -356,11 +354,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             return Err(Refusal::Handover);
         }
         let grown_to = self.watermark.settle(ticket);
-        let writer_waits = self.lease.checkpoint_wakes_writer();
         let checkpoint = grown_to
             .as_ref()
-            .is_some_and(|checkpoint| self.lease.checkpoint_ready(Arc::clone(checkpoint)))
-            && writer_waits;
+            .is_some_and(|checkpoint| self.lease.checkpoint_ready(Arc::clone(checkpoint)));
         Ok(Settled {
             grown_to,
             checkpoint,

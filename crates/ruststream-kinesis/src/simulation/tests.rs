@@ -439,8 +439,8 @@ fn a_release_after_a_failed_take_frees_a_later_take_of_the_same_owner() {
 fn a_stale_take_of_a_deleted_row_creates_it_again_without_the_existence_condition() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
         cfg.takes_know_rows = false;
-        cfg.reshards = 6;
-        cfg.stalls = 4;
+        cfg.reshards = 4;
+        cfg.stalls = 2;
         cfg.balance = false;
         cfg.rows_age_bound = false;
     };

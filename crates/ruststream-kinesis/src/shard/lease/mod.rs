@@ -361,14 +361,6 @@ impl<T: Moment> ShardLease<T> {
         true
     }
 
-    /// Whether a checkpoint made pending now needs the writer woken: none is pending yet and no
-    /// write is on its way, so the writer sleeps on a timer that counts no checkpoint. Otherwise
-    /// its timer, or the answer it waits for, already brings it back for the pending one, and a
-    /// wake-up per settlement (a hand-over between threads) would buy nothing.
-    pub(crate) fn checkpoint_wakes_writer(&self) -> bool {
-        self.pending.is_none() && self.in_flight.is_none()
-    }
-
     /// Whether a settlement still counts (no final checkpoint was taken, the lease is not lost).
     pub(crate) fn takes_settlements(&self) -> bool {
         !self.sealed

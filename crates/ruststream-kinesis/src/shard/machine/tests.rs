@@ -550,48 +550,6 @@ fn a_settlement_after_the_lease_was_lost_is_refused() {
     assert_eq!(Stop::Lost.close(), None);
 }
 
-/// The writer sleeps on a timer that brings it back for a checkpoint already pending, and on the
-/// answer of a write on its way: only a checkpoint that becomes pending while neither holds wakes
-/// it, not every settlement (each wake-up a hand-over between threads).
-#[test]
-fn only_a_checkpoint_the_writer_does_not_wait_for_yet_wakes_it() {
-    let mut machine = taken();
-    read(
-        &mut machine,
-        Duration::ZERO,
-        &["1", "2", "3", "4"],
-        Some("it-1"),
-        0,
-    );
-    let tickets = hand_out(&mut machine, Duration::ZERO);
-    let woke = |machine: &mut ShardMachine<Duration, Rec>, ticket| {
-        machine.settle(ticket, false).unwrap().checkpoint
-    };
-    assert!(
-        woke(&mut machine, tickets[0]),
-        "nothing pending, nothing on its way"
-    );
-    assert!(
-        !woke(&mut machine, tickets[1]),
-        "folds into the pending one"
-    );
-    assert_eq!(
-        machine.next_write(S, ms(S)),
-        Next::Send(Write::Checkpoint(Arc::from("2")))
-    );
-    assert!(
-        !woke(&mut machine, tickets[2]),
-        "the answer brings the writer back"
-    );
-    machine.write_answered(S, Answer::Done);
-    assert!(
-        !woke(&mut machine, tickets[3]),
-        "still pending since the write: the writer's timer counts it"
-    );
-    // The writer looks again after the answer and finds it due a cadence later.
-    assert!(matches!(machine.next_write(S, ms(S)), Next::Wait(Some(_))));
-}
-
 #[test]
 fn a_settlement_that_grows_the_prefix_is_the_next_write() {
     let mut machine = taken();
