@@ -242,12 +242,25 @@ start_component() {
       ;;
     dynamodb)
       # `python -m moto.server -H 127.0.0.1 -p PORT`, with werkzeug's per-request log lines silenced
-      # unless LOCAL_STACK_VERBOSE=1 (they cost time and grow the log by ~100 bytes per request).
+      # unless LOCAL_STACK_VERBOSE=1 (they cost time and grow the log by ~100 bytes per request),
+      # and with one request handled at a time. moto's server is threaded and its DynamoDB reads
+      # the item, checks the condition and writes it without a lock, so two conditional writes
+      # to one item at the same moment could both land (two instances each winning one lease:
+      # the lease store suite's `racing-takes` check caught it). DynamoDB's conditional write is
+      # atomic; a lock around each request makes moto's so too.
       launch dynamodb "$VENV/bin/python" -c '
-import logging, sys
+import logging, sys, threading
 if sys.argv[1] != "1":
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
 print("moto.server %s on 127.0.0.1:%s" % (__import__("moto").__version__, sys.argv[2]), flush=True)
+from moto.moto_server import werkzeug_app
+one_at_a_time = threading.Lock()
+dispatch = werkzeug_app.DomainDispatcherApplication.__call__
+def serialised(self, environ, start_response):
+    with one_at_a_time:
+        # The whole answer is made under the lock: a lazy body would run the backend after it.
+        return list(dispatch(self, environ, start_response))
+werkzeug_app.DomainDispatcherApplication.__call__ = serialised
 from moto.server import main
 main(["-H", "127.0.0.1", "-p", sys.argv[2]])
 ' "$VERBOSE" "$DYNAMODB_PORT"

@@ -58,6 +58,10 @@ const MARGIN: Duration = Duration::from_millis(300);
 /// - `exclusivity`: a second owner cannot take a live lease (it gets [`LeaseError::Held`]
 ///   naming the holder), the holder can take it again, and nobody else can renew, checkpoint or
 ///   release it ([`LeaseError::Lost`]);
+/// - `racing-takes`: several owners take one free row (new, or released) at the same moment,
+///   round after round: exactly one take succeeds each time, the others get
+///   [`LeaseError::Held`] naming it, and the row reads back as the winner's (a store whose
+///   conditional write is not atomic lets two instances read one shard at once);
 /// - `missing-row-writes`: renewing, checkpointing or releasing a row that does not exist fails
 ///   with [`LeaseError::Lost`] and creates nothing;
 /// - `counter`: reads show the owner and checkpoint as written, and the counter grows with every
@@ -109,6 +113,7 @@ pub async fn run(store: &dyn LeaseStore, lease: Duration) {
     let run = Run::new(store, lease);
     run.read_missing().await;
     run.exclusivity().await;
+    run.racing_takes().await;
     run.missing_row_writes().await;
     run.counter().await;
     run.expiry_and_fencing().await;
@@ -399,6 +404,62 @@ impl<'s> Run<'s> {
                  took it"
             ),
         );
+    }
+
+    /// `racing-takes`: of several takes of one free row sent at once, exactly one lands.
+    async fn racing_takes(&self) {
+        let check = "racing-takes";
+        // A take that lands twice is a matter of timing: enough rounds that a store with a
+        // non-atomic conditional write is caught (moto's threaded server let both of two
+        // simultaneous takes land in about one round in 30).
+        const ROUNDS: usize = 60;
+        const TAKERS: [&str; 4] = [A, B, "suite-owner-c", "suite-owner-d"];
+        for round in 0..ROUNDS {
+            let key = self.key(&format!("{check}-{round}"));
+            // Odd rounds race for a released row, even ones for a row not yet written.
+            if round % 2 == 1 {
+                self.acquire(check, &key, A).await;
+                self.release(check, &key, A).await;
+            }
+            let takes = TAKERS
+                .iter()
+                .map(|owner| self.store.acquire(&key, owner, self.lease));
+            let answers = futures::future::join_all(takes).await;
+            let mut winners = Vec::new();
+            for (owner, answer) in TAKERS.iter().zip(answers) {
+                match answer {
+                    Ok(state) => winners.push((*owner, state)),
+                    Err(LeaseError::Held { .. }) => {}
+                    Err(err) => fail(
+                        check,
+                        &format!("{owner}'s take of {key}, racing others, failed: {err}"),
+                    ),
+                }
+            }
+            let [(winner, won)] = winners.as_slice() else {
+                fail(
+                    check,
+                    &format!(
+                        "round {round}: {} of {} simultaneous takes of the free row {key} \
+                         succeeded ({:?}); exactly one may (the store's conditional write is not \
+                         atomic)",
+                        winners.len(),
+                        TAKERS.len(),
+                        winners.iter().map(|(owner, _)| owner).collect::<Vec<_>>()
+                    ),
+                )
+            };
+            let row = self.read(check, &key).await;
+            expect(
+                check,
+                row.is_held_by(winner) && row.counter == won.counter,
+                &format!(
+                    "round {round}: {winner} won the race for {key} (counter {}), yet the row \
+                     reads {row:?}",
+                    won.counter
+                ),
+            );
+        }
     }
 
     /// `missing-row-writes`: writes that need a holder fail on a row that does not exist.
