@@ -2,6 +2,7 @@
 //! hand-written `GetRecords` loop, by the `#[subscriber]` service with `MemoryLeaseStore`, and by
 //! the same service with `DynamoLeaseStore`, interleaved in rounds on one stream.
 
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
@@ -22,6 +23,8 @@ use crate::{Error, Options};
 const MIN_CALL_GAP: Duration = Duration::from_millis(200);
 /// The `Limit` of every `GetRecords` call on both sides (the service's default batch size).
 const LIMIT: i32 = 1000;
+/// The largest batch the batch handler of [`Side::Batches`] takes.
+const HANDLER_BATCH: NonZeroUsize = NonZeroUsize::new(500).expect("not zero");
 
 /// How long one reader took: from its start (`start()`, or the loop's first call) to the last
 /// record, and from the first record to the last.
@@ -78,6 +81,8 @@ pub enum Side {
     Sdk,
     /// The service with `MemoryLeaseStore`.
     Memory,
+    /// The service with `MemoryLeaseStore` and a handler of batches of up to [`HANDLER_BATCH`].
+    Batches,
     /// The service with `DynamoLeaseStore` on a new table.
     Dynamo,
 }
@@ -87,6 +92,7 @@ impl Side {
         match self {
             Self::Sdk => "SDK loop",
             Self::Memory => "service + MemoryLeaseStore",
+            Self::Batches => "service + MemoryLeaseStore, batch handler",
             Self::Dynamo => "service + DynamoLeaseStore",
         }
     }
@@ -181,10 +187,16 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             .collect()
     };
     let mut figures = Vec::new();
-    if sides.contains(&Side::Sdk) && sides.contains(&Side::Memory) {
+    for (side, name) in [
+        (Side::Memory, "CPU per record consumed"),
+        (Side::Batches, "CPU per record consumed, batch handler"),
+    ] {
+        if !(sides.contains(&Side::Sdk) && sides.contains(&side)) {
+            continue;
+        }
         // A round whose either side read no CPU (a mark missing) has no ratio; none at all
         // fails the figure rather than reading as a ratio of zero.
-        let ratios: Vec<f64> = read_cpu(Side::Memory)
+        let ratios: Vec<f64> = read_cpu(side)
             .iter()
             .zip(read_cpu(Side::Sdk))
             .filter(|(service, sdk)| **service > 0.0 && *sdk > 0.0)
@@ -196,15 +208,25 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             median(&ratios)
         };
         let per_record = |side: Side| median(&read_cpu(side)) / records as f64 * 1e6;
-        let mut figure = Figure::new("CPU per record consumed", "consume");
+        let mut figure = Figure::new(name, "consume");
         figure.measured = format!(
             "{value:.2} (service {:.2} µs ÷ SDK loop {:.2} µs per record)",
-            per_record(Side::Memory),
+            per_record(side),
             per_record(Side::Sdk)
         );
         figure.target = "≤ 1.25".to_owned();
         figure.pass = Some(value <= 1.25 && ratios.len() == rounds);
         figure.detail(setup.clone());
+        figure.detail(match side {
+            Side::Batches => format!(
+                "the service's handler takes a slice of up to {HANDLER_BATCH} records \
+                 (`#[subscriber]` over `&[BenchRecord]`, mounted with `batch({HANDLER_BATCH})` and \
+                 the default `max_wait` of 50 ms), decodes each and acknowledges the batch"
+            ),
+            _ => "the service's handler takes one record (`#[subscriber]` over `&BenchRecord`), \
+                  decodes it and acknowledges it"
+                .to_owned(),
+        });
         figure.detail(
             "this process's CPU time (user + system, every thread, `clock_gettime`) from the first \
              record handled to the last, on both sides (start-up and shutdown have figures of \
@@ -218,9 +240,10 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
                 .join(", ")
         };
         figure.detail(format!(
-            "CPU s per read of {records} records: SDK loop {}; service + MemoryLeaseStore {}",
+            "CPU s per read of {records} records: SDK loop {}; {} {}",
             list(Side::Sdk),
-            list(Side::Memory)
+            side.name(),
+            list(side)
         ));
         figures.push(figure);
     }
@@ -301,6 +324,9 @@ async fn rounds_on(
             let mut took = match side {
                 Side::Sdk => sdk_loop(stack, stream, records).await?,
                 Side::Memory => through_service(stack, stream, records, false).await?,
+                Side::Batches => {
+                    through_service_with(stack, stream, records, false, Some(HANDLER_BATCH)).await?
+                }
                 Side::Dynamo => through_service(stack, stream, records, true).await?,
             };
             let after = cpu_seconds(&pids);
@@ -328,6 +354,17 @@ pub async fn through_service(
     records: u64,
     durable: bool,
 ) -> Result<Took, Error> {
+    through_service_with(stack, stream, records, durable, None).await
+}
+
+/// As [`through_service`], with the batch handler when `handler_batch` names a size.
+async fn through_service_with(
+    stack: &Stack,
+    stream: &str,
+    records: u64,
+    durable: bool,
+    handler_batch: Option<NonZeroUsize>,
+) -> Result<Took, Error> {
     let (store, table) = stack::store(stack, durable).await?;
     let counted = Arc::new(CountingStore::new(store));
     let probe = Probe::default();
@@ -337,7 +374,10 @@ pub async fn through_service(
         counted.clone(),
         &unique("bench-consumer"),
         LeaseTimings::default(),
-        Mount::new(stream),
+        Mount {
+            handler_batch,
+            ..Mount::new(stream)
+        },
         probe.clone(),
     )
     .await;

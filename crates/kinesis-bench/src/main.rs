@@ -234,7 +234,16 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "publish-aggregated" => publish_aggregated::run(&stack, opts).await,
             "consume-aggregated" => consume_aggregated::run(&stack, opts).await,
             "consume" => {
-                consume::run(&stack, opts, &[consume::Side::Sdk, consume::Side::Memory]).await
+                consume::run(
+                    &stack,
+                    opts,
+                    &[
+                        consume::Side::Sdk,
+                        consume::Side::Memory,
+                        consume::Side::Batches,
+                    ],
+                )
+                .await
             }
             "checkpoints" => {
                 consume::run(
@@ -251,6 +260,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
                     &[
                         consume::Side::Sdk,
                         consume::Side::Memory,
+                        consume::Side::Batches,
                         consume::Side::Dynamo,
                     ],
                 )

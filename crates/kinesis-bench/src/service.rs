@@ -4,7 +4,8 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,8 @@ struct ProbeInner {
     count: AtomicU64,
     count_target: AtomicU64,
     shard_target: AtomicU64,
+    /// Every target shard delivered: the handler stops taking the lock for them.
+    shards_done: AtomicBool,
     marks: Mutex<Marks>,
     /// How long the handler works on each record (the memory figure's slow consumer).
     delay: Duration,
@@ -83,6 +86,7 @@ impl Probe {
             count: AtomicU64::new(0),
             count_target: AtomicU64::new(u64::MAX),
             shard_target: AtomicU64::new(u64::MAX),
+            shards_done: AtomicBool::new(false),
             marks: Mutex::default(),
             delay,
             echo,
@@ -104,12 +108,27 @@ impl Probe {
     }
 
     async fn handled(&self, id: u64, shard: Arc<str>) {
+        self.count_one(id, Some(shard));
+        if !self.0.delay.is_zero() {
+            tokio::time::sleep(self.0.delay).await;
+        }
+    }
+
+    /// A record of a batch handled: as [`handled`](Self::handled), without its shard (a batch
+    /// spans shards) and without the delay.
+    fn handled_id(&self, id: u64) {
+        self.count_one(id, None);
+    }
+
+    /// Counts a record handled, and marks the moments due.
+    fn count_one(&self, id: u64, shard: Option<Arc<str>>) {
         let n = self.0.count.fetch_add(1, Ordering::SeqCst) + 1;
         let target = n == self.0.count_target.load(Ordering::SeqCst);
         let shard_target = self.0.shard_target.load(Ordering::SeqCst);
+        let shards_due = shard_target != u64::MAX && !self.0.shards_done.load(Ordering::Relaxed);
         // The lock and the clocks only where a mark may be due, so the handler costs about what
         // the hand-written loop's counting costs (the CPU figures compare the two).
-        if n == 1 || target || shard_target != u64::MAX {
+        if n == 1 || target || (shards_due && shard.is_some()) {
             let now = Instant::now();
             let mut marks = self.marks();
             if marks.first.is_none() {
@@ -120,16 +139,17 @@ impl Probe {
                 marks.count_reached = Some(now);
                 marks.count_reached_cpu = Some(crate::consume::process_cpu());
             }
-            if marks.shards.insert(shard) && marks.shards.len() as u64 == shard_target {
+            if let Some(shard) = shard.filter(|_| shards_due)
+                && marks.shards.insert(shard)
+                && marks.shards.len() as u64 == shard_target
+            {
                 marks.shards_reached = Some(now);
                 marks.shards_reached_at = Some((crate::consume::process_cpu(), n));
+                self.0.shards_done.store(true, Ordering::Relaxed);
             }
         }
         if self.0.echo && (n == 1 || n.is_multiple_of(50)) {
             println!("HANDLED {n} id {id}");
-        }
-        if !self.0.delay.is_zero() {
-            tokio::time::sleep(self.0.delay).await;
         }
     }
 
@@ -199,6 +219,9 @@ pub struct BenchState {
 pub struct Mount {
     pub stream: String,
     pub batch_size: u32,
+    /// Mount the batch handler with batches of up to this many records, in place of the handler
+    /// of one record.
+    pub handler_batch: Option<NonZeroUsize>,
 }
 
 impl Mount {
@@ -206,6 +229,7 @@ impl Mount {
         Self {
             stream: stream.to_owned(),
             batch_size: 1000,
+            handler_batch: None,
         }
     }
 }
@@ -241,6 +265,15 @@ async fn handle(
     HandlerOutcome::ack()
 }
 
+/// Decodes a batch of records, tells the probe of each, acknowledges them all.
+#[subscriber(KinesisStream::new(mount_stream()).batch_size(mount_batch()))]
+async fn handle_batch(records: &[BenchRecord], State(probe): State<Probe>) -> HandlerOutcome {
+    for record in records {
+        probe.handled_id(record.id);
+    }
+    HandlerOutcome::ack()
+}
+
 /// The service on `mount`'s stream with `store`, named `owner` in the lease table, reading each
 /// shard it takes without a checkpoint from the start of the shard.
 pub async fn app(
@@ -252,12 +285,22 @@ pub async fn app(
     probe: Probe,
 ) -> impl App + use<> {
     let _building = BUILDING.lock().await;
+    let handler_batch = mount.handler_batch;
     *MOUNT.lock().unwrap_or_else(PoisonError::into_inner) = Some(mount);
     let broker = stack.broker(store, owner).lease_timings(timings);
     RustStream::new(AppInfo::new("kinesis-bench", "0.1.0"))
         .on_startup(async move |()| Ok::<_, Infallible>(BenchState { probe }))
-        .with_broker(broker, |b| {
-            b.include(handle.start_at(KinesisPosition::TrimHorizon));
+        .with_broker(broker, move |b| match handler_batch {
+            None => {
+                b.include(handle.start_at(KinesisPosition::TrimHorizon));
+            }
+            Some(size) => {
+                b.include(
+                    handle_batch
+                        .batch(size)
+                        .start_at(KinesisPosition::TrimHorizon),
+                );
+            }
         })
 }
 
