@@ -142,6 +142,20 @@ pub(crate) enum ShardStart {
     At(KinesisPosition),
 }
 
+/// Where a reader starts, as a log line says it.
+impl std::fmt::Display for ShardStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::After(sequence) => write!(f, "after sequence number {sequence}"),
+            Self::Within { sequence, through } => write!(
+                f,
+                "after user record {through} of the KPL aggregate at sequence number {sequence}"
+            ),
+            Self::At(position) => write!(f, "at {position:?}"),
+        }
+    }
+}
+
 impl ShardStart {
     /// The aggregate and the last settled user record a start inside an aggregate skips.
     pub(crate) fn within(&self) -> Option<(Arc<str>, u64)> {

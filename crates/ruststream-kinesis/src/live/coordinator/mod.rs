@@ -198,7 +198,13 @@ impl Subscription {
                 handle: Arc::clone(&handle),
             },
         );
-        tracing::debug!(stream = %self.stream, shard = %shard.id, ?start, "reading shard");
+        tracing::info!(
+            stream = %self.stream,
+            shard = %shard.id,
+            owner = %self.owner,
+            start = %start,
+            "lease taken; reading the shard"
+        );
         let reader = Reader {
             sub: Arc::clone(self),
             handle,

@@ -70,14 +70,31 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                         .checkpoint(key, &sub.owner, checkpoint)
                         .await
                         .map(|()| None),
-                    Write::Release => sub.store.release(key, &sub.owner).await.map(|()| None),
+                    Write::Release => {
+                        let released = sub.store.release(key, &sub.owner).await;
+                        if released.is_ok() {
+                            tracing::info!(
+                                stream = %key.stream(),
+                                shard = %key.shard(),
+                                owner = %sub.owner,
+                                "lease released"
+                            );
+                        }
+                        released.map(|()| None)
+                    }
                     Write::HandOver { to, checkpoint } => {
                         let handed = sub
                             .store
                             .hand_over(key, &sub.owner, to, checkpoint.as_deref(), lease)
                             .await;
                         if handed.is_ok() {
-                            tracing::info!(lease = %key, to = %to, "shard handed over (a planned move)");
+                            tracing::info!(
+                                stream = %key.stream(),
+                                shard = %key.shard(),
+                                owner = %sub.owner,
+                                to = %to,
+                                "lease handed over (a planned move)"
+                            );
                         }
                         handed.map(|()| None)
                     }
@@ -103,10 +120,23 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
             Next::Ended(ending) => {
                 match ending {
                     Ending::Lost(Lost::Refused) => {
-                        tracing::info!(lease = %key, "lease lost; the shard stops without a checkpoint");
+                        tracing::info!(
+                            stream = %key.stream(),
+                            shard = %key.shard(),
+                            owner = %sub.owner,
+                            "lease lost (another instance holds the shard now); the shard stops \
+                             without a checkpoint"
+                        );
                     }
+                    // Not the steady state: renewals kept failing, or the process stalled.
                     Ending::Lost(Lost::RanOut) => {
-                        tracing::warn!(lease = %key, "lease ran out by this instance's clock; the shard stops without a checkpoint");
+                        tracing::warn!(
+                            stream = %key.stream(),
+                            shard = %key.shard(),
+                            owner = %sub.owner,
+                            "lease lost (it ran out by this instance's clock); the shard stops \
+                             without a checkpoint"
+                        );
                     }
                     Ending::Closed { .. } => {}
                 }
@@ -292,14 +322,18 @@ impl Reader {
         match stop {
             Stop::Gone => {
                 tracing::info!(
-                    lease = %key,
+                    stream = %key.stream(),
+                    shard = %key.shard(),
+                    owner = %self.sub.owner,
                     "the shard left the stream (trimmed, or the stream was deleted); its lease is \
                      released and it is not read again"
                 );
             }
             Stop::Unreadable => {
                 tracing::warn!(
-                    lease = %key,
+                    stream = %key.stream(),
+                    shard = %key.shard(),
+                    owner = %self.sub.owner,
                     "no iterator of the shard could be had; it is handed back and tried again after a backoff"
                 );
             }
@@ -319,7 +353,12 @@ impl Reader {
         let ending = self.handle.close(how).await;
         let finished = how == Close::Finished && ending == Ending::Closed { written: true };
         if finished {
-            tracing::info!(lease = %key, "shard read to its end");
+            tracing::info!(
+                stream = %key.stream(),
+                shard = %key.shard(),
+                owner = %self.sub.owner,
+                "shard read to its end (checkpoint SHARD_END)"
+            );
         }
         finished
     }
