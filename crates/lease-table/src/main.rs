@@ -1,12 +1,14 @@
 //! `lease-table`: an operator's view of a ruststream-kinesis lease table in DynamoDB.
 //!
 //! ```text
-//! lease-table <TABLE> [--watch] [--create]
+//! lease-table <TABLE> [--watch] [--json] [--create]
 //! ```
 //!
 //! Prints one line per row of the table: the stream and the shard, the instance holding the
-//! lease, how long the lease still runs, the row's write counter and its checkpoint. `--watch`
-//! refreshes the view every second until Ctrl-C; `--create` creates the table first (one string
+//! lease, how long the lease still runs, the row's write counter and its checkpoint; then per
+//! owner the rows it holds and those that lapsed, and the rows nobody holds. `--watch`
+//! refreshes the view every second until Ctrl-C; `--json` prints the view as one JSON document
+//! (one per line with `--watch`), for scripts; `--create` creates the table first (one string
 //! key, `lease_key`, on-demand billing), leaving an existing one as it is.
 //!
 //! The AWS configuration comes from the environment, as for the services: `AWS_REGION`,
@@ -24,12 +26,13 @@ use aws_config::BehaviorVersion;
 use ruststream_kinesis::{DynamoLeaseStore, LeaseError, epoch_millis};
 
 const USAGE: &str = "\
-usage: lease-table <TABLE> [--watch] [--create]
+usage: lease-table <TABLE> [--watch] [--json] [--create]
 
 Shows the rows of a ruststream-kinesis lease table in DynamoDB: stream, shard, owner,
-expires in, counter, checkpoint.
+expires in, counter, checkpoint; then per owner the rows it holds and those that lapsed.
 
   --watch   refresh every second until Ctrl-C
+  --json    print the view as one JSON document (one per line with --watch)
   --create  create the table first (an existing table is left as it is)
 
 The AWS configuration comes from the environment (AWS_REGION, credentials, and
@@ -40,17 +43,19 @@ AWS_ENDPOINT_URL for a local stack such as http://127.0.0.1:4566).";
 struct Args {
     table: String,
     watch: bool,
+    json: bool,
     create: bool,
 }
 
 /// Reads the command line; `Err` holds what to print, and whether it is the help asked for.
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, (String, bool)> {
     let mut table = None;
-    let (mut watch, mut create) = (false, false);
+    let (mut watch, mut json, mut create) = (false, false, false);
     for arg in args {
         match arg.as_str() {
             "-h" | "--help" => return Err((USAGE.to_owned(), true)),
             "--watch" | "-w" => watch = true,
+            "--json" => json = true,
             "--create" => create = true,
             flag if flag.starts_with('-') => {
                 return Err((format!("unknown option {flag}\n\n{USAGE}"), false));
@@ -63,15 +68,21 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, (String, bool)>
         Some(table) => Ok(Args {
             table,
             watch,
+            json,
             create,
         }),
         None => Err((format!("the table name is missing\n\n{USAGE}"), false)),
     }
 }
 
-/// What one look at the table shows, and the exit status it stands for.
-async fn look(store: &DynamoLeaseStore) -> (String, ExitCode) {
+/// What one look at the table shows (as text, or as one line of JSON), and the exit status it
+/// stands for.
+async fn look(store: &DynamoLeaseStore, json: bool) -> (String, ExitCode) {
     match store.rows().await {
+        Ok(rows) if json => (
+            format!("{}\n", view::json(store.table(), &rows, epoch_millis())),
+            ExitCode::SUCCESS,
+        ),
         Ok(rows) => (
             view::render(store.table(), &rows, epoch_millis()),
             ExitCode::SUCCESS,
@@ -113,7 +124,7 @@ async fn main() -> ExitCode {
         eprintln!("lease table {} is ready", args.table);
     }
     if !args.watch {
-        let (text, code) = look(&store).await;
+        let (text, code) = look(&store, args.json).await;
         if code == ExitCode::SUCCESS {
             print!("{text}");
         } else {
@@ -122,12 +133,17 @@ async fn main() -> ExitCode {
         return code;
     }
     loop {
-        let (text, _) = look(&store).await;
-        // Home the cursor and clear the screen, then draw the view again.
-        print!(
-            "\x1b[H\x1b[2J{}: refreshed every second, Ctrl-C to stop\n\n{text}",
-            args.table
-        );
+        let (text, _) = look(&store, args.json).await;
+        if args.json {
+            // One document per line, for a script to read as they come.
+            print!("{text}");
+        } else {
+            // Home the cursor and clear the screen, then draw the view again.
+            print!(
+                "\x1b[H\x1b[2J{}: refreshed every second, Ctrl-C to stop\n\n{text}",
+                args.table
+            );
+        }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -150,6 +166,7 @@ mod tests {
             Ok(Args {
                 table: "warehouse-leases".to_owned(),
                 watch: true,
+                json: false,
                 create: false
             })
         );
@@ -158,7 +175,17 @@ mod tests {
             Ok(Args {
                 table: "t".to_owned(),
                 watch: false,
+                json: false,
                 create: true
+            })
+        );
+        assert_eq!(
+            args(&["t", "--json"]),
+            Ok(Args {
+                table: "t".to_owned(),
+                watch: false,
+                json: true,
+                create: false
             })
         );
         assert!(matches!(args(&[]), Err((_, false))));

@@ -68,8 +68,122 @@ pub fn cells(key: &LeaseKey, row: &LeaseState, now_ms: u64) -> [String; 6] {
     ]
 }
 
-/// The whole view: a line naming the table and its row count, then aligned columns, or a line
-/// saying the table has no rows yet.
+/// What one owner holds, as the summary below the rows counts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerShare {
+    pub owner: String,
+    /// Rows whose lease still runs at the time of the look.
+    pub held: usize,
+    /// Rows still naming it whose lease has expired (it stopped renewing them: gone, stalled,
+    /// or cut off from the table); another instance takes them.
+    pub lapsed: usize,
+}
+
+/// Who holds how many rows at `now_ms`, by owner id in order; and how many rows no instance
+/// holds, of which how many are finished (`SHARD_END` or `SHARD_SKIPPED`).
+#[must_use]
+pub fn shares(rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> (Vec<OwnerShare>, usize, usize) {
+    let mut by_owner: std::collections::BTreeMap<&str, OwnerShare> = Default::default();
+    let (mut free, mut finished) = (0, 0);
+    for (_, row) in rows {
+        match &row.owner {
+            Some(owner) => {
+                let share = by_owner.entry(owner).or_insert_with(|| OwnerShare {
+                    owner: owner.clone(),
+                    held: 0,
+                    lapsed: 0,
+                });
+                // As the EXPIRES IN column says it: by this machine's clock, without the takers'
+                // skew tolerance.
+                if row.expiry_ms <= now_ms {
+                    share.lapsed += 1;
+                } else {
+                    share.held += 1;
+                }
+            }
+            None => {
+                free += 1;
+                if row.is_finished() || row.is_skipped() {
+                    finished += 1;
+                }
+            }
+        }
+    }
+    (by_owner.into_values().collect(), free, finished)
+}
+
+/// The view as one JSON document, for scripts: the table, the time of the look, every row (its
+/// expiry and time left in milliseconds, its checkpoint in full, a planned move asked of it) and
+/// the summary per owner.
+#[must_use]
+pub fn json(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> serde_json::Value {
+    let rows_json: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(key, row)| {
+            serde_json::json!({
+                "stream": key.stream(),
+                "shard": key.shard(),
+                "owner": row.owner,
+                "expiry_ms": row.owner.as_ref().map(|_| row.expiry_ms),
+                "expires_in_ms": row
+                    .owner
+                    .as_ref()
+                    .map(|_| i128::from(row.expiry_ms) - i128::from(now_ms)),
+                "counter": row.counter,
+                "checkpoint": row.checkpoint,
+                "handoff": row.handoff.as_ref().map(|handoff| serde_json::json!({
+                    "to": handoff.to,
+                    "asked_ms": handoff.asked_ms,
+                })),
+            })
+        })
+        .collect();
+    let (owners, free, finished) = shares(rows, now_ms);
+    let owners: Vec<serde_json::Value> = owners
+        .iter()
+        .map(|share| {
+            serde_json::json!({ "owner": share.owner, "held": share.held, "lapsed": share.lapsed })
+        })
+        .collect();
+    serde_json::json!({
+        "table": table,
+        "now_ms": now_ms,
+        "rows": rows_json,
+        "owners": owners,
+        "free": free,
+        "finished": finished,
+    })
+}
+
+/// The summary below the rows: per owner the rows it holds and those that lapsed, aligned, and
+/// the rows nobody holds.
+fn render_shares(rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> String {
+    let (owners, free, finished) = shares(rows, now_ms);
+    let mut out = String::new();
+    if !owners.is_empty() {
+        let width = owners
+            .iter()
+            .map(|share| share.owner.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max("OWNER".len());
+        out.push_str(&format!("{:<width$}  HELD  LAPSED\n", "OWNER"));
+        for share in &owners {
+            out.push_str(&format!(
+                "{:<width$}  {:<4}  {}\n",
+                share.owner, share.held, share.lapsed
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "held by nobody: {free} row{} ({finished} finished)\n",
+        if free == 1 { "" } else { "s" }
+    ));
+    out
+}
+
+/// The whole view: a line naming the table and its row count, then aligned columns, then after
+/// a blank line the summary per owner; or a line saying the table has no rows yet.
 #[must_use]
 pub fn render(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> String {
     if rows.is_empty() {
@@ -108,6 +222,8 @@ pub fn render(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> Stri
         out.push_str(text.trim_end());
         out.push('\n');
     }
+    out.push('\n');
+    out.push_str(&render_shares(rows, now_ms));
     out
 }
 
@@ -185,8 +301,81 @@ STREAM            SHARD                 OWNER        EXPIRES IN  COUNTER  CHECKP
 warehouse-orders  shardId-000000000000  pod-a        7.2 s       14       …764991414274
 warehouse-orders  shardId-000000000001  -            -           9        SHARD_END
 (legacy)          shardId-000000000002  old-version  expired     41       -
+
+OWNER        HELD  LAPSED
+old-version  0     1
+pod-a        1     0
+held by nobody: 1 row (1 finished)
 ";
         assert_eq!(render("warehouse-leases", &rows, NOW), expected);
+    }
+
+    #[test]
+    fn the_summary_counts_each_owners_live_and_lapsed_rows() {
+        let key = |n: u32| LeaseKey::new("orders", format!("shardId-{n:012}"));
+        let rows = vec![
+            (key(0), row(Some("pod-a"), NOW + 5_000, 3, Some(SEQUENCE))),
+            (key(1), row(Some("pod-a"), NOW + 1, 3, None)),
+            (key(2), row(Some("pod-b"), NOW + 9_000, 7, None)),
+            // Expired by this clock: lapsed, though within the takers' skew tolerance.
+            (key(3), row(Some("pod-b"), NOW, 7, None)),
+            (key(4), row(None, 0, 2, Some(SEQUENCE))),
+            (key(5), row(None, 0, 2, Some(SHARD_SKIPPED))),
+        ];
+        let (owners, free, finished) = shares(&rows, NOW);
+        assert_eq!(
+            owners,
+            vec![
+                OwnerShare {
+                    owner: "pod-a".to_owned(),
+                    held: 2,
+                    lapsed: 0
+                },
+                OwnerShare {
+                    owner: "pod-b".to_owned(),
+                    held: 1,
+                    lapsed: 1
+                },
+            ]
+        );
+        assert_eq!((free, finished), (2, 1));
+    }
+
+    #[test]
+    fn the_json_view_carries_every_field_and_the_summary() {
+        let mut asked = row(Some("pod-a"), NOW + 7_200, 14, Some(SEQUENCE));
+        asked.handoff = Some(ruststream_kinesis::Handoff {
+            to: "pod-b".to_owned(),
+            asked_ms: NOW - 500,
+        });
+        let rows = vec![
+            (LeaseKey::new("orders", "shardId-000000000000"), asked),
+            (
+                LeaseKey::new("orders", "shardId-000000000001"),
+                row(None, 0, 9, Some(SHARD_END)),
+            ),
+        ];
+        let view = json("warehouse-leases", &rows, NOW);
+        assert_eq!(view["table"], "warehouse-leases");
+        assert_eq!(view["now_ms"], NOW);
+        let first = &view["rows"][0];
+        assert_eq!(first["stream"], "orders");
+        assert_eq!(first["shard"], "shardId-000000000000");
+        assert_eq!(first["owner"], "pod-a");
+        assert_eq!(first["expiry_ms"], NOW + 7_200);
+        assert_eq!(first["expires_in_ms"], 7_200);
+        assert_eq!(first["counter"], 14);
+        assert_eq!(first["checkpoint"], SEQUENCE, "the checkpoint in full");
+        assert_eq!(first["handoff"]["to"], "pod-b");
+        assert_eq!(first["handoff"]["asked_ms"], NOW - 500);
+        let second = &view["rows"][1];
+        assert!(second["owner"].is_null() && second["expires_in_ms"].is_null());
+        assert_eq!(second["checkpoint"], SHARD_END);
+        assert_eq!(
+            view["owners"],
+            serde_json::json!([{ "owner": "pod-a", "held": 1, "lapsed": 0 }])
+        );
+        assert_eq!((&view["free"], &view["finished"]), (&1.into(), &1.into()));
     }
 
     #[test]

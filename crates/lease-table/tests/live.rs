@@ -97,6 +97,7 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
     let lines: Vec<Vec<&str>> = stdout
         .lines()
         .skip(2)
+        .take_while(|line| !line.is_empty())
         .map(|line| {
             line.split("  ")
                 .filter(|cell| !cell.is_empty())
@@ -116,5 +117,37 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
         lines[1],
         ["orders", "shardId-000000000001", "-", "-", "3", "SHARD_END"],
         "{stdout}"
+    );
+    let summary: Vec<&str> = stdout.lines().skip_while(|line| !line.is_empty()).collect();
+    assert_eq!(
+        summary,
+        [
+            "",
+            "OWNER  HELD  LAPSED",
+            "pod-a  1     0",
+            "held by nobody: 1 row (1 finished)"
+        ],
+        "{stdout}"
+    );
+
+    let out = lease_table(&endpoint, &[&table, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let view: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(view["table"], table.as_str());
+    let rows = view["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{view}");
+    assert_eq!(rows[0]["owner"], "pod-a");
+    assert_eq!(rows[0]["checkpoint"], SEQUENCE, "the checkpoint in full");
+    assert!(
+        rows[0]["expires_in_ms"]
+            .as_i64()
+            .is_some_and(|left| left > 0),
+        "{view}"
+    );
+    assert_eq!(rows[1]["checkpoint"], SHARD_END);
+    assert!(rows[1]["owner"].is_null(), "{view}");
+    assert_eq!(
+        view["owners"],
+        serde_json::json!([{ "owner": "pod-a", "held": 1, "lapsed": 0 }])
     );
 }
