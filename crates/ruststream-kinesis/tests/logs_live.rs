@@ -1,8 +1,8 @@
 //! The log a healthy run leaves (the local stack): two instances on one DynamoDB lease table
 //! share a stream, hold it for a few seconds of renewals and polls, then the first stops
 //! gracefully and the second takes its shards over. Every lease
-//! event shows once at INFO naming stream, shard and owner, and nothing is logged at WARN or
-//! above. The test owns its binary: it installs the process's global `tracing` subscriber.
+//! event shows once at INFO naming stream, shard and owner (a reader's events inside its
+//! `shard_reader` span), and nothing is logged at WARN or above. The test owns its binary: it installs the process's global `tracing` subscriber.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 
 mod common;
@@ -155,6 +155,16 @@ async fn a_healthy_run_logs_each_lease_event_once_at_info_and_nothing_at_warn() 
                 "{message:?} of shard {shard} by {owner} once at INFO, found {found:?}; the log:\n{shown}"
             );
             assert!(found[0].contains(" INFO "), "{}", found[0]);
+            // The reader's own events carry its span.
+            if message == "lease released" {
+                assert!(
+                    found[0].contains(&format!(
+                        "shard_reader{{stream={stream} shard={shard} owner={owner}}}"
+                    )),
+                    "the release is logged inside the reader's span: {}",
+                    found[0]
+                );
+            }
         }
     }
 }

@@ -211,7 +211,15 @@ impl Subscription {
             shard: shard.id.clone(),
             cancel,
         };
-        self.spawn(reader::run(reader));
+        // Everything the reader's tasks log (its lease's release, hand-over or loss, its
+        // calls' failures) carries the shard it reads.
+        let span = tracing::info_span!(
+            "shard_reader",
+            stream = %self.stream,
+            shard = %shard.id,
+            owner = %self.owner
+        );
+        self.spawn(tracing::Instrument::instrument(reader::run(reader), span));
     }
 }
 
