@@ -133,10 +133,15 @@ async fn main() -> ExitCode {
         return code;
     }
     loop {
-        let (text, _) = look(&store, args.json).await;
+        let (text, code) = look(&store, args.json).await;
         if args.json {
-            // One document per line, for a script to read as they come.
-            print!("{text}");
+            // One document per line, for a script to read as they come; a look that failed
+            // says why on stderr, so stdout stays JSON.
+            if code == ExitCode::SUCCESS {
+                print!("{text}");
+            } else {
+                eprint!("{text}");
+            }
         } else {
             // Home the cursor and clear the screen, then draw the view again.
             print!(

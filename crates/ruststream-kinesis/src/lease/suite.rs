@@ -61,7 +61,9 @@ const MARGIN: Duration = Duration::from_millis(300);
 /// - `racing-takes`: several owners take one free row (new, or released) at the same moment,
 ///   round after round: exactly one take succeeds each time, the others get
 ///   [`LeaseError::Held`] naming it, and the row reads back as the winner's (a store whose
-///   conditional write is not atomic lets two instances read one shard at once);
+///   conditional write is not atomic lets two instances read one shard at once; the takes go
+///   through the one `store` given, so what this catches is a backend's race, not one between
+///   clients that a store would serialise);
 /// - `missing-row-writes`: renewing, checkpointing or releasing a row that does not exist fails
 ///   with [`LeaseError::Lost`] and creates nothing;
 /// - `counter`: reads show the owner and checkpoint as written, and the counter grows with every
@@ -426,10 +428,11 @@ impl<'s> Run<'s> {
                 .map(|owner| self.store.acquire(&key, owner, self.lease));
             let answers = futures::future::join_all(takes).await;
             let mut winners = Vec::new();
+            let mut named = Vec::new();
             for (owner, answer) in TAKERS.iter().zip(answers) {
                 match answer {
                     Ok(state) => winners.push((*owner, state)),
-                    Err(LeaseError::Held { .. }) => {}
+                    Err(LeaseError::Held { owner: holder, .. }) => named.push((*owner, holder)),
                     Err(err) => fail(
                         check,
                         &format!("{owner}'s take of {key}, racing others, failed: {err}"),
@@ -449,6 +452,16 @@ impl<'s> Run<'s> {
                     ),
                 )
             };
+            for (loser, holder) in &named {
+                expect(
+                    check,
+                    holder == winner,
+                    &format!(
+                        "round {round}: {loser}'s take of {key} was refused naming {holder:?}, \
+                         yet {winner} won the race"
+                    ),
+                );
+            }
             let row = self.read(check, &key).await;
             expect(
                 check,

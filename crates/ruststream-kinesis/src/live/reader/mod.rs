@@ -101,7 +101,21 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                 };
                 let (answer, row) = match answered {
                     Ok(row) => (Answer::Done, row),
-                    Err(err) if err.is_fenced() => (Answer::Refused, None),
+                    Err(err) if err.is_fenced() => {
+                        // A refused renewal or checkpoint ends the machine as lost (logged
+                        // below); a refused closing write ends it as closed, so say it here.
+                        if matches!(write, Write::Final(_) | Write::Release) {
+                            tracing::info!(
+                                stream = %key.stream(),
+                                shard = %key.shard(),
+                                owner = %sub.owner,
+                                "lease lost while handing the shard back (the store refused the \
+                                 write: another instance holds the shard, or its row was \
+                                 deleted); the final checkpoint was not written"
+                            );
+                        }
+                        (Answer::Refused, None)
+                    }
                     Err(err) => {
                         // Reported; what follows is the machine's (a retry, or after a final
                         // write that did not land, the lease left to lapse: the next owner reads
@@ -124,8 +138,9 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                             stream = %key.stream(),
                             shard = %key.shard(),
                             owner = %sub.owner,
-                            "lease lost (another instance holds the shard now); the shard stops \
-                             without a checkpoint"
+                            "lease lost (the store refused a renewal: another instance holds \
+                             the shard, or its row was deleted); the shard stops without a \
+                             checkpoint"
                         );
                     }
                     // Not the steady state: renewals kept failing, or the process stalled.
