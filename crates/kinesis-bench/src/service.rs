@@ -125,10 +125,12 @@ impl Probe {
         let n = self.0.count.fetch_add(1, Ordering::SeqCst) + 1;
         let target = n == self.0.count_target.load(Ordering::SeqCst);
         let shard_target = self.0.shard_target.load(Ordering::SeqCst);
-        let shards_due = shard_target != u64::MAX && !self.0.shards_done.load(Ordering::Relaxed);
+        // A shard counts towards the shards' mark only while that mark is still due.
+        let shard = shard
+            .filter(|_| shard_target != u64::MAX && !self.0.shards_done.load(Ordering::Relaxed));
         // The lock and the clocks only where a mark may be due, so the handler costs about what
         // the hand-written loop's counting costs (the CPU figures compare the two).
-        if n == 1 || target || (shards_due && shard.is_some()) {
+        if n == 1 || target || shard.is_some() {
             let now = Instant::now();
             let mut marks = self.marks();
             if marks.first.is_none() {
@@ -139,7 +141,7 @@ impl Probe {
                 marks.count_reached = Some(now);
                 marks.count_reached_cpu = Some(crate::consume::process_cpu());
             }
-            if let Some(shard) = shard.filter(|_| shards_due)
+            if let Some(shard) = shard
                 && marks.shards.insert(shard)
                 && marks.shards.len() as u64 == shard_target
             {

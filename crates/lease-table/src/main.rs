@@ -101,6 +101,16 @@ async fn look(store: &DynamoLeaseStore, json: bool) -> (String, ExitCode) {
     }
 }
 
+/// Prints a look: the view on stdout, a failure on stderr (so stdout holds only views, JSON
+/// ones included).
+fn show(text: &str, code: ExitCode) {
+    if code == ExitCode::SUCCESS {
+        print!("{text}");
+    } else {
+        eprint!("{text}");
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args = match parse(std::env::args().skip(1)) {
@@ -125,23 +135,14 @@ async fn main() -> ExitCode {
     }
     if !args.watch {
         let (text, code) = look(&store, args.json).await;
-        if code == ExitCode::SUCCESS {
-            print!("{text}");
-        } else {
-            eprint!("{text}");
-        }
+        show(&text, code);
         return code;
     }
     loop {
         let (text, code) = look(&store, args.json).await;
         if args.json {
-            // One document per line, for a script to read as they come; a look that failed
-            // says why on stderr, so stdout stays JSON.
-            if code == ExitCode::SUCCESS {
-                print!("{text}");
-            } else {
-                eprint!("{text}");
-            }
+            // One document per line, for a script to read as they come.
+            show(&text, code);
         } else {
             // Home the cursor and clear the screen, then draw the view again.
             print!(

@@ -26,11 +26,17 @@ pub fn expires_in(row: &LeaseState, now_ms: u64) -> String {
     if row.owner.is_none() {
         return "-".to_owned();
     }
-    if row.expiry_ms <= now_ms {
+    if lapsed(row, now_ms) {
         return "expired".to_owned();
     }
     let left = row.expiry_ms - now_ms;
     format!("{}.{} s", left / 1000, (left % 1000) / 100)
+}
+
+/// Whether a held row's lease has expired at `now_ms` by this machine's clock, without the
+/// takers' skew tolerance: what the EXPIRES IN column and the summary's LAPSED count say.
+fn lapsed(row: &LeaseState, now_ms: u64) -> bool {
+    row.expiry_ms <= now_ms
 }
 
 /// A checkpoint that fits a column: `-` before the first one, `SHARD_END` and `SHARD_SKIPPED` as
@@ -93,9 +99,7 @@ pub fn shares(rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> (Vec<OwnerShare>,
                     held: 0,
                     lapsed: 0,
                 });
-                // As the EXPIRES IN column says it: by this machine's clock, without the takers'
-                // skew tolerance.
-                if row.expiry_ms <= now_ms {
+                if lapsed(row, now_ms) {
                     share.lapsed += 1;
                 } else {
                     share.held += 1;
