@@ -24,6 +24,7 @@ use crate::live::coordinator;
 use crate::live::subscription::Subscription;
 use crate::registry::{Registry, StreamRegistration};
 use crate::settings::validate;
+use crate::telemetry::Meters;
 use crate::{
     KinesisError, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings, MemoryLeaseStore,
 };
@@ -62,6 +63,7 @@ pub struct KinesisBroker {
     timings: LeaseTimings,
     create_streams: Option<u32>,
     balance: bool,
+    meters: Meters,
     #[cfg(feature = "testing")]
     pub(crate) world: Arc<crate::in_process::World>,
 }
@@ -93,6 +95,7 @@ impl KinesisBroker {
             timings: LeaseTimings::default(),
             create_streams: None,
             balance: false,
+            meters: Meters::default(),
             #[cfg(feature = "testing")]
             world: Arc::default(),
         }
@@ -217,6 +220,34 @@ impl KinesisBroker {
         self
     }
 
+    /// Counts what this broker does into `metrics` (feature `metrics`): each shard's lag, the
+    /// records and bytes read, the leases held and what happened to them, the lease-table calls
+    /// and their latency, retries, and publishes. [`KinesisMetrics`](crate::KinesisMetrics) lists
+    /// the series; the Operating page says what to watch and alert on.
+    ///
+    /// With the `otel` feature the same figures go to OpenTelemetry instruments on the global
+    /// meter, whether or not this is called: install the meter provider before connecting.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ruststream_kinesis::{KinesisBroker, KinesisMetrics};
+    ///
+    /// # fn main() -> Result<(), prometheus::Error> {
+    /// // The framework's registry, so one /metrics route renders its series and these.
+    /// let framework = ruststream::metrics::Metrics::with_registry(prometheus::Registry::new())?;
+    /// let broker = KinesisBroker::new().metrics(KinesisMetrics::register(framework.registry())?);
+    /// # let _ = broker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(mut self, metrics: crate::KinesisMetrics) -> Self {
+        self.meters = self.meters.with_prometheus(metrics);
+        self
+    }
+
     /// Creates a stream with `shards` shards when a subscription by bare name
     /// (`#[subscriber("orders")]`) finds it missing. Off by default: a missing stream fails startup.
     ///
@@ -329,6 +360,10 @@ impl KinesisBroker {
             timings: self.timings,
             create_streams: self.create_streams,
             balance: self.balance,
+            #[cfg(feature = "otel")]
+            meters: self.meters.with_global_meter(),
+            #[cfg(not(feature = "otel"))]
+            meters: self.meters,
             streams: Registry::default(),
             record_limits: Arc::default(),
         }
@@ -374,6 +409,7 @@ pub struct ConnectedKinesisBroker {
     timings: LeaseTimings,
     pub(crate) create_streams: Option<u32>,
     balance: bool,
+    pub(crate) meters: Meters,
     streams: Registry,
     /// The largest record of each stream its publishers wrote to.
     pub(crate) record_limits: crate::publisher::RecordLimits,
@@ -431,7 +467,9 @@ impl ConnectedKinesisBroker {
                     store: Arc::new(crate::lease::Timed::new(
                         Arc::clone(&self.store),
                         self.timings.store_call_timeout(),
+                        self.meters.clone(),
                     )),
+                    meters: self.meters.clone(),
                     owner: Arc::clone(&self.owner),
                     timings: self.timings,
                     poll_interval: source.poll_interval,
@@ -601,6 +639,7 @@ impl ruststream::PublishPolicy<ConnectedKinesisBroker> for crate::KinesisPublish
                 &connected.runtime,
                 &connected.closed,
                 &connected.record_limits,
+                &connected.meters,
             ),
             #[cfg(feature = "testing")]
             Transport::InProcess(world) => {

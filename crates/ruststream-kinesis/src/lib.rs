@@ -93,6 +93,7 @@ mod settings;
 mod shard;
 #[cfg(test)]
 mod simulation;
+mod telemetry;
 #[cfg(test)]
 mod test_store;
 mod watermark;
@@ -120,6 +121,8 @@ pub use settings::timings::LeaseTimings;
 pub use settings::validate::{
     MAX_GET_RECORDS_LIMIT, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES, MAX_RECORD_BYTES,
 };
+#[cfg(feature = "metrics")]
+pub use telemetry::KinesisMetrics;
 
 /// What a service file imports: the framework's prelude, this crate's service-facing types, and
 /// the publish policy under the uniform name `Publish`.

@@ -95,6 +95,13 @@ pub(crate) enum Decoded {
     Users(std::vec::IntoIter<Record>),
 }
 
+impl Decoded {
+    /// Whether the record was delivered as it is (not as an aggregate's user records).
+    pub(crate) fn is_plain(&self) -> bool {
+        matches!(self, Self::Plain(_))
+    }
+}
+
 impl Iterator for Decoded {
     type Item = Record;
 

@@ -76,6 +76,12 @@ pub(crate) fn hash_of(partition_key: &str) -> u128 {
     u128::from_be_bytes(Md5::digest(partition_key.as_bytes()).into())
 }
 
+/// Whether `data` starts as a KPL aggregate does; one whose [`deaggregate`] answers `None`
+/// is a broken aggregate (or a plain record that happens to start with the magic).
+pub(crate) fn has_magic(data: &[u8]) -> bool {
+    data.starts_with(&MAGIC)
+}
+
 /// The user records of `data`, in order, when it is an aggregate; `None` for a plain record
 /// (no magic, or magic with a digest or a protobuf that does not check out).
 pub(crate) fn deaggregate(data: &[u8]) -> Option<Vec<UserRecord>> {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice};
+use crate::telemetry::{CallOutcome, Meters};
 
 /// A store whose every call fails with [`LeaseError::Store`] when it has not answered within
 /// `bound`. A write cut off this way may still land; the stores' fences (the owner, and
@@ -15,11 +16,37 @@ use super::{LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice};
 pub(crate) struct Timed {
     inner: Arc<dyn LeaseStore>,
     bound: Duration,
+    /// Where each call's kind, outcome and time are counted.
+    meters: Meters,
 }
 
 impl Timed {
-    pub(crate) fn new(inner: Arc<dyn LeaseStore>, bound: Duration) -> Self {
-        Self { inner, bound }
+    pub(crate) fn new(inner: Arc<dyn LeaseStore>, bound: Duration, meters: Meters) -> Self {
+        Self {
+            inner,
+            bound,
+            meters,
+        }
+    }
+
+    /// Runs `call` within the bound and counts how it ended; `timed_out` is the error a call
+    /// cut off at the bound answers.
+    async fn metered<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, LeaseError>>,
+        timed_out: impl FnOnce() -> LeaseError,
+    ) -> Result<T, LeaseError> {
+        let started = std::time::Instant::now();
+        let (answer, outcome) = match tokio::time::timeout(self.bound, call).await {
+            Ok(Ok(answer)) => (Ok(answer), CallOutcome::Ok),
+            Ok(Err(err)) if err.is_fenced() => (Err(err), CallOutcome::Refused),
+            Ok(Err(err)) => (Err(err), CallOutcome::Failed),
+            Err(_) => (Err(timed_out()), CallOutcome::TimedOut),
+        };
+        self.meters
+            .store_call(operation, outcome, started.elapsed());
+        answer
     }
 
     fn bounded<'a, T: Send + 'a>(
@@ -28,19 +55,14 @@ impl Timed {
         operation: &'static str,
         call: impl Future<Output = Result<T, LeaseError>> + Send + 'a,
     ) -> LeaseFuture<'a, T> {
-        Box::pin(async move {
-            match tokio::time::timeout(self.bound, call).await {
-                Ok(answered) => answered,
-                Err(_) => Err(LeaseError::Store {
-                    key: key.clone(),
-                    operation,
-                    message: format!(
-                        "no answer within {:?} (a third of the lease); the call may still land",
-                        self.bound
-                    ),
-                }),
-            }
-        })
+        Box::pin(self.metered(operation, call, move || LeaseError::Store {
+            key: key.clone(),
+            operation,
+            message: format!(
+                "no answer within {:?} (a third of the lease); the call may still land",
+                self.bound
+            ),
+        }))
     }
 }
 
@@ -191,16 +213,11 @@ impl Timed {
         operation: &'static str,
         call: impl Future<Output = Result<T, LeaseError>> + Send + 'a,
     ) -> LeaseFuture<'a, T> {
-        Box::pin(async move {
-            match tokio::time::timeout(self.bound, call).await {
-                Ok(answered) => answered,
-                Err(_) => Err(LeaseError::Store {
-                    key: LeaseKey::new(stream, "*"),
-                    operation,
-                    message: format!("no answer within {:?}", self.bound),
-                }),
-            }
-        })
+        Box::pin(self.metered(operation, call, move || LeaseError::Store {
+            key: LeaseKey::new(stream, "*"),
+            operation,
+            message: format!("no answer within {:?}", self.bound),
+        }))
     }
 }
 
@@ -248,7 +265,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_hung_call_fails_within_the_bound_naming_the_row_and_the_call() {
-        let timed = Timed::new(Arc::new(Hung), Duration::from_secs(3));
+        let timed = Timed::new(Arc::new(Hung), Duration::from_secs(3), Meters::default());
         let key = LeaseKey::new("orders", "shardId-000000000000");
         let started = tokio::time::Instant::now();
         let err = timed
@@ -271,7 +288,11 @@ mod tests {
 
     #[tokio::test]
     async fn an_answering_store_is_passed_through() {
-        let timed = Timed::new(Arc::new(MemoryLeaseStore::new()), Duration::from_secs(3));
+        let timed = Timed::new(
+            Arc::new(MemoryLeaseStore::new()),
+            Duration::from_secs(3),
+            Meters::default(),
+        );
         crate::lease::suite::run(&timed, Duration::from_millis(300)).await;
     }
 }

@@ -18,6 +18,7 @@ use crate::coordinator::machine::Coordinator;
 use crate::delivery::message::Item;
 use crate::lease::LeaseStore;
 use crate::shard::ShardHandle;
+use crate::telemetry::Meters;
 use crate::{KinesisError, LeaseTimings};
 
 /// A shard this subscription reads.
@@ -32,6 +33,8 @@ pub(crate) struct Subscription {
     pub(crate) stream: Arc<str>,
     pub(crate) client: Client,
     pub(crate) store: Arc<dyn LeaseStore>,
+    /// Where this subscription's reads and leases are counted.
+    pub(crate) meters: Meters,
     pub(crate) owner: Arc<str>,
     pub(crate) timings: LeaseTimings,
     pub(crate) poll_interval: Duration,
@@ -84,6 +87,7 @@ impl Subscription {
 
     /// Forgets a shard whose reader ended, and lists again soon.
     pub(crate) fn reader_ended(&self, shard: &Arc<str>, finished: bool) {
+        self.meters.reader_ended(&self.stream, shard, &self.owner);
         lock(&self.running).remove(shard);
         lock(&self.coordinator).reader_ended(shard, finished);
         self.wake.notify_one();

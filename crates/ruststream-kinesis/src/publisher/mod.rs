@@ -15,6 +15,7 @@ use crate::KinesisError;
 use crate::kinesis::api::{self, OutRecord, PutOutcome};
 use crate::kinesis::envelope;
 use crate::settings::validate::{self, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES};
+use crate::telemetry::{Meters, Published};
 
 mod pack;
 
@@ -157,10 +158,17 @@ impl KinesisPublish {
         runtime: &tokio::runtime::Handle,
         closed: &Arc<AtomicBool>,
         limits: &RecordLimits,
+        meters: &Meters,
     ) -> KinesisPublisher {
         let (tx, rx) = mpsc::channel(MAX_PUT_RECORDS * 2);
         let aggregate = self.aggregate.then(|| Arc::clone(limits));
-        runtime.spawn(flush(client.clone(), rx, Arc::clone(closed), aggregate));
+        runtime.spawn(flush(
+            client.clone(),
+            rx,
+            Arc::clone(closed),
+            aggregate,
+            meters.clone(),
+        ));
         self.publisher(
             Sink::Live {
                 tx,
@@ -382,6 +390,7 @@ async fn flush(
     mut rx: mpsc::Receiver<Pending>,
     closed: Arc<AtomicBool>,
     aggregate: Option<RecordLimits>,
+    meters: Meters,
 ) {
     let mut shard_maps = pack::ShardMaps::default();
     let mut batch: Vec<Pending> = Vec::with_capacity(MAX_PUT_RECORDS);
@@ -428,7 +437,7 @@ async fn flush(
         }
         let writes = by_stream
             .into_iter()
-            .map(|(stream, pending)| write_stream(&client, stream, pending));
+            .map(|(stream, pending)| write_stream(&client, stream, pending, &meters));
         for (stream, strayed) in futures::future::join_all(writes).await {
             if strayed {
                 // A record routed by the map landed in another shard: the stream was resharded.
@@ -458,6 +467,7 @@ async fn write_stream(
     client: &aws_sdk_kinesis::Client,
     stream: String,
     pending: Vec<Pending>,
+    meters: &Meters,
 ) -> (String, bool) {
     let mut strayed = false;
     let mut rest: VecDeque<Pending> = pending.into();
@@ -492,7 +502,7 @@ async fn write_stream(
         for waiting in later.into_iter().rev() {
             rest.push_front(waiting);
         }
-        strayed |= write_chunk(client, &stream, chunk).await;
+        strayed |= write_chunk(client, &stream, chunk, meters).await;
     }
     (stream, strayed)
 }
@@ -504,6 +514,7 @@ async fn write_chunk(
     client: &aws_sdk_kinesis::Client,
     stream: &str,
     mut chunk: Vec<Pending>,
+    meters: &Meters,
 ) -> bool {
     let mut strayed = false;
     for attempt in 1..=PUT_ATTEMPTS {
@@ -513,6 +524,8 @@ async fn write_chunk(
             Err(err) => {
                 // Every publish of the call gets the same kind of error: a missing stream stays
                 // `StreamNotFound` (with its fix), anything else the service's message.
+                let answered = chunk.iter().map(|pending| pending.done.len() as u64).sum();
+                meters.published(stream, Published::Failed, answered);
                 let missing = matches!(err, KinesisError::StreamNotFound { .. });
                 let message = err.to_string();
                 let mut first = Some(err);
@@ -544,6 +557,7 @@ async fn write_chunk(
                         .shard
                         .as_deref()
                         .is_some_and(|routed| shard.as_deref().is_some_and(|at| at != routed));
+                    meters.published(stream, Published::Ok, pending.done.len() as u64);
                     for done in pending.done {
                         let _ = done.send(Ok(()));
                     }
@@ -559,6 +573,11 @@ async fn write_chunk(
         }
         if attempt == PUT_ATTEMPTS {
             let failed = rejected.len();
+            let answered = rejected
+                .iter()
+                .map(|pending| pending.done.len() as u64)
+                .sum();
+            meters.published(stream, Published::Failed, answered);
             for done in rejected.into_iter().flat_map(|pending| pending.done) {
                 let _ = done.send(Err(KinesisError::PutRejected {
                     stream: stream.to_owned(),
@@ -573,6 +592,7 @@ async fn write_chunk(
         let ceiling = 100u64 << attempt;
         let wait = rand::rng().random_range(50..=ceiling);
         tokio::time::sleep(Duration::from_millis(wait)).await;
+        meters.publish_retry(stream, rejected.len() as u64);
         chunk = rejected;
     }
     strayed
@@ -638,7 +658,7 @@ mod tests {
             let (mut chunk, answers) = pending(2);
             chunk[1].shard = Some(Arc::from(routed));
             assert_eq!(
-                write_chunk(&client, "orders", chunk).await,
+                write_chunk(&client, "orders", chunk, &Meters::default()).await,
                 strayed,
                 "routed to {routed}"
             );
@@ -660,7 +680,7 @@ mod tests {
             }
         });
         let (chunk, answers) = pending(3);
-        write_chunk(&client, "orders", chunk).await;
+        write_chunk(&client, "orders", chunk, &Meters::default()).await;
         for answer in answers {
             answer.await.unwrap().unwrap();
         }
@@ -678,7 +698,7 @@ mod tests {
             (200, answer(&vec![true; sent]))
         });
         let (chunk, answers) = pending(2);
-        write_chunk(&client, "orders", chunk).await;
+        write_chunk(&client, "orders", chunk, &Meters::default()).await;
         for answer in answers {
             let err = answer.await.unwrap().unwrap_err();
             assert!(
@@ -704,7 +724,14 @@ mod tests {
             tx.send(pending).await.unwrap();
         }
         drop(tx);
-        flush(client, rx, Arc::new(AtomicBool::new(false)), None).await;
+        flush(
+            client,
+            rx,
+            Arc::new(AtomicBool::new(false)),
+            None,
+            Meters::default(),
+        )
+        .await;
         for answer in answers {
             answer.await.unwrap().unwrap();
         }
@@ -748,7 +775,7 @@ mod tests {
         for (i, pending) in chunk.iter_mut().enumerate() {
             pending.record.partition_key = if i == 2 { "j" } else { "k" }.to_owned();
         }
-        write_stream(&client, "orders".to_owned(), chunk).await;
+        write_stream(&client, "orders".to_owned(), chunk, &Meters::default()).await;
         for answer in answers {
             answer.await.unwrap().unwrap();
         }
@@ -793,7 +820,7 @@ mod tests {
             pending.record.partition_key = format!("first-key-of-{i}");
             pending.record.explicit_hash_key = Some("0".to_owned());
         }
-        write_stream(&client, "orders".to_owned(), chunk).await;
+        write_stream(&client, "orders".to_owned(), chunk, &Meters::default()).await;
         for answer in answers {
             answer.await.unwrap().unwrap();
         }
@@ -994,7 +1021,7 @@ mod tests {
     async fn a_missing_stream_fails_every_publish_of_the_call_naming_it() {
         let (client, _) = client(|_, _, _| (400, error("ResourceNotFoundException")));
         let (chunk, answers) = pending(2);
-        write_chunk(&client, "orders", chunk).await;
+        write_chunk(&client, "orders", chunk, &Meters::default()).await;
         for answer in answers {
             let err = answer.await.unwrap().unwrap_err();
             assert!(

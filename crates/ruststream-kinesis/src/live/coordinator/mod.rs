@@ -24,6 +24,7 @@ use crate::live::reader::{self, Reader};
 use crate::live::subscription::{Running, Subscription, lock};
 use crate::settings::position::ShardStart;
 use crate::shard::{ReadSettings, ShardHandle, ShardLease, ShardMachine};
+use crate::telemetry::LeaseEvent;
 use crate::{KinesisError, KinesisPosition};
 
 impl Subscription {
@@ -198,6 +199,8 @@ impl Subscription {
                 handle: Arc::clone(&handle),
             },
         );
+        self.meters
+            .lease_event(&self.stream, &self.owner, LeaseEvent::Taken);
         tracing::info!(
             stream = %self.stream,
             shard = %shard.id,

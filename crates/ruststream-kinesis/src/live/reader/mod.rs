@@ -13,10 +13,12 @@ use crate::delivery::message::{Hold, Settlement};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
 use crate::kinesis::api::{self, Fetched};
+use crate::kinesis::kpl;
 use crate::live::subscription::{Subscription, lock};
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, Lost, Next, ReadStep, Redeliver, ShardHandle, Stop, Write,
 };
+use crate::telemetry::{LeaseEvent, ReadRetry};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 /// Everything one shard's tasks own.
@@ -73,6 +75,8 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                     Write::Release => {
                         let released = sub.store.release(key, &sub.owner).await;
                         if released.is_ok() {
+                            sub.meters
+                                .lease_event(key.stream(), &sub.owner, LeaseEvent::Released);
                             tracing::info!(
                                 stream = %key.stream(),
                                 shard = %key.shard(),
@@ -88,6 +92,11 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                             .hand_over(key, &sub.owner, to, checkpoint.as_deref(), lease)
                             .await;
                         if handed.is_ok() {
+                            sub.meters.lease_event(
+                                key.stream(),
+                                &sub.owner,
+                                LeaseEvent::HandedOver,
+                            );
                             tracing::info!(
                                 stream = %key.stream(),
                                 shard = %key.shard(),
@@ -105,6 +114,8 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                         // A refused renewal or checkpoint ends the machine as lost (logged
                         // below); a refused closing write ends it as closed, so say it here.
                         if matches!(write, Write::Final(_) | Write::Release) {
+                            sub.meters
+                                .lease_event(key.stream(), &sub.owner, LeaseEvent::Lost);
                             tracing::info!(
                                 stream = %key.stream(),
                                 shard = %key.shard(),
@@ -134,6 +145,8 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
             Next::Ended(ending) => {
                 match ending {
                     Ending::Lost(Lost::Refused) => {
+                        sub.meters
+                            .lease_event(key.stream(), &sub.owner, LeaseEvent::Lost);
                         tracing::info!(
                             stream = %key.stream(),
                             shard = %key.shard(),
@@ -145,6 +158,8 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                     }
                     // Not the steady state: renewals kept failing, or the process stalled.
                     Ending::Lost(Lost::RanOut) => {
+                        sub.meters
+                            .lease_event(key.stream(), &sub.owner, LeaseEvent::Expired);
                         tracing::warn!(
                             stream = %key.stream(),
                             shard = %key.shard(),
@@ -302,17 +317,44 @@ impl Reader {
                                 "read"
                             );
                         }
-                        let records = records.into_iter().flat_map(record::decoded).collect();
+                        let bytes = records.iter().map(|r| r.data.len() as u64).sum();
+                        sub.meters.read(
+                            &sub.stream,
+                            &self.shard,
+                            records.len() as u64,
+                            bytes,
+                            millis_behind,
+                        );
+                        let records = records
+                            .into_iter()
+                            .flat_map(|fetched| {
+                                let aggregated = kpl::has_magic(&fetched.data);
+                                let decoded = record::decoded(fetched);
+                                if aggregated && decoded.is_plain() {
+                                    sub.meters.decode_failure(&sub.stream, &self.shard);
+                                }
+                                decoded
+                            })
+                            .collect();
                         Fetch::Records {
                             records,
                             next,
                             millis_behind,
                         }
                     }
-                    Ok(Fetched::Expired) => Fetch::Expired,
-                    Ok(Fetched::Throttled) => Fetch::Failed,
+                    Ok(Fetched::Expired) => {
+                        sub.meters.iterator_reset(&sub.stream, &self.shard);
+                        Fetch::Expired
+                    }
+                    Ok(Fetched::Throttled) => {
+                        sub.meters
+                            .read_retry(&sub.stream, &self.shard, ReadRetry::Throttled);
+                        Fetch::Failed
+                    }
                     Ok(Fetched::Gone) => Fetch::Gone,
                     Err(err) => {
+                        sub.meters
+                            .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
                         sub.report(err);
                         Fetch::Failed
                     }
@@ -323,6 +365,8 @@ impl Reader {
                     Ok(iterator) => Fetch::Iterator(iterator),
                     Err(KinesisError::ShardNotFound { .. }) => Fetch::Gone,
                     Err(err) => {
+                        sub.meters
+                            .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
                         sub.report(err);
                         Fetch::IteratorFailed
                     }
@@ -368,6 +412,9 @@ impl Reader {
         let ending = self.handle.close(how).await;
         let finished = how == Close::Finished && ending == Ending::Closed { written: true };
         if finished {
+            self.sub
+                .meters
+                .lease_event(key.stream(), &self.sub.owner, LeaseEvent::Finished);
             tracing::info!(
                 stream = %key.stream(),
                 shard = %key.shard(),

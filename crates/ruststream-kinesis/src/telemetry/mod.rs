@@ -1,0 +1,223 @@
+//! What the broker measures of itself: how far behind each shard is, what it read, the leases it
+//! holds and what happened to them, its lease-table calls, and its publishes. The drivers report
+//! each event once to [`Meters`], which hands it to the backends compiled in: Prometheus
+//! collectors in a registry of the service's (feature `metrics`, [`KinesisMetrics`]) and
+//! OpenTelemetry instruments on the global meter (feature `otel`). With neither feature,
+//! [`Meters`] is empty and every report compiles to nothing.
+
+// With no backend compiled in, the label names go unread.
+#![cfg_attr(not(any(feature = "metrics", feature = "otel")), allow(dead_code))]
+
+#[cfg(feature = "otel")]
+mod otel;
+#[cfg(feature = "metrics")]
+mod prometheus;
+
+use std::time::Duration;
+
+#[cfg(feature = "metrics")]
+pub use prometheus::KinesisMetrics;
+
+/// What happened to a lease, as counted by `kinesis_lease_events_total{event}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseEvent {
+    /// This instance took the shard's lease and started reading it.
+    Taken,
+    /// This instance wrote its final checkpoint and released the lease.
+    Released,
+    /// The store refused a write: another instance holds the shard, or its row was deleted.
+    Lost,
+    /// The lease ran out by this instance's clock before a renewal landed.
+    Expired,
+    /// This instance handed the lease to the instance that asked for it (a planned move).
+    HandedOver,
+    /// The shard was read to its end and checkpointed `SHARD_END`.
+    Finished,
+}
+
+impl LeaseEvent {
+    /// The label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Taken => "taken",
+            Self::Released => "released",
+            Self::Lost => "lost",
+            Self::Expired => "expired",
+            Self::HandedOver => "handed_over",
+            Self::Finished => "finished",
+        }
+    }
+}
+
+/// Why a read is tried again after a backoff, as counted by `kinesis_read_retries_total{cause}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadRetry {
+    /// GetRecords answered that the shard's read limits were exceeded.
+    Throttled,
+    /// A GetRecords or GetShardIterator call failed otherwise (an error, a timeout).
+    Failed,
+}
+
+impl ReadRetry {
+    /// The label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Throttled => "throttled",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// How a lease-table call ended, as labelled on `kinesis_lease_table_call_duration_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallOutcome {
+    /// The store answered the call.
+    Ok,
+    /// The store refused a conditional write (another owner, a moved counter): a fence
+    /// working, not a fault.
+    Refused,
+    /// The call failed: an error from the store.
+    Failed,
+    /// No answer within the bound (a third of the lease); the call may still land.
+    TimedOut,
+}
+
+impl CallOutcome {
+    /// The label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Refused => "refused",
+            Self::Failed => "failed",
+            Self::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// How a publish ended, as counted by `kinesis_records_published_total{outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Published {
+    /// Kinesis wrote the record.
+    Ok,
+    /// The publish was answered with an error: the call failed, or every attempt was rejected.
+    Failed,
+}
+
+impl Published {
+    /// The label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// Where the broker's events are counted: the backends the service handed it. Cheap to clone;
+/// with no backend every call does nothing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Meters {
+    #[cfg(feature = "metrics")]
+    prometheus: Option<KinesisMetrics>,
+    #[cfg(feature = "otel")]
+    otel: Option<std::sync::Arc<otel::Instruments>>,
+}
+
+/// Calls `$call` on each backend that is set.
+macro_rules! each {
+    ($meters:expr, |$backend:ident| $call:expr) => {{
+        #[cfg(feature = "metrics")]
+        if let Some($backend) = &$meters.prometheus {
+            $call;
+        }
+        #[cfg(feature = "otel")]
+        if let Some($backend) = &$meters.otel {
+            $call;
+        }
+    }};
+}
+
+// With no backend compiled in, the reports' arguments go nowhere.
+#[cfg_attr(
+    not(any(feature = "metrics", feature = "otel")),
+    allow(unused_variables)
+)]
+impl Meters {
+    /// Counts into `metrics` from now on, besides the backends already set.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn with_prometheus(mut self, metrics: KinesisMetrics) -> Self {
+        self.prometheus = Some(metrics);
+        self
+    }
+
+    /// Counts into instruments made on the global meter as it is now: the service installs its
+    /// meter provider (`ruststream::otel::Otel::builder().init()`) before connecting.
+    #[cfg(feature = "otel")]
+    pub(crate) fn with_global_meter(mut self) -> Self {
+        self.otel = Some(std::sync::Arc::new(otel::Instruments::from_global()));
+        self
+    }
+
+    /// A GetRecords answer: `records` Kinesis records of `bytes` bytes, and how far behind the
+    /// shard's newest record the answer was.
+    pub(crate) fn read(
+        &self,
+        stream: &str,
+        shard: &str,
+        records: u64,
+        bytes: u64,
+        millis_behind: Option<i64>,
+    ) {
+        each!(self, |backend| backend.read(
+            stream,
+            shard,
+            records,
+            bytes,
+            millis_behind
+        ));
+    }
+
+    /// A read of the shard that is tried again after a backoff.
+    pub(crate) fn read_retry(&self, stream: &str, shard: &str, cause: ReadRetry) {
+        each!(self, |backend| backend.read_retry(stream, shard, cause));
+    }
+
+    /// The shard iterator expired, and a new one is asked for at the last position read.
+    pub(crate) fn iterator_reset(&self, stream: &str, shard: &str) {
+        each!(self, |backend| backend.iterator_reset(stream, shard));
+    }
+
+    /// A record that carries the KPL's magic but not a valid aggregate: it is delivered as it is.
+    pub(crate) fn decode_failure(&self, stream: &str, shard: &str) {
+        each!(self, |backend| backend.decode_failure(stream, shard));
+    }
+
+    /// Something happened to a lease `owner` held (or took).
+    pub(crate) fn lease_event(&self, stream: &str, owner: &str, event: LeaseEvent) {
+        each!(self, |backend| backend.lease_event(stream, owner, event));
+    }
+
+    /// A reader of `shard` ended: `owner` holds one lease fewer, and the shard's lag is no longer
+    /// this instance's to tell.
+    pub(crate) fn reader_ended(&self, stream: &str, shard: &str, owner: &str) {
+        each!(self, |backend| backend.reader_ended(stream, shard, owner));
+    }
+
+    /// A lease-table call of kind `call` ended as `outcome` after `took`.
+    pub(crate) fn store_call(&self, call: &'static str, outcome: CallOutcome, took: Duration) {
+        each!(self, |backend| backend.store_call(call, outcome, took));
+    }
+
+    /// `records` publishes to `stream` were answered as `outcome`.
+    pub(crate) fn published(&self, stream: &str, outcome: Published, records: u64) {
+        each!(self, |backend| backend.published(stream, outcome, records));
+    }
+
+    /// `records` records Kinesis rejected inside a PutRecords answer go out again.
+    pub(crate) fn publish_retry(&self, stream: &str, records: u64) {
+        each!(self, |backend| backend.publish_retry(stream, records));
+    }
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod tests;

@@ -1,0 +1,227 @@
+//! The OpenTelemetry backend (feature `otel`): instruments on the global meter, named after the
+//! OpenTelemetry messaging conventions (`messaging.*`, the stream as
+//! `messaging.destination.name`, the shard as `messaging.destination.partition.id`; seconds and
+//! bytes as units), with Kinesis's own figures under `messaging.kinesis.*`.
+
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, UpDownCounter};
+
+use super::{CallOutcome, LeaseEvent, Published, ReadRetry};
+
+/// `messaging.system`: Kinesis has no value of its own in the conventions' list.
+const SYSTEM: &str = "aws_kinesis";
+
+pub(super) struct Instruments {
+    millis_behind: Gauge<i64>,
+    records_read: Counter<u64>,
+    bytes_read: Counter<u64>,
+    read_retries: Counter<u64>,
+    iterator_resets: Counter<u64>,
+    decode_failures: Counter<u64>,
+    leases_held: UpDownCounter<i64>,
+    lease_events: Counter<u64>,
+    store_calls: Histogram<f64>,
+    published: Counter<u64>,
+    publish_retries: Counter<u64>,
+}
+
+impl std::fmt::Debug for Instruments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instruments").finish_non_exhaustive()
+    }
+}
+
+fn counter(
+    meter: &Meter,
+    name: &'static str,
+    unit: &'static str,
+    what: &'static str,
+) -> Counter<u64> {
+    meter
+        .u64_counter(name)
+        .with_unit(unit)
+        .with_description(what)
+        .build()
+}
+
+fn shard(stream: &str, shard: &str) -> [KeyValue; 3] {
+    [
+        KeyValue::new("messaging.system", SYSTEM),
+        KeyValue::new("messaging.destination.name", stream.to_owned()),
+        KeyValue::new("messaging.destination.partition.id", shard.to_owned()),
+    ]
+}
+
+impl Instruments {
+    /// Instruments made on the global meter provider as installed now.
+    pub(super) fn from_global() -> Self {
+        let meter = opentelemetry::global::meter("ruststream-kinesis");
+        Self {
+            millis_behind: meter
+                .i64_gauge("messaging.kinesis.millis_behind_latest")
+                .with_unit("ms")
+                .with_description(
+                    "How far the last read of the shard was behind its newest record.",
+                )
+                .build(),
+            records_read: counter(
+                &meter,
+                "messaging.kinesis.records.read",
+                "{record}",
+                "Kinesis records read.",
+            ),
+            bytes_read: counter(
+                &meter,
+                "messaging.kinesis.bytes.read",
+                "By",
+                "Bytes of Kinesis record data read.",
+            ),
+            read_retries: counter(
+                &meter,
+                "messaging.kinesis.read.retries",
+                "{read}",
+                "Reads tried again after a backoff, by cause.",
+            ),
+            iterator_resets: counter(
+                &meter,
+                "messaging.kinesis.iterator.resets",
+                "{iterator}",
+                "Shard iterators that expired and were asked for again.",
+            ),
+            decode_failures: counter(
+                &meter,
+                "messaging.kinesis.decode.failures",
+                "{record}",
+                "Records with the KPL's magic that are no valid aggregate.",
+            ),
+            leases_held: meter
+                .i64_up_down_counter("messaging.kinesis.leases.held")
+                .with_unit("{lease}")
+                .with_description("Leases this instance holds.")
+                .build(),
+            lease_events: counter(
+                &meter,
+                "messaging.kinesis.lease.events",
+                "{event}",
+                "Lease events.",
+            ),
+            store_calls: meter
+                .f64_histogram("messaging.kinesis.lease_table.call.duration")
+                .with_unit("s")
+                .with_description("Lease-table calls, by call and outcome.")
+                .build(),
+            published: counter(
+                &meter,
+                "messaging.kinesis.records.published",
+                "{record}",
+                "Publishes answered, by outcome.",
+            ),
+            publish_retries: counter(
+                &meter,
+                "messaging.kinesis.publish.retries",
+                "{record}",
+                "Records rejected in a PutRecords answer and sent again.",
+            ),
+        }
+    }
+
+    pub(super) fn read(
+        &self,
+        stream: &str,
+        shard_id: &str,
+        records: u64,
+        bytes: u64,
+        millis_behind: Option<i64>,
+    ) {
+        let labels = shard(stream, shard_id);
+        self.records_read.add(records, &labels);
+        self.bytes_read.add(bytes, &labels);
+        if let Some(behind) = millis_behind {
+            self.millis_behind.record(behind, &labels);
+        }
+    }
+
+    pub(super) fn read_retry(&self, stream: &str, shard_id: &str, cause: ReadRetry) {
+        let [system, name, partition] = shard(stream, shard_id);
+        self.read_retries.add(
+            1,
+            &[
+                system,
+                name,
+                partition,
+                KeyValue::new("kinesis.retry.cause", cause.as_str()),
+            ],
+        );
+    }
+
+    pub(super) fn iterator_reset(&self, stream: &str, shard_id: &str) {
+        self.iterator_resets.add(1, &shard(stream, shard_id));
+    }
+
+    pub(super) fn decode_failure(&self, stream: &str, shard_id: &str) {
+        self.decode_failures.add(1, &shard(stream, shard_id));
+    }
+
+    fn lease(stream: &str, owner: &str) -> [KeyValue; 3] {
+        [
+            KeyValue::new("messaging.system", SYSTEM),
+            KeyValue::new("messaging.destination.name", stream.to_owned()),
+            KeyValue::new("kinesis.lease.owner", owner.to_owned()),
+        ]
+    }
+
+    pub(super) fn lease_event(&self, stream: &str, owner: &str, event: LeaseEvent) {
+        let [system, name, holder] = Self::lease(stream, owner);
+        if event == LeaseEvent::Taken {
+            self.leases_held
+                .add(1, &[system.clone(), name.clone(), holder.clone()]);
+        }
+        self.lease_events.add(
+            1,
+            &[
+                system,
+                name,
+                holder,
+                KeyValue::new("kinesis.lease.event", event.as_str()),
+            ],
+        );
+    }
+
+    pub(super) fn reader_ended(&self, stream: &str, _shard: &str, owner: &str) {
+        self.leases_held.add(-1, &Self::lease(stream, owner));
+    }
+
+    pub(super) fn store_call(&self, call: &'static str, outcome: CallOutcome, took: Duration) {
+        self.store_calls.record(
+            took.as_secs_f64(),
+            &[
+                KeyValue::new("messaging.system", SYSTEM),
+                KeyValue::new("kinesis.lease_table.call", call),
+                KeyValue::new("kinesis.lease_table.outcome", outcome.as_str()),
+            ],
+        );
+    }
+
+    pub(super) fn published(&self, stream: &str, outcome: Published, records: u64) {
+        self.published.add(
+            records,
+            &[
+                KeyValue::new("messaging.system", SYSTEM),
+                KeyValue::new("messaging.destination.name", stream.to_owned()),
+                KeyValue::new("kinesis.publish.outcome", outcome.as_str()),
+            ],
+        );
+    }
+
+    pub(super) fn publish_retry(&self, stream: &str, records: u64) {
+        self.publish_retries.add(
+            records,
+            &[
+                KeyValue::new("messaging.system", SYSTEM),
+                KeyValue::new("messaging.destination.name", stream.to_owned()),
+            ],
+        );
+    }
+}
