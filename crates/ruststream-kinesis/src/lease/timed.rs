@@ -295,4 +295,50 @@ mod tests {
         );
         crate::lease::suite::run(&timed, Duration::from_millis(300)).await;
     }
+    /// Each call is counted by its kind and how it ended: a hung one as timed out, a refused
+    /// write as refused (a fence working), an answer as ok.
+    #[cfg(feature = "metrics")]
+    #[tokio::test(start_paused = true)]
+    async fn each_call_is_counted_by_kind_and_outcome() {
+        use prometheus::{Encoder, TextEncoder};
+
+        let registry = prometheus::Registry::new();
+        let meters =
+            Meters::default().with_prometheus(crate::KinesisMetrics::register(&registry).unwrap());
+        let key = LeaseKey::new("orders", "shardId-000000000000");
+        let hung = Timed::new(Arc::new(Hung), Duration::from_secs(3), meters.clone());
+        assert!(
+            hung.renew(&key, "me", Duration::from_secs(10))
+                .await
+                .is_err()
+        );
+        let memory = Timed::new(
+            Arc::new(MemoryLeaseStore::new()),
+            Duration::from_secs(3),
+            meters,
+        );
+        memory
+            .acquire(&key, "me", Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(
+            memory
+                .acquire(&key, "other", Duration::from_secs(10))
+                .await
+                .unwrap_err()
+                .is_fenced()
+        );
+        let mut text = Vec::new();
+        TextEncoder::new()
+            .encode(&registry.gather(), &mut text)
+            .unwrap();
+        let text = String::from_utf8(text).unwrap();
+        for series in [
+            r#"kinesis_lease_table_call_duration_seconds_count{call="renew",outcome="timed_out"} 1"#,
+            r#"kinesis_lease_table_call_duration_seconds_count{call="acquire",outcome="ok"} 1"#,
+            r#"kinesis_lease_table_call_duration_seconds_count{call="acquire",outcome="refused"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} missing:\n{text}");
+        }
+    }
 }

@@ -218,6 +218,3 @@ impl Meters {
         each!(self, |backend| backend.publish_retry(stream, records));
     }
 }
-
-#[cfg(all(test, feature = "metrics"))]
-mod tests;

@@ -225,3 +225,6 @@ impl Instruments {
         );
     }
 }
+
+#[cfg(test)]
+mod tests;

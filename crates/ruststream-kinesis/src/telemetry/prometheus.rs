@@ -262,3 +262,6 @@ impl KinesisMetrics {
             .inc_by(records);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -82,11 +82,19 @@ impl Instance {
         seen: mpsc::UnboundedSender<Handled>,
         errors: Option<mpsc::UnboundedSender<String>>,
     ) -> Self {
+        Self::reading(broker, owner, stream_of(stream, shards), seen, errors).await
+    }
+
+    /// An instance of `broker` (its owner id `owner`) subscribed to `source`.
+    pub async fn reading(
+        broker: KinesisBroker,
+        owner: &str,
+        source: KinesisStream,
+        seen: mpsc::UnboundedSender<Handled>,
+        errors: Option<mpsc::UnboundedSender<String>>,
+    ) -> Self {
         let connected = broker.connect().await.unwrap();
-        let mut subscriber = stream_of(stream, shards)
-            .subscribe(&connected)
-            .await
-            .unwrap();
+        let mut subscriber = source.subscribe(&connected).await.unwrap();
         let (stop, mut stopped) = tokio::sync::oneshot::channel();
         let instance = owner.to_owned();
         let task = tokio::spawn(async move {

@@ -1,8 +1,9 @@
 use std::time::Duration;
 
-use ::prometheus::{Encoder, Registry, TextEncoder};
+use prometheus::{Encoder, Registry, TextEncoder};
 
-use super::*;
+use super::KinesisMetrics;
+use crate::telemetry::{CallOutcome, LeaseEvent, Meters, Published, ReadRetry};
 
 fn scrape(registry: &Registry) -> String {
     let mut text = Vec::new();

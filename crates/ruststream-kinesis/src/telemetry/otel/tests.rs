@@ -1,0 +1,75 @@
+use std::time::Duration;
+
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+
+use crate::telemetry::{CallOutcome, LeaseEvent, Meters, Published, ReadRetry};
+
+/// Every report lands on the global meter provider installed before the meters were made, under
+/// the names the Operating page lists, with the stream and shard as the messaging conventions'
+/// attributes.
+#[test]
+fn each_report_is_an_instrument_on_the_global_meter() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    opentelemetry::global::set_meter_provider(provider.clone());
+    let meters = Meters::default().with_global_meter();
+    meters.read("orders", "shardId-0", 3, 120, Some(1_500));
+    meters.read_retry("orders", "shardId-0", ReadRetry::Throttled);
+    meters.iterator_reset("orders", "shardId-0");
+    meters.decode_failure("orders", "shardId-0");
+    meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
+    meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(4));
+    meters.published("orders", Published::Ok, 2);
+    meters.publish_retry("orders", 1);
+    provider.force_flush().unwrap();
+
+    let exported = exporter.get_finished_metrics().unwrap();
+    let metrics: Vec<_> = exported
+        .iter()
+        .flat_map(|resource| resource.scope_metrics())
+        .filter(|scope| scope.scope().name() == "ruststream-kinesis")
+        .flat_map(|scope| scope.metrics())
+        .collect();
+    let names: Vec<&str> = metrics.iter().map(|metric| metric.name()).collect();
+    for name in [
+        "messaging.kinesis.millis_behind_latest",
+        "messaging.kinesis.records.read",
+        "messaging.kinesis.bytes.read",
+        "messaging.kinesis.read.retries",
+        "messaging.kinesis.iterator.resets",
+        "messaging.kinesis.decode.failures",
+        "messaging.kinesis.leases.held",
+        "messaging.kinesis.lease.events",
+        "messaging.kinesis.lease_table.call.duration",
+        "messaging.kinesis.records.published",
+        "messaging.kinesis.publish.retries",
+    ] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let lag = metrics
+        .iter()
+        .find(|metric| metric.name() == "messaging.kinesis.millis_behind_latest")
+        .unwrap();
+    let AggregatedMetrics::I64(MetricData::Gauge(gauge)) = lag.data() else {
+        panic!("the lag is an i64 gauge: {:?}", lag.data());
+    };
+    let point = gauge.data_points().next().unwrap();
+    assert_eq!(point.value(), 1_500);
+    let attributes: Vec<String> = point
+        .attributes()
+        .map(|kv| format!("{}={}", kv.key, kv.value))
+        .collect();
+    for attribute in [
+        "messaging.system=aws_kinesis",
+        "messaging.destination.name=orders",
+        "messaging.destination.partition.id=shardId-0",
+    ] {
+        assert!(
+            attributes.iter().any(|a| a == attribute),
+            "{attribute} missing from {attributes:?}"
+        );
+    }
+}

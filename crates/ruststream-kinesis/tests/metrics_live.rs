@@ -1,0 +1,253 @@
+//! The broker's metrics on a running service (the local stack): two instances, each counting
+//! into a Prometheus registry of its own, share a stream through one DynamoDB lease table. The
+//! test scrapes both registries as the run goes: the first instance reads a backlog, so its lag
+//! is above zero and falls to 0 once it has caught up; its leases move to the second instance
+//! across a graceful handover; and every series the Operating page lists is there.
+#![cfg(all(feature = "dynamodb-lease", feature = "testing", feature = "metrics"))]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prometheus::{Encoder, Registry, TextEncoder};
+use ruststream::{Broker, ConnectedBroker, OutgoingMessage, Publisher};
+use ruststream_kinesis::{KinesisMetrics, KinesisOptions, KinesisPosition, LeaseStore};
+use tokio::sync::mpsc;
+
+use common::instances::{Instance, collect_until, payloads, stream_of, table, timings};
+
+/// The registry as a `/metrics` route renders it.
+fn scrape(registry: &Registry) -> String {
+    let mut text = Vec::new();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut text)
+        .unwrap();
+    String::from_utf8(text).unwrap()
+}
+
+/// The samples of series `name` whose labels include each of `labels` (`key="value"`), summed;
+/// `None` when there is none.
+fn sample(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (series_name, series_labels) = series.split_once('{').unwrap_or((series, ""));
+        if series_name == name && labels.iter().all(|label| series_labels.contains(label)) {
+            *found.get_or_insert(0.0) += value.parse::<f64>().unwrap();
+        }
+    }
+    found
+}
+
+/// Waits until `holds` is true of a scrape of `registry`; the last scrape.
+async fn until(registry: &Registry, what: &str, holds: impl Fn(&str) -> bool) -> String {
+    let started = Instant::now();
+    loop {
+        let text = scrape(registry);
+        if holds(&text) {
+            return text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what} did not happen within 30 s; the last scrape:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let stream = common::unique("metrics");
+    let raw = common::raw_kinesis(&url);
+    raw.create_stream()
+        .stream_name(&stream)
+        .shard_count(2)
+        .send()
+        .await
+        .unwrap();
+    common::wait_active(&raw, &stream).await;
+    let (registry_a, registry_b) = (Registry::new(), Registry::new());
+    let (metrics_a, metrics_b) = (
+        KinesisMetrics::register(&registry_a).unwrap(),
+        KinesisMetrics::register(&registry_b).unwrap(),
+    );
+    let broker = |owner: &str, metrics: &KinesisMetrics| {
+        common::broker_with(&url, Arc::clone(&store))
+            .owner_id(owner)
+            .lease_timings(timings())
+            .metrics(metrics.clone())
+    };
+
+    // A backlog, published one record at a time over a second or more, through pod-a's broker.
+    let backlog: Vec<String> = (0..200).map(|i| format!("backlog-{i}")).collect();
+    {
+        let connected = broker("pod-a", &metrics_a).connect().await.unwrap();
+        let publisher = connected.publisher().await.unwrap();
+        for (i, body) in backlog.iter().enumerate() {
+            let key = KinesisOptions::default().with_partition_key(format!("key-{}", i % 16));
+            publisher
+                .publish(OutgoingMessage::new(&stream, body.as_bytes()), Some(&key))
+                .await
+                .unwrap();
+        }
+        connected.shutdown().await.unwrap();
+    }
+    let published = scrape(&registry_a);
+    assert_eq!(
+        sample(
+            &published,
+            "kinesis_records_published_total",
+            &[r#"outcome="ok""#]
+        ),
+        Some(200.0),
+        "{published}"
+    );
+
+    // pod-a reads the backlog ten records a call: the first answers are behind the newest record.
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let a = Instance::reading(
+        broker("pod-a", &metrics_a),
+        "pod-a",
+        stream_of(&stream, 2)
+            .batch_size(10)
+            .initial_position(KinesisPosition::TrimHorizon),
+        tx.clone(),
+        None,
+    )
+    .await;
+    let mut handled = Vec::new();
+    let mut most_behind = 0.0_f64;
+    let started = Instant::now();
+    while payloads(&handled).len() < backlog.len() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "pod-a handled {} of the backlog",
+            payloads(&handled).len()
+        );
+        collect_until(&mut rx, &mut handled, Duration::from_millis(20), |_| false).await;
+        if let Some(behind) = sample(&scrape(&registry_a), "kinesis_millis_behind_latest", &[]) {
+            most_behind = most_behind.max(behind);
+        }
+    }
+    assert!(
+        most_behind > 0.0,
+        "while reading the backlog, a shard's lag was above zero"
+    );
+    let caught_up = until(
+        &registry_a,
+        "pod-a's lag falling to 0 on both shards",
+        |text| {
+            text.lines()
+                .filter(|line| line.starts_with("kinesis_millis_behind_latest{"))
+                .count()
+                == 2
+                && sample(text, "kinesis_millis_behind_latest", &[]) == Some(0.0)
+        },
+    )
+    .await;
+    println!("pod-a at most {most_behind} ms behind while reading the backlog");
+    for (series, labels) in [
+        ("kinesis_records_read_total", vec![]),
+        ("kinesis_bytes_read_total", vec![]),
+        ("kinesis_leases_held", vec![r#"owner="pod-a""#]),
+        (
+            "kinesis_lease_events_total",
+            vec![r#"event="taken""#, r#"owner="pod-a""#],
+        ),
+        (
+            "kinesis_lease_table_call_duration_seconds_count",
+            vec![r#"call="acquire""#, r#"outcome="ok""#],
+        ),
+        (
+            "kinesis_lease_table_call_duration_seconds_count",
+            vec![r#"call="checkpoint""#, r#"outcome="ok""#],
+        ),
+    ] {
+        assert!(
+            sample(&caught_up, series, &labels).is_some_and(|value| value > 0.0),
+            "{series}{labels:?} is missing or 0:\n{caught_up}"
+        );
+    }
+    assert_eq!(
+        sample(&caught_up, "kinesis_records_read_total", &[]),
+        Some(200.0),
+        "each record read once"
+    );
+    assert_eq!(
+        sample(&caught_up, "kinesis_leases_held", &[r#"owner="pod-a""#]),
+        Some(2.0)
+    );
+
+    // A graceful handover: pod-b stands by, pod-a stops; the leases move across.
+    let b = Instance::reading(
+        broker("pod-b", &metrics_b),
+        "pod-b",
+        stream_of(&stream, 2),
+        tx.clone(),
+        None,
+    )
+    .await;
+    let standing_by = scrape(&registry_b);
+    assert_eq!(
+        sample(&standing_by, "kinesis_leases_held", &[]).unwrap_or(0.0),
+        0.0,
+        "pod-b holds nothing while pod-a reads:\n{standing_by}"
+    );
+    a.stop().await;
+    let stopped = scrape(&registry_a);
+    assert_eq!(
+        sample(&stopped, "kinesis_leases_held", &[r#"owner="pod-a""#]),
+        Some(0.0),
+        "{stopped}"
+    );
+    assert_eq!(
+        sample(
+            &stopped,
+            "kinesis_lease_events_total",
+            &[r#"event="released""#, r#"owner="pod-a""#]
+        ),
+        Some(2.0),
+        "{stopped}"
+    );
+    assert_eq!(
+        sample(&stopped, "kinesis_millis_behind_latest", &[]),
+        None,
+        "a stopped instance tells no shard's lag:\n{stopped}"
+    );
+    let taken_over = until(&registry_b, "pod-b holding both leases", |text| {
+        sample(text, "kinesis_leases_held", &[r#"owner="pod-b""#]) == Some(2.0)
+    })
+    .await;
+    assert_eq!(
+        sample(
+            &taken_over,
+            "kinesis_lease_events_total",
+            &[r#"event="taken""#, r#"owner="pod-b""#]
+        ),
+        Some(2.0),
+        "{taken_over}"
+    );
+    // pod-b reads on from pod-a's checkpoints: what is published now, and nothing before.
+    let after: Vec<String> = (0..20).map(|i| format!("after-{i}")).collect();
+    common::instances::publish_all(&url, &stream, after.clone()).await;
+    let mut later = Vec::new();
+    collect_until(&mut rx, &mut later, Duration::from_secs(60), |h| {
+        payloads(h).len() >= after.len()
+    })
+    .await;
+    let read_by_b = until(&registry_b, "pod-b counting what it read", |text| {
+        sample(text, "kinesis_records_read_total", &[]) == Some(20.0)
+            && sample(text, "kinesis_millis_behind_latest", &[]) == Some(0.0)
+    })
+    .await;
+    println!("{read_by_b}");
+    b.stop().await;
+}
