@@ -379,11 +379,19 @@ async fn drive(
                 rounds.asked(&mut lock(&sub.coordinator), Instant::now());
             }
             Step::Take(takes) => {
-                join_all(
-                    takes
-                        .into_iter()
-                        .map(|(shard, purpose)| async move { sub.take(&shard, purpose).await }),
-                )
+                join_all(takes.into_iter().map(|(shard, purpose)| {
+                    // A span per take: its calls' events and failures carry the shard.
+                    let span = tracing::info_span!(
+                        "lease_take",
+                        stream = %sub.stream,
+                        shard = %shard.id,
+                        owner = %sub.owner
+                    );
+                    tracing::Instrument::instrument(
+                        async move { sub.take(&shard, purpose).await },
+                        span,
+                    )
+                }))
                 .await;
                 rounds.took(&mut lock(&sub.coordinator), Instant::now());
             }

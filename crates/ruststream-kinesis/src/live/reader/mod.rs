@@ -6,6 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::clock::Instant;
 use crate::clock::sleep_until;
@@ -70,10 +71,17 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                     Write::Final(checkpoint) => sub
                         .store
                         .checkpoint(key, &sub.owner, checkpoint)
+                        .instrument(
+                            tracing::info_span!("lease_final_checkpoint", checkpoint = %checkpoint),
+                        )
                         .await
                         .map(|()| None),
                     Write::Release => {
-                        let released = sub.store.release(key, &sub.owner).await;
+                        let released = sub
+                            .store
+                            .release(key, &sub.owner)
+                            .instrument(tracing::info_span!("lease_release"))
+                            .await;
                         if released.is_ok() {
                             sub.meters
                                 .lease_event(key.stream(), &sub.owner, LeaseEvent::Released);
@@ -90,6 +98,7 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                         let handed = sub
                             .store
                             .hand_over(key, &sub.owner, to, checkpoint.as_deref(), lease)
+                            .instrument(tracing::info_span!("lease_hand_over", to = %to))
                             .await;
                         if handed.is_ok() {
                             sub.meters.lease_event(
