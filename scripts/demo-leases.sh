@@ -23,63 +23,12 @@ LOGS=target/demo-leases
 WAREHOUSE=target/debug/examples/warehouse
 LEASE_TABLE=target/debug/lease-table
 
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-fail() {
-  printf '\n\033[1;31mdemo failed: %s\033[0m\n' "$*" >&2
-  exit 1
-}
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-
-# ------------------------------------------------------------------------------------------------
-# What this script started, and how it is stopped again.
-
-started_stack=0
-declare -A pids=()
-
-stop_process() { # name: SIGTERM, then SIGKILL after 15 s
-  local name="$1" pid="${pids[$1]:-}" i
-  [[ -n "$pid" ]] || return 0
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      echo "$name (pid $pid) did not stop within 15 s; killing it" >&2
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  fi
-  wait "$pid" 2>/dev/null || true
-  unset "pids[$name]"
-}
-
-cleanup() {
-  local name
-  for name in producer pod-a pod-b; do
-    stop_process "$name"
-  done
-  if [[ "$started_stack" == 1 ]]; then
-    scripts/local-stack.sh stop
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=scripts/demo-lib.sh
+source scripts/demo-lib.sh
+trap stop_all EXIT
 trap 'exit 130' INT TERM
 
-# ------------------------------------------------------------------------------------------------
-say "the local stack (Kinesis and DynamoDB on $ENDPOINT)"
-if scripts/local-stack.sh status >/dev/null 2>&1; then
-  echo "already running; it stays running"
-else
-  scripts/local-stack.sh start
-  started_stack=1
-fi
-# The services load their AWS configuration from the environment, unchanged: this points it at
-# the stack.
-export AWS_ENDPOINT_URL="$ENDPOINT" AWS_REGION=us-east-1
-export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
-unset AWS_PROFILE AWS_SESSION_TOKEN
+use_local_stack "$ENDPOINT"
 
 say "building the warehouse service and the lease-table view"
 cargo build -q -p lease-table
@@ -95,17 +44,6 @@ all_held_by() {
   local rows
   rows="$(owners)"
   [[ "$(grep -c . <<<"$rows")" -ge 2 ]] && ! grep -qvx -- "$1" <<<"$rows"
-}
-wait_until() { # seconds, then a command
-  local limit="$1" start
-  shift
-  start="$(now)"
-  until "$@"; do
-    if awk -v a="$start" -v b="$(now)" -v l="$limit" 'BEGIN { exit !(b - a > l) }'; then
-      return 1
-    fi
-    sleep 0.5
-  done
 }
 picked() { grep -o 'order picked order.id=[0-9]*' "$LOGS/$1.log" | sed 's/.*=//' || true; }
 

@@ -15,7 +15,9 @@
 //!
 //! Settings, from the command line or the environment: the lease table (first argument, or
 //! `WAREHOUSE_TABLE`, default `warehouse-leases`) and the instance's name in it (`WAREHOUSE_OWNER`;
-//! unique per instance when unset). `warehouse produce [--count N] [--every MS]` publishes orders
+//! unique per instance when unset). With the `metrics` feature, `WAREHOUSE_METRICS_ADDR` (such as
+//! `127.0.0.1:9464`, with `WAREHOUSE_OWNER` set) serves the metrics on `/metrics` there
+//! (`observed.rs`). `warehouse produce [--count N] [--every MS]` publishes orders
 //! instead (the demo's producer).
 //!
 //! The tests: one in process, with a configuration built without I/O (feature `testing`), and one
@@ -28,6 +30,8 @@ use aws_config::BehaviorVersion;
 use ruststream_kinesis::prelude::*;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "metrics")]
+mod observed;
 mod produce;
 
 // ANCHOR: order
@@ -88,6 +92,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .or_else(|| std::env::var("WAREHOUSE_TABLE").ok())
         .unwrap_or_else(|| "warehouse-leases".to_owned());
     let owner = std::env::var("WAREHOUSE_OWNER").ok();
+    #[cfg(feature = "metrics")]
+    if let (Ok(addr), Some(owner)) = (std::env::var("WAREHOUSE_METRICS_ADDR"), owner.as_deref()) {
+        return observed::run(&table, owner, &addr).await;
+    }
 
     // ANCHOR: main
     // Region, credentials and endpoint from the environment, loaded once for the store and the

@@ -114,3 +114,32 @@ fn a_second_registration_in_one_registry_is_refused() {
     KinesisMetrics::register(&registry).unwrap();
     assert!(KinesisMetrics::register(&registry).is_err());
 }
+
+/// The Operating page's metrics table lists exactly the series the collectors render.
+#[test]
+fn the_operating_pages_table_lists_every_series() {
+    let (registry, meters) = meters();
+    meters.read("orders", "shardId-0", 1, 1, Some(0));
+    meters.read_retry("orders", "shardId-0", ReadRetry::Failed);
+    meters.iterator_reset("orders", "shardId-0");
+    meters.decode_failure("orders", "shardId-0");
+    meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
+    meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(1));
+    meters.published("orders", Published::Ok, 1);
+    meters.publish_retry("orders", 1);
+    let mut rendered: Vec<String> = registry
+        .gather()
+        .iter()
+        .map(|family| family.name().to_owned())
+        .collect();
+    rendered.sort();
+    let page = include_str!("../../../../../docs/src/operating.md");
+    let mut listed: Vec<String> = page
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `kinesis_"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(name, _)| format!("kinesis_{name}"))
+        .collect();
+    listed.sort();
+    assert_eq!(listed, rendered);
+}
