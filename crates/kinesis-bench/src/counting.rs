@@ -241,6 +241,19 @@ impl LeaseStore for CountingStore {
             .checkpoint_and_renew(key, owner, checkpoint, lease)
     }
 
+    fn checkpoint_and_renew_behind<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        behind_ms: Option<u64>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.write(Call::CheckpointAndRenew, key);
+        self.inner
+            .checkpoint_and_renew_behind(key, owner, checkpoint, behind_ms, lease)
+    }
+
     fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
         self.count(Call::Read);
         self.inner.read(key)

@@ -4,13 +4,14 @@
 use ruststream_kinesis::{LeaseKey, LeaseState, SHARD_END, SHARD_SKIPPED};
 
 /// The column headers, in order.
-pub const HEADERS: [&str; 6] = [
+pub const HEADERS: [&str; 7] = [
     "STREAM",
     "SHARD",
     "OWNER",
     "EXPIRES IN",
     "COUNTER",
     "CHECKPOINT",
+    "BEHIND",
 ];
 
 /// How many trailing digits of a long sequence number stay visible.
@@ -55,10 +56,22 @@ pub fn checkpoint(row: &LeaseState) -> String {
     }
 }
 
+/// How far behind its shard's newest record the reader was when it wrote the row's checkpoint:
+/// `-` when the row does not say (a final checkpoint, a recorded start, a store that does not
+/// keep it), milliseconds under a second, else seconds with one decimal.
+#[must_use]
+pub fn behind(row: &LeaseState) -> String {
+    match row.behind_ms {
+        None => "-".to_owned(),
+        Some(ms) if ms < 1000 => format!("{ms} ms"),
+        Some(ms) => format!("{}.{} s", ms / 1000, (ms % 1000) / 100),
+    }
+}
+
 /// The cells of one row, in the order of [`HEADERS`]. A row of an earlier version of the crate,
 /// keyed by the bare shard id, has no stream: it shows as `(legacy)`.
 #[must_use]
-pub fn cells(key: &LeaseKey, row: &LeaseState, now_ms: u64) -> [String; 6] {
+pub fn cells(key: &LeaseKey, row: &LeaseState, now_ms: u64) -> [String; 7] {
     let stream = if key.stream().is_empty() {
         "(legacy)"
     } else {
@@ -71,6 +84,7 @@ pub fn cells(key: &LeaseKey, row: &LeaseState, now_ms: u64) -> [String; 6] {
         expires_in(row, now_ms),
         row.counter.to_string(),
         checkpoint(row),
+        behind(row),
     ]
 }
 
@@ -117,7 +131,8 @@ pub fn shares(rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> (Vec<OwnerShare>,
 }
 
 /// The view as one JSON document, for scripts: the table, the time of the look, every row (its
-/// expiry and time left in milliseconds, its checkpoint in full, a planned move asked of it) and
+/// expiry and time left in milliseconds, its checkpoint in full and how far behind it was
+/// written, a planned move asked of it) and
 /// the summary per owner.
 #[must_use]
 pub fn json(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> serde_json::Value {
@@ -135,6 +150,7 @@ pub fn json(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> serde_
                     .map(|_| i128::from(row.expiry_ms) - i128::from(now_ms)),
                 "counter": row.counter,
                 "checkpoint": row.checkpoint,
+                "behind_ms": row.behind_ms,
                 "handoff": row.handoff.as_ref().map(|handoff| serde_json::json!({
                     "to": handoff.to,
                     "asked_ms": handoff.asked_ms,
@@ -196,7 +212,7 @@ pub fn render(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> Stri
              that it uses this table)\n"
         );
     }
-    let body: Vec<[String; 6]> = rows
+    let body: Vec<[String; 7]> = rows
         .iter()
         .map(|(key, row)| cells(key, row, now_ms))
         .collect();
@@ -244,6 +260,7 @@ mod tests {
             expiry_ms,
             counter,
             checkpoint: cp.map(str::to_owned),
+            behind_ms: None,
             handoff: None,
         }
     }
@@ -284,11 +301,25 @@ mod tests {
     }
 
     #[test]
+    fn how_far_behind_shows_in_milliseconds_then_seconds() {
+        let mut row = row(Some("pod-a"), NOW, 1, Some("12345"));
+        assert_eq!(behind(&row), "-");
+        row.behind_ms = Some(0);
+        assert_eq!(behind(&row), "0 ms");
+        row.behind_ms = Some(999);
+        assert_eq!(behind(&row), "999 ms");
+        row.behind_ms = Some(61_250);
+        assert_eq!(behind(&row), "61.2 s");
+    }
+
+    #[test]
     fn the_table_is_aligned_in_columns() {
+        let mut reading = row(Some("pod-a"), NOW + 7_200, 14, Some(SEQUENCE));
+        reading.behind_ms = Some(2_540);
         let rows = vec![
             (
                 LeaseKey::new("warehouse-orders", "shardId-000000000000"),
-                row(Some("pod-a"), NOW + 7_200, 14, Some(SEQUENCE)),
+                reading,
             ),
             (
                 LeaseKey::new("warehouse-orders", "shardId-000000000001"),
@@ -301,10 +332,10 @@ mod tests {
         ];
         let expected = "\
 lease table warehouse-leases: 3 rows
-STREAM            SHARD                 OWNER        EXPIRES IN  COUNTER  CHECKPOINT
-warehouse-orders  shardId-000000000000  pod-a        7.2 s       14       …764991414274
-warehouse-orders  shardId-000000000001  -            -           9        SHARD_END
-(legacy)          shardId-000000000002  old-version  expired     41       -
+STREAM            SHARD                 OWNER        EXPIRES IN  COUNTER  CHECKPOINT     BEHIND
+warehouse-orders  shardId-000000000000  pod-a        7.2 s       14       …764991414274  2.5 s
+warehouse-orders  shardId-000000000001  -            -           9        SHARD_END      -
+(legacy)          shardId-000000000002  old-version  expired     41       -              -
 
 OWNER        HELD  LAPSED
 old-version  0     1
@@ -348,6 +379,7 @@ held by nobody: 1 row (1 finished)
     #[test]
     fn the_json_view_carries_every_field_and_the_summary() {
         let mut asked = row(Some("pod-a"), NOW + 7_200, 14, Some(SEQUENCE));
+        asked.behind_ms = Some(730);
         asked.handoff = Some(ruststream_kinesis::Handoff {
             to: "pod-b".to_owned(),
             asked_ms: NOW - 500,
@@ -370,11 +402,13 @@ held by nobody: 1 row (1 finished)
         assert_eq!(first["expires_in_ms"], 7_200);
         assert_eq!(first["counter"], 14);
         assert_eq!(first["checkpoint"], SEQUENCE, "the checkpoint in full");
+        assert_eq!(first["behind_ms"], 730);
         assert_eq!(first["handoff"]["to"], "pod-b");
         assert_eq!(first["handoff"]["asked_ms"], NOW - 500);
         let second = &view["rows"][1];
         assert!(second["owner"].is_null() && second["expires_in_ms"].is_null());
         assert_eq!(second["checkpoint"], SHARD_END);
+        assert!(second["behind_ms"].is_null());
         assert_eq!(
             view["owners"],
             serde_json::json!([{ "owner": "pod-a", "held": 1, "lapsed": 0 }])

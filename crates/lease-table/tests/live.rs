@@ -86,7 +86,11 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
     let done = LeaseKey::new("orders", "shardId-000000000001");
     let lease = Duration::from_secs(30);
     store.acquire(&held, "pod-a", lease).await.unwrap();
-    store.checkpoint(&held, "pod-a", SEQUENCE).await.unwrap();
+    // Written as a reader writes it: with how far behind it was.
+    store
+        .checkpoint_and_renew_behind(&held, "pod-a", SEQUENCE, Some(3_400), lease)
+        .await
+        .unwrap();
     store.acquire(&done, "pod-b", lease).await.unwrap();
     store.checkpoint(&done, "pod-b", SHARD_END).await.unwrap();
     store.release(&done, "pod-b").await.unwrap();
@@ -112,10 +116,18 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
         "{stdout}"
     );
     assert!(lines[0][3].ends_with(" s"), "the lease runs: {stdout}");
-    assert_eq!(lines[0][4..], ["2", "…764991414274"], "{stdout}");
+    assert_eq!(lines[0][4..], ["2", "…764991414274", "3.4 s"], "{stdout}");
     assert_eq!(
         lines[1],
-        ["orders", "shardId-000000000001", "-", "-", "3", "SHARD_END"],
+        [
+            "orders",
+            "shardId-000000000001",
+            "-",
+            "-",
+            "3",
+            "SHARD_END",
+            "-"
+        ],
         "{stdout}"
     );
     let summary: Vec<&str> = stdout.lines().skip_while(|line| !line.is_empty()).collect();
@@ -138,6 +150,7 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
     assert_eq!(rows.len(), 2, "{view}");
     assert_eq!(rows[0]["owner"], "pod-a");
     assert_eq!(rows[0]["checkpoint"], SEQUENCE, "the checkpoint in full");
+    assert_eq!(rows[0]["behind_ms"], 3_400);
     assert!(
         rows[0]["expires_in_ms"]
             .as_i64()

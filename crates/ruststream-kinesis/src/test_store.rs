@@ -168,6 +168,26 @@ impl LeaseStore for Recording {
         }))
     }
 
+    fn checkpoint_and_renew_behind<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        behind_ms: Option<u64>,
+        lease: Duration,
+    ) -> crate::LeaseFuture<'a, LeaseState> {
+        Box::pin(self.timed("checkpoint_and_renew", owner, true, async move {
+            match self.unreachable(key, "checkpoint") {
+                Some(err) => Err(err),
+                None => {
+                    self.inner
+                        .checkpoint_and_renew_behind(key, owner, checkpoint, behind_ms, lease)
+                        .await
+                }
+            }
+        }))
+    }
+
     fn read<'a>(&'a self, key: &'a LeaseKey) -> crate::LeaseFuture<'a, Option<LeaseState>> {
         Box::pin(self.inner.read(key))
     }

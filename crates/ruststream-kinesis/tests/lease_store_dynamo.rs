@@ -475,6 +475,43 @@ async fn a_checkpoint_inside_a_kpl_aggregate_keeps_its_index_as_the_kcl_does() {
     assert!(store.read(&key).await.unwrap().unwrap().is_finished());
 }
 
+/// How far behind the reader was rides in the checkpoint's own write, as one number
+/// attribute, and goes with the next checkpoint that does not carry it.
+#[tokio::test]
+async fn the_lag_is_written_with_the_checkpoint_in_the_same_write() {
+    let Some(config) = live_config("the_lag_is_written_with_the_checkpoint_in_the_same_write")
+    else {
+        return;
+    };
+    let store = fresh_store(&config).await;
+    let table = store.table().to_owned();
+    let key = LeaseKey::new("orders-lag", SHARD);
+    let row_key = "orders-lag:shardId-000000000001";
+    let taken = store.acquire(&key, "pod-a", LEASE).await.unwrap();
+    let written = store
+        .checkpoint_and_renew_behind(&key, "pod-a", "4711", Some(2_500), LEASE)
+        .await
+        .unwrap();
+    assert_eq!(written.behind_ms, Some(2_500));
+    assert_eq!(
+        written.counter,
+        taken.counter + 1,
+        "one write: the checkpoint, the renewal and the figure"
+    );
+    let row = raw_row(&config, &table, row_key).await.expect("the row");
+    assert_eq!(
+        row["checkpoint_behind_ms"],
+        AttributeValue::N("2500".to_owned())
+    );
+    assert_eq!(
+        store.read(&key).await.unwrap().unwrap().behind_ms,
+        Some(2_500)
+    );
+    store.checkpoint(&key, "pod-a", "4712").await.unwrap();
+    let row = raw_row(&config, &table, row_key).await.expect("the row");
+    assert!(!row.contains_key("checkpoint_behind_ms"), "{row:?}");
+}
+
 #[tokio::test]
 async fn rows_lists_every_row_with_legacy_rows_under_an_empty_stream() {
     let Some(config) = live_config("rows_lists_every_row_with_legacy_rows_under_an_empty_stream")

@@ -325,6 +325,7 @@ mod tests {
             expiry_ms,
             counter: 1,
             checkpoint: checkpoint.map(str::to_owned),
+            behind_ms: None,
             handoff: None,
         })
     }

@@ -168,6 +168,7 @@ impl LeaseStore for MemoryLeaseStore {
     ) -> LeaseFuture<'a, ()> {
         let written = self.held_write(key, owner, |row| {
             row.checkpoint = Some(checkpoint.to_owned());
+            row.behind_ms = None;
         });
         Box::pin(std::future::ready(written))
     }
@@ -195,9 +196,21 @@ impl LeaseStore for MemoryLeaseStore {
         checkpoint: &'a str,
         lease: Duration,
     ) -> LeaseFuture<'a, LeaseState> {
+        self.checkpoint_and_renew_behind(key, owner, checkpoint, None, lease)
+    }
+
+    fn checkpoint_and_renew_behind<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        behind_ms: Option<u64>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
         let now = epoch_millis();
         let written = self.held_write(key, owner, |row| {
             row.checkpoint = Some(checkpoint.to_owned());
+            row.behind_ms = behind_ms;
             row.expiry_ms = now.saturating_add(millis(lease));
             row.clone()
         });
@@ -313,6 +326,7 @@ impl LeaseStore for MemoryLeaseStore {
                     row.handoff = None;
                     if let Some(checkpoint) = checkpoint {
                         row.checkpoint = Some(checkpoint.to_owned());
+                        row.behind_ms = None;
                     }
                     Ok(())
                 }
@@ -377,6 +391,24 @@ mod tests {
         fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
             self.0.release(key, owner)
         }
+    }
+
+    /// The memory store keeps the figure: the suite's `checkpoint-lag` check runs in full.
+    #[tokio::test]
+    async fn the_lag_written_with_a_checkpoint_reads_back_with_it() {
+        let store = MemoryLeaseStore::new();
+        let key = LeaseKey::new("orders", "shardId-000000000000");
+        let lease = Duration::from_secs(10);
+        store.acquire(&key, "a", lease).await.unwrap();
+        let written = store
+            .checkpoint_and_renew_behind(&key, "a", "7", Some(2_500), lease)
+            .await
+            .unwrap();
+        assert_eq!(written.behind_ms, Some(2_500));
+        assert_eq!(
+            store.read(&key).await.unwrap().unwrap().behind_ms,
+            Some(2_500)
+        );
     }
 
     #[tokio::test]

@@ -70,6 +70,7 @@ pub(crate) fn split_within(checkpoint: &str) -> Option<(&str, u64)> {
 ///     expiry_ms: 1_000,
 ///     counter: 3,
 ///     checkpoint: None,
+///     behind_ms: None,
 ///     handoff: None,
 /// };
 /// assert!(state.is_held_by("pod-a"));
@@ -96,6 +97,12 @@ pub struct LeaseState {
     /// then starts there, no later than the first one did; the first checkpoint written after an
     /// acknowledgement replaces the value with a sequence number.
     pub checkpoint: Option<String>,
+    /// How far behind its shard's newest record the reader was when it wrote
+    /// [`checkpoint`](Self::checkpoint), in milliseconds: the `MillisBehindLatest` of its last
+    /// `GetRecords` answer before the write. `None` when not known (a final checkpoint, a
+    /// recorded start, a store that does not keep it). For people reading the table (the
+    /// `lease-table` view shows it); nothing decides on it.
+    pub behind_ms: Option<u64>,
     /// A planned move asked of the holder: another instance that balances the shards
     /// (`KinesisBroker::balance_shards`) wants the shard handed to it. `None` in a row without
     /// one, rows written before planned moves existed included.

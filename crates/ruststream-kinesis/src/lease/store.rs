@@ -135,6 +135,31 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         })
     }
 
+    /// [`checkpoint_and_renew`](Self::checkpoint_and_renew), recording with the checkpoint how
+    /// far behind its shard's newest record the reader was (`behind_ms`, from the last
+    /// `GetRecords` answer), for people reading the table ([`LeaseState::behind_ms`]); `None`
+    /// removes a figure an earlier checkpoint left. Nothing decides on it. Readers write every
+    /// checkpoint through this call.
+    ///
+    /// Provided as [`checkpoint_and_renew`](Self::checkpoint_and_renew), which drops the
+    /// figure: a store that keeps it overrides this (both stores of this crate do, in the same
+    /// write as the checkpoint).
+    ///
+    /// # Errors
+    ///
+    /// As [`checkpoint_and_renew`](Self::checkpoint_and_renew).
+    fn checkpoint_and_renew_behind<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        behind_ms: Option<u64>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        let _ = behind_ms;
+        self.checkpoint_and_renew(key, owner, checkpoint, lease)
+    }
+
     /// Takes the lease like [`acquire`](LeaseStore::acquire) and, when the row holds no
     /// checkpoint yet, records `start` as its checkpoint; answers the row as taken, checkpoint
     /// included. The coordinator takes every shard this way, so a first owner that dies before

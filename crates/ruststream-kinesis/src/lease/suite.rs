@@ -81,6 +81,9 @@ const MARGIN: Duration = Duration::from_millis(300);
 ///   keeps the checkpoint of a row that has one (a sequence number or [`SHARD_END`]), and a
 ///   refused take writes nothing;
 /// - `checkpoint-renewing` and `listing`: the provided calls, as the crate's stores do them;
+/// - `checkpoint-lag` (for a store that keeps it): the figure written with a checkpoint
+///   ([`LeaseState::behind_ms`]) reads back with it, and a checkpoint without one, or a final
+///   checkpoint, removes it;
 /// - `deletion` (for a store that deletes): a row is deleted only with the counter it holds and
 ///   no unexpired lease, reads back as missing, and can be taken afresh;
 /// - `notices` (for a store whose [`notice`](LeaseStore::notice) answers): a stream's notice
@@ -722,7 +725,81 @@ impl<'s> Run<'s> {
             self.store.checkpoint_and_renew(&key, B, "901", long).await,
         )
         .await;
+        self.checkpoint_lag(&key, long).await;
         self.release(check, &key, A).await;
+    }
+
+    /// `checkpoint-lag` (for a store that keeps it): how far behind the reader was is written
+    /// with the checkpoint and read back with it; a checkpoint without the figure, and a final
+    /// checkpoint, remove it. A store that drops it still writes the checkpoint.
+    async fn checkpoint_lag(&self, key: &LeaseKey, long: Duration) {
+        let check = "checkpoint-lag";
+        let what = format!("{A} checkpointing {key} 1500 ms behind");
+        let written = ok(
+            check,
+            &what,
+            self.store
+                .checkpoint_and_renew_behind(key, A, "910", Some(1_500), long)
+                .await,
+        );
+        let row =
+            ok(check, &format!("reading {key}"), self.store.read(key).await).unwrap_or_default();
+        expect(
+            check,
+            written.checkpoint.as_deref() == Some("910")
+                && row.checkpoint.as_deref() == Some("910"),
+            &format!("{what} answered {written:?}, and the row reads {row:?}"),
+        );
+        if written.behind_ms.is_none() && row.behind_ms.is_none() {
+            // The store does not keep the figure (the provided call drops it).
+            return;
+        }
+        expect(
+            check,
+            written.behind_ms == Some(1_500) && row.behind_ms == Some(1_500),
+            &format!("{what} answered {written:?}, and the row reads {row:?}"),
+        );
+        let what = format!("{A} checkpointing {key} with no figure");
+        ok(
+            check,
+            &what,
+            self.store.checkpoint_and_renew(key, A, "911", long).await,
+        );
+        let row =
+            ok(check, &format!("reading {key}"), self.store.read(key).await).unwrap_or_default();
+        expect(
+            check,
+            row.behind_ms.is_none() && row.checkpoint.as_deref() == Some("911"),
+            &format!("after {what}, a figure of an earlier checkpoint is left: {row:?}"),
+        );
+        ok(
+            check,
+            "checkpointing 20 ms behind",
+            self.store
+                .checkpoint_and_renew_behind(key, A, "912", Some(20), long)
+                .await,
+        );
+        self.checkpoint(check, key, A, "913").await;
+        let row =
+            ok(check, &format!("reading {key}"), self.store.read(key).await).unwrap_or_default();
+        expect(
+            check,
+            row.behind_ms.is_none(),
+            &format!(
+                "after a final checkpoint of {key}, the figure of an earlier one is left: {row:?}"
+            ),
+        );
+        let what = format!("{B} checkpointing {key} with a figure, held by {A}");
+        self.expect_lost(
+            check,
+            &what,
+            key,
+            B,
+            self.store
+                .checkpoint_and_renew_behind(key, B, "914", Some(1), long)
+                .await,
+        )
+        .await;
     }
 
     /// `take-from-start`: the start of a take lands only in a row without a checkpoint, and a

@@ -121,6 +121,22 @@ impl LeaseStore for Timed {
         )
     }
 
+    fn checkpoint_and_renew_behind<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        behind_ms: Option<u64>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.bounded(
+            key,
+            "checkpoint",
+            self.inner
+                .checkpoint_and_renew_behind(key, owner, checkpoint, behind_ms, lease),
+        )
+    }
+
     fn ask_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,

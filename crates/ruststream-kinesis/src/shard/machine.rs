@@ -280,6 +280,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// The call [`next_read`](Self::next_read) asked for answered `fetch` at `now`; `coin`
     /// draws a backoff's jitter.
     pub(crate) fn read_answered(&mut self, now: T, fetch: Fetch<R>, coin: u64) {
+        if let Fetch::Records { millis_behind, .. } = &fetch {
+            self.lease.read_behind(*millis_behind);
+        }
         self.read.answered(now, fetch, coin);
     }
 

@@ -348,7 +348,7 @@ mod tests {
         let (handle, tickets) = taken(&closed, &["1"]);
         let handle = Arc::new(handle);
         handle.settle(tickets[0]).unwrap();
-        let Next::Send(Write::Checkpoint(_)) = handle.next_write() else {
+        let Next::Send(Write::Checkpoint { .. }) = handle.next_write() else {
             panic!("the checkpoint goes out");
         };
         let closing = tokio::spawn({

@@ -120,7 +120,8 @@ impl Sim {
                 s.lease_task = LeaseTask::InFlight;
                 let kind = match &write {
                     Write::Renew => OpKind::Renew,
-                    Write::Checkpoint(checkpoint) => {
+                    // The lag written with it is for people to read; nothing decides on it.
+                    Write::Checkpoint { checkpoint, .. } => {
                         OpKind::CheckpointRenew(Arc::clone(checkpoint))
                     }
                     Write::Final(checkpoint) => OpKind::Checkpoint(Arc::clone(checkpoint)),
@@ -234,7 +235,7 @@ impl Sim {
             Res::Fenced => Answer::Refused,
             _ => Answer::Failed,
         };
-        if matches!(write, Write::Renew | Write::Checkpoint(_)) {
+        if matches!(write, Write::Renew | Write::Checkpoint { .. }) {
             match answer {
                 // The ghost: the grant this session heard of.
                 Answer::Done => {

@@ -23,6 +23,7 @@ fn held(owner: &str) -> Option<LeaseState> {
         expiry_ms: NOW_MS + 10_000,
         counter: 1,
         checkpoint: Some("7".to_owned()),
+        behind_ms: None,
         handoff: None,
     })
 }

@@ -25,6 +25,7 @@ fn row(owner: Option<&str>, expiry_ms: u64, checkpoint: &str) -> Option<LeaseSta
         expiry_ms,
         counter: 7,
         checkpoint: Some(checkpoint.to_owned()),
+        behind_ms: None,
         handoff: None,
     })
 }

@@ -166,6 +166,7 @@ fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
         expiry_ms: NOW_MS + 10_000,
         counter: 3,
         checkpoint: Some("42".to_owned()),
+        behind_ms: None,
         handoff: None,
     });
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held.clone())].into();
@@ -179,6 +180,7 @@ fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
         expiry_ms: NOW_MS,
         counter: 4,
         checkpoint: Some("42".to_owned()),
+        behind_ms: None,
         handoff: None,
     });
     let rows: Rows = [(Arc::clone(&listing[0].id), released)].into();
@@ -222,6 +224,7 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
             expiry_ms,
             counter: 3,
             checkpoint: Some("42".to_owned()),
+            behind_ms: None,
             handoff: None,
         })
     };

@@ -55,6 +55,7 @@ impl Rig {
             expiry_ms,
             counter: 1,
             checkpoint: Some("7".to_owned()),
+            behind_ms: None,
             handoff: None,
         }
     }

@@ -23,6 +23,7 @@ fn held(owner: &str, expiry_ms: u64) -> Option<LeaseState> {
         expiry_ms,
         counter: 4,
         checkpoint: Some("9".to_owned()),
+        behind_ms: None,
         handoff: None,
     })
 }

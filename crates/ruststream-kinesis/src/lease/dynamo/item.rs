@@ -30,6 +30,7 @@ pub(super) fn state_of(item: &Item) -> Result<LeaseState, String> {
         expiry_ms: number_attribute(item, EXPIRY)?.unwrap_or(0),
         counter: number_attribute(item, COUNTER)?.unwrap_or(0),
         checkpoint,
+        behind_ms: number_attribute(item, CHECKPOINT_BEHIND)?,
         // A request without its time counts as lapsed (and the store's condition lets another
         // replace it); a time that is no number is malformed, as any other attribute.
         handoff: match string_attribute(item, HANDOFF_TO)? {
@@ -48,24 +49,40 @@ fn is_sequence_number(text: &str) -> bool {
 }
 
 /// How a checkpoint write sets the row: `checkpoint = :checkpoint`, with the user record's index
-/// of a checkpoint inside an aggregate in `checkpoint_sub_sequence` (removed otherwise), and
-/// the values it names.
-pub(super) fn checkpoint_update(checkpoint: &str) -> (&'static str, &'static str, Item) {
+/// of a checkpoint inside an aggregate in `checkpoint_sub_sequence` and how far behind the reader
+/// was in `checkpoint_behind_ms` (each removed when there is none); the `SET` part, the
+/// ` REMOVE ...` part (empty when nothing is removed), and the values they name.
+pub(super) fn checkpoint_update(
+    checkpoint: &str,
+    behind_ms: Option<u64>,
+) -> (String, String, Item) {
+    let mut set = vec!["checkpoint = :checkpoint"];
+    let mut remove = Vec::new();
+    let mut values = Item::new();
     match split_within(checkpoint) {
-        Some((sequence, sub)) => (
-            "checkpoint = :checkpoint, checkpoint_sub_sequence = :sub",
-            "",
-            HashMap::from([
-                (":checkpoint".to_owned(), string(sequence)),
-                (":sub".to_owned(), number(sub)),
-            ]),
-        ),
-        None => (
-            "checkpoint = :checkpoint",
-            " REMOVE checkpoint_sub_sequence",
-            HashMap::from([(":checkpoint".to_owned(), string(checkpoint))]),
-        ),
+        Some((sequence, sub)) => {
+            set.push("checkpoint_sub_sequence = :sub");
+            values.insert(":checkpoint".to_owned(), string(sequence));
+            values.insert(":sub".to_owned(), number(sub));
+        }
+        None => {
+            remove.push(CHECKPOINT_SUB_SEQUENCE);
+            values.insert(":checkpoint".to_owned(), string(checkpoint));
+        }
     }
+    match behind_ms {
+        Some(behind) => {
+            set.push("checkpoint_behind_ms = :behind");
+            values.insert(":behind".to_owned(), number(behind));
+        }
+        None => remove.push(CHECKPOINT_BEHIND),
+    }
+    let remove = if remove.is_empty() {
+        String::new()
+    } else {
+        format!(" REMOVE {}", remove.join(", "))
+    };
+    (set.join(", "), remove, values)
 }
 
 pub(super) fn string_attribute(item: &Item, name: &str) -> Result<Option<String>, String> {

@@ -40,6 +40,9 @@ const CHECKPOINT: &str = "checkpoint";
 /// aggregate whose sequence number `checkpoint` holds (the model of the KCL's
 /// `checkpointSubSequenceNumber`); absent otherwise.
 const CHECKPOINT_SUB_SEQUENCE: &str = "checkpoint_sub_sequence";
+/// How far behind its shard's newest record the reader was when it wrote the checkpoint, in
+/// milliseconds (N; absent when not known): for people, nothing decides on it.
+const CHECKPOINT_BEHIND: &str = "checkpoint_behind_ms";
 /// A planned move asked of the holder: the owner id of the instance that asked for the shard
 /// (see [`Handoff`](crate::Handoff)); absent otherwise. Written without a counter bump, removed
 /// by every take and by the hand-over.
@@ -657,7 +660,19 @@ impl LeaseStore for DynamoLeaseStore {
         checkpoint: &'a str,
         lease: Duration,
     ) -> LeaseFuture<'a, LeaseState> {
-        Box::pin(self.checkpoint_renewing(key, owner, checkpoint, lease))
+        Box::pin(self.checkpoint_renewing(key, owner, checkpoint, None, lease))
+    }
+
+    /// The checkpoint and how far behind the reader was, in the one conditional write.
+    fn checkpoint_and_renew_behind<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        checkpoint: &'a str,
+        behind_ms: Option<u64>,
+        lease: Duration,
+    ) -> LeaseFuture<'a, LeaseState> {
+        Box::pin(self.checkpoint_renewing(key, owner, checkpoint, behind_ms, lease))
     }
 
     /// One consistent Scan of the table (paginated), filtered to `stream`: it costs the table's

@@ -509,7 +509,7 @@ impl DynamoLeaseStore {
         owner: &str,
         checkpoint: &str,
     ) -> Result<(), LeaseError> {
-        let (set, remove, mut values) = checkpoint_update(checkpoint);
+        let (set, remove, mut values) = checkpoint_update(checkpoint, None);
         values.insert(":me".to_owned(), string(owner));
         values.insert(":one".to_owned(), number(1));
         let update = format!("SET {set} ADD lease_counter :one{remove}");
@@ -538,10 +538,11 @@ impl DynamoLeaseStore {
         key: &LeaseKey,
         owner: &str,
         checkpoint: &str,
+        behind_ms: Option<u64>,
         lease: Duration,
     ) -> Result<LeaseState, LeaseError> {
         let expiry = epoch_millis().saturating_add(millis(lease));
-        let (set, remove, mut values) = checkpoint_update(checkpoint);
+        let (set, remove, mut values) = checkpoint_update(checkpoint, behind_ms);
         values.insert(":me".to_owned(), string(owner));
         values.insert(":expiry".to_owned(), number(expiry));
         values.insert(":one".to_owned(), number(1));
@@ -584,7 +585,7 @@ impl DynamoLeaseStore {
             .saturating_sub(millis(SKEW_TOLERANCE));
         let (set, remove, mut values) = match checkpoint {
             Some(checkpoint) => {
-                let (set, remove, values) = checkpoint_update(checkpoint);
+                let (set, remove, values) = checkpoint_update(checkpoint, None);
                 (format!(", {set}"), remove.replace(" REMOVE ", ", "), values)
             }
             None => (String::new(), String::new(), Item::new()),

@@ -63,9 +63,12 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
             Next::Send(write) => {
                 let answered = match &write {
                     Write::Renew => sub.store.renew(key, &sub.owner, lease).await.map(Some),
-                    Write::Checkpoint(checkpoint) => sub
+                    Write::Checkpoint {
+                        checkpoint,
+                        behind_ms,
+                    } => sub
                         .store
-                        .checkpoint_and_renew(key, &sub.owner, checkpoint, lease)
+                        .checkpoint_and_renew_behind(key, &sub.owner, checkpoint, *behind_ms, lease)
                         .await
                         .map(Some),
                     Write::Final(checkpoint) => sub

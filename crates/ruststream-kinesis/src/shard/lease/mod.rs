@@ -62,8 +62,12 @@ impl Moment for Duration {
 pub(crate) enum Write {
     /// `renew`.
     Renew,
-    /// `checkpoint_and_renew` with this checkpoint.
-    Checkpoint(Arc<str>),
+    /// `checkpoint_and_renew` with this checkpoint, and how far behind the shard's newest record
+    /// the last read before it was (stored with it, for the lease-table view).
+    Checkpoint {
+        checkpoint: Arc<str>,
+        behind_ms: Option<u64>,
+    },
     /// The final `checkpoint` (no renewal: the release follows): the pending checkpoint, or
     /// `SHARD_END`.
     Final(Arc<str>),
@@ -173,6 +177,9 @@ pub(crate) struct ShardLease<T = Instant> {
     sealed: bool,
     /// The instance a planned move hands the shard to, once asked.
     hand_to: Option<Arc<str>>,
+    /// How far behind the shard's newest record the last read was (`MillisBehindLatest`),
+    /// written with each checkpoint.
+    behind_ms: Option<u64>,
 }
 
 impl<T: Moment> ShardLease<T> {
@@ -197,6 +204,7 @@ impl<T: Moment> ShardLease<T> {
             phase: Phase::Holding,
             sealed: false,
             hand_to: None,
+            behind_ms: None,
         }
     }
 
@@ -214,7 +222,10 @@ impl<T: Moment> ShardLease<T> {
                 if now >= self.checkpoint_due
                     && let Some(checkpoint) = self.pending.take()
                 {
-                    Write::Checkpoint(checkpoint)
+                    Write::Checkpoint {
+                        checkpoint,
+                        behind_ms: self.behind_ms,
+                    }
                 } else if now >= self.next_renewal {
                     Write::Renew
                 } else {
@@ -278,11 +289,11 @@ impl<T: Moment> ShardLease<T> {
         }
         match (flight.write, answer) {
             (Write::Renew, Answer::Done) => self.renewed(flight.sent, flight.sent_ms),
-            (Write::Checkpoint(_), Answer::Done) => {
+            (Write::Checkpoint { .. }, Answer::Done) => {
                 self.renewed(flight.sent, flight.sent_ms);
                 self.checkpoint_due = now + self.timings.checkpoint_interval();
             }
-            (Write::Renew | Write::Checkpoint(_), Answer::Refused) => self.lose(Lost::Refused),
+            (Write::Renew | Write::Checkpoint { .. }, Answer::Refused) => self.lose(Lost::Refused),
             // Closing: the final writes go out next, conditioned on the row as every write is.
             (Write::Renew, Answer::Failed) if matches!(self.phase, Phase::Closing(_)) => {}
             (Write::Renew, Answer::Failed) => {
@@ -294,7 +305,7 @@ impl<T: Moment> ShardLease<T> {
                     self.next_renewal = now + wait;
                 }
             }
-            (Write::Checkpoint(checkpoint), Answer::Failed) => {
+            (Write::Checkpoint { checkpoint, .. }, Answer::Failed) => {
                 // Sent again, unless a newer one replaced it meanwhile or a seek dropped it.
                 if flight.restore {
                     self.pending.get_or_insert(checkpoint);
@@ -359,6 +370,14 @@ impl<T: Moment> ShardLease<T> {
         }
         self.pending = Some(checkpoint);
         true
+    }
+
+    /// A read answered that the shard's newest record is `millis_behind` ahead of it: the
+    /// figure the next checkpoint is written with (a read that says nothing keeps the last).
+    pub(crate) fn read_behind(&mut self, millis_behind: Option<i64>) {
+        if let Some(behind) = millis_behind {
+            self.behind_ms = Some(u64::try_from(behind).unwrap_or(0));
+        }
     }
 
     /// Whether a settlement still counts (no final checkpoint was taken, the lease is not lost).

@@ -39,7 +39,10 @@ fn exchange(
 }
 
 fn checkpoint(value: &str) -> Write {
-    Write::Checkpoint(Arc::from(value))
+    Write::Checkpoint {
+        checkpoint: Arc::from(value),
+        behind_ms: None,
+    }
 }
 
 #[test]

@@ -563,7 +563,47 @@ fn a_settlement_that_grows_the_prefix_is_the_next_write() {
     machine.settle(tickets[0], false).unwrap();
     assert_eq!(
         machine.next_write(S, ms(S)),
-        Next::Send(Write::Checkpoint(Arc::from("2")))
+        Next::Send(Write::Checkpoint {
+            checkpoint: Arc::from("2"),
+            behind_ms: Some(0),
+        })
+    );
+}
+
+/// Each checkpoint is written with how far behind the shard's newest record the last read
+/// before it was: the lease-table view shows it per row, at no write of its own.
+#[test]
+fn a_checkpoint_carries_how_far_behind_the_last_read_was() {
+    let mut machine = taken();
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["1", "2"],
+        Some("it-1"),
+        4_000,
+    );
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    machine.settle(tickets[0], false).unwrap();
+    machine.settle(tickets[1], false).unwrap();
+    assert_eq!(
+        machine.next_write(S, ms(S)),
+        Next::Send(Write::Checkpoint {
+            checkpoint: Arc::from("2"),
+            behind_ms: Some(4_000),
+        })
+    );
+    machine.write_answered(S, Answer::Done);
+    // The reader caught up: the next checkpoint says so.
+    read(&mut machine, S, &["3"], Some("it-2"), 0);
+    let tickets = hand_out(&mut machine, S);
+    machine.settle(tickets[0], false).unwrap();
+    let later = S * 10;
+    assert_eq!(
+        machine.next_write(later, ms(later)),
+        Next::Send(Write::Checkpoint {
+            checkpoint: Arc::from("3"),
+            behind_ms: Some(0),
+        })
     );
 }
 
@@ -654,6 +694,7 @@ fn asked_row(owner: &str, to: &str, asked_ms: u64) -> LeaseState {
         expiry_ms: asked_ms + 10_000,
         counter: 3,
         checkpoint: Some("1".to_owned()),
+        behind_ms: None,
         handoff: Some(crate::Handoff {
             to: to.to_owned(),
             asked_ms,
