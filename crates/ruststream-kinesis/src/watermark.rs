@@ -63,6 +63,11 @@ impl Watermark {
         self.generation
     }
 
+    /// How many deliveries of this generation the settled prefix holds.
+    pub(crate) fn settled_prefix(&self) -> u64 {
+        self.base
+    }
+
     /// Whether every delivery was settled.
     #[cfg(test)]
     pub(crate) fn is_drained(&self) -> bool {

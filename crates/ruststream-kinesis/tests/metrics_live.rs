@@ -143,13 +143,15 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
     );
     let caught_up = until(
         &registry_a,
-        "pod-a's lag falling to 0 on both shards",
+        "pod-a's lag and checkpoint lag falling to 0 on both shards",
         |text| {
             text.lines()
                 .filter(|line| line.starts_with("kinesis_millis_behind_latest{"))
                 .count()
                 == 2
                 && sample(text, "kinesis_millis_behind_latest", &[]) == Some(0.0)
+                // Every delivery acknowledged, and its checkpoint written.
+                && sample(text, "kinesis_checkpoint_lag_records", &[]) == Some(0.0)
         },
     )
     .await;

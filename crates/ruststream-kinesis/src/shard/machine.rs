@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::lease::{Answer, Close, Ending, Moment, Next, ShardLease};
+use super::lease::{Answer, Close, Ending, Moment, Next, ShardLease, Write};
 use super::read::{Call, Fetch, Phase, ReadSettings, ReadState, Sequenced, Stop, Want};
 use crate::LeaseState;
 use crate::settings::position::ShardStart;
@@ -123,6 +123,10 @@ pub(crate) struct ShardMachine<T, R> {
     handing_over: Option<T>,
     /// The planned move went ahead with every delivery settled.
     handed_over_drained: bool,
+    /// How much of the settled prefix (of this seek generation) the last checkpoint written
+    /// covers, and the one in flight would: for the checkpoint lag, settled but not yet written.
+    prefix_written: u64,
+    prefix_sending: Option<u64>,
 }
 
 // The methods under `cfg(test)` are what the simulation's checks and the tests read of the
@@ -147,6 +151,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             awaiting: Awaiting::Nothing,
             handing_over: None,
             handed_over_drained: false,
+            prefix_written: 0,
+            prefix_sending: None,
         }
     }
 
@@ -303,6 +309,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             return false;
         }
         self.watermark.reset();
+        // The new position's prefix starts at nothing; what the old one had is never written.
+        self.prefix_written = 0;
+        self.prefix_sending = None;
         self.lease.drop_pending();
         // The seek's position delivers what follows it: records waiting to come back do not,
         // and a closed shard need not wait for their timers to finish.
@@ -471,13 +480,32 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// The store write the lease's driver sends next at `now`, or how long it waits.
     pub(crate) fn next_write(&mut self, now: T, now_ms: u64) -> Next<T> {
-        self.lease.next(now, now_ms)
+        let next = self.lease.next(now, now_ms);
+        if let Next::Send(Write::Checkpoint { .. }) = next {
+            // The pending checkpoint is the settled prefix's end: every growth replaced it.
+            self.prefix_sending = Some(self.watermark.settled_prefix());
+        }
+        next
     }
 
     /// The store answered the write in flight at `now`; whether the lease ended with it.
     pub(crate) fn write_answered(&mut self, now: T, answer: Answer) -> bool {
+        if let Some(prefix) = self.prefix_sending.take()
+            && answer == Answer::Done
+        {
+            self.prefix_written = prefix;
+        }
         self.lease.on_answer(now, answer);
         self.lease.ending().is_some()
+    }
+
+    /// How many deliveries were settled in order (so a checkpoint may record them) and are not
+    /// yet covered by a checkpoint written: the checkpoint lag. A shard restarted after a crash
+    /// here delivers them again.
+    pub(crate) fn checkpoint_lag(&self) -> u64 {
+        self.watermark
+            .settled_prefix()
+            .saturating_sub(self.prefix_written)
     }
 
     /// Whether this instance may still deliver from the shard at `now`.

@@ -199,11 +199,18 @@ impl ShardHandle {
         self.lock().next_write(Instant::now(), epoch_millis())
     }
 
-    /// The store answered the write in flight.
-    pub(crate) fn answer(&self, answer: Answer) {
-        if self.lock().write_answered(Instant::now(), answer) {
+    /// The store answered the write in flight; answers the checkpoint lag after it (deliveries
+    /// settled in order and not yet covered by a checkpoint written).
+    pub(crate) fn answer(&self, answer: Answer) -> u64 {
+        let (ended, lag) = {
+            let mut machine = self.lock();
+            let ended = machine.write_answered(Instant::now(), answer);
+            (ended, machine.checkpoint_lag())
+        };
+        if ended {
             self.halted();
         }
+        lag
     }
 
     /// A renewing write answered `row`: a planned move asked in it starts the hand-over, and

@@ -197,6 +197,13 @@ impl Meters {
         each!(self, |backend| backend.lease_event(stream, owner, event));
     }
 
+    /// After a lease write's answer: `records` deliveries of the shard were settled in order and
+    /// are not yet covered by a checkpoint written.
+    pub(crate) fn checkpoint_lag(&self, stream: &str, shard: &str, records: u64) {
+        each!(self, |backend| backend
+            .checkpoint_lag(stream, shard, records));
+    }
+
     /// A reader of `shard` ended: `owner` holds one lease fewer, and the shard's lag is no longer
     /// this instance's to tell.
     pub(crate) fn reader_ended(&self, stream: &str, shard: &str, owner: &str) {

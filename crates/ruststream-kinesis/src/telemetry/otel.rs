@@ -20,6 +20,7 @@ pub(super) struct Instruments {
     read_retries: Counter<u64>,
     iterator_resets: Counter<u64>,
     decode_failures: Counter<u64>,
+    checkpoint_lag: Gauge<u64>,
     leases_held: UpDownCounter<i64>,
     lease_events: Counter<u64>,
     store_calls: Histogram<f64>,
@@ -96,6 +97,13 @@ impl Instruments {
                 "{record}",
                 "Records with the KPL's magic that are no valid aggregate.",
             ),
+            checkpoint_lag: meter
+                .u64_gauge("messaging.kinesis.checkpoint.lag")
+                .with_unit("{record}")
+                .with_description(
+                    "Deliveries settled in order but not yet covered by a checkpoint written.",
+                )
+                .build(),
             leases_held: meter
                 .i64_up_down_counter("messaging.kinesis.leases.held")
                 .with_unit("{lease}")
@@ -162,6 +170,11 @@ impl Instruments {
 
     pub(super) fn decode_failure(&self, stream: &str, shard_id: &str) {
         self.decode_failures.add(1, &shard(stream, shard_id));
+    }
+
+    pub(super) fn checkpoint_lag(&self, stream: &str, shard_id: &str, records: u64) {
+        self.checkpoint_lag
+            .record(records, &shard(stream, shard_id));
     }
 
     fn lease(stream: &str, owner: &str) -> [KeyValue; 3] {

@@ -26,6 +26,7 @@ const CALL_BUCKETS: &[f64] = &[
 /// | `kinesis_read_retries_total` | counter | `stream`, `shard`, `cause` | reads tried again after a backoff: `throttled`, `failed` |
 /// | `kinesis_iterator_resets_total` | counter | `stream`, `shard` | shard iterators that expired and were asked for again |
 /// | `kinesis_decode_failures_total` | counter | `stream`, `shard` | records with the KPL's magic that are no valid aggregate (delivered as they are) |
+/// | `kinesis_checkpoint_lag_records` | gauge | `stream`, `shard` | deliveries settled in order but not yet covered by a checkpoint written (what a crash now would deliver again), as of the last lease write |
 /// | `kinesis_leases_held` | gauge | `stream`, `owner` | the leases this instance holds |
 /// | `kinesis_lease_events_total` | counter | `stream`, `owner`, `event` | `taken`, `released`, `lost`, `expired`, `handed_over`, `finished` |
 /// | `kinesis_lease_table_call_duration_seconds` | histogram | `call`, `outcome` | each lease-table call's time; `outcome` is `ok`, `refused`, `failed` or `timed_out` |
@@ -64,6 +65,7 @@ struct Series {
     read_retries: IntCounterVec,
     iterator_resets: IntCounterVec,
     decode_failures: IntCounterVec,
+    checkpoint_lag: IntGaugeVec,
     leases_held: IntGaugeVec,
     lease_events: IntCounterVec,
     store_calls: HistogramVec,
@@ -120,6 +122,13 @@ impl KinesisMetrics {
                 ),
                 shard,
             )?,
+            checkpoint_lag: IntGaugeVec::new(
+                Opts::new(
+                    "kinesis_checkpoint_lag_records",
+                    "Deliveries settled in order but not yet covered by a checkpoint written.",
+                ),
+                shard,
+            )?,
             leases_held: IntGaugeVec::new(
                 Opts::new("kinesis_leases_held", "Leases this instance holds."),
                 &["stream", "owner"],
@@ -160,6 +169,7 @@ impl KinesisMetrics {
         registry.register(Box::new(series.read_retries.clone()))?;
         registry.register(Box::new(series.iterator_resets.clone()))?;
         registry.register(Box::new(series.decode_failures.clone()))?;
+        registry.register(Box::new(series.checkpoint_lag.clone()))?;
         registry.register(Box::new(series.leases_held.clone()))?;
         registry.register(Box::new(series.lease_events.clone()))?;
         registry.register(Box::new(series.store_calls.clone()))?;
@@ -229,6 +239,13 @@ impl KinesisMetrics {
         }
     }
 
+    pub(super) fn checkpoint_lag(&self, stream: &str, shard: &str, records: u64) {
+        self.series
+            .checkpoint_lag
+            .with_label_values(&[stream, shard])
+            .set(i64::try_from(records).unwrap_or(i64::MAX));
+    }
+
     pub(super) fn reader_ended(&self, stream: &str, shard: &str, owner: &str) {
         self.series
             .leases_held
@@ -238,6 +255,10 @@ impl KinesisMetrics {
         let _ = self
             .series
             .millis_behind
+            .remove_label_values(&[stream, shard]);
+        let _ = self
+            .series
+            .checkpoint_lag
             .remove_label_values(&[stream, shard]);
     }
 

@@ -147,7 +147,8 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                         (Answer::Failed, None)
                     }
                 };
-                handle.answer(answer);
+                let lag = handle.answer(answer);
+                sub.meters.checkpoint_lag(key.stream(), key.shard(), lag);
                 if let Some(row) = row {
                     handle.row_seen(&row, &sub.owner);
                 }

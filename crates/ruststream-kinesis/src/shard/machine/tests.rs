@@ -570,6 +570,45 @@ fn a_settlement_that_grows_the_prefix_is_the_next_write() {
     );
 }
 
+/// The checkpoint lag counts deliveries settled in order that no checkpoint written covers yet:
+/// it grows with in-order settlements, ignores out-of-order ones, and falls to what settled
+/// since once a checkpoint write lands (a failed one changes nothing).
+#[test]
+fn the_checkpoint_lag_is_what_settled_in_order_and_is_not_yet_written() {
+    let mut machine = taken();
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["1", "2", "3", "4"],
+        Some("it-1"),
+        0,
+    );
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    machine.settle(tickets[0], false).unwrap();
+    machine.settle(tickets[2], false).unwrap();
+    assert_eq!(
+        machine.checkpoint_lag(),
+        1,
+        "the third waits for the second"
+    );
+    machine.settle(tickets[1], false).unwrap();
+    assert_eq!(machine.checkpoint_lag(), 3);
+    let Next::Send(Write::Checkpoint { .. }) = machine.next_write(S, ms(S)) else {
+        panic!("a checkpoint is due");
+    };
+    machine.settle(tickets[3], false).unwrap();
+    machine.write_answered(S, Answer::Failed);
+    assert_eq!(machine.checkpoint_lag(), 4, "a failed write covers nothing");
+    let later = S * 2;
+    let Next::Send(Write::Checkpoint { checkpoint, .. }) = machine.next_write(later, ms(later))
+    else {
+        panic!("the checkpoint is sent again");
+    };
+    assert_eq!(&*checkpoint, "4");
+    machine.write_answered(later, Answer::Done);
+    assert_eq!(machine.checkpoint_lag(), 0);
+}
+
 /// Each checkpoint is written with how far behind the shard's newest record the last read
 /// before it was: the lease-table view shows it per row, at no write of its own.
 #[test]

@@ -20,6 +20,7 @@ fn each_report_is_an_instrument_on_the_global_meter() {
     meters.read_retry("orders", "shardId-0", ReadRetry::Throttled);
     meters.iterator_reset("orders", "shardId-0");
     meters.decode_failure("orders", "shardId-0");
+    meters.checkpoint_lag("orders", "shardId-0", 3);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(4));
     meters.published("orders", Published::Ok, 2);
@@ -41,6 +42,7 @@ fn each_report_is_an_instrument_on_the_global_meter() {
         "messaging.kinesis.read.retries",
         "messaging.kinesis.iterator.resets",
         "messaging.kinesis.decode.failures",
+        "messaging.kinesis.checkpoint.lag",
         "messaging.kinesis.leases.held",
         "messaging.kinesis.lease.events",
         "messaging.kinesis.lease_table.call.duration",

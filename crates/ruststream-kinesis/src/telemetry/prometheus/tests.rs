@@ -45,7 +45,12 @@ fn a_lease_taken_is_held_until_its_reader_ends_and_its_lag_goes_with_it() {
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.read("orders", "shardId-1", 1, 1, Some(250));
+    meters.checkpoint_lag("orders", "shardId-1", 12);
     let text = scrape(&registry);
+    assert!(
+        text.contains(r#"kinesis_checkpoint_lag_records{shard="shardId-1",stream="orders"} 12"#),
+        "{text}"
+    );
     assert!(
         text.contains(r#"kinesis_leases_held{owner="pod-a",stream="orders"} 2"#),
         "{text}"
@@ -67,6 +72,7 @@ fn a_lease_taken_is_held_until_its_reader_ends_and_its_lag_goes_with_it() {
         !text.contains(r#"kinesis_millis_behind_latest{shard="shardId-1""#),
         "a shard read elsewhere now has no lag of ours: {text}"
     );
+    assert!(!text.contains("kinesis_checkpoint_lag_records{"), "{text}");
 }
 
 #[test]
@@ -123,6 +129,7 @@ fn the_operating_pages_table_lists_every_series() {
     meters.read_retry("orders", "shardId-0", ReadRetry::Failed);
     meters.iterator_reset("orders", "shardId-0");
     meters.decode_failure("orders", "shardId-0");
+    meters.checkpoint_lag("orders", "shardId-0", 0);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(1));
     meters.published("orders", Published::Ok, 1);
