@@ -183,6 +183,26 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
         Some(200.0),
         "each record read once"
     );
+    // Every series the Operating page lists shows in the scrape of a service that read and
+    // published, its fault counters at 0.
+    let listed: Vec<String> = include_str!("../../../docs/src/operating.md")
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `kinesis_"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(name, _)| format!("kinesis_{name}"))
+        .collect();
+    assert!(listed.len() >= 12, "{listed:?}");
+    for name in &listed {
+        assert!(
+            caught_up.contains(&format!("# TYPE {name} ")),
+            "{name} is not in the scrape:\n{caught_up}"
+        );
+    }
+    assert_eq!(
+        sample(&caught_up, "kinesis_read_retries_total", &[]),
+        Some(0.0),
+        "a healthy run retries no read"
+    );
     assert_eq!(
         sample(&caught_up, "kinesis_leases_held", &[r#"owner="pod-a""#]),
         Some(2.0)

@@ -15,7 +15,7 @@ use crate::KinesisError;
 use crate::kinesis::api::{self, OutRecord, PutOutcome};
 use crate::kinesis::envelope;
 use crate::settings::validate::{self, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES};
-use crate::telemetry::{Meters, Published};
+use crate::telemetry::Meters;
 
 mod pack;
 
@@ -525,7 +525,8 @@ async fn write_chunk(
                 // Every publish of the call gets the same kind of error: a missing stream stays
                 // `StreamNotFound` (with its fix), anything else the service's message.
                 let answered = chunk.iter().map(|pending| pending.done.len() as u64).sum();
-                meters.published(stream, Published::Failed, answered);
+                meters.published(stream, 0, answered);
+                meters.publish_retry(stream, 0);
                 let missing = matches!(err, KinesisError::StreamNotFound { .. });
                 let message = err.to_string();
                 let mut first = Some(err);
@@ -549,6 +550,7 @@ async fn write_chunk(
             }
         };
         let mut rejected = Vec::new();
+        let mut written = 0;
         let mut last_reason = (String::new(), String::new());
         for (pending, outcome) in chunk.into_iter().zip(outcomes) {
             match outcome {
@@ -557,7 +559,7 @@ async fn write_chunk(
                         .shard
                         .as_deref()
                         .is_some_and(|routed| shard.as_deref().is_some_and(|at| at != routed));
-                    meters.published(stream, Published::Ok, pending.done.len() as u64);
+                    written += pending.done.len() as u64;
                     for done in pending.done {
                         let _ = done.send(Ok(()));
                     }
@@ -568,16 +570,23 @@ async fn write_chunk(
                 }
             }
         }
+        // One count per call, the zeros included: a stream's series show from its first call.
+        let last = attempt == PUT_ATTEMPTS;
+        let failed = if last {
+            rejected
+                .iter()
+                .map(|pending| pending.done.len() as u64)
+                .sum()
+        } else {
+            0
+        };
+        meters.published(stream, written, failed);
+        meters.publish_retry(stream, if last { 0 } else { rejected.len() as u64 });
         if rejected.is_empty() {
             return strayed;
         }
-        if attempt == PUT_ATTEMPTS {
+        if last {
             let failed = rejected.len();
-            let answered = rejected
-                .iter()
-                .map(|pending| pending.done.len() as u64)
-                .sum();
-            meters.published(stream, Published::Failed, answered);
             for done in rejected.into_iter().flat_map(|pending| pending.done) {
                 let _ = done.send(Err(KinesisError::PutRejected {
                     stream: stream.to_owned(),
@@ -592,7 +601,6 @@ async fn write_chunk(
         let ceiling = 100u64 << attempt;
         let wait = rand::rng().random_range(50..=ceiling);
         tokio::time::sleep(Duration::from_millis(wait)).await;
-        meters.publish_retry(stream, rejected.len() as u64);
         chunk = rejected;
     }
     strayed

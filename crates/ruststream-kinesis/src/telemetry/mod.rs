@@ -204,6 +204,13 @@ impl Meters {
             .checkpoint_lag(stream, shard, records));
     }
 
+    /// A reader of `shard` started: its counters show from now on, at 0 until something
+    /// happens (a series that appears only with its first fault hides it from `rate()` and
+    /// from a look at the scrape).
+    pub(crate) fn reader_started(&self, stream: &str, shard: &str) {
+        each!(self, |backend| backend.reader_started(stream, shard));
+    }
+
     /// A reader of `shard` ended: `owner` holds one lease fewer, and the shard's lag is no longer
     /// this instance's to tell.
     pub(crate) fn reader_ended(&self, stream: &str, shard: &str, owner: &str) {
@@ -215,9 +222,13 @@ impl Meters {
         each!(self, |backend| backend.store_call(call, outcome, took));
     }
 
-    /// `records` publishes to `stream` were answered as `outcome`.
-    pub(crate) fn published(&self, stream: &str, outcome: Published, records: u64) {
-        each!(self, |backend| backend.published(stream, outcome, records));
+    /// One `PutRecords` call to `stream` answered: `written` publishes written, `failed`
+    /// answered with an error (both may be 0, which makes the stream's series show).
+    pub(crate) fn published(&self, stream: &str, written: u64, failed: u64) {
+        each!(self, |backend| {
+            backend.published(stream, Published::Ok, written);
+            backend.published(stream, Published::Failed, failed);
+        });
     }
 
     /// `records` records Kinesis rejected inside a PutRecords answer go out again.

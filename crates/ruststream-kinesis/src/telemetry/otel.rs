@@ -152,9 +152,13 @@ impl Instruments {
     }
 
     pub(super) fn read_retry(&self, stream: &str, shard_id: &str, cause: ReadRetry) {
+        self.read_retry_by(stream, shard_id, cause, 1);
+    }
+
+    fn read_retry_by(&self, stream: &str, shard_id: &str, cause: ReadRetry, reads: u64) {
         let [system, name, partition] = shard(stream, shard_id);
         self.read_retries.add(
-            1,
+            reads,
             &[
                 system,
                 name,
@@ -200,6 +204,16 @@ impl Instruments {
                 KeyValue::new("kinesis.lease.event", event.as_str()),
             ],
         );
+    }
+
+    pub(super) fn reader_started(&self, stream: &str, shard_id: &str) {
+        let labels = shard(stream, shard_id);
+        for cause in [ReadRetry::Throttled, ReadRetry::Failed] {
+            self.read_retry_by(stream, shard_id, cause, 0);
+        }
+        self.iterator_resets.add(0, &labels);
+        self.decode_failures.add(0, &labels);
+        self.checkpoint_lag.record(0, &labels);
     }
 
     pub(super) fn reader_ended(&self, stream: &str, _shard: &str, owner: &str) {

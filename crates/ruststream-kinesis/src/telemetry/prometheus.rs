@@ -246,6 +246,25 @@ impl KinesisMetrics {
             .set(i64::try_from(records).unwrap_or(i64::MAX));
     }
 
+    pub(super) fn reader_started(&self, stream: &str, shard: &str) {
+        let labels = &[stream, shard];
+        for cause in [ReadRetry::Throttled, ReadRetry::Failed] {
+            self.series
+                .read_retries
+                .with_label_values(&[stream, shard, cause.as_str()])
+                .inc_by(0);
+        }
+        self.series
+            .iterator_resets
+            .with_label_values(labels)
+            .inc_by(0);
+        self.series
+            .decode_failures
+            .with_label_values(labels)
+            .inc_by(0);
+        self.series.checkpoint_lag.with_label_values(labels).set(0);
+    }
+
     pub(super) fn reader_ended(&self, stream: &str, shard: &str, owner: &str) {
         self.series
             .leases_held
@@ -277,6 +296,7 @@ impl KinesisMetrics {
     }
 
     pub(super) fn publish_retry(&self, stream: &str, records: u64) {
+        // Called with 0 at each call too, so the stream's series shows before its first retry.
         self.series
             .publish_retries
             .with_label_values(&[stream])

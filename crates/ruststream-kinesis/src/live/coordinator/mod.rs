@@ -201,6 +201,7 @@ impl Subscription {
         );
         self.meters
             .lease_event(&self.stream, &self.owner, LeaseEvent::Taken);
+        self.meters.reader_started(&self.stream, &shard.id);
         tracing::info!(
             stream = %self.stream,
             shard = %shard.id,

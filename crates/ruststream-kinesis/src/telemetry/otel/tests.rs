@@ -3,7 +3,7 @@ use std::time::Duration;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 
-use crate::telemetry::{CallOutcome, LeaseEvent, Meters, Published, ReadRetry};
+use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry};
 
 /// Every report lands on the global meter provider installed before the meters were made, under
 /// the names the Operating page lists, with the stream and shard as the messaging conventions'
@@ -23,7 +23,7 @@ fn each_report_is_an_instrument_on_the_global_meter() {
     meters.checkpoint_lag("orders", "shardId-0", 3);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(4));
-    meters.published("orders", Published::Ok, 2);
+    meters.published("orders", 2, 0);
     meters.publish_retry("orders", 1);
     provider.force_flush().unwrap();
 

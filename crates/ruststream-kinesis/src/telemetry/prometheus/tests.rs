@@ -3,7 +3,7 @@ use std::time::Duration;
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use super::KinesisMetrics;
-use crate::telemetry::{CallOutcome, LeaseEvent, Meters, Published, ReadRetry};
+use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry};
 
 fn scrape(registry: &Registry) -> String {
     let mut text = Vec::new();
@@ -75,6 +75,24 @@ fn a_lease_taken_is_held_until_its_reader_ends_and_its_lag_goes_with_it() {
     assert!(!text.contains("kinesis_checkpoint_lag_records{"), "{text}");
 }
 
+/// A reader's counters show at 0 from its start: an alert on `rate()` sees them before the
+/// first fault, and a look at the scrape finds every series.
+#[test]
+fn a_readers_fault_counters_show_at_zero_from_its_start() {
+    let (registry, meters) = meters();
+    meters.reader_started("orders", "shardId-0");
+    let text = scrape(&registry);
+    for series in [
+        r#"kinesis_read_retries_total{cause="throttled",shard="shardId-0",stream="orders"} 0"#,
+        r#"kinesis_read_retries_total{cause="failed",shard="shardId-0",stream="orders"} 0"#,
+        r#"kinesis_iterator_resets_total{shard="shardId-0",stream="orders"} 0"#,
+        r#"kinesis_decode_failures_total{shard="shardId-0",stream="orders"} 0"#,
+        r#"kinesis_checkpoint_lag_records{shard="shardId-0",stream="orders"} 0"#,
+    ] {
+        assert!(text.contains(series), "{series} missing: {text}");
+    }
+}
+
 #[test]
 fn store_calls_are_timed_by_call_and_outcome() {
     let (registry, meters) = meters();
@@ -95,8 +113,8 @@ fn store_calls_are_timed_by_call_and_outcome() {
 #[test]
 fn publishes_retries_and_read_faults_are_counted_by_kind() {
     let (registry, meters) = meters();
-    meters.published("orders", Published::Ok, 7);
-    meters.published("orders", Published::Failed, 2);
+    meters.published("orders", 5, 0);
+    meters.published("orders", 2, 2);
     meters.publish_retry("orders", 3);
     meters.read_retry("orders", "shardId-0", ReadRetry::Throttled);
     meters.iterator_reset("orders", "shardId-0");
@@ -132,7 +150,7 @@ fn the_operating_pages_table_lists_every_series() {
     meters.checkpoint_lag("orders", "shardId-0", 0);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(1));
-    meters.published("orders", Published::Ok, 1);
+    meters.published("orders", 1, 0);
     meters.publish_retry("orders", 1);
     let mut rendered: Vec<String> = registry
         .gather()
