@@ -316,8 +316,6 @@ mod tests {
     #[cfg(feature = "metrics")]
     #[tokio::test(start_paused = true)]
     async fn each_call_is_counted_by_kind_and_outcome() {
-        use prometheus::{Encoder, TextEncoder};
-
         let registry = prometheus::Registry::new();
         let meters =
             Meters::default().with_prometheus(crate::KinesisMetrics::register(&registry).unwrap());
@@ -344,11 +342,7 @@ mod tests {
                 .unwrap_err()
                 .is_fenced()
         );
-        let mut text = Vec::new();
-        TextEncoder::new()
-            .encode(&registry.gather(), &mut text)
-            .unwrap();
-        let text = String::from_utf8(text).unwrap();
+        let text = crate::telemetry::scrape(&registry);
         for series in [
             r#"kinesis_lease_table_call_duration_seconds_count{call="renew",outcome="timed_out"} 1"#,
             r#"kinesis_lease_table_call_duration_seconds_count{call="acquire",outcome="ok"} 1"#,

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 #[cfg(feature = "metrics")]
 pub use prometheus::KinesisMetrics;
+#[cfg(all(test, feature = "metrics"))]
+pub(crate) use prometheus::scrape;
 
 /// What happened to a lease, as counted by `kinesis_lease_events_total{event}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -304,5 +304,17 @@ impl KinesisMetrics {
     }
 }
 
+/// `registry` as a `/metrics` route renders it, for the tests that read series back.
+#[cfg(test)]
+pub(crate) fn scrape(registry: &Registry) -> String {
+    use prometheus::{Encoder, TextEncoder};
+
+    let mut text = Vec::new();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut text)
+        .unwrap();
+    String::from_utf8(text).unwrap()
+}
+
 #[cfg(test)]
 mod tests;

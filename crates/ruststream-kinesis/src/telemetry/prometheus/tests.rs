@@ -1,17 +1,9 @@
 use std::time::Duration;
 
-use prometheus::{Encoder, Registry, TextEncoder};
+use prometheus::Registry;
 
-use super::KinesisMetrics;
+use super::{KinesisMetrics, scrape};
 use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry};
-
-fn scrape(registry: &Registry) -> String {
-    let mut text = Vec::new();
-    TextEncoder::new()
-        .encode(&registry.gather(), &mut text)
-        .unwrap();
-    String::from_utf8(text).unwrap()
-}
 
 fn meters() -> (Registry, Meters) {
     let registry = Registry::new();
