@@ -34,7 +34,8 @@ stop_process() { # name: SIGTERM, then SIGKILL after 15 s
 # Stops every process the demo started, and the stack when the demo started it.
 stop_all() {
   local name
-  for name in "${!pids[@]}"; do
+  # (Expanded once; `+` keeps an empty array from failing `set -u` on bash before 4.4.)
+  for name in ${pids[@]+"${!pids[@]}"}; do
     stop_process "$name"
   done
   if [[ "$started_stack" == 1 ]]; then

@@ -77,3 +77,103 @@ async fn serve(listener: TcpListener, metrics: Metrics) {
         });
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// `GET /metrics` of the service at `addr`.
+    fn scrape(addr: std::net::SocketAddr) -> String {
+        ureq::get(&format!("http://{addr}/metrics"))
+            .call()
+            .expect("the /metrics route answers")
+            .into_string()
+            .unwrap()
+    }
+
+    /// Scrapes `addr` until `holds` is true of a scrape (within 30 s); the last scrape.
+    async fn until(addr: std::net::SocketAddr, what: &str, holds: impl Fn(&str) -> bool) -> String {
+        let started = Instant::now();
+        loop {
+            let text = tokio::task::spawn_blocking(move || scrape(addr))
+                .await
+                .unwrap();
+            if holds(&text) {
+                return text;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{what} did not happen within 30 s; the last scrape of {addr}:\n{text}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The observed service on the local stack, as `owner` on `table`, serving /metrics on a
+    /// port of loopback.
+    async fn start(
+        config: &SdkConfig,
+        table: &str,
+        owner: &str,
+    ) -> (ruststream::runtime::RunningApp, std::net::SocketAddr) {
+        let metrics = Metrics::with_registry(prometheus::Registry::new()).unwrap();
+        let app = observed_service(config, table, owner, &metrics).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, metrics));
+        (app.start().await.unwrap(), addr)
+    }
+
+    /// Two running services scraped over HTTP: the leases move from the first to the second
+    /// across its graceful stop, and each shows its lag per shard.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_leases_held_move_across_a_handover_in_the_scrapes() {
+        let Ok(endpoint) = std::env::var("KINESIS_TEST_ENDPOINT") else {
+            assert!(
+                std::env::var("KINESIS_TEST_STRICT").as_deref() != Ok("1"),
+                "KINESIS_TEST_ENDPOINT is not set and KINESIS_TEST_STRICT=1"
+            );
+            return;
+        };
+        let config = ruststream_kinesis::local_stack_config(endpoint);
+        let table = format!("warehouse-observed-{:08x}", rand::random::<u32>());
+        DynamoLeaseStore::new(&config, table.as_str())
+            .create_table()
+            .await
+            .unwrap();
+        let held = |owner: &str, n: u32| {
+            let series = format!(
+                "kinesis_leases_held{{owner=\"{owner}\",stream=\"warehouse-orders\"}} {n}\n"
+            );
+            move |text: &str| text.contains(&series)
+        };
+        let lags = |text: &str| {
+            text.lines()
+                .filter(|line| line.starts_with("kinesis_millis_behind_latest{"))
+                .count()
+        };
+        let (a, at_a) = start(&config, &table, "observed-a").await;
+        let holds_both = held("observed-a", 2);
+        until(at_a, "observed-a reading both shards", |text| {
+            holds_both(text) && lags(text) == 2
+        })
+        .await;
+        let (b, at_b) = start(&config, &table, "observed-b").await;
+        let standing_by = until(at_b, "observed-b serving", |_| true).await;
+        assert!(
+            !standing_by.contains("kinesis_leases_held{owner=\"observed-b\""),
+            "observed-b holds nothing while observed-a reads:\n{standing_by}"
+        );
+        a.shutdown().await.unwrap();
+        until(at_a, "observed-a holding none", held("observed-a", 0)).await;
+        until(
+            at_b,
+            "observed-b holding both leases",
+            held("observed-b", 2),
+        )
+        .await;
+        b.shutdown().await.unwrap();
+    }
+}

@@ -173,6 +173,7 @@ impl KinesisPublish {
             Sink::Live {
                 tx,
                 client: client.clone(),
+                meters: meters.clone(),
             },
             closed,
             limits,
@@ -225,6 +226,8 @@ enum Sink {
     Live {
         tx: mpsc::Sender<Pending>,
         client: aws_sdk_kinesis::Client,
+        /// Counts the publishes refused before they reach the writer.
+        meters: Meters,
     },
     #[cfg(feature = "testing")]
     InProcess(Arc<crate::in_process::World>),
@@ -333,31 +336,58 @@ impl Publisher for KinesisPublisher {
         let stream = msg.name();
         validate::stream_name(stream)?;
         match &self.sink {
-            Sink::Live { tx, client } => {
+            Sink::Live { tx, client, meters } => {
                 // Every stream takes records of 1 MiB: only a larger one needs the stream's own
                 // limit, so an ordinary publish makes no call but its write.
                 let default = validate::MAX_RECORD_BYTES;
-                let record =
+                let checked =
                     match self.record(stream, msg.payload(), msg.headers(), options, default) {
                         Err(KinesisError::RecordTooLarge { .. }) => {
-                            let limit = self.limit_of(client, stream).await?;
-                            self.record(stream, msg.payload(), msg.headers(), options, limit)?
+                            match self.limit_of(client, stream).await {
+                                Ok(limit) => self.record(
+                                    stream,
+                                    msg.payload(),
+                                    msg.headers(),
+                                    options,
+                                    limit,
+                                ),
+                                Err(err) => Err(err),
+                            }
                         }
-                        checked => checked?,
+                        checked => checked,
                     };
-                let (done, answer) = oneshot::channel();
-                let pending = Pending {
-                    stream: stream.to_owned(),
-                    record,
-                    done: vec![done],
-                    shard: None,
+                let queued = match checked {
+                    Ok(record) => {
+                        let (done, answer) = oneshot::channel();
+                        let pending = Pending {
+                            stream: stream.to_owned(),
+                            record,
+                            done: vec![done],
+                            shard: None,
+                        };
+                        tx.send(pending).await.ok().map(|()| answer)
+                    }
+                    Err(err) => {
+                        // Refused before any write: the writer never counts it.
+                        meters.published(stream, 0, 1);
+                        return Err(err);
+                    }
                 };
-                tx.send(pending)
-                    .await
-                    .map_err(|_| KinesisError::ShutDown { what: "publishing" })?;
-                answer
-                    .await
-                    .map_err(|_| KinesisError::ShutDown { what: "publishing" })?
+                // The writer answers (and counts) every publish it took; one it never took, or
+                // dropped unanswered at shutdown, is counted here.
+                match queued {
+                    Some(answer) => match answer.await {
+                        Ok(answered) => answered,
+                        Err(_) => {
+                            meters.published(stream, 0, 1);
+                            Err(KinesisError::ShutDown { what: "publishing" })
+                        }
+                    },
+                    None => {
+                        meters.published(stream, 0, 1);
+                        Err(KinesisError::ShutDown { what: "publishing" })
+                    }
+                }
             }
             #[cfg(feature = "testing")]
             Sink::InProcess(world) => {
@@ -550,7 +580,7 @@ async fn write_chunk(
             }
         };
         let mut rejected = Vec::new();
-        let mut written = 0;
+        let mut written = Vec::new();
         let mut last_reason = (String::new(), String::new());
         for (pending, outcome) in chunk.into_iter().zip(outcomes) {
             match outcome {
@@ -559,10 +589,7 @@ async fn write_chunk(
                         .shard
                         .as_deref()
                         .is_some_and(|routed| shard.as_deref().is_some_and(|at| at != routed));
-                    written += pending.done.len() as u64;
-                    for done in pending.done {
-                        let _ = done.send(Ok(()));
-                    }
+                    written.extend(pending.done);
                 }
                 PutOutcome::Rejected { code, message } => {
                     last_reason = (code, message);
@@ -570,18 +597,20 @@ async fn write_chunk(
                 }
             }
         }
-        // One count per call, the zeros included: a stream's series show from its first call.
+        // Counted before any publish is answered, so a publisher that reads the metrics after
+        // its publish returned finds it counted. One count per call, the zeros included: a
+        // stream's series show from its first call.
         let last = attempt == PUT_ATTEMPTS;
-        let failed = if last {
-            rejected
-                .iter()
-                .map(|pending| pending.done.len() as u64)
-                .sum()
-        } else {
-            0
-        };
-        meters.published(stream, written, failed);
-        meters.publish_retry(stream, if last { 0 } else { rejected.len() as u64 });
+        let refused: u64 = rejected
+            .iter()
+            .map(|pending| pending.done.len() as u64)
+            .sum();
+        let (failed, retried) = if last { (refused, 0) } else { (0, refused) };
+        meters.published(stream, written.len() as u64, failed);
+        meters.publish_retry(stream, retried);
+        for done in written {
+            let _ = done.send(Ok(()));
+        }
         if rejected.is_empty() {
             return strayed;
         }

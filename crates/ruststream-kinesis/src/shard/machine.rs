@@ -481,8 +481,11 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// The store write the lease's driver sends next at `now`, or how long it waits.
     pub(crate) fn next_write(&mut self, now: T, now_ms: u64) -> Next<T> {
         let next = self.lease.next(now, now_ms);
-        if let Next::Send(Write::Checkpoint { .. }) = next {
-            // The pending checkpoint is the settled prefix's end: every growth replaced it.
+        if let Next::Send(Write::Checkpoint { .. } | Write::Final(_) | Write::HandOver { .. }) =
+            next
+        {
+            // The pending checkpoint is the settled prefix's end (every growth replaced it), and
+            // a closing write covers the whole prefix (`SHARD_END`, or nothing was pending).
             self.prefix_sending = Some(self.watermark.settled_prefix());
         }
         next

@@ -233,7 +233,8 @@ impl Meters {
         });
     }
 
-    /// `records` records Kinesis rejected inside a PutRecords answer go out again.
+    /// `records` publishes whose records Kinesis rejected inside a PutRecords answer go out
+    /// again.
     pub(crate) fn publish_retry(&self, stream: &str, records: u64) {
         each!(self, |backend| backend.publish_retry(stream, records));
     }

@@ -130,7 +130,7 @@ impl Instruments {
                 &meter,
                 "messaging.kinesis.publish.retries",
                 "{record}",
-                "Records rejected in a PutRecords answer and sent again.",
+                "Publishes whose records were rejected in a PutRecords answer, sent again.",
             ),
         }
     }

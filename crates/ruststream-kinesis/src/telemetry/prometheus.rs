@@ -30,8 +30,8 @@ const CALL_BUCKETS: &[f64] = &[
 /// | `kinesis_leases_held` | gauge | `stream`, `owner` | the leases this instance holds |
 /// | `kinesis_lease_events_total` | counter | `stream`, `owner`, `event` | `taken`, `released`, `lost`, `expired`, `handed_over`, `finished` |
 /// | `kinesis_lease_table_call_duration_seconds` | histogram | `call`, `outcome` | each lease-table call's time; `outcome` is `ok`, `refused`, `failed` or `timed_out` |
-/// | `kinesis_records_published_total` | counter | `stream`, `outcome` | publishes answered: `ok`, `failed` |
-/// | `kinesis_publish_retries_total` | counter | `stream` | records Kinesis rejected in a `PutRecords` answer, sent again |
+/// | `kinesis_records_published_total` | counter | `stream`, `outcome` | publishes answered: `ok`, `failed` (refused before any write too) |
+/// | `kinesis_publish_retries_total` | counter | `stream` | publishes whose records Kinesis rejected in a `PutRecords` answer, sent again |
 ///
 /// # Examples
 ///
@@ -158,7 +158,7 @@ impl KinesisMetrics {
             publish_retries: IntCounterVec::new(
                 Opts::new(
                     "kinesis_publish_retries_total",
-                    "Records rejected in a PutRecords answer and sent again.",
+                    "Publishes whose records were rejected in a PutRecords answer, sent again.",
                 ),
                 &["stream"],
             )?,

@@ -609,6 +609,24 @@ fn the_checkpoint_lag_is_what_settled_in_order_and_is_not_yet_written() {
     assert_eq!(machine.checkpoint_lag(), 0);
 }
 
+/// The final checkpoint of a shard handed back covers what settled since the last one.
+#[test]
+fn the_final_checkpoint_leaves_no_checkpoint_lag() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1", "2"], Some("it-1"), 0);
+    let tickets = hand_out(&mut machine, Duration::ZERO);
+    machine.settle(tickets[0], false).unwrap();
+    machine.settle(tickets[1], false).unwrap();
+    machine.close(Close::Release);
+    let Next::Send(Write::Final(checkpoint)) = machine.next_write(Duration::ZERO, 0) else {
+        panic!("the final checkpoint goes out first");
+    };
+    assert_eq!(&*checkpoint, "2");
+    assert_eq!(machine.checkpoint_lag(), 2);
+    machine.write_answered(Duration::ZERO, Answer::Done);
+    assert_eq!(machine.checkpoint_lag(), 0);
+}
+
 /// Each checkpoint is written with how far behind the shard's newest record the last read
 /// before it was: the lease-table view shows it per row, at no write of its own.
 #[test]
