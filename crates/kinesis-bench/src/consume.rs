@@ -85,6 +85,8 @@ pub enum Side {
     Batches,
     /// The service with `DynamoLeaseStore` on a new table.
     Dynamo,
+    /// The service with `MemoryLeaseStore`, counting into the crate's Prometheus collectors.
+    Metered,
 }
 
 impl Side {
@@ -94,6 +96,7 @@ impl Side {
             Self::Memory => "service + MemoryLeaseStore",
             Self::Batches => "service + MemoryLeaseStore, batch handler",
             Self::Dynamo => "service + DynamoLeaseStore",
+            Self::Metered => "service + MemoryLeaseStore, metrics on",
         }
     }
 }
@@ -247,6 +250,47 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
         ));
         figures.push(figure);
     }
+    if sides.contains(&Side::Memory) && sides.contains(&Side::Metered) {
+        let ratios: Vec<f64> = read_cpu(Side::Metered)
+            .iter()
+            .zip(read_cpu(Side::Memory))
+            .filter(|(on, off)| **on > 0.0 && *off > 0.0)
+            .map(|(on, off)| on / off)
+            .collect();
+        let value = if ratios.is_empty() {
+            f64::NAN
+        } else {
+            median(&ratios)
+        };
+        let per_record = |side: Side| median(&read_cpu(side)) / records as f64 * 1e6;
+        let mut figure = Figure::new("CPU per record consumed, metrics on ÷ off", "metrics-cost");
+        figure.measured = format!(
+            "{value:.2} (metrics on {:.2} µs ÷ off {:.2} µs per record)",
+            per_record(Side::Metered),
+            per_record(Side::Memory)
+        );
+        figure.target = "≤ 1.05".to_owned();
+        figure.pass = Some(value <= 1.05 && ratios.len() == rounds);
+        figure.detail(setup.clone());
+        figure.detail(
+            "the same service and handler of one record; `metrics on` counts into the crate's \
+             Prometheus collectors (`KinesisBroker::metrics`, a registry of its own): per \
+             GetRecords answer, per lease write and per store call, never per record",
+        );
+        let list = |side: Side| {
+            read_cpu(side)
+                .iter()
+                .map(|c| format!("{c:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        figure.detail(format!(
+            "CPU s per read of {records} records, first to last record: off {}; on {}",
+            list(Side::Memory),
+            list(Side::Metered)
+        ));
+        figures.push(figure);
+    }
     if sides.contains(&Side::Sdk) && sides.contains(&Side::Memory) {
         let value = ratio(Side::Memory, Side::Sdk, true);
         let mut figure = Figure::new("consume overhead", "consume");
@@ -325,7 +369,11 @@ async fn rounds_on(
                 Side::Sdk => sdk_loop(stack, stream, records).await?,
                 Side::Memory => through_service(stack, stream, records, false).await?,
                 Side::Batches => {
-                    through_service_with(stack, stream, records, false, Some(HANDLER_BATCH)).await?
+                    through_service_with(stack, stream, records, false, Some(HANDLER_BATCH), false)
+                        .await?
+                }
+                Side::Metered => {
+                    through_service_with(stack, stream, records, false, None, true).await?
                 }
                 Side::Dynamo => through_service(stack, stream, records, true).await?,
             };
@@ -354,7 +402,7 @@ pub async fn through_service(
     records: u64,
     durable: bool,
 ) -> Result<Took, Error> {
-    through_service_with(stack, stream, records, durable, None).await
+    through_service_with(stack, stream, records, durable, None, false).await
 }
 
 /// As [`through_service`], with the batch handler when `handler_batch` names a size.
@@ -364,6 +412,7 @@ async fn through_service_with(
     records: u64,
     durable: bool,
     handler_batch: Option<NonZeroUsize>,
+    metered: bool,
 ) -> Result<Took, Error> {
     let (store, table) = stack::store(stack, durable).await?;
     let counted = Arc::new(CountingStore::new(store));
@@ -376,6 +425,7 @@ async fn through_service_with(
         LeaseTimings::default(),
         Mount {
             handler_batch,
+            metered,
             ..Mount::new(stream)
         },
         probe.clone(),

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
-//! kinesis-bench consume | checkpoints | handover | takeover | balance | growth | writes | poll-cost | startup | publish | publish-aggregated
+//! kinesis-bench consume | checkpoints | metrics-cost | handover | takeover | balance | growth | writes | poll-cost | startup | publish | publish-aggregated
 //!               | consume-aggregated
 //!               | in-process | memory [--quick]
 //! ```
@@ -48,6 +48,7 @@ commands (each prints a Markdown table of its figures):
   all          every figure below in one run (several minutes; --quick: one repetition each)
   consume      service with MemoryLeaseStore ÷ a hand-written GetRecords loop (records/s)
   checkpoints  service with DynamoLeaseStore ÷ with MemoryLeaseStore (records/s)
+  metrics-cost CPU per record consumed with the crate's metrics on ÷ off
   handover     graceful stop of one instance -> first record handled by the other (median of 5)
   takeover     SIGKILL of one instance -> first record handled by the other (median of 5)
   balance      8 shards, balancing instances joining up to 4 then leaving to 2: seconds until
@@ -133,6 +134,7 @@ fn main() -> ExitCode {
         "consume",
         "checkpoints",
         "consume+checkpoints",
+        "metrics-cost",
         "handover",
         "takeover",
         "balance",
@@ -211,6 +213,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "publish",
             "publish-aggregated",
             "consume+checkpoints",
+            "metrics-cost",
             "consume-aggregated",
             "startup",
             "memory",
@@ -263,6 +266,14 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
                         consume::Side::Batches,
                         consume::Side::Dynamo,
                     ],
+                )
+                .await
+            }
+            "metrics-cost" => {
+                consume::run(
+                    &stack,
+                    opts,
+                    &[consume::Side::Memory, consume::Side::Metered],
                 )
                 .await
             }

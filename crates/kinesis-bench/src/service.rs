@@ -224,6 +224,9 @@ pub struct Mount {
     /// Mount the batch handler with batches of up to this many records, in place of the handler
     /// of one record.
     pub handler_batch: Option<NonZeroUsize>,
+    /// Count into the crate's Prometheus collectors (`KinesisBroker::metrics`), in a registry
+    /// of this app's own.
+    pub metered: bool,
 }
 
 impl Mount {
@@ -232,6 +235,7 @@ impl Mount {
             stream: stream.to_owned(),
             batch_size: 1000,
             handler_batch: None,
+            metered: false,
         }
     }
 }
@@ -288,8 +292,14 @@ pub async fn app(
 ) -> impl App + use<> {
     let _building = BUILDING.lock().await;
     let handler_batch = mount.handler_batch;
+    let metered = mount.metered;
     *MOUNT.lock().unwrap_or_else(PoisonError::into_inner) = Some(mount);
-    let broker = stack.broker(store, owner).lease_timings(timings);
+    let mut broker = stack.broker(store, owner).lease_timings(timings);
+    if metered {
+        let metrics = ruststream_kinesis::KinesisMetrics::register(&prometheus::Registry::new())
+            .expect("a new registry has none of the series");
+        broker = broker.metrics(metrics);
+    }
     RustStream::new(AppInfo::new("kinesis-bench", "0.1.0"))
         .on_startup(async move |()| Ok::<_, Infallible>(BenchState { probe }))
         .with_broker(broker, move |b| match handler_batch {
