@@ -189,6 +189,31 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             .map(|(_, t)| t.read_cpu)
             .collect()
     };
+    // The median of the per-round ratios of `num`'s read CPU to `den`'s, and how many rounds
+    // had one. A round whose either side read no CPU (a mark missing) has no ratio; none at all
+    // fails the figure rather than reading as a ratio of zero.
+    let cpu_ratio = |num: Side, den: Side| -> (f64, usize) {
+        let ratios: Vec<f64> = read_cpu(num)
+            .iter()
+            .zip(read_cpu(den))
+            .filter(|(n, d)| **n > 0.0 && *d > 0.0)
+            .map(|(n, d)| n / d)
+            .collect();
+        let value = if ratios.is_empty() {
+            f64::NAN
+        } else {
+            median(&ratios)
+        };
+        (value, ratios.len())
+    };
+    let per_record = |side: Side| median(&read_cpu(side)) / records as f64 * 1e6;
+    let cpu_list = |side: Side| {
+        read_cpu(side)
+            .iter()
+            .map(|c| format!("{c:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut figures = Vec::new();
     for (side, name) in [
         (Side::Memory, "CPU per record consumed"),
@@ -197,20 +222,7 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
         if !(sides.contains(&Side::Sdk) && sides.contains(&side)) {
             continue;
         }
-        // A round whose either side read no CPU (a mark missing) has no ratio; none at all
-        // fails the figure rather than reading as a ratio of zero.
-        let ratios: Vec<f64> = read_cpu(side)
-            .iter()
-            .zip(read_cpu(Side::Sdk))
-            .filter(|(service, sdk)| **service > 0.0 && *sdk > 0.0)
-            .map(|(service, sdk)| service / sdk)
-            .collect();
-        let value = if ratios.is_empty() {
-            f64::NAN
-        } else {
-            median(&ratios)
-        };
-        let per_record = |side: Side| median(&read_cpu(side)) / records as f64 * 1e6;
+        let (value, counted) = cpu_ratio(side, Side::Sdk);
         let mut figure = Figure::new(name, "consume");
         figure.measured = format!(
             "{value:.2} (service {:.2} µs ÷ SDK loop {:.2} µs per record)",
@@ -218,7 +230,7 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             per_record(Side::Sdk)
         );
         figure.target = "≤ 1.25".to_owned();
-        figure.pass = Some(value <= 1.25 && ratios.len() == rounds);
+        figure.pass = Some(value <= 1.25 && counted == rounds);
         figure.detail(setup.clone());
         figure.detail(match side {
             Side::Batches => format!(
@@ -235,34 +247,16 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
              record handled to the last, on both sides (start-up and shutdown have figures of \
              their own); the figure is the median of the per-round ratios",
         );
-        let list = |side: Side| {
-            read_cpu(side)
-                .iter()
-                .map(|c| format!("{c:.3}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         figure.detail(format!(
             "CPU s per read of {records} records: SDK loop {}; {} {}",
-            list(Side::Sdk),
+            cpu_list(Side::Sdk),
             side.name(),
-            list(side)
+            cpu_list(side)
         ));
         figures.push(figure);
     }
     if sides.contains(&Side::Memory) && sides.contains(&Side::Metered) {
-        let ratios: Vec<f64> = read_cpu(Side::Metered)
-            .iter()
-            .zip(read_cpu(Side::Memory))
-            .filter(|(on, off)| **on > 0.0 && *off > 0.0)
-            .map(|(on, off)| on / off)
-            .collect();
-        let value = if ratios.is_empty() {
-            f64::NAN
-        } else {
-            median(&ratios)
-        };
-        let per_record = |side: Side| median(&read_cpu(side)) / records as f64 * 1e6;
+        let (value, counted) = cpu_ratio(Side::Metered, Side::Memory);
         let mut figure = Figure::new("CPU per record consumed, metrics on ÷ off", "metrics-cost");
         figure.measured = format!(
             "{value:.2} (metrics on {:.2} µs ÷ off {:.2} µs per record)",
@@ -270,24 +264,17 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             per_record(Side::Memory)
         );
         figure.target = "≤ 1.05".to_owned();
-        figure.pass = Some(value <= 1.05 && ratios.len() == rounds);
+        figure.pass = Some(value <= 1.05 && counted == rounds);
         figure.detail(setup.clone());
         figure.detail(
             "the same service and handler of one record; `metrics on` counts into the crate's \
              Prometheus collectors (`KinesisBroker::metrics`, a registry of its own): per \
              GetRecords answer, per lease write and per store call, never per record",
         );
-        let list = |side: Side| {
-            read_cpu(side)
-                .iter()
-                .map(|c| format!("{c:.3}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         figure.detail(format!(
             "CPU s per read of {records} records, first to last record: off {}; on {}",
-            list(Side::Memory),
-            list(Side::Metered)
+            cpu_list(Side::Memory),
+            cpu_list(Side::Metered)
         ));
         figures.push(figure);
     }

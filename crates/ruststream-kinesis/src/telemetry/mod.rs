@@ -160,6 +160,20 @@ impl Meters {
         self
     }
 
+    /// Whether any backend counts: a caller skips the work a report needs (a sum over a batch,
+    /// a look at each record) when none does. A constant `false` without the features.
+    pub(crate) fn counting(&self) -> bool {
+        #[cfg(feature = "metrics")]
+        if self.prometheus.is_some() {
+            return true;
+        }
+        #[cfg(feature = "otel")]
+        if self.otel.is_some() {
+            return true;
+        }
+        false
+    }
+
     /// A GetRecords answer: `records` Kinesis records of `bytes` bytes, and how far behind the
     /// shard's newest record the answer was.
     pub(crate) fn read(

@@ -330,18 +330,22 @@ impl Reader {
                                 "read"
                             );
                         }
-                        let bytes = records.iter().map(|r| r.data.len() as u64).sum();
-                        sub.meters.read(
-                            &sub.stream,
-                            &self.shard,
-                            records.len() as u64,
-                            bytes,
-                            millis_behind,
-                        );
+                        // Nothing is looked at for the metrics unless something counts.
+                        let counting = sub.meters.counting();
+                        if counting {
+                            let bytes = records.iter().map(|r| r.data.len() as u64).sum();
+                            sub.meters.read(
+                                &sub.stream,
+                                &self.shard,
+                                records.len() as u64,
+                                bytes,
+                                millis_behind,
+                            );
+                        }
                         let records = records
                             .into_iter()
                             .flat_map(|fetched| {
-                                let aggregated = kpl::has_magic(&fetched.data);
+                                let aggregated = counting && kpl::has_magic(&fetched.data);
                                 let decoded = record::decoded(fetched);
                                 if aggregated && decoded.is_plain() {
                                     sub.meters.decode_failure(&sub.stream, &self.shard);
