@@ -14,8 +14,9 @@
 //! What it counts: an open shard is one that is read or could be read now (held, free, or asked
 //! for; not finished, not skipped, not waiting for its parents); an instance is this one, every
 //! live beat in the stream's notice (a balancing instance always beats), every owner of a live
-//! lease (one whose beats are late keeps its share; one that is gone stops counting once its
-//! leases lapse) and every asker of a standing planned move. A shard asked for counts as its
+//! lease (one whose beats are late keeps its share) and every asker of a standing planned move,
+//! but for one without a live beat that let a lease lapse: it is gone or cut off, and stops
+//! counting as soon as one of its leases lapses, not once the last one does. A shard asked for counts as its
 //! asker's from the request on.
 //!
 //! Why it converges without flapping: a shard moves only from an instance above its target to
@@ -75,6 +76,8 @@ pub(crate) fn shares<'a>(
     beats: impl Iterator<Item = &'a str>,
     now_ms: u64,
 ) -> Shares {
+    let beats: Vec<&str> = beats.filter(|beat| *beat != owner).collect();
+    let lapsed = lapsed_holders(listing, rows, owner, &beats, now_ms);
     let mut movable: BTreeMap<String, Vec<(Arc<str>, u64)>> = BTreeMap::new();
     let mut held: BTreeMap<String, usize> = BTreeMap::new();
     let mut asked_by_me = 0;
@@ -94,7 +97,7 @@ pub(crate) fn shares<'a>(
             match row {
                 Some(row) if !row.is_held_by(owner) || row.is_finished() || row.is_skipped() => {}
                 Some(row) => match row.handoff_at(now_ms) {
-                    Some(asked) if asked.to != owner => {
+                    Some(asked) if asked.to != owner && !lapsed.contains(asked.to.as_str()) => {
                         *held.entry(asked.to.clone()).or_default() += 1;
                     }
                     _ => read += 1,
@@ -109,11 +112,20 @@ pub(crate) fn shares<'a>(
         let Some(holder) = row.owner.as_deref() else {
             continue;
         };
-        if holder == owner || row.is_expired_at(now_ms) || row.is_finished() || row.is_skipped() {
+        if holder == owner
+            || row.is_expired_at(now_ms)
+            || row.is_finished()
+            || row.is_skipped()
+            || lapsed.contains(holder)
+        {
             continue;
         }
         match row.handoff_at(now_ms) {
             Some(asked) if asked.to == owner => asked_by_me += 1,
+            // Asked for by an instance that let a lease lapse: the holder's until it moves.
+            Some(asked) if lapsed.contains(asked.to.as_str()) => {
+                *held.entry(holder.to_owned()).or_default() += 1;
+            }
             Some(asked) => *held.entry(asked.to.clone()).or_default() += 1,
             // Never asked for while a reader of this instance is still on it: a row handed to
             // this owner id could take a late write of that reader for its own.
@@ -129,8 +141,8 @@ pub(crate) fn shares<'a>(
     }
     // Every live holder counts, beat or not: one whose beats are late (a write or two that
     // failed) keeps its share rather than being emptied, and one that is gone stops counting
-    // once its leases lapse.
-    for beat in beats.filter(|beat| *beat != owner) {
+    // once one of its leases lapses (`lapsed_holders`).
+    for beat in beats {
         held.entry(beat.to_owned()).or_default();
     }
     let mine = read + own + asked_by_me;
@@ -145,6 +157,30 @@ pub(crate) fn shares<'a>(
         held,
         targets,
     }
+}
+
+/// The other instances that let a lease of `listing` lapse (its row still names them, past its
+/// expiry and the skew tolerance, unfinished) and have no live beat in `beats`. A live instance
+/// renews every lease it holds and takes back at its next round one whose renewal failed, so one
+/// whose lease lapsed is gone or cut off: it stops counting at once, with its live rows and its
+/// standing requests, rather than once its last lease lapses. Counted, it kept a share of the
+/// free shards that nobody else would take; a live row handed to it after it crashed (its
+/// request stands for [`HANDOFF_REQUEST_LIFETIME`](crate::HANDOFF_REQUEST_LIFETIME)) kept it
+/// counted a lease longer, and a lapsed shard waited that long too, the simulation found.
+fn lapsed_holders<'a>(
+    listing: &[ShardInfo],
+    rows: &'a Rows,
+    owner: &str,
+    beats: &[&str],
+    now_ms: u64,
+) -> HashSet<&'a str> {
+    listing
+        .iter()
+        .filter_map(|shard| rows.get(&shard.id).and_then(Option::as_ref))
+        .filter(|row| row.is_expired_at(now_ms) && !row.is_finished() && !row.is_skipped())
+        .filter_map(|row| row.owner.as_deref())
+        .filter(|holder| *holder != owner && !beats.contains(holder))
+        .collect()
 }
 
 /// How many shards each instance is to end with: the `open` shards over the instances (`owner`,

@@ -480,3 +480,18 @@ fn seeks_back_that_deliver_acked_records_again_are_progress_not_a_wedge() {
         run_seed(1_796_188_528_589_931_297, &no_tweak).unwrap_or_else(|report| panic!("{report}"));
     assert!(stats.seeks >= 3, "the schedule still seeks back");
 }
+
+/// A schedule CI found: with balancing and the handover poll off, an instance asked for two
+/// shards and crashed; the holder handed it one (which lapsed) and, twelve seconds after the
+/// crash, the other. The survivor counted the crashed instance for that live row, left it a
+/// share of the free shards, and the lapsed shard waited until the second row lapsed too, past
+/// the liveness bound. An instance without a beat that let a lease lapse stops counting now.
+#[test]
+fn an_instance_that_let_a_handed_lease_lapse_gets_no_share_of_the_free_shards() {
+    let stats =
+        run_seed(1_796_231_529_591_772_077, &no_tweak).unwrap_or_else(|report| panic!("{report}"));
+    assert!(
+        stats.asks >= 2 && stats.hand_overs >= 1,
+        "the schedule still asks for shards and hands one over"
+    );
+}

@@ -161,12 +161,52 @@ fn expired_and_finished_rows_are_not_held_by_anyone() {
         .as_mut()
         .unwrap()
         .checkpoint = Some(crate::SHARD_END.to_owned());
-    let shares = shares_of(&listing, &rows, "b", &HashSet::new(), 1, &[]);
+    // a beats, so it still counts (with its live row) though one of its leases lapsed.
+    let shares = shares_of(&listing, &rows, "b", &HashSet::new(), 1, &["a"]);
     assert_eq!(shares.held, BTreeMap::from([("a".to_owned(), 1)]));
     assert_eq!(
         shares.open, 2,
         "the lapsed one is free, the finished one is not open"
     );
+}
+
+/// The schedule CI found (`simulation::tests`): b asked for two shards and crashed; the holder
+/// handed it one, which lapsed, and then the other. Still counted for that live row, b kept a
+/// share of the free shards, the lapsed one was left to it, and it waited a lease more.
+#[test]
+fn an_instance_without_a_beat_that_let_a_lease_lapse_stops_counting() {
+    let listing = listing(4);
+    let mut rows = rows(&listing, &[Some("a"), Some("a"), Some("b"), Some("b")]);
+    rows.get_mut(&listing[3].id)
+        .unwrap()
+        .as_mut()
+        .unwrap()
+        .expiry_ms = NOW_MS - 5_000;
+    let reading: HashSet<Arc<str>> = [0, 1].iter().map(|&n| Arc::clone(&listing[n].id)).collect();
+    let free = [Arc::clone(&listing[3].id)];
+    let alone = shares_of(&listing, &rows, "a", &reading, 1, &[]);
+    assert_eq!((alone.instances, alone.open, alone.mine), (1, 3, 2));
+    assert_eq!(
+        alone.free_for(&free),
+        free,
+        "the lapsed shard is a's to take"
+    );
+    assert!(alone.asks(1).is_empty(), "nothing is asked of b");
+    // With a live beat b is alive and keeps its share: the free shard is left to it.
+    let beating = shares_of(&listing, &rows, "a", &reading, 1, &["a", "b"]);
+    assert_eq!((beating.instances, beating.open), (2, 4));
+    assert!(beating.free_for(&free).is_empty());
+    // A request of b's standing on a row a reads counts as a's, not b's.
+    rows.get_mut(&listing[1].id)
+        .unwrap()
+        .as_mut()
+        .unwrap()
+        .handoff = Some(Handoff {
+        to: "b".to_owned(),
+        asked_ms: NOW_MS - 1_000,
+    });
+    let asked = shares_of(&listing, &rows, "a", &reading, 1, &[]);
+    assert_eq!((asked.instances, asked.mine), (1, 2));
 }
 
 /// Instances that each, in turn and with a fresh view, take what their share allows and ask
