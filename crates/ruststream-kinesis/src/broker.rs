@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::coordinator::machine::Coordinator;
 use crate::delivery::subscriber::{Deliveries, Inbox};
-use crate::kinesis::api;
+use crate::kinesis::{api, fan_out};
 use crate::live::coordinator;
 use crate::live::subscription::Subscription;
 use crate::registry::{Registry, StreamRegistration};
@@ -460,6 +460,13 @@ impl ConnectedKinesisBroker {
         match &self.transport {
             Transport::Live(client) => {
                 api::ensure_stream(client, name, source.create_if_missing).await?;
+                let fan_out = match &source.fan_out {
+                    Some(fan_out) => Some(
+                        fan_out::ensure_consumer(client, name, &fan_out.consumer, fan_out.register)
+                            .await?,
+                    ),
+                    None => None,
+                };
                 let (tx, rx) = mpsc::channel(capacity);
                 let sub = Arc::new(Subscription {
                     stream: Arc::from(name),
@@ -475,6 +482,7 @@ impl ConnectedKinesisBroker {
                     poll_interval: source.poll_interval,
                     batch_size: source.batch_size,
                     window: source.max_unsettled,
+                    fan_out,
                     tx,
                     cancel: self.cancel.child_token(),
                     tasks: TaskTracker::new(),

@@ -185,6 +185,41 @@ pub enum KinesisError {
         /// Its message.
         message: String,
     },
+    /// The enhanced fan-out consumer does not exist, and the subscription may not register it
+    /// ([`KinesisStream::consumer_must_exist`](crate::KinesisStream::consumer_must_exist)).
+    #[error(
+        "enhanced fan-out consumer {consumer:?} of stream {stream:?} is not registered, and this          subscription may not register it (consumer_must_exist): register it (aws kinesis          register-stream-consumer --stream-arn <the ARN of {stream}> --consumer-name {consumer}),          or let the subscription do it by dropping .consumer_must_exist()"
+    )]
+    ConsumerNotFound {
+        /// The stream.
+        stream: String,
+        /// The consumer's name.
+        consumer: String,
+    },
+    /// The enhanced fan-out consumer did not become `ACTIVE` in time, or is being deleted.
+    #[error(
+        "enhanced fan-out consumer {consumer:?} of stream {stream:?} is {status}, not ACTIVE: a          consumer being deleted cannot be read (wait until it is gone and subscribe again, or use          another name), and one still CREATING after two minutes means the service is slow; see          aws kinesis describe-stream-consumer --stream-arn <the ARN of {stream}> --consumer-name          {consumer}"
+    )]
+    ConsumerNotActive {
+        /// The stream.
+        stream: String,
+        /// The consumer's name.
+        consumer: String,
+        /// Its status as last described.
+        status: String,
+    },
+    /// The stream has as many enhanced fan-out consumers as it may (20 on AWS).
+    #[error(
+        "stream {stream:?} has as many enhanced fan-out consumers as it may: registering          {consumer:?} was refused ({message}); deregister one no application reads with any          more (aws kinesis list-stream-consumers --stream-arn <the ARN of {stream}>), or read          this stream by polling (drop .enhanced_fan_out(..))"
+    )]
+    ConsumerLimit {
+        /// The stream.
+        stream: String,
+        /// The consumer's name.
+        consumer: String,
+        /// What the service said.
+        message: String,
+    },
     /// A seek the subscription cannot perform.
     #[error("seek on stream {stream:?}: {reason}")]
     Seek {

@@ -112,12 +112,19 @@ pub(crate) fn shares<'a>(
         let Some(holder) = row.owner.as_deref() else {
             continue;
         };
-        if holder == owner
-            || row.is_expired_at(now_ms)
-            || row.is_finished()
-            || row.is_skipped()
-            || lapsed.contains(holder)
-        {
+        if holder == owner || row.is_expired_at(now_ms) || row.is_finished() || row.is_skipped() {
+            continue;
+        }
+        if lapsed.contains(holder) {
+            // Its live rows count for nobody, but a request standing on one is its asker's still:
+            // a holder that is alive after all may honour it.
+            match row.handoff_at(now_ms) {
+                Some(asked) if asked.to == owner => asked_by_me += 1,
+                Some(asked) if !lapsed.contains(asked.to.as_str()) => {
+                    *held.entry(asked.to.clone()).or_default() += 1;
+                }
+                _ => {}
+            }
             continue;
         }
         match row.handoff_at(now_ms) {

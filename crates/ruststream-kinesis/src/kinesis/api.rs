@@ -259,34 +259,14 @@ pub(crate) async fn shard_iterator(
     shard: &str,
     start: &ShardStart,
 ) -> Result<String, KinesisError> {
+    let (kind, sequence, timestamp) = starting_at(start);
     let request = client
         .get_shard_iterator()
         .stream_name(stream)
-        .shard_id(shard);
-    let request = match start {
-        ShardStart::After(sequence) => request
-            .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-            .starting_sequence_number(sequence.as_ref()),
-        // The aggregate again: its user records already settled are dropped by the reader.
-        ShardStart::Within { sequence, .. } => request
-            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
-            .starting_sequence_number(sequence.as_ref()),
-        ShardStart::At(KinesisPosition::TrimHorizon) => {
-            request.shard_iterator_type(ShardIteratorType::TrimHorizon)
-        }
-        ShardStart::At(KinesisPosition::Latest) => {
-            request.shard_iterator_type(ShardIteratorType::Latest)
-        }
-        ShardStart::At(KinesisPosition::AtTimestamp(at)) => request
-            .shard_iterator_type(ShardIteratorType::AtTimestamp)
-            .timestamp(DateTime::from(*at)),
-        ShardStart::At(
-            KinesisPosition::AtSequence { sequence, .. }
-            | KinesisPosition::AtSubSequence { sequence, .. },
-        ) => request
-            .shard_iterator_type(ShardIteratorType::AtSequenceNumber)
-            .starting_sequence_number(sequence.as_ref()),
-    };
+        .shard_id(shard)
+        .shard_iterator_type(kind)
+        .set_starting_sequence_number(sequence)
+        .set_timestamp(timestamp);
     let out = request.send().await.map_err(|err| {
         if err.code() == Some("ResourceNotFoundException") {
             KinesisError::ShardNotFound {
@@ -304,6 +284,57 @@ pub(crate) async fn shard_iterator(
             operation: "GetShardIterator",
             message: format!("no iterator returned for shard {shard}"),
         })
+}
+
+/// Where `start` reads from, as `GetShardIterator` and `SubscribeToShard` both take it: the
+/// iterator type, and its sequence number or timestamp.
+pub(crate) fn starting_at(
+    start: &ShardStart,
+) -> (ShardIteratorType, Option<String>, Option<DateTime>) {
+    match start {
+        ShardStart::After(sequence) => (
+            ShardIteratorType::AfterSequenceNumber,
+            Some(sequence.to_string()),
+            None,
+        ),
+        // The aggregate again: its user records already settled are dropped by the reader.
+        ShardStart::Within { sequence, .. } => (
+            ShardIteratorType::AtSequenceNumber,
+            Some(sequence.to_string()),
+            None,
+        ),
+        ShardStart::At(KinesisPosition::TrimHorizon) => {
+            (ShardIteratorType::TrimHorizon, None, None)
+        }
+        ShardStart::At(KinesisPosition::Latest) => (ShardIteratorType::Latest, None, None),
+        ShardStart::At(KinesisPosition::AtTimestamp(at)) => (
+            ShardIteratorType::AtTimestamp,
+            None,
+            Some(DateTime::from(*at)),
+        ),
+        ShardStart::At(
+            KinesisPosition::AtSequence { sequence, .. }
+            | KinesisPosition::AtSubSequence { sequence, .. },
+        ) => (
+            ShardIteratorType::AtSequenceNumber,
+            Some(sequence.to_string()),
+            None,
+        ),
+    }
+}
+
+impl From<aws_sdk_kinesis::types::Record> for FetchedRecord {
+    /// Taken apart, not borrowed: the data moves into its delivery uncopied.
+    fn from(record: aws_sdk_kinesis::types::Record) -> Self {
+        Self {
+            arrived_ms: record
+                .approximate_arrival_timestamp
+                .and_then(|at| at.to_millis().ok()),
+            data: record.data.into_bytes(),
+            partition_key: Arc::from(record.partition_key.unwrap_or_default()),
+            sequence: Arc::from(record.sequence_number),
+        }
+    }
 }
 
 /// One `GetRecords` call on `shard`.
@@ -339,19 +370,7 @@ pub(crate) async fn get_records(
         }
         Err(err) => return Err(KinesisError::shard_api(stream, shard, "GetRecords", err)),
     };
-    // Taken apart, not borrowed: each record's data moves into its delivery uncopied.
-    let records = out
-        .records
-        .into_iter()
-        .map(|record| FetchedRecord {
-            arrived_ms: record
-                .approximate_arrival_timestamp
-                .and_then(|at| at.to_millis().ok()),
-            data: record.data.into_bytes(),
-            partition_key: Arc::from(record.partition_key.unwrap_or_default()),
-            sequence: Arc::from(record.sequence_number),
-        })
-        .collect();
+    let records = out.records.into_iter().map(FetchedRecord::from).collect();
     Ok(Fetched::Records {
         records,
         next: out.next_shard_iterator,

@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock::Instant;
 use crate::coordinator::machine::Coordinator;
 use crate::delivery::message::Item;
+use crate::kinesis::fan_out::Consumer;
 use crate::lease::LeaseStore;
 use crate::shard::ShardHandle;
 use crate::telemetry::Meters;
@@ -42,6 +43,8 @@ pub(crate) struct Subscription {
     /// How many deliveries a shard holds at most behind its oldest unsettled one before its
     /// reader stops reading ahead.
     pub(crate) window: usize,
+    /// The enhanced fan-out consumer the shards are read through; `None`: polling.
+    pub(crate) fan_out: Option<Consumer>,
     pub(crate) tx: mpsc::Sender<Item>,
     pub(crate) cancel: CancellationToken,
     /// This subscription's tasks, which a later subscription to the stream waits for.

@@ -286,10 +286,16 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// The call [`next_read`](Self::next_read) asked for answered `fetch` at `now`; `coin`
     /// draws a backoff's jitter.
     pub(crate) fn read_answered(&mut self, now: T, fetch: Fetch<R>, coin: u64) {
-        if let Fetch::Records { millis_behind, .. } = &fetch {
+        if let Fetch::Records { millis_behind, .. } | Fetch::Event { millis_behind, .. } = &fetch {
             self.lease.read_behind(*millis_behind);
         }
         self.read.answered(now, fetch, coin);
+    }
+
+    /// The listing shows the shard closed: with enhanced fan-out, where no event names child
+    /// shards, an empty event has the end confirmed by polling.
+    pub(crate) fn shard_closed(&mut self) {
+        self.read.shard_closed();
     }
 
     /// The reader was cancelled (shutdown, the subscription dropped); a call in flight was

@@ -86,6 +86,12 @@ impl ShardHandle {
         self.lock().read_answered(Instant::now(), fetch, coin);
     }
 
+    /// The listing shows the shard closed.
+    pub(crate) fn shard_closed(&self) {
+        self.lock().shard_closed();
+        self.read_wake.notify_one();
+    }
+
     /// The reader was cancelled.
     pub(crate) fn cancel_reading(&self) {
         self.lock().cancel_reading();
@@ -303,6 +309,7 @@ mod tests {
                 batch_size: 100,
                 poll_interval: Duration::from_secs(1),
                 window: 1000,
+                fan_out: false,
             },
             "iterator".to_owned(),
             ShardStart::At(crate::KinesisPosition::TrimHorizon),

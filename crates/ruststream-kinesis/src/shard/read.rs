@@ -16,6 +16,20 @@
 //!   recorded (a tip opened once stays that moment, never a later tip);
 //! - a seek replaces the iterator, the batch and the resume position at once; an answer to a
 //!   call sent before it is dropped.
+//!
+//! With enhanced fan-out ([`ReadSettings::fan_out`]) the shard is read from a subscription
+//! (`SubscribeToShard`) instead, whose events the driver hands in one at a time, as it would
+//! answers of `GetRecords`, when the window has room:
+//!
+//! - a subscription starts after the last record handed out or the last event's continuation
+//!   sequence number, whichever lies further on, or where the shard resumes; so one that ends
+//!   (after five minutes, or on an error) is renewed with no gap and no duplicate;
+//! - a refused or failed subscription (`ResourceInUseException` among them: a new one within
+//!   seconds of the last, or a previous holder still subscribed) is tried again after a jittered
+//!   backoff, and subscriptions are at least [`SUBSCRIBE_GAP`] apart (the service's limit);
+//! - the end of a shard comes from an event that names child shards; where none does (the local
+//!   engine), an empty event of a shard the listing shows closed has the end confirmed by
+//!   `GetRecords`, which reads the rest of the shard.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -28,6 +42,15 @@ use crate::shard::pace::{self, MIN_CALL_GAP, backoff_ceiling};
 /// How many fresh iterators in a row Kinesis may refuse before the reader hands its shard back
 /// (with the backoff between tries, about half a minute).
 pub(crate) const ITERATOR_TRIES: u32 = 10;
+
+/// At most one `SubscribeToShard` call per second per consumer and shard.
+pub(crate) const SUBSCRIBE_GAP: Duration = Duration::from_secs(1);
+
+/// How long the driver waits for a subscription's next event before it counts the subscription
+/// as failed and subscribes again: the service pushes an event at least every few seconds, so
+/// silence this long is a dead connection, which would otherwise leave the shard unread behind
+/// a lease that is still renewed.
+pub(crate) const EVENT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
 
 /// A record as the shard machine holds it: the reader's decoded [`Record`](crate::delivery::record::Record)
 /// in the driver, a place in a simulated shard in tests.
@@ -77,6 +100,8 @@ pub(crate) struct ReadSettings {
     /// How many deliveries the shard holds at most behind its oldest unsettled one before it
     /// stops reading ahead.
     pub(crate) window: usize,
+    /// Read with enhanced fan-out (`SubscribeToShard`) rather than `GetRecords`.
+    pub(crate) fan_out: bool,
 }
 
 /// A Kinesis call the reader is to make now.
@@ -86,6 +111,10 @@ pub(crate) enum Call {
     GetRecords(String),
     /// `GetShardIterator` at this start.
     GetIterator(ShardStart),
+    /// `SubscribeToShard` at this start (enhanced fan-out); it replaces the open subscription.
+    Subscribe(ShardStart),
+    /// The next event of the open subscription.
+    NextEvent,
 }
 
 /// What a [`Call`] answered.
@@ -109,6 +138,21 @@ pub(crate) enum Fetch<R> {
     Iterator(String),
     /// `GetShardIterator` failed (reported by the driver).
     IteratorFailed,
+    /// `SubscribeToShard` opened a subscription.
+    Subscribed,
+    /// An event of the open subscription.
+    Event {
+        records: Vec<R>,
+        /// Where a later subscription continues (after it), when told.
+        continuation: Option<String>,
+        /// `MillisBehindLatest`, when told.
+        millis_behind: Option<i64>,
+        /// The event names child shards: the shard is closed and this was its last event.
+        ended: bool,
+    },
+    /// The subscription ended without an error (its five minutes ran out): subscribed again at
+    /// once from where it got to.
+    SubscriptionEnded,
 }
 
 /// Why a shard's reader stopped reading.
@@ -150,6 +194,10 @@ enum Source {
     Fresh {
         tries: u32,
     },
+    /// Enhanced fan-out: a subscription is wanted.
+    Subscribe,
+    /// Enhanced fan-out: a subscription is open, and its events are read.
+    Subscribed,
 }
 
 /// The call in flight, if any.
@@ -169,11 +217,22 @@ pub(super) enum Phase {
     Stopped,
 }
 
-/// What the last `GetRecords` answered beyond its records, applied once they are handed out.
+/// What the last answer said beyond its records, applied once they are handed out.
 #[derive(Debug)]
-struct AfterBatch {
-    next: Option<String>,
-    caught_up: bool,
+enum AfterBatch {
+    /// `GetRecords`: the next iterator (`None`: read to its end), and whether at the tip.
+    Records {
+        next: Option<String>,
+        caught_up: bool,
+    },
+    /// A subscription's event.
+    Event {
+        continuation: Option<String>,
+        /// It named child shards: the shard is read to its end.
+        ended: bool,
+        /// An empty event of a shard known closed: its end is confirmed by `GetRecords`.
+        confirm_end: bool,
+    },
 }
 
 /// The read side of one held shard.
@@ -183,7 +242,13 @@ pub(crate) struct ReadState<T, R> {
     source: Source,
     resume: ShardStart,
     last_sequence: Option<Arc<str>>,
+    /// The last event's continuation sequence number (enhanced fan-out).
+    continuation: Option<Arc<str>>,
+    /// The listing shows the shard closed (enhanced fan-out: its end is confirmed by polling).
+    closed: bool,
     last_call: Option<T>,
+    /// When the last subscription was asked for.
+    last_subscribe: Option<T>,
     /// No call before this moment (a backoff, or the poll interval at the tip).
     not_before: Option<T>,
     failures: u32,
@@ -220,11 +285,19 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
     pub(super) fn new(settings: ReadSettings, iterator: String, resume: ShardStart) -> Self {
         Self {
             settings,
-            source: Source::Iterator(iterator),
+            // A fan-out reader subscribes at `resume`; the take's iterator showed it readable.
+            source: if settings.fan_out {
+                Source::Subscribe
+            } else {
+                Source::Iterator(iterator)
+            },
             skip: resume.within(),
             resume,
             last_sequence: None,
+            continuation: None,
+            closed: false,
             last_call: None,
+            last_subscribe: None,
             not_before: None,
             failures: 0,
             batch: VecDeque::new(),
@@ -263,10 +336,15 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         let Some((iterator, resume)) = self.seek.take() else {
             return;
         };
-        self.source = Source::Iterator(iterator);
+        self.source = if self.settings.fan_out {
+            Source::Subscribe
+        } else {
+            Source::Iterator(iterator)
+        };
         self.skip = resume.within();
         self.resume = resume;
         self.last_sequence = None;
+        self.continuation = None;
         self.not_before = None;
         self.failures = 0;
         self.phase = Phase::Reading;
@@ -277,6 +355,28 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
     pub(super) fn cancel(&mut self) {
         self.cancelled = true;
         self.in_flight = InFlight::None;
+    }
+
+    /// The listing shows the shard closed.
+    pub(super) fn shard_closed(&mut self) {
+        self.closed = true;
+    }
+
+    /// Where a fresh iterator or a subscription starts: after the last record handed out or the
+    /// last event's continuation, whichever lies further on, or where the shard resumes (which
+    /// may drop the user records settled before it again).
+    fn position(&mut self) -> ShardStart {
+        let last = match (&self.last_sequence, &self.continuation) {
+            (Some(a), Some(b)) => Some(if sequence_order(a, b).is_ge() { a } else { b }),
+            (a, b) => a.as_ref().or(b.as_ref()),
+        };
+        match last {
+            Some(last) => ShardStart::After(Arc::clone(last)),
+            None => {
+                self.skip = self.resume.within();
+                self.resume.clone()
+            }
+        }
     }
 
     /// A record of the batch was handed out.
@@ -300,16 +400,33 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                 return Want::Record(record);
             }
             if let Some(after) = self.after.take() {
-                match after.next {
+                match after {
                     // Closed, and read to its end: the only way a shard is finished.
-                    None => self.phase = Phase::Draining,
-                    Some(next) => {
+                    AfterBatch::Records { next: None, .. }
+                    | AfterBatch::Event { ended: true, .. } => self.phase = Phase::Draining,
+                    AfterBatch::Records {
+                        next: Some(next),
+                        caught_up,
+                    } => {
                         self.source = Source::Iterator(next);
-                        if after.caught_up {
+                        if caught_up {
                             // At the tip: one call per poll interval, counted from the last.
                             self.not_before = self
                                 .last_call
                                 .map(|last| last + self.settings.poll_interval);
+                        }
+                    }
+                    AfterBatch::Event {
+                        continuation,
+                        confirm_end,
+                        ..
+                    } => {
+                        if let Some(continuation) = continuation {
+                            self.continuation = Some(Arc::from(continuation));
+                        }
+                        if confirm_end {
+                            // The rest of a closed shard is read by polling, to its end.
+                            self.source = Source::Fresh { tries: 0 };
                         }
                     }
                 }
@@ -325,15 +442,30 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             }
             let call = match &self.source {
                 // Resume after the last record handed out (the last of its batch, so the last
-                // user record of its aggregate), or where the shard resumes, which may drop the
-                // user records settled before it again.
-                Source::Fresh { .. } => match &self.last_sequence {
-                    Some(last) => Call::GetIterator(ShardStart::After(Arc::clone(last))),
-                    None => {
-                        self.skip = self.resume.within();
-                        Call::GetIterator(self.resume.clone())
+                // user record of its aggregate), or where the shard resumes.
+                Source::Fresh { .. } => Call::GetIterator(self.position()),
+                Source::Subscribe => {
+                    if let Some(paced) = self.last_subscribe.map(|last| last + SUBSCRIBE_GAP)
+                        && now < paced
+                    {
+                        return Want::Wait {
+                            until: Some(paced),
+                            room: false,
+                        };
                     }
-                },
+                    self.last_subscribe = Some(now);
+                    Call::Subscribe(self.position())
+                }
+                // Events are pushed: the next is read as soon as the window has room.
+                Source::Subscribed => {
+                    if !room {
+                        return Want::Wait {
+                            until: None,
+                            room: true,
+                        };
+                    }
+                    Call::NextEvent
+                }
                 Source::Iterator(iterator) => {
                     // What a shard holds while a record stays unsettled is bounded: no reading
                     // ahead past the window.
@@ -382,20 +514,40 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                     .filter(|record| record.sub_sequence().is_none_or(|sub| sub == 0))
                     .count();
                 let caught_up = pace::caught_up(returned, self.settings.batch_size, millis_behind);
-                let mut records = records;
-                if !records.is_empty()
-                    && let Some((sequence, through)) = self.skip.take()
-                {
-                    records.retain(|record| {
-                        *record.sequence() != sequence
-                            || record.sub_sequence().is_none_or(|sub| sub > through)
-                    });
+                self.extend_batch(records);
+                self.after = Some(AfterBatch::Records { next, caught_up });
+            }
+            Fetch::Event {
+                records,
+                continuation,
+                millis_behind: _,
+                ended,
+            } => {
+                self.failures = 0;
+                self.not_before = None;
+                let confirm_end = self.closed && records.is_empty() && !ended;
+                self.extend_batch(records);
+                self.after = Some(AfterBatch::Event {
+                    continuation,
+                    ended,
+                    confirm_end,
+                });
+            }
+            Fetch::Subscribed => {
+                if matches!(self.source, Source::Subscribe) {
+                    self.source = Source::Subscribed;
                 }
-                self.batch.extend(records);
-                self.after = Some(AfterBatch { next, caught_up });
+            }
+            Fetch::SubscriptionEnded => {
+                if matches!(self.source, Source::Subscribed) {
+                    self.source = Source::Subscribe;
+                }
             }
             Fetch::Expired => self.source = Source::Fresh { tries: 0 },
             Fetch::Failed => {
+                if matches!(self.source, Source::Subscribed) {
+                    self.source = Source::Subscribe;
+                }
                 self.failures += 1;
                 self.not_before = Some(now + jittered(self.failures, coin));
             }
@@ -404,7 +556,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             Fetch::IteratorFailed => {
                 let tries = match self.source {
                     Source::Fresh { tries } => tries + 1,
-                    Source::Iterator(_) => 1,
+                    _ => 1,
                 };
                 if tries >= ITERATOR_TRIES {
                     self.stop = Some(Stop::Unreadable);
@@ -415,6 +567,27 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             }
         }
     }
+}
+
+impl<T, R: Sequenced> ReadState<T, R> {
+    /// Queues `records` to be handed out, less the user records settled before the start.
+    fn extend_batch(&mut self, mut records: Vec<R>) {
+        if !records.is_empty()
+            && let Some((sequence, through)) = self.skip.take()
+        {
+            records.retain(|record| {
+                *record.sequence() != sequence
+                    || record.sub_sequence().is_none_or(|sub| sub > through)
+            });
+        }
+        self.batch.extend(records);
+    }
+}
+
+/// The order of two sequence numbers of one shard: decimal numbers of up to 128 bits, longer
+/// ones larger.
+fn sequence_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 /// A wait after `failures` failed calls in a row: between the call gap and the backoff's

@@ -113,6 +113,12 @@ pub(super) struct Config {
     /// the hygiene grace) after they were asked for, as a process frozen in between would see
     /// it; off in the test that pins the existence condition of stale takes.
     pub(super) rows_age_bound: bool,
+    /// Whether the shards are read with enhanced fan-out (`SubscribeToShard`) rather than
+    /// `GetRecords`.
+    pub(super) fan_out: bool,
+    /// With fan-out: whether a closed shard's last event names its children (AWS), or none
+    /// does and the end is confirmed by polling (the local engine).
+    pub(super) fan_out_children: bool,
     /// The chance that the runtime holds a pulled delivery in a worker lane for a while before
     /// its handler starts (a slow handler ahead of it, a batch gathering).
     pub(super) p_hold: f64,
@@ -270,8 +276,20 @@ impl Config {
             takes_know_rows: true,
             balance: false,
             rows_age_bound: true,
+            fan_out: false,
+            fan_out_children: false,
         }
         .with_balancing(rng)
+        .with_fan_out(rng)
+    }
+
+    /// Whether the shards are read with enhanced fan-out, from a generator of its own (as
+    /// [`with_balancing`](Self::with_balancing) draws), so the schedules stay those they were.
+    fn with_fan_out(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0xfa0f_fa0f);
+        self.fan_out = side.random_bool(0.3);
+        self.fan_out_children = side.random_bool(0.5);
+        self
     }
 
     /// Whether the instances balance, and the holder's drain of a planned move (short, the

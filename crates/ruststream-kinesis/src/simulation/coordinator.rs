@@ -34,6 +34,12 @@ impl Sim {
                         self.log(|| format!("i{i} ListShards failed"));
                         Shards::Failed
                     } else {
+                        // `tell_closed`: the readers of shards the listing shows closed.
+                        for session in self.insts[i].sessions.values_mut() {
+                            if self.stream.shards[session.shard].info.closed {
+                                session.machine.shard_closed();
+                            }
+                        }
                         Shards::Listed(self.stream.listing())
                     };
                     let coord = &mut self.insts[i].coord;

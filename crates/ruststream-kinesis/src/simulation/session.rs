@@ -27,12 +27,18 @@ impl Sim {
             batch_size: u32::try_from(self.cfg.batch).expect("a small batch"),
             poll_interval: self.cfg.poll,
             window: self.cfg.window,
+            fan_out: self.cfg.fan_out,
         };
+        let mut machine = ShardMachine::new(lease, settings, start_idx.to_string(), resume);
+        // `start_reader`: the listing the take came from shows the shard closed.
+        if self.stream.shards[shard].info.closed {
+            machine.shard_closed();
+        }
         let session = Session {
             shard,
             // `take`: the first iterator at the start it decided; later ones without a record
             // handed out at `resume`.
-            machine: ShardMachine::new(lease, settings, start_idx.to_string(), resume),
+            machine,
             // `lease_drive` below asks the machine first.
             lease_task: LeaseTask::InFlight,
             reader: ReaderTask::Waiting,
@@ -51,6 +57,7 @@ impl Sim {
             deadline: sent + timings.lease() - timings.holder_margin(),
             lost: false,
             cover: None,
+            subscription: None,
         };
         self.log(|| format!("i{i} reads shard {shard} from #{start_idx} as session {sid}"));
         let inst = &mut self.insts[i];
@@ -382,8 +389,24 @@ impl Sim {
             match step {
                 ReadStep::Call(call) => {
                     let shard = s.shard;
+                    if call != Call::NextEvent {
+                        // Any other call drops the open subscription (`Reader::call`).
+                        s.subscription = None;
+                    }
                     let answer = self.kinesis_answer(i, sid, shard, &call);
-                    let latency = ms(self.rng.random_range(1..=30));
+                    // Events at the tip are pushed about once a second; the rest answer at once.
+                    let pushed = matches!(
+                        &answer,
+                        Fetch::Event {
+                            millis_behind: Some(0),
+                            ..
+                        }
+                    );
+                    let latency = if pushed {
+                        ms(self.rng.random_range(200..=1_000))
+                    } else {
+                        ms(self.rng.random_range(1..=30))
+                    };
                     let Some(s) = self.session(i, sid) else {
                         return;
                     };
@@ -473,6 +496,59 @@ impl Sim {
                     records,
                     next: (!(sim.info.closed && end == len)).then(|| end.to_string()),
                     millis_behind: Some(if end < len { 1_000 } else { 0 }),
+                }
+            }
+            Call::Subscribe(start) => {
+                // A failure, or `ResourceInUseException` (the driver reports both as failed):
+                // a previous holder still subscribed, or a subscription a moment ago.
+                if (chaos && self.rng.random_bool(self.cfg.p_kinesis)) || self.rng.random_bool(0.05)
+                {
+                    return Fetch::Failed;
+                }
+                let idx = self.stream.index_of(shard, start);
+                let events = self.rng.random_range(1..=20);
+                let Some(s) = self.session(i, sid) else {
+                    return Fetch::Failed;
+                };
+                if !matches!(start, ShardStart::After(_)) {
+                    s.start_idx = idx;
+                }
+                s.subscription = Some((idx, events));
+                Fetch::Subscribed
+            }
+            Call::NextEvent => {
+                let failed = chaos && self.rng.random_bool(self.cfg.p_kinesis);
+                let Some(s) = self.session(i, sid) else {
+                    return Fetch::Failed;
+                };
+                let Some((from, events)) = s.subscription.take() else {
+                    return Fetch::SubscriptionEnded;
+                };
+                if failed {
+                    return Fetch::Failed;
+                }
+                if events == 0 {
+                    return Fetch::SubscriptionEnded;
+                }
+                let sim = &self.stream.shards[shard];
+                let len = sim.records.len();
+                let end = (from + self.cfg.batch).min(len);
+                let ended = self.cfg.fan_out_children && sim.info.closed && end == len;
+                let records: Vec<SimRecord> = (from..end)
+                    .map(|idx| self.stream.record(shard, idx))
+                    .collect();
+                // The continuation: the last record the event reached, read or not.
+                let continuation = end
+                    .checked_sub(1)
+                    .map(|last| self.stream.shards[shard].records[last].to_string());
+                if let Some(s) = self.session(i, sid) {
+                    s.subscription = (!ended).then_some((end, events - 1));
+                }
+                Fetch::Event {
+                    records,
+                    continuation,
+                    millis_behind: Some(if end < len { 1_000 } else { 0 }),
+                    ended,
                 }
             }
             Call::GetIterator(start) => {

@@ -511,6 +511,9 @@ pub(super) struct Session {
     pub(super) deadline: Time,
     pub(super) lost: bool,
     pub(super) cover: Option<usize>,
+    /// The open fan-out subscription: the index of the record its next event starts at, and
+    /// how many events it sends before it ends (its five minutes).
+    pub(super) subscription: Option<(usize, u32)>,
 }
 
 /// What the coordinator's driver gathers for `Rounds` while its calls are in flight: the rows

@@ -207,6 +207,17 @@ fn an_instance_without_a_beat_that_let_a_lease_lapse_stops_counting() {
     });
     let asked = shares_of(&listing, &rows, "a", &reading, 1, &[]);
     assert_eq!((asked.instances, asked.mine), (1, 2));
+    // A request of a's standing on b's live row is a's still: b may be alive and honour it.
+    rows.get_mut(&listing[2].id)
+        .unwrap()
+        .as_mut()
+        .unwrap()
+        .handoff = Some(Handoff {
+        to: "a".to_owned(),
+        asked_ms: NOW_MS - 1_000,
+    });
+    let mine = shares_of(&listing, &rows, "a", &reading, 1, &[]);
+    assert_eq!((mine.mine, mine.open), (3, 4));
 }
 
 /// Instances that each, in turn and with a fresh view, take what their share allows and ask

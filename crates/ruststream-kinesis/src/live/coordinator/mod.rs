@@ -56,6 +56,17 @@ impl Subscription {
         (rows, unreadable)
     }
 
+    /// Tells the readers of the shards `listing` shows closed: with enhanced fan-out, where no
+    /// event names child shards, their end is confirmed by polling.
+    fn tell_closed(&self, listing: &[ShardInfo]) {
+        let running = lock(&self.running);
+        for shard in listing.iter().filter(|shard| shard.closed) {
+            if let Some(running) = running.get(&shard.id) {
+                running.handle.shard_closed();
+            }
+        }
+    }
+
     /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
     /// shards skipped for starting at the tip are judged again.
     pub(crate) fn start_at(&self, initial: KinesisPosition) {
@@ -183,10 +194,15 @@ impl Subscription {
                 batch_size: self.batch_size,
                 poll_interval: self.poll_interval,
                 window: self.window,
+                fan_out: self.fan_out.is_some(),
             },
             iterator,
             resume,
         );
+        let mut machine = machine;
+        if shard.closed {
+            machine.shard_closed();
+        }
         let handle = Arc::new(ShardHandle::new(
             key,
             Arc::clone(&self.broker_closed),
@@ -261,7 +277,10 @@ async fn drive(
         match step {
             Step::ListShards => {
                 let (shards, failure) = match api::list_shards(&sub.client, &sub.stream).await {
-                    Ok(listing) => (Shards::Listed(listing), None),
+                    Ok(listing) => {
+                        sub.tell_closed(&listing);
+                        (Shards::Listed(listing), None)
+                    }
                     Err(err) if matches!(err, KinesisError::StreamNotFound { .. }) => {
                         (Shards::StreamNotFound, Some(err))
                     }

@@ -13,9 +13,12 @@ use crate::clock::sleep_until;
 use crate::delivery::message::{Hold, Settlement};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
-use crate::kinesis::api::{self, Fetched};
+use crate::kinesis::api::{self, Fetched, FetchedRecord};
+use crate::kinesis::fan_out::{self, Event, Events, Refused};
 use crate::kinesis::kpl;
 use crate::live::subscription::{Subscription, lock};
+use crate::settings::position::ShardStart;
+use crate::shard::read::EVENT_SILENCE_LIMIT;
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, Lost, Next, ReadStep, Redeliver, ShardHandle, Stop, Write,
 };
@@ -265,12 +268,15 @@ impl Reader {
     /// Reads until the shard's machine says reading is over, and why.
     async fn read(&self) -> Stop {
         let handle = &self.handle;
+        // The open enhanced fan-out subscription, if any: dropped (which closes it) by any other
+        // call, and with the reader.
+        let mut events = None;
         loop {
             match handle.next_read() {
                 ReadStep::Call(call) => {
                     let answered = tokio::select! {
                         () = self.cancel.cancelled() => None,
-                        fetch = self.call(call) => Some(fetch),
+                        fetch = self.call(call, &mut events) => Some(fetch),
                     };
                     match answered {
                         Some(fetch) => handle.read_answered(fetch),
@@ -303,9 +309,14 @@ impl Reader {
     }
 
     /// Makes one Kinesis call; reports a failure, which the machine backs off from.
-    async fn call(&self, call: Call) -> Fetch<Record> {
+    async fn call(&self, call: Call, events: &mut Option<Events>) -> Fetch<Record> {
         let sub = &self.sub;
+        if call != Call::NextEvent {
+            *events = None;
+        }
         match call {
+            Call::Subscribe(start) => self.subscribe(&start, events).await,
+            Call::NextEvent => self.next_event(events).await,
             Call::GetRecords(iterator) => {
                 let fetched = api::get_records(
                     &sub.client,
@@ -330,29 +341,7 @@ impl Reader {
                                 "read"
                             );
                         }
-                        // Nothing is looked at for the metrics unless something counts.
-                        let counting = sub.meters.counting();
-                        if counting {
-                            let bytes = records.iter().map(|r| r.data.len() as u64).sum();
-                            sub.meters.read(
-                                &sub.stream,
-                                &self.shard,
-                                records.len() as u64,
-                                bytes,
-                                millis_behind,
-                            );
-                        }
-                        let records = records
-                            .into_iter()
-                            .flat_map(|fetched| {
-                                let aggregated = counting && kpl::has_magic(&fetched.data);
-                                let decoded = record::decoded(fetched);
-                                if aggregated && decoded.is_plain() {
-                                    sub.meters.decode_failure(&sub.stream, &self.shard);
-                                }
-                                decoded
-                            })
-                            .collect();
+                        let records = self.decoded(records, millis_behind);
                         Fetch::Records {
                             records,
                             next,
@@ -388,6 +377,115 @@ impl Reader {
                         Fetch::IteratorFailed
                     }
                 }
+            }
+        }
+    }
+
+    /// Counts what one answer or event read, and decodes its records (KPL aggregates into
+    /// their user records).
+    fn decoded(&self, records: Vec<FetchedRecord>, millis_behind: Option<i64>) -> Vec<Record> {
+        let sub = &self.sub;
+        // Nothing is looked at for the metrics unless something counts.
+        let counting = sub.meters.counting();
+        if counting {
+            let bytes = records.iter().map(|r| r.data.len() as u64).sum();
+            sub.meters.read(
+                &sub.stream,
+                &self.shard,
+                records.len() as u64,
+                bytes,
+                millis_behind,
+            );
+        }
+        records
+            .into_iter()
+            .flat_map(|fetched| {
+                let aggregated = counting && kpl::has_magic(&fetched.data);
+                let decoded = record::decoded(fetched);
+                if aggregated && decoded.is_plain() {
+                    sub.meters.decode_failure(&sub.stream, &self.shard);
+                }
+                decoded
+            })
+            .collect()
+    }
+
+    /// `SubscribeToShard` at `start`; the subscription opened is kept in `events`.
+    async fn subscribe(&self, start: &ShardStart, events: &mut Option<Events>) -> Fetch<Record> {
+        let sub = &self.sub;
+        let consumer = sub
+            .fan_out
+            .as_ref()
+            .expect("a fan-out reader's subscription has a consumer");
+        match fan_out::subscribe(&sub.client, &sub.stream, consumer, &self.shard, start).await {
+            Ok(opened) => {
+                tracing::debug!(lease = %self.handle.key, consumer = %consumer.name, %start, "subscribed");
+                *events = Some(opened);
+                Fetch::Subscribed
+            }
+            Err(Refused::Gone) => Fetch::Gone,
+            Err(Refused::InUse) => {
+                // Another subscription of the consumer to the shard is still open (a previous
+                // holder's, or ours of a moment ago): backed off and tried again.
+                tracing::debug!(lease = %self.handle.key, consumer = %consumer.name, "subscription in use");
+                sub.meters
+                    .read_retry(&sub.stream, &self.shard, ReadRetry::Throttled);
+                Fetch::Failed
+            }
+            Err(Refused::Failed(err)) => {
+                sub.meters
+                    .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
+                sub.report(err);
+                Fetch::Failed
+            }
+        }
+    }
+
+    /// The open subscription's next event, waited for at most [`EVENT_SILENCE_LIMIT`].
+    async fn next_event(&self, events: &mut Option<Events>) -> Fetch<Record> {
+        let sub = &self.sub;
+        let (Some(open), Some(consumer)) = (events.as_mut(), sub.fan_out.as_ref()) else {
+            return Fetch::SubscriptionEnded;
+        };
+        let next = tokio::time::timeout(
+            EVENT_SILENCE_LIMIT,
+            fan_out::next_event(open, &sub.stream, consumer, &self.shard),
+        )
+        .await;
+        match next {
+            Ok(Ok(Event::Records {
+                records,
+                continuation,
+                millis_behind,
+                ended,
+            })) => Fetch::Event {
+                records: self.decoded(records, millis_behind),
+                continuation,
+                millis_behind,
+                ended,
+            },
+            Ok(Ok(Event::Ended)) => {
+                *events = None;
+                tracing::debug!(lease = %self.handle.key, "subscription ended; subscribing again");
+                Fetch::SubscriptionEnded
+            }
+            Ok(Err(err)) => {
+                *events = None;
+                sub.meters
+                    .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
+                sub.report(err);
+                Fetch::Failed
+            }
+            Err(_) => {
+                *events = None;
+                sub.meters
+                    .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
+                tracing::warn!(
+                    lease = %self.handle.key,
+                    silent_s = EVENT_SILENCE_LIMIT.as_secs(),
+                    "the enhanced fan-out subscription sent nothing for too long; subscribing again"
+                );
+                Fetch::Failed
             }
         }
     }

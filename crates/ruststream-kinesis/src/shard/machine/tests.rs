@@ -59,6 +59,7 @@ fn settings(window: usize) -> ReadSettings {
         batch_size: 10,
         poll_interval: POLL,
         window,
+        fan_out: false,
     }
 }
 
@@ -915,3 +916,6 @@ fn a_shard_read_to_its_end_is_finished_rather_than_handed_over() {
         ReadStep::Finish(Stop::Ended)
     ));
 }
+
+#[path = "fan_out.rs"]
+mod fan_out;

@@ -1,0 +1,318 @@
+//! The enhanced fan-out calls: the consumer (found, registered when missing and allowed, waited
+//! for until `ACTIVE`) and `SubscribeToShard`'s event stream. Everything here is I/O; what to do
+//! with an event is the shard machine's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_kinesis::Client;
+use aws_sdk_kinesis::config::StalledStreamProtectionConfig;
+use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_kinesis::operation::describe_stream_consumer::DescribeStreamConsumerError;
+use aws_sdk_kinesis::operation::register_stream_consumer::RegisterStreamConsumerError;
+use aws_sdk_kinesis::primitives::event_stream::EventReceiver;
+use aws_sdk_kinesis::types::error::SubscribeToShardEventStreamError;
+use aws_sdk_kinesis::types::{ConsumerStatus, StartingPosition, SubscribeToShardEventStream};
+
+use super::api::{FetchedRecord, starting_at};
+use crate::KinesisError;
+use crate::clock::Instant;
+use crate::settings::position::ShardStart;
+
+/// How long a consumer may take to become `ACTIVE` (AWS: seconds; the local engine: at once).
+const ACTIVE_WITHIN: Duration = Duration::from_secs(120);
+
+/// How often a consumer that is `CREATING` is described again (the service allows 20 calls a
+/// second per stream).
+const DESCRIBE_GAP: Duration = Duration::from_millis(250);
+
+/// The registered consumer a subscription reads through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Consumer {
+    /// Its name, as the service and the errors say it.
+    pub(crate) name: Arc<str>,
+    /// Its ARN, which `SubscribeToShard` takes.
+    pub(crate) arn: Arc<str>,
+}
+
+/// A subscription's open event stream.
+pub(crate) type Events =
+    EventReceiver<SubscribeToShardEventStream, SubscribeToShardEventStreamError>;
+
+/// What the next event of a subscription was.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// Records (maybe none) and where a later subscription continues.
+    Records {
+        records: Vec<FetchedRecord>,
+        continuation: Option<String>,
+        millis_behind: Option<i64>,
+        /// The event names child shards: the shard is read to its end.
+        ended: bool,
+    },
+    /// The subscription ended without an error.
+    Ended,
+}
+
+/// Why a subscription could not be opened.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The shard is not in the stream (trimmed, or the stream deleted).
+    Gone,
+    /// Another subscription of the consumer to the shard is open, or one was opened within the
+    /// last five seconds: tried again after a backoff, not reported.
+    InUse,
+    /// Anything else: reported, then tried again after a backoff.
+    Failed(KinesisError),
+}
+
+/// The consumer `name` of `stream`: found, or registered when missing and `register` allows,
+/// and waited for until it is `ACTIVE`.
+pub(crate) async fn ensure_consumer(
+    client: &Client,
+    stream: &str,
+    name: &str,
+    register: bool,
+) -> Result<Consumer, KinesisError> {
+    let stream_arn = stream_arn(client, stream).await?;
+    let deadline = Instant::now() + ACTIVE_WITHIN;
+    let mut registered = false;
+    let mut status = String::from("missing");
+    loop {
+        let described = client
+            .describe_stream_consumer()
+            .stream_arn(&stream_arn)
+            .consumer_name(name)
+            .send()
+            .await;
+        match described {
+            Ok(out) => {
+                if let Some(consumer) = out.consumer_description() {
+                    match consumer.consumer_status() {
+                        ConsumerStatus::Active => {
+                            return Ok(Consumer {
+                                name: Arc::from(name),
+                                arn: Arc::from(consumer.consumer_arn()),
+                            });
+                        }
+                        ConsumerStatus::Deleting => {
+                            return Err(not_active(stream, name, "DELETING"));
+                        }
+                        other => status = other.as_str().to_owned(),
+                    }
+                }
+            }
+            Err(SdkError::ServiceError(err))
+                if matches!(
+                    err.err(),
+                    DescribeStreamConsumerError::ResourceNotFoundException(_)
+                ) =>
+            {
+                if !register {
+                    return Err(KinesisError::ConsumerNotFound {
+                        stream: stream.to_owned(),
+                        consumer: name.to_owned(),
+                    });
+                }
+                if !registered {
+                    register_consumer(client, stream, &stream_arn, name).await?;
+                    registered = true;
+                }
+            }
+            Err(err) => {
+                return Err(consumer_call_failed(
+                    stream,
+                    name,
+                    "DescribeStreamConsumer",
+                    err,
+                ));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(not_active(stream, name, &status));
+        }
+        tokio::time::sleep(DESCRIBE_GAP).await;
+    }
+}
+
+fn not_active(stream: &str, consumer: &str, status: &str) -> KinesisError {
+    KinesisError::ConsumerNotActive {
+        stream: stream.to_owned(),
+        consumer: consumer.to_owned(),
+        status: status.to_owned(),
+    }
+}
+
+fn consumer_call_failed(
+    stream: &str,
+    consumer: &str,
+    operation: &'static str,
+    err: impl std::error::Error + 'static,
+) -> KinesisError {
+    KinesisError::Api {
+        stream: stream.to_owned(),
+        operation,
+        message: format!("consumer {consumer}: {}", DisplayErrorContext(&err)),
+    }
+}
+
+/// `RegisterStreamConsumer`; another instance registering the same name at once is no error.
+async fn register_consumer(
+    client: &Client,
+    stream: &str,
+    stream_arn: &str,
+    name: &str,
+) -> Result<(), KinesisError> {
+    let answer = client
+        .register_stream_consumer()
+        .stream_arn(stream_arn)
+        .consumer_name(name)
+        .send()
+        .await;
+    match answer {
+        Ok(_) => {
+            tracing::info!(
+                stream,
+                consumer = name,
+                "enhanced fan-out consumer registered"
+            );
+            Ok(())
+        }
+        Err(SdkError::ServiceError(err)) => match err.err() {
+            RegisterStreamConsumerError::ResourceInUseException(_) => Ok(()),
+            RegisterStreamConsumerError::LimitExceededException(limit) => {
+                Err(KinesisError::ConsumerLimit {
+                    stream: stream.to_owned(),
+                    consumer: name.to_owned(),
+                    message: limit
+                        .message()
+                        .unwrap_or("LimitExceededException")
+                        .to_owned(),
+                })
+            }
+            _ => Err(consumer_call_failed(
+                stream,
+                name,
+                "RegisterStreamConsumer",
+                SdkError::ServiceError(err),
+            )),
+        },
+        Err(err) => Err(consumer_call_failed(
+            stream,
+            name,
+            "RegisterStreamConsumer",
+            err,
+        )),
+    }
+}
+
+/// The ARN of `stream`, which the consumer calls take.
+async fn stream_arn(client: &Client, stream: &str) -> Result<String, KinesisError> {
+    let out = client
+        .describe_stream_summary()
+        .stream_name(stream)
+        .send()
+        .await
+        .map_err(|err| {
+            if err.code() == Some("ResourceNotFoundException") {
+                KinesisError::StreamNotFound {
+                    stream: stream.to_owned(),
+                }
+            } else {
+                KinesisError::api(stream, "DescribeStreamSummary", err)
+            }
+        })?;
+    out.stream_description_summary()
+        .map(|summary| summary.stream_arn().to_owned())
+        .ok_or_else(|| KinesisError::Api {
+            stream: stream.to_owned(),
+            operation: "DescribeStreamSummary",
+            message: "the answer has no stream summary".to_owned(),
+        })
+}
+
+/// `SubscribeToShard` of `consumer` to `shard` at `start`. The SDK's stalled-stream protection
+/// is off for this call only: a shard with nothing new is quiet between events, and the
+/// driver's own bound ([`EVENT_SILENCE_LIMIT`](crate::shard::read::EVENT_SILENCE_LIMIT)) ends a
+/// subscription that is silent too long.
+pub(crate) async fn subscribe(
+    client: &Client,
+    stream: &str,
+    consumer: &Consumer,
+    shard: &str,
+    start: &ShardStart,
+) -> Result<Events, Refused> {
+    let (kind, sequence, timestamp) = starting_at(start);
+    let position = StartingPosition::builder()
+        .r#type(kind)
+        .set_sequence_number(sequence)
+        .set_timestamp(timestamp)
+        .build()
+        .map_err(|err| Refused::Failed(subscribe_failed(stream, consumer, shard, err)))?;
+    let answer = client
+        .subscribe_to_shard()
+        .consumer_arn(consumer.arn.as_ref())
+        .shard_id(shard)
+        .starting_position(position)
+        .customize()
+        .config_override(
+            aws_sdk_kinesis::config::Builder::default()
+                .stalled_stream_protection(StalledStreamProtectionConfig::disabled()),
+        )
+        .send()
+        .await;
+    match answer {
+        Ok(out) => Ok(out.event_stream),
+        Err(err) => Err(match err.code() {
+            Some("ResourceInUseException") => Refused::InUse,
+            Some("ResourceNotFoundException") => Refused::Gone,
+            _ => Refused::Failed(subscribe_failed(stream, consumer, shard, err)),
+        }),
+    }
+}
+
+fn subscribe_failed(
+    stream: &str,
+    consumer: &Consumer,
+    shard: &str,
+    err: impl std::error::Error + 'static,
+) -> KinesisError {
+    KinesisError::Api {
+        stream: stream.to_owned(),
+        operation: "SubscribeToShard",
+        message: format!(
+            "shard {shard}, consumer {}: {}",
+            consumer.name,
+            DisplayErrorContext(&err)
+        ),
+    }
+}
+
+/// The next event of `events`, skipping kinds this SDK does not know.
+pub(crate) async fn next_event(
+    events: &mut Events,
+    stream: &str,
+    consumer: &Consumer,
+    shard: &str,
+) -> Result<Event, KinesisError> {
+    loop {
+        let event = events
+            .recv()
+            .await
+            .map_err(|err| subscribe_failed(stream, consumer, shard, err))?;
+        let Some(event) = event else {
+            return Ok(Event::Ended);
+        };
+        let SubscribeToShardEventStream::SubscribeToShardEvent(event) = event else {
+            continue;
+        };
+        let ended = !event.child_shards().is_empty();
+        return Ok(Event::Records {
+            continuation: Some(event.continuation_sequence_number)
+                .filter(|continuation| !continuation.is_empty()),
+            millis_behind: Some(event.millis_behind_latest),
+            ended,
+            records: event.records.into_iter().map(FetchedRecord::from).collect(),
+        });
+    }
+}
