@@ -64,10 +64,20 @@ impl Handle<String, (), (), KinesisContext> for Rewinder {
     }
 }
 
-fn app(broker: KinesisBroker, stream: &str, seen: &Arc<Mutex<Seen>>) -> RustStream {
+/// The service; `fan_out` reads with enhanced fan-out through that consumer.
+fn app(
+    broker: KinesisBroker,
+    stream: &str,
+    seen: &Arc<Mutex<Seen>>,
+    fan_out: Option<&str>,
+) -> RustStream {
     let source = KinesisStream::new(stream.to_owned())
         .create_if_missing(1)
         .poll_interval(Duration::from_millis(200));
+    let source = match fan_out {
+        Some(consumer) => source.enhanced_fan_out(consumer.to_owned()),
+        None => source,
+    };
     let handler = Rewinder(Arc::clone(seen));
     RustStream::new(AppInfo::new("rewinder", "0.1.0")).with_broker(broker, move |b| {
         b.include(subscriber(source, handler).build());
@@ -90,10 +100,21 @@ async fn wait_for(seen: &Arc<Mutex<Seen>>, handled: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_process_a_handler_rewinds_its_shard_to_its_own_record() {
+    in_process_rewinds(None).await;
+}
+
+/// `TestApp` runs a fan-out subscription as it runs a polling one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_a_fan_out_subscription_runs_like_a_polling_one() {
+    in_process_rewinds(Some("warehouse")).await;
+}
+
+async fn in_process_rewinds(fan_out: Option<&str>) {
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let tb = ruststream::testing::TestApp::start(app(KinesisBroker::new(), "rewinds", &seen))
-        .await
-        .unwrap();
+    let tb =
+        ruststream::testing::TestApp::start(app(KinesisBroker::new(), "rewinds", &seen, fan_out))
+            .await
+            .unwrap();
     let orders = tb.broker::<KinesisBroker>();
     for body in ["first", "rewind", "last"] {
         orders
@@ -112,12 +133,22 @@ async fn in_process_a_handler_rewinds_its_shard_to_its_own_record() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_a_handler_rewinds_its_shard_and_a_refused_seek_moves_nothing() {
+    live_rewinds(None).await;
+}
+
+/// With enhanced fan-out a seek subscribes again at its position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_fan_out_a_handler_rewinds_its_shard_and_a_refused_seek_moves_nothing() {
+    live_rewinds(Some("rewinder")).await;
+}
+
+async fn live_rewinds(fan_out: Option<&str>) {
     let Some(url) = common::endpoint() else {
         return;
     };
     let stream = common::unique("rewinds");
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let running = app(common::broker(&url), &stream, &seen)
+    let running = app(common::broker(&url), &stream, &seen, fan_out)
         .start()
         .await
         .unwrap();

@@ -10,6 +10,7 @@ use aws_sdk_kinesis::config::StalledStreamProtectionConfig;
 use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_kinesis::operation::describe_stream_consumer::DescribeStreamConsumerError;
 use aws_sdk_kinesis::operation::register_stream_consumer::RegisterStreamConsumerError;
+use aws_sdk_kinesis::operation::subscribe_to_shard::SubscribeToShardError;
 use aws_sdk_kinesis::primitives::event_stream::EventReceiver;
 use aws_sdk_kinesis::types::error::SubscribeToShardEventStreamError;
 use aws_sdk_kinesis::types::{ConsumerStatus, StartingPosition, SubscribeToShardEventStream};
@@ -54,7 +55,7 @@ pub(crate) enum Event {
     Ended,
 }
 
-/// Why a subscription could not be opened.
+/// Why a subscription could not be opened, or ended with an error.
 #[derive(Debug)]
 pub(crate) enum Refused {
     /// The shard is not in the stream (trimmed, or the stream deleted).
@@ -263,11 +264,19 @@ pub(crate) async fn subscribe(
         .await;
     match answer {
         Ok(out) => Ok(out.event_stream),
-        Err(err) => Err(match err.code() {
-            Some("ResourceInUseException") => Refused::InUse,
-            Some("ResourceNotFoundException") => Refused::Gone,
-            _ => Refused::Failed(subscribe_failed(stream, consumer, shard, err)),
+        Err(SdkError::ServiceError(err)) => Err(match err.err() {
+            SubscribeToShardError::ResourceInUseException(_) => Refused::InUse,
+            SubscribeToShardError::ResourceNotFoundException(_) => Refused::Gone,
+            _ => Refused::Failed(subscribe_failed(
+                stream,
+                consumer,
+                shard,
+                SdkError::ServiceError(err),
+            )),
         }),
+        Err(err) => Err(Refused::Failed(subscribe_failed(
+            stream, consumer, shard, err,
+        ))),
     }
 }
 
@@ -288,18 +297,29 @@ fn subscribe_failed(
     }
 }
 
-/// The next event of `events`, skipping kinds this SDK does not know.
+/// The next event of `events`, skipping kinds this SDK does not know. A subscription can be
+/// refused in its event stream as well as in the call's answer (the local engine says
+/// `ResourceInUseException` there).
 pub(crate) async fn next_event(
     events: &mut Events,
     stream: &str,
     consumer: &Consumer,
     shard: &str,
-) -> Result<Event, KinesisError> {
+) -> Result<Event, Refused> {
     loop {
-        let event = events
-            .recv()
-            .await
-            .map_err(|err| subscribe_failed(stream, consumer, shard, err))?;
+        let event = events.recv().await.map_err(|err| match err {
+            SdkError::ServiceError(err) => match err.err() {
+                SubscribeToShardEventStreamError::ResourceInUseException(_) => Refused::InUse,
+                SubscribeToShardEventStreamError::ResourceNotFoundException(_) => Refused::Gone,
+                _ => Refused::Failed(subscribe_failed(
+                    stream,
+                    consumer,
+                    shard,
+                    SdkError::ServiceError(err),
+                )),
+            },
+            err => Refused::Failed(subscribe_failed(stream, consumer, shard, err)),
+        })?;
         let Some(event) = event else {
             return Ok(Event::Ended);
         };

@@ -423,16 +423,25 @@ impl Reader {
                 *events = Some(opened);
                 Fetch::Subscribed
             }
-            Err(Refused::Gone) => Fetch::Gone,
-            Err(Refused::InUse) => {
+            Err(refused) => self.refused(refused),
+        }
+    }
+
+    /// What a refused or failed subscription answers the machine: reported unless it is only
+    /// in use.
+    fn refused(&self, refused: Refused) -> Fetch<Record> {
+        let sub = &self.sub;
+        match refused {
+            Refused::Gone => Fetch::Gone,
+            Refused::InUse => {
                 // Another subscription of the consumer to the shard is still open (a previous
                 // holder's, or ours of a moment ago): backed off and tried again.
-                tracing::debug!(lease = %self.handle.key, consumer = %consumer.name, "subscription in use");
+                tracing::debug!(lease = %self.handle.key, "subscription in use; tried again after a backoff");
                 sub.meters
                     .read_retry(&sub.stream, &self.shard, ReadRetry::Throttled);
                 Fetch::Failed
             }
-            Err(Refused::Failed(err)) => {
+            Refused::Failed(err) => {
                 sub.meters
                     .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
                 sub.report(err);
@@ -466,15 +475,18 @@ impl Reader {
             },
             Ok(Ok(Event::Ended)) => {
                 *events = None;
-                tracing::debug!(lease = %self.handle.key, "subscription ended; subscribing again");
+                tracing::info!(
+                    stream = %sub.stream,
+                    shard = %self.shard,
+                    consumer = %consumer.name,
+                    "the enhanced fan-out subscription ended (a subscription lasts five minutes); \
+                     subscribing again from where it got to"
+                );
                 Fetch::SubscriptionEnded
             }
-            Ok(Err(err)) => {
+            Ok(Err(refused)) => {
                 *events = None;
-                sub.meters
-                    .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
-                sub.report(err);
-                Fetch::Failed
+                self.refused(refused)
             }
             Err(_) => {
                 *events = None;
