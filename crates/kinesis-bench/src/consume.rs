@@ -23,6 +23,9 @@ use crate::{Error, Options};
 const MIN_CALL_GAP: Duration = Duration::from_millis(200);
 /// The `Limit` of every `GetRecords` call on both sides (the service's default batch size).
 const LIMIT: i32 = 1000;
+/// The enhanced fan-out consumer of [`Side::FanOut`]: one per stream, registered by its first
+/// read.
+pub const FAN_OUT_CONSUMER: &str = "kinesis-bench";
 /// The largest batch the batch handler of [`Side::Batches`] takes.
 const HANDLER_BATCH: NonZeroUsize = NonZeroUsize::new(500).expect("not zero");
 
@@ -87,6 +90,8 @@ pub enum Side {
     Dynamo,
     /// The service with `MemoryLeaseStore`, counting into the crate's Prometheus collectors.
     Metered,
+    /// The service with `MemoryLeaseStore`, reading with enhanced fan-out.
+    FanOut,
 }
 
 impl Side {
@@ -97,6 +102,7 @@ impl Side {
             Self::Batches => "service + MemoryLeaseStore, batch handler",
             Self::Dynamo => "service + DynamoLeaseStore",
             Self::Metered => "service + MemoryLeaseStore, metrics on",
+            Self::FanOut => "service + MemoryLeaseStore, enhanced fan-out",
         }
     }
 }
@@ -278,6 +284,28 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
         ));
         figures.push(figure);
     }
+    if sides.contains(&Side::Memory) && sides.contains(&Side::FanOut) {
+        let value = ratio(Side::FanOut, Side::Memory, true);
+        let mut figure = Figure::new("catching up a backlog, fan-out ÷ polling", "fan-out");
+        figure.measured = format!(
+            "{value:.2} (enhanced fan-out {} rec/s ÷ polling {} rec/s)",
+            thousands(median(&rates(Side::FanOut, true))),
+            thousands(median(&rates(Side::Memory, true)))
+        );
+        figure.target = "recorded".to_owned();
+        figure.detail(setup.clone());
+        figure.detail(method);
+        figure.detail(per_round(Side::Memory));
+        figure.detail(per_round(Side::FanOut));
+        figure.detail(cpu(Side::Memory));
+        figure.detail(cpu(Side::FanOut));
+        figure.detail(
+            "on the local engine a subscription pushes one event a second of at most 10,000 \
+             records, where polling calls up to five times a second for 1,000 each; on AWS each \
+             consumer has 2 MB/s per shard of its own, and polling applications share one",
+        );
+        figures.push(figure);
+    }
     if sides.contains(&Side::Sdk) && sides.contains(&Side::Memory) {
         let value = ratio(Side::Memory, Side::Sdk, true);
         let mut figure = Figure::new("consume overhead", "consume");
@@ -356,11 +384,25 @@ async fn rounds_on(
                 Side::Sdk => sdk_loop(stack, stream, records).await?,
                 Side::Memory => through_service(stack, stream, records, false).await?,
                 Side::Batches => {
-                    through_service_with(stack, stream, records, false, Some(HANDLER_BATCH), false)
-                        .await?
+                    let mount = Mount {
+                        handler_batch: Some(HANDLER_BATCH),
+                        ..Mount::new(stream)
+                    };
+                    through_service_with(stack, mount, records, false).await?
                 }
                 Side::Metered => {
-                    through_service_with(stack, stream, records, false, None, true).await?
+                    let mount = Mount {
+                        metered: true,
+                        ..Mount::new(stream)
+                    };
+                    through_service_with(stack, mount, records, false).await?
+                }
+                Side::FanOut => {
+                    let mount = Mount {
+                        fan_out: Some(FAN_OUT_CONSUMER.to_owned()),
+                        ..Mount::new(stream)
+                    };
+                    through_service_with(stack, mount, records, false).await?
                 }
                 Side::Dynamo => through_service(stack, stream, records, true).await?,
             };
@@ -389,17 +431,15 @@ pub async fn through_service(
     records: u64,
     durable: bool,
 ) -> Result<Took, Error> {
-    through_service_with(stack, stream, records, durable, None, false).await
+    through_service_with(stack, Mount::new(stream), records, durable).await
 }
 
-/// As [`through_service`], with the batch handler when `handler_batch` names a size.
+/// As [`through_service`], mounted as `mount` says.
 async fn through_service_with(
     stack: &Stack,
-    stream: &str,
+    mount: Mount,
     records: u64,
     durable: bool,
-    handler_batch: Option<NonZeroUsize>,
-    metered: bool,
 ) -> Result<Took, Error> {
     let (store, table) = stack::store(stack, durable).await?;
     let counted = Arc::new(CountingStore::new(store));
@@ -410,11 +450,7 @@ async fn through_service_with(
         counted.clone(),
         &unique("bench-consumer"),
         LeaseTimings::default(),
-        Mount {
-            handler_batch,
-            metered,
-            ..Mount::new(stream)
-        },
+        mount,
         probe.clone(),
     )
     .await;

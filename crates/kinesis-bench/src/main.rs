@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
-//! kinesis-bench consume | checkpoints | metrics-cost | handover | takeover | balance | growth | writes | poll-cost | startup | publish | publish-aggregated
+//! kinesis-bench consume | checkpoints | metrics-cost | fan-out | handover | takeover | balance | growth | writes | poll-cost | startup | publish | publish-aggregated
 //!               | consume-aggregated
 //!               | in-process | memory [--quick]
 //! ```
@@ -19,6 +19,7 @@ mod balance;
 mod consume;
 mod consume_aggregated;
 mod counting;
+mod fan_out;
 mod growth;
 mod handover;
 mod in_process;
@@ -49,6 +50,8 @@ commands (each prints a Markdown table of its figures):
   consume      service with MemoryLeaseStore ÷ a hand-written GetRecords loop (records/s)
   checkpoints  service with DynamoLeaseStore ÷ with MemoryLeaseStore (records/s)
   metrics-cost CPU per record consumed with the crate's metrics on ÷ off
+  fan-out      enhanced fan-out ÷ polling on one stream: records/s catching up a backlog, and
+               publish-to-handler latency at a steady trickle (median, p99)
   handover     graceful stop of one instance -> first record handled by the other (median of 5)
   takeover     SIGKILL of one instance -> first record handled by the other (median of 5)
   balance      8 shards, balancing instances joining up to 4 then leaving to 2: seconds until
@@ -135,6 +138,7 @@ fn main() -> ExitCode {
         "checkpoints",
         "consume+checkpoints",
         "metrics-cost",
+        "fan-out",
         "handover",
         "takeover",
         "balance",
@@ -214,6 +218,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "publish-aggregated",
             "consume+checkpoints",
             "metrics-cost",
+            "fan-out",
             "consume-aggregated",
             "startup",
             "memory",
@@ -276,6 +281,16 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
                     &[consume::Side::Memory, consume::Side::Metered],
                 )
                 .await
+            }
+            "fan-out" => {
+                let mut figures = consume::run(
+                    &stack,
+                    opts,
+                    &[consume::Side::Memory, consume::Side::FanOut],
+                )
+                .await?;
+                figures.extend(fan_out::run(&stack, opts).await?);
+                Ok(figures)
             }
             "startup" => startup::run(&stack, opts).await,
             "memory" => memory::run(&stack, opts).await,

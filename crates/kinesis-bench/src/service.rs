@@ -59,6 +59,8 @@ struct ProbeInner {
     delay: Duration,
     /// Print `HANDLED` lines on stdout (a child process reports to its parent this way).
     echo: bool,
+    /// Each record's id and when it was handled, for the latency figure.
+    arrivals: Option<Mutex<Vec<(u64, Instant)>>>,
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +84,15 @@ impl Default for Probe {
 
 impl Probe {
     pub fn new(delay: Duration, echo: bool) -> Self {
+        Self::made(delay, echo, None)
+    }
+
+    /// A probe that also keeps when each record was handled ([`arrivals`](Self::arrivals)).
+    pub fn recording() -> Self {
+        Self::made(Duration::ZERO, false, Some(Mutex::default()))
+    }
+
+    fn made(delay: Duration, echo: bool, arrivals: Option<Mutex<Vec<(u64, Instant)>>>) -> Self {
         Self(Arc::new(ProbeInner {
             count: AtomicU64::new(0),
             count_target: AtomicU64::new(u64::MAX),
@@ -90,7 +101,18 @@ impl Probe {
             marks: Mutex::default(),
             delay,
             echo,
+            arrivals,
         }))
+    }
+
+    /// Each record's id and when it was handled, for a probe made by [`recording`](Self::recording).
+    pub fn arrivals(&self) -> Vec<(u64, Instant)> {
+        self.0.arrivals.as_ref().map_or_else(Vec::new, |arrivals| {
+            arrivals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        })
     }
 
     fn marks(&self) -> std::sync::MutexGuard<'_, Marks> {
@@ -122,6 +144,12 @@ impl Probe {
 
     /// Counts a record handled, and marks the moments due.
     fn count_one(&self, id: u64, shard: Option<Arc<str>>) {
+        if let Some(arrivals) = &self.0.arrivals {
+            arrivals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((id, Instant::now()));
+        }
         let n = self.0.count.fetch_add(1, Ordering::SeqCst) + 1;
         let target = n == self.0.count_target.load(Ordering::SeqCst);
         let shard_target = self.0.shard_target.load(Ordering::SeqCst);
@@ -227,6 +255,8 @@ pub struct Mount {
     /// Count into the crate's Prometheus collectors (`KinesisBroker::metrics`), in a registry
     /// of this app's own.
     pub metered: bool,
+    /// Read with enhanced fan-out through this consumer.
+    pub fan_out: Option<String>,
 }
 
 impl Mount {
@@ -236,6 +266,7 @@ impl Mount {
             batch_size: 1000,
             handler_batch: None,
             metered: false,
+            fan_out: None,
         }
     }
 }
@@ -260,9 +291,24 @@ fn mount_batch() -> u32 {
     mounted().batch_size
 }
 
+fn mount_consumer() -> String {
+    mounted().fan_out.unwrap_or_default()
+}
+
 /// Decodes the record, tells the probe, acknowledges.
 #[subscriber(KinesisStream::new(mount_stream()).batch_size(mount_batch()))]
 async fn handle(
+    record: &BenchRecord,
+    Ctx(shard): Ctx<ShardId>,
+    State(probe): State<Probe>,
+) -> HandlerOutcome {
+    probe.handled(record.id, shard).await;
+    HandlerOutcome::ack()
+}
+
+/// As [`handle`], reading with enhanced fan-out through the mounted consumer.
+#[subscriber(KinesisStream::new(mount_stream()).enhanced_fan_out(mount_consumer()))]
+async fn handle_fan_out(
     record: &BenchRecord,
     Ctx(shard): Ctx<ShardId>,
     State(probe): State<Probe>,
@@ -293,6 +339,7 @@ pub async fn app(
     let _building = BUILDING.lock().await;
     let handler_batch = mount.handler_batch;
     let metered = mount.metered;
+    let fan_out = mount.fan_out.is_some();
     *MOUNT.lock().unwrap_or_else(PoisonError::into_inner) = Some(mount);
     let mut broker = stack.broker(store, owner).lease_timings(timings);
     if metered {
@@ -303,6 +350,9 @@ pub async fn app(
     RustStream::new(AppInfo::new("kinesis-bench", "0.1.0"))
         .on_startup(async move |()| Ok::<_, Infallible>(BenchState { probe }))
         .with_broker(broker, move |b| match handler_batch {
+            None if fan_out => {
+                b.include(handle_fan_out.start_at(KinesisPosition::TrimHorizon));
+            }
             None => {
                 b.include(handle.start_at(KinesisPosition::TrimHorizon));
             }

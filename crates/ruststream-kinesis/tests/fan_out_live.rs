@@ -295,6 +295,76 @@ async fn a_consumer_that_must_exist_and_does_not_fails_startup_naming_stream_and
         .unwrap();
 }
 
+/// The local engine names no child shards: the parent's end is confirmed through the listing and
+/// `GetRecords`, it is checkpointed `SHARD_END`, and its children are read after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_under_fan_out_finishes_the_parent_and_reads_the_children() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let stream = common::unique("fan-out-split");
+    let (_, table) = table(&url).await;
+    let store: Arc<dyn LeaseStore> = Arc::new(table.clone());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let reader = Instance::reading(
+        broker(&url, &store, "pod-a"),
+        "pod-a",
+        fan_out(&stream, "splitter").create_if_missing(1),
+        tx,
+        None,
+    )
+    .await;
+    let before: Vec<String> = (0..10).map(|n| format!("parent-{n}")).collect();
+    publish_all(&url, &stream, before.clone()).await;
+    let mut seen = Vec::new();
+    let want: std::collections::HashSet<String> = before.iter().cloned().collect();
+    collect_until(&mut rx, &mut seen, Duration::from_secs(30), |s| {
+        payloads(s) == want
+    })
+    .await;
+    assert_eq!(payloads(&seen), want, "the parent's records");
+    let raw = common::raw_kinesis(&url);
+    common::split_first(&raw, &stream).await;
+    let split = Instant::now();
+    let after: Vec<String> = (0..20).map(|n| format!("child-{n}")).collect();
+    publish_all(&url, &stream, after.clone()).await;
+    let want_all: std::collections::HashSet<String> =
+        before.iter().chain(&after).cloned().collect();
+    collect_until(&mut rx, &mut seen, Duration::from_secs(60), |s| {
+        payloads(s) == want_all
+    })
+    .await;
+    println!(
+        "the children's records read {:.2?} after the split",
+        split.elapsed()
+    );
+    assert_eq!(
+        payloads(&seen),
+        want_all,
+        "every record, the children's too"
+    );
+    let children: std::collections::HashSet<&str> = seen
+        .iter()
+        .filter(|h| h.payload.starts_with("child-"))
+        .map(|h| h.shard.as_str())
+        .collect();
+    assert!(
+        !children.contains("shardId-000000000000") && !children.is_empty(),
+        "the children's records came from the children: {children:?}"
+    );
+    let rows = table.rows().await.unwrap();
+    let parent = rows
+        .iter()
+        .find(|(key, _)| key.stream() == stream && key.shard() == "shardId-000000000000")
+        .map(|(_, row)| row.checkpoint.clone());
+    assert_eq!(
+        parent,
+        Some(Some(ruststream_kinesis::SHARD_END.to_owned())),
+        "the parent is finished"
+    );
+    reader.stop().await;
+}
+
 mod renewal {
     use std::io::Write;
     use std::sync::{Arc, Mutex, PoisonError};
