@@ -365,6 +365,198 @@ async fn a_split_under_fan_out_finishes_the_parent_and_reads_the_children() {
     reader.stop().await;
 }
 
+/// A stream with as many consumers as it may refuses one more: the subscription fails startup
+/// with an error naming the stream and the consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_consumer_past_the_limit_fails_startup_naming_stream_and_consumer() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let stream = common::unique("fan-out-limit");
+    let connected = common::broker(&url).connect().await.unwrap();
+    let raw = common::raw_kinesis(&url);
+    // The stream, and its ARN.
+    let first = KinesisStream::new(stream.clone())
+        .create_if_missing(1)
+        .enhanced_fan_out("consumer-0");
+    drop(first.subscribe(&connected).await.unwrap());
+    let arn = raw
+        .describe_stream_summary()
+        .stream_name(&stream)
+        .send()
+        .await
+        .unwrap()
+        .stream_description_summary()
+        .unwrap()
+        .stream_arn()
+        .to_owned();
+    let mut registered = 1;
+    let refused = loop {
+        let answer = raw
+            .register_stream_consumer()
+            .stream_arn(&arn)
+            .consumer_name(format!("consumer-{registered}"))
+            .send()
+            .await;
+        match answer {
+            Ok(_) => registered += 1,
+            Err(err) => break err,
+        }
+        assert!(registered <= 20, "the engine took more than 20 consumers");
+    };
+    println!("the engine took {registered} consumers, then said: {refused:?}");
+    let err = match KinesisStream::new(stream.clone())
+        .enhanced_fan_out("one-too-many")
+        .subscribe(&connected)
+        .await
+    {
+        Err(err) => err,
+        Ok(_) => panic!("a consumer past the limit fails startup"),
+    };
+    match &err {
+        KinesisError::ConsumerLimit {
+            stream: named,
+            consumer,
+            ..
+        } => {
+            assert_eq!(named, &stream);
+            assert_eq!(consumer, "one-too-many");
+        }
+        other => panic!("not ConsumerLimit: {other}"),
+    }
+    assert!(err.to_string().contains("list-stream-consumers"), "{err}");
+    ruststream::ConnectedBroker::shutdown(connected)
+        .await
+        .unwrap();
+}
+
+/// A shard with nothing new for longer than the SDK's stalled-stream grace is not cut: the
+/// subscription reports nothing, and the next record is read at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_shard_keeps_its_subscription() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let stream = common::unique("fan-out-idle");
+    let (_, table) = table(&url).await;
+    let store: Arc<dyn LeaseStore> = Arc::new(table);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (errors_tx, mut errors_rx) = mpsc::unbounded_channel();
+    let reader = Instance::reading(
+        broker(&url, &store, "pod-a"),
+        "pod-a",
+        fan_out(&stream, "idle").create_if_missing(1),
+        tx,
+        Some(errors_tx),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let published = Instant::now();
+    publish_all(&url, &stream, ["after-the-quiet".to_owned()]).await;
+    let mut seen = Vec::new();
+    collect_until(&mut rx, &mut seen, Duration::from_secs(10), |s| {
+        !s.is_empty()
+    })
+    .await;
+    println!("read {:.2?} after 25 s of quiet", published.elapsed());
+    assert_eq!(
+        payloads(&seen),
+        ["after-the-quiet".to_owned()].into_iter().collect()
+    );
+    reader.stop().await;
+    let mut reported = Vec::new();
+    while let Ok(err) = errors_rx.try_recv() {
+        reported.push(err);
+    }
+    assert!(reported.is_empty(), "nothing reported: {reported:?}");
+}
+
+/// The service answers `ResourceNotFoundException` for a consumer it does not know as for a
+/// shard that left the stream: an instance that subscribes through a consumer deregistered
+/// since it started reports it, naming stream, shard and consumer, and does not give the shard
+/// up as gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deregistered_consumer_is_reported_and_no_shard_is_given_up() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let stream = common::unique("fan-out-deregistered");
+    let (_, table) = table(&url).await;
+    let store: Arc<dyn LeaseStore> = Arc::new(table.clone());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (errors_tx, mut errors_rx) = mpsc::unbounded_channel();
+    // Without balancing pod-a keeps the shard and pod-b waits, both with the consumer's ARN.
+    let unbalanced = |owner: &str| {
+        common::broker_with(&url, Arc::clone(&store))
+            .owner_id(owner)
+            .lease_timings(timings())
+    };
+    let a = Instance::reading(
+        unbalanced("pod-a"),
+        "pod-a",
+        fan_out(&stream, "short-lived").create_if_missing(1),
+        tx.clone(),
+        None,
+    )
+    .await;
+    let b = Instance::reading(
+        unbalanced("pod-b"),
+        "pod-b",
+        fan_out(&stream, "short-lived").create_if_missing(1),
+        tx,
+        Some(errors_tx),
+    )
+    .await;
+    publish_all(&url, &stream, ["first".to_owned()]).await;
+    let mut seen = Vec::new();
+    collect_until(&mut rx, &mut seen, Duration::from_secs(30), |s| {
+        !s.is_empty()
+    })
+    .await;
+    assert_eq!(seen.len(), 1, "read through the consumer");
+    let raw = common::raw_kinesis(&url);
+    let arn = raw
+        .describe_stream_summary()
+        .stream_name(&stream)
+        .send()
+        .await
+        .unwrap()
+        .stream_description_summary()
+        .unwrap()
+        .stream_arn()
+        .to_owned();
+    raw.deregister_stream_consumer()
+        .stream_arn(arn)
+        .consumer_name("short-lived")
+        .send()
+        .await
+        .unwrap();
+    // pod-b takes the shard pod-a hands back, and subscribes through the ARN it knows.
+    a.stop().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let reported = loop {
+        match tokio::time::timeout_at(deadline.into(), errors_rx.recv()).await {
+            Ok(Some(err)) if err.contains("does not know the consumer") => break err,
+            Ok(Some(other)) => eprintln!("reported: {other}"),
+            _ => panic!("no error said the consumer is unknown within 30 s"),
+        }
+    };
+    assert!(
+        reported.contains(&stream)
+            && reported.contains("shardId-000000000000")
+            && reported.contains("short-lived"),
+        "{reported}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let held = holders(&table, &stream).await;
+    assert_eq!(
+        held.get("shardId-000000000000"),
+        Some(&Some("pod-b".to_owned())),
+        "the shard is not given up as gone"
+    );
+    b.stop().await;
+}
+
 mod renewal {
     use std::io::Write;
     use std::sync::{Arc, Mutex, PoisonError};

@@ -292,6 +292,17 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.read.answered(now, fetch, coin);
     }
 
+    /// Whether a subscription's next event, which the reader waits for, is no longer wanted: a
+    /// seek is to be applied, a planned move or a close is under way, or the lease is lost. The
+    /// reader then drops the subscription rather than wait for an event on a quiet shard.
+    pub(crate) fn event_unwanted(&self) -> bool {
+        self.read.awaits_event()
+            && (self.read.seek_pending()
+                || self.is_handing_over()
+                || self.lease.is_halted()
+                || self.read.cancelled)
+    }
+
     /// The listing shows the shard closed: with enhanced fan-out, where no event names child
     /// shards, an empty event has the end confirmed by polling.
     pub(crate) fn shard_closed(&mut self) {

@@ -86,6 +86,11 @@ impl ShardHandle {
         self.lock().read_answered(Instant::now(), fetch, coin);
     }
 
+    /// Whether the subscription's next event the reader waits for is no longer wanted.
+    pub(crate) fn event_unwanted(&self) -> bool {
+        self.lock().event_unwanted()
+    }
+
     /// The listing shows the shard closed.
     pub(crate) fn shard_closed(&self) {
         self.lock().shard_closed();

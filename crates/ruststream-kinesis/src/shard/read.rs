@@ -249,6 +249,8 @@ pub(crate) struct ReadState<T, R> {
     last_call: Option<T>,
     /// When the last subscription was asked for.
     last_subscribe: Option<T>,
+    /// The open subscription sent an event.
+    evented: bool,
     /// No call before this moment (a backoff, or the poll interval at the tip).
     not_before: Option<T>,
     failures: u32,
@@ -298,6 +300,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             closed: false,
             last_call: None,
             last_subscribe: None,
+            evented: false,
             not_before: None,
             failures: 0,
             batch: VecDeque::new(),
@@ -324,6 +327,11 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         }
         self.seek = Some((iterator, resume));
         true
+    }
+
+    /// Whether the call in flight waits for a subscription's next event.
+    pub(super) fn awaits_event(&self) -> bool {
+        self.in_flight != InFlight::None && matches!(self.source, Source::Subscribed)
     }
 
     /// Whether a seek arrived that reading has not applied yet.
@@ -523,6 +531,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                 millis_behind: _,
                 ended,
             } => {
+                self.evented = true;
                 self.failures = 0;
                 self.not_before = None;
                 let confirm_end = self.closed && records.is_empty() && !ended;
@@ -536,21 +545,29 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             Fetch::Subscribed => {
                 if matches!(self.source, Source::Subscribe) {
                     self.source = Source::Subscribed;
+                    self.evented = false;
                 }
             }
-            Fetch::SubscriptionEnded => {
+            // Five minutes of events: subscribed again at once. One that ended before its first
+            // event is a failure like any other (a server that ends them at once is not
+            // subscribed to again and again without a pause).
+            Fetch::SubscriptionEnded if self.evented => {
                 if matches!(self.source, Source::Subscribed) {
                     self.source = Source::Subscribe;
                 }
             }
-            Fetch::Expired => self.source = Source::Fresh { tries: 0 },
-            Fetch::Failed => {
-                if matches!(self.source, Source::Subscribed) {
+            Fetch::SubscriptionEnded | Fetch::Failed => {
+                if matches!(self.source, Source::Subscribed | Source::Subscribe) && self.closed {
+                    // A closed shard needs no subscription: the rest of it is read by polling,
+                    // so one the service keeps refusing cannot keep its children waiting.
+                    self.source = Source::Fresh { tries: 0 };
+                } else if matches!(self.source, Source::Subscribed) {
                     self.source = Source::Subscribe;
                 }
                 self.failures += 1;
                 self.not_before = Some(now + jittered(self.failures, coin));
             }
+            Fetch::Expired => self.source = Source::Fresh { tries: 0 },
             Fetch::Gone => self.stop = Some(Stop::Gone),
             Fetch::Iterator(iterator) => self.source = Source::Iterator(iterator),
             Fetch::IteratorFailed => {

@@ -506,7 +506,7 @@ impl Sim {
                     return Fetch::Failed;
                 }
                 let idx = self.stream.index_of(shard, start);
-                let events = self.rng.random_range(1..=20);
+                let events = self.rng.random_range(0..=20);
                 let Some(s) = self.session(i, sid) else {
                     return Fetch::Failed;
                 };

@@ -264,6 +264,15 @@ fn deliver(
     }
 }
 
+/// How a call of the reader ended.
+enum Answered {
+    Fetch(Fetch<Record>),
+    /// The reader was cancelled.
+    Cancelled,
+    /// The subscription's next event was no longer wanted.
+    Unwanted,
+}
+
 impl Reader {
     /// Reads until the shard's machine says reading is over, and why.
     async fn read(&self) -> Stop {
@@ -274,13 +283,31 @@ impl Reader {
         loop {
             match handle.next_read() {
                 ReadStep::Call(call) => {
-                    let answered = tokio::select! {
-                        () = self.cancel.cancelled() => None,
-                        fetch = self.call(call, &mut events) => Some(fetch),
+                    let awaits_event = call == Call::NextEvent;
+                    let answered = {
+                        let fetch = self.call(call, &mut events);
+                        tokio::pin!(fetch);
+                        loop {
+                            tokio::select! {
+                                () = self.cancel.cancelled() => break Answered::Cancelled,
+                                fetch = &mut fetch => break Answered::Fetch(fetch),
+                                // A quiet shard's next event may be seconds away: a seek, a
+                                // planned move or a close drops the subscription instead.
+                                () = handle.read_wake.notified(), if awaits_event => {
+                                    if handle.event_unwanted() {
+                                        break Answered::Unwanted;
+                                    }
+                                }
+                            }
+                        }
                     };
                     match answered {
-                        Some(fetch) => handle.read_answered(fetch),
-                        None => handle.cancel_reading(),
+                        Answered::Fetch(fetch) => handle.read_answered(fetch),
+                        Answered::Cancelled => handle.cancel_reading(),
+                        Answered::Unwanted => {
+                            events = None;
+                            handle.read_answered(Fetch::SubscriptionEnded);
+                        }
                     }
                 }
                 ReadStep::Deliver(record, ticket) => {
@@ -423,16 +450,16 @@ impl Reader {
                 *events = Some(opened);
                 Fetch::Subscribed
             }
-            Err(refused) => self.refused(refused),
+            Err(refused) => self.refused(refused).await,
         }
     }
 
     /// What a refused or failed subscription answers the machine: reported unless it is only
     /// in use.
-    fn refused(&self, refused: Refused) -> Fetch<Record> {
+    async fn refused(&self, refused: Refused) -> Fetch<Record> {
         let sub = &self.sub;
         match refused {
-            Refused::Gone => Fetch::Gone,
+            Refused::Gone => self.gone_or_consumer_missing().await,
             Refused::InUse => {
                 // Another subscription of the consumer to the shard is still open (a previous
                 // holder's, or ours of a moment ago): backed off and tried again.
@@ -445,6 +472,37 @@ impl Reader {
                 sub.meters
                     .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
                 sub.report(err);
+                Fetch::Failed
+            }
+        }
+    }
+
+    /// What a subscription's `ResourceNotFoundException` means: the service says it of a shard
+    /// that left the stream and of a consumer it does not know (deregistered since startup).
+    /// Only a shard Kinesis no longer lists is gone; for a missing consumer the error is
+    /// reported and the subscription backed off, and the shard stays this instance's.
+    async fn gone_or_consumer_missing(&self) -> Fetch<Record> {
+        let sub = &self.sub;
+        let start = ShardStart::At(crate::KinesisPosition::TrimHorizon);
+        match api::shard_iterator(&sub.client, &sub.stream, &self.shard, &start).await {
+            Err(KinesisError::ShardNotFound { .. }) => Fetch::Gone,
+            _ => {
+                let consumer = sub
+                    .fan_out
+                    .as_ref()
+                    .map_or("?", |consumer| consumer.name.as_ref());
+                sub.meters
+                    .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
+                sub.report(KinesisError::Api {
+                    stream: sub.stream.to_string(),
+                    operation: "SubscribeToShard",
+                    message: format!(
+                        "shard {}, consumer {consumer}: the service does not know the consumer \
+                         (deregistered since the subscription started?); the shard is tried \
+                         again after a backoff, and a restart registers the consumer again",
+                        self.shard
+                    ),
+                });
                 Fetch::Failed
             }
         }
@@ -486,7 +544,7 @@ impl Reader {
             }
             Ok(Err(refused)) => {
                 *events = None;
-                self.refused(refused)
+                self.refused(refused).await
             }
             Err(_) => {
                 *events = None;

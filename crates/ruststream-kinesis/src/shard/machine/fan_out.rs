@@ -26,6 +26,17 @@ fn call(machine: &mut ShardMachine<Duration, Rec>, now: Duration) -> Call {
     }
 }
 
+/// The first call at or after `now`, past the waits before it: when, and what.
+fn first_call(machine: &mut ShardMachine<Duration, Rec>, mut now: Duration) -> (Duration, Call) {
+    loop {
+        match next(machine, now) {
+            ReadStep::Call(call) => return (now, call),
+            ReadStep::Wait(Some(at)) if at > now => now = at,
+            other => panic!("a call or a timed wait at {now:?}, not {other:?}"),
+        }
+    }
+}
+
 /// Expects a subscription at `start`, and opens it.
 fn subscribed(machine: &mut ShardMachine<Duration, Rec>, now: Duration, start: ShardStart) {
     assert_eq!(call(machine, now), Call::Subscribe(start));
@@ -194,4 +205,57 @@ fn a_seek_subscribes_again_at_its_position() {
         0,
     );
     assert_eq!(call(&mut machine, S * 2), Call::Subscribe(target));
+}
+
+#[test]
+fn a_subscription_that_ends_before_its_first_event_is_backed_off() {
+    let mut machine = fan_out_taken(1000, recorded());
+    subscribed(&mut machine, ZERO, recorded());
+    assert_eq!(call(&mut machine, ZERO), Call::NextEvent);
+    machine.read_answered(S * 2, Fetch::SubscriptionEnded, u64::MAX);
+    let (at, again) = first_call(&mut machine, S * 2);
+    assert!(
+        at > S * 2 + MIN_CALL_GAP,
+        "a backoff, not a subscription at once: {at:?}"
+    );
+    assert_eq!(again, Call::Subscribe(recorded()));
+}
+
+#[test]
+fn a_closed_shard_whose_subscription_fails_is_read_to_its_end_by_polling() {
+    let mut machine = fan_out_taken(1000, recorded());
+    machine.shard_closed();
+    subscribed(&mut machine, ZERO, recorded());
+    assert_eq!(call(&mut machine, ZERO), Call::NextEvent);
+    let (tickets, step) = event(&mut machine, ZERO, &["1"], Some("1"), false);
+    assert!(is_next_event(&step));
+    machine.read_answered(ZERO, Fetch::Failed, 0);
+    let (at, polled) = first_call(&mut machine, ZERO);
+    assert_eq!(polled, Call::GetIterator(ShardStart::After(Arc::from("1"))));
+    machine.read_answered(at, Fetch::Iterator("it-9".to_owned()), 0);
+    read(&mut machine, at, &[], None, 0);
+    machine.settle(tickets[0], false).unwrap();
+    assert!(matches!(
+        next(&mut machine, at),
+        ReadStep::Finish(Stop::Ended)
+    ));
+}
+
+#[test]
+fn an_event_waited_for_is_unwanted_once_a_seek_arrives() {
+    let mut machine = fan_out_taken(1000, recorded());
+    subscribed(&mut machine, ZERO, recorded());
+    assert_eq!(call(&mut machine, ZERO), Call::NextEvent);
+    assert!(!machine.event_unwanted(), "a reader waits for its events");
+    assert!(machine.seek(
+        "it-seek".to_owned(),
+        ShardStart::At(KinesisPosition::TrimHorizon)
+    ));
+    assert!(machine.event_unwanted());
+    // The driver drops the subscription and says so; the seek's subscription follows.
+    machine.read_answered(S, Fetch::SubscriptionEnded, 0);
+    assert_eq!(
+        call(&mut machine, S),
+        Call::Subscribe(ShardStart::At(KinesisPosition::TrimHorizon))
+    );
 }
