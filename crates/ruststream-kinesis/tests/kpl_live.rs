@@ -99,8 +99,23 @@ async fn records_the_kpl_aggregated_arrive_as_their_user_records_beside_plain_on
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_inside_an_aggregate_resumes_after_its_last_settled_user_record() {
+    restart_inside_an_aggregate(None).await;
+}
+
+/// The same with enhanced fan-out: the subscription starts at the aggregate and drops the user
+/// records settled before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_fan_out_a_restart_inside_an_aggregate_resumes_after_its_last_settled_user_record() {
+    restart_inside_an_aggregate(Some("kpl-reader")).await;
+}
+
+async fn restart_inside_an_aggregate(fan_out: Option<&str>) {
     let (Some(url), Some(python)) = (common::endpoint(), common::kpl::python()) else {
         return;
+    };
+    let source = |name: &str| match fan_out {
+        Some(consumer) => stream_of(name, 1).enhanced_fan_out(consumer.to_owned()),
+        None => stream_of(name, 1),
     };
     let name = common::unique("kpl-resume");
     let store: Arc<dyn LeaseStore> = Arc::new(MemoryLeaseStore::new());
@@ -112,7 +127,7 @@ async fn a_restart_inside_an_aggregate_resumes_after_its_last_settled_user_recor
         .connect()
         .await
         .unwrap();
-    let mut subscriber = stream_of(&name, 1).subscribe(&first).await.unwrap();
+    let mut subscriber = source(&name).subscribe(&first).await.unwrap();
     {
         let mut deliveries = pin!(subscriber.stream());
         put_plain(&raw, &name, "plain-before").await;
@@ -135,7 +150,7 @@ async fn a_restart_inside_an_aggregate_resumes_after_its_last_settled_user_recor
         .connect()
         .await
         .unwrap();
-    let mut subscriber = stream_of(&name, 1).subscribe(&second).await.unwrap();
+    let mut subscriber = source(&name).subscribe(&second).await.unwrap();
     let mut deliveries = pin!(subscriber.stream());
     // The checkpoint named user record 5: the aggregate is read again from it, nothing settled
     // comes twice and nothing is lost.
