@@ -42,6 +42,38 @@ fn broker(url: &str, store: &Arc<dyn LeaseStore>, owner: &str) -> KinesisBroker 
         .balance_shards(true)
 }
 
+/// The ARN of `stream`, which the consumer calls take.
+async fn stream_arn(raw: &aws_sdk_kinesis::Client, stream: &str) -> String {
+    raw.describe_stream_summary()
+        .stream_name(stream)
+        .send()
+        .await
+        .unwrap()
+        .stream_description_summary()
+        .unwrap()
+        .stream_arn()
+        .to_owned()
+}
+
+/// An instance `owner` of the balancing service on `store`, reading `source`.
+async fn pod(
+    url: &str,
+    store: &Arc<dyn LeaseStore>,
+    owner: &str,
+    source: KinesisStream,
+    seen: &mpsc::UnboundedSender<Handled>,
+    errors: Option<mpsc::UnboundedSender<String>>,
+) -> Instance {
+    Instance::reading(
+        broker(url, store, owner),
+        owner,
+        source,
+        seen.clone(),
+        errors,
+    )
+    .await
+}
+
 /// How often each payload of `handled` was handled.
 fn counts(handled: &[Handled]) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
@@ -88,27 +120,30 @@ async fn two_applications_each_read_every_record_and_one_shares_its_shards_betwe
     let billing_store: Arc<dyn LeaseStore> = Arc::new(billing_table);
     let (warehouse_tx, mut warehouse_rx) = mpsc::unbounded_channel();
     let (billing_tx, mut billing_rx) = mpsc::unbounded_channel();
-    let a = Instance::reading(
-        broker(&url, &warehouse_store, "pod-a"),
+    let a = pod(
+        &url,
+        &warehouse_store,
         "pod-a",
         fan_out(&stream, "warehouse"),
-        warehouse_tx.clone(),
+        &warehouse_tx,
         None,
     )
     .await;
-    let b = Instance::reading(
-        broker(&url, &warehouse_store, "pod-b"),
+    let b = pod(
+        &url,
+        &warehouse_store,
         "pod-b",
         fan_out(&stream, "warehouse"),
-        warehouse_tx,
+        &warehouse_tx,
         None,
     )
     .await;
-    let billing = Instance::reading(
-        broker(&url, &billing_store, "billing-1"),
+    let billing = pod(
+        &url,
+        &billing_store,
         "billing-1",
         fan_out(&stream, "billing"),
-        billing_tx,
+        &billing_tx,
         None,
     )
     .await;
@@ -181,11 +216,12 @@ async fn a_handover_under_fan_out_loses_nothing() {
     let (_, table) = table(&url).await;
     let store: Arc<dyn LeaseStore> = Arc::new(table.clone());
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let a = Instance::reading(
-        broker(&url, &store, "pod-a"),
+    let a = pod(
+        &url,
+        &store,
         "pod-a",
         fan_out(&stream, "warehouse"),
-        tx.clone(),
+        &tx,
         None,
     )
     .await;
@@ -200,11 +236,12 @@ async fn a_handover_under_fan_out_loses_nothing() {
     assert_eq!(payloads(&seen), want, "pod-a read the first records");
     // pod-a stops gracefully: its subscriptions close, its final checkpoints land, and pod-b
     // takes both shards and subscribes from them.
-    let b = Instance::reading(
-        broker(&url, &store, "pod-b"),
+    let b = pod(
+        &url,
+        &store,
         "pod-b",
         fan_out(&stream, "warehouse"),
-        tx,
+        &tx,
         None,
     )
     .await;
@@ -306,11 +343,12 @@ async fn a_split_under_fan_out_finishes_the_parent_and_reads_the_children() {
     let (_, table) = table(&url).await;
     let store: Arc<dyn LeaseStore> = Arc::new(table.clone());
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let reader = Instance::reading(
-        broker(&url, &store, "pod-a"),
+    let reader = pod(
+        &url,
+        &store,
         "pod-a",
         fan_out(&stream, "splitter").create_if_missing(1),
-        tx,
+        &tx,
         None,
     )
     .await;
@@ -380,16 +418,7 @@ async fn one_consumer_past_the_limit_fails_startup_naming_stream_and_consumer() 
         .create_if_missing(1)
         .enhanced_fan_out("consumer-0");
     drop(first.subscribe(&connected).await.unwrap());
-    let arn = raw
-        .describe_stream_summary()
-        .stream_name(&stream)
-        .send()
-        .await
-        .unwrap()
-        .stream_description_summary()
-        .unwrap()
-        .stream_arn()
-        .to_owned();
+    let arn = stream_arn(&raw, &stream).await;
     let mut registered = 1;
     let refused = loop {
         let answer = raw
@@ -442,11 +471,12 @@ async fn an_idle_shard_keeps_its_subscription() {
     let store: Arc<dyn LeaseStore> = Arc::new(table);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (errors_tx, mut errors_rx) = mpsc::unbounded_channel();
-    let reader = Instance::reading(
-        broker(&url, &store, "pod-a"),
+    let reader = pod(
+        &url,
+        &store,
         "pod-a",
         fan_out(&stream, "idle").create_if_missing(1),
-        tx,
+        &tx,
         Some(errors_tx),
     )
     .await;
@@ -515,16 +545,7 @@ async fn a_deregistered_consumer_is_reported_and_no_shard_is_given_up() {
     .await;
     assert_eq!(seen.len(), 1, "read through the consumer");
     let raw = common::raw_kinesis(&url);
-    let arn = raw
-        .describe_stream_summary()
-        .stream_name(&stream)
-        .send()
-        .await
-        .unwrap()
-        .stream_description_summary()
-        .unwrap()
-        .stream_arn()
-        .to_owned();
+    let arn = stream_arn(&raw, &stream).await;
     raw.deregister_stream_consumer()
         .stream_arn(arn)
         .consumer_name("short-lived")
@@ -557,49 +578,6 @@ async fn a_deregistered_consumer_is_reported_and_no_shard_is_given_up() {
     b.stop().await;
 }
 
-mod renewal {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex, PoisonError};
-
-    use tracing_subscriber::fmt::MakeWriter;
-
-    /// Log lines written to memory.
-    #[derive(Clone, Default)]
-    pub struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Captured {
-        pub fn lines(&self) -> Vec<String> {
-            let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            String::from_utf8_lossy(&bytes)
-                .lines()
-                .map(str::to_owned)
-                .collect()
-        }
-    }
-
-    impl Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> MakeWriter<'a> for Captured {
-        type Writer = Self;
-
-        fn make_writer(&'a self) -> Self {
-            self.clone()
-        }
-    }
-}
-
 /// The local engine ends a subscription after five minutes, as AWS does: records published
 /// every two seconds for five and a half minutes are each handled exactly once, across the
 /// renewal the log shows.
@@ -608,7 +586,7 @@ async fn a_subscription_renewed_across_its_five_minute_end_skips_and_repeats_not
     let Some(url) = common::endpoint() else {
         return;
     };
-    let captured = renewal::Captured::default();
+    let captured = common::captured::Captured::default();
     tracing_subscriber::fmt()
         .with_writer(captured.clone())
         .with_max_level(tracing::Level::INFO)
@@ -619,11 +597,12 @@ async fn a_subscription_renewed_across_its_five_minute_end_skips_and_repeats_not
     let (_, table) = table(&url).await;
     let store: Arc<dyn LeaseStore> = Arc::new(table);
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let reader = Instance::reading(
-        broker(&url, &store, "pod-a"),
+    let reader = pod(
+        &url,
+        &store,
         "pod-a",
         fan_out(&stream, "renewal").create_if_missing(1),
-        tx,
+        &tx,
         None,
     )
     .await;

@@ -1,6 +1,7 @@
 //! What the live tests share: the endpoint gate and builders for the local stack.
 #![allow(dead_code)]
 
+pub mod captured;
 pub mod injector;
 #[cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 pub mod instances;
