@@ -537,6 +537,54 @@ impl ConnectedKinesisBroker {
     }
 }
 
+/// The server a service's `AsyncAPI` document names: the endpoint's host and port where one is
+/// set (`endpoint(..)`, the configuration's, or `AWS_ENDPOINT_URL_KINESIS` / `AWS_ENDPOINT_URL`),
+/// else the regional Kinesis host, else Kinesis's global name; protocol `kinesis`. Never a
+/// credential: the endpoint's scheme, user-info, path and query are dropped.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream::DescribeServer;
+/// use ruststream_kinesis::KinesisBroker;
+///
+/// let broker = KinesisBroker::new().endpoint("http://user:secret@localhost:4566/?token=secret");
+/// let server = broker.describe_server();
+/// assert_eq!(server.host.as_deref(), Some("localhost:4566"));
+/// assert_eq!(server.protocol, "kinesis");
+/// ```
+///
+/// Without an endpoint, `KinesisBroker::new().region("eu-west-1")` is described as
+/// `kinesis.eu-west-1.amazonaws.com`.
+#[cfg(feature = "asyncapi")]
+impl ruststream::DescribeServer for KinesisBroker {
+    fn describe_server(&self) -> ruststream::ServerSpec {
+        let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let endpoint = self
+            .endpoint
+            .clone()
+            .or_else(|| {
+                self.config
+                    .as_ref()
+                    .and_then(|config| config.endpoint_url().map(str::to_owned))
+            })
+            .or_else(|| env("AWS_ENDPOINT_URL_KINESIS"))
+            .or_else(|| env("AWS_ENDPOINT_URL"));
+        let region = || {
+            self.region
+                .clone()
+                .or_else(|| {
+                    self.config
+                        .as_ref()
+                        .and_then(|config| config.region().map(ToString::to_string))
+                })
+                .or_else(|| env("AWS_REGION"))
+                .or_else(|| env("AWS_DEFAULT_REGION"))
+        };
+        crate::describe::server(endpoint, region)
+    }
+}
+
 impl ConnectedBroker for ConnectedKinesisBroker {
     type Error = KinesisError;
     type Closed = ();
@@ -577,6 +625,19 @@ impl SubscriptionSource<ConnectedKinesisBroker> for KinesisStream {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The stream, and its shard count where the subscription creates it (`x-kinesis`).
+    #[cfg(feature = "asyncapi")]
+    fn channel_bindings(&self) -> ruststream::asyncapi::Bindings {
+        crate::describe::stream_channel(self)
+    }
+
+    /// Where a new application starts, how the shards are read (polling, or enhanced fan-out
+    /// through a named consumer) and the unsettled window (`x-kinesis`).
+    #[cfg(feature = "asyncapi")]
+    fn operation_bindings(&self) -> ruststream::asyncapi::Bindings {
+        crate::describe::stream_operation(self)
     }
 
     async fn subscribe(
@@ -636,6 +697,13 @@ impl ruststream::testing::TestableBroker for ConnectedKinesisBroker {
 
 impl ruststream::PublishPolicy<ConnectedKinesisBroker> for crate::KinesisPublish {
     type Live = crate::KinesisPublisher;
+
+    /// How each record's partition key is chosen, and whether records go out as KPL aggregates
+    /// (`x-kinesis`).
+    #[cfg(feature = "asyncapi")]
+    fn message_bindings(&self, _channel: &str) -> ruststream::asyncapi::Bindings {
+        crate::describe::published_message(self)
+    }
 
     async fn pair(
         self,

@@ -21,6 +21,12 @@
 //!   record (`nack(true)`, `nack_after(..)`, or one dropped unsettled) comes back on this instance,
 //!   alone, unsettled meanwhile; `redelivery_count()` counts its deliveries, so `max_attempts(..)`
 //!   and dead letters apply ([`KinesisMessage`]).
+//! - **Enhanced fan-out.** `KinesisStream::enhanced_fan_out(consumer)` reads each shard through a
+//!   registered consumer with `SubscribeToShard` (its own 2 MB/s per shard, records pushed as
+//!   they arrive) instead of polling; leases, checkpoints and handovers work as with polling.
+//! - **Describing.** With the `asyncapi` feature the broker describes its server in the service's
+//!   AsyncAPI document, and streams and publish policies add `x-kinesis` bindings; no credential
+//!   is ever part of it.
 //! - **Testing.** With the `testing` feature, `ruststream::testing::TestApp::start(app)` runs the
 //!   service's own app on an in-process Kinesis that consults no lease store; the crate's live
 //!   tests run against a local Kinesis + DynamoDB stack (`scripts/local-stack.sh`).
@@ -75,6 +81,8 @@ mod broker;
 mod clock;
 mod coordinator;
 mod delivery;
+#[cfg(feature = "asyncapi")]
+mod describe;
 mod error;
 #[cfg(test)]
 mod fake_kinesis;

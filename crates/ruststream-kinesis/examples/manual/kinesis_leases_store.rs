@@ -19,6 +19,13 @@ use serde::{Deserialize, Serialize};
 #[path = "../support/inventory.rs"]
 mod support;
 
+// The framework's `asyncapi` feature (this crate's, forwarded) describes each message's schema:
+// a handler mounted by hand needs it on its message type.
+#[cfg_attr(
+    feature = "asyncapi",
+    derive(ruststream::schemars::JsonSchema),
+    schemars(crate = "ruststream::schemars")
+)]
 // ANCHOR: change
 /// One change of stock for one SKU.
 #[derive(Debug, PartialEq, Deserialize, Serialize)]

@@ -119,8 +119,8 @@ where
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KinesisPublish {
-    partition_key: Option<String>,
-    aggregate: bool,
+    pub(crate) partition_key: Option<String>,
+    pub(crate) aggregate: bool,
 }
 
 impl KinesisPublish {

@@ -38,6 +38,8 @@ use ruststream::FromName;
 /// use serde::Deserialize;
 ///
 /// #[derive(Debug, Deserialize)]
+/// # #[cfg_attr(feature = "asyncapi", derive(ruststream::schemars::JsonSchema))]
+/// # #[cfg_attr(feature = "asyncapi", schemars(crate = "ruststream::schemars"))]
 /// struct Order {
 ///     id: u64,
 /// }
