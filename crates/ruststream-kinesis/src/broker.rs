@@ -52,7 +52,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 ///     .lease_store(Arc::new(MemoryLeaseStore::new()));
 /// assert_eq!(local.owner(), "pod-a");
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct KinesisBroker {
     config: Option<SdkConfig>,
     endpoint: Option<String>,
@@ -66,6 +66,26 @@ pub struct KinesisBroker {
     meters: Meters,
     #[cfg(feature = "testing")]
     pub(crate) world: Arc<crate::in_process::World>,
+}
+
+/// Says what the broker reaches and how it shares leases, never a credential: the endpoint
+/// without its user-info, and of a configuration only that one was given.
+impl std::fmt::Debug for KinesisBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let endpoint = self.endpoint.as_deref().map(|url| {
+            crate::sdk::endpoint::without_userinfo(url).unwrap_or_else(|| url.to_owned())
+        });
+        f.debug_struct("KinesisBroker")
+            .field("config", &self.config.as_ref().map(|_| "SdkConfig { .. }"))
+            .field("endpoint", &endpoint)
+            .field("region", &self.region)
+            .field("test_credentials", &self.test_credentials)
+            .field("owner", &self.owner)
+            .field("timings", &self.timings)
+            .field("create_streams", &self.create_streams)
+            .field("balance", &self.balance)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for KinesisBroker {
@@ -329,6 +349,9 @@ impl KinesisBroker {
         }
         if let Some(endpoint) = &self.endpoint {
             builder = builder.endpoint_url(endpoint);
+        }
+        if let Some(cleaned) = crate::sdk::endpoint::cleaned(self.endpoint.as_deref(), &config) {
+            builder = builder.endpoint_url(cleaned);
         }
         builder = builder.http_client(crate::sdk::http::on_runtime(
             config.http_client(),

@@ -256,11 +256,11 @@ impl DynamoLeaseStore {
             config.timeout_config(),
             crate::sdk::timeouts::STORE_CALL_BOUND,
         );
-        let client = Client::from_conf(
-            aws_sdk_dynamodb::config::Builder::from(config)
-                .timeout_config(timeouts)
-                .build(),
-        );
+        let mut builder = aws_sdk_dynamodb::config::Builder::from(config).timeout_config(timeouts);
+        if let Some(cleaned) = crate::sdk::endpoint::cleaned(None, config) {
+            builder = builder.endpoint_url(cleaned);
+        }
+        let client = Client::from_conf(builder.build());
         Self {
             client,
             table: table.into().into(),
