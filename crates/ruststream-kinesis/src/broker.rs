@@ -482,11 +482,16 @@ impl ConnectedKinesisBroker {
         let capacity = usize::try_from(source.batch_size).unwrap_or(1000).max(64);
         match &self.transport {
             Transport::Live(client) => {
-                api::ensure_stream(client, name, source.create_if_missing).await?;
+                let stream_arn = api::ensure_stream(client, name, source.create_if_missing).await?;
                 let fan_out = match &source.fan_out {
                     Some(fan_out) => Some(
-                        fan_out::ensure_consumer(client, name, &fan_out.consumer, fan_out.register)
-                            .await?,
+                        fan_out::ensure_consumer(
+                            client,
+                            (name, &stream_arn),
+                            &fan_out.consumer,
+                            fan_out.register,
+                        )
+                        .await?,
                     ),
                     None => None,
                 };

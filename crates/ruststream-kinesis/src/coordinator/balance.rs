@@ -115,25 +115,17 @@ pub(crate) fn shares<'a>(
         if holder == owner || row.is_expired_at(now_ms) || row.is_finished() || row.is_skipped() {
             continue;
         }
-        if lapsed.contains(holder) {
-            // Its live rows count for nobody, but a request standing on one is its asker's still:
-            // a holder that is alive after all may honour it.
-            match row.handoff_at(now_ms) {
-                Some(asked) if asked.to == owner => asked_by_me += 1,
-                Some(asked) if !lapsed.contains(asked.to.as_str()) => {
-                    *held.entry(asked.to.clone()).or_default() += 1;
-                }
-                _ => {}
-            }
-            continue;
-        }
         match row.handoff_at(now_ms) {
             Some(asked) if asked.to == owner => asked_by_me += 1,
-            // Asked for by an instance that let a lease lapse: the holder's until it moves.
-            Some(asked) if lapsed.contains(asked.to.as_str()) => {
-                *held.entry(holder.to_owned()).or_default() += 1;
+            // A request counts for its asker, unless the asker let a lease lapse; one on a live
+            // row of a holder that did still does, since a holder alive after all may honour it.
+            Some(asked) if !lapsed.contains(asked.to.as_str()) => {
+                *held.entry(asked.to.clone()).or_default() += 1;
             }
-            Some(asked) => *held.entry(asked.to.clone()).or_default() += 1,
+            // The live rows of a holder that let a lease lapse count for nobody.
+            _ if lapsed.contains(holder) => {}
+            // Asked for by an instance that let a lease lapse: the holder's until it moves.
+            Some(_) => *held.entry(holder.to_owned()).or_default() += 1,
             // Never asked for while a reader of this instance is still on it: a row handed to
             // this owner id could take a late write of that reader for its own.
             None if reading.contains(&shard.id) => *held.entry(holder.to_owned()).or_default() += 1,

@@ -80,12 +80,13 @@ pub(crate) struct OutRecord {
 }
 
 /// Whether `stream` exists, and creates it with `create_shards` shards when asked and missing;
-/// waits until it is active either way.
+/// waits until it is active either way. Answers its ARN, which enhanced fan-out's consumer calls
+/// take.
 pub(crate) async fn ensure_stream(
     client: &Client,
     stream: &str,
     create_shards: Option<u32>,
-) -> Result<(), KinesisError> {
+) -> Result<String, KinesisError> {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut created = false;
     loop {
@@ -96,11 +97,13 @@ pub(crate) async fn ensure_stream(
             .await
         {
             Ok(out) => {
-                let status = out
-                    .stream_description_summary()
-                    .map(|s| s.stream_status().clone());
-                if matches!(status, Some(StreamStatus::Active | StreamStatus::Updating)) {
-                    return Ok(());
+                if let Some(summary) = out.stream_description_summary()
+                    && matches!(
+                        summary.stream_status(),
+                        StreamStatus::Active | StreamStatus::Updating
+                    )
+                {
+                    return Ok(summary.stream_arn().to_owned());
                 }
             }
             Err(SdkError::ServiceError(err))

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::StalledStreamProtectionConfig;
-use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_kinesis::error::{DisplayErrorContext, SdkError};
 use aws_sdk_kinesis::operation::describe_stream_consumer::DescribeStreamConsumerError;
 use aws_sdk_kinesis::operation::register_stream_consumer::RegisterStreamConsumerError;
 use aws_sdk_kinesis::operation::subscribe_to_shard::SubscribeToShardError;
@@ -67,22 +67,21 @@ pub(crate) enum Refused {
     Failed(KinesisError),
 }
 
-/// The consumer `name` of `stream`: found, or registered when missing and `register` allows,
-/// and waited for until it is `ACTIVE`.
+/// The consumer `name` of `stream` (its name and its ARN): found, or registered when missing
+/// and `register` allows, and waited for until it is `ACTIVE`.
 pub(crate) async fn ensure_consumer(
     client: &Client,
-    stream: &str,
+    (stream, stream_arn): (&str, &str),
     name: &str,
     register: bool,
 ) -> Result<Consumer, KinesisError> {
-    let stream_arn = stream_arn(client, stream).await?;
     let deadline = Instant::now() + ACTIVE_WITHIN;
     let mut registered = false;
     let mut status = String::from("missing");
     loop {
         let described = client
             .describe_stream_consumer()
-            .stream_arn(&stream_arn)
+            .stream_arn(stream_arn)
             .consumer_name(name)
             .send()
             .await;
@@ -116,7 +115,7 @@ pub(crate) async fn ensure_consumer(
                     });
                 }
                 if !registered {
-                    register_consumer(client, stream, &stream_arn, name).await?;
+                    register_consumer(client, stream, stream_arn, name).await?;
                     registered = true;
                 }
             }
@@ -205,31 +204,6 @@ async fn register_consumer(
             err,
         )),
     }
-}
-
-/// The ARN of `stream`, which the consumer calls take.
-async fn stream_arn(client: &Client, stream: &str) -> Result<String, KinesisError> {
-    let out = client
-        .describe_stream_summary()
-        .stream_name(stream)
-        .send()
-        .await
-        .map_err(|err| {
-            if err.code() == Some("ResourceNotFoundException") {
-                KinesisError::StreamNotFound {
-                    stream: stream.to_owned(),
-                }
-            } else {
-                KinesisError::api(stream, "DescribeStreamSummary", err)
-            }
-        })?;
-    out.stream_description_summary()
-        .map(|summary| summary.stream_arn().to_owned())
-        .ok_or_else(|| KinesisError::Api {
-            stream: stream.to_owned(),
-            operation: "DescribeStreamSummary",
-            message: "the answer has no stream summary".to_owned(),
-        })
 }
 
 /// `SubscribeToShard` of `consumer` to `shard` at `start`. The SDK's stalled-stream protection

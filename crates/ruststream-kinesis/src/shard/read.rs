@@ -200,6 +200,19 @@ enum Source {
     Subscribed,
 }
 
+impl Source {
+    /// Where reading starts from a position `iterator` was had at (a take's, or a seek's): the
+    /// iterator, or with enhanced fan-out a subscription at that position (the iterator showed
+    /// it readable).
+    fn first(settings: &ReadSettings, iterator: String) -> Self {
+        if settings.fan_out {
+            Self::Subscribe
+        } else {
+            Self::Iterator(iterator)
+        }
+    }
+}
+
 /// The call in flight, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum InFlight {
@@ -287,12 +300,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
     pub(super) fn new(settings: ReadSettings, iterator: String, resume: ShardStart) -> Self {
         Self {
             settings,
-            // A fan-out reader subscribes at `resume`; the take's iterator showed it readable.
-            source: if settings.fan_out {
-                Source::Subscribe
-            } else {
-                Source::Iterator(iterator)
-            },
+            source: Source::first(&settings, iterator),
             skip: resume.within(),
             resume,
             last_sequence: None,
@@ -344,11 +352,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         let Some((iterator, resume)) = self.seek.take() else {
             return;
         };
-        self.source = if self.settings.fan_out {
-            Source::Subscribe
-        } else {
-            Source::Iterator(iterator)
-        };
+        self.source = Source::first(&self.settings, iterator);
         self.skip = resume.within();
         self.resume = resume;
         self.last_sequence = None;
