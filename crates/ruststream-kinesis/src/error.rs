@@ -188,7 +188,10 @@ pub enum KinesisError {
     /// The enhanced fan-out consumer does not exist, and the subscription may not register it
     /// ([`KinesisStream::consumer_must_exist`](crate::KinesisStream::consumer_must_exist)).
     #[error(
-        "enhanced fan-out consumer {consumer:?} of stream {stream:?} is not registered, and this          subscription may not register it (consumer_must_exist): register it (aws kinesis          register-stream-consumer --stream-arn <the ARN of {stream}> --consumer-name {consumer}),          or let the subscription do it by dropping .consumer_must_exist()"
+        "enhanced fan-out consumer {consumer:?} of stream {stream:?} is not registered, and this \
+         subscription may not register it (consumer_must_exist): register it (aws kinesis \
+         register-stream-consumer --stream-arn <the ARN of {stream}> --consumer-name {consumer}), \
+         or let the subscription do it by dropping .consumer_must_exist()"
     )]
     ConsumerNotFound {
         /// The stream.
@@ -198,7 +201,11 @@ pub enum KinesisError {
     },
     /// The enhanced fan-out consumer did not become `ACTIVE` in time, or is being deleted.
     #[error(
-        "enhanced fan-out consumer {consumer:?} of stream {stream:?} is {status}, not ACTIVE: a          consumer being deleted cannot be read (wait until it is gone and subscribe again, or use          another name), and one still CREATING after two minutes means the service is slow; see          aws kinesis describe-stream-consumer --stream-arn <the ARN of {stream}> --consumer-name          {consumer}"
+        "enhanced fan-out consumer {consumer:?} of stream {stream:?} is {status}, not ACTIVE: a \
+         consumer being deleted cannot be read (wait until it is gone and subscribe again, or use \
+         another name), and one still CREATING after two minutes means the service is slow; see \
+         aws kinesis describe-stream-consumer --stream-arn <the ARN of {stream}> --consumer-name \
+         {consumer}"
     )]
     ConsumerNotActive {
         /// The stream.
@@ -210,7 +217,10 @@ pub enum KinesisError {
     },
     /// The stream has as many enhanced fan-out consumers as it may (20 on AWS).
     #[error(
-        "stream {stream:?} has as many enhanced fan-out consumers as it may: registering          {consumer:?} was refused ({message}); deregister one no application reads with any          more (aws kinesis list-stream-consumers --stream-arn <the ARN of {stream}>), or read          this stream by polling (drop .enhanced_fan_out(..))"
+        "stream {stream:?} has as many enhanced fan-out consumers as it may: registering \
+         {consumer:?} was refused ({message}); deregister one no application reads with any \
+         more (aws kinesis list-stream-consumers --stream-arn <the ARN of {stream}>), or read \
+         this stream by polling (drop .enhanced_fan_out(..))"
     )]
     ConsumerLimit {
         /// The stream.
@@ -241,10 +251,7 @@ impl KinesisError {
         Self::Api {
             stream: stream.to_owned(),
             operation,
-            message: format!(
-                "shard {shard}: {}",
-                aws_sdk_kinesis::error::DisplayErrorContext(&err)
-            ),
+            message: format!("shard {shard}: {}", crate::sdk::failure::described(&err)),
         }
     }
 
@@ -256,7 +263,164 @@ impl KinesisError {
         Self::Api {
             stream: stream.to_owned(),
             operation,
-            message: aws_sdk_kinesis::error::DisplayErrorContext(&err).to_string(),
+            message: crate::sdk::failure::described(&err),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LeaseKey;
+
+    /// The gallery of `tests/credentials_errors.rs`, which produces every variant a run reaches
+    /// through a configuration with credentials in it, or lists why none does.
+    const GALLERY: &str = include_str!("../tests/credentials_errors.rs");
+
+    /// A variant's name. The matches are exhaustive: a new variant does not compile until it is
+    /// named here, and added to `one_of_each` below.
+    fn named(err: &KinesisError) -> String {
+        let variant = match err {
+            KinesisError::Config { .. } => "Config",
+            KinesisError::InvalidStreamName { .. } => "InvalidStreamName",
+            KinesisError::InvalidPartitionKey { .. } => "InvalidPartitionKey",
+            KinesisError::RecordTooLarge { .. } => "RecordTooLarge",
+            KinesisError::ShardNotFound { .. } => "ShardNotFound",
+            KinesisError::SettledAfterHandover { .. } => "SettledAfterHandover",
+            KinesisError::StreamNotFound { .. } => "StreamNotFound",
+            KinesisError::DuplicateSubscription { .. } => "DuplicateSubscription",
+            KinesisError::ShutDown { .. } => "ShutDown",
+            KinesisError::Lease { source, .. } => return lease_named(source),
+            KinesisError::Api { .. } => "Api",
+            KinesisError::PutRejected { .. } => "PutRejected",
+            KinesisError::ConsumerNotFound { .. } => "ConsumerNotFound",
+            KinesisError::ConsumerNotActive { .. } => "ConsumerNotActive",
+            KinesisError::ConsumerLimit { .. } => "ConsumerLimit",
+            KinesisError::Seek { .. } => "Seek",
+        };
+        format!("KinesisError::{variant}")
+    }
+
+    fn lease_named(err: &LeaseError) -> String {
+        let variant = match err {
+            LeaseError::Held { .. } => "Held",
+            LeaseError::Lost { .. } => "Lost",
+            LeaseError::Deleted { .. } => "Deleted",
+            LeaseError::TableMissing { .. } => "TableMissing",
+            LeaseError::LegacyRow { .. } => "LegacyRow",
+            LeaseError::OtherApplication { .. } => "OtherApplication",
+            LeaseError::Store { .. } => "Store",
+        };
+        format!("LeaseError::{variant}")
+    }
+
+    fn one_of_each() -> Vec<KinesisError> {
+        let text = String::new;
+        let key = || LeaseKey::new("orders", "shardId-000000000000");
+        let lease = |source| KinesisError::Lease {
+            stream: text(),
+            shard: text(),
+            source: Box::new(source),
+        };
+        vec![
+            KinesisError::Config { message: text() },
+            KinesisError::InvalidStreamName {
+                name: text(),
+                reason: "",
+            },
+            KinesisError::InvalidPartitionKey {
+                stream: text(),
+                reason: text(),
+            },
+            KinesisError::RecordTooLarge {
+                stream: text(),
+                size: 0,
+                limit: 0,
+            },
+            KinesisError::ShardNotFound {
+                stream: text(),
+                shard: text(),
+            },
+            KinesisError::SettledAfterHandover {
+                stream: text(),
+                shard: text(),
+            },
+            KinesisError::StreamNotFound { stream: text() },
+            KinesisError::DuplicateSubscription { stream: text() },
+            KinesisError::ShutDown { what: "" },
+            KinesisError::Api {
+                stream: text(),
+                operation: "",
+                message: text(),
+            },
+            KinesisError::PutRejected {
+                stream: text(),
+                failed: 0,
+                attempts: 0,
+                code: text(),
+                message: text(),
+            },
+            KinesisError::ConsumerNotFound {
+                stream: text(),
+                consumer: text(),
+            },
+            KinesisError::ConsumerNotActive {
+                stream: text(),
+                consumer: text(),
+                status: text(),
+            },
+            KinesisError::ConsumerLimit {
+                stream: text(),
+                consumer: text(),
+                message: text(),
+            },
+            KinesisError::Seek {
+                stream: text(),
+                reason: text(),
+            },
+            lease(LeaseError::Held {
+                key: key(),
+                owner: text(),
+                expires_in_ms: 0,
+            }),
+            lease(LeaseError::Lost {
+                key: key(),
+                owner: text(),
+            }),
+            lease(LeaseError::Deleted { key: key() }),
+            lease(LeaseError::TableMissing {
+                table: text(),
+                create_command: text(),
+            }),
+            lease(LeaseError::LegacyRow {
+                table: text(),
+                stream: text(),
+                shard: text(),
+                checkpoint: text(),
+            }),
+            lease(LeaseError::OtherApplication {
+                table: text(),
+                key: key(),
+                ours: None,
+                theirs: text(),
+            }),
+            lease(LeaseError::Store {
+                key: key(),
+                operation: "",
+                message: text(),
+            }),
+        ]
+    }
+
+    #[test]
+    fn every_variant_is_in_the_credentials_gallery() {
+        for err in one_of_each() {
+            let name = named(&err);
+            assert!(
+                GALLERY.contains(&format!("\"{name}\"")),
+                "{name} is not in tests/credentials_errors.rs: produce it there through a \
+                 configuration with credentials in it, or list why no run reaches it"
+            );
         }
     }
 }

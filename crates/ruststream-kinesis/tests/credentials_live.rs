@@ -10,53 +10,20 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
 use common::captured::Captured;
 use common::instances::{Instance, collect_until, payloads, publish_all, table};
+use common::secrets;
 use ruststream_kinesis::{KinesisBroker, LeaseStore};
 use tokio::sync::mpsc;
-
-const SECRET_KEY: &str = "secret-key-9c41d7";
-const TOKEN: &str = "session-token-4be20a";
-const PASSWORD: &str = "endpoint-password-77f1";
-
-fn secrets() -> [&'static str; 3] {
-    [SECRET_KEY, TOKEN, PASSWORD]
-}
-
-/// The local stack's configuration, with the recognisable keys and token, and the endpoint
-/// with a password in its user-info.
-fn config(url: &str) -> (SdkConfig, String) {
-    let with_user = url.replacen("://", &format!("://svc:{PASSWORD}@"), 1);
-    let config = SdkConfig::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(with_user.clone())
-        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
-            "AKIDKINESISTEST",
-            SECRET_KEY,
-            Some(TOKEN.to_owned()),
-            None,
-            "credentials-test",
-        )))
-        .build();
-    (config, with_user)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_log_line_and_no_error_carries_a_credential_through_start_handover_and_shutdown() {
     let Some(url) = common::endpoint() else {
         return;
     };
-    let captured = Captured::default();
-    tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .try_init()
-        .expect("the only subscriber of this test binary");
-    let (config, endpoint) = config(&url);
+    let captured = Captured::everything();
+    let config = secrets::config(&url, "credentials-live");
+    let endpoint = secrets::with_password(&url);
     let stream = common::unique("credentials");
     let (_, table) = table(&url).await;
     let store: Arc<dyn LeaseStore> = Arc::new(table);
@@ -114,14 +81,7 @@ async fn no_log_line_and_no_error_carries_a_credential_through_start_handover_an
     let no_region = KinesisBroker::new().endpoint(endpoint.clone());
     shown.push(format!("{no_region:?}"));
     for line in captured.lines().iter().chain(&shown) {
-        for secret in secrets() {
-            assert!(
-                !line.contains(secret),
-                "a log line or an error carries a credential ({} chars): {}",
-                secret.len(),
-                line.replace(secret, "<SECRET>")
-            );
-        }
+        secrets::assert_none_in(line, "a log line or an error");
     }
     let lines = captured.lines().len();
     assert!(lines > 100, "the run logged at TRACE ({lines} lines)");

@@ -181,6 +181,10 @@ async fn live_rewinds(fan_out: Option<&str>) {
             refused.contains(&stream) && refused.contains("shardId-000000000000"),
             "{refused}"
         );
+        assert!(
+            !refused.contains("no longer exists") && refused.contains("reads on where it was"),
+            "the shard is read on, and the refusal says so: {refused}"
+        );
         assert_eq!(seen.seeks[1], Ok(()));
     }
     running.shutdown().await.unwrap();

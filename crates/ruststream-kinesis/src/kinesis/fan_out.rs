@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::StalledStreamProtectionConfig;
-use aws_sdk_kinesis::error::{DisplayErrorContext, SdkError};
+use aws_sdk_kinesis::error::SdkError;
 use aws_sdk_kinesis::operation::describe_stream_consumer::DescribeStreamConsumerError;
 use aws_sdk_kinesis::operation::register_stream_consumer::RegisterStreamConsumerError;
 use aws_sdk_kinesis::operation::subscribe_to_shard::SubscribeToShardError;
@@ -152,7 +152,10 @@ fn consumer_call_failed(
     KinesisError::Api {
         stream: stream.to_owned(),
         operation,
-        message: format!("consumer {consumer}: {}", DisplayErrorContext(&err)),
+        message: format!(
+            "consumer {consumer}: {}",
+            crate::sdk::failure::described(&err)
+        ),
     }
 }
 
@@ -266,7 +269,7 @@ fn subscribe_failed(
         message: format!(
             "shard {shard}, consumer {}: {}",
             consumer.name,
-            DisplayErrorContext(&err)
+            crate::sdk::failure::described(&err)
         ),
     }
 }

@@ -11,6 +11,19 @@ use tracing_subscriber::fmt::MakeWriter;
 pub struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
+    /// Every line the process logs at TRACE, captured: installs the binary's global subscriber,
+    /// so a test binary calls it once.
+    pub fn everything() -> Self {
+        let captured = Self::default();
+        tracing_subscriber::fmt()
+            .with_writer(captured.clone())
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .try_init()
+            .expect("the only subscriber of this test binary");
+        captured
+    }
+
     /// The lines written so far.
     pub fn lines(&self) -> Vec<String> {
         let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);

@@ -6,6 +6,7 @@ pub mod injector;
 #[cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 pub mod instances;
 pub mod kpl;
+pub mod secrets;
 
 use std::sync::Arc;
 

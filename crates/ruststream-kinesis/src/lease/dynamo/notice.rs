@@ -59,7 +59,7 @@ impl DynamoLeaseStore {
             tracing::debug!(
                 table = %self.table,
                 stream,
-                error = %DisplayErrorContext(&error),
+                error = %crate::sdk::failure::described(&error),
                 "bumping the stream's notice after a release failed; other instances see the \
                  release at their next listing"
             );

@@ -152,7 +152,7 @@ impl DynamoLeaseStore {
     ) -> LeaseError
     where
         E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: Debug,
+        R: Debug + 'static,
     {
         if error.code() == Some("ResourceNotFoundException") {
             return LeaseError::TableMissing {
@@ -163,7 +163,7 @@ impl DynamoLeaseStore {
         let message = match (error.code(), error.message()) {
             (Some(code), Some(message)) => format!("{code}: {message}"),
             (Some(code), None) => code.to_owned(),
-            _ => DisplayErrorContext(error).to_string(),
+            _ => crate::sdk::failure::described(error),
         };
         LeaseError::Store {
             key: key.clone(),

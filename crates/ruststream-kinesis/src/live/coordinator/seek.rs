@@ -64,10 +64,19 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
         match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
             Ok(iterator) => iterators.push(iterator),
             Err(err) => {
+                // A `ResourceNotFoundException` here is about the position as much as the shard
+                // (the local engine answers it for a sequence number the shard never held), and
+                // the shard is read on: not the reader's "no longer exists, released".
+                let said = match err {
+                    KinesisError::ShardNotFound { .. } => {
+                        "Kinesis knows no such record in it (ResourceNotFoundException)".to_owned()
+                    }
+                    other => other.to_string(),
+                };
                 return Err(KinesisError::Seek {
                     stream: sub.stream.to_string(),
                     reason: format!(
-                        "Kinesis refused the position {to:?} for shard {shard}: {err}; every \
+                        "Kinesis refused the position {to:?} for shard {shard}: {said}; every \
                          shard reads on where it was"
                     ),
                 });

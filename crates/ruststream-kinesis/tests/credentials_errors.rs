@@ -1,0 +1,480 @@
+//! No credential in any error (the local stack). Every error variant a run can reach is produced
+//! here through a configuration carrying a recognisable secret key, session token and endpoint
+//! password: by the calls and faults that cause it (a missing table, a stolen lease, a refused
+//! seek, an unreachable endpoint, an answer of the fault injector...). Neither its `Display` nor
+//! its `Debug` may carry one of them, nor any line logged on the way at TRACE. The variants no
+//! run reaches through a configuration are listed with the reason (`NOT_REACHED`), and the test
+//! fails when a variant is neither produced nor listed. It owns its binary: it installs the
+//! process's global `tracing` subscriber.
+#![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use common::captured::Captured;
+use common::injector::Injector;
+use common::secrets;
+use futures::StreamExt as _;
+use ruststream::{
+    AckError, Broker, ConnectedBroker, IncomingMessage, OutgoingMessage, Publisher, Seekable,
+    Seeker, SubscriptionSource,
+};
+use ruststream_kinesis::{
+    DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, KinesisPosition, KinesisStream,
+    KinesisSubscriber, LeaseError, LeaseKey, LeaseStore,
+};
+use serde_json::json;
+
+const CLIENT: &str = "credentials-errors";
+
+/// Every variant of the two error types, as `Type::Variant`.
+const EVERY_VARIANT: [&str; 23] = [
+    "KinesisError::Config",
+    "KinesisError::InvalidStreamName",
+    "KinesisError::InvalidPartitionKey",
+    "KinesisError::RecordTooLarge",
+    "KinesisError::ShardNotFound",
+    "KinesisError::SettledAfterHandover",
+    "KinesisError::StreamNotFound",
+    "KinesisError::DuplicateSubscription",
+    "KinesisError::ShutDown",
+    "KinesisError::Lease",
+    "KinesisError::Api",
+    "KinesisError::PutRejected",
+    "KinesisError::ConsumerNotFound",
+    "KinesisError::ConsumerNotActive",
+    "KinesisError::ConsumerLimit",
+    "KinesisError::Seek",
+    "LeaseError::Held",
+    "LeaseError::Lost",
+    "LeaseError::Deleted",
+    "LeaseError::TableMissing",
+    "LeaseError::LegacyRow",
+    "LeaseError::OtherApplication",
+    "LeaseError::Store",
+];
+
+/// The variants no run reaches through a configuration, and why.
+const NOT_REACHED: [(&str, &str); 3] = [
+    (
+        "KinesisError::PutRejected",
+        "Kinesis refusing single records inside a PutRecords answer: neither the emulator nor the \
+         fault injector (whole-call faults) does it; its text is the stream, counts and the \
+         service's per-record code and message, and the publisher's unit tests produce it",
+    ),
+    (
+        "KinesisError::ShardNotFound",
+        "never reported: a reader that meets it gives its shard up, and a seek wraps its text in \
+         a Seek error",
+    ),
+    (
+        "KinesisError::ConsumerNotActive",
+        "a consumer described as DELETING, or CREATING for two minutes: the emulator deletes a \
+         consumer at once and activates one within a second; its text is the stream, the \
+         consumer and the status",
+    ),
+];
+
+/// Every error shown, by variant: its `Display` and its `Debug`.
+#[derive(Default)]
+struct Gallery {
+    shown: BTreeMap<String, Vec<(String, String)>>,
+}
+
+impl Gallery {
+    fn kinesis(&mut self, err: &KinesisError) {
+        if let KinesisError::Lease { source, .. } = err {
+            self.lease(source);
+        }
+        self.add("KinesisError", format!("{err}"), format!("{err:?}"));
+    }
+
+    fn lease(&mut self, err: &LeaseError) {
+        self.add("LeaseError", format!("{err}"), format!("{err:?}"));
+    }
+
+    fn add(&mut self, kind: &str, display: String, debug: String) {
+        let variant: String = debug
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        self.shown
+            .entry(format!("{kind}::{variant}"))
+            .or_default()
+            .push((display, debug));
+    }
+
+    fn has(&self, variant: &str) -> bool {
+        self.shown.contains_key(variant)
+    }
+}
+
+/// The errors `sub` reports until one satisfies `wanted` (within 60 s), each shown.
+async fn reported(
+    sub: &mut KinesisSubscriber,
+    gallery: &mut Gallery,
+    wanted: impl Fn(&KinesisError) -> bool,
+) -> KinesisError {
+    let mut stream = std::pin::pin!(ruststream::Subscriber::stream(sub));
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(60), stream.next())
+            .await
+            .expect("the error within 60 s")
+            .expect("the subscription is open");
+        if let Err(err) = item {
+            gallery.kinesis(&err);
+            if wanted(&err) {
+                return err;
+            }
+        }
+    }
+}
+
+/// The next delivery of `sub` within 30 s, past the errors it reports (each shown).
+async fn delivery(
+    sub: &mut KinesisSubscriber,
+    gallery: &mut Gallery,
+) -> ruststream_kinesis::KinesisMessage {
+    let mut stream = std::pin::pin!(ruststream::Subscriber::stream(sub));
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("a delivery within 30 s")
+            .expect("the subscription is open");
+        match item {
+            Ok(msg) => return msg,
+            Err(err) => gallery.kinesis(&err),
+        }
+    }
+}
+
+fn polling(stream: &str) -> KinesisStream {
+    KinesisStream::new(stream.to_owned())
+        .create_if_missing(1)
+        .poll_interval(Duration::from_millis(200))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_error_of_any_variant_carries_a_credential() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let captured = Captured::everything();
+    let config = secrets::config(&url, CLIENT);
+    let mut faults = Injector::new(&url, CLIENT);
+    let mut gallery = Gallery::default();
+    let table = common::unique("credentials-errors");
+    let store = DynamoLeaseStore::new(&config, table.as_str());
+    store.create_table().await.unwrap();
+    let store = Arc::new(store);
+    let broker = || {
+        KinesisBroker::from_config(config.clone())
+            .lease_store(Arc::clone(&store) as Arc<dyn LeaseStore>)
+            .lease_timings(common::instances::timings())
+    };
+
+    // The configuration: no region; a stream's initial position naming a record.
+    let no_region = config.clone().into_builder().region(None).build();
+    let err = KinesisBroker::from_config(no_region)
+        .connect()
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    let connected = broker().connect().await.unwrap();
+    let err = KinesisStream::new("orders")
+        .initial_position(KinesisPosition::at_sequence("shardId-000000000000", "1"))
+        .subscribe(&connected)
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+
+    // Names: a stream name Kinesis rejects, a stream that does not exist, a second subscription.
+    let err = KinesisStream::new("bad name")
+        .subscribe(&connected)
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    let missing = common::unique("missing");
+    let err = KinesisStream::new(missing.clone())
+        .subscribe(&connected)
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    let stream = common::unique("credentials-errors");
+    let mut sub = polling(&stream).subscribe(&connected).await.unwrap();
+    let err = polling(&stream).subscribe(&connected).await.unwrap_err();
+    gallery.kinesis(&err);
+
+    // Publishing: an empty partition key, a record over the limit, a call the service refuses.
+    let publisher = connected.publisher().await.unwrap();
+    let empty_key = KinesisOptions::default().with_partition_key("");
+    let err = publisher
+        .publish(
+            OutgoingMessage::new(stream.as_str(), b"x".as_slice()),
+            Some(&empty_key),
+        )
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    let err = publisher
+        .publish(
+            OutgoingMessage::new(stream.as_str(), vec![0u8; 1024 * 1024 + 1].as_slice()),
+            None,
+        )
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    let refusal = faults.add(
+        "kinesis",
+        "PutRecords",
+        json!({"status": 400, "error_type": "ValidationException", "message": "refused by the test"}),
+        None,
+    );
+    let err = publisher
+        .publish(OutgoingMessage::new(stream.as_str(), b"x".as_slice()), None)
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    faults.remove(&refusal);
+
+    // Seeks: a shard this instance does not read, and a position Kinesis refuses.
+    let one_key = KinesisOptions::default().with_partition_key("k");
+    publisher
+        .publish(
+            OutgoingMessage::new(stream.as_str(), b"first".as_slice()),
+            Some(&one_key),
+        )
+        .await
+        .unwrap();
+    let held = delivery(&mut sub, &mut gallery).await;
+    let seeker = sub.seeker();
+    let err = seeker
+        .seek(KinesisPosition::at_sequence("shardId-000000000009", "1"))
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    let err = seeker
+        .seek(KinesisPosition::at_sequence(
+            "shardId-000000000000",
+            "49590338271490256608559692538361571095921575989136588898",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        !err.to_string().contains("no longer exists"),
+        "a refused position is not a gone shard: {err}"
+    );
+    gallery.kinesis(&err);
+
+    // A lease stolen in the table: the renewal is refused, the reader stops (a lost lease is
+    // logged, not reported), and the delivery it handed out is settled after the handover.
+    let key = LeaseKey::new(stream.as_str(), "shardId-000000000000");
+    steal(&url, &table, &key).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !captured
+        .lines()
+        .iter()
+        .any(|line| line.contains("lease lost (the store refused a renewal"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the renewal is refused within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    match held.ack().await {
+        Err(AckError::Broker(err)) => gallery.kinesis(
+            err.downcast_ref::<KinesisError>()
+                .expect("the broker's own error"),
+        ),
+        other => panic!("a settlement after the handover is refused: {other:?}"),
+    }
+
+    // Enhanced fan-out: a consumer that must exist and does not, one past the limit.
+    let fanned = common::unique("credentials-fan-out");
+    let err = KinesisStream::new(fanned.clone())
+        .create_if_missing(1)
+        .enhanced_fan_out("nobody-registered-me")
+        .consumer_must_exist()
+        .subscribe(&connected)
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    faults.add(
+        "kinesis",
+        "RegisterStreamConsumer",
+        json!({"status": 400, "error_type": "LimitExceededException",
+               "message": "Only 20 consumers can be registered (the test)"}),
+        None,
+    );
+    let err = KinesisStream::new(fanned.clone())
+        .create_if_missing(1)
+        .enhanced_fan_out("one-too-many")
+        .subscribe(&connected)
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+
+    // The lease store, called directly: held, lost, another application's row, a bare row of an
+    // earlier version, a row deleted since it was read, a failing call.
+    lease_store_errors(&url, &config, &table, &mut faults, &mut gallery).await;
+
+    // A store on a table that does not exist, reported by the subscription that uses it.
+    let absent = Arc::new(DynamoLeaseStore::new(&config, common::unique("absent")));
+    let orphan = KinesisBroker::from_config(config.clone())
+        .lease_store(absent as Arc<dyn LeaseStore>)
+        .lease_timings(common::instances::timings())
+        .connect()
+        .await
+        .unwrap();
+    let mut unread = polling(&stream).subscribe(&orphan).await.unwrap();
+    reported(&mut unread, &mut gallery, |err| {
+        matches!(err, KinesisError::Lease { source, .. }
+            if matches!(**source, LeaseError::TableMissing { .. }))
+    })
+    .await;
+    drop(unread);
+    orphan.shutdown().await.unwrap();
+
+    // After shutdown, and against an endpoint nothing answers.
+    drop(sub);
+    connected.shutdown().await.unwrap();
+    let err = publisher
+        .publish(OutgoingMessage::new(stream.as_str(), b"x".as_slice()), None)
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    let nowhere = config
+        .clone()
+        .into_builder()
+        .endpoint_url(secrets::with_password("http://127.0.0.1:9"))
+        .build();
+    let unreachable = KinesisBroker::from_config(nowhere).connect().await.unwrap();
+    let err = polling(&stream).subscribe(&unreachable).await.unwrap_err();
+    gallery.kinesis(&err);
+
+    for variant in EVERY_VARIANT {
+        let listed = NOT_REACHED.iter().any(|(name, _)| *name == variant);
+        assert!(
+            gallery.has(variant) != listed,
+            "{variant}: produced {}, listed as not reached {listed}",
+            gallery.has(variant)
+        );
+    }
+    for (variant, shown) in &gallery.shown {
+        assert!(
+            EVERY_VARIANT.contains(&variant.as_str()),
+            "{variant} is new: list it"
+        );
+        for (display, debug) in shown {
+            secrets::assert_none_in(display, variant);
+            secrets::assert_none_in(debug, variant);
+            // A message is one line of prose: no SDK `Debug` dump of the raw answer, no run of
+            // spaces from a string broken across source lines.
+            assert!(
+                !display.contains("ErrorMetadata {") && !display.contains("  "),
+                "{variant} reads as a message: {display}"
+            );
+            if std::env::var_os("SHOW_ERRORS").is_some() {
+                println!("{variant}: {display}");
+            }
+        }
+    }
+    let lines = captured.lines();
+    for line in &lines {
+        secrets::assert_none_in(line, "a log line");
+    }
+    assert!(
+        lines.len() > 100,
+        "the run logged at TRACE ({} lines)",
+        lines.len()
+    );
+}
+
+/// Another owner takes the row of `key` behind the store's back, for an hour.
+async fn steal(url: &str, table: &str, key: &LeaseKey) {
+    let later = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 3_600_000;
+    aws_sdk_dynamodb::Client::new(&common::sdk_config(url))
+        .update_item()
+        .table_name(table)
+        .key("lease_key", AttributeValue::S(key.row_key()))
+        .update_expression("SET lease_owner = :thief, lease_expiry = :later ADD lease_counter :one")
+        .expression_attribute_values(":thief", AttributeValue::S("thief".to_owned()))
+        .expression_attribute_values(":later", AttributeValue::N(later.to_string()))
+        .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
+        .send()
+        .await
+        .expect("steal the row");
+}
+
+async fn lease_store_errors(
+    url: &str,
+    config: &aws_config::SdkConfig,
+    table: &str,
+    faults: &mut Injector,
+    gallery: &mut Gallery,
+) {
+    let lease = Duration::from_secs(30);
+    let store = DynamoLeaseStore::new(config, table);
+    let key = LeaseKey::new("orders", "shardId-000000000001");
+    store.acquire(&key, "pod-a", lease).await.unwrap();
+    gallery.lease(&store.acquire(&key, "pod-b", lease).await.unwrap_err());
+    gallery.lease(&store.renew(&key, "pod-b", lease).await.unwrap_err());
+
+    let warehouse = DynamoLeaseStore::new(config, table).application("warehouse");
+    let billing = DynamoLeaseStore::new(config, table).application("billing");
+    let claimed = LeaseKey::new("orders", "shardId-000000000002");
+    warehouse.acquire(&claimed, "pod-a", lease).await.unwrap();
+    warehouse.release(&claimed, "pod-a").await.unwrap();
+    gallery.lease(&billing.acquire(&claimed, "pod-b", lease).await.unwrap_err());
+
+    aws_sdk_dynamodb::Client::new(&common::sdk_config(url))
+        .put_item()
+        .table_name(table)
+        .item(
+            "lease_key",
+            AttributeValue::S("shardId-000000000003".to_owned()),
+        )
+        .item("lease_counter", AttributeValue::N("1".to_owned()))
+        .item("checkpoint", AttributeValue::S("42".to_owned()))
+        .send()
+        .await
+        .expect("put a bare row");
+    let bare = LeaseKey::new("orders", "shardId-000000000003");
+    gallery.lease(&store.acquire(&bare, "pod-a", lease).await.unwrap_err());
+
+    let finished = LeaseKey::new("orders", "shardId-000000000004");
+    store.acquire(&finished, "pod-a", lease).await.unwrap();
+    store.release(&finished, "pod-a").await.unwrap();
+    let stale = DynamoLeaseStore::new(config, table);
+    let counter = stale
+        .read(&finished)
+        .await
+        .unwrap()
+        .expect("the row")
+        .counter;
+    assert!(store.delete(&finished, counter).await.unwrap());
+    gallery.lease(
+        &stale
+            .acquire_from(&finished, "pod-b", lease, "TRIM_HORIZON")
+            .await
+            .unwrap_err(),
+    );
+
+    let failing = faults.add(
+        "dynamodb",
+        "GetItem",
+        json!({"status": 400, "error_type": "ValidationException", "message": "refused by the test"}),
+        None,
+    );
+    gallery.lease(&store.read(&key).await.unwrap_err());
+    faults.remove(&failing);
+}
