@@ -28,3 +28,5 @@ cargo clippy -p ruststream-kinesis -- -D warnings
 scripts/docs.sh
 cargo test --all-features --all-targets
 cargo test --all-features --doc
+# The demo service's AsyncAPI command prints the document kept in the docs.
+scripts/check-asyncapi.sh

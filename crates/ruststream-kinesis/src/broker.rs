@@ -584,7 +584,6 @@ impl ConnectedKinesisBroker {
 ///
 /// Without an endpoint, `KinesisBroker::new().region("eu-west-1")` is described as
 /// `kinesis.eu-west-1.amazonaws.com`.
-#[cfg(feature = "asyncapi")]
 impl ruststream::DescribeServer for KinesisBroker {
     fn describe_server(&self) -> ruststream::ServerSpec {
         let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());

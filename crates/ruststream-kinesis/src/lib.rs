@@ -24,9 +24,9 @@
 //! - **Enhanced fan-out.** `KinesisStream::enhanced_fan_out(consumer)` reads each shard through a
 //!   registered consumer with `SubscribeToShard` (its own 2 MB/s per shard, records pushed as
 //!   they arrive) instead of polling; leases, checkpoints and handovers work as with polling.
-//! - **Describing.** With the `asyncapi` feature the broker describes its server in the service's
-//!   AsyncAPI document, and streams and publish policies add `x-kinesis` bindings; no credential
-//!   is ever part of it.
+//! - **Describing.** The broker describes its server (`DescribeServer`, for
+//!   `with_broker_labeled`); with the `asyncapi` feature streams and publish policies add
+//!   `x-kinesis` bindings to the service's AsyncAPI document. No credential is ever part of it.
 //! - **Testing.** With the `testing` feature, `ruststream::testing::TestApp::start(app)` runs the
 //!   service's own app on an in-process Kinesis that consults no lease store; the crate's live
 //!   tests run against a local Kinesis + DynamoDB stack (`scripts/local-stack.sh`).
@@ -81,7 +81,6 @@ mod broker;
 mod clock;
 mod coordinator;
 mod delivery;
-#[cfg(feature = "asyncapi")]
 mod describe;
 mod error;
 #[cfg(test)]

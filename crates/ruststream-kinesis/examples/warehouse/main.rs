@@ -18,13 +18,16 @@
 //! unique per instance when unset). With the `metrics` feature, `WAREHOUSE_METRICS_ADDR` (such as
 //! `127.0.0.1:9464`, with `WAREHOUSE_OWNER` set) serves the metrics on `/metrics` there
 //! (`observed.rs`). `warehouse produce [--count N] [--every MS]` publishes orders
-//! instead (the demo's producer).
+//! instead (the demo's producer). With the `asyncapi` feature, `warehouse asyncapi gen [-o FILE]
+//! [--yaml]` prints the service's `AsyncAPI` document (`spec.rs`); `docs/asyncapi/warehouse.json`
+//! is its snapshot, which a test compares.
 //!
 //! The tests: one in process, with a configuration built without I/O (feature `testing`), and one
 //! live, which runs two instances on a new lease table and sees the second take the shards over
 //! when the first stops (it needs `KINESIS_TEST_ENDPOINT`).
 
 use std::error::Error;
+use std::process::ExitCode;
 
 use aws_config::BehaviorVersion;
 use ruststream_kinesis::prelude::*;
@@ -33,9 +36,16 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "metrics")]
 mod observed;
 mod produce;
+mod spec;
 
 // ANCHOR: order
+/// An order to pick: which item, under the order's number.
 #[derive(Debug, PartialEq, Deserialize, Serialize, Outgoing)]
+#[cfg_attr(
+    feature = "asyncapi",
+    derive(ruststream::schemars::JsonSchema),
+    schemars(crate = "ruststream::schemars")
+)]
 #[outgoing(name = "warehouse-orders")]
 struct Order {
     id: u64,
@@ -52,13 +62,18 @@ async fn pick(order: &Order) -> HandlerOutcome {
     HandlerOutcome::ack()
 }
 
-/// The lease store and the broker share one AWS configuration: one account, one region.
+/// The lease store and the broker share one AWS configuration: one account, one region. The
+/// broker is registered under a label, the name of its server in the service's AsyncAPI document.
 fn service(config: &SdkConfig, table: &str) -> RustStream {
     let leases = Arc::new(DynamoLeaseStore::new(config, table));
     let broker = KinesisBroker::from_config(config.clone()).lease_store(leases);
-    RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(broker, |b| {
-        b.include(pick);
-    })
+    RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker_labeled(
+        "kinesis",
+        broker,
+        |b| {
+            b.include(pick);
+        },
+    )
 }
 // ANCHOR_END: service
 
@@ -70,27 +85,49 @@ fn named_service(config: &SdkConfig, table: &str, owner: &str) -> RustStream {
     let broker = KinesisBroker::from_config(config.clone())
         .lease_store(leases)
         .owner_id(owner);
-    RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker(broker, |b| {
-        b.include(pick);
-    })
+    RustStream::new(AppInfo::new("warehouse", "0.1.0")).with_broker_labeled(
+        "kinesis",
+        broker,
+        |b| {
+            b.include(pick);
+        },
+    )
 }
 // ANCHOR_END: named
 
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("asyncapi") {
+        return spec::print(&table_named(None));
+    }
+    match serve(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("warehouse: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The lease table: `given` (the first argument), else `WAREHOUSE_TABLE`, else
+/// `warehouse-leases`.
+fn table_named(given: Option<&String>) -> String {
+    given
+        .cloned()
+        .or_else(|| std::env::var("WAREHOUSE_TABLE").ok())
+        .unwrap_or_else(|| "warehouse-leases".to_owned())
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn serve(args: &[String]) -> Result<(), Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::INFO)
         .with_target(false)
         .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("produce") {
         return produce::run(&args[1..]).await;
     }
-    let table = args
-        .first()
-        .cloned()
-        .or_else(|| std::env::var("WAREHOUSE_TABLE").ok())
-        .unwrap_or_else(|| "warehouse-leases".to_owned());
+    let table = table_named(args.first());
     let owner = std::env::var("WAREHOUSE_OWNER").ok();
     #[cfg(feature = "metrics")]
     if let (Ok(addr), Some(owner)) = (std::env::var("WAREHOUSE_METRICS_ADDR"), owner.as_deref()) {

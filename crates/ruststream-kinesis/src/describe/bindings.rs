@@ -1,42 +1,18 @@
-//! What a Kinesis service says of itself in its `AsyncAPI` document (feature `asyncapi`): the
-//! server it reaches, and on each stream what the subscription and the publish policy do. The
-//! specification has no binding object for Kinesis, so each is an `x-kinesis` extension at the
-//! level a binding would sit at.
-//!
-//! Nothing here reads a credential. The server is the endpoint's host and port (the scheme,
-//! user-info, path and query are dropped by `ServerSpec::from_url`), else the regional host,
-//! and the bindings come from the descriptors alone, which hold no secret.
+//! The `x-kinesis` bindings (feature `asyncapi`): on each stream what the subscription and the
+//! publish policy do. The specification has no binding object for Kinesis, so each is an
+//! extension at the level a binding would sit at. They come from the descriptors alone, which
+//! hold no secret.
 
 use std::time::UNIX_EPOCH;
 
-use ruststream::ServerSpec;
 use ruststream::asyncapi::{Binding, Bindings};
 use serde_json::{Value, json};
 
 use crate::settings::stream::KinesisStream;
 use crate::{KinesisPosition, KinesisPublish};
 
-/// The protocol the document names for a Kinesis server.
-pub const PROTOCOL: &str = "kinesis";
-
 /// The extension every Kinesis binding is.
 const EXTENSION: &str = "x-kinesis";
-
-/// The server at `endpoint`'s host and port, else Kinesis's host in the `region` it asks for,
-/// else Kinesis's global name.
-pub(crate) fn server(
-    endpoint: Option<String>,
-    region: impl FnOnce() -> Option<String>,
-) -> ServerSpec {
-    let spec = match endpoint {
-        Some(url) => ServerSpec::from_url(&url, PROTOCOL),
-        None => match region() {
-            Some(region) => ServerSpec::new(format!("kinesis.{region}.amazonaws.com"), PROTOCOL),
-            None => ServerSpec::new("kinesis.amazonaws.com", PROTOCOL),
-        },
-    };
-    spec.description("Amazon Kinesis Data Streams")
-}
 
 /// `body` as the one `x-kinesis` extension of a level. A body that cannot be built is one the
 /// document goes without: a service never fails over a description of itself.
@@ -106,24 +82,4 @@ pub(crate) fn published_message(policy: &KinesisPublish) -> Bindings {
         "overridable": "a publish's KinesisOptions::with_partition_key",
         "kplAggregated": policy.aggregate,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_server_is_the_endpoints_host_else_the_regional_one_else_the_global_one() {
-        let endpoint = "https://key:secret@kinesis.internal:8443/path?X-Amz-Security-Token=secret";
-        let spec = server(Some(endpoint.to_owned()), || Some("eu-west-1".to_owned()));
-        assert_eq!(spec.host.as_deref(), Some("kinesis.internal:8443"));
-        assert_eq!(spec.protocol, PROTOCOL);
-        let regional = server(None, || Some("eu-west-1".to_owned()));
-        assert_eq!(
-            regional.host.as_deref(),
-            Some("kinesis.eu-west-1.amazonaws.com")
-        );
-        let global = server(None, || None);
-        assert_eq!(global.host.as_deref(), Some("kinesis.amazonaws.com"));
-    }
 }
