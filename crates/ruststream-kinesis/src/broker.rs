@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::local_stack::test_credentials;
+use crate::sdk::endpoint::Service;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_kinesis::Client;
 use ruststream::{
@@ -69,11 +70,14 @@ pub struct KinesisBroker {
 }
 
 /// Says what the broker reaches and how it shares leases, never a credential: the endpoint
-/// without its user-info, and of a configuration only that one was given.
+/// without its user-info and query, and of a configuration only that one was given.
 impl std::fmt::Debug for KinesisBroker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let endpoint = self.endpoint.as_deref().map(|url| {
-            crate::sdk::endpoint::without_userinfo(url).unwrap_or_else(|| url.to_owned())
+            crate::sdk::endpoint::clean(url).map_or_else(
+                |_| "(an endpoint that does not parse)".to_owned(),
+                |c| c.url,
+            )
         });
         f.debug_struct("KinesisBroker")
             .field("config", &self.config.as_ref().map(|_| "SdkConfig { .. }"))
@@ -224,6 +228,11 @@ impl KinesisBroker {
     /// join or a leave; every instance sharing the table must run a version with planned moves
     /// for them to be honoured (any version's free shards are shared as before).
     ///
+    /// With the handover poll off (`LeaseTimings::with_handover_poll_interval(Duration::ZERO)`)
+    /// a moved shard is found by its new owner at its next listing, so `connect` refuses a
+    /// listing interval longer than the lease ([`KinesisError::Config`]): the handed lease
+    /// would lapse first.
+    ///
     /// # Examples
     ///
     /// ```
@@ -326,6 +335,31 @@ impl KinesisBroker {
         &self.owner
     }
 
+    /// Balancing with the handover poll off, a shard handed over in a planned move is found by
+    /// its new owner at its next listing only, and the row the holder wrote for it lasts one
+    /// lease: a listing interval longer than the lease lets it lapse first, and the move undoes
+    /// itself and is asked again, over and over.
+    fn timings_fit_balancing(&self) -> Result<(), KinesisError> {
+        let timings = &self.timings;
+        if self.balance
+            && timings.handover_poll_interval().is_zero()
+            && timings.listing_interval() > timings.lease()
+        {
+            return Err(KinesisError::Config {
+                message: format!(
+                    "balance_shards(true) with the handover poll off lists every {:?}, longer \
+                     than the {:?} lease: a shard handed over in a planned move lapses before \
+                     its new owner lists again; turn the poll on \
+                     (LeaseTimings::with_handover_poll_interval), list at most once a lease \
+                     (with_listing_interval), or lengthen the lease",
+                    timings.listing_interval(),
+                    timings.lease()
+                ),
+            });
+        }
+        Ok(())
+    }
+
     async fn client(&self) -> Result<Client, KinesisError> {
         let config = match &self.config {
             Some(config) => config.clone(),
@@ -347,11 +381,11 @@ impl KinesisBroker {
         if self.test_credentials {
             builder = builder.credentials_provider(test_credentials());
         }
-        if let Some(endpoint) = &self.endpoint {
-            builder = builder.endpoint_url(endpoint);
-        }
-        if let Some(cleaned) = crate::sdk::endpoint::cleaned(self.endpoint.as_deref(), &config) {
-            builder = builder.endpoint_url(cleaned);
+        match crate::sdk::endpoint::for_service(self.endpoint.as_deref(), &config, Service::Kinesis)
+        {
+            Ok(Some(endpoint)) => builder = builder.endpoint_url(endpoint),
+            Ok(None) => {}
+            Err(message) => return Err(KinesisError::Config { message }),
         }
         builder = builder.http_client(crate::sdk::http::on_runtime(
             config.http_client(),
@@ -398,6 +432,7 @@ impl Broker for KinesisBroker {
     type Connected = ConnectedKinesisBroker;
 
     async fn connect(self) -> Result<ConnectedKinesisBroker, KinesisError> {
+        self.timings_fit_balancing()?;
         let client = self.client().await?;
         Ok(self.connected(Transport::Live(client)))
     }
@@ -587,16 +622,12 @@ impl ConnectedKinesisBroker {
 impl ruststream::DescribeServer for KinesisBroker {
     fn describe_server(&self) -> ruststream::ServerSpec {
         let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-        let endpoint = self
-            .endpoint
-            .clone()
-            .or_else(|| {
-                self.config
-                    .as_ref()
-                    .and_then(|config| config.endpoint_url().map(str::to_owned))
-            })
-            .or_else(|| env("AWS_ENDPOINT_URL_KINESIS"))
-            .or_else(|| env("AWS_ENDPOINT_URL"));
+        // As `client` picks it: the broker's own, else the configuration's as the SDK resolves
+        // it, else (a configuration loaded at `connect`) the environment's.
+        let endpoint = self.endpoint.clone().or_else(|| match &self.config {
+            Some(config) => crate::sdk::endpoint::resolved(config, Service::Kinesis),
+            None => env("AWS_ENDPOINT_URL_KINESIS").or_else(|| env("AWS_ENDPOINT_URL")),
+        });
         let region = || {
             self.region
                 .clone()
@@ -758,3 +789,44 @@ impl ruststream::DefaultPublish for ConnectedKinesisBroker {
 
 #[cfg(feature = "testing")]
 ruststream::register_testable_broker!(crate::KinesisBroker);
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn poll_off(listing: Duration) -> LeaseTimings {
+        LeaseTimings::default()
+            .with_handover_poll_interval(Duration::ZERO)
+            .with_listing_interval(listing)
+    }
+
+    #[tokio::test]
+    async fn balancing_with_the_poll_off_refuses_a_listing_longer_than_the_lease() {
+        let broker = KinesisBroker::new()
+            .region("us-east-1")
+            .balance_shards(true)
+            .lease_timings(poll_off(Duration::from_secs(11)));
+        let Err(KinesisError::Config { message }) = broker.connect().await else {
+            panic!("a listing past the lease with the poll off is refused");
+        };
+        assert!(
+            message.contains("with_handover_poll_interval") && message.contains("11s"),
+            "{message}"
+        );
+        // A listing within the lease, the poll on, or no balancing: connected.
+        for fits in [
+            KinesisBroker::new()
+                .balance_shards(true)
+                .lease_timings(poll_off(Duration::from_secs(10))),
+            KinesisBroker::new().balance_shards(true).lease_timings(
+                LeaseTimings::default().with_listing_interval(Duration::from_secs(30)),
+            ),
+            KinesisBroker::new().lease_timings(poll_off(Duration::from_secs(30))),
+        ] {
+            let fits = fits.region("us-east-1").test_credentials();
+            assert!(fits.timings_fit_balancing().is_ok(), "{fits:?}");
+        }
+    }
+}

@@ -2,8 +2,9 @@
 //! (always: a broker registered with `with_broker_labeled` describes itself), and with the
 //! `asyncapi` feature the `x-kinesis` bindings of each stream ([`bindings`]).
 //!
-//! Nothing here reads a credential. The server is the endpoint's host and port (the scheme,
-//! user-info, path and query are dropped by `ServerSpec::from_url`), else the regional host.
+//! Nothing here reads a credential. The server is the endpoint's host and port (its scheme,
+//! user-info, path and query are dropped; one that does not parse is not described), else the
+//! regional host.
 
 #[cfg(feature = "asyncapi")]
 mod bindings;
@@ -22,8 +23,11 @@ pub(crate) fn server(
     endpoint: Option<String>,
     region: impl FnOnce() -> Option<String>,
 ) -> ServerSpec {
-    let spec = match endpoint {
-        Some(url) => ServerSpec::from_url(&url, PROTOCOL),
+    // An endpoint that does not parse is not described (its text may hold a password): the
+    // service fails to connect to it, naming the fix.
+    let host = endpoint.and_then(|url| crate::sdk::endpoint::clean(&url).ok());
+    let spec = match host {
+        Some(cleaned) => ServerSpec::new(cleaned.authority, PROTOCOL),
         None => match region() {
             Some(region) => ServerSpec::new(format!("kinesis.{region}.amazonaws.com"), PROTOCOL),
             None => ServerSpec::new("kinesis.amazonaws.com", PROTOCOL),
@@ -49,5 +53,14 @@ mod tests {
         );
         let global = server(None, || None);
         assert_eq!(global.host.as_deref(), Some("kinesis.amazonaws.com"));
+        // A password with an unencoded '/' would read as the host and port: not described.
+        let unparsed = server(
+            Some("https://svc:pa/ss-7c1e@kinesis.internal".to_owned()),
+            || Some("eu-west-1".to_owned()),
+        );
+        assert_eq!(
+            unparsed.host.as_deref(),
+            Some("kinesis.eu-west-1.amazonaws.com")
+        );
     }
 }

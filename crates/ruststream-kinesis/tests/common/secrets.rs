@@ -1,6 +1,6 @@
 //! A configuration that carries recognisable credentials, for the tests that show none of them
 //! reaches a log line or an error: a secret key, a session token, and an endpoint whose user-info
-//! carries a password.
+//! carries a password and whose query carries a token.
 
 use aws_config::{AppName, BehaviorVersion, Region, SdkConfig};
 use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
@@ -8,15 +8,32 @@ use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
 pub const SECRET_KEY: &str = "secret-key-9c41d7";
 pub const TOKEN: &str = "session-token-4be20a";
 pub const PASSWORD: &str = "endpoint-password-77f1";
+pub const QUERY_TOKEN: &str = "query-token-51d0";
+/// A password with an unencoded '/', which a URL parser reads as the end of the host: each half
+/// is a secret of its own.
+pub const SLASHED: [&str; 2] = ["p4ss-8d2e", "tail-5c0f"];
 
 /// What no log line and no error may carry.
-pub fn secrets() -> [&'static str; 3] {
-    [SECRET_KEY, TOKEN, PASSWORD]
+pub fn secrets() -> [&'static str; 6] {
+    [
+        SECRET_KEY,
+        TOKEN,
+        PASSWORD,
+        QUERY_TOKEN,
+        SLASHED[0],
+        SLASHED[1],
+    ]
 }
 
-/// `url` with the password in its user-info.
+/// `url` with the password in its user-info and the token in its query.
 pub fn with_password(url: &str) -> String {
-    url.replacen("://", &format!("://svc:{PASSWORD}@"), 1)
+    let with_user = url.replacen("://", &format!("://svc:{PASSWORD}@"), 1);
+    format!("{}/?token={QUERY_TOKEN}", with_user.trim_end_matches('/'))
+}
+
+/// `url` with the slashed password in its user-info: an endpoint that does not parse.
+pub fn with_slashed_password(url: &str) -> String {
+    url.replacen("://", &format!("://svc:{}/{}@", SLASHED[0], SLASHED[1]), 1)
 }
 
 /// The configuration of `url` with the recognisable keys and token, the endpoint with the

@@ -17,9 +17,12 @@ use aws_sdk_dynamodb::types::{
 
 mod item;
 mod notice;
+mod refused;
 mod writes;
 
+use crate::sdk::endpoint::Service;
 use item::{checkpoint_update, number, number_attribute, state_of, string, string_attribute};
+use refused::Refused;
 
 use super::{
     HeldEffect, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, NOTICE_SUFFIX, Notice,
@@ -249,6 +252,7 @@ impl DynamoLeaseStore {
     /// ```
     #[must_use]
     pub fn new(config: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
+        let table: String = table.into();
         // No call hangs for good: a renewal that does not answer fails within the default
         // renewal interval, so its retry lands while the lease lasts (the subscription bounds
         // every call it makes by its own lease timings too).
@@ -257,13 +261,21 @@ impl DynamoLeaseStore {
             crate::sdk::timeouts::STORE_CALL_BOUND,
         );
         let mut builder = aws_sdk_dynamodb::config::Builder::from(config).timeout_config(timeouts);
-        if let Some(cleaned) = crate::sdk::endpoint::cleaned(None, config) {
-            builder = builder.endpoint_url(cleaned);
+        match crate::sdk::endpoint::for_service(None, config, Service::DynamoDb) {
+            Ok(Some(endpoint)) => builder = builder.endpoint_url(endpoint),
+            Ok(None) => {}
+            Err(refused) => {
+                // `new` cannot fail: every call fails instead, saying why, and the SDK never
+                // holds the endpoint's text (it logs its endpoint parameters).
+                tracing::error!(table = %table, "{refused}");
+                builder.set_endpoint_url(None);
+                builder = builder.endpoint_resolver(Refused(refused));
+            }
         }
         let client = Client::from_conf(builder.build());
         Self {
             client,
-            table: table.into().into(),
+            table: table.into(),
             legacy_stream: None,
             application: None,
             existing: Arc::default(),

@@ -64,13 +64,14 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
         match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
             Ok(iterator) => iterators.push(iterator),
             Err(err) => {
-                // A `ResourceNotFoundException` here is about the position as much as the shard
-                // (the local engine answers it for a sequence number the shard never held), and
-                // the shard is read on: not the reader's "no longer exists, released".
+                // The reader's reading of a `ResourceNotFoundException` ("no longer exists, its
+                // lease is released") is not this one's: a refused seek moves nothing, and the
+                // local engine answers it for a record the shard never held too.
                 let said = match err {
-                    KinesisError::ShardNotFound { .. } => {
-                        "Kinesis knows no such record in it (ResourceNotFoundException)".to_owned()
-                    }
+                    KinesisError::ShardNotFound { .. } => "ResourceNotFoundException (on AWS the \
+                         shard or its stream is gone; a local emulator also answers it for a \
+                         record the shard never held)"
+                        .to_owned(),
                     other => other.to_string(),
                 };
                 return Err(KinesisError::Seek {
