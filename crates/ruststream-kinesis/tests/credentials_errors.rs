@@ -305,13 +305,8 @@ async fn no_error_of_any_variant_carries_a_credential() {
         .await
         .unwrap_err();
     gallery.kinesis(&err);
-    faults.add(
-        "kinesis",
-        "RegisterStreamConsumer",
-        json!({"status": 400, "error_type": "LimitExceededException",
-               "message": "Only 20 consumers can be registered (the test)"}),
-        None,
-    );
+    let raw = common::raw_kinesis(&url);
+    common::fill_consumers(&raw, &common::stream_arn(&raw, &fanned).await).await;
     let err = KinesisStream::new(fanned.clone())
         .create_if_missing(1)
         .enhanced_fan_out("one-too-many")

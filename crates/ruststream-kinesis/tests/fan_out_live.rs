@@ -42,19 +42,6 @@ fn broker(url: &str, store: &Arc<dyn LeaseStore>, owner: &str) -> KinesisBroker 
         .balance_shards(true)
 }
 
-/// The ARN of `stream`, which the consumer calls take.
-async fn stream_arn(raw: &aws_sdk_kinesis::Client, stream: &str) -> String {
-    raw.describe_stream_summary()
-        .stream_name(stream)
-        .send()
-        .await
-        .unwrap()
-        .stream_description_summary()
-        .unwrap()
-        .stream_arn()
-        .to_owned()
-}
-
 /// An instance `owner` of the balancing service on `store`, reading `source`.
 async fn pod(
     url: &str,
@@ -418,22 +405,8 @@ async fn one_consumer_past_the_limit_fails_startup_naming_stream_and_consumer() 
         .create_if_missing(1)
         .enhanced_fan_out("consumer-0");
     drop(first.subscribe(&connected).await.unwrap());
-    let arn = stream_arn(&raw, &stream).await;
-    let mut registered = 1;
-    let refused = loop {
-        let answer = raw
-            .register_stream_consumer()
-            .stream_arn(&arn)
-            .consumer_name(format!("consumer-{registered}"))
-            .send()
-            .await;
-        match answer {
-            Ok(_) => registered += 1,
-            Err(err) => break err,
-        }
-        assert!(registered <= 20, "the engine took more than 20 consumers");
-    };
-    println!("the engine took {registered} consumers, then said: {refused:?}");
+    let arn = common::stream_arn(&raw, &stream).await;
+    common::fill_consumers(&raw, &arn).await;
     let err = match KinesisStream::new(stream.clone())
         .enhanced_fan_out("one-too-many")
         .subscribe(&connected)
@@ -545,7 +518,7 @@ async fn a_deregistered_consumer_is_reported_and_no_shard_is_given_up() {
     .await;
     assert_eq!(seen.len(), 1, "read through the consumer");
     let raw = common::raw_kinesis(&url);
-    let arn = stream_arn(&raw, &stream).await;
+    let arn = common::stream_arn(&raw, &stream).await;
     raw.deregister_stream_consumer()
         .stream_arn(arn)
         .consumer_name("short-lived")
@@ -648,4 +621,39 @@ async fn a_subscription_renewed_across_its_five_minute_end_skips_and_repeats_not
     assert_eq!(payloads(&seen), want, "no record skipped");
     let repeated: Vec<_> = counts(&seen).into_iter().filter(|(_, n)| *n > 1).collect();
     assert!(repeated.is_empty(), "no record repeated: {repeated:?}");
+}
+
+/// A registration refused because too many consumers are being created at once (AWS allows 5)
+/// is asked again, not reported as the stream's limit: the subscription starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_refused_for_now_is_asked_again_and_the_subscription_starts() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let mut faults = common::injector::Injector::new(&url, &common::unique("fan-out-not-now"));
+    let refusal = faults.add(
+        "kinesis",
+        "RegisterStreamConsumer",
+        serde_json::json!({"status": 400, "error_type": "LimitExceededException",
+               "message": "Only 5 consumers can be created at the same time"}),
+        // The SDK retries a LimitExceededException itself, three attempts in all: three
+        // refusals reach the subscription.
+        Some(3),
+    );
+    let connected = KinesisBroker::from_config(faults.sdk_config())
+        .connect()
+        .await
+        .unwrap();
+    let stream = common::unique("fan-out-not-now");
+    let subscriber = KinesisStream::new(stream.clone())
+        .create_if_missing(1)
+        .enhanced_fan_out("patient")
+        .subscribe(&connected)
+        .await
+        .expect("the registration is asked again until it is taken");
+    assert_eq!(faults.hits(&refusal), 3, "every refusal was met");
+    drop(subscriber);
+    ruststream::ConnectedBroker::shutdown(connected)
+        .await
+        .unwrap();
 }

@@ -27,6 +27,13 @@ const ACTIVE_WITHIN: Duration = Duration::from_secs(120);
 /// second per stream).
 const DESCRIBE_GAP: Duration = Duration::from_millis(250);
 
+/// How many enhanced fan-out consumers a stream may have (AWS and the local engine).
+const CONSUMERS_PER_STREAM: usize = 20;
+
+/// How long a registration refused for now waits before it is asked again: AWS allows 5
+/// registrations a second per account, and 5 consumers being created at once.
+const REGISTER_AGAIN_AFTER: Duration = Duration::from_secs(1);
+
 /// The registered consumer a subscription reads through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Consumer {
@@ -115,8 +122,13 @@ pub(crate) async fn ensure_consumer(
                     });
                 }
                 if !registered {
-                    register_consumer(client, stream, stream_arn, name).await?;
-                    registered = true;
+                    match register_consumer(client, stream, stream_arn, name).await? {
+                        Registration::Asked => registered = true,
+                        Registration::NotNow(said) => {
+                            status = format!("not registered yet ({said})");
+                            tokio::time::sleep(REGISTER_AGAIN_AFTER).await;
+                        }
+                    }
                 }
             }
             Err(err) => {
@@ -159,13 +171,24 @@ fn consumer_call_failed(
     }
 }
 
-/// `RegisterStreamConsumer`; another instance registering the same name at once is no error.
+/// What became of a registration.
+enum Registration {
+    /// Registered, or another instance registered the same name at once.
+    Asked,
+    /// Refused for now (what the service said): the stream has room for the consumer, but too
+    /// many are being created at the same time, or registrations come too fast.
+    NotNow(String),
+}
+
+/// `RegisterStreamConsumer`. A `LimitExceededException` is the stream's limit of consumers
+/// only when the stream has that many; otherwise it is AWS's limit of consumers being created
+/// at once (5) or of registrations per second, and the registration is tried again.
 async fn register_consumer(
     client: &Client,
     stream: &str,
     stream_arn: &str,
     name: &str,
-) -> Result<(), KinesisError> {
+) -> Result<Registration, KinesisError> {
     let answer = client
         .register_stream_consumer()
         .stream_arn(stream_arn)
@@ -179,18 +202,30 @@ async fn register_consumer(
                 consumer = name,
                 "enhanced fan-out consumer registered"
             );
-            Ok(())
+            Ok(Registration::Asked)
         }
         Err(SdkError::ServiceError(err)) => match err.err() {
-            RegisterStreamConsumerError::ResourceInUseException(_) => Ok(()),
+            RegisterStreamConsumerError::ResourceInUseException(_) => Ok(Registration::Asked),
             RegisterStreamConsumerError::LimitExceededException(limit) => {
+                let said = limit
+                    .message()
+                    .unwrap_or("LimitExceededException")
+                    .to_owned();
+                let room = consumers_of(client, stream_arn).await;
+                if room.is_some_and(|consumers| consumers < CONSUMERS_PER_STREAM) {
+                    tracing::info!(
+                        stream,
+                        consumer = name,
+                        refusal = %said,
+                        "registering the enhanced fan-out consumer was refused for now; trying \
+                         again"
+                    );
+                    return Ok(Registration::NotNow(said));
+                }
                 Err(KinesisError::ConsumerLimit {
                     stream: stream.to_owned(),
                     consumer: name.to_owned(),
-                    message: limit
-                        .message()
-                        .unwrap_or("LimitExceededException")
-                        .to_owned(),
+                    message: said,
                 })
             }
             _ => Err(consumer_call_failed(
@@ -206,6 +241,20 @@ async fn register_consumer(
             "RegisterStreamConsumer",
             err,
         )),
+    }
+}
+
+/// How many consumers `stream_arn` has (the first page: more than the limit); `None` when it
+/// cannot be learnt, which counts as full.
+async fn consumers_of(client: &Client, stream_arn: &str) -> Option<usize> {
+    let listed = client
+        .list_stream_consumers()
+        .stream_arn(stream_arn)
+        .send()
+        .await;
+    match listed {
+        Ok(out) => Some(out.consumers().len()),
+        Err(_) => None,
     }
 }
 

@@ -6,21 +6,25 @@
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, UpDownCounter};
+use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 
 use super::{CallOutcome, LeaseEvent, Published, ReadRetry};
+
+mod observed;
+
+use observed::Observed;
 
 /// `messaging.system`: Kinesis has no value of its own in the conventions' list.
 const SYSTEM: &str = "aws_kinesis";
 
 pub(super) struct Instruments {
-    millis_behind: Gauge<i64>,
+    millis_behind: Observed<i64>,
     records_read: Counter<u64>,
     bytes_read: Counter<u64>,
     read_retries: Counter<u64>,
     iterator_resets: Counter<u64>,
     decode_failures: Counter<u64>,
-    checkpoint_lag: Gauge<u64>,
+    checkpoint_lag: Observed<u64>,
     leases_held: UpDownCounter<i64>,
     lease_events: Counter<u64>,
     store_calls: Histogram<f64>,
@@ -58,59 +62,71 @@ fn shard(stream: &str, shard: &str) -> [KeyValue; 3] {
 impl Instruments {
     /// Instruments made on the global meter provider as installed now.
     pub(super) fn from_global() -> Self {
-        let meter = opentelemetry::global::meter("ruststream-kinesis");
+        Self::on(&opentelemetry::global::meter("ruststream-kinesis"))
+    }
+
+    /// Instruments made on `meter`.
+    fn on(meter: &Meter) -> Self {
         Self {
-            millis_behind: meter
-                .i64_gauge("messaging.kinesis.millis_behind_latest")
-                .with_unit("ms")
-                .with_description(
-                    "How far the last read of the shard was behind its newest record.",
-                )
-                .build(),
+            millis_behind: Observed::new(|callback| {
+                meter
+                    .i64_observable_gauge("messaging.kinesis.millis_behind_latest")
+                    .with_unit("ms")
+                    .with_description(
+                        "How far the last read of the shard was behind its newest record, while \
+                         this instance reads it.",
+                    )
+                    .with_callback(callback)
+                    .build()
+            }),
             records_read: counter(
-                &meter,
+                meter,
                 "messaging.kinesis.records.read",
                 "{record}",
                 "Kinesis records read.",
             ),
             bytes_read: counter(
-                &meter,
+                meter,
                 "messaging.kinesis.bytes.read",
                 "By",
                 "Bytes of Kinesis record data read.",
             ),
             read_retries: counter(
-                &meter,
+                meter,
                 "messaging.kinesis.read.retries",
                 "{read}",
                 "Reads tried again after a backoff, by cause.",
             ),
             iterator_resets: counter(
-                &meter,
+                meter,
                 "messaging.kinesis.iterator.resets",
                 "{iterator}",
                 "Shard iterators that expired and were asked for again.",
             ),
             decode_failures: counter(
-                &meter,
+                meter,
                 "messaging.kinesis.decode.failures",
                 "{record}",
                 "Records with the KPL's magic that are no valid aggregate.",
             ),
-            checkpoint_lag: meter
-                .u64_gauge("messaging.kinesis.checkpoint.lag")
-                .with_unit("{record}")
-                .with_description(
-                    "Deliveries settled in order but not yet covered by a checkpoint written.",
-                )
-                .build(),
+            checkpoint_lag: Observed::new(|callback| {
+                meter
+                    .u64_observable_gauge("messaging.kinesis.checkpoint.lag")
+                    .with_unit("{record}")
+                    .with_description(
+                        "Deliveries settled in order but not yet covered by a checkpoint written, \
+                         while this instance reads the shard.",
+                    )
+                    .with_callback(callback)
+                    .build()
+            }),
             leases_held: meter
                 .i64_up_down_counter("messaging.kinesis.leases.held")
                 .with_unit("{lease}")
                 .with_description("Leases this instance holds.")
                 .build(),
             lease_events: counter(
-                &meter,
+                meter,
                 "messaging.kinesis.lease.events",
                 "{event}",
                 "Lease events.",
@@ -121,13 +137,13 @@ impl Instruments {
                 .with_description("Lease-table calls, by call and outcome.")
                 .build(),
             published: counter(
-                &meter,
+                meter,
                 "messaging.kinesis.records.published",
                 "{record}",
                 "Publishes answered, by outcome.",
             ),
             publish_retries: counter(
-                &meter,
+                meter,
                 "messaging.kinesis.publish.retries",
                 "{record}",
                 "Publishes whose records were rejected in a PutRecords answer, sent again.",
@@ -147,7 +163,7 @@ impl Instruments {
         self.records_read.add(records, &labels);
         self.bytes_read.add(bytes, &labels);
         if let Some(behind) = millis_behind {
-            self.millis_behind.record(behind, &labels);
+            self.millis_behind.set(stream, shard_id, behind);
         }
     }
 
@@ -177,8 +193,7 @@ impl Instruments {
     }
 
     pub(super) fn checkpoint_lag(&self, stream: &str, shard_id: &str, records: u64) {
-        self.checkpoint_lag
-            .record(records, &shard(stream, shard_id));
+        self.checkpoint_lag.set(stream, shard_id, records);
     }
 
     fn lease(stream: &str, owner: &str) -> [KeyValue; 3] {
@@ -213,11 +228,13 @@ impl Instruments {
         }
         self.iterator_resets.add(0, &labels);
         self.decode_failures.add(0, &labels);
-        self.checkpoint_lag.record(0, &labels);
+        self.checkpoint_lag.set(stream, shard_id, 0);
     }
 
-    pub(super) fn reader_ended(&self, stream: &str, _shard: &str, owner: &str) {
+    pub(super) fn reader_ended(&self, stream: &str, shard_id: &str, owner: &str) {
         self.leases_held.add(-1, &Self::lease(stream, owner));
+        self.millis_behind.forget(stream, shard_id);
+        self.checkpoint_lag.forget(stream, shard_id);
     }
 
     pub(super) fn store_call(&self, call: &'static str, outcome: CallOutcome, took: Duration) {

@@ -158,3 +158,54 @@ pub async fn wait_active(raw: &aws_sdk_kinesis::Client, stream: &str) {
     }
     panic!("stream {stream} did not become active");
 }
+
+/// The ARN of `stream`.
+pub async fn stream_arn(raw: &aws_sdk_kinesis::Client, stream: &str) -> String {
+    raw.describe_stream_summary()
+        .stream_name(stream)
+        .send()
+        .await
+        .unwrap()
+        .stream_description_summary()
+        .unwrap()
+        .stream_arn()
+        .to_owned()
+}
+
+/// Registers consumers of `stream_arn` until it has as many as it may (20), asking again when
+/// too many are being created at once (the engine, like AWS, allows 5).
+pub async fn fill_consumers(raw: &aws_sdk_kinesis::Client, stream_arn: &str) {
+    use aws_sdk_kinesis::error::ProvideErrorMetadata as _;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let registered = raw
+            .list_stream_consumers()
+            .stream_arn(stream_arn)
+            .send()
+            .await
+            .unwrap()
+            .consumers()
+            .len();
+        if registered >= 20 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the engine took {registered} consumers in 120 s"
+        );
+        let answer = raw
+            .register_stream_consumer()
+            .stream_arn(stream_arn)
+            .consumer_name(format!("filler-{registered}"))
+            .send()
+            .await;
+        if let Err(err) = answer {
+            let said = err.message().unwrap_or_default().to_owned();
+            assert!(
+                said.contains("at the same time") || err.code() == Some("ResourceInUseException"),
+                "the engine refused consumer {registered}: {said}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+}

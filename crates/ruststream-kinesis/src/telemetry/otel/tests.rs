@@ -75,3 +75,71 @@ fn each_report_is_an_instrument_on_the_global_meter() {
         );
     }
 }
+
+/// The points of gauge `name` in the last export, as (shard, value).
+fn gauge_points(exporter: &InMemoryMetricExporter, name: &str) -> Vec<(String, i128)> {
+    let exported = exporter.get_finished_metrics().unwrap();
+    let last = exported.last().expect("an export");
+    let Some(metric) = last
+        .scope_metrics()
+        .flat_map(|scope| scope.metrics())
+        .find(|metric| metric.name() == name)
+    else {
+        return Vec::new();
+    };
+    fn shard_of<'a>(mut attributes: impl Iterator<Item = &'a opentelemetry::KeyValue>) -> String {
+        attributes
+            .find(|kv| kv.key.as_str() == "messaging.destination.partition.id")
+            .map(|kv| kv.value.to_string())
+            .unwrap_or_default()
+    }
+    match metric.data() {
+        AggregatedMetrics::I64(MetricData::Gauge(gauge)) => gauge
+            .data_points()
+            .map(|p| (shard_of(p.attributes()), i128::from(p.value())))
+            .collect(),
+        AggregatedMetrics::U64(MetricData::Gauge(gauge)) => gauge
+            .data_points()
+            .map(|p| (shard_of(p.attributes()), i128::from(p.value())))
+            .collect(),
+        other => panic!("{name} is a gauge: {other:?}"),
+    }
+}
+
+/// A shard this instance stops reading leaves the lag gauges at the next collection: the lag
+/// of a shard read elsewhere now is never reported from here.
+#[test]
+fn a_shard_no_longer_read_leaves_the_lag_gauges() {
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter.clone()).build())
+        .build();
+    let instruments = super::Instruments::on(&opentelemetry::metrics::MeterProvider::meter(
+        &provider,
+        "ruststream-kinesis",
+    ));
+    for shard in ["shardId-0", "shardId-1"] {
+        instruments.reader_started("orders", shard);
+        instruments.read("orders", shard, 1, 10, Some(1_500));
+        instruments.checkpoint_lag("orders", shard, 3);
+    }
+    provider.force_flush().unwrap();
+    let both = vec![
+        ("shardId-0".to_owned(), 1_500),
+        ("shardId-1".to_owned(), 1_500),
+    ];
+    let mut behind = gauge_points(&exporter, "messaging.kinesis.millis_behind_latest");
+    behind.sort();
+    assert_eq!(behind, both);
+
+    instruments.reader_ended("orders", "shardId-0", "pod-a");
+    provider.force_flush().unwrap();
+    assert_eq!(
+        gauge_points(&exporter, "messaging.kinesis.millis_behind_latest"),
+        [("shardId-1".to_owned(), 1_500)]
+    );
+    assert_eq!(
+        gauge_points(&exporter, "messaging.kinesis.checkpoint.lag"),
+        [("shardId-1".to_owned(), 3)]
+    );
+}
