@@ -133,24 +133,6 @@ async fn reported(
     }
 }
 
-/// The next delivery of `sub` within 30 s, past the errors it reports (each shown).
-async fn delivery(
-    sub: &mut KinesisSubscriber,
-    gallery: &mut Gallery,
-) -> ruststream_kinesis::KinesisMessage {
-    let mut stream = std::pin::pin!(ruststream::Subscriber::stream(sub));
-    loop {
-        let item = tokio::time::timeout(Duration::from_secs(30), stream.next())
-            .await
-            .expect("a delivery within 30 s")
-            .expect("the subscription is open");
-        match item {
-            Ok(msg) => return msg,
-            Err(err) => gallery.kinesis(&err),
-        }
-    }
-}
-
 fn polling(stream: &str) -> KinesisStream {
     KinesisStream::new(stream.to_owned())
         .create_if_missing(1)
@@ -251,7 +233,10 @@ async fn no_error_of_any_variant_carries_a_credential() {
         )
         .await
         .unwrap();
-    let held = delivery(&mut sub, &mut gallery).await;
+    let held = {
+        let mut deliveries = std::pin::pin!(ruststream::Subscriber::stream(&mut sub));
+        common::next_delivery_past(&mut deliveries, |err| gallery.kinesis(&err)).await
+    };
     let seeker = sub.seeker();
     let err = seeker
         .seek(KinesisPosition::at_sequence("shardId-000000000009", "1"))

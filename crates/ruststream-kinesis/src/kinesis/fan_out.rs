@@ -252,10 +252,7 @@ async fn consumers_of(client: &Client, stream_arn: &str) -> Option<usize> {
         .stream_arn(stream_arn)
         .send()
         .await;
-    match listed {
-        Ok(out) => Some(out.consumers().len()),
-        Err(_) => None,
-    }
+    listed.ok().map(|out| out.consumers().len())
 }
 
 /// `SubscribeToShard` of `consumer` to `shard` at `start`. The SDK's stalled-stream protection

@@ -35,6 +35,20 @@ where
             Item = Result<ruststream_kinesis::KinesisMessage, ruststream_kinesis::KinesisError>,
         > + Unpin,
 {
+    next_delivery_past(stream, |err| eprintln!("subscription reported: {err}")).await
+}
+
+/// The next delivery of a subscription within 30 s, each error it reports before it handed to
+/// `reported`.
+pub async fn next_delivery_past<S>(
+    stream: &mut S,
+    mut reported: impl FnMut(ruststream_kinesis::KinesisError),
+) -> ruststream_kinesis::KinesisMessage
+where
+    S: futures::Stream<
+            Item = Result<ruststream_kinesis::KinesisMessage, ruststream_kinesis::KinesisError>,
+        > + Unpin,
+{
     use futures::StreamExt as _;
     loop {
         let item = tokio::time::timeout(std::time::Duration::from_secs(30), stream.next())
@@ -43,7 +57,7 @@ where
             .expect("the stream is open");
         match item {
             Ok(msg) => return msg,
-            Err(err) => eprintln!("subscription reported: {err}"),
+            Err(err) => reported(err),
         }
     }
 }
