@@ -41,6 +41,10 @@ impl Sim {
                 } else if self.now >= *caught_up_by.get_or_insert(self.now + catch_up) {
                     break;
                 }
+            } else {
+                // Records owed anew (a shard reached late, under an initial position at the
+                // tip) restart the catch-up: their checkpoints get the whole bound once acked.
+                caught_up_by = None;
             }
             let idle = self
                 .now

@@ -506,6 +506,21 @@ fn an_instance_that_let_a_handed_lease_lapse_gets_no_share_of_the_free_shards() 
     );
 }
 
+/// A schedule CI found: a parent's backlog was read until retention trimmed its children, so
+/// the merged grandchild was reached (and its records owed) only after every record owed until
+/// then was acked. The end of the schedule kept the deadline it had set for the checkpoints to
+/// catch up at that earlier moment, and took the grandchild's checkpoint, one interval behind
+/// its last ack, for a wedge. Records owed anew restart that deadline now.
+#[test]
+fn a_shard_reached_after_everything_was_acked_gets_its_own_time_to_checkpoint() {
+    let stats =
+        run_seed(1_796_255_838_845_924_178, &no_tweak).unwrap_or_else(|report| panic!("{report}"));
+    assert!(
+        stats.reshards >= 2 && stats.records >= 70,
+        "the schedule still reshards and reads the grandchild: {stats:?}"
+    );
+}
+
 /// Enhanced fan-out in every schedule, half of them with a closed shard's last event naming
 /// its children (AWS) and half without (the local engine, where polling confirms the end):
 /// subscriptions that end, fail and are refused keep every invariant, and no shard wedges.
