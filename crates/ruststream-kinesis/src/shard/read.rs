@@ -63,11 +63,21 @@ pub(crate) trait Sequenced {
         None
     }
 
+    /// Whether no user record of its aggregate follows it (a plain record ends its own).
+    fn ends_record(&self) -> bool {
+        true
+    }
+
     /// What a checkpoint through it records: its sequence number, which covers a whole KPL
     /// aggregate, or for a user record that others of its aggregate follow the sequence number
     /// and its index ([`ShardStart::Within`]).
     fn checkpoint(&self) -> Arc<str> {
-        Arc::clone(self.sequence())
+        match self.sub_sequence() {
+            Some(sub) if !self.ends_record() => {
+                Arc::from(crate::lease::within_checkpoint(self.sequence(), sub))
+            }
+            _ => Arc::clone(self.sequence()),
+        }
     }
 }
 
@@ -80,13 +90,8 @@ impl Sequenced for crate::delivery::record::Record {
         self.sub_sequence
     }
 
-    fn checkpoint(&self) -> Arc<str> {
-        match self.sub_sequence {
-            Some(sub) if !self.ends_record => {
-                Arc::from(crate::lease::within_checkpoint(&self.sequence, sub))
-            }
-            _ => Arc::clone(&self.sequence),
-        }
+    fn ends_record(&self) -> bool {
+        self.ends_record
     }
 }
 

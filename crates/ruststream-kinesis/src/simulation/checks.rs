@@ -99,13 +99,13 @@ impl Sim {
             let last_owed = (0..sim.records.len())
                 .rev()
                 .find(|&idx| self.ghost[shard].owed[idx])
-                .map(|idx| sim.records[idx]);
+                .map(|idx| self.stream.mark_through(shard, idx));
             let wedged = if never_read {
                 false
             } else if sim.info.closed {
                 mark != Mark::End
             } else {
-                last_owed.is_some_and(|last| mark < Mark::Seq(last))
+                last_owed.is_some_and(|last| mark < last)
             };
             if wedged {
                 return Some(Failure {

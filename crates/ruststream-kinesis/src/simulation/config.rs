@@ -3,23 +3,48 @@
 use super::*;
 
 /// A checkpoint's place in a shard: none, the start its first owner recorded before reading
-/// (below every sequence number), after a sequence number, or the end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// (below every sequence number), through a user record of a KPL aggregate or through a whole
+/// record (`WHOLE`), or the end.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Mark {
     None,
     Start,
-    Seq(u64),
+    Seq(u64, u64),
     End,
 }
+
+/// The sub-sequence of a [`Mark`] through a whole record: past every user record of it.
+pub(super) const WHOLE: u64 = u64::MAX;
 
 impl Mark {
     pub(super) fn of(checkpoint: Option<&str>) -> Self {
         match checkpoint {
             None => Self::None,
             Some(SHARD_END) => Self::End,
-            // A start a first owner recorded (`ShardStart::to_checkpoint`): `TRIM_HORIZON`, or
-            // the moment it opened the shard at the tip or at a timestamp.
-            Some(checkpoint) => checkpoint.parse().map_or(Self::Start, Self::Seq),
+            Some(checkpoint) => match crate::lease::split_within(checkpoint) {
+                Some((sequence, sub)) => {
+                    Self::Seq(sequence.parse().expect("a sequence number"), sub)
+                }
+                // A start a first owner recorded (`ShardStart::to_checkpoint`): `TRIM_HORIZON`,
+                // or the moment it opened the shard at the tip or at a timestamp.
+                None => checkpoint
+                    .parse()
+                    .map_or(Self::Start, |sequence| Self::Seq(sequence, WHOLE)),
+            },
+        }
+    }
+}
+
+/// As a failure report says it: `Seq(42)` through a whole record, `Seq(42:1)` through user
+/// record 1 of the aggregate at 42.
+impl std::fmt::Debug for Mark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::None => f.write_str("None"),
+            Self::Start => f.write_str("Start"),
+            Self::Seq(sequence, WHOLE) => write!(f, "Seq({sequence})"),
+            Self::Seq(sequence, sub) => write!(f, "Seq({sequence}:{sub})"),
+            Self::End => f.write_str("End"),
         }
     }
 }
@@ -116,6 +141,13 @@ pub(super) struct Config {
     /// Whether the shards are read with enhanced fan-out (`SubscribeToShard`) rather than
     /// `GetRecords`.
     pub(super) fan_out: bool,
+    /// The share of writes that put a KPL aggregate (one to four user records under one
+    /// sequence number) rather than a plain record.
+    pub(super) aggregates: f64,
+    /// Whether a checkpoint through a user record that others of its aggregate follow stops
+    /// inside the aggregate (`Sequenced::checkpoint`), as it does; off, it covers the whole
+    /// aggregate, and a takeover after it skips the rest.
+    pub(super) checkpoints_inside_aggregates: bool,
     /// With fan-out: whether a closed shard's last event names its children (AWS), or none
     /// does and the end is confirmed by polling (the local engine).
     pub(super) fan_out_children: bool,
@@ -278,9 +310,23 @@ impl Config {
             rows_age_bound: true,
             fan_out: false,
             fan_out_children: false,
+            aggregates: 0.0,
+            checkpoints_inside_aggregates: true,
         }
         .with_balancing(rng)
         .with_fan_out(rng)
+        .with_aggregates(rng)
+    }
+
+    /// How many writes put KPL aggregates, from a generator of its own (as
+    /// [`with_balancing`](Self::with_balancing) draws): half the schedules write plain records
+    /// only, as every schedule did before aggregates were modelled.
+    fn with_aggregates(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0x6b70_6c00);
+        if side.random_bool(0.5) {
+            self.aggregates = [0.3, 0.8][side.random_range(0..2)];
+        }
+        self
     }
 
     /// Whether the shards are read with enhanced fan-out, from a generator of its own (as

@@ -36,7 +36,9 @@
 //! channel, a cancel that comes while a round runs).
 //!
 //! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
-//! (closed shards keep a finite record list, open ones grow as a producer writes), one lease
+//! (closed shards keep a finite record list, open ones grow as a producer writes plain records
+//! and, in half the schedules, KPL aggregates of one to four user records, which Kinesis serves
+//! whole and a checkpoint may stop inside: `Config::aggregates`), one lease
 //! store, and per instance a bounded delivery channel and a pool of handlers that ack out of
 //! order. Faults, during a chaos phase: store calls that fail (not applied), time out (applied or
 //! not, the caller cannot tell) or answer late; an instance cut off from the store for a while;
@@ -106,7 +108,8 @@
 //! unread). A row may be malformed for a while (`Config::malformed`): its
 //! reads, its writes and the stream's `list` fail, a round then reads row by row (`read_rows`)
 //! and leaves the shard and every descendant alone (`plan::held_back_by`). A handler may seek
-//! its shard to a record a few before or after its own (`KinesisSeeker::seek`): the watermark
+//! its shard to a record a few before or after its own (`KinesisSeeker::seek`; a user record of
+//! an aggregate by its sub-sequence, as its delivery names it): the watermark
 //! resets, records waiting to come back are dropped, deliveries of the old position are dropped
 //! in front of their handlers, and the reader restarts at the target, a draining one included.
 //!

@@ -314,13 +314,12 @@ impl Sim {
         }
         self.mark_acked(msg.shard, msg.idx);
         // `ShardHandle::settle`.
-        let records = &self.stream.shards[msg.shard].records;
+        let stream = &self.stream;
         if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
             // Refused once no checkpoint of the shard will be written any more.
             if let Ok(settled) = s.machine.settle(msg.ticket, false) {
                 if let Some(upto) = &settled.grown_to {
-                    let seq: u64 = upto.parse().expect("a sequence number");
-                    s.settled_upto = records.binary_search(&seq).ok();
+                    s.settled_upto = stream.index_through(msg.shard, Mark::of(Some(upto)));
                     // A settled prefix that grows is progress, also where a seek back made the
                     // shard deliver again what was acked before.
                     self.last_progress = self.now;
@@ -399,10 +398,18 @@ impl Sim {
             .random_range(msg.idx.saturating_sub(4)..=(msg.idx + 4).min(len - 1));
         let seq = self.stream.shards[shard].records[target];
         let id = self.id(shard);
-        let start = ShardStart::At(KinesisPosition::at_sequence(
-            Arc::clone(&id),
-            seq.to_string(),
-        ));
+        // A user record of an aggregate as its delivery's context names it.
+        let to = match self.stream.shards[shard].subs[target] {
+            Some(sub) => KinesisPosition::at_sub_sequence(Arc::clone(&id), seq.to_string(), sub),
+            None => KinesisPosition::at_sequence(Arc::clone(&id), seq.to_string()),
+        };
+        // `seek_live`: the iterator at the target (Kinesis serves its aggregate whole), and
+        // where later iterators start until a record is delivered.
+        let iterator = self.stream.aggregate_start(shard, target);
+        let wall = self.wall_at(i, self.now);
+        let resume = ShardStart::from_checkpoint(&id, &ShardStart::At(to).to_checkpoint(wall));
+        // Its checkpoints may go back to the target's, no further.
+        let floor = self.stream.mark_through(shard, target);
         let Some(s) = self.session(i, sid) else {
             return;
         };
@@ -411,9 +418,8 @@ impl Sim {
             return;
         }
         // `seek_live` resolved the iterator (here: the target's index); `ShardHandle::seek`.
-        let restarts = s.machine.seek(target.to_string(), start);
+        let restarts = s.machine.seek(iterator.to_string(), resume);
         s.settled_upto = None;
-        let floor = Mark::Seq(seq);
         s.seek_floor = Some(s.seek_floor.map_or(floor, |known| known.min(floor)));
         if let Some(floor) = s.seek_floor {
             self.seek_floors.insert(sid, floor);

@@ -16,6 +16,10 @@ impl Sim {
         sent: Time,
     ) {
         let start_idx = self.stream.index_of(shard, start);
+        let iterator = self.stream.iterator_index(shard, start);
+        if start.within().is_some() {
+            self.stats.within_starts += 1;
+        }
         self.reach(shard, start_idx);
         let timings = self.cfg.timings;
         // `take`: the handle's lease counts from the take's send by both clocks, and so does
@@ -29,7 +33,7 @@ impl Sim {
             window: self.cfg.window,
             fan_out: self.cfg.fan_out,
         };
-        let mut machine = ShardMachine::new(lease, settings, start_idx.to_string(), resume);
+        let mut machine = ShardMachine::new(lease, settings, iterator.to_string(), resume);
         // `start_reader`: the listing the take came from shows the shard closed.
         if self.stream.shards[shard].info.closed {
             machine.shard_closed();
@@ -488,7 +492,7 @@ impl Sim {
                 let from: usize = iterator.parse().expect("a simulated iterator");
                 let sim = &self.stream.shards[shard];
                 let len = sim.records.len();
-                let end = (from + self.cfg.batch).min(len);
+                let end = self.stream.batch_end(shard, from, self.cfg.batch);
                 let records = (from..end)
                     .map(|idx| self.stream.record(shard, idx))
                     .collect();
@@ -505,13 +509,17 @@ impl Sim {
                 {
                     return Fetch::Failed;
                 }
-                let idx = self.stream.index_of(shard, start);
+                let idx = self.stream.iterator_index(shard, start);
+                let first = self.stream.index_of(shard, start);
+                if start.within().is_some() {
+                    self.stats.within_starts += 1;
+                }
                 let events = self.rng.random_range(0..=20);
                 let Some(s) = self.session(i, sid) else {
                     return Fetch::Failed;
                 };
                 if !matches!(start, ShardStart::After(_)) {
-                    s.start_idx = idx;
+                    s.start_idx = first;
                 }
                 s.subscription = Some((idx, events));
                 Fetch::Subscribed
@@ -532,7 +540,7 @@ impl Sim {
                 }
                 let sim = &self.stream.shards[shard];
                 let len = sim.records.len();
-                let end = (from + self.cfg.batch).min(len);
+                let end = self.stream.batch_end(shard, from, self.cfg.batch);
                 let ended = self.cfg.fan_out_children && sim.info.closed && end == len;
                 let records: Vec<SimRecord> = (from..end)
                     .map(|idx| self.stream.record(shard, idx))
@@ -555,12 +563,17 @@ impl Sim {
                 if chaos && self.rng.random_bool(self.cfg.p_iterator_fails) {
                     return Fetch::IteratorFailed;
                 }
-                let idx = self.stream.index_of(shard, start);
+                let idx = self.stream.iterator_index(shard, start);
+                let first = self.stream.index_of(shard, start);
+                if start.within().is_some() {
+                    self.stats.within_starts += 1;
+                }
                 if !matches!(start, ShardStart::After(_))
                     && let Some(s) = self.session(i, sid)
                 {
-                    // The ghost: where the session starts again.
-                    s.start_idx = idx;
+                    // The ghost: where the session starts again, past the user records a start
+                    // inside an aggregate drops.
+                    s.start_idx = first;
                 }
                 Fetch::Iterator(idx.to_string())
             }

@@ -509,9 +509,8 @@ impl Sim {
                         }
                         self.stats.hand_overs += 1;
                         self.log(|| format!("shard {shard} handed over to {to} at {mark:?}"));
-                        let records = &self.stream.shards[shard].records;
                         if let Some(idx) = *cover
-                            && mark < Mark::Seq(records[idx])
+                            && mark < self.stream.mark_through(shard, idx)
                         {
                             self.fail(format!(
                                 "planned move: session {} handed shard {shard} over at \
@@ -577,12 +576,8 @@ impl Sim {
                         } else {
                             self.notice.counter += 1;
                         }
-                        let records = &self.stream.shards[shard].records;
-                        let next = match mark {
-                            Mark::None | Mark::Start => 0,
-                            Mark::Seq(seq) => records.partition_point(|&s| s <= seq),
-                            Mark::End => records.len(),
-                        };
+                        let next = self.stream.next_after(shard, mark);
+                        let len = self.stream.shards[shard].records.len();
                         let process = self.insts[op.inst].process;
                         let taker_ready = self.insts.iter().any(|inst| {
                             inst.alive
@@ -591,7 +586,7 @@ impl Sim {
                                 && inst.process != process
                         });
                         self.ghost[shard].handover =
-                            (*graceful && next < records.len()).then_some(Handover {
+                            (*graceful && next < len).then_some(Handover {
                                 at: self.now,
                                 from: op.sid,
                                 taker_ready,
@@ -599,8 +594,8 @@ impl Sim {
                                 read: false,
                             });
                         if let Some(idx) = *cover {
-                            let seq = self.stream.shards[shard].records[idx];
-                            if mark < Mark::Seq(seq) {
+                            if mark < self.stream.mark_through(shard, idx) {
+                                let seq = self.stream.shards[shard].records[idx];
                                 self.fail(format!(
                                     "graceful: session {} released shard {shard} at checkpoint \
                                      {mark:?}, behind record #{idx} ({seq}) it delivered and \

@@ -8,8 +8,11 @@ use super::*;
 pub(super) struct SimShard {
     pub(super) info: ShardInfo,
     pub(super) parents: Vec<usize>,
-    /// Sequence numbers, ascending.
+    /// Sequence numbers, ascending: one per user record, so the user records of one KPL
+    /// aggregate share theirs.
     pub(super) records: Vec<u64>,
+    /// Each user record's index in its aggregate (`None` for a plain record).
+    pub(super) subs: Vec<Option<u64>>,
     /// When each record arrived (true time, Kinesis's clock).
     pub(super) arrived: Vec<Time>,
     /// Trimmed out of the stream (retention): not listed, and its reads answer
@@ -24,6 +27,9 @@ pub(super) struct Stream {
     pub(super) open: Vec<usize>,
     pub(super) ids: HashMap<Arc<str>, usize>,
     pub(super) next_seq: u64,
+    /// The machine is told every user record ends its aggregate, so a checkpoint through any
+    /// of them covers the whole aggregate (`Config::checkpoints_inside_aggregates` off).
+    pub(super) whole_aggregates_only: bool,
 }
 
 impl Stream {
@@ -32,7 +38,74 @@ impl Stream {
         SimRecord {
             idx,
             sequence: Arc::from(self.shards[shard].records[idx].to_string()),
+            sub: self.shards[shard].subs[idx],
+            ends: self.whole_aggregates_only || self.ends_record(shard, idx),
         }
+    }
+
+    /// Whether no user record of its aggregate follows record `idx` of `shard`.
+    fn ends_record(&self, shard: usize, idx: usize) -> bool {
+        let records = &self.shards[shard].records;
+        records.get(idx + 1) != Some(&records[idx])
+    }
+
+    /// Where a checkpoint through record `idx` of `shard` stands.
+    pub(super) fn mark_through(&self, shard: usize, idx: usize) -> Mark {
+        let sequence = self.shards[shard].records[idx];
+        match self.shards[shard].subs[idx] {
+            Some(sub) if !self.ends_record(shard, idx) => Mark::Seq(sequence, sub),
+            _ => Mark::Seq(sequence, WHOLE),
+        }
+    }
+
+    /// The first record of `shard` a checkpoint at `mark` does not cover.
+    pub(super) fn next_after(&self, shard: usize, mark: Mark) -> usize {
+        let len = self.shards[shard].records.len();
+        match mark {
+            Mark::None | Mark::Start => 0,
+            Mark::End => len,
+            Mark::Seq(..) => {
+                // `mark_through` grows with the index: the first one past `mark`.
+                let (mut lo, mut hi) = (0, len);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if self.mark_through(shard, mid) <= mark {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo
+            }
+        }
+    }
+
+    /// The record of `shard` a checkpoint at `mark` was written through, if it names one.
+    pub(super) fn index_through(&self, shard: usize, mark: Mark) -> Option<usize> {
+        let next = self.next_after(shard, mark);
+        next.checked_sub(1)
+            .filter(|&idx| self.mark_through(shard, idx) == mark)
+    }
+
+    /// Where a call that serves `shard` from record `from` and returns at most `limit` Kinesis
+    /// records ends: an aggregate counts one, and comes whole.
+    pub(super) fn batch_end(&self, shard: usize, from: usize, limit: usize) -> usize {
+        let records = &self.shards[shard].records;
+        let mut end = from;
+        for _ in 0..limit {
+            let Some(&sequence) = records.get(end) else {
+                break;
+            };
+            end += records[end..].partition_point(|&seq| seq == sequence);
+        }
+        end
+    }
+
+    /// The first user record of the aggregate record `idx` of `shard` belongs to: where Kinesis
+    /// serves it from, since a call returns an aggregate whole.
+    pub(super) fn aggregate_start(&self, shard: usize, idx: usize) -> usize {
+        let records = &self.shards[shard].records;
+        records.partition_point(|&seq| seq < records[idx])
     }
 
     pub(super) fn add(&mut self, parents: Vec<usize>) -> usize {
@@ -50,6 +123,7 @@ impl Stream {
             info,
             parents,
             records: Vec::new(),
+            subs: Vec::new(),
             arrived: Vec::new(),
             trimmed: false,
         });
@@ -72,8 +146,9 @@ impl Stream {
             .collect()
     }
 
-    /// The index of the first record of `shard` a reader opened at `start` reads.
-    pub(super) fn index_of(&self, shard: usize, start: &ShardStart) -> usize {
+    /// The index of the first record Kinesis serves to a reader of `shard` opened at `start`:
+    /// always the first user record of an aggregate.
+    pub(super) fn iterator_index(&self, shard: usize, start: &ShardStart) -> usize {
         let sim = &self.shards[shard];
         match start {
             ShardStart::After(checkpoint) => {
@@ -87,8 +162,7 @@ impl Stream {
                 let from = at_ms.saturating_sub(BASE_MS.unsigned_abs());
                 sim.arrived.partition_point(|&t| millis(t) < from)
             }
-            // The simulated stream's records are plain: a start inside an aggregate never
-            // comes up, and would read the record again.
+            // At (or inside) an aggregate: Kinesis serves it from its first user record.
             ShardStart::At(
                 KinesisPosition::AtSequence { sequence, .. }
                 | KinesisPosition::AtSubSequence { sequence, .. },
@@ -97,6 +171,18 @@ impl Stream {
                 let at: u64 = sequence.parse().expect("a sequence number");
                 sim.records.partition_point(|&seq| seq < at)
             }
+        }
+    }
+
+    /// The index of the first record a reader of `shard` opened at `start` hands out: where
+    /// Kinesis serves from, less the user records a start inside an aggregate drops.
+    pub(super) fn index_of(&self, shard: usize, start: &ShardStart) -> usize {
+        match start {
+            ShardStart::Within { sequence, through } => {
+                let at: u64 = sequence.parse().expect("a sequence number");
+                self.next_after(shard, Mark::Seq(at, *through))
+            }
+            _ => self.iterator_index(shard, start),
         }
     }
 }
@@ -469,11 +555,21 @@ pub(super) enum FinishState {
 pub(super) struct SimRecord {
     pub(super) idx: usize,
     pub(super) sequence: Arc<str>,
+    pub(super) sub: Option<u64>,
+    pub(super) ends: bool,
 }
 
 impl Sequenced for SimRecord {
     fn sequence(&self) -> &Arc<str> {
         &self.sequence
+    }
+
+    fn sub_sequence(&self) -> Option<u64> {
+        self.sub
+    }
+
+    fn ends_record(&self) -> bool {
+        self.ends
     }
 }
 
@@ -722,6 +818,9 @@ pub(super) struct Stats {
     pub(super) graceful_covers: u64,
     pub(super) partitions: u64,
     pub(super) reshards: u64,
+    /// KPL aggregates written, and readers (or fresh iterators) that started inside one.
+    pub(super) aggregates: u64,
+    pub(super) within_starts: u64,
     pub(super) filtered: u64,
     /// Deliveries handed back by their handlers, and deliveries withheld where their handler
     /// was about to start.
@@ -799,6 +898,8 @@ impl Stats {
         self.graceful_covers += o.graceful_covers;
         self.partitions += o.partitions;
         self.reshards += o.reshards;
+        self.aggregates += o.aggregates;
+        self.within_starts += o.within_starts;
         self.filtered += o.filtered;
         self.handed_back += o.handed_back;
         self.timed_redeliveries += o.timed_redeliveries;

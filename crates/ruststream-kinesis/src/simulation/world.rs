@@ -14,18 +14,30 @@ impl Sim {
         let shard = open[self.rng.random_range(0..open.len())];
         let seq = self.stream.next_seq;
         self.stream.next_seq += self.rng.random_range(1..=3);
-        self.stream.shards[shard].records.push(seq);
-        self.stream.shards[shard].arrived.push(self.now);
+        // A KPL aggregate: its user records share the sequence number, and arrive together.
+        let subs: Vec<Option<u64>> =
+            if self.cfg.aggregates > 0.0 && self.rng.random_bool(self.cfg.aggregates) {
+                self.stats.aggregates += 1;
+                (0..self.rng.random_range(1..=4)).map(Some).collect()
+            } else {
+                vec![None]
+            };
         let owed = match &self.cfg.initial {
             KinesisPosition::AtTimestamp(at) => wall_time(millis(self.now)) >= *at,
             _ => self.ghost[shard].reached,
         };
-        let g = &mut self.ghost[shard];
-        g.acked.push(false);
-        g.owed.push(false);
-        let idx = g.acked.len() - 1;
-        if owed {
-            self.owe(shard, idx);
+        for sub in subs {
+            let sim = &mut self.stream.shards[shard];
+            sim.records.push(seq);
+            sim.subs.push(sub);
+            sim.arrived.push(self.now);
+            let g = &mut self.ghost[shard];
+            g.acked.push(false);
+            g.owed.push(false);
+            let idx = g.acked.len() - 1;
+            if owed {
+                self.owe(shard, idx);
+            }
         }
         let (lo, hi) = self.cfg.write_gap_ms;
         let next = self.now + ms(self.rng.random_range(lo..=hi));

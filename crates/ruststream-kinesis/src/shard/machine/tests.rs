@@ -42,11 +42,8 @@ impl Sequenced for Rec {
         self.1.map(|(sub, _)| sub)
     }
 
-    fn checkpoint(&self) -> Arc<str> {
-        match self.1 {
-            Some((sub, false)) => Arc::from(crate::lease::within_checkpoint(&self.0, sub)),
-            _ => Arc::clone(&self.0),
-        }
+    fn ends_record(&self) -> bool {
+        self.1.is_none_or(|(_, last)| last)
     }
 }
 
