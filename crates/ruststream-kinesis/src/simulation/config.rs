@@ -148,6 +148,9 @@ pub(super) struct Config {
     /// inside the aggregate (`Sequenced::checkpoint`), as it does; off, it covers the whole
     /// aggregate, and a takeover after it skips the rest.
     pub(super) checkpoints_inside_aggregates: bool,
+    /// How often a `GetRecords` call or a subscription's event answers no record where records
+    /// follow (as Kinesis may), in the schedules drawn with aggregates.
+    pub(super) p_empty: f64,
     /// With fan-out: whether a closed shard's last event names its children (AWS), or none
     /// does and the end is confirmed by polling (the local engine).
     pub(super) fan_out_children: bool,
@@ -312,6 +315,7 @@ impl Config {
             fan_out_children: false,
             aggregates: 0.0,
             checkpoints_inside_aggregates: true,
+            p_empty: 0.0,
         }
         .with_balancing(rng)
         .with_fan_out(rng)
@@ -325,6 +329,7 @@ impl Config {
         let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0x6b70_6c00);
         if side.random_bool(0.5) {
             self.aggregates = [0.3, 0.8][side.random_range(0..2)];
+            self.p_empty = [0.0, 0.1][side.random_range(0..2)];
         }
         self
     }

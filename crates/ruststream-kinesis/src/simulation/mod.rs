@@ -38,7 +38,8 @@
 //! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
 //! (closed shards keep a finite record list, open ones grow as a producer writes plain records
 //! and, in half the schedules, KPL aggregates of one to four user records, which Kinesis serves
-//! whole and a checkpoint may stop inside: `Config::aggregates`), one lease
+//! whole and a checkpoint may stop inside: `Config::aggregates`; in some of those, calls and
+//! events answer no record where records follow, as Kinesis may: `Config::p_empty`), one lease
 //! store, and per instance a bounded delivery channel and a pool of handlers that ack out of
 //! order. Faults, during a chaos phase: store calls that fail (not applied), time out (applied or
 //! not, the caller cannot tell) or answer late; an instance cut off from the store for a while;
@@ -144,7 +145,12 @@
 //! (`late_writes_behind_the_counter_fence_keep_the_invariants`). A take is not
 //! counter-conditioned; instead a take of a row the taker's owner holds must not move its expiry
 //! back (`take_keeps_expiry`, as `TAKE_CONDITION` in `lease/dynamo.rs` now says), so takes land
-//! late in the main run too (`late_takes_that_keep_the_expiry_keep_the_invariants`). With the
+//! late in the main run too (`late_takes_that_keep_the_expiry_keep_the_invariants`). One such
+//! take still lands: the instance's own, after a later take of the same shard by the same
+//! instance whose wall clock stepped back in between. It moves the expiry forward and bumps the
+//! counter, but no reader stands behind it (its caller gave up), so the live session keeps the
+//! row in the checks and learns of the bump at its next write (`Stats::phantom_takes`,
+//! `an_own_take_landing_late_behind_a_later_one_takes_nothing_from_its_session`). With the
 //! plain `lease_owner = :me` a take of the same owner id landing after a later one was granted
 //! set the expiry back to its own send time and let another instance take the shard while the
 //! holder still delivered (`a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence`).

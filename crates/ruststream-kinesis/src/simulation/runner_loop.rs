@@ -144,7 +144,10 @@ impl Sim {
         }
         match ev {
             Ev::Apply { op, reply } => {
-                let res = self.apply(&op);
+                // No answer reaches a caller that gave up (a timeout), nor the first attempt of
+                // a resend pair; only the former leaves a take with no reader behind it.
+                let unanswered = reply.is_none() && op.pair.is_none();
+                let res = self.apply(&op, unanswered);
                 if let (Some(pair), false, Res::Ok) = (op.pair, op.resend, &res) {
                     self.landed_pairs.insert(pair);
                 }

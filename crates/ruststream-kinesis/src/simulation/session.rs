@@ -492,6 +492,15 @@ impl Sim {
                 let from: usize = iterator.parse().expect("a simulated iterator");
                 let sim = &self.stream.shards[shard];
                 let len = sim.records.len();
+                if self.cfg.p_empty > 0.0 && from < len && self.rng.random_bool(self.cfg.p_empty) {
+                    // Kinesis may answer no record with records further on: the same place.
+                    self.stats.empty_answers += 1;
+                    return Fetch::Records {
+                        records: Vec::new(),
+                        next: Some(from.to_string()),
+                        millis_behind: Some(1_000),
+                    };
+                }
                 let end = self.stream.batch_end(shard, from, self.cfg.batch);
                 let records = (from..end)
                     .map(|idx| self.stream.record(shard, idx))
@@ -511,9 +520,6 @@ impl Sim {
                 }
                 let idx = self.stream.iterator_index(shard, start);
                 let first = self.stream.index_of(shard, start);
-                if start.within().is_some() {
-                    self.stats.within_starts += 1;
-                }
                 let events = self.rng.random_range(0..=20);
                 let Some(s) = self.session(i, sid) else {
                     return Fetch::Failed;
@@ -540,6 +546,23 @@ impl Sim {
                 }
                 let sim = &self.stream.shards[shard];
                 let len = sim.records.len();
+                if self.cfg.p_empty > 0.0 && from < len && self.rng.random_bool(self.cfg.p_empty) {
+                    // An event with no record (the service sends one every few seconds): its
+                    // continuation is the last record before where the subscription stands.
+                    self.stats.empty_answers += 1;
+                    let continuation = from
+                        .checked_sub(1)
+                        .map(|last| sim.records[last].to_string());
+                    if let Some(s) = self.session(i, sid) {
+                        s.subscription = Some((from, events - 1));
+                    }
+                    return Fetch::Event {
+                        records: Vec::new(),
+                        continuation,
+                        millis_behind: Some(1_000),
+                        ended: false,
+                    };
+                }
                 let end = self.stream.batch_end(shard, from, self.cfg.batch);
                 let ended = self.cfg.fan_out_children && sim.info.closed && end == len;
                 let records: Vec<SimRecord> = (from..end)
@@ -565,9 +588,6 @@ impl Sim {
                 }
                 let idx = self.stream.iterator_index(shard, start);
                 let first = self.stream.index_of(shard, start);
-                if start.within().is_some() {
-                    self.stats.within_starts += 1;
-                }
                 if !matches!(start, ShardStart::After(_))
                     && let Some(s) = self.session(i, sid)
                 {

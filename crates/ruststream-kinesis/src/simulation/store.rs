@@ -309,7 +309,9 @@ impl Sim {
 
     /// The store's conditional writes, as `MemoryLeaseStore` and `DynamoLeaseStore` make them,
     /// with the expiry judged by the caller's clock.
-    pub(super) fn apply(&mut self, op: &Op) -> Res {
+    /// Applies `op` to the store; `unanswered`: its caller gave up on it (timed out) and hears
+    /// nothing of it.
+    pub(super) fn apply(&mut self, op: &Op, unanswered: bool) -> Res {
         let lease_ms = millis(self.cfg.timings.lease());
         let shard = op.shard;
         let malformed = match op.kind {
@@ -409,11 +411,34 @@ impl Sim {
                 }
                 let previous = row.holder.filter(|&prev| prev != op.sid);
                 let stolen = state.owner.is_some() && !state.is_held_by(&op.owner);
+                // A take of this owner's own row whose caller gave up on it, landing after a later
+                // take of the same instance (its wall clock stepped back in between, so the
+                // condition let it through): no reader stands behind it, the expiry did not move
+                // back, and the row stays this owner's. The live session keeps the row; its next
+                // write meets the bumped counter (or adopts it, if that write's answer was lost).
+                let phantom = unanswered
+                    && !stolen
+                    && state.expiry_ms <= op.wall_ms + lease_ms
+                    && previous
+                        .is_some_and(|prev| self.sid_inst.get(&prev) == Some(&(op.inst, op.inc)));
                 state.owner = Some(op.owner.to_string());
                 state.expiry_ms = op.wall_ms + lease_ms;
                 state.counter += 1;
                 state.handoff = None;
                 let granted = state.clone();
+                row.expiry_sent = op.sent;
+                row.expiry_moved_back = false;
+                if phantom {
+                    self.stats.phantom_takes += 1;
+                    self.log(|| {
+                        format!(
+                            "a take of session {} landed unanswered on shard {shard}, held by \
+                             {previous:?} of the same instance",
+                            op.sid
+                        )
+                    });
+                    return Res::Granted(granted);
+                }
                 row.holder = Some(op.sid);
                 self.stats.takes += 1;
                 if stolen {
@@ -422,9 +447,6 @@ impl Sim {
                 if let Some(prev) = previous {
                     self.check_no_live_holder(prev, op);
                 }
-                let row = &mut self.rows[shard];
-                row.expiry_sent = op.sent;
-                row.expiry_moved_back = false;
                 self.handover_step(shard, op.sid, Step::Take);
                 Res::Granted(granted)
             }

@@ -175,12 +175,22 @@ impl Stream {
     }
 
     /// The index of the first record a reader of `shard` opened at `start` hands out: where
-    /// Kinesis serves from, less the user records a start inside an aggregate drops.
+    /// Kinesis serves from, less the user records a start inside an aggregate drops (a start at
+    /// a later user record is read with the start inside the aggregate as its resume, as
+    /// `ShardStart::to_checkpoint` records it).
     pub(super) fn index_of(&self, shard: usize, start: &ShardStart) -> usize {
         match start {
             ShardStart::Within { sequence, through } => {
                 let at: u64 = sequence.parse().expect("a sequence number");
                 self.next_after(shard, Mark::Seq(at, *through))
+            }
+            ShardStart::At(KinesisPosition::AtSubSequence {
+                sequence,
+                sub_sequence: sub @ 1..,
+                ..
+            }) => {
+                let at: u64 = sequence.parse().expect("a sequence number");
+                self.next_after(shard, Mark::Seq(at, sub - 1))
             }
             _ => self.iterator_index(shard, start),
         }
@@ -818,9 +828,14 @@ pub(super) struct Stats {
     pub(super) graceful_covers: u64,
     pub(super) partitions: u64,
     pub(super) reshards: u64,
-    /// KPL aggregates written, and readers (or fresh iterators) that started inside one.
+    /// KPL aggregates written, and readers that took a shard over from a checkpoint inside one.
     pub(super) aggregates: u64,
     pub(super) within_starts: u64,
+    /// Calls and events that answered no record where records followed.
+    pub(super) empty_answers: u64,
+    /// Takes of an instance's own row that landed after their caller gave up, behind a later
+    /// take of the same instance (a wall clock stepped back between the two).
+    pub(super) phantom_takes: u64,
     pub(super) filtered: u64,
     /// Deliveries handed back by their handlers, and deliveries withheld where their handler
     /// was about to start.
@@ -900,6 +915,8 @@ impl Stats {
         self.reshards += o.reshards;
         self.aggregates += o.aggregates;
         self.within_starts += o.within_starts;
+        self.phantom_takes += o.phantom_takes;
+        self.empty_answers += o.empty_answers;
         self.filtered += o.filtered;
         self.handed_back += o.handed_back;
         self.timed_redeliveries += o.timed_redeliveries;

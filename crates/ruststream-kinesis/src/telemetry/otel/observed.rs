@@ -25,9 +25,14 @@ impl<T: Copy + Send + 'static> Observed<T> {
     /// A gauge `build` makes with the callback that reports every shard's figure.
     pub(super) fn new(build: impl FnOnce(Callback<T>) -> ObservableGauge<T>) -> Self {
         let values: Values<T> = Arc::default();
-        let read = Arc::clone(&values);
+        // The meter provider keeps the callback for its own life, past this gauge's: once the
+        // gauge is dropped (its broker gone) the callback observes nothing and holds no figure.
+        let read = Arc::downgrade(&values);
         let gauge = build(Box::new(move |observer| {
-            let values = read.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(values) = read.upgrade() else {
+                return;
+            };
+            let values = values.lock().unwrap_or_else(PoisonError::into_inner);
             for (stream, shards) in values.iter() {
                 for (shard_id, value) in shards {
                     observer.observe(*value, &super::shard(stream, shard_id));

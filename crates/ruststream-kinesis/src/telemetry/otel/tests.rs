@@ -106,10 +106,8 @@ fn gauge_points(exporter: &InMemoryMetricExporter, name: &str) -> Vec<(String, i
     }
 }
 
-/// A shard this instance stops reading leaves the lag gauges at the next collection: the lag
-/// of a shard read elsewhere now is never reported from here.
-#[test]
-fn a_shard_no_longer_read_leaves_the_lag_gauges() {
+/// Instruments on a meter provider of their own, whose exports `exporter` keeps.
+fn exported_instruments() -> (InMemoryMetricExporter, SdkMeterProvider, super::Instruments) {
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter.clone()).build())
@@ -118,6 +116,14 @@ fn a_shard_no_longer_read_leaves_the_lag_gauges() {
         &provider,
         "ruststream-kinesis",
     ));
+    (exporter, provider, instruments)
+}
+
+/// A shard this instance stops reading leaves the lag gauges at the next collection: the lag
+/// of a shard read elsewhere now is never reported from here.
+#[test]
+fn a_shard_no_longer_read_leaves_the_lag_gauges() {
+    let (exporter, provider, instruments) = exported_instruments();
     for shard in ["shardId-0", "shardId-1"] {
         instruments.reader_started("orders", shard);
         instruments.read("orders", shard, 1, 10, Some(1_500));
@@ -142,4 +148,31 @@ fn a_shard_no_longer_read_leaves_the_lag_gauges() {
         gauge_points(&exporter, "messaging.kinesis.checkpoint.lag"),
         [("shardId-1".to_owned(), 3)]
     );
+}
+
+/// The instruments of a broker that is gone report nothing: the meter provider keeps each
+/// gauge's callback for its own life, and the callback must not keep the figures of shards no
+/// broker reads any more (nor their memory).
+#[test]
+fn the_lag_gauges_of_dropped_instruments_report_nothing() {
+    let (exporter, provider, instruments) = exported_instruments();
+    instruments.reader_started("orders", "shardId-0");
+    instruments.read("orders", "shardId-0", 1, 10, Some(1_500));
+    instruments.checkpoint_lag("orders", "shardId-0", 3);
+    provider.force_flush().unwrap();
+    assert_eq!(
+        gauge_points(&exporter, "messaging.kinesis.millis_behind_latest"),
+        [("shardId-0".to_owned(), 1_500)]
+    );
+
+    // Dropped with a reader still counted: no reader ended it.
+    drop(instruments);
+    exporter.reset();
+    provider.force_flush().unwrap();
+    for name in [
+        "messaging.kinesis.millis_behind_latest",
+        "messaging.kinesis.checkpoint.lag",
+    ] {
+        assert_eq!(gauge_points(&exporter, name), [], "{name}");
+    }
 }
