@@ -61,11 +61,13 @@ impl Sim {
     pub(super) fn unreach(&mut self, shard: usize) {
         for child in self.stream.children(shard) {
             let opened = self.rows[child].seen().is_some();
-            // A merge child of a parent the application read starts at its beginning.
-            let read_parent = self.stream.shards[child]
-                .parents
-                .iter()
-                .any(|&p| p != shard && (self.ghost[p].reached || self.rows[p].seen().is_some()));
+            // A merge child of a parent the application read starts at its beginning; a parent
+            // marked never to be read (`SHARD_SKIPPED`) was not read (`plan`'s lineage rule).
+            let read_parent = self.stream.shards[child].parents.iter().any(|&p| {
+                p != shard
+                    && (self.ghost[p].reached
+                        || self.rows[p].seen().is_some_and(|row| !row.is_skipped()))
+            });
             if opened || read_parent || !self.ghost[child].reached {
                 continue;
             }

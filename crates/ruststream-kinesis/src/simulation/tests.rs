@@ -560,6 +560,21 @@ fn an_own_take_landing_late_behind_a_later_one_takes_nothing_from_its_session() 
     );
 }
 
+/// A schedule a long run found: retention trimmed a shard the application was still behind on,
+/// and a merge grandchild's parents were one marked never to be read (`SHARD_SKIPPED`) and one
+/// trimmed before it was taken. The table tells nothing came first (`plan`'s lineage rule), so
+/// the grandchild starts at the tip; the checker had counted the marked parent as read and owed
+/// the grandchild's records from its beginning.
+#[test]
+fn a_merge_child_of_a_skipped_parent_and_a_trimmed_one_starts_where_the_application_starts() {
+    let stats =
+        run_seed(1_796_259_988_738_038_366, &no_tweak).unwrap_or_else(|report| panic!("{report}"));
+    assert!(
+        stats.trimmed_unread > 0 && stats.reshards >= 4,
+        "the schedule still trims a lineage unread: {stats:?}"
+    );
+}
+
 /// Enhanced fan-out in every schedule, half of them with a closed shard's last event naming
 /// its children (AWS) and half without (the local engine, where polling confirms the end):
 /// subscriptions that end, fail and are refused keep every invariant, and no shard wedges.
