@@ -59,6 +59,7 @@ impl Sim {
             handled_upto: None,
             // A holder stops at `sent + lease - holder_margin` by its own clock.
             deadline: sent + timings.lease() - timings.holder_margin(),
+            take_sent: sent,
             lost: false,
             cover: None,
             subscription: None,

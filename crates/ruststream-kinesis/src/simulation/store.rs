@@ -416,11 +416,18 @@ impl Sim {
                 // condition let it through): no reader stands behind it, the expiry did not move
                 // back, and the row stays this owner's. The live session keeps the row; its next
                 // write meets the bumped counter (or adopts it, if that write's answer was lost).
+                // Sent before the live session's own take: a take sent while that session
+                // already held the shard would be the coordinator taking a shard twice.
                 let phantom = unanswered
                     && !stolen
                     && state.expiry_ms <= op.wall_ms + lease_ms
-                    && previous
-                        .is_some_and(|prev| self.sid_inst.get(&prev) == Some(&(op.inst, op.inc)));
+                    && previous.is_some_and(|prev| {
+                        self.sid_inst.get(&prev) == Some(&(op.inst, op.inc))
+                            && self.insts[op.inst]
+                                .sessions
+                                .get(&prev)
+                                .is_none_or(|held| op.sent < held.take_sent)
+                    });
                 state.owner = Some(op.owner.to_string());
                 state.expiry_ms = op.wall_ms + lease_ms;
                 state.counter += 1;

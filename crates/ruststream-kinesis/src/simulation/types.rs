@@ -611,6 +611,8 @@ pub(super) struct Session {
     /// Below which a checkpoint of this session may go after a seek of it: the place of the
     /// record before the oldest seek target (`None`: it made no seek).
     pub(super) seek_floor: Option<Mark>,
+    /// When the take that granted the session its lease was sent (true time).
+    pub(super) take_sent: Time,
     pub(super) last_idx: Option<usize>,
     /// The last record index of the session that reached a handler.
     pub(super) handled_upto: Option<usize>,
