@@ -165,6 +165,14 @@ impl ShardStart {
         }
     }
 
+    /// Where later iterators of a shard sought to `to` at `now_ms` start until a record is
+    /// delivered: the position as a checkpoint records it (the tip as the moment of the seek,
+    /// not a later tip; a later user record of an aggregate as a start inside it).
+    pub(crate) fn resuming_at(to: &KinesisPosition, now_ms: u64) -> Self {
+        let start = Self::At(to.clone());
+        Self::from_checkpoint(to.shard().unwrap_or_default(), &start.to_checkpoint(now_ms))
+    }
+
     /// Where a shard resumes from a stored checkpoint: after a sequence number, or at the start
     /// position its first owner recorded before reading (see [`ShardStart::to_checkpoint`]).
     pub(crate) fn from_checkpoint(shard: &str, checkpoint: &str) -> Self {

@@ -407,7 +407,7 @@ impl Sim {
         // where later iterators start until a record is delivered.
         let iterator = self.stream.aggregate_start(shard, target);
         let wall = self.wall_at(i, self.now);
-        let resume = ShardStart::from_checkpoint(&id, &ShardStart::At(to).to_checkpoint(wall));
+        let resume = ShardStart::resuming_at(&to, wall);
         // Its checkpoints may go back to the target's, no further.
         let floor = self.stream.mark_through(shard, target);
         let Some(s) = self.session(i, sid) else {

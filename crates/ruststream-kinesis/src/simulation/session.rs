@@ -491,17 +491,16 @@ impl Sim {
                     return Fetch::Expired;
                 }
                 let from: usize = iterator.parse().expect("a simulated iterator");
-                let sim = &self.stream.shards[shard];
-                let len = sim.records.len();
-                if self.cfg.p_empty > 0.0 && from < len && self.rng.random_bool(self.cfg.p_empty) {
+                let len = self.stream.shards[shard].records.len();
+                if self.answers_empty(from, len) {
                     // Kinesis may answer no record with records further on: the same place.
-                    self.stats.empty_answers += 1;
                     return Fetch::Records {
                         records: Vec::new(),
                         next: Some(from.to_string()),
                         millis_behind: Some(1_000),
                     };
                 }
+                let sim = &self.stream.shards[shard];
                 let end = self.stream.batch_end(shard, from, self.cfg.batch);
                 let records = (from..end)
                     .map(|idx| self.stream.record(shard, idx))
@@ -545,15 +544,13 @@ impl Sim {
                 if events == 0 {
                     return Fetch::SubscriptionEnded;
                 }
-                let sim = &self.stream.shards[shard];
-                let len = sim.records.len();
-                if self.cfg.p_empty > 0.0 && from < len && self.rng.random_bool(self.cfg.p_empty) {
+                let len = self.stream.shards[shard].records.len();
+                if self.answers_empty(from, len) {
                     // An event with no record (the service sends one every few seconds): its
                     // continuation is the last record before where the subscription stands.
-                    self.stats.empty_answers += 1;
                     let continuation = from
                         .checked_sub(1)
-                        .map(|last| sim.records[last].to_string());
+                        .map(|last| self.stream.shards[shard].records[last].to_string());
                     if let Some(s) = self.session(i, sid) {
                         s.subscription = Some((from, events - 1));
                     }
@@ -564,6 +561,7 @@ impl Sim {
                         ended: false,
                     };
                 }
+                let sim = &self.stream.shards[shard];
                 let end = self.stream.batch_end(shard, from, self.cfg.batch);
                 let ended = self.cfg.fan_out_children && sim.info.closed && end == len;
                 let records: Vec<SimRecord> = (from..end)
@@ -599,6 +597,16 @@ impl Sim {
                 Fetch::Iterator(idx.to_string())
             }
         }
+    }
+
+    /// Whether a call or an event served from record `from` of a shard holding `len` answers no
+    /// record though records follow (`Config::p_empty`).
+    fn answers_empty(&mut self, from: usize, len: usize) -> bool {
+        let empty = self.cfg.p_empty > 0.0 && from < len && self.rng.random_bool(self.cfg.p_empty);
+        if empty {
+            self.stats.empty_answers += 1;
+        }
+        empty
     }
 
     /// `Reader::finish`: hands the shard back as the stop says.

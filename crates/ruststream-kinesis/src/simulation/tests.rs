@@ -157,6 +157,11 @@ fn random_schedules_keep_the_lease_invariants() {
     assert!(stats.aggregates > 0 && stats.within_starts > 0 && stats.empty_answers > 0);
 }
 
+/// Runs the schedule pinned on `seed`, which must keep every invariant: its report otherwise.
+fn replays_clean(seed: u64, tweak: &Tweak<'_>) -> Stats {
+    run_seed(seed, tweak).unwrap_or_else(|report| panic!("{report}"))
+}
+
 /// Asserts that one of `count` seeds of a tweaked world fails with a report that mentions
 /// `expect`: the checker catches the old code the tweak sets back; `missing` says what no
 /// schedule did otherwise.
@@ -493,8 +498,7 @@ fn a_stale_take_of_a_deleted_row_creates_it_again_without_the_existence_conditio
 /// poll off is half a listing interval now: the shard is taken at the next round.
 #[test]
 fn a_shard_left_free_for_want_of_room_is_taken_at_the_next_round_with_the_poll_off() {
-    let outcome = run_seed(1_796_191_752_358_391_835, &as_found);
-    let stats = outcome.unwrap_or_else(|report| panic!("{report}"));
+    let stats = replays_clean(1_796_191_752_358_391_835, &as_found);
     assert!(
         stats.hand_overs > 0,
         "the schedule still hands a shard over"
@@ -509,8 +513,7 @@ fn a_shard_left_free_for_want_of_room_is_taken_at_the_next_round_with_the_poll_o
 /// settles: `a_retried_record_that_never_comes_back_wedges_its_shard`) is still caught.
 #[test]
 fn seeks_back_that_deliver_acked_records_again_are_progress_not_a_wedge() {
-    let stats =
-        run_seed(1_796_188_528_589_931_297, &as_found).unwrap_or_else(|report| panic!("{report}"));
+    let stats = replays_clean(1_796_188_528_589_931_297, &as_found);
     assert!(stats.seeks >= 3, "the schedule still seeks back");
 }
 
@@ -521,8 +524,7 @@ fn seeks_back_that_deliver_acked_records_again_are_progress_not_a_wedge() {
 /// the liveness bound. An instance without a beat that let a lease lapse stops counting now.
 #[test]
 fn an_instance_that_let_a_handed_lease_lapse_gets_no_share_of_the_free_shards() {
-    let stats =
-        run_seed(1_796_231_529_591_772_077, &as_found).unwrap_or_else(|report| panic!("{report}"));
+    let stats = replays_clean(1_796_231_529_591_772_077, &as_found);
     assert!(
         stats.asks >= 2 && stats.hand_overs >= 1,
         "the schedule still asks for shards and hands one over"
@@ -536,8 +538,7 @@ fn an_instance_that_let_a_handed_lease_lapse_gets_no_share_of_the_free_shards() 
 /// its last ack, for a wedge. Records owed anew restart that deadline now.
 #[test]
 fn a_shard_reached_after_everything_was_acked_gets_its_own_time_to_checkpoint() {
-    let stats =
-        run_seed(1_796_255_838_845_924_178, &as_found).unwrap_or_else(|report| panic!("{report}"));
+    let stats = replays_clean(1_796_255_838_845_924_178, &as_found);
     assert!(
         stats.reshards >= 2 && stats.records >= 70,
         "the schedule still reshards and reads the grandchild: {stats:?}"
@@ -552,8 +553,7 @@ fn a_shard_reached_after_everything_was_acked_gets_its_own_time_to_checkpoint() 
 #[test]
 fn an_own_take_landing_late_behind_a_later_one_takes_nothing_from_its_session() {
     // As drawn when it was found, before empty answers were modelled.
-    let stats = run_seed(1_796_258_382_717_998_942, &|cfg, _| cfg.p_empty = 0.0)
-        .unwrap_or_else(|report| panic!("{report}"));
+    let stats = replays_clean(1_796_258_382_717_998_942, &|cfg, _| cfg.p_empty = 0.0);
     assert!(
         stats.phantom_takes >= 1,
         "the late take still lands: {stats:?}"
@@ -567,8 +567,7 @@ fn an_own_take_landing_late_behind_a_later_one_takes_nothing_from_its_session() 
 /// the grandchild's records from its beginning.
 #[test]
 fn a_merge_child_of_a_skipped_parent_and_a_trimmed_one_starts_where_the_application_starts() {
-    let stats =
-        run_seed(1_796_259_988_738_038_366, &no_tweak).unwrap_or_else(|report| panic!("{report}"));
+    let stats = replays_clean(1_796_259_988_738_038_366, &no_tweak);
     assert!(
         stats.trimmed_unread > 0 && stats.reshards >= 4,
         "the schedule still trims a lineage unread: {stats:?}"

@@ -64,18 +64,14 @@ impl Stream {
         match mark {
             Mark::None | Mark::Start => 0,
             Mark::End => len,
-            Mark::Seq(..) => {
-                // `mark_through` grows with the index: the first one past `mark`.
-                let (mut lo, mut hi) = (0, len);
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    if self.mark_through(shard, mid) <= mark {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                lo
+            Mark::Seq(sequence, _) => {
+                // Past the records before its sequence number, then through its aggregate.
+                let records = &self.shards[shard].records;
+                let from = records.partition_point(|&seq| seq < sequence);
+                let to = records.partition_point(|&seq| seq <= sequence);
+                (from..to)
+                    .find(|&idx| self.mark_through(shard, idx) > mark)
+                    .unwrap_or(to)
             }
         }
     }
@@ -179,20 +175,21 @@ impl Stream {
     /// a later user record is read with the start inside the aggregate as its resume, as
     /// `ShardStart::to_checkpoint` records it).
     pub(super) fn index_of(&self, shard: usize, start: &ShardStart) -> usize {
-        match start {
-            ShardStart::Within { sequence, through } => {
-                let at: u64 = sequence.parse().expect("a sequence number");
-                self.next_after(shard, Mark::Seq(at, *through))
-            }
+        let dropped = match start {
+            ShardStart::Within { sequence, through } => Some((sequence, *through)),
             ShardStart::At(KinesisPosition::AtSubSequence {
                 sequence,
                 sub_sequence: sub @ 1..,
                 ..
-            }) => {
+            }) => Some((sequence, sub - 1)),
+            _ => None,
+        };
+        match dropped {
+            Some((sequence, through)) => {
                 let at: u64 = sequence.parse().expect("a sequence number");
-                self.next_after(shard, Mark::Seq(at, sub - 1))
+                self.next_after(shard, Mark::Seq(at, through))
             }
-            _ => self.iterator_index(shard, start),
+            None => self.iterator_index(shard, start),
         }
     }
 }

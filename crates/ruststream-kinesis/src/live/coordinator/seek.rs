@@ -53,12 +53,7 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
             .collect()
     };
     let start = ShardStart::At(to.clone());
-    // Where later iterators start until a record is delivered: the tip is the moment of the
-    // seek, not a later tip.
-    let resume = ShardStart::from_checkpoint(
-        to.shard().unwrap_or_default(),
-        &start.to_checkpoint(crate::epoch_millis()),
-    );
+    let resume = ShardStart::resuming_at(&to, crate::epoch_millis());
     let mut iterators = Vec::with_capacity(targets.len());
     for (shard, _) in &targets {
         match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
