@@ -14,7 +14,8 @@
 //! The AWS configuration comes from the environment, as for the services: `AWS_REGION`,
 //! credentials, and `AWS_ENDPOINT_URL` for a local stack.
 //!
-//! Exit status: 0 when the table was shown (even empty), 2 when the table does not exist,
+//! Exit status: 0 when the table was shown (even empty), 2 when the table does not exist or is
+//! not keyed as a lease table (by the string `lease_key` alone: a Java KCL table is not),
 //! 1 when DynamoDB could not be read, 64 for a wrong command line.
 
 mod view;
@@ -23,7 +24,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
-use ruststream_kinesis::{DynamoLeaseStore, LeaseError, epoch_millis};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseError, LeaseStore, epoch_millis};
 
 const USAGE: &str = "\
 usage: lease-table <TABLE> [--watch] [--json] [--create]
@@ -78,6 +79,11 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, (String, bool)>
 /// What one look at the table shows (as text, or as one line of JSON), and the exit status it
 /// stands for.
 async fn look(store: &DynamoLeaseStore, json: bool) -> (String, ExitCode) {
+    // A table that does not exist, or is keyed otherwise (a Java KCL table), is no lease table:
+    // said as the services say it, not shown as an empty one.
+    if let Err(err) = store.check().await {
+        return refused(store, err);
+    }
     match store.rows().await {
         Ok(rows) if json => (
             format!("{}\n", view::json(store.table(), &rows, epoch_millis())),
@@ -87,14 +93,23 @@ async fn look(store: &DynamoLeaseStore, json: bool) -> (String, ExitCode) {
             view::render(store.table(), &rows, epoch_millis()),
             ExitCode::SUCCESS,
         ),
-        Err(err @ LeaseError::TableMissing { .. }) => (
+        Err(err) => refused(store, err),
+    }
+}
+
+/// What a failed look says, and its exit status: 2 for a table that does not exist or cannot be
+/// a lease table, 1 for one that could not be read.
+fn refused(store: &DynamoLeaseStore, err: LeaseError) -> (String, ExitCode) {
+    match err {
+        LeaseError::TableMissing { .. } => (
             format!(
                 "{err}\n(or create it with: lease-table {} --create)\n",
                 store.table()
             ),
             ExitCode::from(2),
         ),
-        Err(err) => (
+        LeaseError::TableMismatch { .. } => (format!("{err}\n"), ExitCode::from(2)),
+        err => (
             format!("cannot read lease table {}: {err}\n", store.table()),
             ExitCode::FAILURE,
         ),

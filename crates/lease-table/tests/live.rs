@@ -69,6 +69,53 @@ fn a_missing_table_is_named_with_the_command_that_creates_it() {
 }
 
 #[tokio::test]
+async fn a_table_keyed_like_the_java_kcl_is_no_lease_table() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let table = format!("lease-table-kcl-{:08x}", rand::random::<u32>());
+    aws_sdk_dynamodb::Client::new(&config(&endpoint))
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("leaseKey")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("leaseKey")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let out = lease_table(&endpoint, &[&table]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        out.stdout.is_empty(),
+        "no view of a table that is none: {out:?}"
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("leaseKey") && stderr.contains("Java KCL"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--attribute-definitions AttributeName=lease_key,AttributeType=S"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn the_rows_show_who_holds_what_and_how_far_it_got() {
     let Some(endpoint) = endpoint() else {
         return;

@@ -360,6 +360,25 @@ impl KinesisBroker {
         Ok(())
     }
 
+    /// The lease store's [`check`](LeaseStore::check), within the bound of a store call: a
+    /// store that does not answer in time is left to the calls that follow, as one that failed
+    /// for a reason a retry may cure.
+    async fn check_store(&self) -> Result<(), KinesisError> {
+        let bound = self.timings.store_call_timeout();
+        match tokio::time::timeout(bound, self.store.check()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(source)) => Err(KinesisError::LeaseStore {
+                source: Box::new(source),
+            }),
+            Err(_) => {
+                tracing::warn!(
+                    "the lease store did not answer its check within {bound:?}; starting anyway"
+                );
+                Ok(())
+            }
+        }
+    }
+
     async fn client(&self) -> Result<Client, KinesisError> {
         let config = match &self.config {
             Some(config) => config.clone(),
@@ -431,9 +450,13 @@ impl Broker for KinesisBroker {
     type Error = KinesisError;
     type Connected = ConnectedKinesisBroker;
 
+    /// Builds the Kinesis client and checks the lease store before any subscription reads: a
+    /// store that can never serve (a lease table that does not exist, or is keyed otherwise than
+    /// by `lease_key`) fails the start with [`KinesisError::LeaseStore`].
     async fn connect(self) -> Result<ConnectedKinesisBroker, KinesisError> {
         self.timings_fit_balancing()?;
         let client = self.client().await?;
+        self.check_store().await?;
         Ok(self.connected(Transport::Live(client)))
     }
 }

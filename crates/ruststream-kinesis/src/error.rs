@@ -158,6 +158,17 @@ pub enum KinesisError {
         #[source]
         source: Box<LeaseError>,
     },
+    /// The lease store cannot serve as the lease table at all, so the broker does not start
+    /// (`connect` checks it before any subscription reads): a DynamoDB table that does not exist
+    /// ([`LeaseError::TableMissing`]), one keyed otherwise than by `lease_key`
+    /// ([`LeaseError::TableMismatch`]), or one this service may not read. The source names the
+    /// table and the fix.
+    #[error("the lease store cannot be used, so the broker does not start: {source}")]
+    LeaseStore {
+        /// What the store said.
+        #[source]
+        source: Box<LeaseError>,
+    },
     /// A Kinesis call failed.
     #[error("kinesis {operation} on stream {stream:?} failed: {message}")]
     Api {
@@ -291,6 +302,7 @@ mod tests {
             KinesisError::DuplicateSubscription { .. } => "DuplicateSubscription",
             KinesisError::ShutDown { .. } => "ShutDown",
             KinesisError::Lease { source, .. } => return lease_named(source),
+            KinesisError::LeaseStore { .. } => "LeaseStore",
             KinesisError::Api { .. } => "Api",
             KinesisError::PutRejected { .. } => "PutRejected",
             KinesisError::ConsumerNotFound { .. } => "ConsumerNotFound",
@@ -307,6 +319,7 @@ mod tests {
             LeaseError::Lost { .. } => "Lost",
             LeaseError::Deleted { .. } => "Deleted",
             LeaseError::TableMissing { .. } => "TableMissing",
+            LeaseError::TableMismatch { .. } => "TableMismatch",
             LeaseError::LegacyRow { .. } => "LegacyRow",
             LeaseError::OtherApplication { .. } => "OtherApplication",
             LeaseError::Store { .. } => "Store",
@@ -392,6 +405,17 @@ mod tests {
                 table: text(),
                 create_command: text(),
             }),
+            lease(LeaseError::TableMismatch {
+                table: text(),
+                problem: text(),
+                create_command: text(),
+            }),
+            KinesisError::LeaseStore {
+                source: Box::new(LeaseError::TableMissing {
+                    table: text(),
+                    create_command: text(),
+                }),
+            },
             lease(LeaseError::LegacyRow {
                 table: text(),
                 stream: text(),

@@ -19,19 +19,18 @@ use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 use common::captured::Captured;
 use common::injector::Injector;
 use common::secrets;
-use futures::StreamExt as _;
 use ruststream::{
     AckError, Broker, ConnectedBroker, DescribeServer, IncomingMessage, OutgoingMessage, Publisher,
     Seekable, Seeker, SubscriptionSource,
 };
 use ruststream_kinesis::{
     DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, KinesisPosition, KinesisStream,
-    KinesisSubscriber, LeaseError, LeaseKey, LeaseStore,
+    LeaseError, LeaseKey, LeaseStore,
 };
 use serde_json::json;
 
 /// Every variant of the two error types, as `Type::Variant`.
-const EVERY_VARIANT: [&str; 23] = [
+const EVERY_VARIANT: [&str; 25] = [
     "KinesisError::Config",
     "KinesisError::InvalidStreamName",
     "KinesisError::InvalidPartitionKey",
@@ -42,6 +41,7 @@ const EVERY_VARIANT: [&str; 23] = [
     "KinesisError::DuplicateSubscription",
     "KinesisError::ShutDown",
     "KinesisError::Lease",
+    "KinesisError::LeaseStore",
     "KinesisError::Api",
     "KinesisError::PutRejected",
     "KinesisError::ConsumerNotFound",
@@ -52,6 +52,7 @@ const EVERY_VARIANT: [&str; 23] = [
     "LeaseError::Lost",
     "LeaseError::Deleted",
     "LeaseError::TableMissing",
+    "LeaseError::TableMismatch",
     "LeaseError::LegacyRow",
     "LeaseError::OtherApplication",
     "LeaseError::Store",
@@ -86,7 +87,7 @@ struct Gallery {
 
 impl Gallery {
     fn kinesis(&mut self, err: &KinesisError) {
-        if let KinesisError::Lease { source, .. } = err {
+        if let KinesisError::Lease { source, .. } | KinesisError::LeaseStore { source } = err {
             self.lease(source);
         }
         self.add("KinesisError", format!("{err}"), format!("{err:?}"));
@@ -109,27 +110,6 @@ impl Gallery {
 
     fn has(&self, variant: &str) -> bool {
         self.shown.contains_key(variant)
-    }
-}
-
-/// The errors `sub` reports until one satisfies `wanted` (within 60 s), each shown.
-async fn reported(
-    sub: &mut KinesisSubscriber,
-    gallery: &mut Gallery,
-    wanted: impl Fn(&KinesisError) -> bool,
-) -> KinesisError {
-    let mut stream = std::pin::pin!(ruststream::Subscriber::stream(sub));
-    loop {
-        let item = tokio::time::timeout(Duration::from_secs(60), stream.next())
-            .await
-            .expect("the error within 60 s")
-            .expect("the subscription is open");
-        if let Err(err) = item {
-            gallery.kinesis(&err);
-            if wanted(&err) {
-                return err;
-            }
-        }
     }
 }
 
@@ -304,22 +284,50 @@ async fn no_error_of_any_variant_carries_a_credential() {
     // earlier version, a row deleted since it was read, a failing call.
     lease_store_errors(&url, &config, &table, &mut faults, &mut gallery).await;
 
-    // A store on a table that does not exist, reported by the subscription that uses it.
+    // A store on a table that does not exist, and one keyed as the Java KCL keys its table:
+    // each refuses the start.
     let absent = Arc::new(DynamoLeaseStore::new(&config, common::unique("absent")));
-    let orphan = KinesisBroker::from_config(config.clone())
+    let err = KinesisBroker::from_config(config.clone())
         .lease_store(absent as Arc<dyn LeaseStore>)
-        .lease_timings(common::instances::timings())
         .connect()
         .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, KinesisError::LeaseStore { source }
+            if matches!(**source, LeaseError::TableMissing { .. })),
+        "{err:?}"
+    );
+    gallery.kinesis(&err);
+    let kcl = common::unique("kcl");
+    aws_sdk_dynamodb::Client::new(&config)
+        .create_table()
+        .table_name(&kcl)
+        .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+        .attribute_definitions(
+            aws_sdk_dynamodb::types::AttributeDefinition::builder()
+                .attribute_name("leaseKey")
+                .attribute_type(aws_sdk_dynamodb::types::ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .key_schema(
+            aws_sdk_dynamodb::types::KeySchemaElement::builder()
+                .attribute_name("leaseKey")
+                .key_type(aws_sdk_dynamodb::types::KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
         .unwrap();
-    let mut unread = polling(&stream).subscribe(&orphan).await.unwrap();
-    reported(&mut unread, &mut gallery, |err| {
-        matches!(err, KinesisError::Lease { source, .. }
-            if matches!(**source, LeaseError::TableMissing { .. }))
-    })
-    .await;
-    drop(unread);
-    orphan.shutdown().await.unwrap();
+    let mismatched = Arc::new(DynamoLeaseStore::new(&config, kcl));
+    gallery.kinesis(
+        &KinesisBroker::from_config(config.clone())
+            .lease_store(mismatched as Arc<dyn LeaseStore>)
+            .connect()
+            .await
+            .unwrap_err(),
+    );
 
     // Endpoints: the service's own (as AWS_ENDPOINT_URL_KINESIS or a profile's [services] set
     // it), and one that does not parse.

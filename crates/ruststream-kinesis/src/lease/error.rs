@@ -75,6 +75,23 @@ pub enum LeaseError {
         /// The command that creates it.
         create_command: String,
     },
+    /// The table exists but cannot be a lease table: it is not keyed by one string attribute,
+    /// `lease_key`, and nothing else (the Java KCL's table, keyed `leaseKey`, is one such).
+    /// Nothing was read from it or written to it.
+    #[error(
+        "lease table {table:?} cannot be this crate's lease table: {problem}. A lease table is \
+         keyed by one string attribute, lease_key, and nothing else; a table of the Java KCL \
+         (keyed leaseKey) cannot be shared with it. Point the store at a table of its own, \
+         created with: {create_command}"
+    )]
+    TableMismatch {
+        /// The table name.
+        table: String,
+        /// What is wrong with it: how it is keyed, where DynamoDB said so.
+        problem: String,
+        /// The command that creates a right one.
+        create_command: String,
+    },
     /// A row written by an earlier version, keyed by the shard id alone, holds a checkpoint that
     /// this store cannot attribute to a stream.
     #[error(

@@ -111,6 +111,22 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// [`LeaseError::Lost`] when `owner` no longer holds the row; a store failure otherwise.
     fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()>;
 
+    /// Checks, before anything is read, that the store can serve as a lease table at all:
+    /// `connect` calls it, and an error stops the start
+    /// ([`KinesisError::LeaseStore`](crate::KinesisError::LeaseStore)). Answer an error only
+    /// for what no retry cures (`DynamoLeaseStore`: a table that does not exist, one keyed
+    /// otherwise than by `lease_key`, a read the service may not make); a store that cannot tell
+    /// now (its database did not answer) answers `Ok` and lets the calls that follow report it.
+    /// Provided as `Ok`, for a store with nothing to check.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::TableMissing`], [`LeaseError::TableMismatch`], or another error naming
+    /// what is wrong and its fix.
+    fn check(&self) -> LeaseFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Records `checkpoint` and extends `owner`'s lease by `lease` from now, so a shard whose
     /// checkpoint moves needs no separate renewal. Answers the row as written, as
     /// [`renew`](Self::renew) does: a holder learns of a planned move asked of it

@@ -98,6 +98,10 @@ impl LeaseStore for Timed {
         )
     }
 
+    fn check(&self) -> LeaseFuture<'_, ()> {
+        self.inner.check()
+    }
+
     fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
         self.bounded(key, "read", self.inner.read(key))
     }

@@ -15,6 +15,7 @@ use aws_sdk_dynamodb::types::{
     ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
 };
 
+mod check;
 mod item;
 mod notice;
 mod refused;
@@ -644,6 +645,12 @@ impl LeaseStore for DynamoLeaseStore {
         checkpoint: &'a str,
     ) -> LeaseFuture<'a, ()> {
         Box::pin(self.checkpoint_held(key, owner, checkpoint))
+    }
+
+    /// One consistent `GetItem` of a key no row has: answers whether the table exists and is
+    /// keyed by the string `lease_key` alone.
+    fn check(&self) -> LeaseFuture<'_, ()> {
+        Box::pin(self.check_table())
     }
 
     /// One conditional `DeleteItem`: the counter as read, and no unexpired lease.

@@ -160,6 +160,12 @@ impl DynamoLeaseStore {
                 create_command: self.create_command(),
             };
         }
+        if check::is_key_mismatch(error.code(), error.message()) {
+            return self.mismatch(format!(
+                "DynamoDB refused a call keyed by the string lease_key ({})",
+                error.message().unwrap_or_default()
+            ));
+        }
         let message = match (error.code(), error.message()) {
             (Some(code), Some(message)) => format!("{code}: {message}"),
             (Some(code), None) => code.to_owned(),
