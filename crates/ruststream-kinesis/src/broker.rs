@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::coordinator::machine::Coordinator;
+use crate::coordinator::twins::Incarnation;
 use crate::delivery::subscriber::{Deliveries, Inbox};
 use crate::kinesis::{api, fan_out};
 use crate::live::coordinator;
@@ -168,19 +169,33 @@ impl KinesisBroker {
     /// restarted under the same name gets its leases back at once; two instances running at the
     /// same time must never share a name.
     ///
+    /// Two that do are found: each run records itself under its owner id in the stream's notice
+    /// row, and a run that reads another live run's record there (within a few renewal
+    /// intervals, well inside two leases and a listing interval) tells which started first. The
+    /// later one stops reading every stream, logs an ERROR and reports
+    /// [`KinesisError::OwnerIdInUse`] naming the owner id and the table; the earlier keeps its
+    /// shards. A run restarted after a crash or a graceful stop overwrites its predecessor's
+    /// record and is never mistaken for a second instance. Until it is found, each takes the
+    /// other's shards and records are handled twice: name instances after something unique to
+    /// each, such as the pod's name, and never fall back to a fixed one.
+    ///
     /// # Examples
     ///
     /// ```
     /// use ruststream_kinesis::KinesisBroker;
     ///
     /// // One name per pod: a restarted pod takes its shards back without waiting for its leases
-    /// // to lapse.
-    /// let pod = std::env::var("POD_NAME").unwrap_or_else(|_| "pod-a".to_owned());
-    /// let broker = KinesisBroker::new().owner_id(pod.clone());
-    /// assert_eq!(broker.owner(), pod);
+    /// // to lapse. Without a pod name the broker keeps its unique default; a fixed fallback
+    /// // would be shared by every pod that misses the variable.
+    /// let broker = match std::env::var("POD_NAME") {
+    ///     Ok(pod) => KinesisBroker::new().owner_id(pod),
+    ///     Err(_) => KinesisBroker::new(),
+    /// };
+    /// # let _ = broker;
     ///
     /// // Without a name of its own each broker is unique.
     /// assert_ne!(KinesisBroker::new().owner(), KinesisBroker::new().owner());
+    /// assert_eq!(KinesisBroker::new().owner_id("pod-7").owner(), "pod-7");
     /// ```
     #[must_use]
     pub fn owner_id(mut self, owner: impl Into<String>) -> Self {
@@ -441,6 +456,7 @@ impl KinesisBroker {
             #[cfg(not(feature = "otel"))]
             meters: self.meters,
             streams: Registry::default(),
+            incarnation: Incarnation::new(crate::epoch_millis(), rand::random()),
             record_limits: Arc::default(),
         }
     }
@@ -492,6 +508,8 @@ pub struct ConnectedKinesisBroker {
     balance: bool,
     pub(crate) meters: Meters,
     streams: Registry,
+    /// This run of the instance, which its subscriptions record under its owner id.
+    incarnation: Incarnation,
     /// The largest record of each stream its publishers wrote to.
     pub(crate) record_limits: crate::publisher::RecordLimits,
 }
@@ -571,6 +589,7 @@ impl ConnectedKinesisBroker {
                     fan_out,
                     tx,
                     cancel: self.cancel.child_token(),
+                    stop_instance: self.cancel.clone(),
                     tasks: TaskTracker::new(),
                     broker_tasks: self.tasks.clone(),
                     runtime: self.runtime.clone(),
@@ -578,7 +597,8 @@ impl ConnectedKinesisBroker {
                     running: Mutex::default(),
                     coordinator: Mutex::new(
                         Coordinator::new(self.timings, source.initial.clone())
-                            .with_balancing(self.balance),
+                            .with_balancing(self.balance)
+                            .with_incarnation(self.incarnation),
                     ),
                     wake: tokio::sync::Notify::new(),
                 });

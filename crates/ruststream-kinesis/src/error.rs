@@ -169,6 +169,27 @@ pub enum KinesisError {
         #[source]
         source: Box<LeaseError>,
     },
+    /// Another instance runs under this one's owner id, and started earlier: this instance
+    /// stopped reading every stream (its readers wrote their final checkpoints and released
+    /// what they held), so no record is handled twice; the other keeps its shards. Publishing
+    /// goes on. Two instances that share a name take each other's shards back and forth; give
+    /// each its own.
+    #[error(
+        "another instance runs under owner id {owner:?} on {table}, and started earlier (its run \
+         {theirs}, this one {mine}): this instance stopped reading so that no record is handled \
+         twice, and the other keeps its shards. Give each instance an owner id of its own \
+         (KinesisBroker::owner_id, e.g. the pod's name), or leave it unset for a unique one"
+    )]
+    OwnerIdInUse {
+        /// The owner id both run under.
+        owner: String,
+        /// The lease table (`lease table "name"`), or `this lease store`.
+        table: String,
+        /// The earlier run, which keeps reading: `<started ms>-<nonce>`.
+        theirs: String,
+        /// This run, which stopped.
+        mine: String,
+    },
     /// A Kinesis call failed.
     #[error("kinesis {operation} on stream {stream:?} failed: {message}")]
     Api {
@@ -303,6 +324,7 @@ mod tests {
             KinesisError::ShutDown { .. } => "ShutDown",
             KinesisError::Lease { source, .. } => return lease_named(source),
             KinesisError::LeaseStore { .. } => "LeaseStore",
+            KinesisError::OwnerIdInUse { .. } => "OwnerIdInUse",
             KinesisError::Api { .. } => "Api",
             KinesisError::PutRejected { .. } => "PutRejected",
             KinesisError::ConsumerNotFound { .. } => "ConsumerNotFound",
@@ -410,6 +432,12 @@ mod tests {
                 problem: text(),
                 create_command: text(),
             }),
+            KinesisError::OwnerIdInUse {
+                owner: text(),
+                table: text(),
+                theirs: text(),
+                mine: text(),
+            },
             KinesisError::LeaseStore {
                 source: Box::new(LeaseError::TableMissing {
                     table: text(),

@@ -230,6 +230,15 @@ impl LeaseStore for Recording {
         Box::pin(self.timed("leave", owner, false, self.inner.leave(stream, owner)))
     }
 
+    fn announce<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        incarnation: &'a str,
+    ) -> crate::LeaseFuture<'a, ()> {
+        self.inner.announce(stream, owner, incarnation)
+    }
+
     fn ask_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,

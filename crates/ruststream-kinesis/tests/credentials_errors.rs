@@ -19,18 +19,19 @@ use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 use common::captured::Captured;
 use common::injector::Injector;
 use common::secrets;
+use futures::StreamExt as _;
 use ruststream::{
     AckError, Broker, ConnectedBroker, DescribeServer, IncomingMessage, OutgoingMessage, Publisher,
     Seekable, Seeker, SubscriptionSource,
 };
 use ruststream_kinesis::{
     DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, KinesisPosition, KinesisStream,
-    LeaseError, LeaseKey, LeaseStore,
+    KinesisSubscriber, LeaseError, LeaseKey, LeaseStore,
 };
 use serde_json::json;
 
 /// Every variant of the two error types, as `Type::Variant`.
-const EVERY_VARIANT: [&str; 25] = [
+const EVERY_VARIANT: [&str; 26] = [
     "KinesisError::Config",
     "KinesisError::InvalidStreamName",
     "KinesisError::InvalidPartitionKey",
@@ -42,6 +43,7 @@ const EVERY_VARIANT: [&str; 25] = [
     "KinesisError::ShutDown",
     "KinesisError::Lease",
     "KinesisError::LeaseStore",
+    "KinesisError::OwnerIdInUse",
     "KinesisError::Api",
     "KinesisError::PutRejected",
     "KinesisError::ConsumerNotFound",
@@ -110,6 +112,27 @@ impl Gallery {
 
     fn has(&self, variant: &str) -> bool {
         self.shown.contains_key(variant)
+    }
+}
+
+/// The errors `sub` reports until one satisfies `wanted` (within 60 s), each shown.
+async fn reported(
+    sub: &mut KinesisSubscriber,
+    gallery: &mut Gallery,
+    wanted: impl Fn(&KinesisError) -> bool,
+) -> KinesisError {
+    let mut stream = std::pin::pin!(ruststream::Subscriber::stream(sub));
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(60), stream.next())
+            .await
+            .expect("the error within 60 s")
+            .expect("the subscription is open");
+        if let Err(err) = item {
+            gallery.kinesis(&err);
+            if wanted(&err) {
+                return err;
+            }
+        }
     }
 }
 
@@ -299,7 +322,7 @@ async fn no_error_of_any_variant_carries_a_credential() {
     );
     gallery.kinesis(&err);
     let kcl = common::unique("kcl");
-    aws_sdk_dynamodb::Client::new(&config)
+    aws_sdk_dynamodb::Client::new(&common::sdk_config(&url))
         .create_table()
         .table_name(&kcl)
         .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
@@ -328,6 +351,45 @@ async fn no_error_of_any_variant_carries_a_credential() {
             .await
             .unwrap_err(),
     );
+
+    // One owner id on two running instances: the later stops, and says so.
+    let twin = || broker().owner_id("twin-pod").connect();
+    let (earlier, later) = (twin().await.unwrap(), twin().await.unwrap());
+    let twins = common::unique("twins");
+    let kept = polling(&twins).subscribe(&earlier).await.unwrap();
+    let mut stopped = polling(&twins).subscribe(&later).await.unwrap();
+    reported(&mut stopped, &mut gallery, |err| {
+        matches!(err, KinesisError::OwnerIdInUse { .. })
+    })
+    .await;
+    drop((kept, stopped));
+
+    // A row the store cannot read, reported by the subscription that needs it.
+    let unreadable = common::unique("unreadable");
+    aws_sdk_dynamodb::Client::new(&common::sdk_config(&url))
+        .put_item()
+        .table_name(table.as_str())
+        .item(
+            "lease_key",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!(
+                "{unreadable}:shardId-000000000000"
+            )),
+        )
+        .item(
+            "lease_expiry",
+            aws_sdk_dynamodb::types::AttributeValue::S("soon".to_owned()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut blocked = polling(&unreadable).subscribe(&connected).await.unwrap();
+    reported(&mut blocked, &mut gallery, |err| {
+        matches!(err, KinesisError::Lease { .. })
+    })
+    .await;
+    drop(blocked);
+    earlier.shutdown().await.unwrap();
+    later.shutdown().await.unwrap();
 
     // Endpoints: the service's own (as AWS_ENDPOINT_URL_KINESIS or a profile's [services] set
     // it), and one that does not parse.

@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::balance::{self, Ask};
 use super::hygiene::{Deletion, Hygiene};
 use super::plan::{self, Rows, TakeFor, Verdict};
+use super::twins::{Incarnation, Seen, Twin, Twins};
 use super::watch::{self, Noticed, Watch};
 use crate::kinesis::api::ShardInfo;
 use crate::lease::{LeaseState, Notice};
@@ -92,6 +93,11 @@ pub(crate) struct Coordinator<T> {
     /// free a grace later is taken anyway, so no miscount (a gone instance still counted) leaves
     /// a shard unread.
     left_free: HashMap<Arc<str>, T>,
+    /// The check for another run under this owner id (`None`: this subscription's run has no
+    /// incarnation to record).
+    twins: Option<Twins>,
+    /// The earlier run under this owner id that made this one stop reading.
+    superseded: Option<Incarnation>,
 }
 
 impl<T: Moment> Coordinator<T> {
@@ -112,6 +118,41 @@ impl<T: Moment> Coordinator<T> {
             asks: Vec::new(),
             left_free: HashMap::new(),
             rows_age_bound: true,
+            twins: None,
+            superseded: None,
+        }
+    }
+
+    /// Records run `incarnation` in the stream's notice, and stops reading when another run
+    /// under this owner id turns out to be alive and earlier ([`twins`](super::twins)).
+    #[must_use]
+    pub(crate) fn with_incarnation(mut self, incarnation: Incarnation) -> Self {
+        self.twins = Some(Twins::new(incarnation));
+        self
+    }
+
+    /// Whether the poll reads the stream's notice to find another run under this owner id, even
+    /// with the handover poll off.
+    pub(crate) fn checks_twins(&self) -> bool {
+        self.twins.is_some() && self.watch.uses_notices()
+    }
+
+    /// The earlier run under this owner id that made this one stop reading, if one did.
+    pub(crate) fn superseded(&self) -> Option<Incarnation> {
+        self.superseded
+    }
+
+    /// This run's record is being written: the record to write.
+    pub(crate) fn recording(&mut self) -> Option<Incarnation> {
+        let twins = self.twins.as_mut()?;
+        twins.recording();
+        Some(twins.mine())
+    }
+
+    /// The write of this run's record was answered (`landed`, or it failed).
+    pub(crate) fn recorded(&mut self, landed: bool) {
+        if let Some(twins) = &mut self.twins {
+            twins.recorded(landed);
         }
     }
 
@@ -346,6 +387,15 @@ impl<T: Moment> Coordinator<T> {
         now: T,
         now_ms: u64,
     ) -> Noticed {
+        let (twin, record) = self.twins_noticed(notice, owner);
+        if self.superseded.is_some() || self.timings.handover_poll_interval().is_zero() {
+            // Stopping, or read for the twins alone (the handover poll is off).
+            return Noticed {
+                twin,
+                record,
+                ..Noticed::default()
+            };
+        }
         let watching = !self.poll_wanted(reading).is_empty();
         self.watch.beats_read(notice, owner);
         let moved = self.watch.counter_moved(notice, watching);
@@ -363,7 +413,30 @@ impl<T: Moment> Coordinator<T> {
                 let hinted = self.watch.hinted_rows(notice, owner, now_ms);
                 self.takeable_now(hinted, reading, owner, now, now_ms, true)
             });
-        Noticed { beat, read_rows }
+        Noticed {
+            twin,
+            record,
+            beat,
+            read_rows,
+        }
+    }
+
+    /// What `notice` says of the runs under `owner`: another one alive to tell of, and whether
+    /// to write this run's record. The later of two live runs is superseded from here on.
+    fn twins_noticed(&mut self, notice: &Notice, owner: &str) -> (Option<Twin>, bool) {
+        let Some(twins) = &mut self.twins else {
+            return (None, false);
+        };
+        let mine = twins.mine();
+        match twins.read(notice.incarnations.get(owner).map(String::as_str)) {
+            Seen::Nothing => (None, false),
+            Seen::Record => (None, true),
+            Seen::Later(theirs) => (Some(Twin { mine, theirs }), true),
+            Seen::Earlier(theirs) => {
+                self.superseded = Some(theirs);
+                (Some(Twin { mine, theirs }), false)
+            }
+        }
     }
 
     /// Whether `rows` show a shard of the last listing that this instance could take now

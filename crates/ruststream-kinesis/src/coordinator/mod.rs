@@ -1,7 +1,8 @@
 //! Which shards this instance reads, decided with no I/O and no clock of its own: what the
 //! subscription knows of its stream's shards and every decision on it ([`machine`]), the verdict
 //! on each shard ([`plan`]), when a listing round or the handover poll runs and the order of
-//! their calls ([`rounds`]), which rows a round deletes ([`hygiene`]), what the handover poll
+//! their calls ([`rounds`]), which rows a round deletes ([`hygiene`]), whether another instance
+//! runs under this one's owner id ([`twins`]), what the handover poll
 //! keeps between listings so that it reads the rows only when they moved ([`watch`]), and one
 //! take's calls ([`take`]). `live/coordinator` executes them on tokio; the simulation drives the
 //! same types on a virtual clock.
@@ -12,4 +13,5 @@ pub(crate) mod machine;
 pub(crate) mod plan;
 pub(crate) mod rounds;
 pub(crate) mod take;
+pub(crate) mod twins;
 pub(crate) mod watch;

@@ -14,7 +14,10 @@
 //! - The poll reads the stream's notice (one small row) and, when [`watch`](super::watch) says
 //!   the rows may have moved, the rows of the shards of the last listing that wait; it starts a
 //!   round when one of them is takeable now, and writes this instance's beat when the notice
-//!   asks for one. While no shard waits it reads the notice only every renewal interval. A
+//!   asks for one. While no shard waits it reads the notice only every renewal interval. Every
+//!   notice read also checks for another run under this owner id ([`twins`](super::twins)):
+//!   this run's record is written when due, and the later of two live runs stops (the notice is
+//!   read every renewal interval for this alone when the handover poll is off). A
 //!   store without notices has the rows read at every poll instead (nothing while no shard
 //!   waits). A poll whose notice read fails does nothing; one whose `list` fails, or that cannot
 //!   read every row, starts a round, which reads the rows one by one.
@@ -27,6 +30,7 @@ use super::balance::Ask;
 use super::hygiene::Deletion;
 use super::machine::{Coordinator, RoundPasses};
 use super::plan::{Rows, TakeFor};
+use super::twins::{Incarnation, Twin};
 use super::watch::{Beat, Noticed};
 use crate::kinesis::api::ShardInfo;
 use crate::lease::{LeaseState, Notice};
@@ -55,6 +59,13 @@ pub(crate) enum Step<T> {
     /// Write this instance's beat in the stream's notice; answer with [`Rounds::beaten`],
     /// whatever the write answered.
     Beat(Beat),
+    /// Record this run under the owner id in the stream's notice
+    /// ([`LeaseStore::announce`](crate::LeaseStore::announce)); answer with
+    /// [`Rounds::announced`].
+    Announce(Incarnation),
+    /// Another run is alive under this owner id: say so. When this run is the later of the two
+    /// ([`Twin::stops_here`]) every reader of the instance stops, and the coordinator ends.
+    Twin(Twin),
     /// Nothing to do until this moment (`None`: until an answer), or a wake.
     Wait(Option<T>),
     /// Cancelled: the coordinator ends.
@@ -112,13 +123,8 @@ enum Phase {
     },
     /// The poll's read of the notice is under way.
     Notice,
-    /// The poll's beat is to be written (or being written: `asked`); then the rows are read
-    /// when `read_rows`.
-    Beat {
-        beat: Beat,
-        read_rows: bool,
-        asked: bool,
-    },
+    /// What the notice read asks for is under way, in order.
+    Noticed(AfterNotice),
     /// The rows were read: the next pass's takes go out.
     Passing(RoundPasses),
     Taking(RoundPasses),
@@ -126,6 +132,15 @@ enum Phase {
     Asking(Option<Vec<Ask>>),
     /// The round's takes are over: its deletions go out (or are under way: `None`).
     Deleting(Option<Vec<Deletion>>),
+}
+
+/// What a notice read asks for, in order: tell of another run under the owner id, write this
+/// run's record, write the beat, read the rows. One write at a time.
+#[derive(Debug)]
+struct AfterNotice {
+    noticed: Noticed,
+    /// A write was asked for and is not answered yet.
+    waiting: bool,
 }
 
 /// When rounds and polls run, and where one is.
@@ -206,22 +221,33 @@ impl<T: Moment> Rounds<T> {
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Idle => {}
             Phase::RoundDue => return self.round(reading, now),
-            Phase::Beat {
-                beat,
-                read_rows,
-                asked,
-            } => {
-                let step = if asked {
-                    Step::Wait(None)
+            Phase::Noticed(mut after) => {
+                let noticed = &mut after.noticed;
+                let step = if let Some(twin) = noticed.twin.take() {
+                    Some(Step::Twin(twin))
+                } else if after.waiting {
+                    Some(Step::Wait(None))
+                } else if std::mem::take(&mut noticed.record)
+                    && let Some(run) = coordinator.recording()
+                {
+                    after.waiting = true;
+                    Some(Step::Announce(run))
+                } else if let Some(beat) = noticed.beat.take() {
+                    after.waiting = true;
+                    Some(Step::Beat(beat))
                 } else {
-                    Step::Beat(beat.clone())
+                    None
                 };
-                self.phase = Phase::Beat {
-                    beat,
-                    read_rows,
-                    asked: true,
-                };
-                return step;
+                if let Some(step) = step {
+                    self.phase = Phase::Noticed(after);
+                    return step;
+                }
+                if after.noticed.read_rows {
+                    self.read_poll_rows(coordinator);
+                    if !matches!(self.phase, Phase::Idle) {
+                        return self.next(coordinator, reading, owner, now, now_ms);
+                    }
+                }
             }
             Phase::Asking(Some(asks)) => {
                 self.phase = Phase::Asking(None);
@@ -296,6 +322,15 @@ impl<T: Moment> Rounds<T> {
             return self.round(reading, now);
         }
         let polling = !self.poll_interval.is_zero();
+        // With the handover poll off, the notice is still read every renewal interval for
+        // another run under this owner id.
+        let checking = !polling && coordinator.checks_twins();
+        if checking && now >= self.next_poll {
+            self.next_poll = now + coordinator.idle_poll_interval();
+            self.reading = reading.clone();
+            self.phase = Phase::Notice;
+            return Step::ReadNotice;
+        }
         if polling && now >= self.next_poll {
             let wanted = coordinator.poll_wanted(reading);
             if coordinator.uses_notices() {
@@ -322,7 +357,7 @@ impl<T: Moment> Rounds<T> {
                 return Step::ListRows;
             }
         }
-        Step::Wait(Some(if polling {
+        Step::Wait(Some(if polling || checking {
             self.next_listing.min(self.next_poll)
         } else {
             self.next_listing
@@ -574,36 +609,35 @@ impl<T: Moment> Rounds<T> {
             NoticeRead::Unsupported => {
                 coordinator.notices_unsupported();
                 Noticed {
-                    beat: None,
-                    read_rows: true,
+                    read_rows: !self.poll_interval.is_zero(),
+                    ..Noticed::default()
                 }
             }
             NoticeRead::Failed => Noticed::default(),
         };
-        match noticed.beat {
-            Some(beat) => {
-                self.phase = Phase::Beat {
-                    beat,
-                    read_rows: noticed.read_rows,
-                    asked: false,
-                };
-            }
-            None if noticed.read_rows => self.read_poll_rows(coordinator),
-            None => {}
+        if noticed.twin.is_some_and(|twin| twin.stops_here()) {
+            // The later of two runs under one owner id: it reads nothing more.
+            self.cancelled = true;
+        }
+        self.phase = Phase::Noticed(AfterNotice {
+            noticed,
+            waiting: false,
+        });
+    }
+
+    /// The write of this run's record was answered: `landed`, or it failed.
+    pub(crate) fn announced(&mut self, coordinator: &mut Coordinator<T>, landed: bool) {
+        if let Phase::Noticed(after) = &mut self.phase
+            && std::mem::take(&mut after.waiting)
+        {
+            coordinator.recorded(landed);
         }
     }
 
     /// The poll's beat was written (or not: a beat is a hint).
-    pub(crate) fn beaten(&mut self, coordinator: &Coordinator<T>) {
-        if !matches!(self.phase, Phase::Beat { asked: true, .. }) {
-            // Not asked for: nothing changes.
-            return;
-        }
-        let Phase::Beat { read_rows, .. } = std::mem::replace(&mut self.phase, Phase::Idle) else {
-            unreachable!("checked above");
-        };
-        if read_rows {
-            self.read_poll_rows(coordinator);
+    pub(crate) fn beaten(&mut self) {
+        if let Phase::Noticed(after) = &mut self.phase {
+            after.waiting = false;
         }
     }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::plan::Rows;
+use super::twins::{Incarnation, Twin};
 use crate::LeaseTimings;
 use crate::lease::{Notice, millis};
 
@@ -26,9 +27,14 @@ pub(crate) struct Beat {
     pub(crate) forget: Vec<String>,
 }
 
-/// What a notice just read asks for.
+/// What a notice just read asks for, in this order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Noticed {
+    /// Another run alive under this instance's owner id, to tell of ([`twins`](super::twins)).
+    /// When this run is the later of the two it stops, and nothing else follows.
+    pub(crate) twin: Option<Twin>,
+    /// Write this run's record ([`LeaseStore::announce`](crate::LeaseStore::announce)).
+    pub(crate) record: bool,
     /// Write this instance's beat.
     pub(crate) beat: Option<Beat>,
     /// Read the rows of the shards the poll waits for.
@@ -175,13 +181,23 @@ pub(crate) fn beat_due(
         return None;
     }
     let forget_before = now_ms.saturating_sub(millis(FORGET_BEAT_AFTER));
+    // Runs recorded by instances that never beat (a lone instance, or one whose owner id was
+    // unique to a run long gone) go once they started long ago: a live one records itself again
+    // when it misses its record, so the notice does not grow with every run a stream ever had.
+    let unbeaten = notice.incarnations.iter().filter(|&(other, run)| {
+        !notice.beats.contains_key(other)
+            && Incarnation::parse(run).is_none_or(|run| run.started_ms() < forget_before)
+    });
     Some(Beat {
         until_ms: now_ms.saturating_add(lease),
         forget: notice
             .beats
             .iter()
-            .filter(|&(other, &until)| other != owner && until < forget_before)
-            .map(|(other, _)| other.clone())
+            .filter(|&(_, &until)| until < forget_before)
+            .map(|(other, _)| other)
+            .chain(unbeaten.map(|(other, _)| other))
+            .filter(|&other| other != owner)
+            .cloned()
             .collect(),
     })
 }

@@ -253,8 +253,23 @@ impl LeaseStore for MemoryLeaseStore {
         let notice = notices.entry(stream.to_owned()).or_default();
         for gone in forget {
             notice.beats.remove(gone);
+            notice.incarnations.remove(gone);
         }
         notice.beats.insert(owner.to_owned(), until_ms);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn announce<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        incarnation: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        let mut notices = self.notices();
+        let notice = notices.entry(stream.to_owned()).or_default();
+        notice
+            .incarnations
+            .insert(owner.to_owned(), incarnation.to_owned());
         Box::pin(std::future::ready(Ok(())))
     }
 

@@ -35,6 +35,11 @@ pub struct Notice {
     pub counter: u64,
     /// Each instance's beat: until when (epoch milliseconds, by its own clock) it is alive.
     pub beats: BTreeMap<String, u64>,
+    /// Under each owner id, the run that recorded itself last
+    /// ([`LeaseStore::announce`](crate::LeaseStore::announce)): `<started ms>-<nonce>`. A run
+    /// that finds another one here after its own record landed knows a second instance runs
+    /// under its owner id, and the later of the two stops reading.
+    pub incarnations: BTreeMap<String, String>,
 }
 
 impl Notice {

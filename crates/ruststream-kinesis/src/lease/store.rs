@@ -249,7 +249,8 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     }
 
     /// Writes `owner`'s beat in `stream`'s notice: alive until `until_ms` (epoch milliseconds),
-    /// and removes the beats of `forget` (instances whose beats lapsed long ago). Unconditional:
+    /// and removes the beats and the [`announce`](Self::announce)d runs of `forget` (instances
+    /// whose beats lapsed long ago). Unconditional:
     /// a beat is a hint, never a lease. Provided as doing nothing, for a store without notices.
     ///
     /// # Errors
@@ -264,6 +265,33 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     ) -> LeaseFuture<'a, ()> {
         let _ = (stream, owner, until_ms, forget);
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Records `incarnation` (`<started ms>-<nonce>`: which run of `owner` this is) under
+    /// `owner` in `stream`'s notice ([`Notice::incarnations`]), in place of what was there.
+    /// Unconditional. The subscriptions record their run once they start, and judge every
+    /// notice read after that: another run's record under their owner id means a second
+    /// instance runs under it, and the later of the two stops reading. Provided as doing
+    /// nothing, for a store without notices (which then cannot find one owner id on two
+    /// instances).
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn announce<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        incarnation: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        let _ = (stream, owner, incarnation);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Where the rows live, for the messages that name it: `DynamoLeaseStore` answers its
+    /// table's name. Provided as `None`.
+    fn table_name(&self) -> Option<&str> {
+        None
     }
 
     /// Removes `owner`'s beat from `stream`'s notice and bumps its counter, as an instance that

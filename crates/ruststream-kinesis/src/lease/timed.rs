@@ -222,6 +222,23 @@ impl LeaseStore for Timed {
     fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
         self.bounded_stream(stream, "leave", self.inner.leave(stream, owner))
     }
+
+    fn announce<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        incarnation: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        self.bounded_stream(
+            stream,
+            "announce",
+            self.inner.announce(stream, owner, incarnation),
+        )
+    }
+
+    fn table_name(&self) -> Option<&str> {
+        self.inner.table_name()
+    }
 }
 
 impl Timed {

@@ -47,6 +47,9 @@ pub(crate) struct Subscription {
     pub(crate) fan_out: Option<Consumer>,
     pub(crate) tx: mpsc::Sender<Item>,
     pub(crate) cancel: CancellationToken,
+    /// The broker's own token, whose cancel stops every subscription of the instance: the
+    /// later of two runs under one owner id stops them all.
+    pub(crate) stop_instance: CancellationToken,
     /// This subscription's tasks, which a later subscription to the stream waits for.
     pub(crate) tasks: TaskTracker,
     /// The broker's tasks, which its shutdown waits for.

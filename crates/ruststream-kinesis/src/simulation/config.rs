@@ -124,6 +124,12 @@ pub(super) struct Config {
     /// the crate do, or answers `None` (a store written against the five calls), so the poll
     /// reads the rows at every poll.
     pub(super) notices: bool,
+    /// Whether each run records itself under its owner id in the notice and judges the notices
+    /// it reads after that (`Coordinator::with_incarnation`), as every live subscription does.
+    /// No two runs of one owner id are alive at once here (a restart follows every request of
+    /// the dead run), so a run that stops for another one is a false alarm, and fails the
+    /// schedule.
+    pub(super) twin_check: bool,
     /// How much longer than a request lives a row must have been one no reader needs before a
     /// round deletes it (`hygiene`): short, so that deletions happen within a schedule.
     pub(super) gone_grace: Duration,
@@ -316,10 +322,20 @@ impl Config {
             aggregates: 0.0,
             checkpoints_inside_aggregates: true,
             p_empty: 0.0,
+            twin_check: false,
         }
         .with_balancing(rng)
         .with_fan_out(rng)
         .with_aggregates(rng)
+        .with_twin_check(rng)
+    }
+
+    /// Whether the runs record themselves under their owner ids, from a generator of its own (as
+    /// [`with_balancing`](Self::with_balancing) draws), so the schedules stay those they were.
+    fn with_twin_check(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0x7717_0a11);
+        self.twin_check = side.random_bool(0.7);
+        self
     }
 
     /// How many writes put KPL aggregates, from a generator of its own (as

@@ -88,6 +88,23 @@ impl Sim {
                     self.send(i, 0, 0, kind, Cont::Beat);
                     return;
                 }
+                RoundStep::Announce(run) => {
+                    self.stats.announces += 1;
+                    let kind = OpKind::Announce {
+                        run: run.to_string(),
+                    };
+                    self.send(i, 0, 0, kind, Cont::Announce);
+                    return;
+                }
+                RoundStep::Twin(twin) => {
+                    // No two runs of one owner id are alive at once here.
+                    self.fail(format!(
+                        "false twin: i{i} ({owner}, run {}) found run {} alive under its owner \
+                         id, and none is",
+                        twin.mine, twin.theirs
+                    ));
+                    return;
+                }
                 RoundStep::Ask(asks) => {
                     coord.round.asks_left = asks.len();
                     for ask in asks {
@@ -281,10 +298,19 @@ impl Sim {
         self.coord_drive(i);
     }
 
+    /// The poll's record of this run answered.
+    pub(super) fn announce_answered(&mut self, i: usize, res: &Res) {
+        let coord = &mut self.insts[i].coord;
+        coord
+            .rounds
+            .announced(&mut coord.knows, matches!(res, Res::Ok));
+        self.coord_drive(i);
+    }
+
     /// The poll's beat answered (whatever it said).
     pub(super) fn beat_answered(&mut self, i: usize) {
         let coord = &mut self.insts[i].coord;
-        coord.rounds.beaten(&coord.knows);
+        coord.rounds.beaten();
         self.coord_drive(i);
     }
 

@@ -240,6 +240,7 @@ use crate::coordinator::machine::Coordinator;
 use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as RoundStep};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
+use crate::coordinator::twins::Incarnation;
 use crate::kinesis::api::ShardInfo;
 use crate::lease::{LeaseState, Notice};
 use crate::settings::position::ShardStart;

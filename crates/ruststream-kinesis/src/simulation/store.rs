@@ -46,6 +46,7 @@ impl Sim {
                     | OpKind::Notice
                     | OpKind::Beat { .. }
                     | OpKind::Leave
+                    | OpKind::Announce { .. }
                     | OpKind::Withdraw
                     | OpKind::AskHandoff { .. }
                     | OpKind::Delete { .. }
@@ -183,6 +184,7 @@ impl Sim {
             | OpKind::Notice
             | OpKind::Beat { .. }
             | OpKind::Leave
+            | OpKind::Announce { .. }
             | OpKind::Withdraw
             | OpKind::AskHandoff { .. }
             | OpKind::Delete { .. } => return false,
@@ -317,7 +319,7 @@ impl Sim {
         let malformed = match op.kind {
             // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
             OpKind::List => self.rows.iter().any(|row| row.malformed),
-            OpKind::Notice | OpKind::Beat { .. } | OpKind::Leave => false,
+            OpKind::Notice | OpKind::Beat { .. } | OpKind::Leave | OpKind::Announce { .. } => false,
             _ => self.rows[shard].malformed,
         };
         if malformed {
@@ -343,8 +345,15 @@ impl Sim {
             OpKind::Beat { until_ms, forget } => {
                 for gone in forget {
                     self.notice.beats.remove(gone);
+                    self.notice.incarnations.remove(gone);
                 }
                 self.notice.beats.insert(op.owner.to_string(), *until_ms);
+                Res::Ok
+            }
+            OpKind::Announce { run } => {
+                self.notice
+                    .incarnations
+                    .insert(op.owner.to_string(), run.clone());
                 Res::Ok
             }
             OpKind::Leave => {
@@ -643,6 +652,7 @@ impl Sim {
                     | OpKind::Notice
                     | OpKind::Beat { .. }
                     | OpKind::Leave
+                    | OpKind::Announce { .. }
                     | OpKind::Withdraw
                     | OpKind::AskHandoff { .. }
                     | OpKind::Delete { .. } => unreachable!(),
@@ -698,6 +708,7 @@ impl Sim {
             Cont::Notice => self.notice_answered(i, res),
             Cont::Delete { shard } => self.round_deleted(i, shard, res),
             Cont::Beat => self.beat_answered(i),
+            Cont::Announce => self.announce_answered(i, &res),
             Cont::Ask => self.ask_answered(i),
             Cont::Leave => {}
             Cont::Acquire { shard, sid, start } => self.round_acquired(i, shard, sid, start, res),

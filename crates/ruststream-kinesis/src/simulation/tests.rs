@@ -17,6 +17,7 @@ fn as_found(cfg: &mut Config, _: &mut StdRng) {
     cfg.fan_out = false;
     cfg.aggregates = 0.0;
     cfg.p_empty = 0.0;
+    cfg.twin_check = false;
 }
 
 /// Runs one schedule; on failure runs it again with a trace and returns the report.

@@ -249,6 +249,10 @@ pub(super) enum OpKind {
     },
     /// `LeaseStore::leave`: this instance's beat removed, the notice bumped.
     Leave,
+    /// `LeaseStore::announce`: this run recorded under its owner id in the notice.
+    Announce {
+        run: String,
+    },
     /// `LeaseStore::withdraw_handoff`: the caller's request removed from the row.
     Withdraw,
     /// `LeaseStore::ask_handoff`: a planned move of `holder`'s shard to the caller.
@@ -343,6 +347,8 @@ pub(super) enum Cont {
     Notice,
     /// The poll's beat.
     Beat,
+    /// The poll's record of this run.
+    Announce,
     /// One of a round's requests for a planned move.
     Ask,
     /// The instance's leave at its coordinator's end: nothing follows.
@@ -655,11 +661,14 @@ pub(super) struct Coord {
 
 impl Coord {
     /// A new subscription's coordinator at `now`: its first round is due at once.
-    pub(super) fn new(cfg: &Config, now: Time) -> Self {
+    pub(super) fn new(cfg: &Config, now: Time, run: Incarnation) -> Self {
         Self {
             knows: {
-                let knows =
+                let mut knows =
                     Coordinator::new(cfg.timings, cfg.initial.clone()).with_balancing(cfg.balance);
+                if cfg.twin_check {
+                    knows = knows.with_incarnation(run);
+                }
                 if cfg.rows_age_bound {
                     knows
                 } else {
@@ -694,6 +703,9 @@ pub(super) struct Inst {
     /// A subscription dropped by a resubscribe: it never starts again.
     pub(super) retired: bool,
     pub(super) inc: u32,
+    /// The process's run, which its subscriptions record under the owner id: new at every
+    /// start of the process, the same for a subscription opened again in it.
+    pub(super) run: Incarnation,
     pub(super) alive: bool,
     pub(super) offset_ms: i64,
     pub(super) stalled_until: Time,
@@ -866,6 +878,8 @@ pub(super) struct Stats {
     pub(super) clean_hand_overs: u64,
     pub(super) converged: u64,
     pub(super) beats: u64,
+    /// Records of a run under its owner id written (`LeaseStore::announce`).
+    pub(super) announces: u64,
     pub(super) lost_bumps: u64,
     pub(super) resubscribes: u64,
     /// Closed shards a round skipped (never read, starting at the tip); shards trimmed by
@@ -935,6 +949,7 @@ impl Stats {
         self.clean_hand_overs += o.clean_hand_overs;
         self.converged += o.converged;
         self.beats += o.beats;
+        self.announces += o.announces;
         self.lost_bumps += o.lost_bumps;
         self.resubscribes += o.resubscribes;
         self.skipped += o.skipped;

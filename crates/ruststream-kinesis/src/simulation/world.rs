@@ -190,6 +190,11 @@ impl Sim {
         if !same_id {
             inst.owner = Arc::from(format!("i{i}.{}", inst.inc));
         }
+        // A new run of the process: when it starts by its clock, and a nonce of its own.
+        let nonce = (u64::try_from(i).unwrap_or(0) << 32) | u64::from(inst.inc);
+        inst.offset_ms = offset;
+        let started_ms = self.wall(i);
+        self.insts[i].run = Incarnation::new(started_ms, nonce);
         self.open_subscription(i, offset);
     }
 
@@ -201,7 +206,7 @@ impl Sim {
         inst.stalled_until = Time::ZERO;
         inst.shutting_down = false;
         inst.dropped = false;
-        inst.coord = Coord::new(&self.cfg, self.now);
+        inst.coord = Coord::new(&self.cfg, self.now, inst.run);
         let owner = Arc::clone(&inst.owner);
         self.log(|| format!("i{i} starts as {owner}, clock offset {offset} ms"));
         self.coord_drive(i);
@@ -218,7 +223,7 @@ impl Sim {
         inst.channel.clear();
         inst.in_flight = 0;
         inst.dispatch_pending = false;
-        inst.coord = Coord::new(&self.cfg, self.now);
+        inst.coord = Coord::new(&self.cfg, self.now, inst.run);
     }
 
     pub(super) fn restart_later(&mut self, i: usize, same_id: bool) {
@@ -294,6 +299,7 @@ impl Sim {
             successor: None,
             retired: false,
             inc: 0,
+            run: old.run,
             alive: false,
             offset_ms: old.offset_ms,
             stalled_until: old.stalled_until,
@@ -302,7 +308,7 @@ impl Sim {
             dropped: false,
             restart_after_exit: None,
             died_at: Time::ZERO,
-            coord: Coord::new(&self.cfg, self.now),
+            coord: Coord::new(&self.cfg, self.now, old.run),
             sessions: BTreeMap::new(),
             running: BTreeMap::new(),
             channel: VecDeque::new(),

@@ -234,6 +234,7 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
     let notice = |counter, beat: u64| Notice {
         counter,
         beats: [("pod-b".to_owned(), beat)].into(),
+        ..Notice::default()
     };
     let now = Duration::ZERO;
     // The first notice: the rows are read once; this instance waits, so it beats.

@@ -263,6 +263,7 @@ fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it
     let notice = |counter| Notice {
         counter,
         beats: [("pod-b".to_owned(), NOW_MS + 9_000)].into(),
+        ..Notice::default()
     };
     // The first poll: the notice, this instance's beat (it waits on pod-b), then the rows once.
     let mut at = POLL;
@@ -279,7 +280,7 @@ fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it
         panic!("a beat");
     };
     assert_eq!(beat.until_ms, NOW_MS + 10_000);
-    rig.rounds.beaten(&rig.coordinator);
+    rig.rounds.beaten();
     assert!(matches!(rig.next(at), Step::ListRows));
     rig.rounds.rows_listed(
         &mut rig.coordinator,
@@ -389,6 +390,7 @@ fn balancing_rig_after_notice(beats: &[&str], now: Duration) -> Rig {
             .iter()
             .map(|owner| ((*owner).to_owned(), NOW_MS + 10_000))
             .collect(),
+        ..Notice::default()
     };
     rig.rounds.notice_read(
         &mut rig.coordinator,
@@ -517,4 +519,142 @@ fn rows_answered_after_a_freeze_longer_than_a_lease_are_read_again_not_taken_on(
         matches!(rig.next(thawed), Step::ListShards),
         "a round reads them again"
     );
+}
+
+/// A rig whose run is `mine`, with the handover poll every `poll` (`ZERO`: off), after its first
+/// round (one shard, which it reads).
+fn twin_rig(mine: Incarnation, poll: Duration) -> Rig {
+    let timings = LeaseTimings::default().with_handover_poll_interval(poll);
+    let mut rig = Rig {
+        rounds: Rounds::new(LISTING, poll, Duration::ZERO),
+        coordinator: Coordinator::new(timings, KinesisPosition::TrimHorizon).with_incarnation(mine),
+        reading: HashSet::new(),
+    };
+    rig.first_listing(Duration::ZERO);
+    rig.reading.insert(Arc::from("shardId-0"));
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(Vec::new()),
+        OWNER,
+        Duration::ZERO,
+        NOW_MS,
+    );
+    assert!(matches!(rig.next(Duration::ZERO), Step::Take(_)));
+    rig.rounds.took(&mut rig.coordinator, Duration::ZERO);
+    rig
+}
+
+/// The notice that shows `run` under this instance's owner id (`None`: nothing).
+fn notice_of(run: Option<Incarnation>) -> Notice {
+    Notice {
+        incarnations: run
+            .map(|run| (OWNER.to_owned(), run.to_string()))
+            .into_iter()
+            .collect(),
+        ..Notice::default()
+    }
+}
+
+impl Rig {
+    /// The next look at the notice, due by `at`: reads `notice` and answers what it asks.
+    fn look(&mut self, at: Duration, notice: Notice) -> Duration {
+        let due = match self.next(at) {
+            Step::Wait(Some(due)) => {
+                assert!(matches!(self.next(due), Step::ReadNotice));
+                due
+            }
+            Step::ReadNotice => at,
+            other => panic!("a look at the notice, or a wait for it: {other:?}"),
+        };
+        self.rounds.notice_read(
+            &mut self.coordinator,
+            NoticeRead::Notice(notice),
+            OWNER,
+            due,
+            NOW_MS,
+        );
+        due
+    }
+}
+
+#[test]
+fn a_run_records_itself_once_and_the_later_of_two_live_runs_stops() {
+    let early = Incarnation::new(NOW_MS - 60_000, 1);
+    let late = Incarnation::new(NOW_MS, 2);
+    let mut rig = twin_rig(late, POLL);
+    // The first look finds the crashed run's record: it records its own, judging nothing.
+    let at = rig.look(Duration::ZERO, notice_of(Some(early)));
+    let Step::Announce(run) = rig.next(at) else {
+        panic!("this run's record");
+    };
+    assert_eq!(run, late);
+    assert!(matches!(rig.next(at), Step::Wait(None)), "until it answers");
+    rig.rounds.announced(&mut rig.coordinator, true);
+    // Its own record: nothing to say, nothing written.
+    let at = rig.look(at, notice_of(Some(late)));
+    assert!(matches!(rig.next(at), Step::Wait(Some(_))));
+    // The earlier run wrote its record after this one's landed: it is alive, and this run stops.
+    let at = rig.look(at, notice_of(Some(early)));
+    let Step::Twin(twin) = rig.next(at) else {
+        panic!("the twin is told of");
+    };
+    assert_eq!((twin.mine, twin.theirs), (late, early));
+    assert!(twin.stops_here());
+    assert!(matches!(rig.next(at), Step::Exit));
+    assert_eq!(rig.coordinator.superseded(), Some(early));
+}
+
+#[test]
+fn the_earlier_run_keeps_going_and_records_itself_again() {
+    let early = Incarnation::new(NOW_MS - 60_000, 1);
+    let late = Incarnation::new(NOW_MS, 2);
+    let mut rig = twin_rig(early, POLL);
+    let at = rig.look(Duration::ZERO, notice_of(None));
+    assert!(matches!(rig.next(at), Step::Announce(_)));
+    // A failed write may not have landed: nothing is judged until one is answered.
+    rig.rounds.announced(&mut rig.coordinator, false);
+    let at = rig.look(at, notice_of(Some(late)));
+    assert!(matches!(rig.next(at), Step::Announce(_)), "written again");
+    rig.rounds.announced(&mut rig.coordinator, true);
+    let at = rig.look(at, notice_of(Some(late)));
+    let Step::Twin(twin) = rig.next(at) else {
+        panic!("the later run is told of");
+    };
+    assert!(!twin.stops_here());
+    assert!(
+        matches!(rig.next(at), Step::Announce(run) if run == early),
+        "its record again, for the later run to read"
+    );
+    rig.rounds.announced(&mut rig.coordinator, true);
+    assert!(matches!(rig.next(at), Step::Wait(Some(_))), "it goes on");
+    assert_eq!(rig.coordinator.superseded(), None);
+}
+
+#[test]
+fn with_the_handover_poll_off_the_notice_is_read_for_the_twins_alone() {
+    let early = Incarnation::new(NOW_MS - 60_000, 1);
+    let late = Incarnation::new(NOW_MS, 2);
+    let mut rig = twin_rig(late, Duration::ZERO);
+    let renew = LeaseTimings::default().renew();
+    let mut others = notice_of(None);
+    // A bumped counter and another instance's beat: with the poll off neither asks for a beat
+    // or a read of the rows.
+    others.counter = 7;
+    others.beats.insert("pod-b".to_owned(), NOW_MS + 9_000);
+    let first = rig.look(Duration::ZERO, others.clone());
+    assert_eq!(
+        first,
+        Duration::ZERO,
+        "the first look right after the first round"
+    );
+    assert!(matches!(rig.next(first), Step::Announce(_)));
+    rig.rounds.announced(&mut rig.coordinator, true);
+    let Step::Wait(Some(due)) = rig.next(first) else {
+        panic!("a wait");
+    };
+    assert_eq!(due, first + renew, "the next look a renewal interval later");
+    others.incarnations = notice_of(Some(early)).incarnations;
+    let at = rig.look(first, others);
+    assert!(matches!(rig.next(at), Step::Twin(twin) if twin.stops_here()));
+    assert!(matches!(rig.next(at), Step::Exit));
 }

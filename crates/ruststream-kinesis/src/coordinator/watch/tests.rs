@@ -14,6 +14,7 @@ fn notice(counter: u64, beats: &[(&str, u64)]) -> Notice {
             .iter()
             .map(|&(owner, until)| (owner.to_owned(), until))
             .collect(),
+        ..Notice::default()
     }
 }
 

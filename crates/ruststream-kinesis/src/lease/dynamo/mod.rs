@@ -742,6 +742,20 @@ impl LeaseStore for DynamoLeaseStore {
         Box::pin(self.write_beat(stream, owner, until_ms, forget))
     }
 
+    /// One unconditional `UpdateItem` of the stream's notice row.
+    fn announce<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        incarnation: &'a str,
+    ) -> LeaseFuture<'a, ()> {
+        Box::pin(self.write_incarnation(stream, owner, incarnation))
+    }
+
+    fn table_name(&self) -> Option<&str> {
+        Some(&self.table)
+    }
+
     /// One unconditional `UpdateItem` of the stream's notice row: the beat removed, the
     /// counter bumped.
     fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {

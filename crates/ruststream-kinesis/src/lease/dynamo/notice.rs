@@ -10,6 +10,9 @@ const NOTICE_COUNTER: &str = "notice_counter";
 /// The prefix of a beat's attribute: `beat_<owner>`, until when (epoch milliseconds by the
 /// owner's clock) the owner is alive.
 const BEAT_PREFIX: &str = "beat_";
+/// The prefix of a run's record: `incarnation_<owner>`, the run (`<started ms>-<nonce>`, S) that
+/// recorded itself last under the owner id.
+const INCARNATION_PREFIX: &str = "incarnation_";
 
 impl DynamoLeaseStore {
     /// One consistent `GetItem` of `stream`'s notice row: one read unit while the row stays
@@ -27,6 +30,12 @@ impl DynamoLeaseStore {
             ..Notice::default()
         };
         for (name, value) in &item {
+            if let (Some(owner), AttributeValue::S(run)) =
+                (name.strip_prefix(INCARNATION_PREFIX), value)
+            {
+                notice.incarnations.insert(owner.to_owned(), run.clone());
+                continue;
+            }
             let Some(owner) = name.strip_prefix(BEAT_PREFIX) else {
                 continue;
             };
@@ -80,8 +89,9 @@ impl DynamoLeaseStore {
         let gone: Vec<&String> = forget.iter().filter(|gone| *gone != owner).collect();
         for (n, gone) in gone.iter().enumerate() {
             update.push_str(if n == 0 { " REMOVE " } else { ", " });
-            update.push_str(&format!("#gone{n}"));
+            update.push_str(&format!("#gone{n}, #run{n}"));
             names.insert(format!("#gone{n}"), format!("{BEAT_PREFIX}{gone}"));
+            names.insert(format!("#run{n}"), format!("{INCARNATION_PREFIX}{gone}"));
         }
         self.client
             .update_item()
@@ -94,6 +104,27 @@ impl DynamoLeaseStore {
             .await
             .map(drop)
             .map_err(|error| self.failure(&key, "beat", &error))
+    }
+
+    /// Records `incarnation` under `owner` in `stream`'s notice.
+    pub(super) async fn write_incarnation(
+        &self,
+        stream: &str,
+        owner: &str,
+        incarnation: &str,
+    ) -> Result<(), LeaseError> {
+        let key = LeaseKey::new(stream, "*");
+        self.client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&notice_key(stream)))
+            .update_expression("SET #run = :run")
+            .expression_attribute_names("#run", format!("{INCARNATION_PREFIX}{owner}"))
+            .expression_attribute_values(":run", string(incarnation))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|error| self.failure(&key, "announce", &error))
     }
 
     /// Removes `owner`'s beat from `stream`'s notice and bumps its counter: an instance stops.

@@ -18,6 +18,7 @@ use futures::future::join_all;
 use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
+use crate::coordinator::twins::Twin;
 use crate::kinesis::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, epoch_millis};
 use crate::live::reader::{self, Reader};
@@ -376,8 +377,19 @@ async fn drive(
                 {
                     tracing::debug!(stream = %sub.stream, error = %err, "writing this instance's beat failed");
                 }
-                rounds.beaten(&lock(&sub.coordinator));
+                rounds.beaten();
             }
+            Step::Announce(run) => {
+                let answer = sub
+                    .store
+                    .announce(&sub.stream, &sub.owner, &run.to_string())
+                    .await;
+                if let Err(err) = &answer {
+                    tracing::debug!(stream = %sub.stream, error = %err, "recording this run under its owner id failed; it is written again at the next look at the notice");
+                }
+                rounds.announced(&mut lock(&sub.coordinator), answer.is_ok());
+            }
+            Step::Twin(twin) => sub.twin_found(twin),
             Step::Ask(asks) => {
                 join_all(asks.iter().map(|ask| async move {
                     let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(&ask.shard));
@@ -432,6 +444,37 @@ async fn drive(
 }
 
 impl Subscription {
+    /// Another run is alive under this instance's owner id: the later of the two stops every
+    /// reader of the instance and says why; the earlier keeps its shards and warns.
+    fn twin_found(&self, twin: Twin) {
+        let table = self.store.table_name().map_or_else(
+            || "this lease store".to_owned(),
+            |table| format!("lease table {table:?}"),
+        );
+        if !twin.stops_here() {
+            tracing::warn!(
+                stream = %self.stream,
+                owner = %self.owner,
+                table,
+                theirs = %twin.theirs,
+                mine = %twin.mine,
+                "another instance runs under this owner id and started later; it stops reading \
+                 once it sees this one, and this one keeps its shards: give each instance an \
+                 owner id of its own"
+            );
+            return;
+        }
+        let err = KinesisError::OwnerIdInUse {
+            owner: self.owner.to_string(),
+            table,
+            theirs: twin.theirs.to_string(),
+            mine: twin.mine.to_string(),
+        };
+        tracing::error!(stream = %self.stream, error = %err, "stopping every reader of this instance");
+        let _ = self.tx.try_send(Err(err));
+        self.stop_instance.cancel();
+    }
+
     /// The subscription's first round, run before it is handed out; the coordinator's rounds
     /// from there. Fails when the stream cannot be listed.
     pub(crate) async fn first_round(self: &Arc<Self>) -> Result<Rounds<Instant>, KinesisError> {
@@ -456,7 +499,10 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
             tracing::debug!(lease = %key, error = %err, "withdrawing a request for a planned move failed; it lapses");
         }
     }
-    if lock(&sub.coordinator).is_balancing() {
+    // A run that stopped for an earlier one under its owner id leaves the beat: it is that
+    // run's too.
+    let superseded = lock(&sub.coordinator).superseded().is_some();
+    if lock(&sub.coordinator).is_balancing() && !superseded {
         // The others count one instance fewer at once, and read the rows for the shards this
         // one releases.
         if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {
