@@ -137,11 +137,13 @@ pub(crate) fn verdict(
 }
 
 /// Whether a checkpoint lies past where its shard started: a sequence number (inside an
-/// aggregate or not) or `SHARD_END`, not a recorded start or `SHARD_SKIPPED`.
+/// aggregate or not), a handler's seek (made while the shard was read, its parents long
+/// finished) or `SHARD_END`, not a recorded start or `SHARD_SKIPPED`.
 pub(crate) fn past_start(row: &LeaseState) -> bool {
     row.is_finished()
         || row.checkpoint.as_deref().is_some_and(|checkpoint| {
             crate::lease::split_within(checkpoint).is_some()
+                || ShardStart::is_seek_checkpoint(checkpoint)
                 || (!checkpoint.is_empty() && checkpoint.bytes().all(|b| b.is_ascii_digit()))
         })
 }

@@ -169,13 +169,44 @@ impl ShardStart {
     /// delivered: the position as a checkpoint records it (the tip as the moment of the seek,
     /// not a later tip; a later user record of an aggregate as a start inside it).
     pub(crate) fn resuming_at(to: &KinesisPosition, now_ms: u64) -> Self {
-        let start = Self::At(to.clone());
-        Self::from_checkpoint(to.shard().unwrap_or_default(), &start.to_checkpoint(now_ms))
+        Self::from_checkpoint(
+            to.shard().unwrap_or_default(),
+            &Self::seek_checkpoint(to, now_ms),
+        )
+    }
+
+    /// The checkpoint a seek to `to` at `now_ms` writes before any record of its position is
+    /// settled, so that a hand-over meanwhile carries it: the next owner reads on from the
+    /// seek's position, not from before it. A start position is marked `SEEK:` (`SEEK:TRIM_HORIZON`,
+    /// `SEEK:AT_SEQUENCE:<n>`, `SEEK:AT_TIMESTAMP:<ms>`): a recorded start tells the coordinator
+    /// that the shard has not moved past its beginning, and its parents may still matter, while a
+    /// seek is the handler's own choice of place, made long after the parents were finished.
+    pub(crate) fn seek_checkpoint(to: &KinesisPosition, now_ms: u64) -> String {
+        let checkpoint = Self::At(to.clone()).to_checkpoint(now_ms);
+        if Self::is_recorded_start(&checkpoint) {
+            format!("{SEEK}{checkpoint}")
+        } else {
+            checkpoint
+        }
+    }
+
+    /// Whether `checkpoint` is a start a first owner recorded (`TRIM_HORIZON`,
+    /// `AT_TIMESTAMP:<ms>`, `AT_SEQUENCE:<n>`), not a seek's or a record's.
+    fn is_recorded_start(checkpoint: &str) -> bool {
+        checkpoint == TRIM_HORIZON
+            || checkpoint.starts_with(AT_TIMESTAMP)
+            || checkpoint.starts_with(AT_SEQUENCE)
+    }
+
+    /// Whether `checkpoint` is a seek's position ([`seek_checkpoint`](Self::seek_checkpoint)).
+    pub(crate) fn is_seek_checkpoint(checkpoint: &str) -> bool {
+        checkpoint.starts_with(SEEK)
     }
 
     /// Where a shard resumes from a stored checkpoint: after a sequence number, or at the start
     /// position its first owner recorded before reading (see [`ShardStart::to_checkpoint`]).
     pub(crate) fn from_checkpoint(shard: &str, checkpoint: &str) -> Self {
+        let checkpoint = checkpoint.strip_prefix(SEEK).unwrap_or(checkpoint);
         if checkpoint == TRIM_HORIZON {
             return Self::At(KinesisPosition::TrimHorizon);
         }
@@ -237,6 +268,8 @@ const TRIM_HORIZON: &str = "TRIM_HORIZON";
 const AT_TIMESTAMP: &str = "AT_TIMESTAMP:";
 /// The prefix of a checkpoint that records a start at (not after) a sequence number.
 const AT_SEQUENCE: &str = "AT_SEQUENCE:";
+/// The prefix of a start a handler's seek wrote (before any record of its position settled).
+const SEEK: &str = "SEEK:";
 
 /// Compares two Kinesis sequence numbers (decimal strings of up to 128 bits).
 #[cfg(any(test, feature = "testing"))]

@@ -316,10 +316,18 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     }
 
     /// A seek resolved `iterator`: every delivery, handed-back record and pending checkpoint of
-    /// the old position is forgotten, and the reader restarts at `iterator` (a draining one
-    /// included); later iterators with no record handed out start at `resume`. Whether the
-    /// reader reads again from it (it had not stopped).
-    pub(crate) fn seek(&mut self, iterator: String, resume: ShardStart) -> bool {
+    /// the old position is forgotten, the reader restarts at `iterator` (a draining one
+    /// included), later iterators with no record handed out start at `resume`, and `recorded`
+    /// (the seek's position as a checkpoint) is the checkpoint to write until a record of the
+    /// new position settles, so a hand-over before then carries the seek. Whether the seek was
+    /// applied: a shard being handed back (closing, lost, or handed to another instance in a
+    /// planned move) refuses it, and the handler hears so.
+    pub(crate) fn seek(
+        &mut self,
+        iterator: String,
+        resume: ShardStart,
+        recorded: Arc<str>,
+    ) -> bool {
         if self.read.phase == Phase::Stopped || self.lease.is_halted() || self.is_handing_over() {
             // Being handed back (or lost): its last checkpoint stands, and the next owner reads
             // on from it.
@@ -330,6 +338,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.prefix_written = 0;
         self.prefix_sending = None;
         self.lease.drop_pending();
+        self.lease.checkpoint_ready(recorded);
         // The seek's position delivers what follows it: records waiting to come back do not,
         // and a closed shard need not wait for their timers to finish.
         let dropped = self.retries.len();

@@ -176,12 +176,16 @@ impl ShardHandle {
         next
     }
 
-    /// A seek resolved `iterator`: the shard forgets every delivery of the old position, and its
-    /// reader restarts at `iterator`.
-    pub(crate) fn seek(&self, iterator: String, resume: ShardStart) {
-        self.lock().seek(iterator, resume);
-        self.read_wake.notify_one();
-        self.handed_back.notify_one();
+    /// A seek resolved `iterator`: the shard forgets every delivery of the old position, its
+    /// reader restarts at `iterator`, and `recorded` is its checkpoint until a record of the new
+    /// position settles. Whether it was applied (a shard being handed back refuses it).
+    pub(crate) fn seek(&self, iterator: String, resume: ShardStart, recorded: Arc<str>) -> bool {
+        let applied = self.lock().seek(iterator, resume, recorded);
+        if applied {
+            self.read_wake.notify_one();
+            self.handed_back.notify_one();
+        }
+        applied
     }
 
     /// Stops deliveries from this shard at once, and writes no checkpoint of it any more: its

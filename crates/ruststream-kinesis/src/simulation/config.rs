@@ -25,6 +25,13 @@ impl Mark {
                 Some((sequence, sub)) => {
                     Self::Seq(sequence.parse().expect("a sequence number"), sub)
                 }
+                // A seek's position, at a record: through every record before it.
+                None if checkpoint.starts_with("SEEK:AT_SEQUENCE:") => checkpoint
+                    ["SEEK:AT_SEQUENCE:".len()..]
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|sequence| sequence.checked_sub(1))
+                    .map_or(Self::Start, |before| Self::Seq(before, WHOLE)),
                 // A start a first owner recorded (`ShardStart::to_checkpoint`): `TRIM_HORIZON`,
                 // or the moment it opened the shard at the tip or at a timestamp.
                 None => checkpoint

@@ -408,8 +408,9 @@ impl Sim {
         let iterator = self.stream.aggregate_start(shard, target);
         let wall = self.wall_at(i, self.now);
         let resume = ShardStart::resuming_at(&to, wall);
-        // Its checkpoints may go back to the target's, no further.
-        let floor = self.stream.mark_through(shard, target);
+        let recorded = ShardStart::seek_checkpoint(&to, wall);
+        // Its checkpoints may go back to the seek's own (just before the target), no further.
+        let floor = Mark::of(Some(&recorded));
         let Some(s) = self.session(i, sid) else {
             return;
         };
@@ -418,7 +419,9 @@ impl Sim {
             return;
         }
         // `seek_live` resolved the iterator (here: the target's index); `ShardHandle::seek`.
-        let restarts = s.machine.seek(iterator.to_string(), resume);
+        let restarts = s
+            .machine
+            .seek(iterator.to_string(), resume, Arc::from(recorded));
         s.settled_upto = None;
         s.seek_floor = Some(s.seek_floor.map_or(floor, |known| known.min(floor)));
         if let Some(floor) = s.seek_floor {

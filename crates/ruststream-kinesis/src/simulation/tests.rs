@@ -592,3 +592,15 @@ fn fan_out_schedules_keep_the_lease_invariants() {
     assert_eq!(stats.schedules, count);
     assert!(stats.takeovers > 0 && stats.reshards > 0 && stats.seeks > 0);
 }
+
+/// A schedule the random runs found when a seek began to write its position as a checkpoint
+/// (so that a hand-over before any record of it settled carries it): a handler sought a child
+/// shard back to a record, after the round had deleted its finished parent's row; written as
+/// `AT_SEQUENCE:<n>`, the child's row read as a start its first owner recorded, so the parent
+/// looked never read, and a restarted instance took it and read it again. A seek's checkpoint
+/// is marked (`SEEK:AT_SEQUENCE:<n>`) and counts as moved past the start.
+#[test]
+fn a_childs_seek_never_makes_its_deleted_parent_look_unread() {
+    let stats = replays_clean(1_796_335_294_481_968_205, &no_tweak);
+    assert!(stats.seeks > 0, "the schedule still seeks");
+}

@@ -53,7 +53,9 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
             .collect()
     };
     let start = ShardStart::At(to.clone());
-    let resume = ShardStart::resuming_at(&to, crate::epoch_millis());
+    let now_ms = crate::epoch_millis();
+    let resume = ShardStart::resuming_at(&to, now_ms);
+    let recorded: Arc<str> = Arc::from(ShardStart::seek_checkpoint(&to, now_ms));
     let mut iterators = Vec::with_capacity(targets.len());
     for (shard, _) in &targets {
         match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
@@ -79,8 +81,25 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
             }
         }
     }
-    for ((_, handle), iterator) in targets.into_iter().zip(iterators) {
-        handle.seek(iterator, resume.clone());
+    let mut applied = Vec::new();
+    let mut refused = Vec::new();
+    for ((shard, handle), iterator) in targets.into_iter().zip(iterators) {
+        if handle.seek(iterator, resume.clone(), Arc::clone(&recorded)) {
+            applied.push(shard);
+        } else {
+            refused.push(shard);
+        }
     }
-    Ok(())
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(KinesisError::Seek {
+        stream: sub.stream.to_string(),
+        reason: format!(
+            "shard(s) {refused:?} are being handed back (a graceful stop, a planned move to \
+             another instance, a shard read to its end, or a lost lease), so the seek to {to:?} \
+             was not applied to them: their next owner reads on from their last checkpoint; \
+             applied to {applied:?}. Seek again on the instance that holds them"
+        ),
+    })
 }

@@ -192,7 +192,11 @@ fn a_seek_subscribes_again_at_its_position() {
     let (_, step) = event(&mut machine, ZERO, &["1", "2"], Some("2"), false);
     assert!(is_next_event(&step));
     let target = ShardStart::At(KinesisPosition::TrimHorizon);
-    assert!(machine.seek("it-seek".to_owned(), target.clone()));
+    assert!(machine.seek(
+        "it-seek".to_owned(),
+        target.clone(),
+        Arc::from("TRIM_HORIZON")
+    ));
     // The event in flight was for the old position: dropped.
     machine.read_answered(
         S,
@@ -249,7 +253,8 @@ fn an_event_waited_for_is_unwanted_once_a_seek_arrives() {
     assert!(!machine.event_unwanted(), "a reader waits for its events");
     assert!(machine.seek(
         "it-seek".to_owned(),
-        ShardStart::At(KinesisPosition::TrimHorizon)
+        ShardStart::At(KinesisPosition::TrimHorizon),
+        Arc::from("TRIM_HORIZON")
     ));
     assert!(machine.event_unwanted());
     // The driver drops the subscription and says so; the seek's subscription follows.

@@ -65,6 +65,11 @@ fn recorded() -> ShardStart {
     ShardStart::At(KinesisPosition::Latest)
 }
 
+/// A seek's position as its checkpoint records it.
+fn sought() -> Arc<str> {
+    Arc::from("AT_SEQUENCE:5")
+}
+
 fn taken_with(window: usize) -> ShardMachine<Duration, Rec> {
     ShardMachine::new(
         ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
@@ -432,7 +437,7 @@ fn a_cancelled_reader_hands_back_a_draining_shard_unless_it_is_drained() {
 fn a_seek_drops_the_answer_of_the_call_in_flight_and_restarts_a_draining_reader() {
     let mut machine = taken();
     let _ = next(&mut machine, Duration::ZERO);
-    assert!(machine.seek("it-seek".to_owned(), recorded()));
+    assert!(machine.seek("it-seek".to_owned(), recorded(), sought()));
     machine.read_answered(
         Duration::ZERO,
         Fetch::Records {
@@ -461,7 +466,7 @@ fn a_seek_drops_the_answer_of_the_call_in_flight_and_restarts_a_draining_reader(
         matches!(next(&mut machine, S), ReadStep::Wait(None)),
         "draining"
     );
-    assert!(machine.seek("it-back".to_owned(), recorded()));
+    assert!(machine.seek("it-back".to_owned(), recorded(), sought()));
     assert_eq!(
         step_call(next(&mut machine, S)),
         Some(Call::GetRecords("it-back".to_owned())),
@@ -492,7 +497,7 @@ fn a_seek_drops_the_records_waiting_to_come_back() {
         !machine.is_drained(),
         "a record waits to come back in an hour"
     );
-    machine.seek("it-seek".to_owned(), recorded());
+    machine.seek("it-seek".to_owned(), recorded(), sought());
     assert!(
         machine.is_drained(),
         "after a seek nothing waits: a closed shard need not wait out the retry's timer"
@@ -709,7 +714,7 @@ fn a_seek_back_on_a_draining_shard_is_not_lost_to_a_cancel() {
         matches!(next(&mut machine, S), ReadStep::Wait(None)),
         "draining"
     );
-    assert!(machine.seek("it-back".to_owned(), recorded()));
+    assert!(machine.seek("it-back".to_owned(), recorded(), sought()));
     // The old position's record settles after the seek (moving nothing), then shutdown.
     let _ = machine.settle(ticket, false);
     machine.cancel_reading();
@@ -734,11 +739,63 @@ fn a_seek_of_a_shard_being_handed_back_keeps_its_pending_checkpoint() {
         ReadStep::Finish(Stop::Cancelled)
     ));
     machine.close(Close::Release);
-    assert!(!machine.seek("it-seek".to_owned(), recorded()));
+    assert!(!machine.seek("it-seek".to_owned(), recorded(), sought()));
     assert_eq!(
         machine.next_write(S, ms(S)),
         Next::Send(Write::Final(Arc::from("1"))),
         "the settled prefix is written before the release"
+    );
+}
+
+/// A seek whose position settled nothing yet still moves the shard: its position is the
+/// checkpoint to write, and a graceful stop or a planned move carries it to the next owner.
+#[test]
+fn a_seek_that_settled_nothing_survives_a_hand_over() {
+    for close in [Close::Release, Close::HandOver] {
+        let mut machine = taken();
+        read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
+        let ticket = hand_out(&mut machine, Duration::ZERO)[0];
+        machine.settle(ticket, false).unwrap();
+        if close == Close::HandOver {
+            assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
+        }
+        let applied = machine.seek("it-seek".to_owned(), recorded(), sought());
+        if close == Close::HandOver {
+            // Handing over already: refused, and said so; the settled record goes with it.
+            assert!(!applied, "a seek of a shard on its way to another instance");
+            machine.close(close);
+            assert_eq!(
+                machine.next_write(S, ms(S)),
+                Next::Send(Write::HandOver {
+                    to: Arc::from("pod-b"),
+                    checkpoint: Some(Arc::from("1")),
+                })
+            );
+            continue;
+        }
+        assert!(applied);
+        machine.cancel_reading();
+        machine.close(close);
+        assert_eq!(
+            machine.next_write(S, ms(S)),
+            Next::Send(Write::Final(sought())),
+            "the seek's position, not the settled record before it"
+        );
+    }
+    // Asked to move after the seek: the hand-over carries the seek's position.
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
+    let ticket = hand_out(&mut machine, Duration::ZERO)[0];
+    machine.settle(ticket, false).unwrap();
+    assert!(machine.seek("it-seek".to_owned(), recorded(), sought()));
+    assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
+    machine.close(Close::HandOver);
+    assert_eq!(
+        machine.next_write(S, ms(S)),
+        Next::Send(Write::HandOver {
+            to: Arc::from("pod-b"),
+            checkpoint: Some(sought()),
+        })
     );
 }
 
@@ -867,7 +924,7 @@ fn a_shard_being_handed_over_ignores_a_seek_and_keeps_its_checkpoint() {
     machine.settle(tickets[0], false).unwrap();
     assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
     let generation = machine.generation();
-    assert!(!machine.seek("it-9".to_owned(), recorded()));
+    assert!(!machine.seek("it-9".to_owned(), recorded(), sought()));
     assert_eq!(machine.generation(), generation, "the watermark stands");
 }
 
