@@ -172,12 +172,13 @@ impl KinesisBroker {
     /// Two that do are found: each run records itself under its owner id in the stream's notice
     /// row, and a run that reads another live run's record there (within a few renewal
     /// intervals, well inside two leases and a listing interval) tells which started first. The
-    /// later one stops reading every stream, logs an ERROR and reports
-    /// [`KinesisError::OwnerIdInUse`] naming the owner id and the table; the earlier keeps its
-    /// shards. A run restarted after a crash or a graceful stop overwrites its predecessor's
-    /// record and is never mistaken for a second instance. Until it is found, each takes the
-    /// other's shards and records are handled twice: name instances after something unique to
-    /// each, such as the pod's name, and never fall back to a fixed one.
+    /// later one pauses reading every stream (its readers hand their shards back), logs an
+    /// ERROR and reports [`KinesisError::OwnerIdInUse`] naming the owner id and the table, until
+    /// the earlier one is gone; the earlier keeps its shards. A run restarted after a crash or a
+    /// graceful stop overwrites its predecessor's record and is never mistaken for a second
+    /// instance. Until it is found, each takes the other's shards and records are handled twice:
+    /// name instances after something unique to each, such as the pod's name, and never fall
+    /// back to a fixed one.
     ///
     /// # Examples
     ///
@@ -457,6 +458,7 @@ impl KinesisBroker {
             meters: self.meters,
             streams: Registry::default(),
             incarnation: Incarnation::new(crate::epoch_millis(), rand::random()),
+            pause: Arc::default(),
             record_limits: Arc::default(),
         }
     }
@@ -510,6 +512,8 @@ pub struct ConnectedKinesisBroker {
     streams: Registry,
     /// This run of the instance, which its subscriptions record under its owner id.
     incarnation: Incarnation,
+    /// Whether the instance is paused: an earlier run under its owner id is alive.
+    pause: Arc<crate::live::pause::Pause>,
     /// The largest record of each stream its publishers wrote to.
     pub(crate) record_limits: crate::publisher::RecordLimits,
 }
@@ -589,7 +593,7 @@ impl ConnectedKinesisBroker {
                     fan_out,
                     tx,
                     cancel: self.cancel.child_token(),
-                    stop_instance: self.cancel.clone(),
+                    pause: Arc::clone(&self.pause),
                     tasks: TaskTracker::new(),
                     broker_tasks: self.tasks.clone(),
                     runtime: self.runtime.clone(),

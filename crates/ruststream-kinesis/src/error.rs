@@ -161,8 +161,8 @@ pub enum KinesisError {
     /// The lease store cannot serve as the lease table at all, so the broker does not start
     /// (`connect` checks it before any subscription reads): a DynamoDB table that does not exist
     /// ([`LeaseError::TableMissing`]), one keyed otherwise than by `lease_key`
-    /// ([`LeaseError::TableMismatch`]), or one this service may not read. The source names the
-    /// table and the fix.
+    /// ([`LeaseError::TableMismatch`]), or one DynamoDB refuses a read of otherwise (a table
+    /// name it rejects). The source names the table and the fix.
     #[error("the lease store cannot be used, so the broker does not start: {source}")]
     LeaseStore {
         /// What the store said.
@@ -170,15 +170,16 @@ pub enum KinesisError {
         source: Box<LeaseError>,
     },
     /// Another instance runs under this one's owner id, and started earlier: this instance
-    /// stopped reading every stream (its readers wrote their final checkpoints and released
-    /// what they held), so no record is handled twice; the other keeps its shards. Publishing
-    /// goes on. Two instances that share a name take each other's shards back and forth; give
-    /// each its own.
+    /// paused reading every stream (its readers wrote their final checkpoints and released what
+    /// they held) until the other is gone, so no record is handled twice; the other keeps its
+    /// shards. Publishing goes on. Two instances that share a name take each other's shards back
+    /// and forth; give each its own.
     #[error(
         "another instance runs under owner id {owner:?} on {table}, and started earlier (its run \
-         {theirs}, this one {mine}): this instance stopped reading so that no record is handled \
-         twice, and the other keeps its shards. Give each instance an owner id of its own \
-         (KinesisBroker::owner_id, e.g. the pod's name), or leave it unset for a unique one"
+         {theirs}, this one {mine}): this instance paused reading until that one is gone, so \
+         that no record is handled twice, and the other keeps its shards. Give each instance an \
+         owner id of its own (KinesisBroker::owner_id, e.g. the pod's name), or leave it unset \
+         for a unique one"
     )]
     OwnerIdInUse {
         /// The owner id both run under.

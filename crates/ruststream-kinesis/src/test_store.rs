@@ -234,9 +234,10 @@ impl LeaseStore for Recording {
         &'a self,
         stream: &'a str,
         owner: &'a str,
-        incarnation: &'a str,
+        record: &'a str,
+        forget: &'a [String],
     ) -> crate::LeaseFuture<'a, ()> {
-        self.inner.announce(stream, owner, incarnation)
+        self.inner.announce(stream, owner, record, forget)
     }
 
     fn ask_handoff<'a>(

@@ -1,8 +1,9 @@
-//! One owner id on two running instances, live on the local stack: the later of the two stops
+//! One owner id on two running instances, live on the local stack: the later of the two pauses
 //! reading with `KinesisError::OwnerIdInUse` naming the owner id and the table, within two leases
 //! and a listing interval; the earlier keeps every shard, and from then on no record is handled
-//! twice. (A restart under the same owner id after a crash is not taken for a second instance:
-//! `leases_kinesis.rs`, `a_restart_under_the_same_owner_id_resumes_at_once`.)
+//! twice. Once the earlier stops, the later reads again. (A restart under the same owner id after
+//! a crash is not taken for a second instance: `leases_kinesis.rs`,
+//! `a_restart_under_the_same_owner_id_resumes_at_once`.)
 //!
 //! They run when `KINESIS_TEST_ENDPOINT` names the local stack.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
@@ -43,7 +44,7 @@ async fn publish_until(url: String, stream: String, stop: Arc<AtomicBool>) -> Ve
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_later_of_two_instances_under_one_owner_id_stops_and_the_earlier_keeps_its_shards() {
+async fn the_later_of_two_instances_under_one_owner_id_pauses_while_the_earlier_runs() {
     let Some(url) = common::endpoint() else {
         return;
     };
@@ -157,10 +158,38 @@ async fn the_later_of_two_instances_under_one_owner_id_stops_and_the_earlier_kee
         rows.values().all(|owner| owner.as_deref() == Some("pod-a")),
         "{rows:?}"
     );
-    // The earlier one warned, and reported no error of its own.
-    late.stop().await;
+    // The earlier one reported no error of its own.
     early.stop().await;
     while let Ok(err) = early_said.try_recv() {
         assert!(!err.contains("runs under owner id"), "{err}");
     }
+
+    // The earlier stopped: the later's record stands a lease (3 s) unanswered, and it reads again.
+    let stopped = Instant::now();
+    let after: Vec<String> = (0..20).map(|n| format!("after-{n}")).collect();
+    common::instances::publish_all(&url, &stream, after.clone()).await;
+    collect_until(&mut rx, &mut handled, Duration::from_secs(60), |h| {
+        after
+            .iter()
+            .all(|body| h.iter().any(|h| h.payload == *body && h.instance == "late"))
+    })
+    .await;
+    for body in &after {
+        assert!(
+            handled
+                .iter()
+                .any(|h| h.payload == *body && h.instance == "late"),
+            "the later instance reads again once the earlier stopped: {body} not handled"
+        );
+    }
+    println!(
+        "one owner id on two instances: the later read again {:?} after the earlier stopped",
+        stopped.elapsed()
+    );
+    late.stop().await;
+    let mut told = 0;
+    while let Ok(err) = late_said.try_recv() {
+        told += usize::from(err.contains("runs under owner id"));
+    }
+    assert_eq!(told, 0, "told once, at the pause (received above)");
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::balance::{self, Ask};
 use super::hygiene::{Deletion, Hygiene};
 use super::plan::{self, Rows, TakeFor, Verdict};
-use super::twins::{Incarnation, Seen, Twin, Twins};
+use super::twins::{Incarnation, TwinNews, Twins};
 use super::watch::{self, Noticed, Watch};
 use crate::kinesis::api::ShardInfo;
 use crate::lease::{LeaseState, Notice};
@@ -96,8 +96,9 @@ pub(crate) struct Coordinator<T> {
     /// The check for another run under this owner id (`None`: this subscription's run has no
     /// incarnation to record).
     twins: Option<Twins>,
-    /// The earlier run under this owner id that made this one stop reading.
-    superseded: Option<Incarnation>,
+    /// The instance is paused (an earlier run under its owner id is alive, as this subscription
+    /// or another of the instance found): it takes nothing.
+    paused: bool,
 }
 
 impl<T: Moment> Coordinator<T> {
@@ -119,12 +120,12 @@ impl<T: Moment> Coordinator<T> {
             left_free: HashMap::new(),
             rows_age_bound: true,
             twins: None,
-            superseded: None,
+            paused: false,
         }
     }
 
-    /// Records run `incarnation` in the stream's notice, and stops reading when another run
-    /// under this owner id turns out to be alive and earlier ([`twins`](super::twins)).
+    /// Records run `incarnation` in the stream's notice, and pauses while another run under
+    /// this owner id is alive and earlier ([`twins`](super::twins)).
     #[must_use]
     pub(crate) fn with_incarnation(mut self, incarnation: Incarnation) -> Self {
         self.twins = Some(Twins::new(incarnation));
@@ -137,22 +138,32 @@ impl<T: Moment> Coordinator<T> {
         self.twins.is_some() && self.watch.uses_notices()
     }
 
-    /// The earlier run under this owner id that made this one stop reading, if one did.
-    pub(crate) fn superseded(&self) -> Option<Incarnation> {
-        self.superseded
+    /// The earlier run under this owner id this subscription found alive, while it is.
+    #[cfg(test)]
+    pub(crate) fn paused_for(&self) -> Option<Incarnation> {
+        self.twins.as_ref().and_then(Twins::paused_for)
     }
 
-    /// This run's record is being written: the record to write.
-    pub(crate) fn recording(&mut self) -> Option<Incarnation> {
-        let twins = self.twins.as_mut()?;
-        twins.recording();
-        Some(twins.mine())
+    /// Whether the instance is paused (an earlier run under its owner id is alive): it takes
+    /// nothing, and its readers stop. The driver says so before every step, for every
+    /// subscription of the instance.
+    /// Answers whether that changed.
+    pub(crate) fn set_paused(&mut self, paused: bool) -> bool {
+        std::mem::replace(&mut self.paused, paused) != paused
     }
 
-    /// The write of this run's record was answered (`landed`, or it failed).
-    pub(crate) fn recorded(&mut self, landed: bool) {
+    /// This run's record is being written at `now_ms`: the text to write, and the gone
+    /// instances the write removes.
+    pub(crate) fn recording(&mut self, owner: &str, now_ms: u64) -> Option<(String, Vec<String>)> {
+        let record = self.twins.as_mut()?.recording(now_ms);
+        let gone = watch::gone_instances(self.watch.notice(), owner, now_ms);
+        Some((record, gone))
+    }
+
+    /// The write of this run's record was answered at `now_ms` (`landed`, or it failed).
+    pub(crate) fn recorded(&mut self, landed: bool, now_ms: u64) {
         if let Some(twins) = &mut self.twins {
-            twins.recorded(landed);
+            twins.recorded(landed, now_ms);
         }
     }
 
@@ -387,9 +398,18 @@ impl<T: Moment> Coordinator<T> {
         now: T,
         now_ms: u64,
     ) -> Noticed {
-        let (twin, record) = self.twins_noticed(notice, owner);
-        if self.superseded.is_some() || self.timings.handover_poll_interval().is_zero() {
-            // Stopping, or read for the twins alone (the handover poll is off).
+        let seen = self.twins.as_mut().map(|twins| {
+            twins.read(
+                notice.incarnations.get(owner).map(String::as_str),
+                now_ms,
+                self.timings.lease(),
+            )
+        });
+        let (twin, record) = seen.map_or((None, false), |seen| (seen.news, seen.record));
+        self.watch.notice_read(notice);
+        let paused = self.paused || matches!(twin, Some(TwinNews::Earlier(_)));
+        if paused || self.timings.handover_poll_interval().is_zero() {
+            // Paused (it takes nothing), or read for the twins alone (the handover poll is off).
             return Noticed {
                 twin,
                 record,
@@ -418,24 +438,6 @@ impl<T: Moment> Coordinator<T> {
             record,
             beat,
             read_rows,
-        }
-    }
-
-    /// What `notice` says of the runs under `owner`: another one alive to tell of, and whether
-    /// to write this run's record. The later of two live runs is superseded from here on.
-    fn twins_noticed(&mut self, notice: &Notice, owner: &str) -> (Option<Twin>, bool) {
-        let Some(twins) = &mut self.twins else {
-            return (None, false);
-        };
-        let mine = twins.mine();
-        match twins.read(notice.incarnations.get(owner).map(String::as_str)) {
-            Seen::Nothing => (None, false),
-            Seen::Record => (None, true),
-            Seen::Later(theirs) => (Some(Twin { mine, theirs }), true),
-            Seen::Earlier(theirs) => {
-                self.superseded = Some(theirs);
-                (Some(Twin { mine, theirs }), false)
-            }
         }
     }
 
@@ -487,6 +489,10 @@ impl<T: Moment> Coordinator<T> {
     ) -> Vec<(&'a ShardInfo, TakeFor)> {
         let listed = plan::listed(listing);
         let mut takeable = Vec::new();
+        if self.paused {
+            // An earlier run under this owner id is alive: it reads the stream.
+            return takeable;
+        }
         for shard in listing {
             if skip(shard)
                 || self.skipped.contains(&shard.id)

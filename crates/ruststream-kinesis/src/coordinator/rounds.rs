@@ -16,8 +16,9 @@
 //!   round when one of them is takeable now, and writes this instance's beat when the notice
 //!   asks for one. While no shard waits it reads the notice only every renewal interval. Every
 //!   notice read also checks for another run under this owner id ([`twins`](super::twins)):
-//!   this run's record is written when due, and the later of two live runs stops (the notice is
-//!   read every renewal interval for this alone when the handover poll is off). A
+//!   this run's record is written when due, and the later of two live runs pauses until the
+//!   earlier is gone (the notice is read every renewal interval for this alone when the
+//!   handover poll is off). A
 //!   store without notices has the rows read at every poll instead (nothing while no shard
 //!   waits). A poll whose notice read fails does nothing; one whose `list` fails, or that cannot
 //!   read every row, starts a round, which reads the rows one by one.
@@ -30,7 +31,7 @@ use super::balance::Ask;
 use super::hygiene::Deletion;
 use super::machine::{Coordinator, RoundPasses};
 use super::plan::{Rows, TakeFor};
-use super::twins::{Incarnation, Twin};
+use super::twins::TwinNews;
 use super::watch::{Beat, Noticed};
 use crate::kinesis::api::ShardInfo;
 use crate::lease::{LeaseState, Notice};
@@ -59,13 +60,13 @@ pub(crate) enum Step<T> {
     /// Write this instance's beat in the stream's notice; answer with [`Rounds::beaten`],
     /// whatever the write answered.
     Beat(Beat),
-    /// Record this run under the owner id in the stream's notice
-    /// ([`LeaseStore::announce`](crate::LeaseStore::announce)); answer with
-    /// [`Rounds::announced`].
-    Announce(Incarnation),
-    /// Another run is alive under this owner id: say so. When this run is the later of the two
-    /// ([`Twin::stops_here`]) every reader of the instance stops, and the coordinator ends.
-    Twin(Twin),
+    /// Record this run under the owner id in the stream's notice, and remove the gone
+    /// instances (`LeaseStore::announce`); answer with [`Rounds::announced`].
+    Announce { record: String, forget: Vec<String> },
+    /// What this run learned of another run under its owner id: say so. While an earlier one is
+    /// alive the instance pauses (every reader stops, nothing is taken), and reads again once it
+    /// is gone ([`twins`](super::twins)).
+    Twin(TwinNews),
     /// Nothing to do until this moment (`None`: until an answer), or a wake.
     Wait(Option<T>),
     /// Cancelled: the coordinator ends.
@@ -228,10 +229,10 @@ impl<T: Moment> Rounds<T> {
                 } else if after.waiting {
                     Some(Step::Wait(None))
                 } else if std::mem::take(&mut noticed.record)
-                    && let Some(run) = coordinator.recording()
+                    && let Some((record, forget)) = coordinator.recording(owner, now_ms)
                 {
                     after.waiting = true;
-                    Some(Step::Announce(run))
+                    Some(Step::Announce { record, forget })
                 } else if let Some(beat) = noticed.beat.take() {
                     after.waiting = true;
                     Some(Step::Beat(beat))
@@ -615,22 +616,23 @@ impl<T: Moment> Rounds<T> {
             }
             NoticeRead::Failed => Noticed::default(),
         };
-        if noticed.twin.is_some_and(|twin| twin.stops_here()) {
-            // The later of two runs under one owner id: it reads nothing more.
-            self.cancelled = true;
-        }
         self.phase = Phase::Noticed(AfterNotice {
             noticed,
             waiting: false,
         });
     }
 
-    /// The write of this run's record was answered: `landed`, or it failed.
-    pub(crate) fn announced(&mut self, coordinator: &mut Coordinator<T>, landed: bool) {
+    /// The write of this run's record was answered at `now_ms`: `landed`, or it failed.
+    pub(crate) fn announced(
+        &mut self,
+        coordinator: &mut Coordinator<T>,
+        landed: bool,
+        now_ms: u64,
+    ) {
         if let Phase::Noticed(after) = &mut self.phase
             && std::mem::take(&mut after.waiting)
         {
-            coordinator.recorded(landed);
+            coordinator.recorded(landed, now_ms);
         }
     }
 

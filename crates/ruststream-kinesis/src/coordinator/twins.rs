@@ -5,17 +5,29 @@
 //! coordinator records its incarnation under its owner id in the notice it reads anyway
 //! (`LeaseStore::announce`), and judges only notices read after that record landed:
 //!
-//! - the notice shows its own incarnation: nothing to say;
-//! - it shows none (the record was removed with a beat long lapsed): it records it again;
-//! - it shows another one: that one was written after its own record landed, so another run
-//!   under this owner id is alive now, not a crashed one's leftover. The later of the two stops
-//!   reading; the earlier keeps its shards and records its incarnation again, so the later reads
-//!   it (the later one needs to see the earlier's record written after its own to know).
+//! - the notice shows its own record: nothing to say (it writes it again every
+//!   [`REFRESH`], so that the others, who forget records not written for a while, keep it);
+//! - it shows none (removed as stale): it records itself again;
+//! - it shows another run's: that one was written after its own record landed, so another run
+//!   under this owner id is alive now, not a crashed one's leftover. The later of the two pauses
+//!   (the instance stops reading and takes nothing) and writes its record again; the earlier keeps
+//!   its shards and writes its own again whenever it sees the later's, so the later keeps seeing
+//!   it. Once the later's record stands a whole lease unanswered, the earlier is gone (stopped,
+//!   or it never was alive: a dead run's write that landed late), and the later reads again.
 //!
 //! A run restarted under its owner id after a crash or a graceful stop overwrites the old run's
-//! record and never sees it again: it takes its leases back at once, as before.
+//! record and never sees it again: it takes its leases back at once, as before. In a rollout that
+//! starts the new run before the old one stops, the new one waits until the old one is gone.
 
 use std::fmt;
+use std::time::Duration;
+
+use crate::lease::millis;
+
+/// How often a run writes its record again while nothing else asks for it: well inside the age
+/// (`watch::FORGET_AFTER`, five minutes) at which the others forget a record, so a live run's
+/// record stays, and a dead run's goes.
+pub(crate) const REFRESH: Duration = Duration::from_secs(150);
 
 /// Which run of an instance this is: when it connected (epoch milliseconds, by its clock) and a
 /// nonce of its own. Runs compare by that order: the later start is the later run, and two that
@@ -33,23 +45,25 @@ impl Incarnation {
         Self { started_ms, nonce }
     }
 
-    /// When the run started, in epoch milliseconds by its clock.
-    pub(crate) fn started_ms(self) -> u64 {
-        self.started_ms
+    /// A run's record as the notice holds it: `<started ms>-<nonce in hex>@<written ms>`.
+    pub(crate) fn record(self, written_ms: u64) -> String {
+        format!("{self}@{written_ms}")
     }
 
-    /// An incarnation as the notice holds it (`<started ms>-<nonce in hex>`); `None` for any
+    /// A record as the notice holds it: the run, and when the record was written; `None` for any
     /// other text.
-    pub(crate) fn parse(text: &str) -> Option<Self> {
-        let (started, nonce) = text.split_once('-')?;
-        Some(Self {
+    pub(crate) fn parse_record(text: &str) -> Option<(Self, u64)> {
+        let (run, written) = text.split_once('@')?;
+        let (started, nonce) = run.split_once('-')?;
+        let run = Self {
             started_ms: started.parse().ok()?,
             nonce: u64::from_str_radix(nonce, 16).ok()?,
-        })
+        };
+        Some((run, written.parse().ok()?))
     }
 }
 
-/// As the notice holds it: `<started ms>-<nonce in hex>`.
+/// As a log line says it: `<started ms>-<nonce in hex>`.
 impl fmt::Display for Incarnation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{:016x}", self.started_ms, self.nonce)
@@ -65,11 +79,15 @@ pub(crate) struct Twin {
     pub(crate) theirs: Incarnation,
 }
 
-impl Twin {
-    /// Whether the run that found it is the later of the two, which stops reading.
-    pub(crate) fn stops_here(&self) -> bool {
-        self.theirs < self.mine
-    }
+/// What a run learned of the other runs under its owner id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TwinNews {
+    /// A later run is alive: it pauses once it reads this run's record, written again now.
+    Later(Twin),
+    /// An earlier run is alive: this instance pauses (reads nothing, takes nothing).
+    Earlier(Twin),
+    /// The earlier run is gone: this instance reads again.
+    Gone(Twin),
 }
 
 /// Where this run's record in the notice stands.
@@ -79,23 +97,18 @@ enum Record {
     Due,
     /// Written, not answered yet.
     Sent,
-    /// Written and answered: a later notice that shows another run's was written after it.
-    Landed,
+    /// Written and answered at `at_ms`: a later notice that shows another run's was written
+    /// after it.
+    Landed { at_ms: u64 },
 }
 
 /// What a notice read says of this owner id's runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Seen {
-    /// Nothing new: this run's own record, or a write of it still to be answered.
-    #[default]
-    Nothing,
-    /// Write this run's record (first, again after it was removed, or after a write failed).
-    Record,
-    /// Another run started later and is alive: this one keeps its shards, and writes its record
-    /// again so that the other reads it and stops.
-    Later(Incarnation),
-    /// Another run started earlier and is alive: this one stops reading.
-    Earlier(Incarnation),
+pub(crate) struct Seen {
+    /// Something to tell of.
+    pub(crate) news: Option<TwinNews>,
+    /// Write this run's record.
+    pub(crate) record: bool,
 }
 
 /// What this run knows of the other runs under its owner id.
@@ -103,6 +116,10 @@ pub(crate) enum Seen {
 pub(crate) struct Twins {
     mine: Incarnation,
     record: Record,
+    /// The earlier run this one paused for, while it is alive.
+    paused_for: Option<Incarnation>,
+    /// The later run already told of: each is told of once.
+    told: Option<Incarnation>,
 }
 
 impl Twins {
@@ -111,44 +128,94 @@ impl Twins {
         Self {
             mine,
             record: Record::Due,
+            paused_for: None,
+            told: None,
         }
     }
 
-    /// This run.
-    pub(crate) fn mine(&self) -> Incarnation {
-        self.mine
+    /// The earlier run this one paused for, while it is alive.
+    #[cfg(test)]
+    pub(crate) fn paused_for(&self) -> Option<Incarnation> {
+        self.paused_for
     }
 
-    /// A notice was read whose record under this owner id is `theirs` (`None`: none, or text
-    /// that is no incarnation).
-    pub(crate) fn read(&mut self, theirs: Option<&str>) -> Seen {
-        match self.record {
-            Record::Due => Seen::Record,
-            Record::Sent => Seen::Nothing,
-            Record::Landed => match theirs.and_then(Incarnation::parse) {
-                Some(theirs) if theirs == self.mine => Seen::Nothing,
-                Some(theirs) if theirs > self.mine => {
-                    self.record = Record::Due;
-                    Seen::Later(theirs)
-                }
-                Some(theirs) => Seen::Earlier(theirs),
-                None => {
-                    self.record = Record::Due;
-                    Seen::Record
-                }
+    /// A notice read at `now_ms` holds `theirs` under this owner id (`None`: nothing, or text
+    /// that is no record); `lease` is how long a record of this run stands unanswered before the
+    /// run it paused for counts as gone.
+    pub(crate) fn read(&mut self, theirs: Option<&str>, now_ms: u64, lease: Duration) -> Seen {
+        let Record::Landed { at_ms } = self.record else {
+            return Seen {
+                news: None,
+                record: self.record == Record::Due,
+            };
+        };
+        let twin = |theirs| Twin {
+            mine: self.mine,
+            theirs,
+        };
+        let since = now_ms.saturating_sub(at_ms);
+        let seen = match theirs.and_then(Incarnation::parse_record) {
+            None => Seen {
+                news: None,
+                record: true,
             },
+            Some((run, _)) if run == self.mine => match self.paused_for {
+                // Unanswered a whole lease: the earlier run is gone.
+                Some(earlier) if since >= millis(lease) => {
+                    self.paused_for = None;
+                    Seen {
+                        news: Some(TwinNews::Gone(twin(earlier))),
+                        record: false,
+                    }
+                }
+                _ => Seen {
+                    news: None,
+                    record: since >= millis(REFRESH),
+                },
+            },
+            Some((run, _)) if run > self.mine => Seen {
+                news: (self.told != Some(run)).then(|| {
+                    self.told = Some(run);
+                    TwinNews::Later(twin(run))
+                }),
+                record: true,
+            },
+            // An earlier run wrote after this one's record landed: it is alive. Paused, this run
+            // asks again a lease after its last record.
+            Some((run, _)) => match self.paused_for {
+                None => {
+                    self.paused_for = Some(run);
+                    Seen {
+                        news: Some(TwinNews::Earlier(twin(run))),
+                        record: true,
+                    }
+                }
+                Some(_) => Seen {
+                    news: None,
+                    record: since >= millis(lease),
+                },
+            },
+        };
+        if seen.record {
+            self.record = Record::Due;
         }
+        seen
     }
 
-    /// This run's record is being written.
-    pub(crate) fn recording(&mut self) {
+    /// This run's record is being written: its text, written at `now_ms`.
+    pub(crate) fn recording(&mut self, now_ms: u64) -> String {
         self.record = Record::Sent;
+        self.mine.record(now_ms)
     }
 
-    /// The write of this run's record was answered: `landed`, or failed (it may land or not:
-    /// it is written again, and no notice is judged until one write was answered).
-    pub(crate) fn recorded(&mut self, landed: bool) {
-        self.record = if landed { Record::Landed } else { Record::Due };
+    /// The write of this run's record was answered at `now_ms`: `landed`, or failed (it may land
+    /// or not: it is written again, and no notice is judged until one write was answered).
+    pub(crate) fn recorded(&mut self, landed: bool, now_ms: u64) {
+        self.record = if landed {
+            Record::Landed { at_ms: now_ms }
+        } else {
+            Record::Due
+        };
     }
 }
 
@@ -164,60 +231,132 @@ mod tests {
         started_ms: 2_000,
         nonce: 1,
     };
+    const LEASE: Duration = Duration::from_secs(10);
+    const NOW: u64 = 1_000_000;
 
-    fn landed(mine: Incarnation) -> Twins {
+    fn landed(mine: Incarnation, at_ms: u64) -> Twins {
         let mut twins = Twins::new(mine);
-        assert_eq!(twins.read(None), Seen::Record);
-        twins.recording();
-        twins.recorded(true);
+        assert!(twins.read(None, at_ms, LEASE).record);
+        twins.recording(at_ms);
+        twins.recorded(true, at_ms);
         twins
     }
 
+    fn record(run: Incarnation) -> String {
+        run.record(NOW)
+    }
+
     #[test]
-    fn an_incarnation_reads_back_as_written_and_orders_by_start_then_nonce() {
-        assert_eq!(EARLY.to_string(), "1000-0000000000000009");
-        assert_eq!(Incarnation::parse(&LATE.to_string()), Some(LATE));
+    fn a_record_reads_back_as_written_and_runs_order_by_start_then_nonce() {
+        assert_eq!(EARLY.record(5), "1000-0000000000000009@5");
+        assert_eq!(Incarnation::parse_record(&LATE.record(7)), Some((LATE, 7)));
         assert!(EARLY < LATE);
         assert!(Incarnation::new(1_000, 1) < Incarnation::new(1_000, 2));
-        for text in ["", "1000", "x-1", "1000-zz", "-1"] {
-            assert_eq!(Incarnation::parse(text), None, "{text:?}");
+        for text in [
+            "",
+            "1000",
+            "x-1@1",
+            "1000-zz@1",
+            "-1@1",
+            "1000-1",
+            "1000-1@x",
+        ] {
+            assert_eq!(Incarnation::parse_record(text), None, "{text:?}");
         }
     }
 
     #[test]
     fn a_crashed_runs_record_read_before_this_ones_landed_is_never_judged() {
-        // The restart reads the old run's record first: it writes its own and goes on.
         let mut twins = Twins::new(LATE);
-        assert_eq!(twins.read(Some(&EARLY.to_string())), Seen::Record);
-        twins.recording();
-        assert_eq!(twins.read(Some(&EARLY.to_string())), Seen::Nothing);
+        assert_eq!(
+            twins.read(Some(&record(EARLY)), NOW, LEASE),
+            Seen {
+                news: None,
+                record: true
+            }
+        );
+        twins.recording(NOW);
+        assert_eq!(
+            twins.read(Some(&record(EARLY)), NOW, LEASE),
+            Seen::default(),
+            "a write on its way"
+        );
         // A write that failed may not have landed: written again before anything is judged.
-        twins.recorded(false);
-        assert_eq!(twins.read(Some(&EARLY.to_string())), Seen::Record);
-        twins.recording();
-        twins.recorded(true);
+        twins.recorded(false, NOW);
+        assert!(twins.read(Some(&record(EARLY)), NOW, LEASE).record);
+        twins.recording(NOW);
+        twins.recorded(true, NOW);
         // From then on the old run never writes again: only its own record shows.
-        assert_eq!(twins.read(Some(&LATE.to_string())), Seen::Nothing);
+        assert_eq!(
+            twins.read(Some(&record(LATE)), NOW + 1_000, LEASE),
+            Seen::default()
+        );
+        assert_eq!(twins.paused_for(), None);
     }
 
     #[test]
-    fn the_later_of_two_live_runs_stops_and_the_earlier_records_itself_again() {
-        let mut early = landed(EARLY);
-        let mut late = landed(LATE);
-        // The later wrote last: the earlier sees it, says so and writes its record again.
-        assert_eq!(early.read(Some(&LATE.to_string())), Seen::Later(LATE));
-        early.recording();
-        early.recorded(true);
-        // The later reads the earlier's record, written after its own: it stops.
-        assert_eq!(late.read(Some(&EARLY.to_string())), Seen::Earlier(EARLY));
-        assert_eq!(early.read(Some(&EARLY.to_string())), Seen::Nothing);
+    fn the_later_of_two_live_runs_pauses_until_the_earlier_is_gone() {
+        let mut early = landed(EARLY, NOW);
+        let mut late = landed(LATE, NOW);
+        // The later wrote last: the earlier says so once, and writes its record again.
+        let seen = early.read(Some(&record(LATE)), NOW + 500, LEASE);
+        assert_eq!(
+            seen.news,
+            Some(TwinNews::Later(Twin {
+                mine: EARLY,
+                theirs: LATE
+            }))
+        );
+        assert!(seen.record);
+        early.recording(NOW + 600);
+        early.recorded(true, NOW + 600);
+        // The later reads it: the earlier is alive, and the later pauses and asks again.
+        let seen = late.read(Some(&record(EARLY)), NOW + 1_000, LEASE);
+        assert!(matches!(seen.news, Some(TwinNews::Earlier(twin)) if twin.theirs == EARLY));
+        assert!(seen.record);
+        assert_eq!(late.paused_for(), Some(EARLY));
+        late.recording(NOW + 1_000);
+        late.recorded(true, NOW + 1_000);
+        // The earlier answers again, without saying it twice.
+        let seen = early.read(Some(&record(LATE)), NOW + 2_000, LEASE);
+        assert_eq!((seen.news, seen.record), (None, true));
+        early.recording(NOW + 2_000);
+        early.recorded(true, NOW + 2_000);
+        // Still alive: the later stays paused, and asks again a lease after its last record.
+        assert_eq!(
+            late.read(Some(&record(EARLY)), NOW + 3_000, LEASE),
+            Seen::default()
+        );
+        assert!(late.read(Some(&record(EARLY)), NOW + 11_000, LEASE).record);
+        late.recording(NOW + 11_000);
+        late.recorded(true, NOW + 11_000);
+        // The earlier stopped: the later's record stands a lease, and it reads again.
+        assert_eq!(
+            late.read(Some(&record(LATE)), NOW + 20_000, LEASE),
+            Seen::default()
+        );
+        let seen = late.read(Some(&record(LATE)), NOW + 21_000, LEASE);
+        assert!(matches!(seen.news, Some(TwinNews::Gone(twin)) if twin.theirs == EARLY));
+        assert_eq!(late.paused_for(), None);
     }
 
     #[test]
-    fn a_record_removed_or_unreadable_is_written_again() {
-        let mut twins = landed(EARLY);
-        assert_eq!(twins.read(None), Seen::Record);
-        let mut twins = landed(EARLY);
-        assert_eq!(twins.read(Some("written by hand")), Seen::Record);
+    fn a_record_removed_or_unreadable_is_written_again_and_a_stale_one_refreshed() {
+        let mut twins = landed(EARLY, NOW);
+        assert!(twins.read(None, NOW + 1, LEASE).record);
+        let mut twins = landed(EARLY, NOW);
+        assert!(twins.read(Some("written by hand"), NOW + 1, LEASE).record);
+        let mut twins = landed(EARLY, NOW);
+        let refresh = millis(REFRESH);
+        assert!(
+            !twins
+                .read(Some(&record(EARLY)), NOW + refresh - 1, LEASE)
+                .record
+        );
+        assert!(
+            twins
+                .read(Some(&record(EARLY)), NOW + refresh, LEASE)
+                .record
+        );
     }
 }

@@ -12,13 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::plan::Rows;
-use super::twins::{Incarnation, Twin};
+use super::twins::{Incarnation, TwinNews};
 use crate::LeaseTimings;
 use crate::lease::{Notice, millis};
 
-/// A beat lapsed this long ago belongs to an instance that is gone: the next beat written
-/// removes it, so the notice row stays small.
-const FORGET_BEAT_AFTER: Duration = Duration::from_secs(300);
+/// A beat lapsed this long ago, or a run's record (of an instance without a beat) not written
+/// for this long, belongs to an instance that is gone: the next beat or record written removes
+/// it, so the notice row stays small.
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(300);
+
+/// At most this many gone instances are removed by one write: the expression stays small.
+const FORGET_AT_ONCE: usize = 20;
 
 /// The beat to write: alive until `until_ms`, and the lapsed beats to remove.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,9 +34,8 @@ pub(crate) struct Beat {
 /// What a notice just read asks for, in this order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Noticed {
-    /// Another run alive under this instance's owner id, to tell of ([`twins`](super::twins)).
-    /// When this run is the later of the two it stops, and nothing else follows.
-    pub(crate) twin: Option<Twin>,
+    /// What this run learned of another run under its owner id ([`twins`](super::twins)).
+    pub(crate) twin: Option<TwinNews>,
     /// Write this run's record ([`LeaseStore::announce`](crate::LeaseStore::announce)).
     pub(crate) record: bool,
     /// Write this instance's beat.
@@ -58,6 +61,8 @@ pub(crate) struct Watch {
     /// Whether a notice read showed this instance's own beat: the instances that beat by then
     /// are known to it, and it to them.
     seen_own_beat: bool,
+    /// The last notice read, whose gone instances a record written removes.
+    last: Notice,
 }
 
 impl Watch {
@@ -69,6 +74,16 @@ impl Watch {
     /// The rows of the shards waited for, as last read.
     pub(crate) fn rows(&self) -> &Rows {
         &self.rows
+    }
+
+    /// A notice was read: the last one known.
+    pub(crate) fn notice_read(&mut self, notice: &Notice) {
+        self.last.clone_from(notice);
+    }
+
+    /// The last notice read (an empty one before the first).
+    pub(crate) fn notice(&self) -> &Notice {
+        &self.last
     }
 
     /// A notice was read: its beats are the instances known alive, for balancing.
@@ -180,26 +195,33 @@ pub(crate) fn beat_due(
     if fresh {
         return None;
     }
-    let forget_before = now_ms.saturating_sub(millis(FORGET_BEAT_AFTER));
-    // Runs recorded by instances that never beat (a lone instance, or one whose owner id was
-    // unique to a run long gone) go once they started long ago: a live one records itself again
-    // when it misses its record, so the notice does not grow with every run a stream ever had.
-    let unbeaten = notice.incarnations.iter().filter(|&(other, run)| {
-        !notice.beats.contains_key(other)
-            && Incarnation::parse(run).is_none_or(|run| run.started_ms() < forget_before)
-    });
     Some(Beat {
         until_ms: now_ms.saturating_add(lease),
-        forget: notice
-            .beats
-            .iter()
-            .filter(|&(_, &until)| until < forget_before)
-            .map(|(other, _)| other)
-            .chain(unbeaten.map(|(other, _)| other))
-            .filter(|&other| other != owner)
-            .cloned()
-            .collect(),
+        forget: gone_instances(notice, owner, now_ms),
     })
+}
+
+/// The instances other than `owner` that `notice` still names and that are gone by `now_ms`:
+/// a beat lapsed [`FORGET_AFTER`] ago, or, for one without a beat, a run's record not written
+/// for as long (a live run writes its again well before: `twins::REFRESH`). At most
+/// [`FORGET_AT_ONCE`]: a write removes them, and the next write the rest.
+pub(crate) fn gone_instances(notice: &Notice, owner: &str, now_ms: u64) -> Vec<String> {
+    let before = now_ms.saturating_sub(millis(FORGET_AFTER));
+    let lapsed = notice
+        .beats
+        .iter()
+        .filter(|&(_, &until)| until < before)
+        .map(|(other, _)| other);
+    let unwritten = notice.incarnations.iter().filter_map(|(other, record)| {
+        let stale = Incarnation::parse_record(record).is_none_or(|(_, written)| written < before);
+        (stale && !notice.beats.contains_key(other)).then_some(other)
+    });
+    lapsed
+        .chain(unwritten)
+        .filter(|&other| other != owner)
+        .take(FORGET_AT_ONCE)
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]

@@ -263,13 +263,18 @@ impl LeaseStore for MemoryLeaseStore {
         &'a self,
         stream: &'a str,
         owner: &'a str,
-        incarnation: &'a str,
+        record: &'a str,
+        forget: &'a [String],
     ) -> LeaseFuture<'a, ()> {
         let mut notices = self.notices();
         let notice = notices.entry(stream.to_owned()).or_default();
+        for gone in forget {
+            notice.beats.remove(gone);
+            notice.incarnations.remove(gone);
+        }
         notice
             .incarnations
-            .insert(owner.to_owned(), incarnation.to_owned());
+            .insert(owner.to_owned(), record.to_owned());
         Box::pin(std::future::ready(Ok(())))
     }
 

@@ -36,9 +36,10 @@ pub struct Notice {
     /// Each instance's beat: until when (epoch milliseconds, by its own clock) it is alive.
     pub beats: BTreeMap<String, u64>,
     /// Under each owner id, the run that recorded itself last
-    /// ([`LeaseStore::announce`](crate::LeaseStore::announce)): `<started ms>-<nonce>`. A run
-    /// that finds another one here after its own record landed knows a second instance runs
-    /// under its owner id, and the later of the two stops reading.
+    /// ([`LeaseStore::announce`](crate::LeaseStore::announce)): `<started ms>-<nonce>@<written
+    /// ms>`. A run that finds another one here after its own record landed knows a second
+    /// instance runs under its owner id, and the later of the two pauses until the earlier is
+    /// gone.
     pub incarnations: BTreeMap<String, String>,
 }
 

@@ -115,8 +115,8 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// `connect` calls it, and an error stops the start
     /// ([`KinesisError::LeaseStore`](crate::KinesisError::LeaseStore)). Answer an error only
     /// for what no retry cures (`DynamoLeaseStore`: a table that does not exist, one keyed
-    /// otherwise than by `lease_key`, a read the service may not make); a store that cannot tell
-    /// now (its database did not answer) answers `Ok` and lets the calls that follow report it.
+    /// otherwise than by `lease_key`); a store that cannot tell now (its database did not
+    /// answer, or refused the read) answers `Ok` and lets the calls that follow report it.
     /// Provided as `Ok`, for a store with nothing to check.
     ///
     /// # Errors
@@ -267,13 +267,14 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    /// Records `incarnation` (`<started ms>-<nonce>`: which run of `owner` this is) under
-    /// `owner` in `stream`'s notice ([`Notice::incarnations`]), in place of what was there.
-    /// Unconditional. The subscriptions record their run once they start, and judge every
-    /// notice read after that: another run's record under their owner id means a second
-    /// instance runs under it, and the later of the two stops reading. Provided as doing
-    /// nothing, for a store without notices (which then cannot find one owner id on two
-    /// instances).
+    /// Records `record` (`<started ms>-<nonce>@<written ms>`: which run of `owner` this is, and
+    /// when it wrote this) under `owner` in `stream`'s notice ([`Notice::incarnations`]), in place
+    /// of what was there, and removes the beats and records of `forget` (instances gone for
+    /// minutes), as [`beat`](Self::beat) does. Unconditional. The subscriptions record their run
+    /// once they start (and again every few minutes), and judge every notice read after that:
+    /// another run's record under their owner id means a second instance runs under it, and the
+    /// later of the two pauses until the earlier is gone. Provided as doing nothing, for a store
+    /// without notices (which then cannot find one owner id on two instances).
     ///
     /// # Errors
     ///
@@ -282,9 +283,10 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         &'a self,
         stream: &'a str,
         owner: &'a str,
-        incarnation: &'a str,
+        record: &'a str,
+        forget: &'a [String],
     ) -> LeaseFuture<'a, ()> {
-        let _ = (stream, owner, incarnation);
+        let _ = (stream, owner, record, forget);
         Box::pin(std::future::ready(Ok(())))
     }
 

@@ -227,12 +227,13 @@ impl LeaseStore for Timed {
         &'a self,
         stream: &'a str,
         owner: &'a str,
-        incarnation: &'a str,
+        record: &'a str,
+        forget: &'a [String],
     ) -> LeaseFuture<'a, ()> {
         self.bounded_stream(
             stream,
             "announce",
-            self.inner.announce(stream, owner, incarnation),
+            self.inner.announce(stream, owner, record, forget),
         )
     }
 

@@ -4,5 +4,6 @@
 //! ([`reader`]: they execute what the [`shard`](crate::shard) machine asks).
 
 pub(crate) mod coordinator;
+pub(crate) mod pause;
 pub(crate) mod reader;
 pub(crate) mod subscription;

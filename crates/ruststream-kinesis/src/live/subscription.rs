@@ -18,6 +18,7 @@ use crate::coordinator::machine::Coordinator;
 use crate::delivery::message::Item;
 use crate::kinesis::fan_out::Consumer;
 use crate::lease::LeaseStore;
+use crate::live::pause::Pause;
 use crate::shard::ShardHandle;
 use crate::telemetry::Meters;
 use crate::{KinesisError, LeaseTimings};
@@ -26,6 +27,8 @@ use crate::{KinesisError, LeaseTimings};
 #[derive(Debug)]
 pub(crate) struct Running {
     pub(crate) handle: Arc<ShardHandle>,
+    /// Its reader's own token: cancelled, it writes its final checkpoint and releases.
+    pub(crate) cancel: CancellationToken,
 }
 
 /// One live subscription: its settings, its channel, and the shards it reads.
@@ -47,9 +50,9 @@ pub(crate) struct Subscription {
     pub(crate) fan_out: Option<Consumer>,
     pub(crate) tx: mpsc::Sender<Item>,
     pub(crate) cancel: CancellationToken,
-    /// The broker's own token, whose cancel stops every subscription of the instance: the
-    /// later of two runs under one owner id stops them all.
-    pub(crate) stop_instance: CancellationToken,
+    /// Whether the instance is paused (an earlier run under its owner id is alive), shared by
+    /// every subscription of the broker.
+    pub(crate) pause: Arc<Pause>,
     /// This subscription's tasks, which a later subscription to the stream waits for.
     pub(crate) tasks: TaskTracker,
     /// The broker's tasks, which its shutdown waits for.

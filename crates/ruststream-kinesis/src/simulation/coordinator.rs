@@ -88,20 +88,17 @@ impl Sim {
                     self.send(i, 0, 0, kind, Cont::Beat);
                     return;
                 }
-                RoundStep::Announce(run) => {
+                RoundStep::Announce { record, forget } => {
                     self.stats.announces += 1;
-                    let kind = OpKind::Announce {
-                        run: run.to_string(),
-                    };
+                    let kind = OpKind::Announce { record, forget };
                     self.send(i, 0, 0, kind, Cont::Announce);
                     return;
                 }
-                RoundStep::Twin(twin) => {
+                RoundStep::Twin(news) => {
                     // No two runs of one owner id are alive at once here.
                     self.fail(format!(
-                        "false twin: i{i} ({owner}, run {}) found run {} alive under its owner \
-                         id, and none is",
-                        twin.mine, twin.theirs
+                        "false twin: i{i} ({owner}) was told {news:?}, and no other run under \
+                         its owner id is alive"
                     ));
                     return;
                 }
@@ -300,10 +297,11 @@ impl Sim {
 
     /// The poll's record of this run answered.
     pub(super) fn announce_answered(&mut self, i: usize, res: &Res) {
+        let now_ms = self.wall(i);
         let coord = &mut self.insts[i].coord;
         coord
             .rounds
-            .announced(&mut coord.knows, matches!(res, Res::Ok));
+            .announced(&mut coord.knows, matches!(res, Res::Ok), now_ms);
         self.coord_drive(i);
     }
 

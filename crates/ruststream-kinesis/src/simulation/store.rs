@@ -350,10 +350,14 @@ impl Sim {
                 self.notice.beats.insert(op.owner.to_string(), *until_ms);
                 Res::Ok
             }
-            OpKind::Announce { run } => {
+            OpKind::Announce { record, forget } => {
+                for gone in forget {
+                    self.notice.beats.remove(gone);
+                    self.notice.incarnations.remove(gone);
+                }
                 self.notice
                     .incarnations
-                    .insert(op.owner.to_string(), run.clone());
+                    .insert(op.owner.to_string(), record.clone());
                 Res::Ok
             }
             OpKind::Leave => {

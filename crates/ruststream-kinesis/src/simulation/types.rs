@@ -249,9 +249,11 @@ pub(super) enum OpKind {
     },
     /// `LeaseStore::leave`: this instance's beat removed, the notice bumped.
     Leave,
-    /// `LeaseStore::announce`: this run recorded under its owner id in the notice.
+    /// `LeaseStore::announce`: this run recorded under its owner id in the notice, the beats
+    /// and records of `forget` removed.
     Announce {
-        run: String,
+        record: String,
+        forget: Vec<String>,
     },
     /// `LeaseStore::withdraw_handoff`: the caller's request removed from the row.
     Withdraw,

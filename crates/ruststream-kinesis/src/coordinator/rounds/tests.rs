@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use super::*;
+use crate::coordinator::twins::Incarnation;
+use crate::lease::millis;
 use crate::{KinesisPosition, LeaseTimings};
 
 const OWNER: &str = "pod-a";
@@ -524,9 +526,13 @@ fn rows_answered_after_a_freeze_longer_than_a_lease_are_read_again_not_taken_on(
 /// A rig whose run is `mine`, with the handover poll every `poll` (`ZERO`: off), after its first
 /// round (one shard, which it reads).
 fn twin_rig(mine: Incarnation, poll: Duration) -> Rig {
-    let timings = LeaseTimings::default().with_handover_poll_interval(poll);
+    // Listing rounds far apart: the looks at the notice are what the tests step through.
+    let listing = Duration::from_secs(3600);
+    let timings = LeaseTimings::default()
+        .with_handover_poll_interval(poll)
+        .with_listing_interval(listing);
     let mut rig = Rig {
-        rounds: Rounds::new(LISTING, poll, Duration::ZERO),
+        rounds: Rounds::new(listing, poll, Duration::ZERO),
         coordinator: Coordinator::new(timings, KinesisPosition::TrimHorizon).with_incarnation(mine),
         reading: HashSet::new(),
     };
@@ -544,11 +550,11 @@ fn twin_rig(mine: Incarnation, poll: Duration) -> Rig {
     rig
 }
 
-/// The notice that shows `run` under this instance's owner id (`None`: nothing).
+/// The notice that shows `run`'s record under this instance's owner id (`None`: nothing).
 fn notice_of(run: Option<Incarnation>) -> Notice {
     Notice {
         incarnations: run
-            .map(|run| (OWNER.to_owned(), run.to_string()))
+            .map(|run| (OWNER.to_owned(), run.record(NOW_MS)))
             .into_iter()
             .collect(),
         ..Notice::default()
@@ -556,8 +562,8 @@ fn notice_of(run: Option<Incarnation>) -> Notice {
 }
 
 impl Rig {
-    /// The next look at the notice, due by `at`: reads `notice` and answers what it asks.
-    fn look(&mut self, at: Duration, notice: Notice) -> Duration {
+    /// The next look at the notice, due by `at`, read at `now_ms`: answers `notice`.
+    fn look(&mut self, at: Duration, now_ms: u64, notice: Notice) -> Duration {
         let due = match self.next(at) {
             Step::Wait(Some(due)) => {
                 assert!(matches!(self.next(due), Step::ReadNotice));
@@ -571,63 +577,102 @@ impl Rig {
             NoticeRead::Notice(notice),
             OWNER,
             due,
-            NOW_MS,
+            now_ms,
         );
         due
+    }
+
+    /// The next step writes this run's record; it lands at `now_ms`.
+    fn records(&mut self, at: Duration, now_ms: u64) -> String {
+        let Step::Announce { record, .. } = self.next(at) else {
+            panic!("this run's record");
+        };
+        assert!(
+            matches!(self.next(at), Step::Wait(None)),
+            "until it answers"
+        );
+        self.rounds.announced(&mut self.coordinator, true, now_ms);
+        record
     }
 }
 
 #[test]
-fn a_run_records_itself_once_and_the_later_of_two_live_runs_stops() {
+fn the_later_of_two_live_runs_pauses_until_the_earlier_is_gone() {
     let early = Incarnation::new(NOW_MS - 60_000, 1);
     let late = Incarnation::new(NOW_MS, 2);
     let mut rig = twin_rig(late, POLL);
     // The first look finds the crashed run's record: it records its own, judging nothing.
-    let at = rig.look(Duration::ZERO, notice_of(Some(early)));
-    let Step::Announce(run) = rig.next(at) else {
-        panic!("this run's record");
-    };
-    assert_eq!(run, late);
-    assert!(matches!(rig.next(at), Step::Wait(None)), "until it answers");
-    rig.rounds.announced(&mut rig.coordinator, true);
+    let at = rig.look(Duration::ZERO, NOW_MS, notice_of(Some(early)));
+    let record = rig.records(at, NOW_MS);
+    assert!(record.starts_with(&format!("{late}@")), "{record}");
     // Its own record: nothing to say, nothing written.
-    let at = rig.look(at, notice_of(Some(late)));
+    let at = rig.look(at, NOW_MS + 1_000, notice_of(Some(late)));
     assert!(matches!(rig.next(at), Step::Wait(Some(_))));
-    // The earlier run wrote its record after this one's landed: it is alive, and this run stops.
-    let at = rig.look(at, notice_of(Some(early)));
-    let Step::Twin(twin) = rig.next(at) else {
-        panic!("the twin is told of");
+    // The earlier run wrote its record after this one's landed: it is alive.
+    let at = rig.look(at, NOW_MS + 2_000, notice_of(Some(early)));
+    let Step::Twin(TwinNews::Earlier(twin)) = rig.next(at) else {
+        panic!("told of the earlier run");
     };
     assert_eq!((twin.mine, twin.theirs), (late, early));
-    assert!(twin.stops_here());
-    assert!(matches!(rig.next(at), Step::Exit));
-    assert_eq!(rig.coordinator.superseded(), Some(early));
+    // Paused: its record again (for the earlier to answer), and the coordinator goes on.
+    rig.records(at, NOW_MS + 2_000);
+    assert_eq!(rig.coordinator.paused_for(), Some(early));
+    assert!(matches!(rig.next(at), Step::Wait(Some(_))));
+    // The instance paused: a round takes nothing, though the shard is free.
+    rig.coordinator.set_paused(true);
+    rig.reading.clear();
+    rig.rounds.wake();
+    assert!(matches!(rig.next(at), Step::ListShards));
+    rig.rounds.listed(
+        &mut rig.coordinator,
+        Shards::Listed(vec![shard("shardId-0")]),
+        at,
+    );
+    assert!(matches!(rig.next(at), Step::ListRows));
+    rig.rounds.rows_listed(
+        &mut rig.coordinator,
+        Listed::Rows(vec![(Arc::from("shardId-0"), Rig::row(None, 0))]),
+        OWNER,
+        at,
+        NOW_MS + 12_000,
+    );
+    let step = rig.next(at);
+    assert!(
+        matches!(step, Step::Wait(Some(_))),
+        "nothing taken while paused: {step:?}"
+    );
+    // Its record stood a whole lease unanswered: the earlier run is gone.
+    let lease = millis(LeaseTimings::default().lease());
+    let at = rig.look(at, NOW_MS + 2_000 + lease, notice_of(Some(late)));
+    let Step::Twin(TwinNews::Gone(twin)) = rig.next(at) else {
+        panic!("told the earlier run is gone");
+    };
+    assert_eq!(twin.theirs, early);
+    assert_eq!(rig.coordinator.paused_for(), None);
 }
 
 #[test]
-fn the_earlier_run_keeps_going_and_records_itself_again() {
+fn the_earlier_run_keeps_going_and_answers_the_later_once_told() {
     let early = Incarnation::new(NOW_MS - 60_000, 1);
     let late = Incarnation::new(NOW_MS, 2);
     let mut rig = twin_rig(early, POLL);
-    let at = rig.look(Duration::ZERO, notice_of(None));
-    assert!(matches!(rig.next(at), Step::Announce(_)));
+    let at = rig.look(Duration::ZERO, NOW_MS, notice_of(None));
+    assert!(matches!(rig.next(at), Step::Announce { .. }));
     // A failed write may not have landed: nothing is judged until one is answered.
-    rig.rounds.announced(&mut rig.coordinator, false);
-    let at = rig.look(at, notice_of(Some(late)));
-    assert!(matches!(rig.next(at), Step::Announce(_)), "written again");
-    rig.rounds.announced(&mut rig.coordinator, true);
-    let at = rig.look(at, notice_of(Some(late)));
-    let Step::Twin(twin) = rig.next(at) else {
-        panic!("the later run is told of");
+    rig.rounds.announced(&mut rig.coordinator, false, NOW_MS);
+    let at = rig.look(at, NOW_MS + 1_000, notice_of(Some(late)));
+    rig.records(at, NOW_MS + 1_000);
+    let at = rig.look(at, NOW_MS + 2_000, notice_of(Some(late)));
+    let Step::Twin(TwinNews::Later(twin)) = rig.next(at) else {
+        panic!("told of the later run");
     };
-    assert!(!twin.stops_here());
-    assert!(
-        matches!(rig.next(at), Step::Announce(run) if run == early),
-        "its record again, for the later run to read"
-    );
-    rig.rounds.announced(&mut rig.coordinator, true);
+    assert_eq!(twin.theirs, late);
+    // Its record again, for the later run to read; told of once, answered every time.
+    rig.records(at, NOW_MS + 2_000);
     assert!(matches!(rig.next(at), Step::Wait(Some(_))), "it goes on");
-    assert_eq!(rig.coordinator.superseded(), None);
+    let at = rig.look(at, NOW_MS + 3_000, notice_of(Some(late)));
+    rig.records(at, NOW_MS + 3_000);
+    assert_eq!(rig.coordinator.paused_for(), None);
 }
 
 #[test]
@@ -641,20 +686,18 @@ fn with_the_handover_poll_off_the_notice_is_read_for_the_twins_alone() {
     // or a read of the rows.
     others.counter = 7;
     others.beats.insert("pod-b".to_owned(), NOW_MS + 9_000);
-    let first = rig.look(Duration::ZERO, others.clone());
+    let first = rig.look(Duration::ZERO, NOW_MS, others.clone());
     assert_eq!(
         first,
         Duration::ZERO,
         "the first look right after the first round"
     );
-    assert!(matches!(rig.next(first), Step::Announce(_)));
-    rig.rounds.announced(&mut rig.coordinator, true);
+    rig.records(first, NOW_MS);
     let Step::Wait(Some(due)) = rig.next(first) else {
         panic!("a wait");
     };
     assert_eq!(due, first + renew, "the next look a renewal interval later");
     others.incarnations = notice_of(Some(early)).incarnations;
-    let at = rig.look(first, others);
-    assert!(matches!(rig.next(at), Step::Twin(twin) if twin.stops_here()));
-    assert!(matches!(rig.next(at), Step::Exit));
+    let at = rig.look(first, NOW_MS + 3_000, others);
+    assert!(matches!(rig.next(at), Step::Twin(TwinNews::Earlier(_))));
 }

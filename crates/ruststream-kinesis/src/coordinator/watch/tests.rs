@@ -77,7 +77,7 @@ fn a_beat_is_written_again_only_once_it_runs_out_within_half_a_lease() {
 #[test]
 fn a_beat_removes_the_beats_of_instances_gone_for_minutes() {
     let timings = LeaseTimings::default();
-    let forget = millis(FORGET_BEAT_AFTER);
+    let forget = millis(FORGET_AFTER);
     let old = notice(
         0,
         &[

@@ -1,7 +1,8 @@
 //! The check `connect` makes before anything is read: one consistent `GetItem` keyed by
 //! `lease_key`, the call every reader makes anyway, answers whether the table exists and whether
 //! it is keyed that way. Only when it is not does the store describe the table, to say how it is
-//! keyed instead (a policy without `dynamodb:DescribeTable` gets DynamoDB's own words).
+//! keyed instead (a policy without `dynamodb:DescribeTable` gets DynamoDB's own words), or that
+//! a table not found is still being created.
 
 use aws_sdk_dynamodb::types::{AttributeDefinition, KeySchemaElement};
 
@@ -24,11 +25,14 @@ pub(super) fn is_key_mismatch(code: Option<&str>, message: Option<&str>) -> bool
         && message.is_some_and(|said| KEY_MISMATCH.iter().any(|words| said.contains(words)))
 }
 
+/// How long the check waits for the `DescribeTable` that says what is wrong with a table.
+const DESCRIBE_BOUND: Duration = Duration::from_secs(2);
+
 impl DynamoLeaseStore {
     /// One consistent `GetItem` of a key no row has: a table that does not exist or is keyed
-    /// otherwise fails with what is wrong and the fix; a read the policy refuses fails naming the
-    /// action; anything a retry may cure (throttling, a 5xx, no answer) is a warning, and the
-    /// start goes on.
+    /// otherwise fails with what is wrong and the fix; anything that may pass (a table still
+    /// being created, throttling, a 5xx, no answer, a policy that allows the application's own
+    /// keys only) is a warning, and the start goes on.
     pub(super) async fn check_table(&self) -> Result<(), LeaseError> {
         let whole = LeaseKey::new("*", "*");
         let read = self
@@ -42,28 +46,21 @@ impl DynamoLeaseStore {
         let Err(error) = read else {
             return Ok(());
         };
-        if error.code() == Some("ValidationException") {
-            // Moto answers a sort key missing from the read without the words DynamoDB uses; any
-            // refusal of a read keyed by lease_key alone is the schema's.
-            return Err(self.mismatch(self.key_problem(error.message()).await));
-        }
+        let said = || self.failure(&whole, "check", &error);
         match error.code() {
-            Some("ResourceNotFoundException") => Err(self.failure(&whole, "check", &error)),
-            Some("AccessDeniedException") => Err(LeaseError::Store {
-                key: whole,
-                operation: "check",
-                message: format!(
-                    "table {:?}: {}; the service's IAM policy must allow dynamodb:GetItem, \
-                     dynamodb:UpdateItem, dynamodb:DeleteItem and dynamodb:Scan on it (see the \
-                     Several instances guide)",
-                    self.table,
-                    crate::sdk::failure::described(&error)
-                ),
-            }),
+            Some("ValidationException") => Err(self.refused_key(error.message()).await),
+            Some("ResourceNotFoundException") => match self.describe().await {
+                // Just created, and not active yet: the calls that follow find it.
+                Some(table) if table.table_status() == Some(&TableStatus::Creating) => {
+                    tracing::warn!(table = %self.table, "the lease table is still being created; starting anyway");
+                    Ok(())
+                }
+                _ => Err(said()),
+            },
             _ => {
                 tracing::warn!(
                     table = %self.table,
-                    error = %self.failure(&whole, "check", &error),
+                    error = %said(),
                     "the lease table could not be checked at startup; starting anyway, and the \
                      lease calls that follow report what is wrong"
                 );
@@ -81,22 +78,50 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// How the table is keyed, from `DescribeTable`; DynamoDB's words (`said`) where the table
-    /// cannot be described.
-    async fn key_problem(&self, said: Option<&str>) -> String {
-        let described = self
-            .client
-            .describe_table()
-            .table_name(self.table())
-            .send()
-            .await;
-        let Some(table) = described.ok().and_then(|out| out.table) else {
-            return format!(
-                "DynamoDB refused a read keyed by the string lease_key ({})",
-                said.unwrap_or("ValidationException")
-            );
+    /// The error of a read keyed by `lease_key` that DynamoDB refused as invalid (`said`): the
+    /// table keyed otherwise, as `DescribeTable` shows it (DynamoDB's words where it cannot be
+    /// described); any other refusal (a table name DynamoDB rejects) in DynamoDB's words.
+    async fn refused_key(&self, said: Option<&str>) -> LeaseError {
+        let said = said.unwrap_or("ValidationException");
+        let Some(table) = self.describe().await else {
+            return if is_key_mismatch(Some("ValidationException"), Some(said)) {
+                self.mismatch(format!(
+                    "DynamoDB refused a read keyed by the string lease_key ({said})"
+                ))
+            } else {
+                self.malformed(
+                    &LeaseKey::new("*", "*"),
+                    "check",
+                    &format!("ValidationException: {said}"),
+                )
+            };
         };
-        keyed_by(table.key_schema(), table.attribute_definitions())
+        let (schema, attributes) = (table.key_schema(), table.attribute_definitions());
+        let right = schema.len() == 1
+            && schema[0].attribute_name() == KEY
+            && attributes.iter().any(|attribute| {
+                attribute.attribute_name() == KEY
+                    && attribute.attribute_type() == &ScalarAttributeType::S
+            });
+        if right {
+            return self.malformed(
+                &LeaseKey::new("*", "*"),
+                "check",
+                &format!("ValidationException: {said}"),
+            );
+        }
+        self.mismatch(keyed_by(schema, attributes))
+    }
+
+    /// The table as `DescribeTable` answers within [`DESCRIBE_BOUND`]; `None` when it does not
+    /// (a policy without `dynamodb:DescribeTable`, a table that does not exist, no answer).
+    async fn describe(&self) -> Option<aws_sdk_dynamodb::types::TableDescription> {
+        let described = self.client.describe_table().table_name(self.table()).send();
+        tokio::time::timeout(DESCRIBE_BOUND, described)
+            .await
+            .ok()?
+            .ok()?
+            .table
     }
 }
 

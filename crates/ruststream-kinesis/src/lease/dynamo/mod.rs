@@ -747,9 +747,10 @@ impl LeaseStore for DynamoLeaseStore {
         &'a self,
         stream: &'a str,
         owner: &'a str,
-        incarnation: &'a str,
+        record: &'a str,
+        forget: &'a [String],
     ) -> LeaseFuture<'a, ()> {
-        Box::pin(self.write_incarnation(stream, owner, incarnation))
+        Box::pin(self.write_incarnation(stream, owner, record, forget))
     }
 
     fn table_name(&self) -> Option<&str> {

@@ -75,7 +75,7 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// Writes `owner`'s beat in `stream`'s notice and removes the beats of `forget`.
+    /// Writes `owner`'s beat in `stream`'s notice and removes the beats and records of `forget`.
     pub(super) async fn write_beat(
         &self,
         stream: &str,
@@ -83,9 +83,48 @@ impl DynamoLeaseStore {
         until_ms: u64,
         forget: &[String],
     ) -> Result<(), LeaseError> {
+        self.write_notice(
+            stream,
+            "beat",
+            (BEAT_PREFIX, owner),
+            number(until_ms),
+            forget,
+        )
+        .await
+    }
+
+    /// Records `record` under `owner` in `stream`'s notice and removes the beats and records of
+    /// `forget`.
+    pub(super) async fn write_incarnation(
+        &self,
+        stream: &str,
+        owner: &str,
+        record: &str,
+        forget: &[String],
+    ) -> Result<(), LeaseError> {
+        self.write_notice(
+            stream,
+            "announce",
+            (INCARNATION_PREFIX, owner),
+            string(record),
+            forget,
+        )
+        .await
+    }
+
+    /// One unconditional `UpdateItem` of `stream`'s notice: `<prefix><owner>` set to `value`,
+    /// and the beat and the record of each of `forget` (but `owner`) removed.
+    async fn write_notice(
+        &self,
+        stream: &str,
+        operation: &'static str,
+        (prefix, owner): (&str, &str),
+        value: AttributeValue,
+        forget: &[String],
+    ) -> Result<(), LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let mut update = "SET #me = :until".to_owned();
-        let mut names = HashMap::from([("#me".to_owned(), format!("{BEAT_PREFIX}{owner}"))]);
+        let mut update = "SET #me = :value".to_owned();
+        let mut names = HashMap::from([("#me".to_owned(), format!("{prefix}{owner}"))]);
         let gone: Vec<&String> = forget.iter().filter(|gone| *gone != owner).collect();
         for (n, gone) in gone.iter().enumerate() {
             update.push_str(if n == 0 { " REMOVE " } else { ", " });
@@ -99,32 +138,11 @@ impl DynamoLeaseStore {
             .key(KEY, string(&notice_key(stream)))
             .update_expression(update)
             .set_expression_attribute_names(Some(names))
-            .expression_attribute_values(":until", number(until_ms))
+            .expression_attribute_values(":value", value)
             .send()
             .await
             .map(drop)
-            .map_err(|error| self.failure(&key, "beat", &error))
-    }
-
-    /// Records `incarnation` under `owner` in `stream`'s notice.
-    pub(super) async fn write_incarnation(
-        &self,
-        stream: &str,
-        owner: &str,
-        incarnation: &str,
-    ) -> Result<(), LeaseError> {
-        let key = LeaseKey::new(stream, "*");
-        self.client
-            .update_item()
-            .table_name(self.table())
-            .key(KEY, string(&notice_key(stream)))
-            .update_expression("SET #run = :run")
-            .expression_attribute_names("#run", format!("{INCARNATION_PREFIX}{owner}"))
-            .expression_attribute_values(":run", string(incarnation))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|error| self.failure(&key, "announce", &error))
+            .map_err(|error| self.failure(&key, operation, &error))
     }
 
     /// Removes `owner`'s beat from `stream`'s notice and bumps its counter: an instance stops.

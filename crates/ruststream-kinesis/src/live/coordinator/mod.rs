@@ -18,7 +18,7 @@ use futures::future::join_all;
 use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
-use crate::coordinator::twins::Twin;
+use crate::coordinator::twins::TwinNews;
 use crate::kinesis::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, epoch_millis};
 use crate::live::reader::{self, Reader};
@@ -214,6 +214,7 @@ impl Subscription {
             Arc::clone(&shard.id),
             Running {
                 handle: Arc::clone(&handle),
+                cancel: cancel.clone(),
             },
         );
         self.meters
@@ -252,15 +253,18 @@ async fn drive(
     rounds: &mut Rounds<Instant>,
     first: bool,
 ) -> Result<(), KinesisError> {
+    let mut pause = sub.pause.watch();
     loop {
         if first && rounds.first_round_over() {
             return Ok(());
         }
-        // What fired while a call was under way counts from now on: the cancel, and (after the
-        // first round) a wake's permit, which the next round consumes before a due poll.
+        // What fired while a call was under way counts from now on: the cancel, the instance's
+        // pause, and (after the first round) a wake's permit, which the next round consumes
+        // before a due poll.
         if sub.cancel.is_cancelled() {
             rounds.cancel();
         }
+        sub.follow_pause();
         if !first && sub.wake.notified().now_or_never().is_some() {
             rounds.wake();
         }
@@ -379,17 +383,17 @@ async fn drive(
                 }
                 rounds.beaten();
             }
-            Step::Announce(run) => {
+            Step::Announce { record, forget } => {
                 let answer = sub
                     .store
-                    .announce(&sub.stream, &sub.owner, &run.to_string())
+                    .announce(&sub.stream, &sub.owner, &record, &forget)
                     .await;
                 if let Err(err) = &answer {
                     tracing::debug!(stream = %sub.stream, error = %err, "recording this run under its owner id failed; it is written again at the next look at the notice");
                 }
-                rounds.announced(&mut lock(&sub.coordinator), answer.is_ok());
+                rounds.announced(&mut lock(&sub.coordinator), answer.is_ok(), epoch_millis());
             }
-            Step::Twin(twin) => sub.twin_found(twin),
+            Step::Twin(news) => sub.twin_news(news),
             Step::Ask(asks) => {
                 join_all(asks.iter().map(|ask| async move {
                     let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(&ask.shard));
@@ -434,6 +438,7 @@ async fn drive(
                 tokio::select! {
                     biased;
                     () = sub.cancel.cancelled() => rounds.cancel(),
+                    _ = pause.changed() => {}
                     () = sub.wake.notified() => rounds.wake(),
                     () = timer => {}
                 }
@@ -444,35 +449,71 @@ async fn drive(
 }
 
 impl Subscription {
-    /// Another run is alive under this instance's owner id: the later of the two stops every
-    /// reader of the instance and says why; the earlier keeps its shards and warns.
-    fn twin_found(&self, twin: Twin) {
-        let table = self.store.table_name().map_or_else(
+    /// What the lease store's messages call it.
+    fn table(&self) -> String {
+        self.store.table_name().map_or_else(
             || "this lease store".to_owned(),
             |table| format!("lease table {table:?}"),
-        );
-        if !twin.stops_here() {
-            tracing::warn!(
+        )
+    }
+
+    /// What this subscription learned of another run under the instance's owner id: a later one
+    /// is warned of (it pauses once it reads this run's record); an earlier one alive pauses
+    /// the instance, and its end resumes it.
+    fn twin_news(&self, news: TwinNews) {
+        match news {
+            TwinNews::Later(twin) => tracing::warn!(
                 stream = %self.stream,
                 owner = %self.owner,
-                table,
+                table = self.table(),
                 theirs = %twin.theirs,
                 mine = %twin.mine,
-                "another instance runs under this owner id and started later; it stops reading \
-                 once it sees this one, and this one keeps its shards: give each instance an \
-                 owner id of its own"
-            );
+                "another instance runs under this owner id and started later; it pauses once it \
+                 sees this one, which keeps its shards: give each instance an owner id of its own"
+            ),
+            TwinNews::Earlier(twin) => self.pause.hold(&self.stream, Some(twin)),
+            TwinNews::Gone(twin) => {
+                tracing::info!(
+                    stream = %self.stream,
+                    owner = %self.owner,
+                    theirs = %twin.theirs,
+                    "the earlier instance under this owner id is gone; reading again"
+                );
+                self.pause.hold(&self.stream, None);
+            }
+        }
+    }
+
+    /// Follows the instance's pause: while it is paused nothing is taken and every reader of
+    /// this subscription stops (its final checkpoint written, its lease released); when it
+    /// pauses, the subscription says why, once.
+    fn follow_pause(&self) {
+        let paused = self.pause.is_paused();
+        let changed = lock(&self.coordinator).set_paused(paused);
+        if !paused {
             return;
         }
+        for running in lock(&self.running).values() {
+            running.cancel.cancel();
+        }
+        if !changed {
+            return;
+        }
+        let Some(twin) = self.pause.twin() else {
+            return;
+        };
         let err = KinesisError::OwnerIdInUse {
             owner: self.owner.to_string(),
-            table,
+            table: self.table(),
             theirs: twin.theirs.to_string(),
             mine: twin.mine.to_string(),
         };
-        tracing::error!(stream = %self.stream, error = %err, "stopping every reader of this instance");
-        let _ = self.tx.try_send(Err(err));
-        self.stop_instance.cancel();
+        tracing::error!(stream = %self.stream, error = %err, "pausing every reader of this instance");
+        // Delivered even when the channel is full: the subscriber reads it once it drained.
+        let tx = self.tx.clone();
+        self.spawn(async move {
+            let _ = tx.send(Err(err)).await;
+        });
     }
 
     /// The subscription's first round, run before it is handed out; the coordinator's rounds
@@ -492,6 +533,11 @@ impl Subscription {
 /// a shard to take, until cancelled: what `rounds` asks.
 pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
     let _ = drive(&sub, &mut rounds, false).await;
+    if sub.pause.is_paused() {
+        // Paused for an earlier run under the owner id: the requests and the beat under it are
+        // that run's too.
+        return;
+    }
     let standing = lock(&sub.coordinator).standing_asks(&sub.owner, epoch_millis());
     for shard in standing {
         let key = LeaseKey::new(Arc::clone(&sub.stream), shard);
@@ -499,10 +545,7 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
             tracing::debug!(lease = %key, error = %err, "withdrawing a request for a planned move failed; it lapses");
         }
     }
-    // A run that stopped for an earlier one under its owner id leaves the beat: it is that
-    // run's too.
-    let superseded = lock(&sub.coordinator).superseded().is_some();
-    if lock(&sub.coordinator).is_balancing() && !superseded {
+    if lock(&sub.coordinator).is_balancing() {
         // The others count one instance fewer at once, and read the rows for the shards this
         // one releases.
         if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {
