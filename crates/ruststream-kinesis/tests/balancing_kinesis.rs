@@ -260,3 +260,51 @@ async fn a_planned_move_to_an_instance_that_is_gone_falls_back_to_the_lease_expi
     }
     a.stop().await;
 }
+
+/// An asker that stops gracefully after its holder handed it a shard, before it took the row
+/// (here: it lists every 10 s with the handover poll off), hands the row back as it stops: the
+/// holder reads the shard again at its next look, not after the handed lease (10 s) lapses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asker_that_stops_hands_back_a_shard_handed_to_it() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let stream = common::unique("asker-stops");
+    let shared: Arc<dyn LeaseStore> = Arc::new(store.clone());
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let lease = LeaseTimings::new(Duration::from_secs(10), Duration::from_secs(1)).unwrap();
+    let holder = common::broker_with(&url, Arc::clone(&shared))
+        .owner_id("pod-a")
+        .lease_timings(lease.with_listing_interval(Duration::from_secs(1)))
+        .balance_shards(true);
+    let a = Instance::start_with(holder, "pod-a", (&stream, 2), tx.clone(), None).await;
+    until_shares(&store, &stream, &[("pod-a", 2)], Duration::from_secs(15)).await;
+    // The asker asks at its first round, and would take a handed row only at its next one.
+    let asker = common::broker_with(&url, Arc::clone(&shared))
+        .owner_id("pod-b")
+        .lease_timings(
+            lease
+                .with_listing_interval(Duration::from_secs(10))
+                .with_handover_poll_interval(Duration::ZERO),
+        )
+        .balance_shards(true);
+    let b = Instance::start_with(asker, "pod-b", (&stream, 2), tx, None).await;
+    until_shares(
+        &store,
+        &stream,
+        &[("pod-a", 1), ("pod-b", 1)],
+        Duration::from_secs(8),
+    )
+    .await;
+    let stopping = Instant::now();
+    b.stop().await;
+    let back = until_shares(&store, &stream, &[("pod-a", 2)], Duration::from_secs(20)).await;
+    let back = back.max(stopping.elapsed());
+    println!("the asker stopped holding a handed row; pod-a held it again {back:?} later");
+    assert!(
+        back < Duration::from_secs(6),
+        "handed back as the asker stopped, not left to its 10 s lease: {back:?}"
+    );
+    a.stop().await;
+}

@@ -87,6 +87,9 @@ pub(crate) struct Coordinator<T> {
     balancing: bool,
     /// The planned moves the last round asks for.
     asks: Vec<Ask>,
+    /// The requests this instance recorded, by shard, and when (epoch ms): it withdraws those
+    /// still standing when it stops, whatever the rows it read last showed.
+    requested: HashMap<Arc<str>, u64>,
     /// Whether rows too old are read again rather than taken on ([`rows_too_old`](Self::rows_too_old)).
     rows_age_bound: bool,
     /// Free shards a balancing instance left to others for want of room, since when: one still
@@ -117,6 +120,7 @@ impl<T: Moment> Coordinator<T> {
             deletions: Vec::new(),
             balancing: false,
             asks: Vec::new(),
+            requested: HashMap::new(),
             left_free: HashMap::new(),
             rows_age_bound: true,
             twins: None,
@@ -194,24 +198,38 @@ impl<T: Moment> Coordinator<T> {
     }
 
     /// The shards whose rows, as last read, hold a request of `owner`'s still standing at
-    /// `now_ms`: a balancing instance that stops withdraws them, so no holder hands it a shard.
+    /// `now_ms`, and those it recorded a request for since that still stands: a balancing
+    /// instance that stops withdraws them, so no holder hands it a shard, and hands back at once
+    /// a row a holder handed it before the withdrawal.
     pub(crate) fn standing_asks(&self, owner: &str, now_ms: u64) -> Vec<Arc<str>> {
         if !self.balancing {
             return Vec::new();
         }
-        let mut asks: Vec<Arc<str>> = self
-            .watch
-            .rows()
-            .iter()
-            .filter(|(_, row)| {
-                row.as_ref()
-                    .and_then(|row| row.handoff_at(now_ms))
-                    .is_some_and(|asked| asked.to == owner)
-            })
-            .map(|(shard, _)| Arc::clone(shard))
+        let in_rows = self.watch.rows().iter().filter(|(_, row)| {
+            row.as_ref()
+                .and_then(|row| row.handoff_at(now_ms))
+                .is_some_and(|asked| asked.to == owner)
+        });
+        let recorded = self.requested.iter().filter(|&(_, &asked_ms)| {
+            crate::Handoff {
+                to: owner.to_owned(),
+                asked_ms,
+            }
+            .is_live_at(now_ms)
+        });
+        let mut asks: Vec<Arc<str>> = in_rows
+            .map(|(shard, _)| shard)
+            .chain(recorded.map(|(shard, _)| shard))
+            .cloned()
             .collect();
         asks.sort();
+        asks.dedup();
         asks
+    }
+
+    /// A request for a planned move of `shard` was recorded at `asked_ms`.
+    pub(crate) fn requested(&mut self, shard: &Arc<str>, asked_ms: u64) {
+        self.requested.insert(Arc::clone(shard), asked_ms);
     }
 
     /// The planned moves the last round asks for (once: taken out).

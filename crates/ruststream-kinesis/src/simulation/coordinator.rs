@@ -110,7 +110,7 @@ impl Sim {
                             holder: ask.holder,
                             counter: ask.counter,
                         };
-                        self.send(i, 0, shard, kind, Cont::Ask);
+                        self.send(i, 0, shard, kind, Cont::Ask { shard });
                     }
                     return;
                 }
@@ -284,8 +284,12 @@ impl Sim {
 
     /// One of the round's requests for a planned move answered (whatever it said); once every
     /// one did, `Rounds` hears it.
-    pub(super) fn ask_answered(&mut self, i: usize) {
+    pub(super) fn ask_answered(&mut self, i: usize, shard: usize, res: &Res) {
         let now = self.now;
+        if matches!(res, Res::Ok) {
+            let (id, asked_ms) = (self.id(shard), self.wall(i));
+            self.insts[i].coord.knows.requested(&id, asked_ms);
+        }
         let coord = &mut self.insts[i].coord;
         coord.round.asks_left -= 1;
         if coord.round.asks_left > 0 {

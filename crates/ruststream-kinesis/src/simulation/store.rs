@@ -713,7 +713,7 @@ impl Sim {
             Cont::Delete { shard } => self.round_deleted(i, shard, res),
             Cont::Beat => self.beat_answered(i),
             Cont::Announce => self.announce_answered(i, &res),
-            Cont::Ask => self.ask_answered(i),
+            Cont::Ask { shard } => self.ask_answered(i, shard, &res),
             Cont::Leave => {}
             Cont::Acquire { shard, sid, start } => self.round_acquired(i, shard, sid, start, res),
             Cont::StartCheckpoint { shard, sid, start } => {

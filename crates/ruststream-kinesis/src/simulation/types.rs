@@ -351,8 +351,10 @@ pub(super) enum Cont {
     Beat,
     /// The poll's record of this run.
     Announce,
-    /// One of a round's requests for a planned move.
-    Ask,
+    /// One of a round's requests for a planned move of `shard`.
+    Ask {
+        shard: usize,
+    },
     /// The instance's leave at its coordinator's end: nothing follows.
     Leave,
     /// Take `sid`'s acquire, recording `start` in a row without a checkpoint.

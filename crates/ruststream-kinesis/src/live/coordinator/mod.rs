@@ -397,13 +397,15 @@ async fn drive(
             Step::Ask(asks) => {
                 join_all(asks.iter().map(|ask| async move {
                     let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(&ask.shard));
+                    let asked_ms = epoch_millis();
                     match sub
                         .store
-                        .ask_handoff(&key, &ask.holder, ask.counter, &sub.owner, epoch_millis())
+                        .ask_handoff(&key, &ask.holder, ask.counter, &sub.owner, asked_ms)
                         .await
                     {
                         Ok(true) => {
                             tracing::debug!(lease = %key, holder = %ask.holder, "asked for a planned move");
+                            lock(&sub.coordinator).requested(&ask.shard, asked_ms);
                         }
                         Ok(false) => {}
                         Err(err) => {
@@ -449,6 +451,34 @@ async fn drive(
 }
 
 impl Subscription {
+    /// Releases `shard`'s row if a holder handed it to this instance, which stops: read, taken
+    /// (the take of a row it owns succeeds, and gives this store object the row's counter for
+    /// the release's fence) and released, so another instance takes it at its next look.
+    async fn hand_back_handed(&self, shard: Arc<str>) {
+        let key = LeaseKey::new(Arc::clone(&self.stream), shard);
+        let handed =
+            matches!(self.store.read(&key).await, Ok(Some(row)) if row.is_held_by(&self.owner));
+        if !handed {
+            return;
+        }
+        let released = match self
+            .store
+            .acquire(&key, &self.owner, self.timings.lease())
+            .await
+        {
+            Ok(_) => self.store.release(&key, &self.owner).await,
+            Err(err) => Err(err),
+        };
+        match released {
+            Ok(()) => {
+                tracing::info!(lease = %key, "a shard handed to this stopping instance was handed back")
+            }
+            Err(err) => {
+                tracing::warn!(lease = %key, error = %err, "handing back a shard handed to this stopping instance failed; it lapses with its lease")
+            }
+        }
+    }
+
     /// What the lease store's messages call it.
     fn table(&self) -> String {
         self.store.table_name().map_or_else(
@@ -539,11 +569,16 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
         return;
     }
     let standing = lock(&sub.coordinator).standing_asks(&sub.owner, epoch_millis());
-    for shard in standing {
-        let key = LeaseKey::new(Arc::clone(&sub.stream), shard);
+    for shard in &standing {
+        let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(shard));
         if let Err(err) = sub.store.withdraw_handoff(&key, &sub.owner).await {
             tracing::debug!(lease = %key, error = %err, "withdrawing a request for a planned move failed; it lapses");
         }
+    }
+    // A holder that handed a shard over before the withdrawal landed made the row this
+    // instance's, which reads nothing any more: handed back at once, not left to lapse.
+    for shard in standing {
+        sub.hand_back_handed(shard).await;
     }
     if lock(&sub.coordinator).is_balancing() {
         // The others count one instance fewer at once, and read the rows for the shards this
