@@ -27,10 +27,13 @@ pub enum Call {
     AskHandoff,
     /// A planned move's hand-over: the final checkpoint and the new owner in one write.
     HandOver,
+    /// A run's record under its owner id in the stream's notice row (unconditional): at start,
+    /// every two and a half minutes, and in answer to another run under the same owner id.
+    Announce,
 }
 
 /// How many kinds of call there are.
-const KINDS: usize = 12;
+const KINDS: usize = 13;
 
 impl Call {
     pub const ALL: [Self; KINDS] = [
@@ -46,6 +49,7 @@ impl Call {
         Self::Leave,
         Self::AskHandoff,
         Self::HandOver,
+        Self::Announce,
     ];
 
     /// Whether the call writes to the table (a beat is the one unconditional write).
@@ -67,6 +71,7 @@ impl Call {
             Self::Leave => "leave",
             Self::AskHandoff => "ask_handoff",
             Self::HandOver => "hand_over",
+            Self::Announce => "announce",
         }
     }
 }
@@ -303,6 +308,33 @@ impl LeaseStore for CountingStore {
         self.inner.leave(stream, owner)
     }
 
+    fn announce<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        record: &'a str,
+        forget: &'a [String],
+    ) -> LeaseFuture<'a, ()> {
+        if self.hide_notices {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        self.count(Call::Announce);
+        self.inner.announce(stream, owner, record, forget)
+    }
+
+    // Once per start, not counted: the check of the table and the claim of a stream.
+    fn check(&self) -> LeaseFuture<'_, ()> {
+        self.inner.check()
+    }
+
+    fn claim<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        self.inner.claim(stream)
+    }
+
+    fn table_name(&self) -> Option<&str> {
+        self.inner.table_name()
+    }
+
     fn ask_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -378,14 +410,17 @@ mod tests {
             .unwrap();
         assert!(store.read(&other).await.unwrap().unwrap().is_held_by("b"));
         store.leave("s", "a").await.unwrap();
+        store.announce("s", "a", "1-1@1", &[]).await.unwrap();
+        let notice = store.notice("s").await.unwrap().unwrap();
+        assert_eq!(notice.incarnations["a"], "1-1@1");
         let counts = store.snapshot();
-        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 3, 1, 1, 1, 1, 1, 1]));
-        assert_eq!(counts.writes(), 10);
+        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 3, 1, 2, 1, 1, 1, 1, 1]));
+        assert_eq!(counts.writes(), 11);
         assert_eq!(
             counts
-                .since(&Counts([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
+                .since(&Counts([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
                 .writes(),
-            9
+            10
         );
         let rate = store
             .writes_per_row_minute(Instant::now() - Duration::from_secs(60), Instant::now())

@@ -732,17 +732,26 @@ async fn two_applications_on_one_table_by_mistake_do_not_split_the_stream() {
         None,
     )
     .await;
-    let (errors_tx, mut errors) = mpsc::unbounded_channel();
-    let billing = Instance::start(
-        &url,
-        named("billing"),
-        "pod-b",
-        &stream,
-        2,
-        tx.clone(),
-        Some(errors_tx),
-    )
-    .await;
+    // billing cannot open the stream: warehouse claimed it. The refusal names both.
+    let billing = common::broker_with(&url, named("billing"))
+        .owner_id("pod-b")
+        .lease_timings(common::instances::timings())
+        .connect()
+        .await
+        .unwrap();
+    let refused = |answer: Result<ruststream_kinesis::KinesisSubscriber, KinesisError>| {
+        let error = answer
+            .err()
+            .expect("billing's subscription is refused")
+            .to_string();
+        assert!(
+            error.contains("\"warehouse\"")
+                && error.contains("\"billing\"")
+                && error.contains(&stream),
+            "{error}"
+        );
+    };
+    refused(stream_of(&stream, 2).subscribe(&billing).await);
     let bodies: Vec<String> = (0..30).map(|i| format!("order-{i}")).collect();
     publish_all(&url, &stream, bodies.clone()).await;
     let mut handled = Vec::new();
@@ -755,28 +764,14 @@ async fn two_applications_on_one_table_by_mistake_do_not_split_the_stream() {
         handled.iter().all(|h| h.instance == "pod-w"),
         "the application that took the shards first reads all of them"
     );
-    // billing says why it reads nothing, naming both applications: it cannot read the rows.
-    let error = tokio::time::timeout(Duration::from_secs(30), errors.recv())
-        .await
-        .expect("billing reports the refusal")
-        .unwrap();
-    assert!(
-        error.contains("\"warehouse\"") && error.contains("\"billing\"") && error.contains(&stream),
-        "{error}"
-    );
-    // warehouse stops and releases its rows: billing still takes nothing, and reports again.
+    // warehouse stops and releases its rows: billing still cannot open the stream.
     warehouse.stop().await;
-    while errors.try_recv().is_ok() {}
-    let again = tokio::time::timeout(Duration::from_secs(30), errors.recv())
-        .await
-        .expect("billing reports again after the rows were released")
-        .unwrap();
-    assert!(again.contains("\"warehouse\""), "{again}");
+    refused(stream_of(&stream, 2).subscribe(&billing).await);
     assert!(
         holders(&store, &stream).await.values().all(Option::is_none),
         "nobody took warehouse's released rows"
     );
-    billing.stop().await;
+    billing.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

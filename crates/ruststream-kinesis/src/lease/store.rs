@@ -127,6 +127,20 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// Claims `stream` for this store's application before a subscription takes any of its
+    /// shards: two applications pointed at one table by mistake that start together then cannot
+    /// each take part of the stream for good; the one refused takes nothing, and its subscription
+    /// fails naming both. Provided as `Ok`, for a store that names no application.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::OtherApplication`] when the stream (or one of its rows) is another
+    /// application's; a store failure otherwise.
+    fn claim<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        let _ = stream;
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Records `checkpoint` and extends `owner`'s lease by `lease` from now, so a shard whose
     /// checkpoint moves needs no separate renewal. Answers the row as written, as
     /// [`renew`](Self::renew) does: a holder learns of a planned move asked of it

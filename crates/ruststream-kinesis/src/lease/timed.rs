@@ -102,6 +102,10 @@ impl LeaseStore for Timed {
         self.inner.check()
     }
 
+    fn claim<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        self.bounded_stream(stream, "claim", self.inner.claim(stream))
+    }
+
     fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
         self.bounded(key, "read", self.inner.read(key))
     }

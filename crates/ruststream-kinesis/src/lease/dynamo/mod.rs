@@ -653,6 +653,14 @@ impl LeaseStore for DynamoLeaseStore {
         Box::pin(self.check_table())
     }
 
+    /// With an [`application`](Self::application): a Scan (a row of `stream` that names another
+    /// application refuses), then one conditional `UpdateItem` that writes the name into the
+    /// stream's notice row unless another one is there. Without one: a `GetItem` of the notice
+    /// row, which must name no application.
+    fn claim<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        Box::pin(self.claim_stream(stream))
+    }
+
     /// One conditional `DeleteItem`: the counter as read, and no unexpired lease.
     fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
         Box::pin(self.delete_row(key, counter))

@@ -145,6 +145,61 @@ impl DynamoLeaseStore {
             .map_err(|error| self.failure(&key, operation, &error))
     }
 
+    /// Claims `stream` for this store's application: refused when one of its rows, or its notice,
+    /// names another.
+    pub(super) async fn claim_stream(&self, stream: &str) -> Result<(), LeaseError> {
+        let key = LeaseKey::new(stream, "*");
+        let Some(application) = self.application.as_deref() else {
+            // A store that names none takes only rows that name none: a stream claimed by a
+            // named application is not its to read.
+            let notice = self.get(&key, notice_key(stream), "claim").await?;
+            if let Some(theirs) = notice
+                .as_ref()
+                .and_then(|item| self.other_application(item))
+            {
+                return Err(self.other_application_error(&key, theirs));
+            }
+            return Ok(());
+        };
+        // Rows another application took before streams were claimed: the claim would hand the
+        // stream to the wrong one.
+        if let Some((row, theirs)) = self
+            .scan()
+            .await?
+            .foreign
+            .into_iter()
+            .find(|(row, _)| row.stream() == stream)
+        {
+            return Err(self.other_application_error(&row, theirs));
+        }
+        let claimed = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&notice_key(stream)))
+            .update_expression("SET #app = :app")
+            .condition_expression("attribute_not_exists(#app) OR #app = :app")
+            .expression_attribute_names("#app", APPLICATION)
+            .expression_attribute_values(":app", string(application))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match claimed {
+            Ok(_) => Ok(()),
+            Err(error) => match error.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(refused)) => {
+                    let theirs = refused
+                        .item
+                        .as_ref()
+                        .and_then(|item| self.other_application(item))
+                        .unwrap_or_else(|| "another application".to_owned());
+                    Err(self.other_application_error(&key, theirs))
+                }
+                _ => Err(self.failure(&key, "claim", &error)),
+            },
+        }
+    }
+
     /// Removes `owner`'s beat from `stream`'s notice and bumps its counter: an instance stops.
     pub(super) async fn write_leave(&self, stream: &str, owner: &str) -> Result<(), LeaseError> {
         let key = LeaseKey::new(stream, "*");

@@ -549,6 +549,20 @@ impl Subscription {
     /// The subscription's first round, run before it is handed out; the coordinator's rounds
     /// from there. Fails when the stream cannot be listed.
     pub(crate) async fn first_round(self: &Arc<Self>) -> Result<Rounds<Instant>, KinesisError> {
+        // Before any take: a stream another application claimed is not this one's to read. A
+        // claim that failed otherwise leaves each row's own claim to refuse the other.
+        match self.store.claim(&self.stream).await {
+            Ok(()) => {}
+            Err(err @ crate::LeaseError::OtherApplication { .. }) => {
+                return Err(self.lease_error("*", err));
+            }
+            Err(err) => tracing::warn!(
+                stream = %self.stream,
+                error = %err,
+                "claiming the stream for this application failed; each row's claim still \
+                 refuses another application"
+            ),
+        }
         let mut rounds = Rounds::new(
             self.timings.listing_interval(),
             self.timings.handover_poll_interval(),
