@@ -123,7 +123,7 @@ pub use lease::{
 pub use local_stack::local_stack_config;
 pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, KinesisPublisher};
 pub use settings::position::KinesisPosition;
-pub use settings::stream::{DEFAULT_MAX_UNSETTLED, KinesisStream};
+pub use settings::stream::{DEFAULT_MAX_UNSETTLED, DEFAULT_STALL_AFTER, KinesisStream};
 pub use settings::timings::LeaseTimings;
 pub use settings::validate::{
     MAX_GET_RECORDS_LIMIT, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES, MAX_RECORD_BYTES,

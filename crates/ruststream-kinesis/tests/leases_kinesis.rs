@@ -741,8 +741,7 @@ async fn two_applications_on_one_table_by_mistake_do_not_split_the_stream() {
         .unwrap();
     let refused = |answer: Result<ruststream_kinesis::KinesisSubscriber, KinesisError>| {
         let error = answer
-            .err()
-            .expect("billing's subscription is refused")
+            .expect_err("billing's subscription is refused")
             .to_string();
         assert!(
             error.contains("\"warehouse\"")

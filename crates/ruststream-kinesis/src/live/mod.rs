@@ -7,3 +7,4 @@ pub(crate) mod coordinator;
 pub(crate) mod pause;
 pub(crate) mod reader;
 pub(crate) mod subscription;
+pub(crate) mod upkeep;

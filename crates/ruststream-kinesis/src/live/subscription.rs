@@ -19,6 +19,7 @@ use crate::delivery::message::Item;
 use crate::kinesis::fan_out::Consumer;
 use crate::lease::LeaseStore;
 use crate::live::pause::Pause;
+use crate::live::upkeep::Upkeeps;
 use crate::shard::ShardHandle;
 use crate::telemetry::Meters;
 use crate::{KinesisError, LeaseTimings};
@@ -46,6 +47,8 @@ pub(crate) struct Subscription {
     /// How many deliveries a shard holds at most behind its oldest unsettled one before its
     /// reader stops reading ahead.
     pub(crate) window: usize,
+    /// How long a shard may deliver nothing while records wait before it counts as stalled.
+    pub(crate) stall_after: Duration,
     /// The enhanced fan-out consumer the shards are read through; `None`: polling.
     pub(crate) fan_out: Option<Consumer>,
     pub(crate) tx: mpsc::Sender<Item>,
@@ -53,6 +56,8 @@ pub(crate) struct Subscription {
     /// Whether the instance is paused (an earlier run under its owner id is alive), shared by
     /// every subscription of the broker.
     pub(crate) pause: Arc<Pause>,
+    /// Which of the coordinator's upkeep calls keep failing.
+    pub(crate) upkeeps: Upkeeps,
     /// This subscription's tasks, which a later subscription to the stream waits for.
     pub(crate) tasks: TaskTracker,
     /// The broker's tasks, which its shutdown waits for.

@@ -74,6 +74,7 @@ pub struct KinesisStream {
     pub(crate) max_unsettled: usize,
     pub(crate) initial: crate::KinesisPosition,
     pub(crate) fan_out: Option<FanOut>,
+    pub(crate) stall_after: Duration,
 }
 
 /// An enhanced fan-out consumer a subscription reads through.
@@ -89,6 +90,10 @@ pub(crate) struct FanOut {
 /// before its reader stops reading ahead.
 pub const DEFAULT_MAX_UNSETTLED: usize = 10_000;
 
+/// How long, by default, a shard this instance reads may deliver nothing while records wait
+/// behind it before it counts as stalled ([`KinesisStream::stall_after`]).
+pub const DEFAULT_STALL_AFTER: Duration = Duration::from_secs(120);
+
 impl KinesisStream {
     /// Reads the stream `name`.
     #[must_use]
@@ -102,7 +107,34 @@ impl KinesisStream {
             max_unsettled: DEFAULT_MAX_UNSETTLED,
             initial: crate::KinesisPosition::Latest,
             fan_out: None,
+            stall_after: DEFAULT_STALL_AFTER,
         }
+    }
+
+    /// How long a shard this instance reads may deliver nothing while records wait behind it
+    /// (its last read was behind the shard's newest record, or records it read wait to be handed
+    /// out) before it counts as stalled (default [`DEFAULT_STALL_AFTER`], two minutes): a handler
+    /// that never settles a record in a full window, reads that keep failing, a reader that
+    /// cannot get an iterator. A stall is a WARN naming the stream, the shard and the owner, and
+    /// the gauge `aws_kinesis_shard_stalled` (feature `metrics`; `aws.kinesis.shard.stalled`
+    /// with `otel`) is 1 until the shard delivers again, which is an INFO. `Duration::ZERO`
+    /// turns the check off. It is checked at each lease write (every renewal interval at
+    /// least).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ruststream_kinesis::KinesisStream;
+    ///
+    /// // Handlers that may take ten minutes over one record.
+    /// let reports = KinesisStream::new("reports").stall_after(Duration::from_secs(900));
+    /// # let _ = reports;
+    /// ```
+    #[must_use]
+    pub fn stall_after(mut self, quiet: Duration) -> Self {
+        self.stall_after = quiet;
+        self
     }
 
     /// Creates the stream with `shards` shards when it does not exist, and waits until it is

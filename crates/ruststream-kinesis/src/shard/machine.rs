@@ -27,6 +27,19 @@ pub(crate) struct Redelivery<R, T> {
     pub(crate) due: T,
 }
 
+/// A shard's stall, begun or over ([`ShardMachine::stall_check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stall {
+    /// Nothing handed out for `quiet` while records wait: `behind_ms` behind the shard's newest
+    /// record by its last read (`None`: read records wait to be handed out).
+    Began {
+        quiet: Duration,
+        behind_ms: Option<u64>,
+    },
+    /// A record was handed out since.
+    Ended,
+}
+
 /// What the reader does next.
 #[derive(Debug)]
 pub(crate) enum ReadStep<R, T> {
@@ -114,6 +127,10 @@ pub(crate) struct ShardMachine<T, R> {
     in_flight: usize,
     /// Records handed back, in the order they are due.
     retries: Vec<Redelivery<R, T>>,
+    /// When a record was last handed out (`None`: none yet, and no check of a stall yet).
+    last_handed: Option<T>,
+    /// Whether the shard counts as stalled now.
+    stalled: bool,
     /// A settlement or hand-back was refused because the broker shut down.
     refused: bool,
     window: usize,
@@ -146,6 +163,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             watermark: Watermark::default(),
             in_flight: 0,
             retries: Vec::new(),
+            last_handed: None,
+            stalled: false,
             refused: false,
             window: settings.window,
             awaiting: Awaiting::Nothing,
@@ -203,6 +222,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                     return self.finish(Stop::Lost);
                 }
                 let sequence = Arc::clone(record.sequence());
+                self.last_handed = Some(now);
                 self.in_flight += 1;
                 let ticket = self.watermark.push(record.checkpoint());
                 self.read.handed(sequence);
@@ -463,7 +483,35 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             self.lease.run_out();
             return Redeliver::Halted;
         }
+        self.last_handed = Some(now);
         Redeliver::Deliver(self.retries.remove(0))
+    }
+
+    /// Whether, at `now`, the shard stalled (records wait behind it: its last read was behind the
+    /// shard's newest record (`MillisBehindLatest`, or a full batch), or records read wait to be
+    /// handed out; and it handed out nothing for `bound`), or a stall is over (it handed a record
+    /// out since): the news, once each way.
+    /// `bound` zero checks nothing.
+    pub(crate) fn stall_check(&mut self, now: T, bound: Duration) -> Option<Stall> {
+        if bound.is_zero() {
+            return None;
+        }
+        let since = *self.last_handed.get_or_insert(now);
+        let quiet = now.saturating_since(since);
+        let behind = self.lease.behind_ms().filter(|&behind| behind > 0);
+        let waiting = behind.is_some() || self.read.records_wait();
+        let stalled = waiting && quiet >= bound && self.read.phase != Phase::Stopped;
+        if stalled == std::mem::replace(&mut self.stalled, stalled) {
+            return None;
+        }
+        Some(if stalled {
+            Stall::Began {
+                quiet,
+                behind_ms: behind,
+            }
+        } else {
+            Stall::Ended
+        })
     }
 
     /// How many records wait to come back.

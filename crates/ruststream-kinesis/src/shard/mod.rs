@@ -25,7 +25,7 @@ use crate::settings::position::ShardStart;
 use crate::watermark::Ticket;
 use crate::{KinesisError, epoch_millis};
 pub(crate) use lease::{Answer, Close, Ending, Lost, Next, ShardLease, Write};
-pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, ShardMachine, Standing};
+pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, ShardMachine, Stall, Standing};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 
 /// One shard this instance holds the lease of.
@@ -226,6 +226,12 @@ impl ShardHandle {
             self.halted();
         }
         lag
+    }
+
+    /// Whether the shard stalled now (nothing handed out for `bound` while records wait), or a
+    /// stall is over: the news, once each way ([`ShardMachine::stall_check`]).
+    pub(crate) fn stall_check(&self, bound: Duration) -> Option<Stall> {
+        self.lock().stall_check(Instant::now(), bound)
     }
 
     /// A renewing write answered `row`: a planned move asked in it starts the hand-over, and

@@ -273,6 +273,9 @@ pub(crate) struct ReadState<T, R> {
     not_before: Option<T>,
     failures: u32,
     pub(super) batch: VecDeque<R>,
+    /// Whether the last answer said records follow it (a full batch, or `MillisBehindLatest`
+    /// above zero): the shard is behind its newest record.
+    behind: bool,
     after: Option<AfterBatch>,
     pub(super) phase: Phase,
     in_flight: InFlight,
@@ -317,6 +320,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             not_before: None,
             failures: 0,
             batch: VecDeque::new(),
+            behind: false,
             after: None,
             phase: Phase::Reading,
             in_flight: InFlight::None,
@@ -345,6 +349,11 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
     /// Whether the call in flight waits for a subscription's next event.
     pub(super) fn awaits_event(&self) -> bool {
         self.in_flight != InFlight::None && matches!(self.source, Source::Subscribed)
+    }
+
+    /// Whether records wait: read and not handed out yet, or behind the last answer.
+    pub(super) fn records_wait(&self) -> bool {
+        !self.batch.is_empty() || self.behind
     }
 
     /// Whether a seek arrived that reading has not applied yet.
@@ -531,15 +540,17 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                     .filter(|record| record.sub_sequence().is_none_or(|sub| sub == 0))
                     .count();
                 let caught_up = pace::caught_up(returned, self.settings.batch_size, millis_behind);
+                self.behind = !caught_up;
                 self.extend_batch(records);
                 self.after = Some(AfterBatch::Records { next, caught_up });
             }
             Fetch::Event {
                 records,
                 continuation,
-                millis_behind: _,
+                millis_behind,
                 ended,
             } => {
+                self.behind = millis_behind.is_some_and(|ms| ms > 0);
                 self.evented = true;
                 self.failures = 0;
                 self.not_before = None;

@@ -233,6 +233,19 @@ impl Meters {
         each!(self, |backend| backend.reader_ended(stream, shard, owner));
     }
 
+    /// A shard this instance reads has records behind it and delivered nothing for longer than
+    /// its stall bound (`stalled`), or moves again.
+    pub(crate) fn shard_stalled(&self, stream: &str, shard: &str, stalled: bool) {
+        each!(self, |backend| backend
+            .shard_stalled(stream, shard, stalled));
+    }
+
+    /// A call the coordinator makes of the lease table keeps failing (`degraded`: what it keeps
+    /// working stops until it recovers), or works again.
+    pub(crate) fn coordination(&self, stream: &str, call: &'static str, degraded: bool) {
+        each!(self, |backend| backend.coordination(stream, call, degraded));
+    }
+
     /// A lease-table call of kind `call` ended as `outcome` after `took`.
     pub(crate) fn store_call(&self, call: &'static str, outcome: CallOutcome, took: Duration) {
         each!(self, |backend| backend.store_call(call, outcome, took));

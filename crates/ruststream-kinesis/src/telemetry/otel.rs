@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, UpDownCounter};
 
 use super::{CallOutcome, LeaseEvent, Published, ReadRetry};
 
@@ -30,6 +30,8 @@ pub(super) struct Instruments {
     store_calls: Histogram<f64>,
     published: Counter<u64>,
     publish_retries: Counter<u64>,
+    shard_stalled: Observed<i64>,
+    coordination: Gauge<i64>,
 }
 
 impl std::fmt::Debug for Instruments {
@@ -148,6 +150,22 @@ impl Instruments {
                 "{record}",
                 "Publishes whose records were rejected in a PutRecords answer, sent again.",
             ),
+            shard_stalled: Observed::new(|callback| {
+                meter
+                    .i64_observable_gauge("aws.kinesis.shard.stalled")
+                    .with_unit("{shard}")
+                    .with_description(
+                        "1 while the shard has records behind it and delivered nothing for \
+                         longer than its stall bound, while this instance reads it.",
+                    )
+                    .with_callback(callback)
+                    .build()
+            }),
+            coordination: meter
+                .i64_gauge("aws.kinesis.coordination.degraded")
+                .with_unit("{call}")
+                .with_description("1 while a lease-table call of the coordinator keeps failing.")
+                .build(),
         }
     }
 
@@ -229,12 +247,29 @@ impl Instruments {
         self.iterator_resets.add(0, &labels);
         self.decode_failures.add(0, &labels);
         self.checkpoint_lag.set(stream, shard_id, 0);
+        self.shard_stalled.set(stream, shard_id, 0);
     }
 
     pub(super) fn reader_ended(&self, stream: &str, shard_id: &str, owner: &str) {
         self.leases_held.add(-1, &Self::lease(stream, owner));
         self.millis_behind.forget(stream, shard_id);
         self.checkpoint_lag.forget(stream, shard_id);
+        self.shard_stalled.forget(stream, shard_id);
+    }
+
+    pub(super) fn shard_stalled(&self, stream: &str, shard_id: &str, stalled: bool) {
+        self.shard_stalled.set(stream, shard_id, i64::from(stalled));
+    }
+
+    pub(super) fn coordination(&self, stream: &str, call: &'static str, degraded: bool) {
+        self.coordination.record(
+            i64::from(degraded),
+            &[
+                KeyValue::new("messaging.system", SYSTEM),
+                KeyValue::new("messaging.destination.name", stream.to_owned()),
+                KeyValue::new("aws.kinesis.call", call),
+            ],
+        );
     }
 
     pub(super) fn store_call(&self, call: &'static str, outcome: CallOutcome, took: Duration) {

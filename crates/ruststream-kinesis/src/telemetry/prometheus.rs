@@ -32,6 +32,8 @@ const CALL_BUCKETS: &[f64] = &[
 /// | `kinesis_lease_table_call_duration_seconds` | histogram | `call`, `outcome` | each lease-table call's time; `outcome` is `ok`, `refused`, `failed` or `timed_out` |
 /// | `kinesis_records_published_total` | counter | `stream`, `outcome` | publishes answered: `ok`, `failed` (refused before any write too) |
 /// | `kinesis_publish_retries_total` | counter | `stream` | publishes whose records Kinesis rejected in a `PutRecords` answer, sent again |
+/// | `aws_kinesis_shard_stalled` | gauge | `stream`, `shard` | 1 while a shard this instance reads has records behind it and delivered nothing for longer than its stall bound (`KinesisStream::stall_after`), else 0 |
+/// | `aws_kinesis_coordination_degraded` | gauge | `stream`, `call` | 1 while a call the coordinator makes of the lease table keeps failing (`notice`, `list`, `delete`, `ask_handoff`, `beat`, `announce`), else 0 |
 ///
 /// # Examples
 ///
@@ -71,6 +73,8 @@ struct Series {
     store_calls: HistogramVec,
     published: IntCounterVec,
     publish_retries: IntCounterVec,
+    shard_stalled: IntGaugeVec,
+    coordination: IntGaugeVec,
 }
 
 impl KinesisMetrics {
@@ -162,6 +166,20 @@ impl KinesisMetrics {
                 ),
                 &["stream"],
             )?,
+            shard_stalled: IntGaugeVec::new(
+                Opts::new(
+                    "aws_kinesis_shard_stalled",
+                    "1 while the shard has records behind it and delivered nothing for longer than its stall bound.",
+                ),
+                shard,
+            )?,
+            coordination: IntGaugeVec::new(
+                Opts::new(
+                    "aws_kinesis_coordination_degraded",
+                    "1 while a lease-table call of the coordinator keeps failing, by call.",
+                ),
+                &["stream", "call"],
+            )?,
         };
         registry.register(Box::new(series.millis_behind.clone()))?;
         registry.register(Box::new(series.records_read.clone()))?;
@@ -175,6 +193,8 @@ impl KinesisMetrics {
         registry.register(Box::new(series.store_calls.clone()))?;
         registry.register(Box::new(series.published.clone()))?;
         registry.register(Box::new(series.publish_retries.clone()))?;
+        registry.register(Box::new(series.shard_stalled.clone()))?;
+        registry.register(Box::new(series.coordination.clone()))?;
         Ok(Self {
             series: Arc::new(series),
         })
@@ -263,6 +283,7 @@ impl KinesisMetrics {
             .with_label_values(labels)
             .inc_by(0);
         self.series.checkpoint_lag.with_label_values(labels).set(0);
+        self.series.shard_stalled.with_label_values(labels).set(0);
     }
 
     pub(super) fn reader_ended(&self, stream: &str, shard: &str, owner: &str) {
@@ -279,6 +300,24 @@ impl KinesisMetrics {
             .series
             .checkpoint_lag
             .remove_label_values(&[stream, shard]);
+        let _ = self
+            .series
+            .shard_stalled
+            .remove_label_values(&[stream, shard]);
+    }
+
+    pub(super) fn shard_stalled(&self, stream: &str, shard: &str, stalled: bool) {
+        self.series
+            .shard_stalled
+            .with_label_values(&[stream, shard])
+            .set(i64::from(stalled));
+    }
+
+    pub(super) fn coordination(&self, stream: &str, call: &str, degraded: bool) {
+        self.series
+            .coordination
+            .with_label_values(&[stream, call])
+            .set(i64::from(degraded));
     }
 
     pub(super) fn store_call(&self, call: &str, outcome: CallOutcome, took: Duration) {

@@ -23,6 +23,7 @@ use crate::kinesis::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, epoch_millis};
 use crate::live::reader::{self, Reader};
 use crate::live::subscription::{Running, Subscription, lock};
+use crate::live::upkeep::Upkeep;
 use crate::settings::position::ShardStart;
 use crate::shard::{ReadSettings, ShardHandle, ShardLease, ShardMachine};
 use crate::telemetry::LeaseEvent;
@@ -299,7 +300,9 @@ async fn drive(
                 }
             }
             Step::ListRows => {
-                let listed = match sub.store.list(&sub.stream).await {
+                let answer = sub.store.list(&sub.stream).await;
+                sub.upkeep(Upkeep::List, &answer);
+                let listed = match answer {
                     Ok(Some(rows)) => Listed::Rows(
                         rows.into_iter()
                             .map(|(key, row)| (Arc::from(key.shard()), row))
@@ -307,10 +310,7 @@ async fn drive(
                     ),
                     Ok(None) => Listed::Unsupported,
                     // Reading row by row reports what is wrong, naming each shard.
-                    Err(err) => {
-                        tracing::debug!(stream = %sub.stream, error = %err, "listing the lease rows failed");
-                        Listed::Failed
-                    }
+                    Err(_) => Listed::Failed,
                 };
                 rounds.rows_listed(
                     &mut lock(&sub.coordinator),
@@ -340,30 +340,23 @@ async fn drive(
                 .await;
                 let mut coordinator = lock(&sub.coordinator);
                 for (deletion, answer) in answers {
-                    match answer {
-                        Ok(deleted) => {
-                            if deleted {
-                                tracing::debug!(stream = %sub.stream, shard = %deletion.shard, "deleted the row of a shard no reader needs any more");
-                            }
-                            coordinator.deletion_answered(&deletion.shard, deleted);
-                        }
-                        Err(err) => {
-                            tracing::debug!(stream = %sub.stream, shard = %deletion.shard, error = %err, "deleting a row failed; a later round tries again");
-                            coordinator.deletion_answered(&deletion.shard, false);
-                        }
+                    sub.upkeep(Upkeep::Delete, &answer);
+                    let deleted = answer.unwrap_or(false);
+                    if deleted {
+                        tracing::debug!(stream = %sub.stream, shard = %deletion.shard, "deleted the row of a shard no reader needs any more");
                     }
+                    coordinator.deletion_answered(&deletion.shard, deleted);
                 }
                 drop(coordinator);
                 rounds.deleted(Instant::now());
             }
             Step::ReadNotice => {
-                let read = match sub.store.notice(&sub.stream).await {
+                let answer = sub.store.notice(&sub.stream).await;
+                sub.upkeep(Upkeep::Notice, &answer);
+                let read = match answer {
                     Ok(Some(notice)) => NoticeRead::Notice(notice),
                     Ok(None) => NoticeRead::Unsupported,
-                    Err(err) => {
-                        tracing::debug!(stream = %sub.stream, error = %err, "reading the stream's notice failed");
-                        NoticeRead::Failed
-                    }
+                    Err(_) => NoticeRead::Failed,
                 };
                 rounds.notice_read(
                     &mut lock(&sub.coordinator),
@@ -374,13 +367,11 @@ async fn drive(
                 );
             }
             Step::Beat(beat) => {
-                if let Err(err) = sub
+                let answer = sub
                     .store
                     .beat(&sub.stream, &sub.owner, beat.until_ms, &beat.forget)
-                    .await
-                {
-                    tracing::debug!(stream = %sub.stream, error = %err, "writing this instance's beat failed");
-                }
+                    .await;
+                sub.upkeep(Upkeep::Beat, &answer);
                 rounds.beaten();
             }
             Step::Announce { record, forget } => {
@@ -388,9 +379,7 @@ async fn drive(
                     .store
                     .announce(&sub.stream, &sub.owner, &record, &forget)
                     .await;
-                if let Err(err) = &answer {
-                    tracing::debug!(stream = %sub.stream, error = %err, "recording this run under its owner id failed; it is written again at the next look at the notice");
-                }
+                sub.upkeep(Upkeep::Announce, &answer);
                 rounds.announced(&mut lock(&sub.coordinator), answer.is_ok(), epoch_millis());
             }
             Step::Twin(news) => sub.twin_news(news),
@@ -398,19 +387,14 @@ async fn drive(
                 join_all(asks.iter().map(|ask| async move {
                     let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(&ask.shard));
                     let asked_ms = epoch_millis();
-                    match sub
+                    let answer = sub
                         .store
                         .ask_handoff(&key, &ask.holder, ask.counter, &sub.owner, asked_ms)
-                        .await
-                    {
-                        Ok(true) => {
-                            tracing::debug!(lease = %key, holder = %ask.holder, "asked for a planned move");
-                            lock(&sub.coordinator).requested(&ask.shard, asked_ms);
-                        }
-                        Ok(false) => {}
-                        Err(err) => {
-                            tracing::debug!(lease = %key, error = %err, "asking for a planned move failed; a later round asks again");
-                        }
+                        .await;
+                    sub.upkeep(Upkeep::AskHandoff, &answer);
+                    if let Ok(true) = answer {
+                        tracing::debug!(lease = %key, holder = %ask.holder, "asked for a planned move");
+                        lock(&sub.coordinator).requested(&ask.shard, asked_ms);
                     }
                 }))
                 .await;
@@ -451,6 +435,13 @@ async fn drive(
 }
 
 impl Subscription {
+    /// How one of the coordinator's upkeep calls answered: a WARN once per episode of failures
+    /// ([`Upkeeps`](crate::live::upkeep::Upkeeps)).
+    fn upkeep<T>(&self, what: Upkeep, answer: &Result<T, crate::LeaseError>) {
+        self.upkeeps
+            .answered(&self.stream, what, answer, &self.meters);
+    }
+
     /// Releases `shard`'s row if a holder handed it to this instance, which stops: read, taken
     /// (the take of a row it owns succeeds, and gives this store object the row's counter for
     /// the release's fence) and released, so another instance takes it at its next look.
@@ -586,7 +577,7 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
     for shard in &standing {
         let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(shard));
         if let Err(err) = sub.store.withdraw_handoff(&key, &sub.owner).await {
-            tracing::debug!(lease = %key, error = %err, "withdrawing a request for a planned move failed; it lapses");
+            tracing::warn!(lease = %key, error = %err, "withdrawing a request for a planned move failed as this instance stops; a holder that hands the shard over to it before the request lapses leaves the shard unread for a lease");
         }
     }
     // A holder that handed a shard over before the withdrawal landed made the row this
@@ -598,7 +589,7 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
         // The others count one instance fewer at once, and read the rows for the shards this
         // one releases.
         if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {
-            tracing::debug!(stream = %sub.stream, error = %err, "removing this instance's beat failed; it lapses within a lease");
+            tracing::warn!(stream = %sub.stream, error = %err, "removing this instance's beat failed as it stops; the others count it until its beat lapses (within a lease)");
         }
     }
 }

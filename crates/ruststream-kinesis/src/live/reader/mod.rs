@@ -16,11 +16,13 @@ use crate::delivery::seeker::Source;
 use crate::kinesis::api::{self, Fetched, FetchedRecord};
 use crate::kinesis::fan_out::{self, Event, Events, Refused};
 use crate::kinesis::kpl;
+use crate::lease::LeaseKey;
 use crate::live::subscription::{Subscription, lock};
 use crate::settings::position::ShardStart;
 use crate::shard::read::EVENT_SILENCE_LIMIT;
 use crate::shard::{
-    Answer, Call, Close, Ending, Fetch, Lost, Next, ReadStep, Redeliver, ShardHandle, Stop, Write,
+    Answer, Call, Close, Ending, Fetch, Lost, Next, ReadStep, Redeliver, ShardHandle, Stall, Stop,
+    Write,
 };
 use crate::telemetry::{LeaseEvent, ReadRetry};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
@@ -152,6 +154,9 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
                 };
                 let lag = handle.answer(answer);
                 sub.meters.checkpoint_lag(key.stream(), key.shard(), lag);
+                if let Some(stall) = handle.stall_check(sub.stall_after) {
+                    stalled(&sub, key, stall);
+                }
                 if let Some(row) = row {
                     handle.row_seen(&row, &sub.owner);
                 }
@@ -195,6 +200,31 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
         tokio::select! {
             () = handle.wake.notified() => {}
             () = timer => {}
+        }
+    }
+}
+
+/// Says that the shard of `key` stalled, or moves again: a WARN naming the stream, the shard and
+/// the owner, and the gauge; an INFO when it is over.
+fn stalled(sub: &Subscription, key: &LeaseKey, stall: Stall) {
+    let (stream, shard) = (key.stream(), key.shard());
+    match stall {
+        Stall::Began { quiet, behind_ms } => {
+            sub.meters.shard_stalled(stream, shard, true);
+            tracing::warn!(
+                stream,
+                shard,
+                owner = %sub.owner,
+                quiet_ms = crate::lease::millis(quiet),
+                behind_ms,
+                "the shard stalled: records wait behind it and it delivered nothing for {quiet:?} \
+                 (a handler that does not settle in a full window, reads that keep failing, no \
+                 iterator); KinesisStream::stall_after sets the bound"
+            );
+        }
+        Stall::Ended => {
+            sub.meters.shard_stalled(stream, shard, false);
+            tracing::info!(stream, shard, owner = %sub.owner, "the shard delivers again");
         }
     }
 }

@@ -380,6 +380,11 @@ impl<T: Moment> ShardLease<T> {
         }
     }
 
+    /// How far behind the shard's newest record the last read that said so was.
+    pub(crate) fn behind_ms(&self) -> Option<u64> {
+        self.behind_ms
+    }
+
     /// Whether a settlement still counts (no final checkpoint was taken, the lease is not lost).
     pub(crate) fn takes_settlements(&self) -> bool {
         !self.sealed

@@ -973,3 +973,60 @@ fn a_shard_read_to_its_end_is_finished_rather_than_handed_over() {
 
 #[path = "fan_out.rs"]
 mod fan_out;
+
+/// A shard that hands out nothing while records wait (here: a window of one, full of deliveries
+/// never settled, the shard behind its newest record) stalls once the bound passed, says so
+/// once, and is over when it hands a record out again. A shard at the tip with nothing to hand
+/// out never stalls.
+#[test]
+fn a_shard_that_hands_out_nothing_while_records_wait_stalls_then_moves_again() {
+    let bound = 2 * S;
+    let mut machine = taken_with(1);
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["1", "2"],
+        Some("it-1"),
+        5_000,
+    );
+    let held = hand_out(&mut machine, Duration::ZERO);
+    assert_eq!(held.len(), 2);
+    assert!(machine.is_window_full(), "it reads no further");
+    assert_eq!(
+        machine.stall_check(S, bound),
+        None,
+        "quiet, but not for long"
+    );
+    let Some(Stall::Began { quiet, behind_ms }) = machine.stall_check(bound, bound) else {
+        panic!("stalled");
+    };
+    assert_eq!((quiet, behind_ms), (bound, Some(5_000)));
+    assert_eq!(machine.stall_check(3 * S, bound), None, "said once");
+    assert_eq!(machine.stall_check(3 * S, Duration::ZERO), None, "off");
+    for ticket in held {
+        machine.settle(ticket, false).unwrap();
+    }
+    read(&mut machine, 4 * S, &["3"], Some("it-2"), 0);
+    assert_eq!(hand_out(&mut machine, 4 * S).len(), 1);
+    assert_eq!(machine.stall_check(4 * S, bound), Some(Stall::Ended));
+
+    let mut idle = taken();
+    read(&mut idle, Duration::ZERO, &[], Some("it-1"), 0);
+    assert_eq!(idle.stall_check(Duration::ZERO, bound), None);
+    assert_eq!(
+        idle.stall_check(60 * S, bound),
+        None,
+        "nothing waits at the tip"
+    );
+    // Behind the tip by its last read, and nothing handed out: a reader that cannot read on.
+    let mut behind = taken();
+    read(&mut behind, Duration::ZERO, &[], Some("it-1"), 5_000);
+    assert_eq!(behind.stall_check(Duration::ZERO, bound), None);
+    assert!(matches!(
+        behind.stall_check(bound, bound),
+        Some(Stall::Began {
+            behind_ms: Some(5_000),
+            ..
+        })
+    ));
+}

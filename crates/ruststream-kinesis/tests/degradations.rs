@@ -1,0 +1,211 @@
+//! Degradations are loud, live on the local stack: a lease-table call of the coordinator that
+//! keeps failing (here the notice read, refused as an IAM policy would) is one WARN per episode
+//! saying what stops working, an INFO when it recovers, and the gauge
+//! `aws_kinesis_coordination_degraded` meanwhile; a shard that delivers nothing while records
+//! wait behind it is a stall: a WARN naming stream, shard and owner, and the gauge
+//! `aws_kinesis_shard_stalled`, until it delivers again.
+//!
+//! They run when `KINESIS_TEST_ENDPOINT` names the local stack.
+#![cfg(all(feature = "dynamodb-lease", feature = "testing", feature = "metrics"))]
+
+mod common;
+
+use std::pin::pin;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::captured::Captured;
+use common::injector::Injector;
+use common::instances::{Instance, publish_all, timings};
+use ruststream::{Broker, ConnectedBroker, IncomingMessage, Subscriber, SubscriptionSource};
+use ruststream_kinesis::{
+    DynamoLeaseStore, KinesisMetrics, KinesisPosition, KinesisStream, LeaseStore,
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+/// This binary's log, captured once.
+fn logs() -> &'static Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
+    LOGS.get_or_init(Captured::everything)
+}
+
+/// The lines logged so far that contain every one of `words`.
+fn logged(words: &[&str]) -> Vec<String> {
+    logs()
+        .lines()
+        .into_iter()
+        .filter(|line| words.iter().all(|word| line.contains(word)))
+        .collect()
+}
+
+/// The value of the series `name` with `labels` (each `key="value"`) in `registry`'s scrape.
+fn series(registry: &prometheus::Registry, name: &str, labels: &[&str]) -> Option<f64> {
+    use prometheus::Encoder;
+    let mut text = Vec::new();
+    prometheus::TextEncoder::new()
+        .encode(&registry.gather(), &mut text)
+        .unwrap();
+    String::from_utf8(text).unwrap().lines().find_map(|line| {
+        let (head, value) = line.rsplit_once(' ')?;
+        (head.starts_with(&format!("{name}{{")) && labels.iter().all(|l| head.contains(l)))
+            .then(|| value.parse().ok())?
+    })
+}
+
+/// Waits up to `within` for `check`.
+async fn until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    check()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_that_cannot_be_read_is_one_warning_until_it_recovers() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    logs();
+    let client = common::unique("degraded-notice");
+    let mut faults = Injector::new(&url, &client);
+    let store = DynamoLeaseStore::new(&faults.sdk_config(), common::unique("leases"));
+    store.create_table().await.unwrap();
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let registry = prometheus::Registry::new();
+    let broker = common::broker_with(&url, store)
+        .lease_timings(timings())
+        .metrics(KinesisMetrics::register(&registry).unwrap());
+    let stream = common::unique("degraded");
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let instance = Instance::start_with(broker, "pod-a", (&stream, 1), tx, None).await;
+    let degraded = |registry: &prometheus::Registry| {
+        series(
+            registry,
+            "aws_kinesis_coordination_degraded",
+            &["call=\"notice\"", &format!("stream=\"{stream}\"")],
+        )
+    };
+    assert_eq!(
+        degraded(&registry),
+        Some(0.0),
+        "the series shows from the start"
+    );
+
+    // Every GetItem of this client refused, as a policy without dynamodb:GetItem would.
+    let refusal = faults.add(
+        "dynamodb",
+        "GetItem",
+        json!({"status": 400, "error_type": "AccessDeniedException", "message": "not allowed by the test"}),
+        None,
+    );
+    let warned = || logged(&["WARN", "lease-table call notice failed", &stream]);
+    assert!(until(Duration::from_secs(15), || !warned().is_empty()).await);
+    // The poll reads the notice every second: several failures, one warning.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        faults.hits(&refusal) >= 3,
+        "the notice was read and refused again"
+    );
+    let warnings = warned();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].contains("handover poll sees nothing"),
+        "says what stops working: {}",
+        warnings[0]
+    );
+    assert_eq!(degraded(&registry), Some(1.0));
+
+    faults.remove(&refusal);
+    assert!(
+        until(Duration::from_secs(15), || {
+            !logged(&["INFO", "lease-table call notice works again", &stream]).is_empty()
+        })
+        .await,
+        "the recovery is logged"
+    );
+    assert_eq!(degraded(&registry), Some(0.0));
+    assert_eq!(warned().len(), 1);
+    instance.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_that_delivers_nothing_while_records_wait_is_a_stall() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    logs();
+    let registry = prometheus::Registry::new();
+    let connected = common::broker(&url)
+        .owner_id("pod-stall")
+        .lease_timings(timings())
+        .metrics(KinesisMetrics::register(&registry).unwrap())
+        .connect()
+        .await
+        .unwrap();
+    let stream = common::unique("stalled");
+    // One record in flight at most, three read per call: a handler that does not settle stops
+    // the shard with records behind it.
+    let source = KinesisStream::new(stream.clone())
+        .create_if_missing(1)
+        .initial_position(KinesisPosition::TrimHorizon)
+        .poll_interval(Duration::from_millis(200))
+        .batch_size(3)
+        .max_unsettled(1)
+        .stall_after(Duration::from_secs(2));
+    let mut subscriber = source.subscribe(&connected).await.unwrap();
+    publish_all(&url, &stream, (0..12).map(|n| format!("record-{n}"))).await;
+    let mut deliveries = pin!(subscriber.stream());
+    let held = common::next_delivery(&mut deliveries).await;
+    let shard = held.shard_id().to_owned();
+    let stalled = |registry: &prometheus::Registry| {
+        series(
+            registry,
+            "aws_kinesis_shard_stalled",
+            &[
+                &format!("shard=\"{shard}\""),
+                &format!("stream=\"{stream}\""),
+            ],
+        )
+    };
+    assert_eq!(
+        stalled(&registry),
+        Some(0.0),
+        "the series shows from the start"
+    );
+    let warned = || logged(&["WARN", "the shard stalled", &stream, &shard, "pod-stall"]);
+    let began = Instant::now();
+    assert!(
+        until(Duration::from_secs(20), || !warned().is_empty()).await,
+        "a stall within the bound (2 s) and a lease write"
+    );
+    println!(
+        "stall found {:?} after the handler held its record",
+        began.elapsed()
+    );
+    assert_eq!(stalled(&registry), Some(1.0));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(warned().len(), 1, "said once");
+
+    // The handler settles: the shard delivers again, and says so.
+    held.ack().await.unwrap();
+    for _ in 1..12 {
+        common::next_delivery(&mut deliveries)
+            .await
+            .ack()
+            .await
+            .unwrap();
+    }
+    assert!(
+        until(Duration::from_secs(15), || {
+            !logged(&["INFO", "the shard delivers again", &stream, &shard]).is_empty()
+        })
+        .await
+    );
+    assert_eq!(stalled(&registry), Some(0.0));
+    connected.shutdown().await.unwrap();
+}
