@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: a demo service on the local stack that publishes orders and consumes them,
+# The one-instance demo (the main job is scripts/demo-leases.sh): a demo service on the local stack that publishes orders and consumes them,
 # printing each one it handles. Starts the stack when it is not running, and stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."

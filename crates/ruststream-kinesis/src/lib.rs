@@ -82,6 +82,8 @@ mod clock;
 mod coordinator;
 mod delivery;
 mod describe;
+#[cfg(test)]
+mod docs_facts;
 mod error;
 #[cfg(test)]
 mod fake_kinesis;
@@ -130,6 +132,39 @@ pub use settings::validate::{
 };
 #[cfg(feature = "metrics")]
 pub use telemetry::KinesisMetrics;
+
+/// The Rust blocks of the README and of the user guide's pages, compiled (and run, unless
+/// `no_run`) as doctests with every feature on (`cargo test --all-features --doc`, in the test
+/// command), so that no snippet drifts from the API; `docs_facts` checks that every page with one
+/// is here. (The blocks that include an example's lines are the example's, which `cargo test`
+/// compiles.)
+#[cfg(all(
+    doctest,
+    feature = "dynamodb-lease",
+    feature = "metrics",
+    feature = "asyncapi",
+    feature = "testing"
+))]
+mod guide {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/src/getting-started.md")]
+    struct GettingStarted;
+    #[doc = include_str!("../../../docs/src/checkpoints.md")]
+    struct Checkpoints;
+    #[doc = include_str!("../../../docs/src/describing.md")]
+    struct Describing;
+    #[doc = include_str!("../../../docs/src/enhanced-fan-out.md")]
+    struct EnhancedFanOut;
+    #[doc = include_str!("../../../docs/src/fault-injector.md")]
+    struct FaultInjector;
+    #[doc = include_str!("../../../docs/src/operating.md")]
+    struct Operating;
+    #[doc = include_str!("../../../docs/src/several-instances.md")]
+    struct SeveralInstances;
+    #[doc = include_str!("../../../docs/src/ru/several-instances.md")]
+    struct SeveralInstancesRu;
+}
 
 /// What a service file imports: the framework's prelude, this crate's service-facing types, and
 /// the publish policy under the uniform name `Publish`.

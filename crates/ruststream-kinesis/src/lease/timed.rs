@@ -59,7 +59,7 @@ impl Timed {
             key: key.clone(),
             operation,
             message: format!(
-                "no answer within {:?} (a third of the lease); the call may still land",
+                "no answer within {:?} (the renewal interval); the call may still land",
                 self.bound
             ),
         }))

@@ -80,7 +80,7 @@ pub(crate) enum CallOutcome {
     Refused,
     /// The call failed: an error from the store.
     Failed,
-    /// No answer within the bound (a third of the lease); the call may still land.
+    /// No answer within the bound (the renewal interval); the call may still land.
     TimedOut,
 }
 

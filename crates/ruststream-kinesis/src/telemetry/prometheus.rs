@@ -10,7 +10,7 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, 
 use super::{CallOutcome, LeaseEvent, Published, ReadRetry};
 
 /// Lease-table call latencies, in seconds: a call answers in milliseconds, and one that nears
-/// the bound (a third of the lease, 3.3 s by default) is a fault.
+/// the bound (the renewal interval, 3 s by default) is a fault.
 const CALL_BUCKETS: &[f64] = &[
     0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
