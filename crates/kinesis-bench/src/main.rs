@@ -36,49 +36,111 @@ mod writes;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::{CommandFactory, Parser, ValueEnum};
 use report::Figure;
 use stack::Stack;
 
 /// Every error of a figure, boxed: a benchmark reports it and goes on with the next figure.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const USAGE: &str = "\
-usage: kinesis-bench <command> [--quick] [--out FILE]
+/// Speed and cost of ruststream-kinesis against the local stack, each figure a ratio or a median
+/// taken within one run; each command prints a Markdown table of its figures.
+///
+/// The stack: KINESIS_TEST_ENDPOINT, else AWS_ENDPOINT_URL, else http://127.0.0.1:4566
+/// (scripts/local-stack.sh start).
+#[derive(Debug, Parser)]
+#[command(name = "kinesis-bench", version)]
+struct Cli {
+    /// What to measure.
+    command: Command,
+    /// One repetition and shorter windows: a smoke run, not figures to publish.
+    #[arg(long)]
+    quick: bool,
+    /// Also write the report to FILE.
+    #[arg(long, value_name = "FILE")]
+    out: Option<String>,
+    /// The arguments of the internal commands (the child processes of some figures).
+    #[arg(hide = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    rest: Vec<String>,
+}
 
-commands (each prints a Markdown table of its figures):
-  all          every figure below in one run (several minutes; --quick: one repetition each)
-  consume      service with MemoryLeaseStore ÷ a hand-written GetRecords loop (records/s)
-  checkpoints  service with DynamoLeaseStore ÷ with MemoryLeaseStore (records/s)
-  metrics-cost CPU per record consumed with the crate's metrics on ÷ off
-  fan-out      enhanced fan-out ÷ polling on one stream: records/s catching up a backlog, and
-               publish-to-handler latency at a steady trickle (median, p99)
-  handover     graceful stop of one instance -> first record handled by the other (median of 5)
-  takeover     SIGKILL of one instance -> first record handled by the other (median of 5)
-  balance      8 shards, balancing instances joining up to 4 then leaving to 2: seconds until
-               even after each change, records redelivered and lost
-  growth       one instance reading 4, 16 and 48 shards under the same load per shard: CPU s
-               per million records, lease-table writes per shard per minute, memory per shard
-  writes       lease-table writes per shard per minute: idle, loaded (default 1 s cadence), a
-               write per move, a 1.5 s cadence; the handover poll's calls per standby instance
-  poll-cost    the handover poll's read units per standby instance per minute at 10, 100 and
-               1,000 rows in the table, with the stream's notice and without
-  startup      start() -> every one of 40 shards read, one instance
-  publish      messages/s published through the crate ÷ a hand-written PutRecords loop
-  publish-aggregated
-               user records/s per shard published aggregated (KPL) ÷ the plain PutRecords loop
-  consume-aggregated
-               user records/s read by the service from KPL aggregates ÷ the same records
-               written plain, and CPU per user record
-  in-process   instructions (callgrind, when valgrind is installed) and allocations per message
-               through TestApp
-  memory       resident memory per owned shard with a backlog, and that it stays bounded
+/// The figures, and the internal commands some of them run in child processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Command {
+    /// Every figure below in one run (several minutes; --quick: one repetition each).
+    All,
+    /// Service with MemoryLeaseStore ÷ a hand-written GetRecords loop (records/s).
+    Consume,
+    /// Service with DynamoLeaseStore ÷ with MemoryLeaseStore (records/s).
+    Checkpoints,
+    /// Consume and checkpoints in one run, as `all` measures them.
+    #[value(name = "consume+checkpoints")]
+    ConsumeCheckpoints,
+    /// CPU per record consumed with the crate's metrics on ÷ off.
+    MetricsCost,
+    /// Enhanced fan-out ÷ polling on one stream: records/s catching up a backlog, and
+    /// publish-to-handler latency at a steady trickle (median, p99).
+    FanOut,
+    /// Graceful stop of one instance -> first record handled by the other (median of 5).
+    Handover,
+    /// SIGKILL of one instance -> first record handled by the other (median of 5).
+    Takeover,
+    /// 8 shards, balancing instances joining up to 4 then leaving to 2: seconds until even after
+    /// each change, records redelivered and lost.
+    Balance,
+    /// One instance reading 4, 16 and 48 shards under the same load per shard: CPU s per million
+    /// records, lease-table writes per shard per minute, memory per shard.
+    Growth,
+    /// Lease-table writes per shard per minute: idle, loaded (default 1 s cadence), a write per
+    /// move, a 1.5 s cadence; the handover poll's calls per standby instance.
+    Writes,
+    /// The handover poll's read units per standby instance per minute at 10, 100 and 1,000 rows
+    /// in the table, with the stream's notice and without.
+    PollCost,
+    /// start() -> every one of 40 shards read, one instance.
+    Startup,
+    /// Messages/s published through the crate ÷ a hand-written PutRecords loop.
+    Publish,
+    /// User records/s per shard published aggregated (KPL) ÷ the plain PutRecords loop.
+    PublishAggregated,
+    /// User records/s read by the service from KPL aggregates ÷ the same records written plain,
+    /// and CPU per user record.
+    ConsumeAggregated,
+    /// Instructions (callgrind, when valgrind is installed) and allocations per message through
+    /// TestApp.
+    InProcess,
+    /// Resident memory per owned shard with a backlog, and that it stays bounded.
+    Memory,
+    /// Internal: one region of `in-process`, measured under callgrind (COUNT).
+    #[value(hide = true)]
+    InProcessRegion,
+    /// Internal: an instance of `handover` and `takeover` (TABLE STREAM OWNER).
+    #[value(hide = true)]
+    Child,
+    /// Internal: an instance of `memory` (STREAM SECONDS).
+    #[value(hide = true)]
+    MemoryChild,
+    /// Internal: an instance of `growth` (STREAM SHARDS BACKLOG WARMUP WINDOW).
+    #[value(hide = true)]
+    GrowthChild,
+}
 
-options:
-  --quick      one repetition and shorter windows: a smoke run, not figures to publish
-  --out FILE   also write the report to FILE
+impl Command {
+    /// The command's name on the command line.
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default()
+    }
 
-The stack: KINESIS_TEST_ENDPOINT, else AWS_ENDPOINT_URL, else http://127.0.0.1:4566
-(scripts/local-stack.sh start).";
+    /// Whether it is one of the child processes' commands, which take arguments of their own.
+    fn internal(self) -> bool {
+        matches!(
+            self,
+            Self::InProcessRegion | Self::Child | Self::MemoryChild | Self::GrowthChild
+        )
+    }
+}
 
 /// The command line's options.
 #[derive(Debug, Clone, Default)]
@@ -89,23 +151,28 @@ pub struct Options {
     pub rest: Vec<String>,
 }
 
-fn parse(args: &[String]) -> Result<(String, Options), String> {
-    let mut opts = Options::default();
-    let mut command = None;
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "-h" | "--help" | "help" => return Err(USAGE.to_owned()),
-            "--quick" => opts.quick = true,
-            "--out" => {
-                opts.out = Some(iter.next().ok_or("--out needs a file")?.clone());
-            }
-            other if command.is_none() => command = Some(other.to_owned()),
-            other => opts.rest.push(other.to_owned()),
-        }
+/// Reads the command line: the command and its options; `Err` a clap error to print (for
+/// `--help` and `--version` too, printed on stdout).
+fn parse<I, T>(args: I) -> Result<(Command, Options), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args)?;
+    if !cli.command.internal() && !cli.rest.is_empty() {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::UnknownArgument,
+            format!("unexpected argument(s) {:?}", cli.rest),
+        ));
     }
-    let command = command.ok_or_else(|| USAGE.to_owned())?;
-    Ok((command, opts))
+    Ok((
+        cli.command,
+        Options {
+            quick: cli.quick,
+            out: cli.out,
+            rest: cli.rest,
+        },
+    ))
 }
 
 fn main() -> ExitCode {
@@ -115,47 +182,27 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .init();
     }
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (command, opts) = match parse(&args) {
+    let (command, opts) = match parse(std::env::args_os()) {
         Ok(parsed) => parsed,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(64);
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() {
+                ExitCode::from(64)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     // Internal commands: a region measured under callgrind, and the child processes of the
     // takeover and memory figures.
-    match command.as_str() {
-        "in-process-region" => return in_process::region_command(&opts),
-        "child" => return run_async(handover::child_command(opts)),
-        "memory-child" => return run_async(memory::child_command(opts)),
-        "growth-child" => return run_async(growth::child_command(opts)),
+    match command {
+        Command::InProcessRegion => return in_process::region_command(&opts),
+        Command::Child => return run_async(handover::child_command(opts)),
+        Command::MemoryChild => return run_async(memory::child_command(opts)),
+        Command::GrowthChild => return run_async(growth::child_command(opts)),
         _ => {}
     }
-    let known = [
-        "all",
-        "consume",
-        "checkpoints",
-        "consume+checkpoints",
-        "metrics-cost",
-        "fan-out",
-        "handover",
-        "takeover",
-        "balance",
-        "growth",
-        "writes",
-        "poll-cost",
-        "startup",
-        "publish",
-        "publish-aggregated",
-        "consume-aggregated",
-        "in-process",
-        "memory",
-    ];
-    if !known.contains(&command.as_str()) {
-        eprintln!("unknown command {command}\n\n{USAGE}");
-        return ExitCode::from(64);
-    }
+    let command = command.name();
     let started = Instant::now();
     let figures = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime.block_on(figures(&command, &opts)),
@@ -333,15 +380,34 @@ mod tests {
 
     #[test]
     fn the_command_line_reads_command_flags_and_rest() {
-        let args: Vec<String> = ["child", "--quick", "a", "b"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-        let (command, opts) = parse(&args).unwrap();
-        assert_eq!(command, "child");
+        let line =
+            |args: &[&str]| parse(std::iter::once("kinesis-bench").chain(args.iter().copied()));
+        let (command, opts) = line(&["child", "--quick", "a", "b"]).unwrap();
+        assert_eq!(command, Command::Child);
         assert!(opts.quick);
         assert_eq!(opts.rest, ["a", "b"]);
-        assert!(parse(&[]).is_err());
-        assert!(parse(&["--out".to_owned()]).is_err());
+        let (command, opts) = line(&["consume+checkpoints", "--out", "r.md"]).unwrap();
+        assert_eq!(command.name(), "consume+checkpoints");
+        assert_eq!(opts.out.as_deref(), Some("r.md"));
+        assert_eq!(line(&["poll-cost"]).unwrap().0.name(), "poll-cost");
+        // Wrong lines are refused on stderr; --help and --version are answered on stdout.
+        for wrong in [
+            &[][..],
+            &["--out"],
+            &["nothing"],
+            &["all", "--bogus"],
+            &["all", "extra"],
+        ] {
+            assert!(line(wrong).unwrap_err().use_stderr(), "{wrong:?}");
+        }
+        for asked in ["--help", "--version"] {
+            assert!(!line(&[asked]).unwrap_err().use_stderr(), "{asked}");
+        }
+        let help = Cli::command().render_long_help().to_string();
+        assert!(
+            help.contains("metrics-cost") && !help.contains("growth-child"),
+            "{help}"
+        );
+        Cli::command().debug_assert();
     }
 }

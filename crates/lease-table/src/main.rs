@@ -1,79 +1,61 @@
 //! `lease-table`: an operator's view of a ruststream-kinesis lease table in DynamoDB.
 //!
 //! ```text
-//! lease-table <TABLE> [--watch] [--json] [--create]
+//! lease-table <TABLE> [--watch] [--json] [--create] [--endpoint-url URL] [--region REGION]
 //! ```
 //!
 //! Prints one line per row of the table: the stream and the shard, the instance holding the
-//! lease, how long the lease still runs, the row's write counter and its checkpoint; then per
-//! owner the rows it holds and those that lapsed, and the rows nobody holds. `--watch`
-//! refreshes the view every second until Ctrl-C; `--json` prints the view as one JSON document
-//! (one per line with `--watch`), for scripts; `--create` creates the table first (one string
-//! key, `lease_key`, on-demand billing), leaving an existing one as it is.
+//! lease, how long the lease still runs, the row's write counter, its checkpoint, how far behind
+//! it was written, a planned move asked of the holder and the application the row names; then per
+//! owner the rows it holds and those that lapsed, and the rows nobody holds. `--watch` refreshes
+//! the view every second until Ctrl-C; `--json` prints the view as one JSON document (one per
+//! line with `--watch`), for scripts; `--create` creates the table first (one string key,
+//! `lease_key`, on-demand billing), leaving an existing one as it is.
 //!
-//! The AWS configuration comes from the environment, as for the services: `AWS_REGION`,
-//! credentials, and `AWS_ENDPOINT_URL` for a local stack.
+//! The AWS configuration comes from the environment, as for the services (`AWS_REGION`,
+//! credentials, `AWS_ENDPOINT_URL` for a local stack); `--endpoint-url` and `--region` override
+//! it.
 //!
-//! Exit status: 0 when the table was shown (even empty), 2 when the table does not exist or is
-//! not keyed as a lease table (by the string `lease_key` alone: a Java KCL table is not),
-//! 1 when DynamoDB could not be read, 64 for a wrong command line.
+//! Exit status: 0 when the table was shown (even empty) and for `--help` and `--version`, 2 when
+//! the table does not exist or is not keyed as a lease table (by the string `lease_key` alone: a
+//! Java KCL table is not), 1 when DynamoDB could not be read, 64 for a wrong command line.
 
 mod view;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use aws_config::BehaviorVersion;
+use aws_config::{BehaviorVersion, Region};
+use clap::Parser;
 use ruststream_kinesis::{DynamoLeaseStore, LeaseError, LeaseStore, epoch_millis};
 
-const USAGE: &str = "\
-usage: lease-table <TABLE> [--watch] [--json] [--create]
-
-Shows the rows of a ruststream-kinesis lease table in DynamoDB: stream, shard, owner,
-expires in, counter, checkpoint; then per owner the rows it holds and those that lapsed.
-
-  --watch   refresh every second until Ctrl-C
-  --json    print the view as one JSON document (one per line with --watch)
-  --create  create the table first (an existing table is left as it is)
-
-The AWS configuration comes from the environment (AWS_REGION, credentials, and
-AWS_ENDPOINT_URL for a local stack such as http://127.0.0.1:4566).";
-
-/// The command line.
-#[derive(Debug, PartialEq, Eq)]
+/// Shows the rows of a ruststream-kinesis lease table in DynamoDB: stream, shard, owner, expires
+/// in, counter, checkpoint, how far behind, a planned move, the application; then per owner the
+/// rows it holds and those that lapsed.
+///
+/// The AWS configuration comes from the environment (AWS_REGION, credentials, and
+/// AWS_ENDPOINT_URL for a local stack such as http://127.0.0.1:4566); --endpoint-url and
+/// --region override it.
+#[derive(Debug, PartialEq, Eq, Parser)]
+#[command(name = "lease-table", version)]
 struct Args {
+    /// The lease table's name.
     table: String,
+    /// Refresh every second until Ctrl-C.
+    #[arg(short, long)]
     watch: bool,
+    /// Print the view as one JSON document (one per line with --watch).
+    #[arg(long)]
     json: bool,
+    /// Create the table first (an existing table is left as it is).
+    #[arg(long)]
     create: bool,
-}
-
-/// Reads the command line; `Err` holds what to print, and whether it is the help asked for.
-fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, (String, bool)> {
-    let mut table = None;
-    let (mut watch, mut json, mut create) = (false, false, false);
-    for arg in args {
-        match arg.as_str() {
-            "-h" | "--help" => return Err((USAGE.to_owned(), true)),
-            "--watch" | "-w" => watch = true,
-            "--json" => json = true,
-            "--create" => create = true,
-            flag if flag.starts_with('-') => {
-                return Err((format!("unknown option {flag}\n\n{USAGE}"), false));
-            }
-            name if table.is_none() => table = Some(name.to_owned()),
-            extra => return Err((format!("unexpected argument {extra}\n\n{USAGE}"), false)),
-        }
-    }
-    match table {
-        Some(table) => Ok(Args {
-            table,
-            watch,
-            json,
-            create,
-        }),
-        None => Err((format!("the table name is missing\n\n{USAGE}"), false)),
-    }
+    /// The DynamoDB endpoint, such as a local stack's http://127.0.0.1:4566.
+    #[arg(long, value_name = "URL")]
+    endpoint_url: Option<String>,
+    /// The AWS region.
+    #[arg(long, value_name = "REGION")]
+    region: Option<String>,
 }
 
 /// What one look at the table shows (as text, or as one line of JSON), and the exit status it
@@ -84,7 +66,7 @@ async fn look(store: &DynamoLeaseStore, json: bool) -> (String, ExitCode) {
     if let Err(err) = store.check().await {
         return refused(store, err);
     }
-    match store.rows().await {
+    match store.rows_with_applications().await {
         Ok(rows) if json => (
             format!("{}\n", view::json(store.table(), &rows, epoch_millis())),
             ExitCode::SUCCESS,
@@ -128,18 +110,26 @@ fn show(text: &str, code: ExitCode) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
+    let args = match Args::try_parse() {
         Ok(args) => args,
-        Err((text, true)) => {
-            println!("{text}");
-            return ExitCode::SUCCESS;
-        }
-        Err((text, false)) => {
-            eprintln!("{text}");
-            return ExitCode::from(64);
+        Err(err) => {
+            let code = if err.use_stderr() {
+                ExitCode::from(64)
+            } else {
+                ExitCode::SUCCESS
+            };
+            let _ = err.print();
+            return code;
         }
     };
-    let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
+    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    if let Some(url) = &args.endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    if let Some(region) = &args.region {
+        loader = loader.region(Region::new(region.clone()));
+    }
+    let config = loader.load().await;
     let store = DynamoLeaseStore::new(&config, args.table.as_str());
     if args.create {
         if let Err(err) = store.create_table().await {
@@ -174,44 +164,45 @@ async fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
     use super::*;
 
-    fn args(line: &[&str]) -> Result<Args, (String, bool)> {
-        parse(line.iter().map(|arg| (*arg).to_owned()))
+    fn args(line: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("lease-table").chain(line.iter().copied()))
     }
 
     #[test]
-    fn the_command_line_names_a_table_and_flags() {
+    fn the_command_line_names_a_table_flags_and_where_dynamodb_is() {
+        let parsed = args(&[
+            "warehouse-leases",
+            "--watch",
+            "--endpoint-url",
+            "http://127.0.0.1:4566",
+            "--region",
+            "eu-west-1",
+        ])
+        .unwrap();
         assert_eq!(
-            args(&["warehouse-leases", "--watch"]),
-            Ok(Args {
+            parsed,
+            Args {
                 table: "warehouse-leases".to_owned(),
                 watch: true,
                 json: false,
-                create: false
-            })
+                create: false,
+                endpoint_url: Some("http://127.0.0.1:4566".to_owned()),
+                region: Some("eu-west-1".to_owned()),
+            }
         );
-        assert_eq!(
-            args(&["--create", "t"]),
-            Ok(Args {
-                table: "t".to_owned(),
-                watch: false,
-                json: false,
-                create: true
-            })
-        );
-        assert_eq!(
-            args(&["t", "--json"]),
-            Ok(Args {
-                table: "t".to_owned(),
-                watch: false,
-                json: true,
-                create: false
-            })
-        );
-        assert!(matches!(args(&[]), Err((_, false))));
-        assert!(matches!(args(&["t", "--bogus"]), Err((_, false))));
-        assert!(matches!(args(&["t", "u"]), Err((_, false))));
-        assert!(matches!(args(&["--help"]), Err((_, true))));
+        assert!(args(&["--create", "t", "--json", "-w"]).is_ok());
+        // A wrong line is an error printed on stderr; --help and --version are not.
+        for wrong in [&[][..], &["t", "--bogus"], &["t", "u"], &["t", "--region"]] {
+            let err = args(wrong).unwrap_err();
+            assert!(err.use_stderr(), "{wrong:?}: {err}");
+        }
+        for asked in ["--help", "--version"] {
+            assert!(!args(&[asked]).unwrap_err().use_stderr(), "{asked}");
+        }
+        Args::command().debug_assert();
     }
 }

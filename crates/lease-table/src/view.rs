@@ -3,8 +3,11 @@
 
 use ruststream_kinesis::{LeaseKey, LeaseState, SHARD_END, SHARD_SKIPPED};
 
+/// One row of the table: its key, its state, and the application it names, if any.
+pub type Row = (LeaseKey, LeaseState, Option<String>);
+
 /// The column headers, in order.
-pub const HEADERS: [&str; 7] = [
+pub const HEADERS: [&str; 9] = [
     "STREAM",
     "SHARD",
     "OWNER",
@@ -12,6 +15,8 @@ pub const HEADERS: [&str; 7] = [
     "COUNTER",
     "CHECKPOINT",
     "BEHIND",
+    "MOVE",
+    "APPLICATION",
 ];
 
 /// How many trailing digits of a long sequence number stay visible.
@@ -68,10 +73,23 @@ pub fn behind(row: &LeaseState) -> String {
     }
 }
 
+/// A planned move asked of the row's holder that still stands at `now_ms`: `to <instance>`;
+/// `-` without one.
+#[must_use]
+pub fn planned_move(row: &LeaseState, now_ms: u64) -> String {
+    row.handoff_at(now_ms)
+        .map_or_else(|| "-".to_owned(), |asked| format!("to {}", asked.to))
+}
+
 /// The cells of one row, in the order of [`HEADERS`]. A row of an earlier version of the crate,
 /// keyed by the bare shard id, has no stream: it shows as `(legacy)`.
 #[must_use]
-pub fn cells(key: &LeaseKey, row: &LeaseState, now_ms: u64) -> [String; 7] {
+pub fn cells(
+    key: &LeaseKey,
+    row: &LeaseState,
+    application: Option<&str>,
+    now_ms: u64,
+) -> [String; 9] {
     let stream = if key.stream().is_empty() {
         "(legacy)"
     } else {
@@ -85,6 +103,8 @@ pub fn cells(key: &LeaseKey, row: &LeaseState, now_ms: u64) -> [String; 7] {
         row.counter.to_string(),
         checkpoint(row),
         behind(row),
+        planned_move(row, now_ms),
+        application.unwrap_or("-").to_owned(),
     ]
 }
 
@@ -102,10 +122,10 @@ pub struct OwnerShare {
 /// Who holds how many rows at `now_ms`, by owner id in order; and how many rows no instance
 /// holds, of which how many are finished (`SHARD_END` or `SHARD_SKIPPED`).
 #[must_use]
-pub fn shares(rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> (Vec<OwnerShare>, usize, usize) {
+pub fn shares(rows: &[Row], now_ms: u64) -> (Vec<OwnerShare>, usize, usize) {
     let mut by_owner: std::collections::BTreeMap<&str, OwnerShare> = Default::default();
     let (mut free, mut finished) = (0, 0);
-    for (_, row) in rows {
+    for (_, row, _) in rows {
         match &row.owner {
             Some(owner) => {
                 let share = by_owner.entry(owner).or_insert_with(|| OwnerShare {
@@ -135,10 +155,10 @@ pub fn shares(rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> (Vec<OwnerShare>,
 /// written, a planned move asked of it) and
 /// the summary per owner.
 #[must_use]
-pub fn json(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> serde_json::Value {
+pub fn json(table: &str, rows: &[Row], now_ms: u64) -> serde_json::Value {
     let rows_json: Vec<serde_json::Value> = rows
         .iter()
-        .map(|(key, row)| {
+        .map(|(key, row, application)| {
             serde_json::json!({
                 "stream": key.stream(),
                 "shard": key.shard(),
@@ -155,6 +175,7 @@ pub fn json(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> serde_
                     "to": handoff.to,
                     "asked_ms": handoff.asked_ms,
                 })),
+                "application": application,
             })
         })
         .collect();
@@ -177,7 +198,7 @@ pub fn json(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> serde_
 
 /// The summary below the rows: per owner the rows it holds and those that lapsed, aligned, and
 /// the rows nobody holds.
-fn render_shares(rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> String {
+fn render_shares(rows: &[Row], now_ms: u64) -> String {
     let (owners, free, finished) = shares(rows, now_ms);
     let mut out = String::new();
     if !owners.is_empty() {
@@ -205,16 +226,16 @@ fn render_shares(rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> String {
 /// The whole view: a line naming the table and its row count, then aligned columns, then after
 /// a blank line the summary per owner; or a line saying the table has no rows yet.
 #[must_use]
-pub fn render(table: &str, rows: &[(LeaseKey, LeaseState)], now_ms: u64) -> String {
+pub fn render(table: &str, rows: &[Row], now_ms: u64) -> String {
     if rows.is_empty() {
         return format!(
             "no leases yet in table {table}: no instance has taken a shard (start one, or check \
              that it uses this table)\n"
         );
     }
-    let body: Vec<[String; 7]> = rows
+    let body: Vec<[String; 9]> = rows
         .iter()
-        .map(|(key, row)| cells(key, row, now_ms))
+        .map(|(key, row, application)| cells(key, row, application.as_deref(), now_ms))
         .collect();
     let mut widths = HEADERS.map(|header| header.chars().count());
     for line in &body {
@@ -316,26 +337,33 @@ mod tests {
     fn the_table_is_aligned_in_columns() {
         let mut reading = row(Some("pod-a"), NOW + 7_200, 14, Some(SEQUENCE));
         reading.behind_ms = Some(2_540);
+        reading.handoff = Some(ruststream_kinesis::Handoff {
+            to: "pod-b".to_owned(),
+            asked_ms: NOW - 500,
+        });
         let rows = vec![
             (
                 LeaseKey::new("warehouse-orders", "shardId-000000000000"),
                 reading,
+                Some("warehouse".to_owned()),
             ),
             (
                 LeaseKey::new("warehouse-orders", "shardId-000000000001"),
                 row(None, 0, 9, Some(SHARD_END)),
+                Some("warehouse".to_owned()),
             ),
             (
                 LeaseKey::new("", "shardId-000000000002"),
                 row(Some("old-version"), NOW - 1, 41, None),
+                None,
             ),
         ];
         let expected = "\
 lease table warehouse-leases: 3 rows
-STREAM            SHARD                 OWNER        EXPIRES IN  COUNTER  CHECKPOINT     BEHIND
-warehouse-orders  shardId-000000000000  pod-a        7.2 s       14       …764991414274  2.5 s
-warehouse-orders  shardId-000000000001  -            -           9        SHARD_END      -
-(legacy)          shardId-000000000002  old-version  expired     41       -              -
+STREAM            SHARD                 OWNER        EXPIRES IN  COUNTER  CHECKPOINT     BEHIND  MOVE      APPLICATION
+warehouse-orders  shardId-000000000000  pod-a        7.2 s       14       …764991414274  2.5 s   to pod-b  warehouse
+warehouse-orders  shardId-000000000001  -            -           9        SHARD_END      -       -         warehouse
+(legacy)          shardId-000000000002  old-version  expired     41       -              -       -         -
 
 OWNER        HELD  LAPSED
 old-version  0     1
@@ -349,13 +377,17 @@ held by nobody: 1 row (1 finished)
     fn the_summary_counts_each_owners_live_and_lapsed_rows() {
         let key = |n: u32| LeaseKey::new("orders", format!("shardId-{n:012}"));
         let rows = vec![
-            (key(0), row(Some("pod-a"), NOW + 5_000, 3, Some(SEQUENCE))),
-            (key(1), row(Some("pod-a"), NOW + 1, 3, None)),
-            (key(2), row(Some("pod-b"), NOW + 9_000, 7, None)),
+            (
+                key(0),
+                row(Some("pod-a"), NOW + 5_000, 3, Some(SEQUENCE)),
+                None,
+            ),
+            (key(1), row(Some("pod-a"), NOW + 1, 3, None), None),
+            (key(2), row(Some("pod-b"), NOW + 9_000, 7, None), None),
             // Expired by this clock: lapsed, though within the takers' skew tolerance.
-            (key(3), row(Some("pod-b"), NOW, 7, None)),
-            (key(4), row(None, 0, 2, Some(SEQUENCE))),
-            (key(5), row(None, 0, 2, Some(SHARD_SKIPPED))),
+            (key(3), row(Some("pod-b"), NOW, 7, None), None),
+            (key(4), row(None, 0, 2, Some(SEQUENCE)), None),
+            (key(5), row(None, 0, 2, Some(SHARD_SKIPPED)), None),
         ];
         let (owners, free, finished) = shares(&rows, NOW);
         assert_eq!(
@@ -385,10 +417,15 @@ held by nobody: 1 row (1 finished)
             asked_ms: NOW - 500,
         });
         let rows = vec![
-            (LeaseKey::new("orders", "shardId-000000000000"), asked),
+            (
+                LeaseKey::new("orders", "shardId-000000000000"),
+                asked,
+                Some("warehouse".to_owned()),
+            ),
             (
                 LeaseKey::new("orders", "shardId-000000000001"),
                 row(None, 0, 9, Some(SHARD_END)),
+                None,
             ),
         ];
         let view = json("warehouse-leases", &rows, NOW);
@@ -405,10 +442,11 @@ held by nobody: 1 row (1 finished)
         assert_eq!(first["behind_ms"], 730);
         assert_eq!(first["handoff"]["to"], "pod-b");
         assert_eq!(first["handoff"]["asked_ms"], NOW - 500);
+        assert_eq!(first["application"], "warehouse");
         let second = &view["rows"][1];
         assert!(second["owner"].is_null() && second["expires_in_ms"].is_null());
         assert_eq!(second["checkpoint"], SHARD_END);
-        assert!(second["behind_ms"].is_null());
+        assert!(second["behind_ms"].is_null() && second["application"].is_null());
         assert_eq!(
             view["owners"],
             serde_json::json!([{ "owner": "pod-a", "held": 1, "lapsed": 0 }])

@@ -128,7 +128,7 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
         "{out:?}"
     );
 
-    let store = DynamoLeaseStore::new(&config(&endpoint), table.as_str());
+    let store = DynamoLeaseStore::new(&config(&endpoint), table.as_str()).application("warehouse");
     let held = LeaseKey::new("orders", "shardId-000000000000");
     let done = LeaseKey::new("orders", "shardId-000000000001");
     let lease = Duration::from_secs(30);
@@ -138,6 +138,19 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
         .checkpoint_and_renew_behind(&held, "pod-a", SEQUENCE, Some(3_400), lease)
         .await
         .unwrap();
+    // A planned move asked of pod-a (no counter bump).
+    assert!(
+        store
+            .ask_handoff(
+                &held,
+                "pod-a",
+                2,
+                "pod-b",
+                ruststream_kinesis::epoch_millis()
+            )
+            .await
+            .unwrap()
+    );
     store.acquire(&done, "pod-b", lease).await.unwrap();
     store.checkpoint(&done, "pod-b", SHARD_END).await.unwrap();
     store.release(&done, "pod-b").await.unwrap();
@@ -163,7 +176,11 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
         "{stdout}"
     );
     assert!(lines[0][3].ends_with(" s"), "the lease runs: {stdout}");
-    assert_eq!(lines[0][4..], ["2", "…764991414274", "3.4 s"], "{stdout}");
+    assert_eq!(
+        lines[0][4..],
+        ["2", "…764991414274", "3.4 s", "to pod-b", "warehouse"],
+        "{stdout}"
+    );
     assert_eq!(
         lines[1],
         [
@@ -173,7 +190,9 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
             "-",
             "3",
             "SHARD_END",
-            "-"
+            "-",
+            "-",
+            "warehouse"
         ],
         "{stdout}"
     );
@@ -198,6 +217,8 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
     assert_eq!(rows[0]["owner"], "pod-a");
     assert_eq!(rows[0]["checkpoint"], SEQUENCE, "the checkpoint in full");
     assert_eq!(rows[0]["behind_ms"], 3_400);
+    assert_eq!(rows[0]["handoff"]["to"], "pod-b");
+    assert_eq!(rows[0]["application"], "warehouse");
     assert!(
         rows[0]["expires_in_ms"]
             .as_i64()
@@ -209,5 +230,57 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
     assert_eq!(
         view["owners"],
         serde_json::json!([{ "owner": "pod-a", "held": 1, "lapsed": 0 }])
+    );
+}
+
+#[test]
+fn help_and_version_exit_0_and_a_wrong_line_64() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_lease-table"))
+            .args(args)
+            .output()
+            .expect("run lease-table")
+    };
+    let help = run(&["--help"]);
+    assert_eq!(help.status.code(), Some(0), "{help:?}");
+    let said = text(&help.stdout);
+    assert!(
+        said.contains("--endpoint-url") && said.contains("--region") && said.contains("--json"),
+        "{said}"
+    );
+    assert_eq!(run(&["--version"]).status.code(), Some(0));
+    for wrong in [&["t", "--bogus"][..], &[][..], &["t", "--region"][..]] {
+        let out = run(wrong);
+        assert_eq!(out.status.code(), Some(64), "{wrong:?}: {out:?}");
+        assert!(!out.stderr.is_empty(), "{wrong:?} says why");
+    }
+}
+
+#[tokio::test]
+async fn the_endpoint_and_the_region_may_come_from_the_flags() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let table = format!("lease-table-flags-{:08x}", rand::random::<u32>());
+    let out = Command::new(env!("CARGO_BIN_EXE_lease-table"))
+        .args([
+            &table,
+            "--create",
+            "--endpoint-url",
+            &endpoint,
+            "--region",
+            "us-east-1",
+        ])
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_PROFILE")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .output()
+        .expect("run lease-table");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text(&out.stdout).starts_with(&format!("no leases yet in table {table}")),
+        "{out:?}"
     );
 }

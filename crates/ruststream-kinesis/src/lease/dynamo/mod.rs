@@ -207,6 +207,8 @@ struct Scanned {
     malformed: Vec<(LeaseKey, String)>,
     /// The rows that name another application than this store's, and the name.
     foreign: Vec<(LeaseKey, String)>,
+    /// The application each row names, where it names one.
+    applications: HashMap<LeaseKey, String>,
 }
 
 /// One renewal, checkpoint or release, as [`DynamoLeaseStore::held_update`] sends it.
@@ -425,6 +427,29 @@ impl DynamoLeaseStore {
         self.scan().await.map(|scanned| scanned.rows)
     }
 
+    /// [`rows`](Self::rows), each with the application it names
+    /// ([`application`](Self::application)), if it names one: what the `lease-table` view shows.
+    ///
+    /// # Errors
+    ///
+    /// As [`rows`](Self::rows).
+    pub async fn rows_with_applications(
+        &self,
+    ) -> Result<Vec<(LeaseKey, LeaseState, Option<String>)>, LeaseError> {
+        let Scanned {
+            rows,
+            mut applications,
+            ..
+        } = self.scan().await?;
+        Ok(rows
+            .into_iter()
+            .map(|(key, state)| {
+                let application = applications.remove(&key);
+                (key, state, application)
+            })
+            .collect())
+    }
+
     /// Every row of the table, and the keys of the rows it could not read (with what is wrong
     /// with each), each skipped with a warning.
     async fn scan(&self) -> Result<Scanned, LeaseError> {
@@ -432,6 +457,7 @@ impl DynamoLeaseStore {
         let mut rows = Vec::new();
         let mut malformed = Vec::new();
         let mut foreign = Vec::new();
+        let mut applications = HashMap::new();
         let mut start: Option<Item> = None;
         loop {
             let page = self
@@ -464,6 +490,9 @@ impl DynamoLeaseStore {
                 };
                 if let Some(theirs) = self.other_application(item) {
                     foreign.push((key.clone(), theirs));
+                }
+                if let Some(AttributeValue::S(name)) = item.get(APPLICATION) {
+                    applications.insert(key.clone(), name.clone());
                 }
                 match state_of(item) {
                     Ok(state) => rows.push((key, state)),
@@ -511,6 +540,7 @@ impl DynamoLeaseStore {
             rows,
             malformed,
             foreign,
+            applications,
         })
     }
 
@@ -715,6 +745,7 @@ impl LeaseStore for DynamoLeaseStore {
                 rows,
                 malformed,
                 foreign,
+                ..
             } = self.scan().await?;
             if let Some((key, theirs)) = foreign.into_iter().find(|(key, _)| key.stream() == stream)
             {
