@@ -8,7 +8,7 @@
 #   3. prints a scrape of both while pod-a holds every shard,
 #   4. stops pod-a gracefully and prints both scrapes again once pod-b holds every shard.
 #
-# Exits non-zero when the leases held (`kinesis_leases_held`) do not move from pod-a to pod-b
+# Exits non-zero when the leases held (`aws_kinesis_leases_held`) do not move from pod-a to pod-b
 # within DEMO_TAKEOVER_TIMEOUT seconds (30). Logs: target/demo-metrics/. The dashboard for these
 # series: docs/grafana/ruststream-kinesis.json.
 set -euo pipefail
@@ -38,13 +38,13 @@ mkdir -p "$LOGS"
 scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=5).read().decode())' "${ADDR[$1]}"; }
 # The value of the series `$2` (labels included, as rendered) in `$1`'s scrape; 0 when missing.
 value() { scrape "$1" 2>/dev/null | awk -v s="$2" 'index($0, s " ") == 1 { print $2; found = 1 } END { if (!found) print 0 }'; }
-held() { value "$1" "kinesis_leases_held{owner=\"$1\",stream=\"warehouse-orders\"}"; }
+held() { value "$1" "aws_kinesis_leases_held{owner=\"$1\",stream=\"warehouse-orders\"}"; }
 holds() { [[ "$(held "$1")" == "$2" ]]; }
 # The broker's series of `$1`'s scrape that say who holds what and how far behind it reads.
 show() {
   echo "  $1 (http://${ADDR[$1]}/metrics):"
-  scrape "$1" | grep -E '^kinesis_(leases_held|millis_behind_latest|lease_events_total|records_read_total)' |
-    sed "s/^/    /" || echo "    (no kinesis series: it has held no lease yet)"
+  scrape "$1" | grep -E '^aws_kinesis_(leases_held|shard_behind_seconds|lease_events_total|records_read_total)' |
+    sed "s/^/    /" || echo "    (none of these: it has held no lease yet)"
 }
 
 say "creating the lease table $TABLE"

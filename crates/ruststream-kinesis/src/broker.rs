@@ -431,6 +431,9 @@ impl KinesisBroker {
             config.timeout_config(),
             self.timings.kinesis_call_timeout(),
         ));
+        if self.meters.counting() {
+            builder = builder.interceptor(crate::sdk::metering::Metering::new(self.meters.clone()));
+        }
         let conf = builder.build();
         if conf.region().is_none() {
             return Err(KinesisError::Config {
@@ -439,6 +442,16 @@ impl KinesisBroker {
             });
         }
         Ok(Client::from_conf(conf))
+    }
+
+    /// The broker with every backend it counts into: with the `otel` feature, instruments on
+    /// the global meter as installed now.
+    fn metered(self) -> Self {
+        #[cfg(feature = "otel")]
+        let meters = self.meters.clone().with_global_meter();
+        #[cfg(not(feature = "otel"))]
+        let meters = self.meters.clone();
+        Self { meters, ..self }
     }
 
     fn connected(self, transport: Transport) -> ConnectedKinesisBroker {
@@ -453,9 +466,6 @@ impl KinesisBroker {
             timings: self.timings,
             create_streams: self.create_streams,
             balance: self.balance,
-            #[cfg(feature = "otel")]
-            meters: self.meters.with_global_meter(),
-            #[cfg(not(feature = "otel"))]
             meters: self.meters,
             streams: Registry::default(),
             incarnation: Incarnation::new(crate::epoch_millis(), rand::random()),
@@ -474,9 +484,10 @@ impl Broker for KinesisBroker {
     /// by `lease_key`) fails the start with [`KinesisError::LeaseStore`].
     async fn connect(self) -> Result<ConnectedKinesisBroker, KinesisError> {
         self.timings_fit_balancing()?;
-        let client = self.client().await?;
-        self.check_store().await?;
-        Ok(self.connected(Transport::Live(client)))
+        let broker = self.metered();
+        let client = broker.client().await?;
+        broker.check_store().await?;
+        Ok(broker.connected(Transport::Live(client)))
     }
 }
 
@@ -484,7 +495,7 @@ impl Broker for KinesisBroker {
 impl ruststream::testing::InProcess for KinesisBroker {
     async fn connect_in_process(self) -> Result<ConnectedKinesisBroker, KinesisError> {
         let world = Arc::clone(&self.world);
-        Ok(self.connected(Transport::InProcess(world)))
+        Ok(self.metered().connected(Transport::InProcess(world)))
     }
 }
 

@@ -7,12 +7,20 @@ use std::collections::BTreeSet;
 const DASHBOARD: &str = include_str!("../../../docs/grafana/ruststream-kinesis.json");
 const OPERATING: &str = include_str!("../../../docs/src/operating.md");
 
-/// The `kinesis_*` series `expr` names, a histogram's `_bucket`, `_count` and `_sum` as the
+/// The prefixes of the broker's series: the messaging conventions' and Kinesis's own.
+const PREFIXES: [&str; 2] = ["messaging_client_", "aws_kinesis_"];
+
+/// Where the next of the broker's series starts in `text`.
+fn next_series(text: &str) -> Option<usize> {
+    PREFIXES.iter().filter_map(|prefix| text.find(prefix)).min()
+}
+
+/// The broker's series `expr` names, a histogram's `_bucket`, `_count` and `_sum` as the
 /// histogram.
 fn series(expr: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     let mut rest = expr;
-    while let Some(at) = rest.find("kinesis_") {
+    while let Some(at) = next_series(rest) {
         let tail = &rest[at..];
         let end = tail
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -32,15 +40,27 @@ fn series(expr: &str) -> BTreeSet<String> {
 fn every_panel_charts_series_the_broker_renders() {
     let listed: BTreeSet<String> = OPERATING
         .lines()
-        .filter_map(|line| line.strip_prefix("| `kinesis_"))
+        .filter_map(|line| line.strip_prefix("| `"))
         .filter_map(|rest| rest.split_once('`'))
-        .map(|(name, _)| format!("kinesis_{name}"))
+        .map(|(name, _)| name.to_owned())
+        .filter(|name| next_series(name) == Some(0))
         .collect();
     assert!(
         listed.len() >= 10,
         "the Operating page lists the series: {listed:?}"
     );
     let dashboard: serde_json::Value = serde_json::from_str(DASHBOARD).unwrap();
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(query) = variable["query"]["query"].as_str() {
+            for name in series(query) {
+                assert!(
+                    listed.contains(&name),
+                    "variable {} reads {name}, which the broker does not render",
+                    variable["name"]
+                );
+            }
+        }
+    }
     let panels = dashboard["panels"].as_array().unwrap();
     let mut charted = BTreeSet::new();
     for panel in panels {
@@ -64,12 +84,13 @@ fn every_panel_charts_series_the_broker_renders() {
             }
         }
     }
-    // What the issue asks the dashboard to show: lag per shard, leases per instance, and the
-    // lease table's errors and latency.
+    // Lag per shard, leases per instance, the calls' errors and latency, stalls and upkeep.
     for wanted in [
-        "kinesis_millis_behind_latest",
-        "kinesis_leases_held",
-        "kinesis_lease_table_call_duration_seconds",
+        "aws_kinesis_shard_behind_seconds",
+        "aws_kinesis_leases_held",
+        "messaging_client_operation_duration_seconds",
+        "aws_kinesis_shard_stalled",
+        "aws_kinesis_coordination_degraded",
     ] {
         assert!(charted.contains(wanted), "no panel charts {wanted}");
     }

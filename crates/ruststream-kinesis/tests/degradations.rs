@@ -209,3 +209,60 @@ async fn a_shard_that_delivers_nothing_while_records_wait_is_a_stall() {
     assert_eq!(stalled(&registry), Some(0.0));
     connected.shutdown().await.unwrap();
 }
+
+/// Every Kinesis call is an operation in `messaging_client_operation_duration_seconds`, its
+/// error type the service's error code: here reads throttled by the router, as Kinesis does
+/// when a shard's five reads a second are spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_read_is_an_operation_with_the_services_error_code() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let client = common::unique("throttled-op");
+    let mut faults = Injector::new(&url, &client);
+    let registry = prometheus::Registry::new();
+    let connected = ruststream_kinesis::KinesisBroker::from_config(faults.sdk_config())
+        .lease_timings(timings())
+        .metrics(KinesisMetrics::register(&registry).unwrap())
+        .connect()
+        .await
+        .unwrap();
+    let stream = common::unique("throttled-op");
+    let mut subscriber = KinesisStream::new(stream.clone())
+        .create_if_missing(1)
+        .initial_position(KinesisPosition::TrimHorizon)
+        .poll_interval(Duration::from_millis(200))
+        .subscribe(&connected)
+        .await
+        .unwrap();
+    let throttled = faults.add(
+        "kinesis",
+        "GetRecords",
+        json!({ "throttle": true }),
+        Some(4),
+    );
+    publish_all(&url, &stream, ["one".to_owned()]).await;
+    let mut deliveries = pin!(subscriber.stream());
+    common::next_delivery(&mut deliveries)
+        .await
+        .ack()
+        .await
+        .unwrap();
+    assert_eq!(faults.hits(&throttled), 4);
+    let calls = |error: &str| {
+        series(
+            &registry,
+            "messaging_client_operation_duration_seconds_count",
+            &[
+                "operation=\"GetRecords\"",
+                &format!("error_type=\"{error}\""),
+            ],
+        )
+    };
+    // The SDK tries a throttled call three times before it answers with the error: four
+    // throttles fail one call at least.
+    let failed = calls("ProvisionedThroughputExceededException").unwrap_or(0.0);
+    assert!(failed >= 1.0, "throttled GetRecords calls: {failed}");
+    assert!(calls("").is_some_and(|answered| answered >= 1.0));
+    connected.shutdown().await.unwrap();
+}

@@ -104,8 +104,8 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
     assert_eq!(
         sample(
             &published,
-            "kinesis_records_published_total",
-            &[r#"outcome="ok""#]
+            "messaging_client_sent_messages_total",
+            &[r#"error_type="""#]
         ),
         Some(200.0),
         "{published}"
@@ -133,7 +133,11 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
             payloads(&handled).len()
         );
         collect_until(&mut rx, &mut handled, Duration::from_millis(20), |_| false).await;
-        if let Some(behind) = sample(&scrape(&registry_a), "kinesis_millis_behind_latest", &[]) {
+        if let Some(behind) = sample(
+            &scrape(&registry_a),
+            "aws_kinesis_shard_behind_seconds",
+            &[],
+        ) {
             most_behind = most_behind.max(behind);
         }
     }
@@ -146,31 +150,48 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
         "pod-a's lag and checkpoint lag falling to 0 on both shards",
         |text| {
             text.lines()
-                .filter(|line| line.starts_with("kinesis_millis_behind_latest{"))
+                .filter(|line| line.starts_with("aws_kinesis_shard_behind_seconds{"))
                 .count()
                 == 2
-                && sample(text, "kinesis_millis_behind_latest", &[]) == Some(0.0)
+                && sample(text, "aws_kinesis_shard_behind_seconds", &[]) == Some(0.0)
                 // Every delivery acknowledged, and its checkpoint written.
-                && sample(text, "kinesis_checkpoint_lag_records", &[]) == Some(0.0)
+                && sample(text, "aws_kinesis_checkpoint_lag_records", &[]) == Some(0.0)
         },
     )
     .await;
-    println!("pod-a at most {most_behind} ms behind while reading the backlog");
+    println!("pod-a at most {most_behind} s behind while reading the backlog");
     for (series, labels) in [
-        ("kinesis_records_read_total", vec![]),
-        ("kinesis_bytes_read_total", vec![]),
-        ("kinesis_leases_held", vec![r#"owner="pod-a""#]),
+        ("aws_kinesis_records_read_total", vec![]),
+        ("aws_kinesis_read_bytes_total", vec![]),
+        ("aws_kinesis_leases_held", vec![r#"owner="pod-a""#]),
         (
-            "kinesis_lease_events_total",
+            "aws_kinesis_lease_events_total",
             vec![r#"event="taken""#, r#"owner="pod-a""#],
         ),
         (
-            "kinesis_lease_table_call_duration_seconds_count",
-            vec![r#"call="acquire""#, r#"outcome="ok""#],
+            "messaging_client_operation_duration_seconds_count",
+            vec![r#"operation="lease_table.acquire""#, r#"error_type="""#],
         ),
         (
-            "kinesis_lease_table_call_duration_seconds_count",
-            vec![r#"call="checkpoint""#, r#"outcome="ok""#],
+            "messaging_client_operation_duration_seconds_count",
+            vec![r#"operation="lease_table.checkpoint""#, r#"error_type="""#],
+        ),
+        // The Kinesis calls, timed by the SDK client's interceptor.
+        (
+            "messaging_client_operation_duration_seconds_count",
+            vec![r#"operation="GetRecords""#, r#"error_type="""#],
+        ),
+        (
+            "messaging_client_operation_duration_seconds_count",
+            vec![r#"operation="GetShardIterator""#, r#"error_type="""#],
+        ),
+        (
+            "messaging_client_operation_duration_seconds_count",
+            vec![r#"operation="ListShards""#, r#"error_type="""#],
+        ),
+        (
+            "messaging_client_operation_duration_seconds_count",
+            vec![r#"operation="PutRecords""#, r#"error_type="""#],
         ),
     ] {
         assert!(
@@ -179,19 +200,25 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
         );
     }
     assert_eq!(
-        sample(&caught_up, "kinesis_records_read_total", &[]),
+        sample(&caught_up, "aws_kinesis_records_read_total", &[]),
         Some(200.0),
         "each record read once"
+    );
+    assert_eq!(
+        sample(&caught_up, "messaging_client_consumed_messages_total", &[]),
+        Some(200.0),
+        "each message consumed once (no KPL aggregates: one message a record)"
     );
     // Every series the Operating page lists shows in the scrape of a service that read and
     // published, its fault counters at 0.
     let listed: Vec<String> = include_str!("../../../docs/src/operating.md")
         .lines()
-        .filter_map(|line| line.strip_prefix("| `kinesis_"))
+        .filter_map(|line| line.strip_prefix("| `"))
         .filter_map(|rest| rest.split_once('`'))
-        .map(|(name, _)| format!("kinesis_{name}"))
+        .map(|(name, _)| name.to_owned())
+        .filter(|name| name.starts_with("aws_kinesis_") || name.starts_with("messaging_client_"))
         .collect();
-    assert!(listed.len() >= 12, "{listed:?}");
+    assert!(listed.len() >= 15, "{listed:?}");
     for name in &listed {
         assert!(
             caught_up.contains(&format!("# TYPE {name} ")),
@@ -199,12 +226,12 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
         );
     }
     assert_eq!(
-        sample(&caught_up, "kinesis_read_retries_total", &[]),
+        sample(&caught_up, "aws_kinesis_read_retries_total", &[]),
         Some(0.0),
         "a healthy run retries no read"
     );
     assert_eq!(
-        sample(&caught_up, "kinesis_leases_held", &[r#"owner="pod-a""#]),
+        sample(&caught_up, "aws_kinesis_leases_held", &[r#"owner="pod-a""#]),
         Some(2.0)
     );
 
@@ -219,39 +246,39 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
     .await;
     let standing_by = scrape(&registry_b);
     assert_eq!(
-        sample(&standing_by, "kinesis_leases_held", &[]).unwrap_or(0.0),
+        sample(&standing_by, "aws_kinesis_leases_held", &[]).unwrap_or(0.0),
         0.0,
         "pod-b holds nothing while pod-a reads:\n{standing_by}"
     );
     a.stop().await;
     let stopped = scrape(&registry_a);
     assert_eq!(
-        sample(&stopped, "kinesis_leases_held", &[r#"owner="pod-a""#]),
+        sample(&stopped, "aws_kinesis_leases_held", &[r#"owner="pod-a""#]),
         Some(0.0),
         "{stopped}"
     );
     assert_eq!(
         sample(
             &stopped,
-            "kinesis_lease_events_total",
+            "aws_kinesis_lease_events_total",
             &[r#"event="released""#, r#"owner="pod-a""#]
         ),
         Some(2.0),
         "{stopped}"
     );
     assert_eq!(
-        sample(&stopped, "kinesis_millis_behind_latest", &[]),
+        sample(&stopped, "aws_kinesis_shard_behind_seconds", &[]),
         None,
         "a stopped instance tells no shard's lag:\n{stopped}"
     );
     let taken_over = until(&registry_b, "pod-b holding both leases", |text| {
-        sample(text, "kinesis_leases_held", &[r#"owner="pod-b""#]) == Some(2.0)
+        sample(text, "aws_kinesis_leases_held", &[r#"owner="pod-b""#]) == Some(2.0)
     })
     .await;
     assert_eq!(
         sample(
             &taken_over,
-            "kinesis_lease_events_total",
+            "aws_kinesis_lease_events_total",
             &[r#"event="taken""#, r#"owner="pod-b""#]
         ),
         Some(2.0),
@@ -266,8 +293,8 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
     })
     .await;
     let read_by_b = until(&registry_b, "pod-b counting what it read", |text| {
-        sample(text, "kinesis_records_read_total", &[]) == Some(20.0)
-            && sample(text, "kinesis_millis_behind_latest", &[]) == Some(0.0)
+        sample(text, "aws_kinesis_records_read_total", &[]) == Some(20.0)
+            && sample(text, "aws_kinesis_shard_behind_seconds", &[]) == Some(0.0)
     })
     .await;
     println!("{read_by_b}");

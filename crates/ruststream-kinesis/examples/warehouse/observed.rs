@@ -145,13 +145,13 @@ mod tests {
             .unwrap();
         let held = |owner: &str, n: u32| {
             let series = format!(
-                "kinesis_leases_held{{owner=\"{owner}\",stream=\"warehouse-orders\"}} {n}\n"
+                "aws_kinesis_leases_held{{owner=\"{owner}\",stream=\"warehouse-orders\"}} {n}\n"
             );
             move |text: &str| text.contains(&series)
         };
         let lags = |text: &str| {
             text.lines()
-                .filter(|line| line.starts_with("kinesis_millis_behind_latest{"))
+                .filter(|line| line.starts_with("aws_kinesis_shard_behind_seconds{"))
                 .count()
         };
         let (a, at_a) = start(&config, &table, "observed-a").await;
@@ -163,7 +163,7 @@ mod tests {
         let (b, at_b) = start(&config, &table, "observed-b").await;
         let standing_by = until(at_b, "observed-b serving", |_| true).await;
         assert!(
-            !standing_by.contains("kinesis_leases_held{owner=\"observed-b\""),
+            !standing_by.contains("aws_kinesis_leases_held{owner=\"observed-b\""),
             "observed-b holds nothing while observed-a reads:\n{standing_by}"
         );
         a.shutdown().await.unwrap();

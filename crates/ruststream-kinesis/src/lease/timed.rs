@@ -370,9 +370,9 @@ mod tests {
         );
         let text = crate::telemetry::scrape(&registry);
         for series in [
-            r#"kinesis_lease_table_call_duration_seconds_count{call="renew",outcome="timed_out"} 1"#,
-            r#"kinesis_lease_table_call_duration_seconds_count{call="acquire",outcome="ok"} 1"#,
-            r#"kinesis_lease_table_call_duration_seconds_count{call="acquire",outcome="refused"} 1"#,
+            r#"messaging_client_operation_duration_seconds_count{error_type="timeout",operation="lease_table.renew"} 1"#,
+            r#"messaging_client_operation_duration_seconds_count{error_type="",operation="lease_table.acquire"} 1"#,
+            r#"messaging_client_operation_duration_seconds_count{error_type="refused",operation="lease_table.acquire"} 1"#,
         ] {
             assert!(text.contains(series), "{series} missing:\n{text}");
         }

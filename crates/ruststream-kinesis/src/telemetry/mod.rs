@@ -20,7 +20,7 @@ pub use prometheus::KinesisMetrics;
 #[cfg(all(test, feature = "metrics"))]
 pub(crate) use prometheus::scrape;
 
-/// What happened to a lease, as counted by `kinesis_lease_events_total{event}`.
+/// What happened to a lease, as counted by `aws_kinesis_lease_events_total{event}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LeaseEvent {
     /// This instance took the shard's lease and started reading it.
@@ -51,7 +51,7 @@ impl LeaseEvent {
     }
 }
 
-/// Why a read is tried again after a backoff, as counted by `kinesis_read_retries_total{cause}`.
+/// Why a read is tried again after a backoff, as counted by `aws_kinesis_read_retries_total{cause}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReadRetry {
     /// GetRecords answered that the shard's read limits were exceeded.
@@ -70,7 +70,8 @@ impl ReadRetry {
     }
 }
 
-/// How a lease-table call ended, as labelled on `kinesis_lease_table_call_duration_seconds`.
+/// How a lease-table call ended, as its `error_type` on `messaging_client_operation_duration_seconds`
+/// says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CallOutcome {
     /// The store answered the call.
@@ -85,32 +86,13 @@ pub(crate) enum CallOutcome {
 }
 
 impl CallOutcome {
-    /// The label value.
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The error type (`error.type`), none for a call that answered.
+    pub(crate) fn error_type(self) -> Option<&'static str> {
         match self {
-            Self::Ok => "ok",
-            Self::Refused => "refused",
-            Self::Failed => "failed",
-            Self::TimedOut => "timed_out",
-        }
-    }
-}
-
-/// How a publish ended, as counted by `kinesis_records_published_total{outcome}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Published {
-    /// Kinesis wrote the record.
-    Ok,
-    /// The publish was answered with an error: the call failed, or every attempt was rejected.
-    Failed,
-}
-
-impl Published {
-    /// The label value.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::Failed => "failed",
+            Self::Ok => None,
+            Self::Refused => Some("refused"),
+            Self::Failed => Some("failed"),
+            Self::TimedOut => Some("timeout"),
         }
     }
 }
@@ -246,17 +228,31 @@ impl Meters {
         each!(self, |backend| backend.coordination(stream, call, degraded));
     }
 
-    /// A lease-table call of kind `call` ended as `outcome` after `took`.
+    /// A lease-table call of kind `call` ended as `outcome` after `took`: an operation
+    /// `lease_table.<call>`.
     pub(crate) fn store_call(&self, call: &'static str, outcome: CallOutcome, took: Duration) {
-        each!(self, |backend| backend.store_call(call, outcome, took));
+        if self.counting() {
+            self.operation(&format!("lease_table.{call}"), outcome.error_type(), took);
+        }
+    }
+
+    /// A call (`operation`: a Kinesis API name, or `lease_table.<call>`) ended after `took`,
+    /// answered (`error` none) or with the error type `error`.
+    pub(crate) fn operation(&self, operation: &str, error: Option<&str>, took: Duration) {
+        each!(self, |backend| backend.operation(operation, error, took));
+    }
+
+    /// A read handed out `messages` user records of `shard` (a KPL aggregate's each).
+    pub(crate) fn consumed(&self, stream: &str, shard: &str, messages: u64) {
+        each!(self, |backend| backend.consumed(stream, shard, messages));
     }
 
     /// One `PutRecords` call to `stream` answered: `written` publishes written, `failed`
     /// answered with an error (both may be 0, which makes the stream's series show).
     pub(crate) fn published(&self, stream: &str, written: u64, failed: u64) {
         each!(self, |backend| {
-            backend.published(stream, Published::Ok, written);
-            backend.published(stream, Published::Failed, failed);
+            backend.sent(stream, None, written);
+            backend.sent(stream, Some("failed"), failed);
         });
     }
 

@@ -1,14 +1,16 @@
 //! The OpenTelemetry backend (feature `otel`): instruments on the global meter, named after the
-//! OpenTelemetry messaging conventions (`messaging.*`, the stream as
-//! `messaging.destination.name`, the shard as `messaging.destination.partition.id`; seconds and
-//! bytes as units), with Kinesis's own figures under `messaging.kinesis.*`.
+//! OpenTelemetry messaging conventions where one exists (`messaging.client.operation.duration`,
+//! `messaging.client.consumed.messages`, `messaging.client.sent.messages`, with `error.type` on
+//! failures; the stream as `messaging.destination.name`, as the framework's own instruments name
+//! it, and the shard as `messaging.destination.partition.id`; seconds and bytes as units), with
+//! Kinesis's own figures under `aws.kinesis.*`.
 
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, UpDownCounter};
 
-use super::{CallOutcome, LeaseEvent, Published, ReadRetry};
+use super::{LeaseEvent, ReadRetry};
 
 mod observed;
 
@@ -18,7 +20,10 @@ use observed::Observed;
 const SYSTEM: &str = "aws_kinesis";
 
 pub(super) struct Instruments {
-    millis_behind: Observed<i64>,
+    operations: Histogram<f64>,
+    consumed: Counter<u64>,
+    sent: Counter<u64>,
+    behind: Observed<f64>,
     records_read: Counter<u64>,
     bytes_read: Counter<u64>,
     read_retries: Counter<u64>,
@@ -27,8 +32,6 @@ pub(super) struct Instruments {
     checkpoint_lag: Observed<u64>,
     leases_held: UpDownCounter<i64>,
     lease_events: Counter<u64>,
-    store_calls: Histogram<f64>,
-    published: Counter<u64>,
     publish_retries: Counter<u64>,
     shard_stalled: Observed<i64>,
     coordination: Gauge<i64>,
@@ -70,10 +73,30 @@ impl Instruments {
     /// Instruments made on `meter`.
     fn on(meter: &Meter) -> Self {
         Self {
-            millis_behind: Observed::new(|callback| {
+            operations: meter
+                .f64_histogram("messaging.client.operation.duration")
+                .with_unit("s")
+                .with_description(
+                    "Kinesis calls (messaging.operation.name: the API's name) and lease-table \
+                     calls (lease_table.<call>); error.type on failures.",
+                )
+                .build(),
+            consumed: counter(
+                meter,
+                "messaging.client.consumed.messages",
+                "{message}",
+                "Messages read from the shard: user records, a KPL aggregate's each.",
+            ),
+            sent: counter(
+                meter,
+                "messaging.client.sent.messages",
+                "{message}",
+                "Publishes answered; error.type on failures.",
+            ),
+            behind: Observed::new(|callback| {
                 meter
-                    .i64_observable_gauge("messaging.kinesis.millis_behind_latest")
-                    .with_unit("ms")
+                    .f64_observable_gauge("aws.kinesis.shard.behind")
+                    .with_unit("s")
                     .with_description(
                         "How far the last read of the shard was behind its newest record, while \
                          this instance reads it.",
@@ -83,37 +106,37 @@ impl Instruments {
             }),
             records_read: counter(
                 meter,
-                "messaging.kinesis.records.read",
+                "aws.kinesis.records.read",
                 "{record}",
-                "Kinesis records read.",
+                "Kinesis records read (a KPL aggregate is one).",
             ),
             bytes_read: counter(
                 meter,
-                "messaging.kinesis.bytes.read",
+                "aws.kinesis.read.size",
                 "By",
                 "Bytes of Kinesis record data read.",
             ),
             read_retries: counter(
                 meter,
-                "messaging.kinesis.read.retries",
+                "aws.kinesis.read.retries",
                 "{read}",
                 "Reads tried again after a backoff, by cause.",
             ),
             iterator_resets: counter(
                 meter,
-                "messaging.kinesis.iterator.resets",
+                "aws.kinesis.iterator.resets",
                 "{iterator}",
                 "Shard iterators that expired and were asked for again.",
             ),
             decode_failures: counter(
                 meter,
-                "messaging.kinesis.decode.failures",
+                "aws.kinesis.kpl.decode_failures",
                 "{record}",
                 "Records with the KPL's magic that are no valid aggregate.",
             ),
             checkpoint_lag: Observed::new(|callback| {
                 meter
-                    .u64_observable_gauge("messaging.kinesis.checkpoint.lag")
+                    .u64_observable_gauge("aws.kinesis.checkpoint.lag")
                     .with_unit("{record}")
                     .with_description(
                         "Deliveries settled in order but not yet covered by a checkpoint written, \
@@ -123,30 +146,19 @@ impl Instruments {
                     .build()
             }),
             leases_held: meter
-                .i64_up_down_counter("messaging.kinesis.leases.held")
+                .i64_up_down_counter("aws.kinesis.leases.held")
                 .with_unit("{lease}")
                 .with_description("Leases this instance holds.")
                 .build(),
             lease_events: counter(
                 meter,
-                "messaging.kinesis.lease.events",
+                "aws.kinesis.lease.events",
                 "{event}",
                 "Lease events.",
             ),
-            store_calls: meter
-                .f64_histogram("messaging.kinesis.lease_table.call.duration")
-                .with_unit("s")
-                .with_description("Lease-table calls, by call and outcome.")
-                .build(),
-            published: counter(
-                meter,
-                "messaging.kinesis.records.published",
-                "{record}",
-                "Publishes answered, by outcome.",
-            ),
             publish_retries: counter(
                 meter,
-                "messaging.kinesis.publish.retries",
+                "aws.kinesis.publish.retries",
                 "{record}",
                 "Publishes whose records were rejected in a PutRecords answer, sent again.",
             ),
@@ -181,8 +193,12 @@ impl Instruments {
         self.records_read.add(records, &labels);
         self.bytes_read.add(bytes, &labels);
         if let Some(behind) = millis_behind {
-            self.millis_behind.set(stream, shard_id, behind);
+            self.behind.set(stream, shard_id, behind as f64 / 1000.0);
         }
+    }
+
+    pub(super) fn consumed(&self, stream: &str, shard_id: &str, messages: u64) {
+        self.consumed.add(messages, &shard(stream, shard_id));
     }
 
     pub(super) fn read_retry(&self, stream: &str, shard_id: &str, cause: ReadRetry) {
@@ -197,7 +213,7 @@ impl Instruments {
                 system,
                 name,
                 partition,
-                KeyValue::new("kinesis.retry.cause", cause.as_str()),
+                KeyValue::new("aws.kinesis.retry.cause", cause.as_str()),
             ],
         );
     }
@@ -218,7 +234,7 @@ impl Instruments {
         [
             KeyValue::new("messaging.system", SYSTEM),
             KeyValue::new("messaging.destination.name", stream.to_owned()),
-            KeyValue::new("kinesis.lease.owner", owner.to_owned()),
+            KeyValue::new("aws.kinesis.lease.owner", owner.to_owned()),
         ]
     }
 
@@ -234,7 +250,7 @@ impl Instruments {
                 system,
                 name,
                 holder,
-                KeyValue::new("kinesis.lease.event", event.as_str()),
+                KeyValue::new("aws.kinesis.lease.event", event.as_str()),
             ],
         );
     }
@@ -246,15 +262,48 @@ impl Instruments {
         }
         self.iterator_resets.add(0, &labels);
         self.decode_failures.add(0, &labels);
+        self.consumed.add(0, &labels);
         self.checkpoint_lag.set(stream, shard_id, 0);
         self.shard_stalled.set(stream, shard_id, 0);
     }
 
     pub(super) fn reader_ended(&self, stream: &str, shard_id: &str, owner: &str) {
         self.leases_held.add(-1, &Self::lease(stream, owner));
-        self.millis_behind.forget(stream, shard_id);
+        self.behind.forget(stream, shard_id);
         self.checkpoint_lag.forget(stream, shard_id);
         self.shard_stalled.forget(stream, shard_id);
+    }
+
+    pub(super) fn operation(&self, operation: &str, error: Option<&str>, took: Duration) {
+        let mut attributes = vec![
+            KeyValue::new("messaging.system", SYSTEM),
+            KeyValue::new("messaging.operation.name", operation.to_owned()),
+        ];
+        if let Some(error) = error {
+            attributes.push(KeyValue::new("error.type", error.to_owned()));
+        }
+        self.operations.record(took.as_secs_f64(), &attributes);
+    }
+
+    pub(super) fn sent(&self, stream: &str, error: Option<&str>, messages: u64) {
+        let mut attributes = vec![
+            KeyValue::new("messaging.system", SYSTEM),
+            KeyValue::new("messaging.destination.name", stream.to_owned()),
+        ];
+        if let Some(error) = error {
+            attributes.push(KeyValue::new("error.type", error.to_owned()));
+        }
+        self.sent.add(messages, &attributes);
+    }
+
+    pub(super) fn publish_retry(&self, stream: &str, records: u64) {
+        self.publish_retries.add(
+            records,
+            &[
+                KeyValue::new("messaging.system", SYSTEM),
+                KeyValue::new("messaging.destination.name", stream.to_owned()),
+            ],
+        );
     }
 
     pub(super) fn shard_stalled(&self, stream: &str, shard_id: &str, stalled: bool) {
@@ -268,38 +317,6 @@ impl Instruments {
                 KeyValue::new("messaging.system", SYSTEM),
                 KeyValue::new("messaging.destination.name", stream.to_owned()),
                 KeyValue::new("aws.kinesis.call", call),
-            ],
-        );
-    }
-
-    pub(super) fn store_call(&self, call: &'static str, outcome: CallOutcome, took: Duration) {
-        self.store_calls.record(
-            took.as_secs_f64(),
-            &[
-                KeyValue::new("messaging.system", SYSTEM),
-                KeyValue::new("kinesis.lease_table.call", call),
-                KeyValue::new("kinesis.lease_table.outcome", outcome.as_str()),
-            ],
-        );
-    }
-
-    pub(super) fn published(&self, stream: &str, outcome: Published, records: u64) {
-        self.published.add(
-            records,
-            &[
-                KeyValue::new("messaging.system", SYSTEM),
-                KeyValue::new("messaging.destination.name", stream.to_owned()),
-                KeyValue::new("kinesis.publish.outcome", outcome.as_str()),
-            ],
-        );
-    }
-
-    pub(super) fn publish_retry(&self, stream: &str, records: u64) {
-        self.publish_retries.add(
-            records,
-            &[
-                KeyValue::new("messaging.system", SYSTEM),
-                KeyValue::new("messaging.destination.name", stream.to_owned()),
             ],
         );
     }

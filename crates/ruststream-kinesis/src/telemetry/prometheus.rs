@@ -5,33 +5,41 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
 
-use super::{CallOutcome, LeaseEvent, Published, ReadRetry};
+use super::{LeaseEvent, ReadRetry};
 
-/// Lease-table call latencies, in seconds: a call answers in milliseconds, and one that nears
-/// the bound (the renewal interval, 3 s by default) is a fault.
+/// Call latencies, in seconds: a call answers in milliseconds, and one that nears its bound (a
+/// lease-table call's is the renewal interval, 3 s by default; a Kinesis call's the lease and at
+/// least 10 s) is a fault.
 const CALL_BUCKETS: &[f64] = &[
-    0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// The broker's Prometheus collectors. Register them once in a registry, and hand them to each
 /// broker that is to count into it ([`KinesisBroker::metrics`](crate::KinesisBroker::metrics)).
 ///
+/// Named after the OpenTelemetry messaging conventions where one exists (`messaging_client_*`,
+/// as an OpenTelemetry exporter renders `messaging.client.*`), and under `aws_kinesis_*`
+/// otherwise; base units (seconds, bytes), `_total` for counters.
+///
 /// | Series | Type | Labels | What it counts |
 /// |---|---|---|---|
-/// | `kinesis_millis_behind_latest` | gauge | `stream`, `shard` | how far the last read of the shard was behind its newest record (`MillisBehindLatest`), while this instance reads it |
-/// | `kinesis_records_read_total` | counter | `stream`, `shard` | Kinesis records read (a KPL aggregate is one) |
-/// | `kinesis_bytes_read_total` | counter | `stream`, `shard` | their data, in bytes |
-/// | `kinesis_read_retries_total` | counter | `stream`, `shard`, `cause` | reads tried again after a backoff: `throttled`, `failed` |
-/// | `kinesis_iterator_resets_total` | counter | `stream`, `shard` | shard iterators that expired and were asked for again |
-/// | `kinesis_decode_failures_total` | counter | `stream`, `shard` | records with the KPL's magic that are no valid aggregate (delivered as they are) |
-/// | `kinesis_checkpoint_lag_records` | gauge | `stream`, `shard` | deliveries settled in order but not yet covered by a checkpoint written (what a crash now would deliver again), as of the last lease write |
-/// | `kinesis_leases_held` | gauge | `stream`, `owner` | the leases this instance holds |
-/// | `kinesis_lease_events_total` | counter | `stream`, `owner`, `event` | `taken`, `released`, `lost`, `expired`, `handed_over`, `finished` |
-/// | `kinesis_lease_table_call_duration_seconds` | histogram | `call`, `outcome` | each lease-table call's time; `outcome` is `ok`, `refused`, `failed` or `timed_out` |
-/// | `kinesis_records_published_total` | counter | `stream`, `outcome` | publishes answered: `ok`, `failed` (refused before any write too) |
-/// | `kinesis_publish_retries_total` | counter | `stream` | publishes whose records Kinesis rejected in a `PutRecords` answer, sent again |
+/// | `messaging_client_operation_duration_seconds` | histogram | `operation`, `error_type` | every Kinesis call (`operation` its API name: `GetRecords`, `ListShards`, `PutRecords`, ...) and every lease-table call (`lease_table.renew`, `lease_table.checkpoint`, ...); `error_type` empty when it answered, else the service's error code (`ProvisionedThroughputExceededException`, ...), `timeout`, `failed`, or `refused` (a conditional write lost to another owner: a fence working) |
+/// | `messaging_client_consumed_messages_total` | counter | `stream`, `shard` | messages read from the shard: user records, a KPL aggregate's each |
+/// | `messaging_client_sent_messages_total` | counter | `stream`, `error_type` | publishes answered: `error_type` empty when written, `failed` when not (refused before any write too) |
+/// | `aws_kinesis_shard_behind_seconds` | gauge | `stream`, `shard` | how far the last read of the shard was behind its newest record (`MillisBehindLatest`), while this instance reads it |
+/// | `aws_kinesis_records_read_total` | counter | `stream`, `shard` | Kinesis records read (a KPL aggregate is one) |
+/// | `aws_kinesis_read_bytes_total` | counter | `stream`, `shard` | their data, in bytes |
+/// | `aws_kinesis_read_retries_total` | counter | `stream`, `shard`, `cause` | reads tried again after a backoff: `throttled`, `failed` |
+/// | `aws_kinesis_iterator_resets_total` | counter | `stream`, `shard` | shard iterators that expired and were asked for again |
+/// | `aws_kinesis_kpl_decode_failures_total` | counter | `stream`, `shard` | records with the KPL's magic that are no valid aggregate (delivered as they are) |
+/// | `aws_kinesis_checkpoint_lag_records` | gauge | `stream`, `shard` | deliveries settled in order but not yet covered by a checkpoint written (what a crash now would deliver again), as of the last lease write |
+/// | `aws_kinesis_leases_held` | gauge | `stream`, `owner` | the leases this instance holds |
+/// | `aws_kinesis_lease_events_total` | counter | `stream`, `owner`, `event` | `taken`, `released`, `lost`, `expired`, `handed_over`, `finished` |
+/// | `aws_kinesis_publish_retries_total` | counter | `stream` | publishes whose records Kinesis rejected in a `PutRecords` answer, sent again |
 /// | `aws_kinesis_shard_stalled` | gauge | `stream`, `shard` | 1 while a shard this instance reads has records behind it and delivered nothing for longer than its stall bound (`KinesisStream::stall_after`), else 0 |
 /// | `aws_kinesis_coordination_degraded` | gauge | `stream`, `call` | 1 while a call the coordinator makes of the lease table keeps failing (`notice`, `list`, `delete`, `ask_handoff`, `beat`, `announce`), else 0 |
 ///
@@ -61,7 +69,10 @@ impl std::fmt::Debug for KinesisMetrics {
 }
 
 struct Series {
-    millis_behind: IntGaugeVec,
+    operations: HistogramVec,
+    consumed: IntCounterVec,
+    sent: IntCounterVec,
+    behind: GaugeVec,
     records_read: IntCounterVec,
     bytes_read: IntCounterVec,
     read_retries: IntCounterVec,
@@ -70,11 +81,20 @@ struct Series {
     checkpoint_lag: IntGaugeVec,
     leases_held: IntGaugeVec,
     lease_events: IntCounterVec,
-    store_calls: HistogramVec,
-    published: IntCounterVec,
     publish_retries: IntCounterVec,
     shard_stalled: IntGaugeVec,
     coordination: IntGaugeVec,
+}
+
+/// The labels of a shard's series.
+const SHARD: &[&str] = &["stream", "shard"];
+
+fn counter(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
+    IntCounterVec::new(Opts::new(name, help), labels)
+}
+
+fn gauge(name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, prometheus::Error> {
+    IntGaugeVec::new(Opts::new(name, help), labels)
 }
 
 impl KinesisMetrics {
@@ -85,103 +105,92 @@ impl KinesisMetrics {
     /// When `registry` already has a series of one of these names: register once per registry,
     /// and clone the answer for every broker.
     pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
-        let shard = &["stream", "shard"];
         let series = Series {
-            millis_behind: IntGaugeVec::new(
-                Opts::new(
-                    "kinesis_millis_behind_latest",
-                    "How far the last read of the shard was behind its newest record, in milliseconds.",
-                ),
-                shard,
-            )?,
-            records_read: IntCounterVec::new(
-                Opts::new("kinesis_records_read_total", "Kinesis records read."),
-                shard,
-            )?,
-            bytes_read: IntCounterVec::new(
-                Opts::new(
-                    "kinesis_bytes_read_total",
-                    "Bytes of Kinesis record data read.",
-                ),
-                shard,
-            )?,
-            read_retries: IntCounterVec::new(
-                Opts::new(
-                    "kinesis_read_retries_total",
-                    "Reads tried again after a backoff, by cause (throttled, failed).",
-                ),
-                &["stream", "shard", "cause"],
-            )?,
-            iterator_resets: IntCounterVec::new(
-                Opts::new(
-                    "kinesis_iterator_resets_total",
-                    "Shard iterators that expired and were asked for again.",
-                ),
-                shard,
-            )?,
-            decode_failures: IntCounterVec::new(
-                Opts::new(
-                    "kinesis_decode_failures_total",
-                    "Records with the KPL's magic that are no valid aggregate, delivered as they are.",
-                ),
-                shard,
-            )?,
-            checkpoint_lag: IntGaugeVec::new(
-                Opts::new(
-                    "kinesis_checkpoint_lag_records",
-                    "Deliveries settled in order but not yet covered by a checkpoint written.",
-                ),
-                shard,
-            )?,
-            leases_held: IntGaugeVec::new(
-                Opts::new("kinesis_leases_held", "Leases this instance holds."),
-                &["stream", "owner"],
-            )?,
-            lease_events: IntCounterVec::new(
-                Opts::new(
-                    "kinesis_lease_events_total",
-                    "Lease events: taken, released, lost, expired, handed_over, finished.",
-                ),
-                &["stream", "owner", "event"],
-            )?,
-            store_calls: HistogramVec::new(
+            operations: HistogramVec::new(
                 HistogramOpts::new(
-                    "kinesis_lease_table_call_duration_seconds",
-                    "Lease-table calls, by call and outcome (ok, refused, failed, timed_out).",
+                    "messaging_client_operation_duration_seconds",
+                    "Kinesis and lease-table calls, by operation and error type (empty: answered).",
                 )
                 .buckets(CALL_BUCKETS.to_vec()),
-                &["call", "outcome"],
+                &["operation", "error_type"],
             )?,
-            published: IntCounterVec::new(
-                Opts::new(
-                    "kinesis_records_published_total",
-                    "Publishes answered, by outcome (ok, failed).",
-                ),
-                &["stream", "outcome"],
+            consumed: counter(
+                "messaging_client_consumed_messages_total",
+                "Messages read from the shard: user records, a KPL aggregate's each.",
+                SHARD,
             )?,
-            publish_retries: IntCounterVec::new(
+            sent: counter(
+                "messaging_client_sent_messages_total",
+                "Publishes answered, by error type (empty: written).",
+                &["stream", "error_type"],
+            )?,
+            behind: GaugeVec::new(
                 Opts::new(
-                    "kinesis_publish_retries_total",
-                    "Publishes whose records were rejected in a PutRecords answer, sent again.",
+                    "aws_kinesis_shard_behind_seconds",
+                    "How far the last read of the shard was behind its newest record.",
                 ),
+                SHARD,
+            )?,
+            records_read: counter(
+                "aws_kinesis_records_read_total",
+                "Kinesis records read (a KPL aggregate is one).",
+                SHARD,
+            )?,
+            bytes_read: counter(
+                "aws_kinesis_read_bytes_total",
+                "Bytes of Kinesis record data read.",
+                SHARD,
+            )?,
+            read_retries: counter(
+                "aws_kinesis_read_retries_total",
+                "Reads tried again after a backoff, by cause (throttled, failed).",
+                &["stream", "shard", "cause"],
+            )?,
+            iterator_resets: counter(
+                "aws_kinesis_iterator_resets_total",
+                "Shard iterators that expired and were asked for again.",
+                SHARD,
+            )?,
+            decode_failures: counter(
+                "aws_kinesis_kpl_decode_failures_total",
+                "Records with the KPL's magic that are no valid aggregate, delivered as they are.",
+                SHARD,
+            )?,
+            checkpoint_lag: gauge(
+                "aws_kinesis_checkpoint_lag_records",
+                "Deliveries settled in order but not yet covered by a checkpoint written.",
+                SHARD,
+            )?,
+            leases_held: gauge(
+                "aws_kinesis_leases_held",
+                "Leases this instance holds.",
+                &["stream", "owner"],
+            )?,
+            lease_events: counter(
+                "aws_kinesis_lease_events_total",
+                "Lease events: taken, released, lost, expired, handed_over, finished.",
+                &["stream", "owner", "event"],
+            )?,
+            publish_retries: counter(
+                "aws_kinesis_publish_retries_total",
+                "Publishes whose records were rejected in a PutRecords answer, sent again.",
                 &["stream"],
             )?,
-            shard_stalled: IntGaugeVec::new(
-                Opts::new(
-                    "aws_kinesis_shard_stalled",
-                    "1 while the shard has records behind it and delivered nothing for longer than its stall bound.",
-                ),
-                shard,
+            shard_stalled: gauge(
+                "aws_kinesis_shard_stalled",
+                "1 while the shard has records behind it and delivered nothing for longer than its stall bound.",
+                SHARD,
             )?,
-            coordination: IntGaugeVec::new(
-                Opts::new(
-                    "aws_kinesis_coordination_degraded",
-                    "1 while a lease-table call of the coordinator keeps failing, by call.",
-                ),
+            coordination: gauge(
+                "aws_kinesis_coordination_degraded",
+                "1 while a lease-table call of the coordinator keeps failing, by call.",
                 &["stream", "call"],
             )?,
         };
-        registry.register(Box::new(series.millis_behind.clone()))?;
+        registry.register(Box::new(series.operations.clone()))?;
+        registry.register(Box::new(series.consumed.clone()))?;
+        registry.register(Box::new(series.sent.clone()))?;
+        registry.register(Box::new(series.behind.clone()))?;
         registry.register(Box::new(series.records_read.clone()))?;
         registry.register(Box::new(series.bytes_read.clone()))?;
         registry.register(Box::new(series.read_retries.clone()))?;
@@ -190,8 +199,6 @@ impl KinesisMetrics {
         registry.register(Box::new(series.checkpoint_lag.clone()))?;
         registry.register(Box::new(series.leases_held.clone()))?;
         registry.register(Box::new(series.lease_events.clone()))?;
-        registry.register(Box::new(series.store_calls.clone()))?;
-        registry.register(Box::new(series.published.clone()))?;
         registry.register(Box::new(series.publish_retries.clone()))?;
         registry.register(Box::new(series.shard_stalled.clone()))?;
         registry.register(Box::new(series.coordination.clone()))?;
@@ -219,10 +226,17 @@ impl KinesisMetrics {
             .inc_by(bytes);
         if let Some(behind) = millis_behind {
             self.series
-                .millis_behind
+                .behind
                 .with_label_values(labels)
-                .set(behind);
+                .set(behind as f64 / 1000.0);
         }
+    }
+
+    pub(super) fn consumed(&self, stream: &str, shard: &str, messages: u64) {
+        self.series
+            .consumed
+            .with_label_values(&[stream, shard])
+            .inc_by(messages);
     }
 
     pub(super) fn read_retry(&self, stream: &str, shard: &str, cause: ReadRetry) {
@@ -282,6 +296,7 @@ impl KinesisMetrics {
             .decode_failures
             .with_label_values(labels)
             .inc_by(0);
+        self.series.consumed.with_label_values(labels).inc_by(0);
         self.series.checkpoint_lag.with_label_values(labels).set(0);
         self.series.shard_stalled.with_label_values(labels).set(0);
     }
@@ -292,18 +307,32 @@ impl KinesisMetrics {
             .with_label_values(&[stream, owner])
             .dec();
         // Another instance reads the shard now, and says how far behind it is.
-        let _ = self
-            .series
-            .millis_behind
-            .remove_label_values(&[stream, shard]);
-        let _ = self
-            .series
-            .checkpoint_lag
-            .remove_label_values(&[stream, shard]);
-        let _ = self
-            .series
-            .shard_stalled
-            .remove_label_values(&[stream, shard]);
+        let labels = &[stream, shard];
+        let _ = self.series.behind.remove_label_values(labels);
+        let _ = self.series.checkpoint_lag.remove_label_values(labels);
+        let _ = self.series.shard_stalled.remove_label_values(labels);
+    }
+
+    pub(super) fn operation(&self, operation: &str, error: Option<&str>, took: Duration) {
+        self.series
+            .operations
+            .with_label_values(&[operation, error.unwrap_or("")])
+            .observe(took.as_secs_f64());
+    }
+
+    pub(super) fn sent(&self, stream: &str, error: Option<&str>, messages: u64) {
+        self.series
+            .sent
+            .with_label_values(&[stream, error.unwrap_or("")])
+            .inc_by(messages);
+    }
+
+    pub(super) fn publish_retry(&self, stream: &str, records: u64) {
+        // Called with 0 at each call too, so the stream's series shows before its first retry.
+        self.series
+            .publish_retries
+            .with_label_values(&[stream])
+            .inc_by(records);
     }
 
     pub(super) fn shard_stalled(&self, stream: &str, shard: &str, stalled: bool) {
@@ -318,28 +347,6 @@ impl KinesisMetrics {
             .coordination
             .with_label_values(&[stream, call])
             .set(i64::from(degraded));
-    }
-
-    pub(super) fn store_call(&self, call: &str, outcome: CallOutcome, took: Duration) {
-        self.series
-            .store_calls
-            .with_label_values(&[call, outcome.as_str()])
-            .observe(took.as_secs_f64());
-    }
-
-    pub(super) fn published(&self, stream: &str, outcome: Published, records: u64) {
-        self.series
-            .published
-            .with_label_values(&[stream, outcome.as_str()])
-            .inc_by(records);
-    }
-
-    pub(super) fn publish_retry(&self, stream: &str, records: u64) {
-        // Called with 0 at each call too, so the stream's series shows before its first retry.
-        self.series
-            .publish_retries
-            .with_label_values(&[stream])
-            .inc_by(records);
     }
 }
 

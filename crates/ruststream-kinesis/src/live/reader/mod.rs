@@ -454,7 +454,7 @@ impl Reader {
                 millis_behind,
             );
         }
-        records
+        let messages: Vec<Record> = records
             .into_iter()
             .flat_map(|fetched| {
                 let aggregated = counting && kpl::has_magic(&fetched.data);
@@ -464,7 +464,12 @@ impl Reader {
                 }
                 decoded
             })
-            .collect()
+            .collect();
+        if counting {
+            sub.meters
+                .consumed(&sub.stream, &self.shard, messages.len() as u64);
+        }
+        messages
     }
 
     /// `SubscribeToShard` at `start`; the subscription opened is kept in `events`.

@@ -23,8 +23,16 @@ fn each_report_is_an_instrument_on_the_global_meter() {
     meters.checkpoint_lag("orders", "shardId-0", 3);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(4));
-    meters.published("orders", 2, 0);
+    meters.published("orders", 2, 1);
     meters.publish_retry("orders", 1);
+    meters.consumed("orders", "shardId-0", 5);
+    meters.operation(
+        "GetRecords",
+        Some("ProvisionedThroughputExceededException"),
+        Duration::from_millis(9),
+    );
+    meters.shard_stalled("orders", "shardId-0", false);
+    meters.coordination("orders", "notice", true);
     provider.force_flush().unwrap();
 
     let exported = exporter.get_finished_metrics().unwrap();
@@ -34,32 +42,30 @@ fn each_report_is_an_instrument_on_the_global_meter() {
         .filter(|scope| scope.scope().name() == "ruststream-kinesis")
         .flat_map(|scope| scope.metrics())
         .collect();
-    let names: Vec<&str> = metrics.iter().map(|metric| metric.name()).collect();
-    for name in [
-        "messaging.kinesis.millis_behind_latest",
-        "messaging.kinesis.records.read",
-        "messaging.kinesis.bytes.read",
-        "messaging.kinesis.read.retries",
-        "messaging.kinesis.iterator.resets",
-        "messaging.kinesis.decode.failures",
-        "messaging.kinesis.checkpoint.lag",
-        "messaging.kinesis.leases.held",
-        "messaging.kinesis.lease.events",
-        "messaging.kinesis.lease_table.call.duration",
-        "messaging.kinesis.records.published",
-        "messaging.kinesis.publish.retries",
-    ] {
-        assert!(names.contains(&name), "{name} missing from {names:?}");
-    }
+    let mut names: Vec<&str> = metrics.iter().map(|metric| metric.name()).collect();
+    names.sort_unstable();
+    // The Operating page's table: the OpenTelemetry name is each row's second cell.
+    let page = include_str!("../../../../../docs/src/operating.md");
+    let mut listed: Vec<&str> = page
+        .lines()
+        .filter(|line| {
+            line.starts_with("| `aws_kinesis_") || line.starts_with("| `messaging_client_")
+        })
+        .filter_map(|line| line.split('|').nth(2))
+        .filter_map(|cell| cell.split('`').nth(1))
+        .collect();
+    listed.sort_unstable();
+    assert_eq!(listed, names, "the page lists each instrument once");
     let lag = metrics
         .iter()
-        .find(|metric| metric.name() == "messaging.kinesis.millis_behind_latest")
+        .find(|metric| metric.name() == "aws.kinesis.shard.behind")
         .unwrap();
-    let AggregatedMetrics::I64(MetricData::Gauge(gauge)) = lag.data() else {
-        panic!("the lag is an i64 gauge: {:?}", lag.data());
+    assert_eq!(lag.unit(), "s", "seconds, the conventions' unit");
+    let AggregatedMetrics::F64(MetricData::Gauge(gauge)) = lag.data() else {
+        panic!("the lag is an f64 gauge: {:?}", lag.data());
     };
     let point = gauge.data_points().next().unwrap();
-    assert_eq!(point.value(), 1_500);
+    assert!((point.value() - 1.5).abs() < 1e-9, "{}", point.value());
     let attributes: Vec<String> = point
         .attributes()
         .map(|kv| format!("{}={}", kv.key, kv.value))
@@ -77,7 +83,7 @@ fn each_report_is_an_instrument_on_the_global_meter() {
 }
 
 /// The points of gauge `name` in the last export, as (shard, value).
-fn gauge_points(exporter: &InMemoryMetricExporter, name: &str) -> Vec<(String, i128)> {
+fn gauge_points(exporter: &InMemoryMetricExporter, name: &str) -> Vec<(String, f64)> {
     let exported = exporter.get_finished_metrics().unwrap();
     let last = exported.last().expect("an export");
     let Some(metric) = last
@@ -96,11 +102,15 @@ fn gauge_points(exporter: &InMemoryMetricExporter, name: &str) -> Vec<(String, i
     match metric.data() {
         AggregatedMetrics::I64(MetricData::Gauge(gauge)) => gauge
             .data_points()
-            .map(|p| (shard_of(p.attributes()), i128::from(p.value())))
+            .map(|p| (shard_of(p.attributes()), p.value() as f64))
             .collect(),
         AggregatedMetrics::U64(MetricData::Gauge(gauge)) => gauge
             .data_points()
-            .map(|p| (shard_of(p.attributes()), i128::from(p.value())))
+            .map(|p| (shard_of(p.attributes()), p.value() as f64))
+            .collect(),
+        AggregatedMetrics::F64(MetricData::Gauge(gauge)) => gauge
+            .data_points()
+            .map(|p| (shard_of(p.attributes()), p.value()))
             .collect(),
         other => panic!("{name} is a gauge: {other:?}"),
     }
@@ -130,23 +140,20 @@ fn a_shard_no_longer_read_leaves_the_lag_gauges() {
         instruments.checkpoint_lag("orders", shard, 3);
     }
     provider.force_flush().unwrap();
-    let both = vec![
-        ("shardId-0".to_owned(), 1_500),
-        ("shardId-1".to_owned(), 1_500),
-    ];
-    let mut behind = gauge_points(&exporter, "messaging.kinesis.millis_behind_latest");
-    behind.sort();
+    let both = vec![("shardId-0".to_owned(), 1.5), ("shardId-1".to_owned(), 1.5)];
+    let mut behind = gauge_points(&exporter, "aws.kinesis.shard.behind");
+    behind.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(behind, both);
 
     instruments.reader_ended("orders", "shardId-0", "pod-a");
     provider.force_flush().unwrap();
     assert_eq!(
-        gauge_points(&exporter, "messaging.kinesis.millis_behind_latest"),
-        [("shardId-1".to_owned(), 1_500)]
+        gauge_points(&exporter, "aws.kinesis.shard.behind"),
+        [("shardId-1".to_owned(), 1.5)]
     );
     assert_eq!(
-        gauge_points(&exporter, "messaging.kinesis.checkpoint.lag"),
-        [("shardId-1".to_owned(), 3)]
+        gauge_points(&exporter, "aws.kinesis.checkpoint.lag"),
+        [("shardId-1".to_owned(), 3.0)]
     );
 }
 
@@ -161,18 +168,15 @@ fn the_lag_gauges_of_dropped_instruments_report_nothing() {
     instruments.checkpoint_lag("orders", "shardId-0", 3);
     provider.force_flush().unwrap();
     assert_eq!(
-        gauge_points(&exporter, "messaging.kinesis.millis_behind_latest"),
-        [("shardId-0".to_owned(), 1_500)]
+        gauge_points(&exporter, "aws.kinesis.shard.behind"),
+        [("shardId-0".to_owned(), 1.5)]
     );
 
     // Dropped with a reader still counted: no reader ended it.
     drop(instruments);
     exporter.reset();
     provider.force_flush().unwrap();
-    for name in [
-        "messaging.kinesis.millis_behind_latest",
-        "messaging.kinesis.checkpoint.lag",
-    ] {
+    for name in ["aws.kinesis.shard.behind", "aws.kinesis.checkpoint.lag"] {
         assert_eq!(gauge_points(&exporter, name), [], "{name}");
     }
 }
