@@ -198,10 +198,17 @@ impl<T: Moment> Coordinator<T> {
     }
 
     /// The shards whose rows, as last read, hold a request of `owner`'s still standing at
-    /// `now_ms`, and those it recorded a request for since that still stands: a balancing
-    /// instance that stops withdraws them, so no holder hands it a shard, and hands back at once
-    /// a row a holder handed it before the withdrawal.
-    pub(crate) fn standing_asks(&self, owner: &str, now_ms: u64) -> Vec<Arc<str>> {
+    /// `now_ms`, and those it recorded a request for since that still stands, but for those in
+    /// `reading`: a balancing instance that stops withdraws them, so no holder hands it a shard,
+    /// and hands back at once a row a holder handed it before the withdrawal. A shard it reads
+    /// (one handed over and taken) its reader hands back with its final checkpoint: a hand-back
+    /// beside it would move the row's counter under that checkpoint.
+    pub(crate) fn standing_asks(
+        &self,
+        owner: &str,
+        now_ms: u64,
+        reading: &HashSet<Arc<str>>,
+    ) -> Vec<Arc<str>> {
         if !self.balancing {
             return Vec::new();
         }
@@ -222,6 +229,7 @@ impl<T: Moment> Coordinator<T> {
             .chain(recorded.map(|(shard, _)| shard))
             .cloned()
             .collect();
+        asks.retain(|shard| !reading.contains(shard));
         asks.sort();
         asks.dedup();
         asks
@@ -251,6 +259,8 @@ impl<T: Moment> Coordinator<T> {
         (now, now_ms): (T, u64),
         round: bool,
     ) -> Vec<(&'a ShardInfo, TakeFor)> {
+        // A request for a shard this instance now reads is over.
+        self.requested.retain(|shard, _| !reading.contains(shard));
         let mut takeable = self.takeable(listing, rows, skip, owner, now, now_ms);
         if !self.balancing {
             return takeable;
@@ -287,13 +297,22 @@ impl<T: Moment> Coordinator<T> {
                 return true;
             }
             let since = *left_free.entry(Arc::clone(&shard.id)).or_insert(now);
-            // Still free a grace after this instance first left it: nobody with room took it.
+            // Still free a grace after this instance first left it, or after its lease lapsed:
+            // nobody with room took it. (The instances' shares shift as they take: the one a
+            // round left a lapsed shard to may leave it to this one at its own round, a listing
+            // interval later, the simulation found.)
             now.saturating_since(since) >= grace
+                || lapsed_for(rows, &shard.id, now_ms).is_some_and(|lapsed| lapsed >= grace)
         });
         // With the handover poll off no notice is read: the rows are all this instance knows.
         let notices_read = !self.timings.handover_poll_interval().is_zero();
         if round && (self.watch.peers_known() || !notices_read) {
-            self.asks = shares.asks(mine.len());
+            // Paused, the instance takes nothing: a move asked for would only be handed back.
+            self.asks = if self.paused {
+                Vec::new()
+            } else {
+                shares.asks(mine.len())
+            };
         }
         takeable
     }
@@ -768,6 +787,20 @@ impl RoundPasses {
         }
         true
     }
+}
+
+/// How long the lease of `shard`'s row has been lapsed at `now_ms` (past its expiry and the
+/// skew tolerance); `None` for a row that is live, released, finished, or missing.
+fn lapsed_for(rows: &Rows, shard: &Arc<str>, now_ms: u64) -> Option<Duration> {
+    let row = rows.get(shard)?.as_ref()?;
+    row.owner.as_ref()?;
+    if row.is_finished() || row.is_skipped() || !row.is_expired_at(now_ms) {
+        return None;
+    }
+    let free_ms = row
+        .expiry_ms
+        .saturating_add(crate::lease::millis(crate::SKEW_TOLERANCE));
+    Some(Duration::from_millis(now_ms.saturating_sub(free_ms)))
 }
 
 #[cfg(test)]

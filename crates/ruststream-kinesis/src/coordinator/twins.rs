@@ -10,10 +10,13 @@
 //! - it shows none (removed as stale): it records itself again;
 //! - it shows another run's: that one was written after its own record landed, so another run
 //!   under this owner id is alive now, not a crashed one's leftover. The later of the two pauses
-//!   (the instance stops reading and takes nothing) and writes its record again; the earlier keeps
-//!   its shards and writes its own again whenever it sees the later's, so the later keeps seeing
-//!   it. Once the later's record stands a whole lease unanswered, the earlier is gone (stopped,
-//!   or it never was alive: a dead run's write that landed late), and the later reads again.
+//!   (the instance stops reading and takes nothing) and writes its record again a lease after
+//!   its last; the earlier keeps its shards and writes its own again whenever it sees a later
+//!   run's, so the later keeps seeing it. A paused run answers no later run (two paused runs
+//!   answering each other would keep each other paused for good): once a whole lease passes
+//!   after its record landed with no earlier run's record seen, the earlier is gone (stopped, or
+//!   it never was alive: a dead run's write that landed late), and the paused run reads again.
+//!   Of any number of runs under one owner id, the earliest alive reads and the others pause.
 //!
 //! A run restarted under its owner id after a crash or a graceful stop overwrites the old run's
 //! record and never sees it again: it takes its leases back at once, as before. In a rollout that
@@ -120,6 +123,9 @@ pub(crate) struct Twins {
     paused_for: Option<Incarnation>,
     /// The later run already told of: each is told of once.
     told: Option<Incarnation>,
+    /// A notice read since this run's record last landed showed an earlier run's: one was
+    /// alive then.
+    answered: bool,
 }
 
 impl Twins {
@@ -130,6 +136,7 @@ impl Twins {
             record: Record::Due,
             paused_for: None,
             told: None,
+            answered: false,
         }
     }
 
@@ -154,45 +161,58 @@ impl Twins {
             theirs,
         };
         let since = now_ms.saturating_sub(at_ms);
+        let lease = millis(lease);
         let seen = match theirs.and_then(Incarnation::parse_record) {
             None => Seen {
                 news: None,
                 record: true,
             },
-            Some((run, _)) if run == self.mine => match self.paused_for {
-                // Unanswered a whole lease: the earlier run is gone.
-                Some(earlier) if since >= millis(lease) => {
+            // An earlier run wrote after this one's record landed: it is alive. Paused, this run
+            // asks again a lease after its last record.
+            Some((run, _)) if run < self.mine => {
+                self.answered = true;
+                match self.paused_for {
+                    None => {
+                        self.paused_for = Some(run);
+                        Seen {
+                            news: Some(TwinNews::Earlier(twin(run))),
+                            record: true,
+                        }
+                    }
+                    Some(_) => Seen {
+                        news: None,
+                        record: since >= lease,
+                    },
+                }
+            }
+            // Its own record, or a later run's.
+            Some((run, _)) => match self.paused_for {
+                // Paused a whole lease since its record landed, and no earlier run answered it:
+                // the earlier run is gone.
+                Some(earlier) if since >= lease && !self.answered => {
                     self.paused_for = None;
                     Seen {
                         news: Some(TwinNews::Gone(twin(earlier))),
-                        record: false,
-                    }
-                }
-                _ => Seen {
-                    news: None,
-                    record: since >= millis(REFRESH),
-                },
-            },
-            Some((run, _)) if run > self.mine => Seen {
-                news: (self.told != Some(run)).then(|| {
-                    self.told = Some(run);
-                    TwinNews::Later(twin(run))
-                }),
-                record: true,
-            },
-            // An earlier run wrote after this one's record landed: it is alive. Paused, this run
-            // asks again a lease after its last record.
-            Some((run, _)) => match self.paused_for {
-                None => {
-                    self.paused_for = Some(run);
-                    Seen {
-                        news: Some(TwinNews::Earlier(twin(run))),
                         record: true,
                     }
                 }
+                // Paused, this run answers no later run: two paused runs answering each other
+                // would keep each other paused for good, with nothing read. It asks the earlier
+                // runs again a lease after its last record, and watches for their answer.
                 Some(_) => Seen {
                     news: None,
-                    record: since >= millis(lease),
+                    record: since >= lease,
+                },
+                None if run == self.mine => Seen {
+                    news: None,
+                    record: since >= millis(REFRESH),
+                },
+                None => Seen {
+                    news: (self.told != Some(run)).then(|| {
+                        self.told = Some(run);
+                        TwinNews::Later(twin(run))
+                    }),
+                    record: true,
                 },
             },
         };
@@ -212,6 +232,7 @@ impl Twins {
     /// or not: it is written again, and no notice is judged until one write was answered).
     pub(crate) fn recorded(&mut self, landed: bool, now_ms: u64) {
         self.record = if landed {
+            self.answered = false;
             Record::Landed { at_ms: now_ms }
         } else {
             Record::Due
@@ -358,5 +379,120 @@ mod tests {
                 .read(Some(&record(EARLY)), NOW + refresh, LEASE)
                 .record
         );
+    }
+
+    /// Runs under one owner id sharing one notice slot: each alive run reads it in turn and
+    /// writes its record when told to (the write lands at once).
+    struct Notice {
+        slot: Option<String>,
+        runs: Vec<(Twins, bool)>,
+    }
+
+    impl Notice {
+        fn start(runs: &[Incarnation]) -> Self {
+            Self {
+                slot: None,
+                runs: runs.iter().map(|run| (Twins::new(*run), true)).collect(),
+            }
+        }
+
+        fn read(&mut self, index: usize, now_ms: u64) {
+            let (twins, alive) = &mut self.runs[index];
+            if !*alive {
+                return;
+            }
+            if twins.read(self.slot.as_deref(), now_ms, LEASE).record {
+                self.slot = Some(twins.recording(now_ms));
+                twins.recorded(true, now_ms);
+            }
+        }
+
+        /// Every alive run reads once a second, in order, from `from_ms` for `secs` seconds.
+        fn run(&mut self, from_ms: u64, secs: u64) -> u64 {
+            for second in 0..secs {
+                for index in 0..self.runs.len() {
+                    self.read(index, from_ms + second * 1_000 + index as u64);
+                }
+            }
+            from_ms + secs * 1_000
+        }
+
+        /// Which alive runs read (are not paused).
+        fn reading(&self) -> Vec<usize> {
+            (0..self.runs.len())
+                .filter(|i| self.runs[*i].1 && self.runs[*i].0.paused_for().is_none())
+                .collect()
+        }
+    }
+
+    const LATEST: Incarnation = Incarnation {
+        started_ms: 3_000,
+        nonce: 4,
+    };
+
+    #[test]
+    fn of_three_runs_the_earliest_reads_and_once_it_stops_the_next_one_reads() {
+        let mut notice = Notice::start(&[EARLY, LATE, LATEST]);
+        let now = notice.run(NOW, 40);
+        assert_eq!(notice.reading(), vec![0]);
+        notice.runs[0].1 = false;
+        notice.run(now, 60);
+        assert_eq!(
+            notice.reading(),
+            vec![1],
+            "the two paused runs must not keep each other paused"
+        );
+        assert!(notice.runs[2].0.paused_for().is_some());
+    }
+
+    #[test]
+    fn a_crashed_earliest_run_restarted_while_a_later_one_waits_leaves_one_reading() {
+        let mut notice = Notice::start(&[EARLY, LATE]);
+        let now = notice.run(NOW, 30);
+        assert_eq!(notice.reading(), vec![0]);
+        // The earliest crashes, and its restart (a run later than both) starts.
+        notice.runs[0].1 = false;
+        let restarted = Incarnation::new(NOW + 30_000, 7);
+        notice.runs.push((Twins::new(restarted), true));
+        notice.run(now, 60);
+        assert_eq!(notice.reading().len(), 1, "exactly one run reads");
+    }
+
+    #[test]
+    fn in_random_schedules_of_runs_starting_and_stopping_one_alive_run_ends_up_reading() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        for seed in 0..300_u64 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut notice = Notice::start(&[]);
+            let mut now = NOW;
+            for _ in 0..rng.random_range(1..40) {
+                now += rng.random_range(0..3_000);
+                match rng.random_range(0..10) {
+                    0 => notice
+                        .runs
+                        .push((Twins::new(Incarnation::new(now, rng.random())), true)),
+                    1 if !notice.runs.is_empty() => {
+                        let index = rng.random_range(0..notice.runs.len());
+                        notice.runs[index].1 = false;
+                    }
+                    _ if !notice.runs.is_empty() => {
+                        let index = rng.random_range(0..notice.runs.len());
+                        notice.read(index, now);
+                    }
+                    _ => {}
+                }
+            }
+            if !notice.runs.iter().any(|(_, alive)| *alive) {
+                continue;
+            }
+            // Then nothing starts or stops: a few leases of reads settle it.
+            notice.run(now, 60);
+            let earliest = (0..notice.runs.len())
+                .filter(|i| notice.runs[*i].1)
+                .min_by_key(|i| notice.runs[*i].0.mine)
+                .unwrap();
+            assert_eq!(notice.reading(), vec![earliest], "seed {seed}");
+        }
     }
 }

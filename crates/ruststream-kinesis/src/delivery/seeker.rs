@@ -26,9 +26,10 @@ pub(crate) trait Source: Send + Sync + std::fmt::Debug {
 /// [`AtSequence`](KinesisPosition::AtSequence) position) restarts at the position, and the
 /// acknowledgement watermark resets, so settlements of earlier deliveries move no checkpoint.
 ///
-/// A seek made before the subscription took any shard (a `start_at(..)` at startup) sets where
-/// the shards it takes without a checkpoint start. Shards taken over later from another instance
-/// resume after their checkpoint. The seek covers this instance only.
+/// A seek made while the subscription reads no shard (a `start_at(..)` at the startup of an
+/// instance that took nothing, the others holding every shard) sets where the shards it takes
+/// later without a checkpoint start. Shards taken over later from another instance resume after
+/// their checkpoint. The seek covers this instance only.
 ///
 /// # Examples
 ///

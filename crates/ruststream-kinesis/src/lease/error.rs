@@ -118,7 +118,9 @@ pub enum LeaseError {
     #[error(
         "lease {key} in table {table:?} belongs to application {theirs:?}, not to {}; two \
          applications that read one stream each need a lease table of their own (or, if they are \
-         one application, the same `DynamoLeaseStore::application` name)",
+         one application, the same `DynamoLeaseStore::application` name; renaming one: first \
+         REMOVE the `application` attribute of its rows and of its streams' notice rows, keyed \
+         `<stream>#notice`, as the several-instances guide shows)",
         ours_name(.ours)
     )]
     OtherApplication {

@@ -1,5 +1,5 @@
-//! The lease store contract: five calls every store implements, and ten with default bodies
-//! (three of them the stream's notice, three a planned move, one the deletion of a row).
+//! The lease store contract: five calls every store implements, and the others with default
+//! bodies (the start's checks, the stream's notice, planned moves, the deletion of a row).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,12 +22,9 @@ pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>>
 ///
 /// Implementations: [`MemoryLeaseStore`](crate::MemoryLeaseStore) (the default, one process) and
 /// `DynamoLeaseStore` (feature `dynamodb-lease`). A store on another database implements these
-/// five calls, may override the provided [`acquire_from`](Self::acquire_from),
-/// [`checkpoint_and_renew`](Self::checkpoint_and_renew), [`list`](Self::list),
-/// [`delete`](Self::delete), [`notice`](Self::notice), [`beat`](Self::beat),
-/// [`leave`](Self::leave), [`ask_handoff`](Self::ask_handoff),
-/// [`withdraw_handoff`](Self::withdraw_handoff) and [`hand_over`](Self::hand_over), and runs `lease::suite` (feature `store-suite`) against
-/// itself.
+/// five calls, may override any of the calls with a default body (from [`check`](Self::check)
+/// to [`hand_over`](Self::hand_over) below; each says what its default gives up), and runs
+/// `lease::suite` (feature `store-suite`) against itself.
 ///
 /// # Examples
 ///

@@ -151,7 +151,7 @@ impl Sim {
                     coord.exited = true;
                     // `coordinator::run`: its standing requests withdrawn, so no holder hands it a
                     // shard, and its beat removed, so the others count one instance fewer.
-                    let standing = coord.knows.standing_asks(&owner, now_ms);
+                    let standing = coord.knows.standing_asks(&owner, now_ms, &reading);
                     let balancing = coord.knows.is_balancing();
                     for id in standing {
                         let shard = self.stream.ids[&id];

@@ -460,16 +460,21 @@ fn a_balancing_instance_takes_free_shards_only_up_to_its_share() {
     );
 }
 
-#[test]
-fn a_balancing_instance_asks_the_holder_of_every_shard_for_its_share() {
-    let now = POLL;
-    let mut rig = balancing_rig_after_notice(&[OWNER, "pod-b"], now);
+/// The next round at `now` over four shards pod-b holds for another minute.
+fn round_over_four_held_by_pod_b(rig: &mut Rig, now: Duration) -> (Vec<Arc<str>>, Step<Duration>) {
     let shards = ["shardId-0", "shardId-1", "shardId-2", "shardId-3"];
     let rows = shards
         .iter()
         .map(|id| (Arc::from(*id), Rig::row(Some("pod-b"), NOW_MS + 60_000)))
         .collect();
-    let (taken, step) = round_over(&mut rig, now, &shards, rows);
+    round_over(rig, now, &shards, rows)
+}
+
+#[test]
+fn a_balancing_instance_asks_the_holder_of_every_shard_for_its_share() {
+    let now = POLL;
+    let mut rig = balancing_rig_after_notice(&[OWNER, "pod-b"], now);
+    let (taken, step) = round_over_four_held_by_pod_b(&mut rig, now);
     assert!(taken.is_empty());
     let Step::Ask(asks) = step else {
         panic!("the round asks for planned moves, not {step:?}");
@@ -482,6 +487,20 @@ fn a_balancing_instance_asks_the_holder_of_every_shard_for_its_share() {
     );
     rig.rounds.asked(&mut rig.coordinator, now);
     assert!(matches!(rig.next(now), Step::Wait(Some(_))));
+}
+
+#[test]
+fn a_paused_instance_asks_for_no_planned_move() {
+    let now = POLL;
+    let mut rig = balancing_rig_after_notice(&[OWNER, "pod-b"], now);
+    rig.coordinator.set_paused(true);
+    // Paused, it takes nothing: a shard handed over to it would only be handed back.
+    let (taken, step) = round_over_four_held_by_pod_b(&mut rig, now);
+    assert!(taken.is_empty());
+    assert!(
+        matches!(step, Step::Wait(Some(_))),
+        "no planned move is asked for: {step:?}"
+    );
 }
 
 #[test]

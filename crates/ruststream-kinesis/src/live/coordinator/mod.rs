@@ -559,7 +559,11 @@ impl Subscription {
             self.timings.handover_poll_interval(),
             Instant::now(),
         );
-        drive(self, &mut rounds, true).await?;
+        if let Err(err) = drive(self, &mut rounds, true).await {
+            // Failed, this subscription holds the instance paused no longer.
+            self.pause.hold(&self.stream, None);
+            return Err(err);
+        }
         Ok(rounds)
     }
 }
@@ -568,12 +572,17 @@ impl Subscription {
 /// a shard to take, until cancelled: what `rounds` asks.
 pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
     let _ = drive(&sub, &mut rounds, false).await;
-    if sub.pause.is_paused() {
+    let paused = sub.pause.is_paused();
+    // A subscription that ends holds the instance paused no longer: the others judge their own
+    // streams' notices.
+    sub.pause.hold(&sub.stream, None);
+    if paused {
         // Paused for an earlier run under the owner id: the requests and the beat under it are
         // that run's too.
         return;
     }
-    let standing = lock(&sub.coordinator).standing_asks(&sub.owner, epoch_millis());
+    let reading = sub.reading();
+    let standing = lock(&sub.coordinator).standing_asks(&sub.owner, epoch_millis(), &reading);
     for shard in &standing {
         let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(shard));
         if let Err(err) = sub.store.withdraw_handoff(&key, &sub.owner).await {

@@ -8,6 +8,7 @@ mod pace;
 mod retry;
 mod seek;
 mod takes;
+mod twins;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
