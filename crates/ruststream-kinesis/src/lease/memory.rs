@@ -1,12 +1,12 @@
-//! The lease store of a single process: rows in memory, with the conditions of the DynamoDB store.
+//! The lease store of a single process: rows in memory under the store's rules (`rules`), which
+//! the DynamoDB store says as condition expressions.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{
-    Handoff, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice, epoch_millis,
-    millis,
+    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice, epoch_millis, millis, rules,
 };
 
 /// The default [`LeaseStore`]: rows in the memory of the process.
@@ -67,24 +67,22 @@ impl MemoryLeaseStore {
         notices.entry(stream.to_owned()).or_default().counter += 1;
     }
 
-    /// Applies `write` to the row of `key` while `owner` holds it.
-    fn held_write<T>(
+    /// Applies `write` of `owner`'s to the row of `key` by the store's rules (on the owner alone:
+    /// the brokers of one process share this store object, and no write of theirs lands late).
+    fn held_write(
         &self,
         key: &LeaseKey,
         owner: &str,
-        write: impl FnOnce(&mut LeaseState) -> T,
-    ) -> Result<T, LeaseError> {
+        write: &rules::Held<'_>,
+    ) -> Result<LeaseState, LeaseError> {
         let mut rows = self.lock();
-        match rows.get_mut(key) {
-            Some(row) if row.is_held_by(owner) => {
-                row.counter += 1;
-                Ok(write(row))
-            }
-            _ => Err(LeaseError::Lost {
+        let written =
+            rules::held(rows.get(key), owner, None, write).ok_or_else(|| LeaseError::Lost {
                 key: key.clone(),
                 owner: owner.to_owned(),
-            }),
-        }
+            })?;
+        rows.insert(key.clone(), written.clone());
+        Ok(written)
     }
 }
 
@@ -98,26 +96,25 @@ impl MemoryLeaseStore {
         lease: Duration,
         start: Option<&str>,
     ) -> Result<LeaseState, LeaseError> {
-        let now = epoch_millis();
+        let now_ms = epoch_millis();
+        let take = rules::Take {
+            owner,
+            now_ms,
+            lease_ms: millis(lease),
+            start,
+        };
         let mut rows = self.lock();
-        let row = rows.entry(key.clone()).or_default();
-        if row.is_held_by(owner) || row.is_expired_at(now) {
-            row.owner = Some(owner.to_owned());
-            row.expiry_ms = now.saturating_add(millis(lease));
-            row.counter += 1;
-            // A take ends every planned move asked of the row's earlier holder.
-            row.handoff = None;
-            if row.checkpoint.is_none() {
-                row.checkpoint = start.map(str::to_owned);
-            }
-            Ok(row.clone())
-        } else {
-            Err(LeaseError::Held {
+        let row = rows.get(key);
+        let Some(taken) = rules::take(row, &take) else {
+            let row = row.cloned().unwrap_or_default();
+            return Err(LeaseError::Held {
                 key: key.clone(),
-                owner: row.owner.clone().unwrap_or_default(),
-                expires_in_ms: row.expiry_ms.saturating_sub(now),
-            })
-        }
+                owner: row.owner.unwrap_or_default(),
+                expires_in_ms: row.expiry_ms.saturating_sub(now_ms),
+            });
+        };
+        rows.insert(key.clone(), taken.clone());
+        Ok(taken)
     }
 }
 
@@ -152,12 +149,8 @@ impl LeaseStore for MemoryLeaseStore {
         owner: &'a str,
         lease: Duration,
     ) -> LeaseFuture<'a, LeaseState> {
-        let now = epoch_millis();
-        let renewed = self.held_write(key, owner, |row| {
-            row.expiry_ms = now.saturating_add(millis(lease));
-            row.clone()
-        });
-        Box::pin(std::future::ready(renewed))
+        let renew = rules::Held::renew(epoch_millis(), millis(lease));
+        Box::pin(std::future::ready(self.held_write(key, owner, &renew)))
     }
 
     fn checkpoint<'a>(
@@ -166,11 +159,14 @@ impl LeaseStore for MemoryLeaseStore {
         owner: &'a str,
         checkpoint: &'a str,
     ) -> LeaseFuture<'a, ()> {
-        let written = self.held_write(key, owner, |row| {
-            row.checkpoint = Some(checkpoint.to_owned());
-            row.behind_ms = None;
-        });
-        Box::pin(std::future::ready(written))
+        let write = rules::Held::Checkpoint {
+            checkpoint,
+            behind_ms: None,
+            expiry_ms: None,
+        };
+        Box::pin(std::future::ready(
+            self.held_write(key, owner, &write).map(drop),
+        ))
     }
 
     fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
@@ -179,10 +175,7 @@ impl LeaseStore for MemoryLeaseStore {
     }
 
     fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
-        let released = self.held_write(key, owner, |row| {
-            row.owner = None;
-            row.expiry_ms = 0;
-        });
+        let released = self.held_write(key, owner, &rules::Held::Release).map(drop);
         if released.is_ok() {
             self.bump(key.stream());
         }
@@ -207,14 +200,12 @@ impl LeaseStore for MemoryLeaseStore {
         behind_ms: Option<u64>,
         lease: Duration,
     ) -> LeaseFuture<'a, LeaseState> {
-        let now = epoch_millis();
-        let written = self.held_write(key, owner, |row| {
-            row.checkpoint = Some(checkpoint.to_owned());
-            row.behind_ms = behind_ms;
-            row.expiry_ms = now.saturating_add(millis(lease));
-            row.clone()
-        });
-        Box::pin(std::future::ready(written))
+        let write = rules::Held::Checkpoint {
+            checkpoint,
+            behind_ms,
+            expiry_ms: Some(epoch_millis().saturating_add(millis(lease))),
+        };
+        Box::pin(std::future::ready(self.held_write(key, owner, &write)))
     }
 
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
@@ -228,9 +219,7 @@ impl LeaseStore for MemoryLeaseStore {
 
     fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
         let mut rows = self.lock();
-        let deletable = rows
-            .get(key)
-            .is_some_and(|row| row.counter == counter && row.is_expired_at(epoch_millis()));
+        let deletable = rules::deletable(rows.get(key), counter, epoch_millis());
         if deletable {
             rows.remove(key);
         }
@@ -295,31 +284,16 @@ impl LeaseStore for MemoryLeaseStore {
         asked_ms: u64,
     ) -> LeaseFuture<'a, bool> {
         let mut rows = self.lock();
-        let asked = match rows.get_mut(key) {
-            Some(row)
-                if row.is_held_by(holder)
-                    && row.counter == counter
-                    && row
-                        .handoff_at(asked_ms)
-                        .is_none_or(|standing| standing.to == to) =>
-            {
-                row.handoff = Some(Handoff {
-                    to: to.to_owned(),
-                    asked_ms,
-                });
-                true
-            }
-            _ => false,
-        };
+        let asked = rules::ask_handoff(rows.get(key), holder, counter, to, asked_ms)
+            .map(|asked| rows.insert(key.clone(), asked))
+            .is_some();
         Box::pin(std::future::ready(Ok(asked)))
     }
 
     fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
-        let withdrawn = self
-            .lock()
-            .get_mut(key)
-            .filter(|row| row.handoff.as_ref().is_some_and(|asked| asked.to == to))
-            .map(|row| row.handoff = None)
+        let mut rows = self.lock();
+        let withdrawn = rules::withdraw_handoff(rows.get(key), to)
+            .map(|withdrawn| rows.insert(key.clone(), withdrawn))
             .is_some();
         Box::pin(std::future::ready(Ok(withdrawn)))
     }
@@ -332,30 +306,8 @@ impl LeaseStore for MemoryLeaseStore {
         checkpoint: Option<&'a str>,
         lease: Duration,
     ) -> LeaseFuture<'a, ()> {
-        let now = epoch_millis();
-        let handed = {
-            let mut rows = self.lock();
-            match rows.get_mut(key) {
-                Some(row)
-                    if row.is_held_by(owner)
-                        && row.handoff.as_ref().is_some_and(|asked| asked.to == to) =>
-                {
-                    row.counter += 1;
-                    row.owner = Some(to.to_owned());
-                    row.expiry_ms = now.saturating_add(millis(lease));
-                    row.handoff = None;
-                    if let Some(checkpoint) = checkpoint {
-                        row.checkpoint = Some(checkpoint.to_owned());
-                        row.behind_ms = None;
-                    }
-                    Ok(())
-                }
-                _ => Err(LeaseError::Lost {
-                    key: key.clone(),
-                    owner: owner.to_owned(),
-                }),
-            }
-        };
+        let write = rules::Held::hand_over(to, checkpoint, epoch_millis(), millis(lease));
+        let handed = self.held_write(key, owner, &write).map(drop);
         if handed.is_ok() {
             self.bump(key.stream());
         }

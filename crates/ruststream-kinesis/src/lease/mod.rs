@@ -11,6 +11,7 @@ mod error;
 mod key;
 mod memory;
 mod notice;
+pub(crate) mod rules;
 mod state;
 mod store;
 #[cfg(any(test, feature = "store-suite"))]
@@ -31,8 +32,6 @@ pub use notice::Notice;
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use notice::{NOTICE_SUFFIX, notice_key};
 pub use state::{HANDOFF_REQUEST_LIFETIME, Handoff, LeaseState, SHARD_END, SHARD_SKIPPED};
-#[cfg(any(test, feature = "dynamodb-lease"))]
-pub(crate) use state::{HeldEffect, landed};
 pub(crate) use state::{split_within, within_checkpoint};
 pub use store::{LeaseFuture, LeaseStore};
 pub(crate) use timed::Timed;

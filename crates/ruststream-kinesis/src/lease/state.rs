@@ -197,30 +197,3 @@ impl LeaseState {
                 < now_ms
     }
 }
-
-/// What a renewal, checkpoint or release leaves in its row, by which a refusal is recognised as
-/// that very write having landed before: the row's owner after it (`None` for a release), its
-/// expiry where the write sets one, its checkpoint where it writes one.
-#[cfg(any(test, feature = "dynamodb-lease"))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct HeldEffect<'a> {
-    pub(crate) owner: Option<&'a str>,
-    pub(crate) expiry_ms: Option<u64>,
-    pub(crate) checkpoint: Option<&'a str>,
-}
-
-/// Whether `row`, which refused a held write conditioned on the counter `seen` (`None`: on the
-/// owner alone), is the row that very write leaves: an attempt of it landed and its answer was
-/// lost, and the SDK's resend is what the row refused. The counter is one past `seen`, and the
-/// owner, the expiry and the checkpoint are exactly as the write sets them.
-#[cfg(any(test, feature = "dynamodb-lease"))]
-pub(crate) fn landed(row: &LeaseState, seen: Option<u64>, effect: &HeldEffect<'_>) -> bool {
-    seen.is_none_or(|seen| seen.checked_add(1) == Some(row.counter))
-        && row.owner.as_deref() == effect.owner
-        && effect
-            .expiry_ms
-            .is_none_or(|expiry| row.expiry_ms == expiry)
-        && effect
-            .checkpoint
-            .is_none_or(|checkpoint| row.checkpoint.as_deref() == Some(checkpoint))
-}

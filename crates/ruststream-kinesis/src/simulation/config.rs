@@ -181,7 +181,7 @@ pub(super) struct Config {
     /// The chance that a held write lands and its answer is lost (a 5xx, a reset), and the SDK
     /// sends it again at once: the resend is refused by the counter the first attempt moved.
     pub(super) p_resend: f64,
-    /// Whether such a refusal is recognised as the write's own success (`lease::landed`), or
+    /// Whether such a refusal is recognised as the write's own success (`rules::landed`), or
     /// taken for a lost lease (what `held_update` did before): a test pins it.
     pub(super) recognise_landed: bool,
     /// Whether a handed-back delivery comes back to its session (`ShardHandle::hand_back`), or

@@ -92,7 +92,7 @@
 //! (`Coordinator::delay_take`, the coordinator's own rule). A held write may land and lose its
 //! answer while the SDK sends it again (`p_resend`): the counter the first attempt moved refuses
 //! the resend, and the store recognises the refusal as the write's own success
-//! (`lease::landed`, the rule `DynamoLeaseStore` uses).
+//! (`rules::landed`, the rule `DynamoLeaseStore` uses).
 //!
 //! Where shards start and end is modelled too. The subscription's initial position is the
 //! oldest record, the tip or a timestamp (`Config::initial`); records carry arrival times, and a
@@ -242,7 +242,7 @@ use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as Rou
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::coordinator::twins::Incarnation;
 use crate::kinesis::api::ShardInfo;
-use crate::lease::{LeaseState, Notice};
+use crate::lease::{LeaseState, Notice, rules};
 use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{

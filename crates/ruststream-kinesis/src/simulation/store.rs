@@ -60,11 +60,12 @@ impl Sim {
             .unwrap_or_default()
     }
 
-    /// `settle_fence` and the retry of `held_update` in `lease/dynamo.rs`, when a write's answer
-    /// reaches its caller: records the counter a successful write left, marks the row uncertain
-    /// after a failed call, keeps the recorded counter after a refusal. A held write refused by
-    /// a row this owner still holds while one of this store object's writes was uncertain adopts
-    /// the row's counter and is sent once more (its answer then goes to the caller): `None`.
+    /// `settle_fence` and the retry of `held_update` in `lease/dynamo/writes.rs`, when a write's
+    /// answer reaches its caller, by the same rules (`rules::Fence`): records the counter a
+    /// successful write left, marks the row uncertain after a failed call, keeps the recorded
+    /// counter after a refusal. A held write refused by a row this owner still holds while one
+    /// of this store object's writes was uncertain adopts the row's counter and is sent once
+    /// more (its answer then goes to the caller): `None`.
     pub(super) fn settle_fence(
         &mut self,
         i: usize,
@@ -74,22 +75,34 @@ impl Sim {
     ) -> Option<(Cont, Res)> {
         let FenceNote { op, row } = note;
         let key = (i, op.inc, op.shard);
-        let fence = self.fence(i, op.inc, op.shard);
-        if let (Res::Fenced, Some(row)) = (&res, &row)
-            && self.cfg.recognise_landed
-            && self.landed(&op, row)
-        {
+        let current = self.fence(i, op.inc, op.shard);
+        let settled = match (&res, &row) {
+            (Res::Failed, _) => current.answered(rules::Answer::Failed),
+            (Res::Fenced, _) => current.answered(rules::Answer::Refused),
+            (_, Some(row)) => current.answered(rules::Answer::Written {
+                counter: row.counter,
+            }),
+            (_, None) => Fence::default(),
+        };
+        let refusal = match (&res, &row, self.held_write_of(&op)) {
+            (Res::Fenced, Some(row), Some(write)) => {
+                let sent = Fence {
+                    counter: op.seen,
+                    uncertain: op.uncertain,
+                };
+                // Without `recognise_landed`, the mistake it guards: every such refusal taken
+                // for a lost lease.
+                let effect = self.cfg.recognise_landed.then(|| write.effect(&op.owner));
+                sent.refused_by(row, &op.owner, effect.as_ref(), op.retried)
+            }
+            _ => rules::Refusal::Lost,
+        };
+        if let rules::Refusal::Landed(fence) = refusal {
             // `held_update`: the refusal shows this very write landed; it succeeded.
             if op.resend {
                 self.stats.resends_recognised += 1;
             }
-            self.fences.insert(
-                key,
-                Fence {
-                    counter: Some(row.counter),
-                    uncertain: false,
-                },
-            );
+            self.fences.insert(key, fence);
             return Some((cont, Res::Ok));
         }
         if op.resend
@@ -100,46 +113,20 @@ impl Sim {
         {
             self.stats.resends_lost += 1;
         }
-        let res_ref = &res;
-        let settled = match res_ref {
-            Res::Failed => Fence {
-                uncertain: true,
-                ..fence
-            },
-            Res::Fenced => Fence {
-                uncertain: false,
-                ..fence
-            },
-            _ => Fence {
-                counter: row.as_ref().map(|row| row.counter),
-                uncertain: false,
-            },
-        };
         self.fences.insert(key, settled);
-        if let (Res::Fenced, Some(row)) = (res_ref, &row)
-            && !matches!(op.kind, OpKind::Acquire)
-            && !op.retried
-            && op.uncertain
-            && row.is_held_by(&op.owner)
-        {
+        if let rules::Refusal::Retry(fence) = refusal {
             self.stats.fence_retries += 1;
-            self.fences.insert(
-                key,
-                Fence {
-                    counter: Some(row.counter),
-                    uncertain: false,
-                },
-            );
+            self.fences.insert(key, fence);
             let op = Op {
-                seen: Some(row.counter),
+                seen: fence.counter,
                 uncertain: false,
                 retried: true,
                 ..op
             };
             self.log(|| {
                 format!(
-                    "i{i} adopts counter {} and retries {:?}",
-                    row.counter, op.kind
+                    "i{i} adopts counter {:?} and retries {:?}",
+                    fence.counter, op.kind
                 )
             });
             self.transmit(op, cont);
@@ -148,36 +135,25 @@ impl Sim {
         Some((cont, res))
     }
 
-    /// `lease::landed` on the row that refused `op`: what the write sets, as the store's
-    /// `HeldEffect`.
-    pub(super) fn landed(&self, op: &Op, row: &LeaseState) -> bool {
-        let expiry = op.wall_ms + millis(self.cfg.timings.lease());
-        let effect = match &op.kind {
-            OpKind::Renew => crate::lease::HeldEffect {
-                owner: Some(&op.owner),
-                expiry_ms: Some(expiry),
-                checkpoint: None,
-            },
-            OpKind::Checkpoint(checkpoint) => crate::lease::HeldEffect {
-                owner: Some(&op.owner),
+    /// The held write `op` makes, as the store's rules know it; `None` for any other call.
+    pub(super) fn held_write_of<'a>(&self, op: &'a Op) -> Option<rules::Held<'a>> {
+        let lease_ms = millis(self.cfg.timings.lease());
+        Some(match &op.kind {
+            OpKind::Renew => rules::Held::renew(op.wall_ms, lease_ms),
+            OpKind::Checkpoint(checkpoint) => rules::Held::Checkpoint {
+                checkpoint,
+                behind_ms: None,
                 expiry_ms: None,
-                checkpoint: Some(checkpoint),
             },
-            OpKind::CheckpointRenew(checkpoint) => crate::lease::HeldEffect {
-                owner: Some(&op.owner),
-                expiry_ms: Some(expiry),
-                checkpoint: Some(checkpoint),
+            OpKind::CheckpointRenew(checkpoint) => rules::Held::Checkpoint {
+                checkpoint,
+                behind_ms: None,
+                expiry_ms: Some(op.wall_ms + lease_ms),
             },
-            OpKind::Release { .. } => crate::lease::HeldEffect {
-                owner: None,
-                expiry_ms: Some(0),
-                checkpoint: None,
-            },
-            OpKind::HandOver { to, checkpoint, .. } => crate::lease::HeldEffect {
-                owner: Some(to),
-                expiry_ms: Some(expiry),
-                checkpoint: checkpoint.as_deref(),
-            },
+            OpKind::Release { .. } => rules::Held::Release,
+            OpKind::HandOver { to, checkpoint, .. } => {
+                rules::Held::hand_over(to, checkpoint.as_deref(), op.wall_ms, lease_ms)
+            }
             OpKind::Read
             | OpKind::List
             | OpKind::Acquire
@@ -187,9 +163,8 @@ impl Sim {
             | OpKind::Announce { .. }
             | OpKind::Withdraw
             | OpKind::AskHandoff { .. }
-            | OpKind::Delete { .. } => return false,
-        };
-        crate::lease::landed(row, op.seen, &effect)
+            | OpKind::Delete { .. } => return None,
+        })
     }
 
     /// Sends a built call: a retry keeps the values (expiry, wall clock) of the first.
@@ -415,13 +390,21 @@ impl Sim {
                     ));
                     return Res::Fenced;
                 }
+                let take = rules::Take {
+                    owner: &op.owner,
+                    now_ms: op.wall_ms,
+                    lease_ms,
+                    start: None,
+                };
                 let row = &mut self.rows[shard];
-                let state = row.state.get_or_insert_with(LeaseState::default);
-                let own = state.is_held_by(&op.owner)
-                    && (!self.cfg.take_keeps_expiry || state.expiry_ms <= op.wall_ms + lease_ms);
-                if !(own || state.is_expired_at(op.wall_ms)) {
+                // Without `take_keeps_expiry`, the mistake it guards: any take of one's own row.
+                let accepted = rules::take_accepted(row.state.as_ref(), &take)
+                    || (!self.cfg.take_keeps_expiry
+                        && row.state.as_ref().is_some_and(|s| s.is_held_by(&op.owner)));
+                if !accepted {
                     return Res::Fenced;
                 }
+                let state = row.state.get_or_insert_with(LeaseState::default);
                 let previous = row.holder.filter(|&prev| prev != op.sid);
                 let stolen = state.owner.is_some() && !state.is_held_by(&op.owner);
                 // A take of this owner's own row whose caller gave up on it, landing after a later
@@ -441,10 +424,8 @@ impl Sim {
                                 .get(&prev)
                                 .is_none_or(|held| op.sent < held.take_sent)
                     });
-                state.owner = Some(op.owner.to_string());
-                state.expiry_ms = op.wall_ms + lease_ms;
-                state.counter += 1;
-                state.handoff = None;
+                let taken = rules::taken(Some(&*state), &take);
+                *state = taken;
                 let granted = state.clone();
                 row.expiry_sent = op.sent;
                 row.expiry_moved_back = false;
@@ -480,18 +461,13 @@ impl Sim {
                 let bump_lost = matches!(op.kind, OpKind::Release { .. } | OpKind::HandOver { .. })
                     && self.chaos()
                     && self.rng.random_bool(self.cfg.p_fail);
+                let write = self.held_write_of(op).expect("a held write");
                 let row = &mut self.rows[shard];
-                let Some(state) = row.state.as_mut().filter(|s| {
-                    s.is_held_by(&op.owner)
-                        && op.seen.is_none_or(|seen| seen == s.counter)
-                        && match &op.kind {
-                            // The request must name the instance it is handed to.
-                            OpKind::HandOver { to, .. } => {
-                                s.handoff.as_ref().is_some_and(|asked| *asked.to == **to)
-                            }
-                            _ => true,
-                        }
-                }) else {
+                let Some(state) = row
+                    .state
+                    .as_mut()
+                    .filter(|s| rules::held_accepted(Some(s), &op.owner, op.seen, &write))
+                else {
                     self.stats.fenced_writes += 1;
                     return Res::Fenced;
                 };
@@ -504,12 +480,14 @@ impl Sim {
                     ));
                     return Res::Fenced;
                 }
-                state.counter += 1;
+                // The store's rule: the row as the write leaves it. The checks below read the row
+                // as it was before.
+                let after = rules::held_written(state, &write);
+                let before = std::mem::replace(state, after);
                 if matches!(
                     op.kind,
                     OpKind::Renew | OpKind::CheckpointRenew(_) | OpKind::HandOver { .. }
                 ) {
-                    state.expiry_ms = op.wall_ms + lease_ms;
                     if op.sent < row.expiry_sent {
                         row.expiry_moved_back = true;
                     }
@@ -526,7 +504,7 @@ impl Sim {
                         drained,
                     } => {
                         if let Some(checkpoint) = checkpoint {
-                            let old = Mark::of(state.checkpoint.as_deref());
+                            let old = Mark::of(before.checkpoint.as_deref());
                             let new = Mark::of(Some(checkpoint));
                             // As for a checkpoint: a seek of the session may take it back.
                             let floor = self.seek_floors.get(&op.sid).copied();
@@ -538,10 +516,7 @@ impl Sim {
                                 ));
                                 return Res::Ok;
                             }
-                            state.checkpoint = Some(checkpoint.to_string());
                         }
-                        state.owner = Some(to.to_string());
-                        state.handoff = None;
                         let mark = Mark::of(state.checkpoint.as_deref());
                         row.holder = None;
                         if bump_lost {
@@ -580,12 +555,12 @@ impl Sim {
                         }
                     }
                     OpKind::Checkpoint(checkpoint) | OpKind::CheckpointRenew(checkpoint) => {
-                        let old = Mark::of(state.checkpoint.as_deref());
+                        let old = Mark::of(before.checkpoint.as_deref());
                         let new = Mark::of(Some(checkpoint));
                         // A seek of the session that writes may take its checkpoint back, no
                         // further than the record before its target.
                         let floor = self.seek_floors.get(&op.sid).copied();
-                        if state.is_skipped() {
+                        if before.is_skipped() {
                             self.fail(format!(
                                 "skipped: shard {shard} was marked never to be read, and session \
                                  {} checkpointed {checkpoint} over the mark",
@@ -594,7 +569,7 @@ impl Sim {
                             return Res::Ok;
                         }
                         if new < old && floor.is_none_or(|floor| new < floor) {
-                            let was = state.checkpoint.clone();
+                            let was = before.checkpoint.clone();
                             self.fail(format!(
                                 "monotonic: shard {shard}'s checkpoint moved back from {was:?} \
                                  to {checkpoint} (session {})",
@@ -602,7 +577,6 @@ impl Sim {
                             ));
                             return Res::Ok;
                         }
-                        state.checkpoint = Some(checkpoint.to_string());
                         if state.is_finished() {
                             // Its children open: balancing converges anew.
                             self.reshaped_at = self.reshaped_at.max(self.now);
@@ -610,8 +584,6 @@ impl Sim {
                     }
                     OpKind::Release { cover, graceful } => {
                         let mark = Mark::of(state.checkpoint.as_deref());
-                        state.owner = None;
-                        state.expiry_ms = 0;
                         row.holder = None;
                         if bump_lost {
                             self.stats.lost_bumps += 1;

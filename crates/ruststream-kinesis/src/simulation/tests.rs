@@ -238,7 +238,7 @@ fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
 
 /// The SDK sends a held write again after an attempt that landed and whose answer was lost; the
 /// counter the first attempt moved refuses the resend. `held_update` recognises the refusal as
-/// the write's own success (`lease::landed`); taken for a lost lease, as it was before, every such
+/// the write's own success (`rules::landed`); taken for a lost lease, as it was before, every such
 /// resend stopped its shard and redelivered what followed its checkpoint.
 #[test]
 fn a_resend_refused_by_its_own_landed_write_is_a_success() {

@@ -305,12 +305,8 @@ pub(super) struct Op {
     pub(super) row_known: bool,
 }
 
-/// What a store object knows of its own writes to one row (`Fence` in `lease/dynamo.rs`).
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Fence {
-    pub(super) counter: Option<u64>,
-    pub(super) uncertain: bool,
-}
+/// What a store object knows of its own writes to one row: the store's rule.
+pub(super) use crate::lease::rules::Fence;
 
 /// A write whose answer settles its store object's fence: the call, and the row as the write
 /// left it or found it (`None` when it did not land before its answer).

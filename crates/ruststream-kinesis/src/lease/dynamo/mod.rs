@@ -22,13 +22,14 @@ mod refused;
 mod writes;
 
 use crate::sdk::endpoint::Service;
-use item::{checkpoint_update, number, number_attribute, state_of, string, string_attribute};
+use item::{checkpoint_update, number, number_attribute, state_of, string};
 use refused::Refused;
 
 use super::{
-    HeldEffect, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, NOTICE_SUFFIX, Notice,
-    SKEW_TOLERANCE, epoch_millis, landed, millis,
+    LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore, NOTICE_SUFFIX, Notice,
+    SKEW_TOLERANCE, epoch_millis, millis, rules,
 };
+use rules::Fence;
 
 /// The table's only key attribute: `stream:shard`, a string.
 const KEY: &str = "lease_key";
@@ -190,16 +191,6 @@ pub struct DynamoLeaseStore {
     fences: Arc<Mutex<HashMap<LeaseKey, Fence>>>,
 }
 
-/// What this store knows of its own writes to one row: held writes are conditioned on the
-/// counter it last saw, so a write of its own that lands late (after its call timed out, behind
-/// newer writes) is refused instead of moving the checkpoint or the expiry back, and a process
-/// restarted under the same owner id fences out the old one's writes.
-#[derive(Debug, Clone, Copy, Default)]
-struct Fence {
-    counter: Option<u64>,
-    uncertain: bool,
-}
-
 /// What a Scan of the table read.
 struct Scanned {
     rows: Vec<(LeaseKey, LeaseState)>,
@@ -223,7 +214,7 @@ struct HeldWrite<'a> {
     returns: ReturnValue,
     /// What the write leaves in the row, by which a refusal is recognised as this very write
     /// having landed before.
-    effect: HeldEffect<'a>,
+    effect: rules::Effect<'a>,
     /// A condition of this write's own, after the holder's (`""` for none): ` AND ...`.
     also: &'a str,
 }
@@ -839,5 +830,7 @@ impl LeaseStore for DynamoLeaseStore {
     }
 }
 
+#[cfg(test)]
+mod rules_cases;
 #[cfg(test)]
 mod tests;

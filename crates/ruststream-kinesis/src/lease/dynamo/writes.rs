@@ -43,38 +43,33 @@ impl DynamoLeaseStore {
     }
 
     /// Records the row a write of this store left, or, for a write with an unknown outcome, that
-    /// the counter may have moved.
+    /// the counter may have moved (`rules::Fence::answered`).
     pub(super) fn settle_fence(&self, key: &LeaseKey, written: Result<&Item, &WriteError>) {
-        let fence = match written {
-            Ok(item) => Fence {
-                counter: number_attribute(item, COUNTER).ok().flatten(),
-                uncertain: false,
+        let answer = match written {
+            Ok(item) => match number_attribute(item, COUNTER).ok().flatten() {
+                Some(counter) => rules::Answer::Written { counter },
+                // An answer without the counter (none of this store's writes asks for one):
+                // nothing is known of it.
+                None => {
+                    self.set_fence(key, Fence::default());
+                    return;
+                }
             },
-            Err(WriteError::Failed(_)) => Fence {
-                uncertain: true,
-                ..self.fence(key)
-            },
-            // Refused: the counter this store saw stays the condition of its later writes, so
-            // none of them lands on a row another instance (or a restart) wrote since.
-            Err(WriteError::Refused(_)) => Fence {
-                uncertain: false,
-                ..self.fence(key)
-            },
+            Err(WriteError::Failed(_)) => rules::Answer::Failed,
+            Err(WriteError::Refused(_)) => rules::Answer::Refused,
         };
-        self.set_fence(key, fence);
+        self.set_fence(key, self.fence(key).answered(answer));
     }
 
     /// A renewal, checkpoint or release: conditioned on this owner holding the row and, once this
     /// store has written it, on the counter it left there.
     ///
-    /// A refusal is not always a lost lease. When the SDK sent the write again after an attempt
-    /// whose answer was lost (a 5xx, a reset connection) and that attempt had landed, the resent
-    /// write is refused by the very counter it moved: the row then shows this owner, the counter
-    /// one past the one the write was conditioned on, and the attributes this write set, exactly
-    /// (`effect`). That refusal is the write's success. A refusal
-    /// that finds the row still held by this owner after one of this store's own writes had an
-    /// unknown outcome adopts the row's counter and tries once more; any other refusal is
-    /// [`LeaseError::Lost`].
+    /// A refusal is not always a lost lease (`rules::Fence::refused_by`). When the SDK sent the
+    /// write again after an attempt whose answer was lost (a 5xx, a reset connection) and that
+    /// attempt had landed, the resent write is refused by the very counter it moved: that
+    /// refusal is the write's success. A refusal that finds the row still held by this owner
+    /// after one of this store's own writes had an unknown outcome adopts the row's counter and
+    /// tries once more; any other refusal is [`LeaseError::Lost`].
     pub(super) async fn held_update(
         &self,
         key: &LeaseKey,
@@ -107,38 +102,30 @@ impl DynamoLeaseStore {
                 .await;
             unanswered.disarm();
             self.settle_fence(key, written.as_ref());
-            match written {
+            let (row, state) = match written {
                 Ok(item) => return Ok(item),
-                Err(WriteError::Refused(Some(row)))
-                    if state_of(&row).is_ok_and(|state| landed(&state, fence.counter, &effect)) =>
-                {
-                    // Our own earlier attempt of this very write landed.
-                    self.set_fence(
-                        key,
-                        Fence {
-                            counter: number_attribute(&row, COUNTER).ok().flatten(),
-                            uncertain: false,
-                        },
-                    );
+                Err(WriteError::Refused(Some(row))) => match state_of(&row) {
+                    Ok(state) => (row, state),
+                    Err(_) => {
+                        return Err(self.held_failure(key, owner, WriteError::Refused(Some(row))));
+                    }
+                },
+                Err(error) => return Err(self.held_failure(key, owner, error)),
+            };
+            match fence.refused_by(&state, owner, Some(&effect), retried) {
+                // Our own earlier attempt of this very write landed.
+                rules::Refusal::Landed(fence) => {
+                    self.set_fence(key, fence);
                     return Ok(row);
                 }
-                Err(WriteError::Refused(Some(row)))
-                    if !retried
-                        && fence.uncertain
-                        && string_attribute(&row, OWNER).ok().flatten().as_deref()
-                            == Some(owner) =>
-                {
-                    // One of this store's own writes landed after all: the row is still ours.
-                    self.set_fence(
-                        key,
-                        Fence {
-                            counter: number_attribute(&row, COUNTER).ok().flatten(),
-                            uncertain: false,
-                        },
-                    );
+                // One of this store's own writes landed after all: the row is still ours.
+                rules::Refusal::Retry(fence) => {
+                    self.set_fence(key, fence);
                     retried = true;
                 }
-                Err(error) => return Err(self.held_failure(key, owner, error)),
+                rules::Refusal::Lost => {
+                    return Err(self.held_failure(key, owner, WriteError::Refused(Some(row))));
+                }
             }
         }
     }
@@ -378,7 +365,7 @@ impl DynamoLeaseStore {
             AttributeValue::S(name) => name.clone(),
             other => format!("{other:?}"),
         };
-        (self.application.as_deref() != Some(theirs.as_str())).then_some(theirs)
+        (!rules::application_admits(self.application.as_deref(), Some(&theirs))).then_some(theirs)
     }
 
     /// Before this instance's first take of a shard whose `stream:shard` row it has not seen:
@@ -482,10 +469,13 @@ impl DynamoLeaseStore {
         owner: &str,
         lease: Duration,
     ) -> Result<LeaseState, LeaseError> {
-        let expiry = epoch_millis().saturating_add(millis(lease));
+        let write = rules::Held::renew(epoch_millis(), millis(lease));
         let values = HashMap::from([
             (":me".to_owned(), string(owner)),
-            (":expiry".to_owned(), number(expiry)),
+            (
+                ":expiry".to_owned(),
+                number(write.expiry_ms().unwrap_or_default()),
+            ),
             (":one".to_owned(), number(1)),
         ]);
         let item = self
@@ -497,11 +487,7 @@ impl DynamoLeaseStore {
                     update: "SET lease_expiry = :expiry ADD lease_counter :one",
                     values,
                     returns: ReturnValue::AllNew,
-                    effect: HeldEffect {
-                        owner: Some(owner),
-                        expiry_ms: Some(expiry),
-                        checkpoint: None,
-                    },
+                    effect: write.effect(owner),
                     also: "",
                 },
             )
@@ -515,6 +501,11 @@ impl DynamoLeaseStore {
         owner: &str,
         checkpoint: &str,
     ) -> Result<(), LeaseError> {
+        let write = rules::Held::Checkpoint {
+            checkpoint,
+            behind_ms: None,
+            expiry_ms: None,
+        };
         let (set, remove, mut values) = checkpoint_update(checkpoint, None);
         values.insert(":me".to_owned(), string(owner));
         values.insert(":one".to_owned(), number(1));
@@ -527,11 +518,7 @@ impl DynamoLeaseStore {
                 update: &update,
                 values,
                 returns: ReturnValue::UpdatedNew,
-                effect: HeldEffect {
-                    owner: Some(owner),
-                    expiry_ms: None,
-                    checkpoint: Some(checkpoint),
-                },
+                effect: write.effect(owner),
                 also: "",
             },
         )
@@ -547,10 +534,17 @@ impl DynamoLeaseStore {
         behind_ms: Option<u64>,
         lease: Duration,
     ) -> Result<LeaseState, LeaseError> {
-        let expiry = epoch_millis().saturating_add(millis(lease));
+        let write = rules::Held::Checkpoint {
+            checkpoint,
+            behind_ms,
+            expiry_ms: Some(epoch_millis().saturating_add(millis(lease))),
+        };
         let (set, remove, mut values) = checkpoint_update(checkpoint, behind_ms);
         values.insert(":me".to_owned(), string(owner));
-        values.insert(":expiry".to_owned(), number(expiry));
+        values.insert(
+            ":expiry".to_owned(),
+            number(write.expiry_ms().unwrap_or_default()),
+        );
         values.insert(":one".to_owned(), number(1));
         let update = format!("SET {set}, lease_expiry = :expiry ADD lease_counter :one{remove}");
         let item = self
@@ -562,11 +556,7 @@ impl DynamoLeaseStore {
                     update: &update,
                     values,
                     returns: ReturnValue::AllNew,
-                    effect: HeldEffect {
-                        owner: Some(owner),
-                        expiry_ms: Some(expiry),
-                        checkpoint: Some(checkpoint),
-                    },
+                    effect: write.effect(owner),
                     also: "",
                 },
             )
@@ -584,11 +574,7 @@ impl DynamoLeaseStore {
         checkpoint: Option<&str>,
         lease: Duration,
     ) -> Result<(), LeaseError> {
-        // Short of a full lease by the skew tolerance: the taker's take of its own row is
-        // conditioned on not moving the expiry back, and its clock may run that much behind.
-        let expiry = epoch_millis()
-            .saturating_add(millis(lease))
-            .saturating_sub(millis(SKEW_TOLERANCE));
+        let write = rules::Held::hand_over(to, checkpoint, epoch_millis(), millis(lease));
         let (set, remove, mut values) = match checkpoint {
             Some(checkpoint) => {
                 let (set, remove, values) = checkpoint_update(checkpoint, None);
@@ -598,7 +584,10 @@ impl DynamoLeaseStore {
         };
         values.insert(":me".to_owned(), string(owner));
         values.insert(":to".to_owned(), string(to));
-        values.insert(":expiry".to_owned(), number(expiry));
+        values.insert(
+            ":expiry".to_owned(),
+            number(write.expiry_ms().unwrap_or_default()),
+        );
         values.insert(":one".to_owned(), number(1));
         let update = format!(
             "SET lease_owner = :to, lease_expiry = :expiry{set} \
@@ -612,11 +601,7 @@ impl DynamoLeaseStore {
                 update: &update,
                 values,
                 returns: ReturnValue::UpdatedNew,
-                effect: HeldEffect {
-                    owner: Some(to),
-                    expiry_ms: Some(expiry),
-                    checkpoint,
-                },
+                effect: write.effect(owner),
                 also: " AND handoff_to = :to",
             },
         )
@@ -653,7 +638,7 @@ impl DynamoLeaseStore {
         to: &str,
         asked_ms: u64,
     ) -> Result<bool, LeaseError> {
-        let stale = asked_ms.saturating_sub(millis(crate::HANDOFF_REQUEST_LIFETIME));
+        let stale = rules::stale_before(asked_ms);
         let values = HashMap::from([
             (":holder".to_owned(), string(holder)),
             (":to".to_owned(), string(to)),
@@ -732,11 +717,7 @@ impl DynamoLeaseStore {
                 update: "REMOVE lease_owner SET lease_expiry = :zero ADD lease_counter :one",
                 values,
                 returns: ReturnValue::UpdatedNew,
-                effect: HeldEffect {
-                    owner: None,
-                    expiry_ms: Some(0),
-                    checkpoint: None,
-                },
+                effect: rules::Held::Release.effect(owner),
                 also: "",
             },
         )

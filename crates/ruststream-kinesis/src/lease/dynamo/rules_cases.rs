@@ -1,0 +1,367 @@
+//! The DynamoDB store's condition and update expressions held against the store's rules
+//! (`lease::rules`), case by case, on the local stack: each row is put as it stands, each call
+//! made as an instance makes it, and the row read back must be the one the rules leave (or the
+//! row unchanged, where they refuse). A rule changed in `rules.rs` and not in the expressions
+//! fails here, naming the case. Runs when `KINESIS_TEST_ENDPOINT` names the local stack.
+
+use super::*;
+use crate::lease::{Handoff, rules};
+
+const A: &str = "rules-owner-a";
+const B: &str = "rules-owner-b";
+const C: &str = "rules-owner-c";
+const LEASE: Duration = Duration::from_secs(10);
+/// How far apart the test's clock and the store's call may read the time: the expiries a call
+/// writes are compared within it. Every case row keeps its edges at least half a second from
+/// the moment of its call (taken per case).
+const SLACK_MS: u64 = 1_500;
+
+/// The rows every call meets, at `now_ms`.
+fn rows(now_ms: u64) -> Vec<(&'static str, Option<LeaseState>)> {
+    let row = |owner: Option<&str>, expiry_ms: u64| LeaseState {
+        owner: owner.map(str::to_owned),
+        expiry_ms,
+        counter: 4,
+        checkpoint: Some("100".to_owned()),
+        behind_ms: Some(9),
+        handoff: None,
+    };
+    let asked = |to: &str, asked_ms: u64| Handoff {
+        to: to.to_owned(),
+        asked_ms,
+    };
+    vec![
+        ("no row", None),
+        ("released", Some(row(None, 0))),
+        ("A's, live", Some(row(Some(A), now_ms + 5_000))),
+        ("A's, a minute ahead", Some(row(Some(A), now_ms + 60_000))),
+        ("B's, live", Some(row(Some(B), now_ms + 5_000))),
+        (
+            "B's, lapsed within the skew",
+            Some(row(Some(B), now_ms - 300)),
+        ),
+        (
+            "B's, lapsed beyond the skew",
+            Some(row(Some(B), now_ms - 10_000)),
+        ),
+        (
+            "A's, C asked",
+            Some(LeaseState {
+                handoff: Some(asked(C, now_ms)),
+                ..row(Some(A), now_ms + 5_000)
+            }),
+        ),
+        (
+            "A's, C's request lapsed",
+            Some(LeaseState {
+                handoff: Some(asked(C, now_ms - 60_000)),
+                ..row(Some(A), now_ms + 5_000)
+            }),
+        ),
+        (
+            "A's, B asked",
+            Some(LeaseState {
+                handoff: Some(asked(B, now_ms)),
+                ..row(Some(A), now_ms + 5_000)
+            }),
+        ),
+    ]
+}
+
+/// The calls an instance makes, each as the rules know it.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Take,
+    Renew { seen: Option<u64> },
+    Checkpoint,
+    CheckpointRenewing,
+    Release,
+    HandOver,
+    Ask,
+    Withdraw,
+    Delete { counter: u64 },
+}
+
+const CALLS: [Call; 11] = [
+    Call::Take,
+    Call::Renew { seen: None },
+    Call::Renew { seen: Some(4) },
+    Call::Renew { seen: Some(3) },
+    Call::Checkpoint,
+    Call::CheckpointRenewing,
+    Call::Release,
+    Call::HandOver,
+    Call::Ask,
+    Call::Withdraw,
+    Call::Delete { counter: 4 },
+];
+
+impl Call {
+    /// A held write's fence counter and the write, as the rules know them; `None` for the
+    /// other calls.
+    fn held_write(self, now_ms: u64) -> Option<(Option<u64>, rules::Held<'static>)> {
+        let lease_ms = millis(LEASE);
+        Some(match self {
+            Self::Renew { seen } => (seen, rules::Held::renew(now_ms, lease_ms)),
+            Self::Checkpoint => (
+                None,
+                rules::Held::Checkpoint {
+                    checkpoint: "200",
+                    behind_ms: None,
+                    expiry_ms: None,
+                },
+            ),
+            Self::CheckpointRenewing => (
+                None,
+                rules::Held::Checkpoint {
+                    checkpoint: "200",
+                    behind_ms: Some(7),
+                    expiry_ms: Some(now_ms + lease_ms),
+                },
+            ),
+            Self::Release => (None, rules::Held::Release),
+            Self::HandOver => (
+                None,
+                rules::Held::hand_over(C, Some("300"), now_ms, lease_ms),
+            ),
+            Self::Take | Self::Ask | Self::Withdraw | Self::Delete { .. } => return None,
+        })
+    }
+
+    /// The row the rules leave, or `None` where they refuse.
+    fn ruled(self, row: Option<&LeaseState>, now_ms: u64) -> Option<LeaseState> {
+        if let Some((seen, write)) = self.held_write(now_ms) {
+            return rules::held(row, A, seen, &write);
+        }
+        match self {
+            Self::Take => rules::take(
+                row,
+                &rules::Take {
+                    owner: A,
+                    now_ms,
+                    lease_ms: millis(LEASE),
+                    start: Some("TRIM_HORIZON"),
+                },
+            ),
+            Self::Ask => rules::ask_handoff(row, A, 4, C, now_ms),
+            Self::Withdraw => rules::withdraw_handoff(row, C),
+            Self::Delete { counter } => {
+                rules::deletable(row, counter, now_ms).then(LeaseState::default)
+            }
+            Self::Renew { .. }
+            | Self::Checkpoint
+            | Self::CheckpointRenewing
+            | Self::Release
+            | Self::HandOver => unreachable!("a held write"),
+        }
+    }
+
+    /// Whether the rules take a refusal of this held write by `row` for the write's own
+    /// earlier attempt having landed (a store answers that as a success, leaving the row).
+    fn refusal_landed(self, row: Option<&LeaseState>, now_ms: u64) -> bool {
+        let (Some((seen, write)), Some(row)) = (self.held_write(now_ms), row) else {
+            return false;
+        };
+        let sent = Fence {
+            counter: seen,
+            uncertain: false,
+        };
+        matches!(
+            sent.refused_by(row, A, Some(&write.effect(A)), false),
+            rules::Refusal::Landed(_)
+        )
+    }
+
+    /// Makes the call through `store`: whether the store accepted it.
+    async fn make(self, store: &DynamoLeaseStore, key: &LeaseKey, now_ms: u64) -> bool {
+        match self {
+            Self::Take => store
+                .acquire_from(key, A, LEASE, "TRIM_HORIZON")
+                .await
+                .is_ok(),
+            Self::Renew { seen } => {
+                if let Some(counter) = seen {
+                    store.set_fence(
+                        key,
+                        Fence {
+                            counter: Some(counter),
+                            uncertain: false,
+                        },
+                    );
+                }
+                store.renew(key, A, LEASE).await.is_ok()
+            }
+            Self::Checkpoint => store.checkpoint(key, A, "200").await.is_ok(),
+            Self::CheckpointRenewing => store
+                .checkpoint_and_renew_behind(key, A, "200", Some(7), LEASE)
+                .await
+                .is_ok(),
+            Self::Release => store.release(key, A).await.is_ok(),
+            Self::HandOver => store.hand_over(key, A, C, Some("300"), LEASE).await.is_ok(),
+            Self::Ask => store
+                .ask_handoff(key, A, 4, C, now_ms)
+                .await
+                .expect("the local stack answers"),
+            Self::Withdraw => store
+                .withdraw_handoff(key, C)
+                .await
+                .expect("the local stack answers"),
+            Self::Delete { counter } => store
+                .delete(key, counter)
+                .await
+                .expect("the local stack answers"),
+        }
+    }
+}
+
+/// The item that holds `row` under `key`.
+fn item_of(key: &LeaseKey, row: &LeaseState) -> Item {
+    let mut item = Item::from([
+        (KEY.to_owned(), string(&key.row_key())),
+        (EXPIRY.to_owned(), number(row.expiry_ms)),
+        (COUNTER.to_owned(), number(row.counter)),
+    ]);
+    if let Some(owner) = &row.owner {
+        item.insert(OWNER.to_owned(), string(owner));
+    }
+    if let Some(checkpoint) = &row.checkpoint {
+        item.insert(CHECKPOINT.to_owned(), string(checkpoint));
+    }
+    if let Some(behind) = row.behind_ms {
+        item.insert(CHECKPOINT_BEHIND.to_owned(), number(behind));
+    }
+    if let Some(asked) = &row.handoff {
+        item.insert(HANDOFF_TO.to_owned(), string(&asked.to));
+        item.insert(HANDOFF_ASKED.to_owned(), number(asked.asked_ms));
+    }
+    item
+}
+
+/// Whether `actual` is `expected`, the expiries within [`SLACK_MS`] of each other.
+fn alike(actual: &LeaseState, expected: &LeaseState) -> bool {
+    actual.expiry_ms.abs_diff(expected.expiry_ms) <= SLACK_MS
+        && LeaseState {
+            expiry_ms: expected.expiry_ms,
+            ..actual.clone()
+        } == *expected
+}
+
+/// A new table named after `name` on the local stack `KINESIS_TEST_ENDPOINT` names: the
+/// configuration, the table's name and a store on it; `None` without the local stack.
+async fn new_table(name: &str) -> Option<(aws_config::SdkConfig, String, DynamoLeaseStore)> {
+    let endpoint = std::env::var("KINESIS_TEST_ENDPOINT").ok()?;
+    let config = crate::local_stack_config(endpoint);
+    let table = format!("{name}-{}", epoch_millis());
+    let admin = DynamoLeaseStore::new(&config, table.clone());
+    admin.create_table().await.expect("the table is created");
+    Some((config, table, admin))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_on_every_row_leaves_what_the_rules_say() {
+    let Some((config, table, admin)) = new_table("rules-cases").await else {
+        return;
+    };
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for (n, call) in CALLS.into_iter().enumerate() {
+        let count = rows(epoch_millis()).len();
+        for m in 0..count {
+            let now_ms = epoch_millis();
+            let (name, row) = rows(now_ms).swap_remove(m);
+            cases += 1;
+            // A store object of its own per case: no fence but the one the case sets.
+            let store = DynamoLeaseStore::new(&config, table.clone());
+            let key = LeaseKey::new(format!("rules-{n}-{m}"), "shardId-000000000000");
+            if let Some(row) = &row {
+                admin
+                    .client
+                    .put_item()
+                    .table_name(&table)
+                    .set_item(Some(item_of(&key, row)))
+                    .send()
+                    .await
+                    .expect("the row is put");
+            }
+            let expected = call.ruled(row.as_ref(), now_ms);
+            let landed = expected.is_none() && call.refusal_landed(row.as_ref(), now_ms);
+            let accepted = call.make(&store, &key, now_ms).await;
+            let after = store.read(&key).await.expect("the row reads back");
+            let case = format!("{call:?} on {name}");
+            if accepted != (expected.is_some() || landed) {
+                failures.push(format!(
+                    "{case}: the store {} it, the rules {} it",
+                    if accepted { "accepted" } else { "refused" },
+                    if expected.is_some() {
+                        "accept"
+                    } else if landed {
+                        "take the refusal for its own landing of"
+                    } else {
+                        "refuse"
+                    },
+                ));
+                continue;
+            }
+            let left = match (&expected, call) {
+                // A deletion leaves no row.
+                (Some(_), Call::Delete { .. }) => None,
+                (Some(expected), _) => Some(expected.clone()),
+                (None, _) => row.clone(),
+            };
+            let same = match (&after, &left) {
+                (Some(after), Some(left)) => alike(after, left),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                failures.push(format!(
+                    "{case}: the row is {after:?}, the rules leave {left:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_admits_the_applications_the_rules_admit() {
+    let Some((config, table, admin)) = new_table("rules-apps").await else {
+        return;
+    };
+    let mut failures = Vec::new();
+    for (n, ours) in [None, Some("w")].into_iter().enumerate() {
+        for (m, theirs) in [None, Some("w"), Some("v")].into_iter().enumerate() {
+            let key = LeaseKey::new(format!("apps-{n}-{m}"), "shardId-000000000000");
+            let mut item = item_of(&key, &LeaseState::default());
+            if let Some(theirs) = theirs {
+                item.insert(APPLICATION.to_owned(), string(theirs));
+            }
+            admin
+                .client
+                .put_item()
+                .table_name(&table)
+                .set_item(Some(item))
+                .send()
+                .await
+                .expect("the row is put");
+            let store = DynamoLeaseStore::new(&config, table.clone());
+            let store = match ours {
+                Some(ours) => store.application(ours),
+                None => store,
+            };
+            let taken = store.acquire(&key, A, LEASE).await.is_ok();
+            if taken != rules::application_admits(ours, theirs) {
+                failures.push(format!(
+                    "a store of {ours:?} {} a released row of {theirs:?}",
+                    if taken { "took" } else { "did not take" }
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
