@@ -55,29 +55,9 @@
 //! follows: no more faults except at most one crash or graceful stop, with at least one instance
 //! left, until every record is acked.
 //!
-//! A fix the simulation found is now the real code, behind a [`Config`] flag that a test turns
-//! off to show that the checker still catches the old behaviour: the filter in front of the
-//! handlers checks the lease by the clock (`filter_checks_lease`). Two others are now the
-//! machine's by construction, and its own tests show them (`shard::lease::tests`): one write in
-//! flight per shard (a renewal beside a renewing checkpoint could land first and move the
-//! expiry back), and `SHARD_END` covering what is pending (a pending checkpoint written after
-//! it moved the shard back). Two more are the read side's by construction
-//! (`shard::machine::tests`): a shard whose fresh iterators keep failing is handed back, not
-//! finished (taking the missing iterator for the end wrote `SHARD_END` for an open shard), and
-//! a fresh iterator with no record handed out starts at the recorded start (resolving the tip
-//! again skipped what arrived meanwhile).
-//!
-//! Two fixes the simulation led to in the I/O code are modelled in the main run, behind a
-//! [`Config`] flag that a test sets back to the old code to show the violation it allowed.
-//! A take whose acquire failed no longer hands the shard back (`release_after_failed_take`
-//! off): the acquire may still land, and that release, which no counter can fence, landed after
-//! a later take of the same shard by the same owner and freed the row its session read
-//! (`a_release_after_a_failed_take_frees_a_later_take_of_the_same_owner`). And `register` waits for the previous subscription's tasks until they ended
-//! (`resubscribe_grace` off), as the real code now does. It used to stop waiting after
-//! `SHUTDOWN_GRACE` (10 s), which a checkpoint write, the final checkpoint and the release can
-//! each take a store timeout of, and the two subscriptions then share one owner id, which the
-//! store's conditions cannot tell apart
-//! (`a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`).
+//! What the simulation found, and the [`Config`] flags that set a fixed mistake back so a test
+//! shows the checker still catches it, is told in the Testing guide (`docs/src/testing.md`,
+//! "What the simulation found").
 //!
 //! The runtime around the handlers is modelled too: it may hold a pulled delivery in a worker
 //! lane for up to one and a half leases before the handler starts (`p_hold`), where the delivery
@@ -140,20 +120,12 @@
 //! In the main run a held write whose call timed out may land any time up to three timeouts
 //! after it was sent (`late_landing`), behind its caller's later writes or after a same-id
 //! restart, which no longer waits for the old incarnation's held writes, only for its takes
-//! (`Config::restart_wait`). Without the fence such a write moves a checkpoint or an expiry back
-//! (`a_write_landing_after_its_timeout_moves_a_checkpoint_back`); with it no invariant breaks
-//! (`late_writes_behind_the_counter_fence_keep_the_invariants`). A take is not
-//! counter-conditioned; instead a take of a row the taker's owner holds must not move its expiry
-//! back (`take_keeps_expiry`, as `TAKE_CONDITION` in `lease/dynamo.rs` now says), so takes land
-//! late in the main run too (`late_takes_that_keep_the_expiry_keep_the_invariants`). One such
+//! (`Config::restart_wait`); takes land late too. A take is not counter-conditioned; a take of a
+//! row the taker's owner holds must not move its expiry back (`rules::take_accepted`). One such
 //! take still lands: the instance's own, after a later take of the same shard by the same
 //! instance whose wall clock stepped back in between. It moves the expiry forward and bumps the
 //! counter, but no reader stands behind it (its caller gave up), so the live session keeps the
-//! row in the checks and learns of the bump at its next write (`Stats::phantom_takes`,
-//! `an_own_take_landing_late_behind_a_later_one_takes_nothing_from_its_session`). With the
-//! plain `lease_owner = :me` a take of the same owner id landing after a later one was granted
-//! set the expiry back to its own send time and let another instance take the shard while the
-//! holder still delivered (`a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence`).
+//! row in the checks and learns of the bump at its next write (`Stats::phantom_takes`).
 //!
 //! # Clock skew
 //!
