@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::plan::Rows;
-use crate::kinesis::api::ShardInfo;
+use crate::kinesis::shards::ShardInfo;
 
 /// A planned move to ask for: `holder`'s shard `shard`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::plan::{self, Rows};
 use crate::LeaseTimings;
-use crate::kinesis::api::ShardInfo;
+use crate::kinesis::shards::ShardInfo;
 use crate::lease::LeaseState;
 use crate::shard::lease::Moment;
 

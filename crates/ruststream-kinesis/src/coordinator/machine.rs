@@ -15,7 +15,7 @@ use super::hygiene::{Deletion, Hygiene};
 use super::plan::{self, Rows, TakeFor, Verdict};
 use super::twins::{Incarnation, TwinNews, Twins};
 use super::watch::{self, Noticed, Watch};
-use crate::kinesis::api::ShardInfo;
+use crate::kinesis::shards::ShardInfo;
 use crate::lease::{LeaseState, Notice};
 use crate::settings::position::ShardStart;
 use crate::shard::Stop;

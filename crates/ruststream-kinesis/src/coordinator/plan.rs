@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::KinesisPosition;
-use crate::kinesis::api::ShardInfo;
+use crate::kinesis::shards::ShardInfo;
 use crate::lease::LeaseState;
 use crate::settings::position::ShardStart;
 

@@ -33,7 +33,7 @@ use super::machine::{Coordinator, RoundPasses};
 use super::plan::{Rows, TakeFor};
 use super::twins::TwinNews;
 use super::watch::{Beat, Noticed};
-use crate::kinesis::api::ShardInfo;
+use crate::kinesis::shards::ShardInfo;
 use crate::lease::{LeaseState, Notice};
 use crate::shard::lease::Moment;
 

@@ -14,6 +14,7 @@ use aws_sdk_kinesis::primitives::{Blob, DateTime};
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType, StreamStatus};
 use bytes::Bytes;
 
+pub(crate) use super::shards::ShardInfo;
 use crate::settings::position::ShardStart;
 use crate::{KinesisError, KinesisPosition};
 
@@ -30,15 +31,6 @@ where
         };
     }
     KinesisError::api(stream, operation, err)
-}
-
-/// One shard as a listing shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ShardInfo {
-    pub(crate) id: Arc<str>,
-    pub(crate) parents: Vec<Arc<str>>,
-    /// Whether the shard is closed (it has an ending sequence number).
-    pub(crate) closed: bool,
 }
 
 /// One record as `GetRecords` returns it.
