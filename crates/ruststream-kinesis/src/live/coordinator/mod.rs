@@ -6,6 +6,7 @@
 //! [`Coordinator`](crate::coordinator::machine::Coordinator)'s.
 
 mod seek;
+mod steps;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use futures::FutureExt;
 use futures::future::join_all;
 
 use crate::coordinator::plan::{Rows, TakeFor};
-use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step};
+use crate::coordinator::rounds::{Rounds, Step};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::coordinator::twins::TwinNews;
 use crate::kinesis::api::{self, ShardInfo};
@@ -281,142 +282,16 @@ async fn drive(
             )
         };
         match step {
-            Step::ListShards => {
-                let (shards, failure) = match api::list_shards(&sub.client, &sub.stream).await {
-                    Ok(listing) => {
-                        sub.tell_closed(&listing);
-                        (Shards::Listed(listing), None)
-                    }
-                    Err(err) if matches!(err, KinesisError::StreamNotFound { .. }) => {
-                        (Shards::StreamNotFound, Some(err))
-                    }
-                    Err(err) => (Shards::Failed, Some(err)),
-                };
-                rounds.listed(&mut lock(&sub.coordinator), shards, Instant::now());
-                match failure {
-                    Some(err) if first => return Err(err),
-                    Some(err) => sub.report(err),
-                    None => {}
-                }
-            }
-            Step::ListRows => {
-                let answer = sub.store.list(&sub.stream).await;
-                sub.upkeep(Upkeep::List, &answer);
-                let listed = match answer {
-                    Ok(Some(rows)) => Listed::Rows(
-                        rows.into_iter()
-                            .map(|(key, row)| (Arc::from(key.shard()), row))
-                            .collect(),
-                    ),
-                    Ok(None) => Listed::Unsupported,
-                    // Reading row by row reports what is wrong, naming each shard.
-                    Err(_) => Listed::Failed,
-                };
-                rounds.rows_listed(
-                    &mut lock(&sub.coordinator),
-                    listed,
-                    &sub.owner,
-                    Instant::now(),
-                    epoch_millis(),
-                );
-            }
-            Step::ReadRows(wanted) => {
-                let (rows, unreadable) = sub.read_each(&wanted).await;
-                rounds.rows_read(
-                    &mut lock(&sub.coordinator),
-                    rows,
-                    &unreadable,
-                    &sub.owner,
-                    Instant::now(),
-                    epoch_millis(),
-                );
-            }
-            Step::Delete(deletions) => {
-                let answers = join_all(deletions.iter().map(|deletion| async move {
-                    let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(&deletion.shard));
-                    let answer = sub.store.delete(&key, deletion.counter).await;
-                    (deletion, answer)
-                }))
-                .await;
-                let mut coordinator = lock(&sub.coordinator);
-                for (deletion, answer) in answers {
-                    sub.upkeep(Upkeep::Delete, &answer);
-                    let deleted = answer.unwrap_or(false);
-                    if deleted {
-                        tracing::debug!(stream = %sub.stream, shard = %deletion.shard, "deleted the row of a shard no reader needs any more");
-                    }
-                    coordinator.deletion_answered(&deletion.shard, deleted);
-                }
-                drop(coordinator);
-                rounds.deleted(Instant::now());
-            }
-            Step::ReadNotice => {
-                let answer = sub.store.notice(&sub.stream).await;
-                sub.upkeep(Upkeep::Notice, &answer);
-                let read = match answer {
-                    Ok(Some(notice)) => NoticeRead::Notice(notice),
-                    Ok(None) => NoticeRead::Unsupported,
-                    Err(_) => NoticeRead::Failed,
-                };
-                rounds.notice_read(
-                    &mut lock(&sub.coordinator),
-                    read,
-                    &sub.owner,
-                    Instant::now(),
-                    epoch_millis(),
-                );
-            }
-            Step::Beat(beat) => {
-                let answer = sub
-                    .store
-                    .beat(&sub.stream, &sub.owner, beat.until_ms, &beat.forget)
-                    .await;
-                sub.upkeep(Upkeep::Beat, &answer);
-                rounds.beaten();
-            }
-            Step::Announce { record, forget } => {
-                let answer = sub
-                    .store
-                    .announce(&sub.stream, &sub.owner, &record, &forget)
-                    .await;
-                sub.upkeep(Upkeep::Announce, &answer);
-                rounds.announced(&mut lock(&sub.coordinator), answer.is_ok(), epoch_millis());
-            }
+            Step::ListShards => sub.list_shards(rounds, first).await?,
+            Step::ListRows => sub.list_rows(rounds).await,
+            Step::ReadRows(wanted) => sub.read_rows(rounds, &wanted).await,
+            Step::Delete(deletions) => sub.delete_rows(rounds, &deletions).await,
+            Step::ReadNotice => sub.read_notice(rounds).await,
+            Step::Beat(beat) => sub.write_beat(rounds, &beat).await,
+            Step::Announce { record, forget } => sub.announce(rounds, &record, &forget).await,
             Step::Twin(news) => sub.twin_news(news),
-            Step::Ask(asks) => {
-                join_all(asks.iter().map(|ask| async move {
-                    let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(&ask.shard));
-                    let asked_ms = epoch_millis();
-                    let answer = sub
-                        .store
-                        .ask_handoff(&key, &ask.holder, ask.counter, &sub.owner, asked_ms)
-                        .await;
-                    sub.upkeep(Upkeep::AskHandoff, &answer);
-                    if let Ok(true) = answer {
-                        tracing::debug!(lease = %key, holder = %ask.holder, "asked for a planned move");
-                        lock(&sub.coordinator).requested(&ask.shard, asked_ms);
-                    }
-                }))
-                .await;
-                rounds.asked(&mut lock(&sub.coordinator), Instant::now());
-            }
-            Step::Take(takes) => {
-                join_all(takes.into_iter().map(|(shard, purpose)| {
-                    // A span per take: its calls' events and failures carry the shard.
-                    let span = tracing::info_span!(
-                        "lease_take",
-                        stream = %sub.stream,
-                        shard = %shard.id,
-                        owner = %sub.owner
-                    );
-                    tracing::Instrument::instrument(
-                        async move { sub.take(&shard, purpose).await },
-                        span,
-                    )
-                }))
-                .await;
-                rounds.took(&mut lock(&sub.coordinator), Instant::now());
-            }
+            Step::Ask(asks) => sub.ask_handoffs(rounds, &asks).await,
+            Step::Take(takes) => sub.take_all(rounds, takes).await,
             // The first round is over: the subscription is handed out.
             Step::Wait(_) if first => return Ok(()),
             Step::Wait(until) => {
