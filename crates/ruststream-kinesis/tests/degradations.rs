@@ -157,8 +157,19 @@ async fn a_shard_that_delivers_nothing_while_records_wait_is_a_stall() {
         .batch_size(3)
         .max_unsettled(1)
         .stall_after(Duration::from_secs(2));
-    let mut subscriber = source.subscribe(&connected).await.unwrap();
+    // Every record is in the shard before the first read: that read is a full batch, behind the
+    // shard's newest record. (Published while the reader polled, a first read of one record,
+    // caught up, then a full window would leave nothing known to wait behind the shard.)
+    let raw = common::raw_kinesis(&url);
+    raw.create_stream()
+        .stream_name(&stream)
+        .shard_count(1)
+        .send()
+        .await
+        .unwrap();
+    common::wait_active(&raw, &stream).await;
     publish_all(&url, &stream, (0..12).map(|n| format!("record-{n}"))).await;
+    let mut subscriber = source.subscribe(&connected).await.unwrap();
     let mut deliveries = pin!(subscriber.stream());
     let held = common::next_delivery(&mut deliveries).await;
     let shard = held.shard_id().to_owned();
