@@ -343,13 +343,7 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
         .unwrap();
     let stream = table.clone();
     let raw = common::raw_kinesis(&url);
-    raw.create_stream()
-        .stream_name(&stream)
-        .shard_count(i32::try_from(SHARDS).unwrap())
-        .send()
-        .await
-        .unwrap();
-    common::wait_active(&raw, &stream).await;
+    common::create_stream(&raw, &stream, i32::try_from(SHARDS).unwrap()).await;
     let setup = Setup {
         url: url.clone(),
         table: table.clone(),

@@ -161,13 +161,7 @@ async fn a_shard_that_delivers_nothing_while_records_wait_is_a_stall() {
     // shard's newest record. (Published while the reader polled, a first read of one record,
     // caught up, then a full window would leave nothing known to wait behind the shard.)
     let raw = common::raw_kinesis(&url);
-    raw.create_stream()
-        .stream_name(&stream)
-        .shard_count(1)
-        .send()
-        .await
-        .unwrap();
-    common::wait_active(&raw, &stream).await;
+    common::create_stream(&raw, &stream, 1).await;
     publish_all(&url, &stream, (0..12).map(|n| format!("record-{n}"))).await;
     let mut subscriber = source.subscribe(&connected).await.unwrap();
     let mut deliveries = pin!(subscriber.stream());

@@ -270,13 +270,7 @@ async fn a_connection_opened_from_a_runtime_that_stops_outlives_it() {
     };
     let stream = common::unique("foreign-connection");
     let raw = common::raw_kinesis(&url);
-    raw.create_stream()
-        .stream_name(&stream)
-        .shard_count(1)
-        .send()
-        .await
-        .unwrap();
-    common::wait_active(&raw, &stream).await;
+    common::create_stream(&raw, &stream, 1).await;
     let mut faults = Injector::new(&url, &common::unique("foreign"));
     // Nothing has called through this client yet: its pool is empty.
     let connected = Arc::new(

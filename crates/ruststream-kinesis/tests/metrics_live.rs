@@ -67,13 +67,7 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
     let store: Arc<dyn LeaseStore> = Arc::new(store);
     let stream = common::unique("metrics");
     let raw = common::raw_kinesis(&url);
-    raw.create_stream()
-        .stream_name(&stream)
-        .shard_count(2)
-        .send()
-        .await
-        .unwrap();
-    common::wait_active(&raw, &stream).await;
+    common::create_stream(&raw, &stream, 2).await;
     let (registry_a, registry_b) = (Registry::new(), Registry::new());
     let (metrics_a, metrics_b) = (
         KinesisMetrics::register(&registry_a).unwrap(),

@@ -151,6 +151,17 @@ pub async fn merge_first_two(raw: &aws_sdk_kinesis::Client, stream: &str) {
     wait_active(raw, stream).await;
 }
 
+/// Creates `stream` with `shards` shards through `raw`, and waits until it is active.
+pub async fn create_stream(raw: &aws_sdk_kinesis::Client, stream: &str, shards: i32) {
+    raw.create_stream()
+        .stream_name(stream)
+        .shard_count(shards)
+        .send()
+        .await
+        .unwrap();
+    wait_active(raw, stream).await;
+}
+
 /// Waits until a resharded stream is active again.
 pub async fn wait_active(raw: &aws_sdk_kinesis::Client, stream: &str) {
     for _ in 0..100 {
