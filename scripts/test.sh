@@ -22,6 +22,11 @@ phase "local stack"
 scripts/local-stack.sh start
 trap 'scripts/local-stack.sh stop' EXIT
 
+# A build from a clean clone gains nothing from incremental state, and full debug info makes each
+# of the two dozen test binaries about 320 MB: together they once filled the disk of CI's machine
+# (the run of c8a8eaa died linking, "No space left on device"). Line tables keep backtraces useful.
+export CARGO_INCREMENTAL=0
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 export KINESIS_TEST_ENDPOINT=http://127.0.0.1:4566
 export KINESIS_TEST_STRICT=1
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
