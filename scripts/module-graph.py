@@ -10,7 +10,7 @@ Then each folder whose children import each other gets a block of its own (`live
 `coordinator`, `reader`, `subscription`), at any depth. An import is a `crate::`, `super::` or
 `self::` path, groups included (`crate::{a, b::{c, d}}`); a name a folder's mod.rs (lib.rs at the
 root) re-exports counts as an import of the child that defines it. What only tests compile is
-left out (`tests/` folders, `tests.rs`, the simulation, the fakes, `test_store.rs`, and
+left out (`tests/` folders, `tests.rs`, the simulation, the test doubles (`doubles/`), and
 `#[cfg(test)]` modules and imports), since a test may import from anywhere. With a cycle at any
 level the script prints it and exits 1, unless `--report` is given; scripts/test.sh runs it
 without.
@@ -20,8 +20,8 @@ import re
 import sys
 from pathlib import Path
 
-TEST_ONLY = {"tests.rs", "fake_kinesis.rs", "fake_stream.rs", "test_store.rs"}
-TEST_ONLY_FOLDERS = {"simulation"}
+TEST_ONLY = {"tests.rs"}
+TEST_ONLY_FOLDERS = {"simulation", "doubles"}
 
 
 def is_test_only(rel: Path) -> bool:

@@ -84,11 +84,9 @@ mod delivery;
 mod describe;
 #[cfg(test)]
 mod docs_facts;
+#[cfg(test)]
+mod doubles;
 mod error;
-#[cfg(test)]
-mod fake_kinesis;
-#[cfg(test)]
-mod fake_stream;
 #[cfg(feature = "testing")]
 mod in_process;
 mod kinesis;
@@ -103,8 +101,6 @@ mod shard;
 #[cfg(test)]
 mod simulation;
 mod telemetry;
-#[cfg(test)]
-mod test_store;
 mod watermark;
 
 pub use broker::{ConnectedKinesisBroker, KinesisBroker};

@@ -428,7 +428,7 @@ pub(crate) async fn put_records(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake_kinesis::{client, error};
+    use crate::doubles::fake_kinesis::{client, error};
 
     #[tokio::test]
     async fn a_throttled_or_expired_read_is_told_apart_from_a_failure() {

@@ -639,7 +639,7 @@ async fn write_chunk(
 mod tests {
     use super::*;
     use crate::ConnectedKinesisBroker;
-    use crate::fake_kinesis::{client, error};
+    use crate::doubles::fake_kinesis::{client, error};
 
     fn pending(
         n: usize,
@@ -893,10 +893,10 @@ mod tests {
     /// (`None`: the service does not say).
     async fn broker_with_limit(
         kib: Option<u32>,
-    ) -> (ConnectedKinesisBroker, crate::fake_kinesis::Seen) {
+    ) -> (ConnectedKinesisBroker, crate::doubles::fake_kinesis::Seen) {
         use ruststream::Broker;
         let (config, seen) =
-            crate::fake_kinesis::config(move |_, operation, body| match operation {
+            crate::doubles::fake_kinesis::config(move |_, operation, body| match operation {
                 "DescribeStreamSummary" => {
                     let mut summary = serde_json::json!({
                         "StreamName": "orders",
@@ -959,12 +959,12 @@ mod tests {
             "{err}"
         );
         assert_eq!(
-            crate::fake_kinesis::calls(&seen, "PutRecords"),
+            crate::doubles::fake_kinesis::calls(&seen, "PutRecords"),
             1,
             "refused before any write"
         );
         assert_eq!(
-            crate::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
+            crate::doubles::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
             1,
             "the limit is read once per stream"
         );
@@ -978,7 +978,7 @@ mod tests {
             .await
             .expect_err("over 2 MiB");
         assert!(err.to_string().contains("2097152"), "{err}");
-        assert_eq!(crate::fake_kinesis::calls(&seen, "PutRecords"), 1);
+        assert_eq!(crate::doubles::fake_kinesis::calls(&seen, "PutRecords"), 1);
     }
 
     /// Every stream takes records of 1 MiB: publishes within it ask nothing of the stream, so a
@@ -992,7 +992,7 @@ mod tests {
             published.unwrap();
         }
         assert_eq!(
-            crate::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
+            crate::doubles::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
             0,
             "no look-up for records every stream takes"
         );
@@ -1000,7 +1000,7 @@ mod tests {
         publish_sized(&publisher, 3 << 19).await.unwrap();
         publish_sized(&publisher, 3 << 19).await.unwrap();
         assert_eq!(
-            crate::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
+            crate::doubles::fake_kinesis::calls(&seen, "DescribeStreamSummary"),
             1
         );
     }

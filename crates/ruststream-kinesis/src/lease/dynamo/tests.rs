@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::config::retry::RetryConfig;
 use serde_json::{Value, json};
 
 use super::DynamoLeaseStore;
-use crate::fake_kinesis::{Reply, Seen, bodies, replying};
+use crate::doubles::fake_kinesis::{Reply, Seen, bodies, replying};
 use crate::{LeaseKey, LeaseStore};
 
 /// The row as DynamoDB's JSON carries it.

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use ruststream::{ConnectedBroker, IncomingMessage, Seekable, Seeker, Subscriber};
 
 use super::{Recording, Rig, RigSettings, eventually, next, next_within, stop, text};
-use crate::fake_kinesis::{Reply, calls};
+use crate::doubles::fake_kinesis::{Reply, calls};
 use crate::{KinesisPosition, SHARD_END};
 
 /// Every read finds its iterator expired, and Kinesis fails every fresh iterator after the take's
@@ -186,7 +186,7 @@ async fn a_delivery_withheld_while_its_shard_closes_moves_no_checkpoint() {
     let row = rig_row(&rig.store).await;
     assert_eq!(
         row.checkpoint.as_deref(),
-        Some(crate::fake_stream::sequence_string(1).as_str()),
+        Some(crate::doubles::fake_stream::sequence_string(1).as_str()),
         "the final checkpoint passed a record no handler saw"
     );
     assert_eq!(row.owner, None);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use ruststream::IncomingMessage;
 
 use super::{Rig, RigSettings, next, stop, text};
-use crate::fake_kinesis::{Reply, calls};
+use crate::doubles::fake_kinesis::{Reply, calls};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_read_times_out_and_the_shard_is_read_again() {

@@ -10,7 +10,7 @@ use ruststream::{ConnectedBroker, IncomingMessage};
 
 use super::{Recording, Rig, RigSettings, next, stop};
 use crate::LeaseStore;
-use crate::fake_kinesis::Reply;
+use crate::doubles::fake_kinesis::Reply;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_renewal_counts_from_the_take() {
@@ -163,7 +163,7 @@ async fn no_handler_starts_after_the_lease_ran_out_behind_keyed_worker_lanes() {
     // Every renewal (and checkpoint, which renews) fails from the start: the 3 s lease taken at
     // the start may be used for 2.7 s.
     store.fail_renewals.store(true, Ordering::SeqCst);
-    let state = crate::fake_stream::stream(1);
+    let state = crate::doubles::fake_stream::stream(1);
     for n in 0..10 {
         state.lock().unwrap().append(
             0,
@@ -178,7 +178,7 @@ async fn no_handler_starts_after_the_lease_ran_out_behind_keyed_worker_lanes() {
         .await
         .unwrap();
     store.release(&key, "seed").await.unwrap();
-    let (config, _) = crate::fake_stream::config(&state, |_, _, _| None);
+    let (config, _) = crate::doubles::fake_stream::config(&state, |_, _, _| None);
     let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
     let handler = Slow(Arc::clone(&starts));
     let broker = crate::KinesisBroker::from_config(config)

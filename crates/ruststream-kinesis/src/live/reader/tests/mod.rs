@@ -17,8 +17,8 @@ use futures::StreamExt;
 use ruststream::{Broker, Subscriber, SubscriptionSource};
 use serde_json::Value;
 
-use crate::fake_kinesis::{Reply, Seen};
-use crate::fake_stream::{self, FakeStreamState};
+use crate::doubles::fake_kinesis::{Reply, Seen};
+use crate::doubles::fake_stream::{self, FakeStreamState};
 use crate::{
     ConnectedKinesisBroker, KinesisBroker, KinesisMessage, KinesisStream, KinesisSubscriber,
     LeaseKey, LeaseStore, LeaseTimings, MemoryLeaseStore,
@@ -210,4 +210,4 @@ pub(super) fn text(message: &KinesisMessage) -> String {
     String::from_utf8_lossy(&message.record.payload).into_owned()
 }
 
-pub(super) use crate::test_store::Recording;
+pub(super) use crate::doubles::recording_store::Recording;

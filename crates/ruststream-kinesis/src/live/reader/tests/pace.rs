@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::fake_kinesis;
+use crate::doubles::fake_kinesis;
 use crate::prelude::*;
 
 /// Counts what it handles.

@@ -7,8 +7,8 @@ use ruststream::IncomingMessage;
 
 use super::{Rig, RigSettings, eventually, next, next_within, stop, text};
 use crate::KinesisStream;
-use crate::fake_kinesis::calls;
-use crate::fake_stream::sequence_string;
+use crate::doubles::fake_kinesis::calls;
+use crate::doubles::fake_stream::sequence_string;
 
 async fn checkpoint_of(store: &std::sync::Arc<dyn crate::LeaseStore>) -> Option<String> {
     store

@@ -6,9 +6,9 @@ use std::time::Duration;
 use ruststream::{ConnectedBroker, IncomingMessage, Seekable, Seeker};
 
 use super::{Rig, RigSettings, eventually, next, stop, text};
-use crate::fake_kinesis::Reply;
-use crate::fake_kinesis::bodies;
-use crate::fake_stream::sequence_string;
+use crate::doubles::fake_kinesis::Reply;
+use crate::doubles::fake_kinesis::bodies;
+use crate::doubles::fake_stream::sequence_string;
 use crate::{KinesisError, KinesisPosition};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use ruststream::Subscriber;
 
 use super::{Rig, RigSettings, stop};
-use crate::fake_kinesis::{Reply, calls};
+use crate::doubles::fake_kinesis::{Reply, calls};
 use crate::{KinesisError, LeaseKey, LeaseStore, LeaseTimings, MemoryLeaseStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

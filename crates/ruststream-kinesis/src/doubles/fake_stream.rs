@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use crate::fake_kinesis::{self, Reply, Seen};
+use crate::doubles::fake_kinesis::{self, Reply, Seen};
 
 /// One record of a fake shard.
 #[derive(Debug, Clone)]

@@ -1,0 +1,21 @@
+//! The test doubles, in one place. Each stands in for one real part at its own seam, and the
+//! code under test is the production code: a double answers, it decides nothing of ours.
+//!
+//! | Double | Stands in for | Seam | Used by |
+//! |---|---|---|---|
+//! | [`fake_kinesis`] | Kinesis and DynamoDB answering request by request (a status and a JSON body, a hang, a reset) | the SDK's HTTP connector | the publisher's, the API's and the Dynamo store's unit tests |
+//! | [`fake_stream`] | one Kinesis stream (shards, records, iterators) with a hook that answers any request first | the SDK's HTTP connector | `live/reader/tests`: a whole broker on it |
+//! | [`recording_store`] | a lease store that records every call, slows writes, fails renewals | the `LeaseStore` trait, around `MemoryLeaseStore` | `live/reader/tests` |
+//!
+//! Elsewhere, on purpose:
+//! - `simulation/` is not a double but a model: the real machines driven by a seeded schedule,
+//!   against a store and a stream of its own (see its module doc);
+//! - a store that must misbehave in one way for one test only is written beside that test (a
+//!   store that hangs in `lease/timed.rs`, one that counts in `tests/leases_kinesis.rs`);
+//! - the live tests' tools are in `tests/common/`: the endpoint gate, the fault injector's rules
+//!   (`injector.rs`), instances on a shared table (`instances.rs`), captured logs, AWS's KPL
+//!   library (`kpl.rs`) and credentials to look for in logs (`secrets.rs`).
+
+pub(crate) mod fake_kinesis;
+pub(crate) mod fake_stream;
+pub(crate) mod recording_store;
