@@ -1,8 +1,8 @@
 //! The broker: its builder, `connect` and `shutdown`, and the connected form that opens
 //! subscriptions and pairs publishers.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::local_stack::test_credentials;
@@ -18,12 +18,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::coordinator::machine::Coordinator;
 use crate::coordinator::twins::Incarnation;
 use crate::delivery::subscriber::{Deliveries, Inbox};
 use crate::kinesis::{api, fan_out};
 use crate::live::coordinator;
-use crate::live::subscription::Subscription;
+use crate::live::subscription::Instance;
 use crate::registry::{Registry, StreamRegistration};
 use crate::settings::validate;
 use crate::telemetry::Meters;
@@ -555,6 +554,24 @@ impl ConnectedKinesisBroker {
         self.streams.register(name).await
     }
 
+    /// What every live subscription of this broker shares, reaching Kinesis through `client`.
+    fn instance(&self, client: &Client) -> Instance {
+        Instance {
+            client: client.clone(),
+            store: Arc::clone(&self.store),
+            meters: self.meters.clone(),
+            owner: Arc::clone(&self.owner),
+            timings: self.timings,
+            balance: self.balance,
+            incarnation: self.incarnation,
+            pause: Arc::clone(&self.pause),
+            cancel: self.cancel.clone(),
+            tasks: self.tasks.clone(),
+            runtime: self.runtime.clone(),
+            closed: Arc::clone(&self.closed),
+        }
+    }
+
     pub(crate) async fn open(
         &self,
         source: KinesisStream,
@@ -588,53 +605,8 @@ impl ConnectedKinesisBroker {
                     None => None,
                 };
                 let (tx, rx) = mpsc::channel(capacity);
-                let sub = Arc::new(Subscription {
-                    stream: Arc::from(name),
-                    client: client.clone(),
-                    store: Arc::new(crate::lease::Timed::new(
-                        Arc::clone(&self.store),
-                        self.timings.store_call_timeout(),
-                        self.meters.clone(),
-                    )),
-                    meters: self.meters.clone(),
-                    owner: Arc::clone(&self.owner),
-                    timings: self.timings,
-                    poll_interval: source.poll_interval,
-                    batch_size: source.batch_size,
-                    window: source.max_unsettled,
-                    stall_after: source.stall_after,
-                    fan_out,
-                    tx,
-                    cancel: self.cancel.child_token(),
-                    pause: Arc::clone(&self.pause),
-                    upkeeps: crate::live::upkeep::Upkeeps::start(name, &self.meters),
-                    tasks: TaskTracker::new(),
-                    broker_tasks: self.tasks.clone(),
-                    runtime: self.runtime.clone(),
-                    broker_closed: Arc::clone(&self.closed),
-                    running: Mutex::default(),
-                    coordinator: Mutex::new(
-                        Coordinator::new(self.timings, source.initial.clone())
-                            .with_balancing(self.balance)
-                            .with_incarnation(self.incarnation),
-                    ),
-                    wake: tokio::sync::Notify::new(),
-                });
-                // The first round runs before the subscription is handed out: every shard this
-                // instance takes is positioned before anything is published to it. It runs on the
-                // broker's runtime, where the SDK clients then keep their pooled connections: a
-                // connection made on the caller's runtime dies with it, and the readers' first
-                // calls would fail on it once a caller's runtime stopped.
-                let first = Arc::clone(&sub);
-                let rounds = self
-                    .runtime
-                    .spawn(async move { first.first_round().await })
-                    .await
-                    .map_err(|_| KinesisError::ShutDown {
-                        what: "opening a subscription",
-                    })??;
-                sub.spawn(coordinator::run(Arc::clone(&sub), rounds));
-                registration.closes_with(sub.tasks.clone());
+                let sub = coordinator::start(self.instance(client), &source, fan_out, tx).await?;
+                registration.closes_with(sub.tasks());
                 let deliveries = Deliveries {
                     rx: Inbox::Live(rx),
                     source: sub,

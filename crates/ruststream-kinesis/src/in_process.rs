@@ -16,7 +16,7 @@ use ruststream::testing::Coordinator;
 use ruststream::{AckError, OutgoingMessage, RawMessage};
 use tokio::sync::mpsc;
 
-use crate::delivery::message::{Check, Hold, Item, Settlement};
+use crate::delivery::message::{Hold, Item, Settlement, Standing};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::{Seeking, Source};
 use crate::kinesis::api::{FetchedRecord, OutRecord};
@@ -252,11 +252,11 @@ impl Settlement for InProcessSubscription {
         }
     }
 
-    fn check(&self, ticket: Ticket, shard: &str) -> Check {
+    fn standing(&self, ticket: Ticket, shard: &str) -> Standing {
         if self.is_current(shard, ticket.generation) {
-            Check::Current
+            Standing::Current
         } else {
-            Check::Stale
+            Standing::Stale
         }
     }
 }

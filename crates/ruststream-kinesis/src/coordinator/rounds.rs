@@ -144,11 +144,21 @@ struct AfterNotice {
     waiting: bool,
 }
 
+/// What the phase under way answers.
+enum InPhase<T> {
+    /// This step.
+    Step(Step<T>),
+    /// The phase moved on: ask again.
+    Again,
+    /// No phase is under way.
+    Over,
+}
+
 /// When rounds and polls run, and where one is.
 #[derive(Debug)]
 pub(crate) struct Rounds<T> {
     listing_interval: Duration,
-    poll_interval: Duration,
+    handover_poll: Duration,
     next_listing: T,
     next_poll: T,
     woken: bool,
@@ -164,12 +174,12 @@ pub(crate) struct Rounds<T> {
 
 impl<T: Moment> Rounds<T> {
     /// A coordinator at `now`: its first round is due at once.
-    pub(crate) fn new(listing_interval: Duration, poll_interval: Duration, now: T) -> Self {
+    pub(crate) fn new(listing_interval: Duration, handover_poll: Duration, now: T) -> Self {
         Self {
             listing_interval,
-            poll_interval,
+            handover_poll,
             next_listing: now,
-            next_poll: now + poll_interval,
+            next_poll: now + handover_poll,
             woken: false,
             cancelled: false,
             looping: false,
@@ -219,44 +229,33 @@ impl<T: Moment> Rounds<T> {
         now: T,
         now_ms: u64,
     ) -> Step<T> {
+        match self.in_phase(coordinator, reading, owner, now, now_ms) {
+            InPhase::Step(step) => step,
+            InPhase::Again => self.next(coordinator, reading, owner, now, now_ms),
+            InPhase::Over => self.between(coordinator, reading, now),
+        }
+    }
+
+    /// The step of the phase under way, if it has one.
+    fn in_phase(
+        &mut self,
+        coordinator: &mut Coordinator<T>,
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> InPhase<T> {
         match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Idle => {}
-            Phase::RoundDue => return self.round(reading, now),
-            Phase::Noticed(mut after) => {
-                let noticed = &mut after.noticed;
-                let step = if let Some(twin) = noticed.twin.take() {
-                    Some(Step::Twin(twin))
-                } else if after.waiting {
-                    Some(Step::Wait(None))
-                } else if std::mem::take(&mut noticed.record)
-                    && let Some((record, forget)) = coordinator.recording(owner, now_ms)
-                {
-                    after.waiting = true;
-                    Some(Step::Announce { record, forget })
-                } else if let Some(beat) = noticed.beat.take() {
-                    after.waiting = true;
-                    Some(Step::Beat(beat))
-                } else {
-                    None
-                };
-                if let Some(step) = step {
-                    self.phase = Phase::Noticed(after);
-                    return step;
-                }
-                if after.noticed.read_rows {
-                    self.read_poll_rows(coordinator);
-                    if !matches!(self.phase, Phase::Idle) {
-                        return self.next(coordinator, reading, owner, now, now_ms);
-                    }
-                }
-            }
+            Phase::Idle => InPhase::Over,
+            Phase::RoundDue => InPhase::Step(self.round(reading, now)),
+            Phase::Noticed(after) => self.after_notice(after, coordinator, owner, now_ms),
             Phase::Asking(Some(asks)) => {
                 self.phase = Phase::Asking(None);
-                return Step::Ask(asks);
+                InPhase::Step(Step::Ask(asks))
             }
             Phase::Deleting(Some(deletions)) => {
                 self.phase = Phase::Deleting(None);
-                return Step::Delete(deletions);
+                InPhase::Step(Step::Delete(deletions))
             }
             phase @ (Phase::Listing
             | Phase::Notice
@@ -264,7 +263,7 @@ impl<T: Moment> Rounds<T> {
             | Phase::Asking(None)
             | Phase::Deleting(None)) => {
                 self.phase = phase;
-                return Step::Wait(None);
+                InPhase::Step(Step::Wait(None))
             }
             Phase::Rows {
                 listing,
@@ -272,18 +271,14 @@ impl<T: Moment> Rounds<T> {
                 poll,
                 asked,
             } => {
+                let step = self.rows_once(asked, now, || Step::ListRows);
                 self.phase = Phase::Rows {
                     listing,
                     wanted,
                     poll,
                     asked: true,
                 };
-                return if asked {
-                    Step::Wait(None)
-                } else {
-                    self.rows_asked = now;
-                    Step::ListRows
-                };
+                InPhase::Step(step)
             }
             Phase::Each {
                 listing,
@@ -291,38 +286,90 @@ impl<T: Moment> Rounds<T> {
                 poll,
                 asked,
             } => {
-                let step = if asked {
-                    Step::Wait(None)
-                } else {
-                    self.rows_asked = now;
-                    Step::ReadRows(wanted.clone())
-                };
+                let step = self.rows_once(asked, now, || Step::ReadRows(wanted.clone()));
                 self.phase = Phase::Each {
                     listing,
                     wanted,
                     poll,
                     asked: true,
                 };
-                return step;
+                InPhase::Step(step)
             }
             Phase::Passing(mut passes) => {
                 let to_take = passes.next(coordinator, &self.reading, owner, now, now_ms);
                 if !to_take.is_empty() {
                     self.phase = Phase::Taking(passes);
-                    return Step::Take(to_take);
+                    return InPhase::Step(Step::Take(to_take));
                 }
                 if self.takes_over(coordinator, now) {
-                    return self.next(coordinator, reading, owner, now, now_ms);
+                    return InPhase::Again;
                 }
+                InPhase::Over
             }
         }
+    }
+
+    /// The rows' call, once: asked for now, or already under way.
+    fn rows_once(&mut self, asked: bool, now: T, call: impl FnOnce() -> Step<T>) -> Step<T> {
+        if asked {
+            return Step::Wait(None);
+        }
+        self.rows_asked = now;
+        call()
+    }
+
+    /// What a notice read asks for, in order, one write at a time: tell of another run under the
+    /// owner id, write this run's record, write the beat, read the rows.
+    fn after_notice(
+        &mut self,
+        mut after: AfterNotice,
+        coordinator: &mut Coordinator<T>,
+        owner: &str,
+        now_ms: u64,
+    ) -> InPhase<T> {
+        let noticed = &mut after.noticed;
+        let step = if let Some(twin) = noticed.twin.take() {
+            Some(Step::Twin(twin))
+        } else if after.waiting {
+            Some(Step::Wait(None))
+        } else if std::mem::take(&mut noticed.record)
+            && let Some((record, forget)) = coordinator.recording(owner, now_ms)
+        {
+            after.waiting = true;
+            Some(Step::Announce { record, forget })
+        } else if let Some(beat) = noticed.beat.take() {
+            after.waiting = true;
+            Some(Step::Beat(beat))
+        } else {
+            None
+        };
+        if let Some(step) = step {
+            self.phase = Phase::Noticed(after);
+            return InPhase::Step(step);
+        }
+        if after.noticed.read_rows {
+            self.read_poll_rows(coordinator);
+            if !matches!(self.phase, Phase::Idle) {
+                return InPhase::Again;
+            }
+        }
+        InPhase::Over
+    }
+
+    /// Between phases: the next round or poll when one is due, else how long to wait for it.
+    fn between(
+        &mut self,
+        coordinator: &mut Coordinator<T>,
+        reading: &HashSet<Arc<str>>,
+        now: T,
+    ) -> Step<T> {
         if self.cancelled {
             return Step::Exit;
         }
         if now >= self.next_listing || std::mem::take(&mut self.woken) {
             return self.round(reading, now);
         }
-        let polling = !self.poll_interval.is_zero();
+        let polling = !self.handover_poll.is_zero();
         // With the handover poll off, the notice is still read every renewal interval for
         // another run under this owner id.
         let checking = !polling && coordinator.checks_twins();
@@ -332,37 +379,52 @@ impl<T: Moment> Rounds<T> {
             self.phase = Phase::Notice;
             return Step::ReadNotice;
         }
-        if polling && now >= self.next_poll {
-            let wanted = coordinator.poll_wanted(reading);
-            if coordinator.uses_notices() {
-                self.next_poll = now
-                    + if wanted.is_empty() {
-                        coordinator.idle_poll_interval().max(self.poll_interval)
-                    } else {
-                        self.poll_interval
-                    };
-                self.reading = reading.clone();
-                self.phase = Phase::Notice;
-                return Step::ReadNotice;
-            }
-            self.next_poll = now + self.poll_interval;
-            if !wanted.is_empty() {
-                self.reading = reading.clone();
-                self.phase = Phase::Rows {
-                    listing: Vec::new(),
-                    wanted,
-                    poll: true,
-                    asked: true,
-                };
-                self.rows_asked = now;
-                return Step::ListRows;
-            }
+        if polling
+            && now >= self.next_poll
+            && let Some(step) = self.poll(coordinator, reading, now)
+        {
+            return step;
         }
         Step::Wait(Some(if polling || checking {
             self.next_listing.min(self.next_poll)
         } else {
             self.next_listing
         }))
+    }
+
+    /// The handover poll, due now: the notice read (which tells whose rows to read), or the rows
+    /// of the shards it waits for; nothing when it waits for none.
+    fn poll(
+        &mut self,
+        coordinator: &mut Coordinator<T>,
+        reading: &HashSet<Arc<str>>,
+        now: T,
+    ) -> Option<Step<T>> {
+        let wanted = coordinator.poll_wanted(reading);
+        if coordinator.uses_notices() {
+            self.next_poll = now
+                + if wanted.is_empty() {
+                    coordinator.idle_poll_interval().max(self.handover_poll)
+                } else {
+                    self.handover_poll
+                };
+            self.reading = reading.clone();
+            self.phase = Phase::Notice;
+            return Some(Step::ReadNotice);
+        }
+        self.next_poll = now + self.handover_poll;
+        if wanted.is_empty() {
+            return None;
+        }
+        self.reading = reading.clone();
+        self.phase = Phase::Rows {
+            listing: Vec::new(),
+            wanted,
+            poll: true,
+            asked: true,
+        };
+        self.rows_asked = now;
+        Some(Step::ListRows)
     }
 
     fn round(&mut self, reading: &HashSet<Arc<str>>, now: T) -> Step<T> {
@@ -376,10 +438,10 @@ impl<T: Moment> Rounds<T> {
     /// The round's takes are over: its planned moves, then its deletions follow (after the
     /// first round: that one hands the subscription out as soon as it can); whether they do.
     fn takes_over(&mut self, coordinator: &mut Coordinator<T>, now: T) -> bool {
-        if !self.poll_interval.is_zero() && !coordinator.poll_wanted(&self.reading).is_empty() {
+        if !self.handover_poll.is_zero() && !coordinator.poll_wanted(&self.reading).is_empty() {
             // It waits for a shard now: the next poll a poll interval away at most, not the
             // renewal interval of an instance that waited for none.
-            self.next_poll = self.next_poll.min(now + self.poll_interval);
+            self.next_poll = self.next_poll.min(now + self.handover_poll);
         }
         let asks = coordinator.take_asks();
         if !asks.is_empty() {
@@ -424,7 +486,7 @@ impl<T: Moment> Rounds<T> {
         if !self.looping {
             self.looping = true;
             self.next_listing = now + self.listing_interval;
-            self.next_poll = now + self.poll_interval;
+            self.next_poll = now + self.handover_poll;
         }
     }
 
@@ -610,7 +672,7 @@ impl<T: Moment> Rounds<T> {
             NoticeRead::Unsupported => {
                 coordinator.notices_unsupported();
                 Noticed {
-                    read_rows: !self.poll_interval.is_zero(),
+                    read_rows: !self.handover_poll.is_zero(),
                     ..Noticed::default()
                 }
             }

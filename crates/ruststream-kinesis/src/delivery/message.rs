@@ -39,7 +39,7 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
 
     /// Whether the record of `shard` may still reach a handler now. A live shard whose lease
     /// ran out by this instance's clock stops here, which also ends its reader.
-    fn check(&self, ticket: Ticket, shard: &str) -> Check;
+    fn standing(&self, ticket: Ticket, shard: &str) -> Standing;
 }
 
 /// A delivery's hold on what it settles against, released once.
@@ -49,9 +49,11 @@ pub(crate) struct Hold {
     pub(crate) ticket: Ticket,
 }
 
-/// Whether a delivery may still reach its handler.
+/// How a delivery stands where its handler starts: whether it may still reach it. The shard's
+/// machine answers it ([`ShardMachine::standing`](crate::shard::ShardMachine::standing)), as
+/// does the in-process transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Check {
+pub(crate) enum Standing {
     Current,
     /// Its shard stopped: its lease is lost, or its reader is handing it back.
     Stopped,
@@ -184,16 +186,16 @@ impl KinesisMessage {
     pub(crate) fn is_current(&self) -> bool {
         self.settle
             .as_ref()
-            .is_none_or(|hold| hold.target.check(hold.ticket, &self.shard) == Check::Current)
+            .is_none_or(|hold| hold.target.standing(hold.ticket, &self.shard) == Standing::Current)
     }
 
     /// Why this delivery may not reach its handler now, if it may not.
     fn withheld(&self) -> Option<String> {
         let hold = self.settle.as_ref()?;
-        let check = hold.target.check(hold.ticket, &self.shard);
+        let check = hold.target.standing(hold.ticket, &self.shard);
         match check {
-            Check::Current => None,
-            Check::Stopped => Some(format!(
+            Standing::Current => None,
+            Standing::Stopped => Some(format!(
                 "shard {} of stream {:?} stopped before the handler started (its lease was lost, \
                  or its reader is handing it back); the record ({}) is left to the shard's next \
                  owner",
@@ -201,14 +203,14 @@ impl KinesisMessage {
                 self.stream,
                 self.record_name()
             )),
-            Check::RanOut => Some(format!(
+            Standing::RanOut => Some(format!(
                 "the lease of shard {} of stream {:?} ran out by this instance's clock before \
                  the handler started; the record ({}) is left to the shard's next owner",
                 self.shard,
                 self.stream,
                 self.record_name()
             )),
-            Check::Stale => Some(self.stale()),
+            Standing::Stale => Some(self.stale()),
         }
     }
 

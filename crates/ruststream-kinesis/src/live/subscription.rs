@@ -15,14 +15,15 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::Instant;
 use crate::coordinator::machine::Coordinator;
+use crate::coordinator::twins::Incarnation;
 use crate::delivery::message::Item;
 use crate::kinesis::fan_out::Consumer;
-use crate::lease::LeaseStore;
+use crate::lease::{LeaseStore, Timed};
 use crate::live::pause::Pause;
 use crate::live::upkeep::Upkeeps;
-use crate::shard::ShardHandle;
+use crate::shard::{ShardHandle, Stop};
 use crate::telemetry::Meters;
-use crate::{KinesisError, LeaseTimings};
+use crate::{KinesisError, KinesisStream, LeaseTimings};
 
 /// A shard this subscription reads.
 #[derive(Debug)]
@@ -32,46 +33,136 @@ pub(crate) struct Running {
     pub(crate) cancel: CancellationToken,
 }
 
-/// One live subscription: its settings, its channel, and the shards it reads.
+/// What every live subscription of one connected broker shares.
 #[derive(Debug)]
-pub(crate) struct Subscription {
-    pub(crate) stream: Arc<str>,
+pub(crate) struct Instance {
     pub(crate) client: Client,
     pub(crate) store: Arc<dyn LeaseStore>,
-    /// Where this subscription's reads and leases are counted.
     pub(crate) meters: Meters,
     pub(crate) owner: Arc<str>,
     pub(crate) timings: LeaseTimings,
-    pub(crate) poll_interval: Duration,
-    pub(crate) batch_size: u32,
+    /// Whether the instances balance the shards by planned moves.
+    pub(crate) balance: bool,
+    /// This run of the instance, recorded under its owner id.
+    pub(crate) incarnation: Incarnation,
+    pub(crate) pause: Arc<Pause>,
+    /// The broker's token: cancelled at shutdown.
+    pub(crate) cancel: CancellationToken,
+    /// The broker's tasks, which its shutdown waits for.
+    pub(crate) tasks: TaskTracker,
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// Whether the broker was shut down.
+    pub(crate) closed: Arc<AtomicBool>,
+}
+
+/// One live subscription: its settings, its channel, and the shards it reads.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    pub(super) stream: Arc<str>,
+    pub(super) client: Client,
+    pub(super) store: Arc<dyn LeaseStore>,
+    /// Where this subscription's reads and leases are counted.
+    pub(super) meters: Meters,
+    pub(super) owner: Arc<str>,
+    pub(super) timings: LeaseTimings,
+    pub(super) poll_interval: Duration,
+    pub(super) batch_size: u32,
     /// How many deliveries a shard holds at most behind its oldest unsettled one before its
     /// reader stops reading ahead.
-    pub(crate) window: usize,
+    pub(super) window: usize,
     /// How long a shard may deliver nothing while records wait before it counts as stalled.
-    pub(crate) stall_after: Duration,
+    pub(super) stall_after: Duration,
     /// The enhanced fan-out consumer the shards are read through; `None`: polling.
-    pub(crate) fan_out: Option<Consumer>,
-    pub(crate) tx: mpsc::Sender<Item>,
-    pub(crate) cancel: CancellationToken,
+    pub(super) fan_out: Option<Consumer>,
+    pub(super) tx: mpsc::Sender<Item>,
+    pub(super) cancel: CancellationToken,
     /// Whether the instance is paused (an earlier run under its owner id is alive), shared by
     /// every subscription of the broker.
-    pub(crate) pause: Arc<Pause>,
+    pub(super) pause: Arc<Pause>,
     /// Which of the coordinator's upkeep calls keep failing.
-    pub(crate) upkeeps: Upkeeps,
+    pub(super) upkeeps: Upkeeps,
     /// This subscription's tasks, which a later subscription to the stream waits for.
-    pub(crate) tasks: TaskTracker,
+    pub(super) tasks: TaskTracker,
     /// The broker's tasks, which its shutdown waits for.
-    pub(crate) broker_tasks: TaskTracker,
-    pub(crate) runtime: tokio::runtime::Handle,
-    pub(crate) broker_closed: Arc<AtomicBool>,
-    pub(crate) running: Mutex<HashMap<Arc<str>, Running>>,
+    pub(super) broker_tasks: TaskTracker,
+    pub(super) runtime: tokio::runtime::Handle,
+    pub(super) broker_closed: Arc<AtomicBool>,
+    pub(super) running: Mutex<HashMap<Arc<str>, Running>>,
     /// What it knows of the stream's shards, and the coordinator's decisions on it.
-    pub(crate) coordinator: Mutex<Coordinator<Instant>>,
+    pub(super) coordinator: Mutex<Coordinator<Instant>>,
     /// Wakes the coordinator before its next listing (a shard ended or stopped).
-    pub(crate) wake: Notify,
+    pub(super) wake: Notify,
 }
 
 impl Subscription {
+    /// The subscription `source` describes on `instance`, its deliveries going out on `tx`,
+    /// read through the enhanced fan-out consumer `fan_out` if any; nothing runs yet
+    /// ([`coordinator::start`](crate::live::coordinator::start) runs it).
+    pub(crate) fn new(
+        instance: Instance,
+        source: &KinesisStream,
+        fan_out: Option<Consumer>,
+        tx: mpsc::Sender<Item>,
+    ) -> Arc<Self> {
+        let Instance {
+            client,
+            store,
+            meters,
+            owner,
+            timings,
+            balance,
+            incarnation,
+            pause,
+            cancel,
+            tasks,
+            runtime,
+            closed,
+        } = instance;
+        let stream: Arc<str> = Arc::from(source.name.as_ref());
+        Arc::new(Self {
+            store: Arc::new(Timed::new(
+                store,
+                timings.store_call_timeout(),
+                meters.clone(),
+            )),
+            upkeeps: Upkeeps::start(&stream, &meters),
+            stream,
+            client,
+            meters,
+            owner,
+            timings,
+            poll_interval: source.poll_interval,
+            batch_size: source.batch_size,
+            window: source.max_unsettled,
+            stall_after: source.stall_after,
+            fan_out,
+            tx,
+            cancel: cancel.child_token(),
+            pause,
+            tasks: TaskTracker::new(),
+            broker_tasks: tasks,
+            runtime,
+            broker_closed: closed,
+            running: Mutex::default(),
+            coordinator: Mutex::new(
+                Coordinator::new(timings, source.initial.clone())
+                    .with_balancing(balance)
+                    .with_incarnation(incarnation),
+            ),
+            wake: Notify::new(),
+        })
+    }
+
+    /// The runtime the subscription's tasks run on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    /// This subscription's tasks, which a later subscription to the stream waits for.
+    pub(crate) fn tasks(&self) -> TaskTracker {
+        self.tasks.clone()
+    }
+
     /// Runs `task` on the broker's runtime, tracked by this subscription and by the broker.
     pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
         let held = self.broker_tasks.token();
@@ -99,9 +190,14 @@ impl Subscription {
         }
     }
 
+    /// The reader of `shard` stopped reading, as `stop` says: the coordinator hears it before
+    /// the shard is handed back.
+    pub(crate) fn reader_stopped(&self, shard: &Arc<str>, stop: Stop) {
+        lock(&self.coordinator).reader_stopped(shard, stop, Instant::now(), rand::random());
+    }
+
     /// Forgets a shard whose reader ended, and lists again soon.
     pub(crate) fn reader_ended(&self, shard: &Arc<str>, finished: bool) {
-        self.meters.reader_ended(&self.stream, shard, &self.owner);
         lock(&self.running).remove(shard);
         lock(&self.coordinator).reader_ended(shard, finished);
         self.wake.notify_one();

@@ -9,9 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::lease::{Answer, Close, Ending, Moment, Next, ShardLease, Write};
+use super::lease::{Answer, Close, Ending, LeaseNews, Moment, Next, ShardLease, Write};
 use super::read::{Call, Fetch, Phase, ReadSettings, ReadState, Sequenced, Stop, Want};
 use crate::LeaseState;
+use crate::delivery::message::Standing;
 use crate::settings::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
 
@@ -94,18 +95,6 @@ pub(crate) enum HandedBack {
     Forgotten { wake_reader: bool },
     /// The broker shut down.
     Refused,
-}
-
-/// How a delivery stands where its handler starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Standing {
-    /// Its shard delivers nothing more.
-    Stopped,
-    /// Its lease ran out by this instance's clock just now: the shard is stopped.
-    RanOut,
-    /// A seek since it was read.
-    Stale,
-    Current,
 }
 
 /// What the reader waits for, so that a settlement wakes it only when it gives it.
@@ -617,6 +606,12 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// How the lease ended, once it did.
     pub(crate) fn ending(&self) -> Option<Ending> {
         self.lease.ending()
+    }
+
+    /// What happened to the lease since the last call (a release, a loss, ...), for the driver
+    /// to say.
+    pub(crate) fn take_news(&mut self) -> Vec<LeaseNews> {
+        self.lease.take_news()
     }
 }
 

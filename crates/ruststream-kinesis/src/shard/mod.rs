@@ -18,14 +18,16 @@ use tokio::sync::Notify;
 
 use ruststream::AckError;
 
-use crate::delivery::message::{Check, Settlement};
+use crate::delivery::message::{Settlement, Standing};
 use crate::delivery::record::Record;
 use crate::lease::LeaseKey;
 use crate::settings::position::ShardStart;
 use crate::watermark::Ticket;
 use crate::{KinesisError, epoch_millis};
-pub(crate) use lease::{Answer, Close, Ending, Lost, Next, ShardLease, Write};
-pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, ShardMachine, Stall, Standing};
+#[cfg(test)]
+pub(crate) use lease::Lost;
+pub(crate) use lease::{Answer, Close, Ending, LeaseNews, Next, ShardLease, Write};
+pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, ShardMachine, Stall};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 
 /// One shard this instance holds the lease of.
@@ -209,6 +211,11 @@ impl ShardHandle {
         self.lock().is_halted()
     }
 
+    /// What happened to the lease since the last call, for the lease writer to say.
+    pub(crate) fn take_news(&self) -> Vec<LeaseNews> {
+        self.lock().take_news()
+    }
+
     /// What the lease writer does next (a write it sends now, or how long it waits).
     pub(crate) fn next_write(&self) -> Next<Instant> {
         self.lock().next_write(Instant::now(), epoch_millis())
@@ -290,19 +297,14 @@ impl Settlement for ShardHandle {
             .map_err(|err| AckError::Broker(Box::new(err)))
     }
 
-    fn check(&self, ticket: Ticket, _shard: &str) -> Check {
+    fn standing(&self, ticket: Ticket, _shard: &str) -> Standing {
         let standing = self.lock().standing(ticket, Instant::now(), epoch_millis());
-        match standing {
-            Standing::Stopped => Check::Stopped,
-            Standing::RanOut => {
-                // Another instance may hold the shard by now; stopping it also ends its reader,
-                // so nothing waits on this record.
-                self.halted();
-                Check::RanOut
-            }
-            Standing::Stale => Check::Stale,
-            Standing::Current => Check::Current,
+        if standing == Standing::RanOut {
+            // Another instance may hold the shard by now; stopping it also ends its reader, so
+            // nothing waits on this record.
+            self.halted();
         }
+        standing
     }
 }
 

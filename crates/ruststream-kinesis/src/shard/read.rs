@@ -193,7 +193,7 @@ impl Stop {
 
 /// Where the next call reads from.
 #[derive(Debug)]
-enum Source {
+enum Cursor {
     Iterator(String),
     /// A fresh iterator is wanted; `tries` of them failed in a row so far.
     Fresh {
@@ -205,7 +205,7 @@ enum Source {
     Subscribed,
 }
 
-impl Source {
+impl Cursor {
     /// Where reading starts from a position `iterator` was had at (a take's, or a seek's): the
     /// iterator, or with enhanced fan-out a subscription at that position (the iterator showed
     /// it readable).
@@ -257,7 +257,7 @@ enum AfterBatch {
 #[derive(Debug)]
 pub(crate) struct ReadState<T, R> {
     settings: ReadSettings,
-    source: Source,
+    cursor: Cursor,
     resume: ShardStart,
     last_sequence: Option<Arc<str>>,
     /// The last event's continuation sequence number (enhanced fan-out).
@@ -308,7 +308,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
     pub(super) fn new(settings: ReadSettings, iterator: String, resume: ShardStart) -> Self {
         Self {
             settings,
-            source: Source::first(&settings, iterator),
+            cursor: Cursor::first(&settings, iterator),
             skip: resume.within(),
             resume,
             last_sequence: None,
@@ -348,7 +348,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
 
     /// Whether the call in flight waits for a subscription's next event.
     pub(super) fn awaits_event(&self) -> bool {
-        self.in_flight != InFlight::None && matches!(self.source, Source::Subscribed)
+        self.in_flight != InFlight::None && matches!(self.cursor, Cursor::Subscribed)
     }
 
     /// Whether records wait: read and not handed out yet, or behind the last answer.
@@ -366,7 +366,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         let Some((iterator, resume)) = self.seek.take() else {
             return;
         };
-        self.source = Source::first(&self.settings, iterator);
+        self.cursor = Cursor::first(&self.settings, iterator);
         self.skip = resume.within();
         self.resume = resume;
         self.last_sequence = None;
@@ -426,36 +426,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                 return Want::Record(record);
             }
             if let Some(after) = self.after.take() {
-                match after {
-                    // Closed, and read to its end: the only way a shard is finished.
-                    AfterBatch::Records { next: None, .. }
-                    | AfterBatch::Event { ended: true, .. } => self.phase = Phase::Draining,
-                    AfterBatch::Records {
-                        next: Some(next),
-                        caught_up,
-                    } => {
-                        self.source = Source::Iterator(next);
-                        if caught_up {
-                            // At the tip: one call per poll interval, counted from the last.
-                            self.not_before = self
-                                .last_call
-                                .map(|last| last + self.settings.poll_interval);
-                        }
-                    }
-                    AfterBatch::Event {
-                        continuation,
-                        confirm_end,
-                        ..
-                    } => {
-                        if let Some(continuation) = continuation {
-                            self.continuation = Some(Arc::from(continuation));
-                        }
-                        if confirm_end {
-                            // The rest of a closed shard is read by polling, to its end.
-                            self.source = Source::Fresh { tries: 0 };
-                        }
-                    }
-                }
+                self.batch_read(after);
                 continue;
             }
             if let Some(at) = self.not_before
@@ -466,55 +437,84 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                     room: false,
                 };
             }
-            let call = match &self.source {
-                // Resume after the last record handed out (the last of its batch, so the last
-                // user record of its aggregate), or where the shard resumes.
-                Source::Fresh { .. } => Call::GetIterator(self.position()),
-                Source::Subscribe => {
-                    if let Some(paced) = self.last_subscribe.map(|last| last + SUBSCRIBE_GAP)
-                        && now < paced
-                    {
-                        return Want::Wait {
-                            until: Some(paced),
-                            room: false,
-                        };
-                    }
-                    self.last_subscribe = Some(now);
-                    Call::Subscribe(self.position())
+            return match self.next_call(now, room) {
+                Ok(call) => {
+                    self.in_flight = InFlight::Sent;
+                    Want::Call(call)
                 }
-                // Events are pushed: the next is read as soon as the window has room.
-                Source::Subscribed => {
-                    if !room {
-                        return Want::Wait {
-                            until: None,
-                            room: true,
-                        };
-                    }
-                    Call::NextEvent
-                }
-                Source::Iterator(iterator) => {
-                    // What a shard holds while a record stays unsettled is bounded: no reading
-                    // ahead past the window.
-                    if !room {
-                        return Want::Wait {
-                            until: None,
-                            room: true,
-                        };
-                    }
-                    if let Some(paced) = self.last_call.map(|last| last + MIN_CALL_GAP)
-                        && now < paced
-                    {
-                        return Want::Wait {
-                            until: Some(paced),
-                            room: false,
-                        };
-                    }
-                    self.last_call = Some(now);
-                    Call::GetRecords(iterator.clone())
-                }
+                Err(wait) => wait,
             };
-            self.in_flight = InFlight::Sent;
-            return Want::Call(call);
+        }
+    }
+
+    /// Every record of a batch was handed out: where the next read comes from.
+    fn batch_read(&mut self, after: AfterBatch) {
+        match after {
+            // Closed, and read to its end: the only way a shard is finished.
+            AfterBatch::Records { next: None, .. } | AfterBatch::Event { ended: true, .. } => {
+                self.phase = Phase::Draining;
+            }
+            AfterBatch::Records {
+                next: Some(next),
+                caught_up,
+            } => {
+                self.cursor = Cursor::Iterator(next);
+                if caught_up {
+                    // At the tip: one call per poll interval, counted from the last.
+                    self.not_before = self
+                        .last_call
+                        .map(|last| last + self.settings.poll_interval);
+                }
+            }
+            AfterBatch::Event {
+                continuation,
+                confirm_end,
+                ..
+            } => {
+                if let Some(continuation) = continuation {
+                    self.continuation = Some(Arc::from(continuation));
+                }
+                if confirm_end {
+                    // The rest of a closed shard is read by polling, to its end.
+                    self.cursor = Cursor::Fresh { tries: 0 };
+                }
+            }
+        }
+    }
+
+    /// The call to make at `now` from where the cursor is, or how long to wait for it: the
+    /// window's `room`, and the pacing of calls and subscriptions.
+    fn next_call(&mut self, now: T, room: bool) -> Result<Call, Want<R, T>> {
+        let wait_for = |until: Option<T>, room: bool| Err(Want::Wait { until, room });
+        match &self.cursor {
+            // Resume after the last record handed out (the last of its batch, so the last user
+            // record of its aggregate), or where the shard resumes.
+            Cursor::Fresh { .. } => Ok(Call::GetIterator(self.position())),
+            Cursor::Subscribe => {
+                if let Some(paced) = self.last_subscribe.map(|last| last + SUBSCRIBE_GAP)
+                    && now < paced
+                {
+                    return wait_for(Some(paced), false);
+                }
+                self.last_subscribe = Some(now);
+                Ok(Call::Subscribe(self.position()))
+            }
+            // Events are pushed: the next is read as soon as the window has room.
+            Cursor::Subscribed if !room => wait_for(None, true),
+            Cursor::Subscribed => Ok(Call::NextEvent),
+            // What a shard holds while a record stays unsettled is bounded: no reading ahead
+            // past the window.
+            Cursor::Iterator(_) if !room => wait_for(None, true),
+            Cursor::Iterator(iterator) => {
+                if let Some(paced) = self.last_call.map(|last| last + MIN_CALL_GAP)
+                    && now < paced
+                {
+                    return wait_for(Some(paced), false);
+                }
+                let call = Call::GetRecords(iterator.clone());
+                self.last_call = Some(now);
+                Ok(call)
+            }
         }
     }
 
@@ -563,8 +563,8 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                 });
             }
             Fetch::Subscribed => {
-                if matches!(self.source, Source::Subscribe) {
-                    self.source = Source::Subscribed;
+                if matches!(self.cursor, Cursor::Subscribe) {
+                    self.cursor = Cursor::Subscribed;
                     self.evented = false;
                 }
             }
@@ -572,33 +572,33 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             // event is a failure like any other (a server that ends them at once is not
             // subscribed to again and again without a pause).
             Fetch::SubscriptionEnded if self.evented => {
-                if matches!(self.source, Source::Subscribed) {
-                    self.source = Source::Subscribe;
+                if matches!(self.cursor, Cursor::Subscribed) {
+                    self.cursor = Cursor::Subscribe;
                 }
             }
             Fetch::SubscriptionEnded | Fetch::Failed => {
-                if matches!(self.source, Source::Subscribed | Source::Subscribe) && self.closed {
+                if matches!(self.cursor, Cursor::Subscribed | Cursor::Subscribe) && self.closed {
                     // A closed shard needs no subscription: the rest of it is read by polling,
                     // so one the service keeps refusing cannot keep its children waiting.
-                    self.source = Source::Fresh { tries: 0 };
-                } else if matches!(self.source, Source::Subscribed) {
-                    self.source = Source::Subscribe;
+                    self.cursor = Cursor::Fresh { tries: 0 };
+                } else if matches!(self.cursor, Cursor::Subscribed) {
+                    self.cursor = Cursor::Subscribe;
                 }
                 self.failures += 1;
                 self.not_before = Some(now + jittered(self.failures, coin));
             }
-            Fetch::Expired => self.source = Source::Fresh { tries: 0 },
+            Fetch::Expired => self.cursor = Cursor::Fresh { tries: 0 },
             Fetch::Gone => self.stop = Some(Stop::Gone),
-            Fetch::Iterator(iterator) => self.source = Source::Iterator(iterator),
+            Fetch::Iterator(iterator) => self.cursor = Cursor::Iterator(iterator),
             Fetch::IteratorFailed => {
-                let tries = match self.source {
-                    Source::Fresh { tries } => tries + 1,
+                let tries = match self.cursor {
+                    Cursor::Fresh { tries } => tries + 1,
                     _ => 1,
                 };
                 if tries >= ITERATOR_TRIES {
                     self.stop = Some(Stop::Unreadable);
                 } else {
-                    self.source = Source::Fresh { tries };
+                    self.cursor = Cursor::Fresh { tries };
                     self.not_before = Some(now + jittered(tries, coin));
                 }
             }

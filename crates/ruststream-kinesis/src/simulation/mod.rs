@@ -102,7 +102,7 @@
 //! records; a store without `list` (the poll then reads row by row); malformed rows of other
 //! streams (`DynamoLeaseStore` skips them: `lease::dynamo::tests`); seeks to a position Kinesis
 //! refuses (nothing moves: `reader::tests::seek`) and to positions of every shard. Those paths are tested at the SDK boundary
-//! (`reader::tests`) and live (`tests/faults_live.rs`, `tests/chaos.rs`).
+//! (`reader::tests`) and live (`tests/faults_live.rs`, `tests/chaos_live.rs`).
 //!
 //! # The store model
 //!
@@ -213,13 +213,14 @@ use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as RoundStep};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::coordinator::twins::Incarnation;
-use crate::kinesis::api::ShardInfo;
+use crate::delivery::message::Standing;
+use crate::kinesis::shards::ShardInfo;
 use crate::lease::{LeaseState, Notice, rules};
 use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, HandedBack, Lost, Next, ReadSettings, ReadStep, Redeliver,
-    ShardLease, ShardMachine, Standing, Stop, Write,
+    ShardLease, ShardMachine, Stop, Write,
 };
 use crate::watermark::Ticket;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};

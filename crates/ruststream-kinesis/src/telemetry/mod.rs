@@ -13,6 +13,7 @@ mod otel;
 #[cfg(feature = "metrics")]
 mod prometheus;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 #[cfg(feature = "metrics")]
@@ -50,6 +51,8 @@ impl LeaseEvent {
         }
     }
 }
+
+pub(crate) use shard::ShardMeters;
 
 /// Why a read is tried again after a backoff, as counted by `aws_kinesis_read_retries_total{cause}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +107,7 @@ pub(crate) struct Meters {
     #[cfg(feature = "metrics")]
     prometheus: Option<KinesisMetrics>,
     #[cfg(feature = "otel")]
-    otel: Option<std::sync::Arc<otel::Instruments>>,
+    otel: Option<Arc<otel::Instruments>>,
 }
 
 /// Calls `$call` on each backend that is set.
@@ -138,7 +141,7 @@ impl Meters {
     /// meter provider (`ruststream::otel::Otel::builder().init()`) before connecting.
     #[cfg(feature = "otel")]
     pub(crate) fn with_global_meter(mut self) -> Self {
-        self.otel = Some(std::sync::Arc::new(otel::Instruments::from_global()));
+        self.otel = Some(Arc::new(otel::Instruments::from_global()));
         self
     }
 
@@ -156,70 +159,19 @@ impl Meters {
         false
     }
 
-    /// A GetRecords answer: `records` Kinesis records of `bytes` bytes, and how far behind the
-    /// shard's newest record the answer was.
-    pub(crate) fn read(
+    /// Where one shard's events are counted, its labels bound.
+    pub(crate) fn shard(
         &self,
-        stream: &str,
-        shard: &str,
-        records: u64,
-        bytes: u64,
-        millis_behind: Option<i64>,
-    ) {
-        each!(self, |backend| backend.read(
-            stream,
-            shard,
-            records,
-            bytes,
-            millis_behind
-        ));
-    }
-
-    /// A read of the shard that is tried again after a backoff.
-    pub(crate) fn read_retry(&self, stream: &str, shard: &str, cause: ReadRetry) {
-        each!(self, |backend| backend.read_retry(stream, shard, cause));
-    }
-
-    /// The shard iterator expired, and a new one is asked for at the last position read.
-    pub(crate) fn iterator_reset(&self, stream: &str, shard: &str) {
-        each!(self, |backend| backend.iterator_reset(stream, shard));
-    }
-
-    /// A record that carries the KPL's magic but not a valid aggregate: it is delivered as it is.
-    pub(crate) fn decode_failure(&self, stream: &str, shard: &str) {
-        each!(self, |backend| backend.decode_failure(stream, shard));
+        stream: &Arc<str>,
+        shard: &Arc<str>,
+        owner: &Arc<str>,
+    ) -> ShardMeters {
+        ShardMeters::new(self.clone(), stream, shard, owner)
     }
 
     /// Something happened to a lease `owner` held (or took).
     pub(crate) fn lease_event(&self, stream: &str, owner: &str, event: LeaseEvent) {
         each!(self, |backend| backend.lease_event(stream, owner, event));
-    }
-
-    /// After a lease write's answer: `records` deliveries of the shard were settled in order and
-    /// are not yet covered by a checkpoint written.
-    pub(crate) fn checkpoint_lag(&self, stream: &str, shard: &str, records: u64) {
-        each!(self, |backend| backend
-            .checkpoint_lag(stream, shard, records));
-    }
-
-    /// A reader of `shard` started: its counters show from now on, at 0 until something
-    /// happens (a series that appears only with its first fault hides it from `rate()` and
-    /// from a look at the scrape).
-    pub(crate) fn reader_started(&self, stream: &str, shard: &str) {
-        each!(self, |backend| backend.reader_started(stream, shard));
-    }
-
-    /// A reader of `shard` ended: `owner` holds one lease fewer, and the shard's lag is no longer
-    /// this instance's to tell.
-    pub(crate) fn reader_ended(&self, stream: &str, shard: &str, owner: &str) {
-        each!(self, |backend| backend.reader_ended(stream, shard, owner));
-    }
-
-    /// A shard this instance reads has records behind it and delivered nothing for longer than
-    /// its stall bound (`stalled`), or moves again.
-    pub(crate) fn shard_stalled(&self, stream: &str, shard: &str, stalled: bool) {
-        each!(self, |backend| backend
-            .shard_stalled(stream, shard, stalled));
     }
 
     /// A call the coordinator makes of the lease table keeps failing (`degraded`: what it keeps
@@ -242,11 +194,6 @@ impl Meters {
         each!(self, |backend| backend.operation(operation, error, took));
     }
 
-    /// A read handed out `messages` user records of `shard` (a KPL aggregate's each).
-    pub(crate) fn consumed(&self, stream: &str, shard: &str, messages: u64) {
-        each!(self, |backend| backend.consumed(stream, shard, messages));
-    }
-
     /// One `PutRecords` call to `stream` answered: `written` publishes written, `failed`
     /// answered with an error (both may be 0, which makes the stream's series show).
     pub(crate) fn published(&self, stream: &str, written: u64, failed: u64) {
@@ -261,4 +208,13 @@ impl Meters {
     pub(crate) fn publish_retry(&self, stream: &str, records: u64) {
         each!(self, |backend| backend.publish_retry(stream, records));
     }
+}
+
+// After `each!`, which it uses.
+mod shard;
+
+/// The meters of `shard` of the stream `orders` held by `pod-a`, for the backends' tests.
+#[cfg(test)]
+pub(crate) fn of_shard(meters: &Meters, shard: &str) -> ShardMeters {
+    meters.shard(&Arc::from("orders"), &Arc::from(shard), &Arc::from("pod-a"))
 }

@@ -15,20 +15,22 @@ use crate::clock::Instant;
 
 use futures::FutureExt;
 use futures::future::join_all;
+use tokio::sync::mpsc;
 
 use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Rounds, Step};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::coordinator::twins::TwinNews;
+use crate::delivery::message::Item;
 use crate::kinesis::api::{self, ShardInfo};
+use crate::kinesis::fan_out::Consumer;
 use crate::lease::{LeaseKey, epoch_millis};
-use crate::live::reader::{self, Reader};
-use crate::live::subscription::{Running, Subscription, lock};
+use crate::live::reader::{self, Reader, ShardEnv};
+use crate::live::subscription::{Instance, Running, Subscription, lock};
 use crate::live::upkeep::Upkeep;
 use crate::settings::position::ShardStart;
 use crate::shard::{ReadSettings, ShardHandle, ShardLease, ShardMachine};
-use crate::telemetry::LeaseEvent;
-use crate::{KinesisError, KinesisPosition};
+use crate::{KinesisError, KinesisPosition, KinesisStream};
 
 impl Subscription {
     fn reading(&self) -> HashSet<Arc<str>> {
@@ -219,9 +221,8 @@ impl Subscription {
                 cancel: cancel.clone(),
             },
         );
-        self.meters
-            .lease_event(&self.stream, &self.owner, LeaseEvent::Taken);
-        self.meters.reader_started(&self.stream, &shard.id);
+        let env = Arc::new(ShardEnv::of(self, &shard.id));
+        env.taken();
         tracing::info!(
             stream = %self.stream,
             shard = %shard.id,
@@ -230,9 +231,8 @@ impl Subscription {
             "lease taken; reading the shard"
         );
         let reader = Reader {
-            sub: Arc::clone(self),
+            env,
             handle,
-            shard: shard.id.clone(),
             cancel,
         };
         // Everything the reader's tasks log (its lease's release, hand-over or loss, its
@@ -245,6 +245,33 @@ impl Subscription {
         );
         self.spawn(tracing::Instrument::instrument(reader::run(reader), span));
     }
+}
+
+/// Opens the subscription `source` describes on `instance` (its deliveries going out on `tx`,
+/// read through the enhanced fan-out consumer `fan_out` if any) and runs it: its first round
+/// runs before it is handed out (every shard this instance takes is positioned before anything
+/// is published to it), and its coordinator from there. Fails when the stream cannot be listed,
+/// or another application claimed it.
+pub(crate) async fn start(
+    instance: Instance,
+    source: &KinesisStream,
+    fan_out: Option<Consumer>,
+    tx: mpsc::Sender<Item>,
+) -> Result<Arc<Subscription>, KinesisError> {
+    let sub = Subscription::new(instance, source, fan_out, tx);
+    // The first round runs on the broker's runtime, where the SDK clients then keep their pooled
+    // connections: a connection made on the caller's runtime dies with it, and the readers'
+    // first calls would fail on it once a caller's runtime stopped.
+    let first = Arc::clone(&sub);
+    let rounds = sub
+        .runtime()
+        .spawn(async move { first.first_round().await })
+        .await
+        .map_err(|_| KinesisError::ShutDown {
+            what: "opening a subscription",
+        })??;
+    sub.spawn(run(Arc::clone(&sub), rounds));
+    Ok(sub)
 }
 
 /// Executes what `rounds` asks until the coordinator ends (`first`: until the first round is

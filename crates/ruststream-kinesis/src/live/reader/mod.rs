@@ -8,7 +8,6 @@ use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::clock::Instant;
 use crate::clock::sleep_until;
 use crate::delivery::message::{Hold, Settlement};
 use crate::delivery::record::{self, Record};
@@ -16,35 +15,36 @@ use crate::delivery::seeker::Source;
 use crate::kinesis::api::{self, Fetched, FetchedRecord};
 use crate::kinesis::fan_out::{self, Event, Events, Refused};
 use crate::kinesis::kpl;
-use crate::lease::LeaseKey;
-use crate::live::subscription::{Subscription, lock};
+use crate::lease::{LeaseKey, LeaseState};
 use crate::settings::position::ShardStart;
 use crate::shard::read::EVENT_SILENCE_LIMIT;
 use crate::shard::{
-    Answer, Call, Close, Ending, Fetch, Lost, Next, ReadStep, Redeliver, ShardHandle, Stall, Stop,
-    Write,
+    Answer, Call, Close, Ending, Fetch, Next, ReadStep, Redeliver, ShardHandle, Stall, Stop, Write,
 };
-use crate::telemetry::{LeaseEvent, ReadRetry};
+use crate::telemetry::ReadRetry;
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
+
+mod env;
+mod news;
+
+pub(crate) use env::ShardEnv;
 
 /// Everything one shard's tasks own.
 pub(crate) struct Reader {
-    pub(crate) sub: Arc<Subscription>,
+    pub(crate) env: Arc<ShardEnv>,
     pub(crate) handle: Arc<ShardHandle>,
-    pub(crate) shard: Arc<str>,
     pub(crate) cancel: CancellationToken,
 }
 
 pub(crate) async fn run(reader: Reader) {
     let writer = write_lease(
-        Arc::clone(&reader.sub),
+        Arc::clone(&reader.env),
         Arc::clone(&reader.handle),
         reader.cancel.clone(),
     );
     let redeliver = redeliver(
-        Arc::clone(&reader.sub),
+        Arc::clone(&reader.env),
         Arc::clone(&reader.handle),
-        Arc::clone(&reader.shard),
         reader.cancel.clone(),
     );
     let reading = async {
@@ -52,145 +52,35 @@ pub(crate) async fn run(reader: Reader) {
         reader.finish(stop).await
     };
     let ((), (), finished) = tokio::join!(writer, redeliver, reading);
-    reader.sub.reader_ended(&reader.shard, finished);
+    reader.env.meters.reader_ended();
+    reader.env.home.reader_ended(&reader.env.shard, finished);
 }
 
 /// Sends the store writes the shard's [`ShardLease`](crate::shard::ShardLease) asks for
-/// (renewals, checkpoints, the closing writes), one at a time, and hands each answer back; sleeps
-/// until the machine's next timer or until a settlement, the close or a stop wakes it. The
-/// decisions are the machine's. Ends when the lease ended: lost (the shard's other tasks are
-/// cancelled) or closed with its last writes.
-async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
+/// (renewals, checkpoints, the closing writes), one at a time, and hands each answer back; says
+/// what the machine tells happened to the lease; sleeps until the machine's next timer or until
+/// a settlement, the close or a stop wakes it. The decisions are the machine's. Ends when the
+/// lease ended: lost (the shard's other tasks are cancelled) or closed with its last writes.
+async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
     let key = &handle.key;
-    let lease = sub.timings.lease();
     loop {
         let wait = match handle.next_write() {
             Next::Send(write) => {
-                let answered = match &write {
-                    Write::Renew => sub.store.renew(key, &sub.owner, lease).await.map(Some),
-                    Write::Checkpoint {
-                        checkpoint,
-                        behind_ms,
-                    } => sub
-                        .store
-                        .checkpoint_and_renew_behind(key, &sub.owner, checkpoint, *behind_ms, lease)
-                        .await
-                        .map(Some),
-                    Write::Final(checkpoint) => sub
-                        .store
-                        .checkpoint(key, &sub.owner, checkpoint)
-                        .instrument(
-                            tracing::info_span!("lease_final_checkpoint", checkpoint = %checkpoint),
-                        )
-                        .await
-                        .map(|()| None),
-                    Write::Release => {
-                        let released = sub
-                            .store
-                            .release(key, &sub.owner)
-                            .instrument(tracing::info_span!("lease_release"))
-                            .await;
-                        if released.is_ok() {
-                            sub.meters
-                                .lease_event(key.stream(), &sub.owner, LeaseEvent::Released);
-                            tracing::info!(
-                                stream = %key.stream(),
-                                shard = %key.shard(),
-                                owner = %sub.owner,
-                                "lease released"
-                            );
-                        }
-                        released.map(|()| None)
-                    }
-                    Write::HandOver { to, checkpoint } => {
-                        let handed = sub
-                            .store
-                            .hand_over(key, &sub.owner, to, checkpoint.as_deref(), lease)
-                            .instrument(tracing::info_span!("lease_hand_over", to = %to))
-                            .await;
-                        if handed.is_ok() {
-                            sub.meters.lease_event(
-                                key.stream(),
-                                &sub.owner,
-                                LeaseEvent::HandedOver,
-                            );
-                            tracing::info!(
-                                stream = %key.stream(),
-                                shard = %key.shard(),
-                                owner = %sub.owner,
-                                to = %to,
-                                "lease handed over (a planned move)"
-                            );
-                        }
-                        handed.map(|()| None)
-                    }
-                };
-                let (answer, row) = match answered {
-                    Ok(row) => (Answer::Done, row),
-                    Err(err) if err.is_fenced() => {
-                        // A refused renewal or checkpoint ends the machine as lost (logged
-                        // below); a refused closing write ends it as closed, so say it here.
-                        if matches!(write, Write::Final(_) | Write::Release) {
-                            sub.meters
-                                .lease_event(key.stream(), &sub.owner, LeaseEvent::Lost);
-                            tracing::info!(
-                                stream = %key.stream(),
-                                shard = %key.shard(),
-                                owner = %sub.owner,
-                                "lease lost while handing the shard back (the store refused the \
-                                 write: another instance holds the shard, or its row was \
-                                 deleted); the final checkpoint was not written"
-                            );
-                        }
-                        (Answer::Refused, None)
-                    }
-                    Err(err) => {
-                        // Reported; what follows is the machine's (a retry, or after a final
-                        // write that did not land, the lease left to lapse: the next owner reads
-                        // on from the last checkpoint).
-                        sub.report(sub.lease_error(key.shard(), err));
-                        (Answer::Failed, None)
-                    }
-                };
+                let (answer, row) = send(&env, key, &write).await;
                 let lag = handle.answer(answer);
-                sub.meters.checkpoint_lag(key.stream(), key.shard(), lag);
-                if let Some(stall) = handle.stall_check(sub.stall_after) {
-                    stalled(&sub, key, stall);
+                say_news(&env, &handle);
+                env.meters.checkpoint_lag(lag);
+                if let Some(stall) = handle.stall_check(env.stall_after) {
+                    stalled(&env, stall);
                 }
                 if let Some(row) = row {
-                    handle.row_seen(&row, &sub.owner);
+                    handle.row_seen(&row, &env.owner);
                 }
                 continue;
             }
             Next::Wait(until) => until,
-            Next::Ended(ending) => {
-                match ending {
-                    Ending::Lost(Lost::Refused) => {
-                        sub.meters
-                            .lease_event(key.stream(), &sub.owner, LeaseEvent::Lost);
-                        tracing::info!(
-                            stream = %key.stream(),
-                            shard = %key.shard(),
-                            owner = %sub.owner,
-                            "lease lost (the store refused a renewal: another instance holds \
-                             the shard, or its row was deleted); the shard stops without a \
-                             checkpoint"
-                        );
-                    }
-                    // Not the steady state: renewals kept failing, or the process stalled.
-                    Ending::Lost(Lost::RanOut) => {
-                        sub.meters
-                            .lease_event(key.stream(), &sub.owner, LeaseEvent::Expired);
-                        tracing::warn!(
-                            stream = %key.stream(),
-                            shard = %key.shard(),
-                            owner = %sub.owner,
-                            "lease lost (it ran out by this instance's clock); the shard stops \
-                             without a checkpoint"
-                        );
-                    }
-                    Ending::Closed { .. } => {}
-                }
+            Next::Ended(_) => {
+                say_news(&env, &handle);
                 // A lost lease ends the shard's other tasks; a closed one's already ended.
                 cancel.cancel();
                 return;
@@ -204,17 +94,62 @@ async fn write_lease(sub: Arc<Subscription>, handle: Arc<ShardHandle>, cancel: C
     }
 }
 
-/// Says that the shard of `key` stalled, or moves again: a WARN naming the stream, the shard and
-/// the owner, and the gauge; an INFO when it is over.
-fn stalled(sub: &Subscription, key: &LeaseKey, stall: Stall) {
-    let (stream, shard) = (key.stream(), key.shard());
+/// Sends `write` to the store: how it was answered, and the row a renewing write answered with.
+async fn send(env: &ShardEnv, key: &LeaseKey, write: &Write) -> (Answer, Option<LeaseState>) {
+    let (store, owner, lease) = (&env.store, &env.owner, env.lease);
+    let answered = match write {
+        Write::Renew => store.renew(key, owner, lease).await.map(Some),
+        Write::Checkpoint {
+            checkpoint,
+            behind_ms,
+        } => store
+            .checkpoint_and_renew_behind(key, owner, checkpoint, *behind_ms, lease)
+            .await
+            .map(Some),
+        Write::Final(checkpoint) => store
+            .checkpoint(key, owner, checkpoint)
+            .instrument(tracing::info_span!("lease_final_checkpoint", checkpoint = %checkpoint))
+            .await
+            .map(|()| None),
+        Write::Release => store
+            .release(key, owner)
+            .instrument(tracing::info_span!("lease_release"))
+            .await
+            .map(|()| None),
+        Write::HandOver { to, checkpoint } => store
+            .hand_over(key, owner, to, checkpoint.as_deref(), lease)
+            .instrument(tracing::info_span!("lease_hand_over", to = %to))
+            .await
+            .map(|()| None),
+    };
+    match answered {
+        Ok(row) => (Answer::Done, row),
+        // What a refusal means (lost, or lost while handing back) is the machine's to say.
+        Err(err) if err.is_fenced() => (Answer::Refused, None),
+        Err(err) => {
+            // Reported; what follows is the machine's (a retry, or after a final write that did
+            // not land, the lease left to lapse: the next owner reads on from the last
+            // checkpoint).
+            env.lease_failed(err);
+            (Answer::Failed, None)
+        }
+    }
+}
+
+/// Says what the shard's machine tells happened to its lease since it last did.
+fn say_news(env: &ShardEnv, handle: &ShardHandle) {
+    for news in handle.take_news() {
+        news::say(env, &news);
+    }
+}
+
+/// Says that the shard of `key` stalled, or moves again: a WARN (inside the reader's span, which
+/// names the stream, the shard and the owner) and the gauge; an INFO when it is over.
+fn stalled(env: &ShardEnv, stall: Stall) {
     match stall {
         Stall::Began { quiet, behind_ms } => {
-            sub.meters.shard_stalled(stream, shard, true);
+            env.meters.stalled(true);
             tracing::warn!(
-                stream,
-                shard,
-                owner = %sub.owner,
                 quiet_ms = crate::lease::millis(quiet),
                 behind_ms,
                 "the shard stalled: records wait behind it and it delivered nothing for {quiet:?} \
@@ -223,34 +158,28 @@ fn stalled(sub: &Subscription, key: &LeaseKey, stall: Stall) {
             );
         }
         Stall::Ended => {
-            sub.meters.shard_stalled(stream, shard, false);
-            tracing::info!(stream, shard, owner = %sub.owner, "the shard delivers again");
+            env.meters.stalled(false);
+            tracing::info!("the shard delivers again");
         }
     }
 }
 
 /// Delivers again, when due, what handlers handed back (`nack(true)`, `nack_after`, a delivery
 /// dropped unsettled), while the lease lasts.
-async fn redeliver(
-    sub: Arc<Subscription>,
-    handle: Arc<ShardHandle>,
-    shard: Arc<str>,
-    cancel: CancellationToken,
-) {
+async fn redeliver(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
     loop {
         let wait = match handle.next_redelivery() {
             Redeliver::Deliver(waiting) => {
                 let message = deliver(
-                    &sub,
+                    &env,
                     &handle,
-                    &shard,
                     waiting.record,
                     waiting.ticket,
                     waiting.attempts + 1,
                 );
                 tokio::select! {
                     () = cancel.cancelled() => return,
-                    sent = sub.tx.send(Ok(message)) => {
+                    sent = env.tx.send(Ok(message)) => {
                         if sent.is_err() {
                             return;
                         }
@@ -271,21 +200,20 @@ async fn redeliver(
     }
 }
 
-/// A delivery of `record` from `shard`, its `attempt`th.
+/// A delivery of `record` from the shard, its `attempt`th.
 fn deliver(
-    sub: &Arc<Subscription>,
+    env: &ShardEnv,
     handle: &Arc<ShardHandle>,
-    shard: &Arc<str>,
     record: Record,
     ticket: crate::watermark::Ticket,
     attempt: u64,
 ) -> KinesisMessage {
     KinesisMessage {
         record,
-        stream: Arc::clone(&sub.stream),
-        shard: Arc::clone(shard),
+        stream: Arc::clone(&env.stream),
+        shard: Arc::clone(&env.shard),
         attempt,
-        seeker: KinesisSeeker::new(Arc::clone(sub) as Arc<dyn Source>),
+        seeker: KinesisSeeker::new(Arc::clone(&env.home) as Arc<dyn Source>),
         refused: OnceLock::new(),
         settle: Some(Hold {
             target: Arc::clone(handle) as Arc<dyn Settlement>,
@@ -341,12 +269,12 @@ impl Reader {
                     }
                 }
                 ReadStep::Deliver(record, ticket) => {
-                    let message = deliver(&self.sub, handle, &self.shard, record, ticket, 1);
+                    let message = deliver(&self.env, handle, record, ticket, 1);
                     // A delivery dropped unsent (a cancel) is handed back by its drop, and stays
                     // unsettled: the shard is handed back without it.
                     let sent = tokio::select! {
                         () = self.cancel.cancelled() => false,
-                        sent = self.sub.tx.send(Ok(message)) => sent.is_ok(),
+                        sent = self.env.tx.send(Ok(message)) => sent.is_ok(),
                     };
                     if !sent {
                         handle.cancel_reading();
@@ -367,7 +295,7 @@ impl Reader {
 
     /// Makes one Kinesis call; reports a failure, which the machine backs off from.
     async fn call(&self, call: Call, events: &mut Option<Events>) -> Fetch<Record> {
-        let sub = &self.sub;
+        let env = &self.env;
         if call != Call::NextEvent {
             *events = None;
         }
@@ -376,11 +304,11 @@ impl Reader {
             Call::NextEvent => self.next_event(events).await,
             Call::GetRecords(iterator) => {
                 let fetched = api::get_records(
-                    &sub.client,
-                    &sub.stream,
-                    &self.shard,
+                    &env.client,
+                    &env.stream,
+                    &env.shard,
                     &iterator,
-                    sub.batch_size,
+                    env.batch_size,
                 )
                 .await;
                 match fetched {
@@ -391,7 +319,6 @@ impl Reader {
                     }) => {
                         if let (Some(first), Some(last)) = (records.first(), records.last()) {
                             tracing::debug!(
-                                lease = %self.handle.key,
                                 records = records.len(),
                                 first = %first.sequence,
                                 last = %last.sequence,
@@ -406,31 +333,28 @@ impl Reader {
                         }
                     }
                     Ok(Fetched::Expired) => {
-                        sub.meters.iterator_reset(&sub.stream, &self.shard);
+                        env.meters.iterator_reset();
                         Fetch::Expired
                     }
                     Ok(Fetched::Throttled) => {
-                        sub.meters
-                            .read_retry(&sub.stream, &self.shard, ReadRetry::Throttled);
+                        env.meters.read_retry(ReadRetry::Throttled);
                         Fetch::Failed
                     }
                     Ok(Fetched::Gone) => Fetch::Gone,
                     Err(err) => {
-                        sub.meters
-                            .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
-                        sub.report(err);
+                        env.meters.read_retry(ReadRetry::Failed);
+                        env.report(err);
                         Fetch::Failed
                     }
                 }
             }
             Call::GetIterator(start) => {
-                match api::shard_iterator(&sub.client, &sub.stream, &self.shard, &start).await {
+                match api::shard_iterator(&env.client, &env.stream, &env.shard, &start).await {
                     Ok(iterator) => Fetch::Iterator(iterator),
                     Err(KinesisError::ShardNotFound { .. }) => Fetch::Gone,
                     Err(err) => {
-                        sub.meters
-                            .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
-                        sub.report(err);
+                        env.meters.read_retry(ReadRetry::Failed);
+                        env.report(err);
                         Fetch::IteratorFailed
                     }
                 }
@@ -441,18 +365,12 @@ impl Reader {
     /// Counts what one answer or event read, and decodes its records (KPL aggregates into
     /// their user records).
     fn decoded(&self, records: Vec<FetchedRecord>, millis_behind: Option<i64>) -> Vec<Record> {
-        let sub = &self.sub;
+        let env = &self.env;
         // Nothing is looked at for the metrics unless something counts.
-        let counting = sub.meters.counting();
+        let counting = env.meters.counting();
         if counting {
             let bytes = records.iter().map(|r| r.data.len() as u64).sum();
-            sub.meters.read(
-                &sub.stream,
-                &self.shard,
-                records.len() as u64,
-                bytes,
-                millis_behind,
-            );
+            env.meters.read(records.len() as u64, bytes, millis_behind);
         }
         let messages: Vec<Record> = records
             .into_iter()
@@ -460,28 +378,27 @@ impl Reader {
                 let aggregated = counting && kpl::has_magic(&fetched.data);
                 let decoded = record::decoded(fetched);
                 if aggregated && decoded.is_plain() {
-                    sub.meters.decode_failure(&sub.stream, &self.shard);
+                    env.meters.decode_failure();
                 }
                 decoded
             })
             .collect();
         if counting {
-            sub.meters
-                .consumed(&sub.stream, &self.shard, messages.len() as u64);
+            env.meters.consumed(messages.len() as u64);
         }
         messages
     }
 
     /// `SubscribeToShard` at `start`; the subscription opened is kept in `events`.
     async fn subscribe(&self, start: &ShardStart, events: &mut Option<Events>) -> Fetch<Record> {
-        let sub = &self.sub;
-        let consumer = sub
+        let env = &self.env;
+        let consumer = env
             .fan_out
             .as_ref()
             .expect("a fan-out reader's subscription has a consumer");
-        match fan_out::subscribe(&sub.client, &sub.stream, consumer, &self.shard, start).await {
+        match fan_out::subscribe(&env.client, &env.stream, consumer, &env.shard, start).await {
             Ok(opened) => {
-                tracing::debug!(lease = %self.handle.key, consumer = %consumer.name, %start, "subscribed");
+                tracing::debug!(consumer = %consumer.name, %start, "subscribed");
                 *events = Some(opened);
                 Fetch::Subscribed
             }
@@ -492,21 +409,19 @@ impl Reader {
     /// What a refused or failed subscription answers the machine: reported unless it is only
     /// in use.
     async fn refused(&self, refused: Refused) -> Fetch<Record> {
-        let sub = &self.sub;
+        let env = &self.env;
         match refused {
             Refused::Gone => self.gone_or_consumer_missing().await,
             Refused::InUse => {
                 // Another subscription of the consumer to the shard is still open (a previous
                 // holder's, or ours of a moment ago): backed off and tried again.
-                tracing::debug!(lease = %self.handle.key, "subscription in use; tried again after a backoff");
-                sub.meters
-                    .read_retry(&sub.stream, &self.shard, ReadRetry::Throttled);
+                tracing::debug!("subscription in use; tried again after a backoff");
+                env.meters.read_retry(ReadRetry::Throttled);
                 Fetch::Failed
             }
             Refused::Failed(err) => {
-                sub.meters
-                    .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
-                sub.report(err);
+                env.meters.read_retry(ReadRetry::Failed);
+                env.report(err);
                 Fetch::Failed
             }
         }
@@ -517,25 +432,24 @@ impl Reader {
     /// Only a shard Kinesis no longer lists is gone; for a missing consumer the error is
     /// reported and the subscription backed off, and the shard stays this instance's.
     async fn gone_or_consumer_missing(&self) -> Fetch<Record> {
-        let sub = &self.sub;
+        let env = &self.env;
         let start = ShardStart::At(crate::KinesisPosition::TrimHorizon);
-        match api::shard_iterator(&sub.client, &sub.stream, &self.shard, &start).await {
+        match api::shard_iterator(&env.client, &env.stream, &env.shard, &start).await {
             Err(KinesisError::ShardNotFound { .. }) => Fetch::Gone,
             _ => {
-                let consumer = sub
+                let consumer = env
                     .fan_out
                     .as_ref()
                     .map_or("?", |consumer| consumer.name.as_ref());
-                sub.meters
-                    .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
-                sub.report(KinesisError::Api {
-                    stream: sub.stream.to_string(),
+                env.meters.read_retry(ReadRetry::Failed);
+                env.report(KinesisError::Api {
+                    stream: env.stream.to_string(),
                     operation: "SubscribeToShard",
                     message: format!(
                         "shard {}, consumer {consumer}: the service does not know the consumer \
                          (deregistered since the subscription started?); the shard is tried \
                          again after a backoff, and a restart registers the consumer again",
-                        self.shard
+                        env.shard
                     ),
                 });
                 Fetch::Failed
@@ -545,13 +459,13 @@ impl Reader {
 
     /// The open subscription's next event, waited for at most [`EVENT_SILENCE_LIMIT`].
     async fn next_event(&self, events: &mut Option<Events>) -> Fetch<Record> {
-        let sub = &self.sub;
-        let (Some(open), Some(consumer)) = (events.as_mut(), sub.fan_out.as_ref()) else {
+        let env = &self.env;
+        let (Some(open), Some(consumer)) = (events.as_mut(), env.fan_out.as_ref()) else {
             return Fetch::SubscriptionEnded;
         };
         let next = tokio::time::timeout(
             EVENT_SILENCE_LIMIT,
-            fan_out::next_event(open, &sub.stream, consumer, &self.shard),
+            fan_out::next_event(open, &env.stream, consumer, &env.shard),
         )
         .await;
         match next {
@@ -569,8 +483,6 @@ impl Reader {
             Ok(Ok(Event::Ended)) => {
                 *events = None;
                 tracing::info!(
-                    stream = %sub.stream,
-                    shard = %self.shard,
                     consumer = %consumer.name,
                     "the enhanced fan-out subscription ended (a subscription lasts five minutes); \
                      subscribing again from where it got to"
@@ -583,10 +495,8 @@ impl Reader {
             }
             Err(_) => {
                 *events = None;
-                sub.meters
-                    .read_retry(&sub.stream, &self.shard, ReadRetry::Failed);
+                env.meters.read_retry(ReadRetry::Failed);
                 tracing::warn!(
-                    lease = %self.handle.key,
                     silent_s = EVENT_SILENCE_LIMIT.as_secs(),
                     "the enhanced fan-out subscription sent nothing for too long; subscribing again"
                 );
@@ -597,52 +507,30 @@ impl Reader {
 
     /// Hands the shard back as `stop` says; whether it was read to its end.
     async fn finish(&self, stop: Stop) -> bool {
-        let key = &self.handle.key;
         match stop {
             Stop::Gone => {
                 tracing::info!(
-                    stream = %key.stream(),
-                    shard = %key.shard(),
-                    owner = %self.sub.owner,
                     "the shard left the stream (trimmed, or the stream was deleted); its lease is \
                      released and it is not read again"
                 );
             }
             Stop::Unreadable => {
                 tracing::warn!(
-                    stream = %key.stream(),
-                    shard = %key.shard(),
-                    owner = %self.sub.owner,
-                    "no iterator of the shard could be had; it is handed back and tried again after a backoff"
+                    "no iterator of the shard could be had; it is handed back and tried again \
+                     after a backoff"
                 );
             }
             Stop::Ended | Stop::Cancelled | Stop::Lost | Stop::HandedOver => {}
         }
-        lock(&self.sub.coordinator).reader_stopped(
-            &self.shard,
-            stop,
-            Instant::now(),
-            rand::random(),
-        );
+        self.env.home.reader_stopped(&self.env.shard, stop);
         self.cancel.cancel();
         // Lost, or ran out by our clock: no checkpoint, no release.
         let Some(how) = stop.close() else {
             return false;
         };
+        // The lease writer says how the closing went (`LeaseNews`).
         let ending = self.handle.close(how).await;
-        let finished = how == Close::Finished && ending == Ending::Closed { written: true };
-        if finished {
-            self.sub
-                .meters
-                .lease_event(key.stream(), &self.sub.owner, LeaseEvent::Finished);
-            tracing::info!(
-                stream = %key.stream(),
-                shard = %key.shard(),
-                owner = %self.sub.owner,
-                "shard read to its end (checkpoint SHARD_END)"
-            );
-        }
-        finished
+        how == Close::Finished && ending == Ending::Closed { written: true }
     }
 }
 

@@ -34,6 +34,10 @@ use crate::clock::Instant;
 use crate::lease::millis;
 use crate::{LeaseTimings, SHARD_END};
 
+mod news;
+
+pub(crate) use news::LeaseNews;
+
 /// The shortest wait before retrying a failed renewal; with less than this left of the lease the
 /// shard stops instead (a renewal sent that late could not save the lease).
 pub(crate) const MIN_RETRY: Duration = Duration::from_millis(50);
@@ -180,6 +184,10 @@ pub(crate) struct ShardLease<T = Instant> {
     /// How far behind the shard's newest record the last read was (`MillisBehindLatest`),
     /// written with each checkpoint.
     behind_ms: Option<u64>,
+    /// Whether the final checkpoint in the works is `SHARD_END` (the shard was read to its end).
+    finishing: bool,
+    /// What happened to the lease that the driver has not said yet.
+    news: Vec<LeaseNews>,
 }
 
 impl<T: Moment> ShardLease<T> {
@@ -205,6 +213,8 @@ impl<T: Moment> ShardLease<T> {
             sealed: false,
             hand_to: None,
             behind_ms: None,
+            finishing: false,
+            news: Vec::new(),
         }
     }
 
@@ -239,7 +249,10 @@ impl<T: Moment> ShardLease<T> {
                 match (how, pending) {
                     // SHARD_END covers every settled record; a checkpoint still pending would
                     // land after it and move the shard back.
-                    (Close::Finished, _) => Write::Final(Arc::from(SHARD_END)),
+                    (Close::Finished, _) => {
+                        self.finishing = true;
+                        Write::Final(Arc::from(SHARD_END))
+                    }
                     (Close::HandOver, checkpoint) if self.hand_to.is_some() => {
                         let to = self.hand_to.clone().expect("checked above");
                         // Nothing follows the hand-over: its answer ends the machine.
@@ -312,18 +325,36 @@ impl<T: Moment> ShardLease<T> {
                 }
                 self.checkpoint_due = now + self.timings.renew() / 3;
             }
-            (Write::Final(_), Answer::Done) => self.phase = Phase::Releasing { written: true },
+            (Write::Final(_), Answer::Done) => {
+                if self.finishing {
+                    self.news.push(LeaseNews::Finished);
+                }
+                self.phase = Phase::Releasing { written: true };
+            }
             // Nothing more is written after a refused or failed final checkpoint: the lease is
             // left to lapse, and the next owner reads on from the last checkpoint that landed.
-            (Write::Final(_), Answer::Refused | Answer::Failed) => {
+            (Write::Final(_), answer @ (Answer::Refused | Answer::Failed)) => {
+                if answer == Answer::Refused {
+                    self.news.push(LeaseNews::RefusedClosing {
+                        checkpoint_written: false,
+                    });
+                }
                 self.phase = Phase::Ended(Ending::Closed { written: false });
             }
-            (Write::Release, _) => {
+            (Write::Release, answer) => {
                 let written = matches!(self.phase, Phase::Releasing { written: true });
+                match answer {
+                    Answer::Done => self.news.push(LeaseNews::Released),
+                    Answer::Refused => self.news.push(LeaseNews::RefusedClosing {
+                        checkpoint_written: written,
+                    }),
+                    Answer::Failed => {}
+                }
                 self.phase = Phase::Ended(Ending::Closed { written });
             }
-            (Write::HandOver { .. }, Answer::Done) => {
+            (Write::HandOver { to, .. }, Answer::Done) => {
                 // The row is the other instance's now.
+                self.news.push(LeaseNews::HandedOver { to });
                 self.phase = Phase::Ended(Ending::Closed { written: true });
             }
             // Refused: the row is no longer held, or the request names another instance now (it
@@ -356,6 +387,10 @@ impl<T: Moment> ShardLease<T> {
     }
 
     fn lose(&mut self, how: Lost) {
+        self.news.push(match how {
+            Lost::Refused => LeaseNews::Refused,
+            Lost::RanOut => LeaseNews::RanOut,
+        });
         self.phase = Phase::Ended(Ending::Lost(how));
         self.sealed = true;
         self.pending = None;
@@ -448,6 +483,11 @@ impl<T: Moment> ShardLease<T> {
     /// Whether the shard delivers nothing more: closing, or ended.
     pub(crate) fn is_halted(&self) -> bool {
         self.phase != Phase::Holding
+    }
+
+    /// What happened to the lease since the last call, for the driver to say.
+    pub(crate) fn take_news(&mut self) -> Vec<LeaseNews> {
+        std::mem::take(&mut self.news)
     }
 
     /// How the machine ended, once it did.

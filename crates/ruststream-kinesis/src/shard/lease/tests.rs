@@ -2,6 +2,7 @@
 //! folded checkpoints and the closing writes.
 
 use super::*;
+use crate::telemetry::LeaseEvent;
 
 const S: Duration = Duration::from_secs(1);
 
@@ -409,4 +410,175 @@ fn a_renewal_that_fails_while_closing_leaves_the_final_writes_to_go_out() {
         Next::Send(Write::Final(Arc::from("5"))),
         "the final checkpoint still goes out; the row refuses it if another holds the shard"
     );
+}
+
+/// What the machine tells happened to the lease: each event once, from the answer that made it,
+/// and nothing from a write that changed nothing.
+mod news {
+    use super::*;
+
+    fn hand_over_to(to: &str) -> Write {
+        Write::HandOver {
+            to: Arc::from(to),
+            checkpoint: Some(Arc::from("5")),
+        }
+    }
+
+    #[test]
+    fn a_graceful_stop_tells_its_release_once() {
+        let mut lease = taken_at(Duration::ZERO);
+        exchange(&mut lease, 3 * S, &Write::Renew, 3 * S, Answer::Done);
+        assert_eq!(lease.take_news(), [], "a renewal is no news");
+        assert!(lease.checkpoint_ready(Arc::from("5")));
+        lease.close(Close::Release);
+        exchange(
+            &mut lease,
+            4 * S,
+            &Write::Final(Arc::from("5")),
+            4 * S,
+            Answer::Done,
+        );
+        assert_eq!(
+            lease.take_news(),
+            [],
+            "a final checkpoint other than SHARD_END"
+        );
+        exchange(&mut lease, 4 * S, &Write::Release, 4 * S, Answer::Done);
+        assert_eq!(lease.take_news(), [LeaseNews::Released]);
+        assert_eq!(lease.take_news(), [], "told once");
+    }
+
+    #[test]
+    fn a_shard_read_to_its_end_tells_so_when_shard_end_lands_whatever_its_release_answers() {
+        for (release, then) in [
+            (Answer::Done, vec![LeaseNews::Released]),
+            (Answer::Failed, vec![]),
+        ] {
+            let mut lease = taken_at(Duration::ZERO);
+            lease.close(Close::Finished);
+            exchange(
+                &mut lease,
+                S,
+                &Write::Final(Arc::from(SHARD_END)),
+                S,
+                Answer::Done,
+            );
+            assert_eq!(lease.take_news(), [LeaseNews::Finished]);
+            exchange(&mut lease, S, &Write::Release, S, release);
+            assert_eq!(lease.take_news(), then, "{release:?}");
+        }
+        let mut lease = taken_at(Duration::ZERO);
+        lease.close(Close::Finished);
+        exchange(
+            &mut lease,
+            S,
+            &Write::Final(Arc::from(SHARD_END)),
+            S,
+            Answer::Failed,
+        );
+        assert_eq!(
+            lease.take_news(),
+            [],
+            "SHARD_END that did not land finishes nothing"
+        );
+    }
+
+    #[test]
+    fn a_refused_renewal_or_checkpoint_is_a_loss_and_a_lease_that_ran_out_expired() {
+        let mut lease = taken_at(Duration::ZERO);
+        exchange(&mut lease, 3 * S, &Write::Renew, 3 * S, Answer::Refused);
+        assert_eq!(lease.take_news(), [LeaseNews::Refused]);
+        assert_eq!(LeaseNews::Refused.event(), LeaseEvent::Lost);
+
+        let mut lease = taken_at(Duration::ZERO);
+        assert!(lease.checkpoint_ready(Arc::from("5")));
+        exchange(&mut lease, S, &checkpoint("5"), S, Answer::Refused);
+        assert_eq!(lease.take_news(), [LeaseNews::Refused]);
+
+        let mut lease = taken_at(Duration::ZERO);
+        lease.run_out();
+        lease.run_out();
+        assert_eq!(lease.take_news(), [LeaseNews::RanOut], "once");
+        assert_eq!(LeaseNews::RanOut.event(), LeaseEvent::Expired);
+
+        // Renewals that keep failing until too little is left: the lease ran out.
+        let mut lease = taken_at(Duration::ZERO);
+        let late = 9 * S - MIN_RETRY;
+        exchange(&mut lease, late, &Write::Renew, late, Answer::Failed);
+        assert_eq!(lease.take_news(), [LeaseNews::RanOut]);
+    }
+
+    #[test]
+    fn a_refused_closing_write_is_a_loss_that_says_whether_the_final_checkpoint_landed() {
+        let mut lease = taken_at(Duration::ZERO);
+        assert!(lease.checkpoint_ready(Arc::from("5")));
+        lease.close(Close::Release);
+        exchange(
+            &mut lease,
+            S,
+            &Write::Final(Arc::from("5")),
+            S,
+            Answer::Refused,
+        );
+        let refused = LeaseNews::RefusedClosing {
+            checkpoint_written: false,
+        };
+        assert_eq!(lease.take_news(), std::slice::from_ref(&refused));
+        assert_eq!(refused.event(), LeaseEvent::Lost);
+
+        let mut lease = taken_at(Duration::ZERO);
+        assert!(lease.checkpoint_ready(Arc::from("5")));
+        lease.close(Close::Release);
+        exchange(
+            &mut lease,
+            S,
+            &Write::Final(Arc::from("5")),
+            S,
+            Answer::Done,
+        );
+        exchange(&mut lease, S, &Write::Release, S, Answer::Refused);
+        assert_eq!(
+            lease.take_news(),
+            [LeaseNews::RefusedClosing {
+                checkpoint_written: true
+            }]
+        );
+    }
+
+    #[test]
+    fn a_hand_over_that_lands_names_the_new_owner_and_a_refused_one_falls_back_to_a_release() {
+        let mut lease = taken_at(Duration::ZERO);
+        assert!(lease.checkpoint_ready(Arc::from("5")));
+        lease.hand_to(Arc::from("pod-b"));
+        lease.close(Close::HandOver);
+        exchange(&mut lease, S, &hand_over_to("pod-b"), S, Answer::Done);
+        let told = lease.take_news();
+        assert_eq!(
+            told,
+            [LeaseNews::HandedOver {
+                to: Arc::from("pod-b")
+            }]
+        );
+        assert_eq!(told[0].event(), LeaseEvent::HandedOver);
+
+        let mut lease = taken_at(Duration::ZERO);
+        assert!(lease.checkpoint_ready(Arc::from("5")));
+        lease.hand_to(Arc::from("pod-b"));
+        lease.close(Close::HandOver);
+        exchange(&mut lease, S, &hand_over_to("pod-b"), S, Answer::Refused);
+        assert_eq!(
+            lease.take_news(),
+            [],
+            "the request was replaced: the release follows"
+        );
+        exchange(
+            &mut lease,
+            S,
+            &Write::Final(Arc::from("5")),
+            S,
+            Answer::Done,
+        );
+        exchange(&mut lease, S, &Write::Release, S, Answer::Done);
+        assert_eq!(lease.take_news(), [LeaseNews::Released]);
+    }
 }

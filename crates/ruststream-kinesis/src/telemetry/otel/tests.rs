@@ -3,7 +3,7 @@ use std::time::Duration;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 
-use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry};
+use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry, of_shard};
 
 /// Every report lands on the global meter provider installed before the meters were made, under
 /// the names the Operating page lists, with the stream and shard as the messaging conventions'
@@ -16,22 +16,22 @@ fn each_report_is_an_instrument_on_the_global_meter() {
         .build();
     opentelemetry::global::set_meter_provider(provider.clone());
     let meters = Meters::default().with_global_meter();
-    meters.read("orders", "shardId-0", 3, 120, Some(1_500));
-    meters.read_retry("orders", "shardId-0", ReadRetry::Throttled);
-    meters.iterator_reset("orders", "shardId-0");
-    meters.decode_failure("orders", "shardId-0");
-    meters.checkpoint_lag("orders", "shardId-0", 3);
+    of_shard(&meters, "shardId-0").read(3, 120, Some(1_500));
+    of_shard(&meters, "shardId-0").read_retry(ReadRetry::Throttled);
+    of_shard(&meters, "shardId-0").iterator_reset();
+    of_shard(&meters, "shardId-0").decode_failure();
+    of_shard(&meters, "shardId-0").checkpoint_lag(3);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(4));
     meters.published("orders", 2, 1);
     meters.publish_retry("orders", 1);
-    meters.consumed("orders", "shardId-0", 5);
+    of_shard(&meters, "shardId-0").consumed(5);
     meters.operation(
         "GetRecords",
         Some("ProvisionedThroughputExceededException"),
         Duration::from_millis(9),
     );
-    meters.shard_stalled("orders", "shardId-0", false);
+    of_shard(&meters, "shardId-0").stalled(false);
     meters.coordination("orders", "notice", true);
     provider.force_flush().unwrap();
 

@@ -3,7 +3,7 @@ use std::time::Duration;
 use prometheus::Registry;
 
 use super::{KinesisMetrics, scrape};
-use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry};
+use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry, of_shard};
 
 fn meters() -> (Registry, Meters) {
     let registry = Registry::new();
@@ -14,8 +14,8 @@ fn meters() -> (Registry, Meters) {
 #[test]
 fn a_read_counts_records_and_bytes_and_sets_the_shards_lag() {
     let (registry, meters) = meters();
-    meters.read("orders", "shardId-0", 3, 120, Some(4_000));
-    meters.read("orders", "shardId-0", 2, 80, Some(0));
+    of_shard(&meters, "shardId-0").read(3, 120, Some(4_000));
+    of_shard(&meters, "shardId-0").read(2, 80, Some(0));
     let text = scrape(&registry);
     assert!(
         text.contains(r#"aws_kinesis_records_read_total{shard="shardId-0",stream="orders"} 5"#),
@@ -36,8 +36,8 @@ fn a_lease_taken_is_held_until_its_reader_ends_and_its_lag_goes_with_it() {
     let (registry, meters) = meters();
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
-    meters.read("orders", "shardId-1", 1, 1, Some(250));
-    meters.checkpoint_lag("orders", "shardId-1", 12);
+    of_shard(&meters, "shardId-1").read(1, 1, Some(250));
+    of_shard(&meters, "shardId-1").checkpoint_lag(12);
     let text = scrape(&registry);
     assert!(
         text.contains(
@@ -50,7 +50,7 @@ fn a_lease_taken_is_held_until_its_reader_ends_and_its_lag_goes_with_it() {
         "{text}"
     );
     meters.lease_event("orders", "pod-a", LeaseEvent::HandedOver);
-    meters.reader_ended("orders", "shardId-1", "pod-a");
+    of_shard(&meters, "shardId-1").reader_ended();
     let text = scrape(&registry);
     assert!(
         text.contains(r#"aws_kinesis_leases_held{owner="pod-a",stream="orders"} 1"#),
@@ -77,7 +77,7 @@ fn a_lease_taken_is_held_until_its_reader_ends_and_its_lag_goes_with_it() {
 #[test]
 fn a_readers_fault_counters_show_at_zero_from_its_start() {
     let (registry, meters) = meters();
-    meters.reader_started("orders", "shardId-0");
+    of_shard(&meters, "shardId-0").reader_started();
     let text = scrape(&registry);
     for series in [
         r#"aws_kinesis_read_retries_total{cause="throttled",shard="shardId-0",stream="orders"} 0"#,
@@ -133,8 +133,8 @@ fn kinesis_calls_are_operations_named_after_the_api_with_the_services_error_code
 #[test]
 fn consumed_messages_count_user_records_and_the_lag_is_in_seconds() {
     let (registry, meters) = meters();
-    meters.read("orders", "shardId-0", 1, 900, Some(2_500));
-    meters.consumed("orders", "shardId-0", 12);
+    of_shard(&meters, "shardId-0").read(1, 900, Some(2_500));
+    of_shard(&meters, "shardId-0").consumed(12);
     let text = scrape(&registry);
     for series in [
         r#"messaging_client_consumed_messages_total{shard="shardId-0",stream="orders"} 12"#,
@@ -151,9 +151,9 @@ fn publishes_retries_and_read_faults_are_counted_by_kind() {
     meters.published("orders", 5, 0);
     meters.published("orders", 2, 2);
     meters.publish_retry("orders", 3);
-    meters.read_retry("orders", "shardId-0", ReadRetry::Throttled);
-    meters.iterator_reset("orders", "shardId-0");
-    meters.decode_failure("orders", "shardId-0");
+    of_shard(&meters, "shardId-0").read_retry(ReadRetry::Throttled);
+    of_shard(&meters, "shardId-0").iterator_reset();
+    of_shard(&meters, "shardId-0").decode_failure();
     let text = scrape(&registry);
     for series in [
         r#"messaging_client_sent_messages_total{error_type="",stream="orders"} 7"#,
@@ -178,18 +178,18 @@ fn a_second_registration_in_one_registry_is_refused() {
 #[test]
 fn the_operating_pages_table_lists_every_series() {
     let (registry, meters) = meters();
-    meters.read("orders", "shardId-0", 1, 1, Some(0));
-    meters.read_retry("orders", "shardId-0", ReadRetry::Failed);
-    meters.iterator_reset("orders", "shardId-0");
-    meters.decode_failure("orders", "shardId-0");
-    meters.checkpoint_lag("orders", "shardId-0", 0);
+    of_shard(&meters, "shardId-0").read(1, 1, Some(0));
+    of_shard(&meters, "shardId-0").read_retry(ReadRetry::Failed);
+    of_shard(&meters, "shardId-0").iterator_reset();
+    of_shard(&meters, "shardId-0").decode_failure();
+    of_shard(&meters, "shardId-0").checkpoint_lag(0);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(1));
     meters.published("orders", 1, 0);
     meters.publish_retry("orders", 1);
     meters.operation("GetRecords", None, Duration::from_millis(1));
-    meters.consumed("orders", "shardId-0", 1);
-    meters.shard_stalled("orders", "shardId-0", false);
+    of_shard(&meters, "shardId-0").consumed(1);
+    of_shard(&meters, "shardId-0").stalled(false);
     meters.coordination("orders", "notice", false);
     let mut rendered: Vec<String> = registry
         .gather()

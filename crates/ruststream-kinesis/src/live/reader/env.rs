@@ -1,0 +1,75 @@
+//! What one shard's reader works with, and nothing more: its stream, shard and owner, the store
+//! and the Kinesis client it calls, its meters with the shard's labels bound, the settings it
+//! reads by, the channel its deliveries go out on, and the subscription it belongs to (which
+//! resolves a handler's seek and hears how the reader ended).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_kinesis::Client;
+use tokio::sync::mpsc;
+
+use crate::KinesisError;
+use crate::delivery::message::Item;
+use crate::kinesis::fan_out::Consumer;
+use crate::lease::LeaseStore;
+use crate::live::subscription::Subscription;
+use crate::telemetry::{LeaseEvent, ShardMeters};
+
+/// One shard reader's world.
+#[derive(Debug)]
+pub(crate) struct ShardEnv {
+    pub(super) stream: Arc<str>,
+    pub(super) shard: Arc<str>,
+    pub(super) owner: Arc<str>,
+    pub(super) store: Arc<dyn LeaseStore>,
+    pub(super) client: Client,
+    pub(super) meters: ShardMeters,
+    /// How long a lease the store writes.
+    pub(super) lease: Duration,
+    pub(super) batch_size: u32,
+    /// How long the shard may deliver nothing while records wait before it counts as stalled.
+    pub(super) stall_after: Duration,
+    /// The enhanced fan-out consumer the shard is read through; `None`: polling.
+    pub(super) fan_out: Option<Consumer>,
+    pub(super) tx: mpsc::Sender<Item>,
+    /// The subscription the shard is read for.
+    pub(super) home: Arc<Subscription>,
+}
+
+impl ShardEnv {
+    /// The world of the reader of `shard` of `home`'s stream.
+    pub(crate) fn of(home: &Arc<Subscription>, shard: &Arc<str>) -> Self {
+        Self {
+            stream: Arc::clone(&home.stream),
+            shard: Arc::clone(shard),
+            owner: Arc::clone(&home.owner),
+            store: Arc::clone(&home.store),
+            client: home.client.clone(),
+            meters: home.meters.shard(&home.stream, shard, &home.owner),
+            lease: home.timings.lease(),
+            batch_size: home.batch_size,
+            stall_after: home.stall_after,
+            fan_out: home.fan_out.clone(),
+            tx: home.tx.clone(),
+            home: Arc::clone(home),
+        }
+    }
+
+    /// The shard's lease was taken and its reader starts: counted, and its per-shard series show
+    /// from now on.
+    pub(crate) fn taken(&self) {
+        self.meters.lease_event(LeaseEvent::Taken);
+        self.meters.reader_started();
+    }
+
+    /// Reports a failure to the subscriber stream (see [`Subscription::report`]).
+    pub(super) fn report(&self, err: KinesisError) {
+        self.home.report(err);
+    }
+
+    /// Reports a failed lease write.
+    pub(super) fn lease_failed(&self, source: crate::LeaseError) {
+        self.home.report(self.home.lease_error(&self.shard, source));
+    }
+}
