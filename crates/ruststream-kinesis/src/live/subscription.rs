@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
@@ -19,6 +19,7 @@ use crate::coordinator::twins::Incarnation;
 use crate::delivery::message::Item;
 use crate::kinesis::fan_out::Consumer;
 use crate::lease::{LeaseStore, Timed};
+use crate::live::heard::Heard;
 use crate::live::pause::Pause;
 use crate::live::upkeep::Upkeeps;
 use crate::shard::{ShardHandle, Stop};
@@ -88,8 +89,12 @@ pub(crate) struct Subscription {
     pub(super) runtime: tokio::runtime::Handle,
     pub(super) broker_closed: Arc<AtomicBool>,
     pub(super) running: Mutex<HashMap<Arc<str>, Running>>,
-    /// What it knows of the stream's shards, and the coordinator's decisions on it.
-    pub(super) coordinator: Mutex<Coordinator<Instant>>,
+    /// What it knows of the stream's shards, and the coordinator's decisions on it: used by the
+    /// coordinator's driver only, through [`coordinator`](Self::coordinator).
+    coordinator: Mutex<Coordinator<Instant>>,
+    /// What the readers and the seeks tell the coordinator, applied before its next use.
+    heard: mpsc::UnboundedSender<Heard>,
+    heard_rx: Mutex<mpsc::UnboundedReceiver<Heard>>,
     /// Wakes the coordinator before its next listing (a shard ended or stopped).
     pub(super) wake: Notify,
 }
@@ -119,7 +124,10 @@ impl Subscription {
             closed,
         } = instance;
         let stream: Arc<str> = Arc::from(source.name.as_ref());
+        let (heard, heard_rx) = mpsc::unbounded_channel();
         Arc::new(Self {
+            heard,
+            heard_rx: Mutex::new(heard_rx),
             store: Arc::new(Timed::new(
                 store,
                 timings.store_call_timeout(),
@@ -190,17 +198,42 @@ impl Subscription {
         }
     }
 
-    /// The reader of `shard` stopped reading, as `stop` says: the coordinator hears it before
-    /// the shard is handed back.
+    /// The reader of `shard` stopped reading, as `stop` says: told to the coordinator before the
+    /// shard is handed back.
     pub(crate) fn reader_stopped(&self, shard: &Arc<str>, stop: Stop) {
-        lock(&self.coordinator).reader_stopped(shard, stop, Instant::now(), rand::random());
+        self.hear(Heard::ReaderStopped {
+            shard: Arc::clone(shard),
+            stop,
+            at: Instant::now(),
+            coin: rand::random(),
+        });
     }
 
     /// Forgets a shard whose reader ended, and lists again soon.
     pub(crate) fn reader_ended(&self, shard: &Arc<str>, finished: bool) {
         lock(&self.running).remove(shard);
-        lock(&self.coordinator).reader_ended(shard, finished);
+        self.hear(Heard::ReaderEnded {
+            shard: Arc::clone(shard),
+            finished,
+        });
         self.wake.notify_one();
+    }
+
+    /// Tells the coordinator `heard`; it applies it before its driver next uses it.
+    pub(super) fn hear(&self, heard: Heard) {
+        // The receiver lives as long as the subscription, which holds this sender.
+        let _ = self.heard.send(heard);
+    }
+
+    /// The coordinator, with everything told to it so far applied, in the order told: for its
+    /// driver only.
+    pub(super) fn coordinator(&self) -> MutexGuard<'_, Coordinator<Instant>> {
+        let mut coordinator = lock(&self.coordinator);
+        let mut heard = lock(&self.heard_rx);
+        while let Ok(told) = heard.try_recv() {
+            told.apply(&mut coordinator);
+        }
+        coordinator
     }
 }
 

@@ -25,6 +25,7 @@ use crate::delivery::message::Item;
 use crate::kinesis::api::{self, ShardInfo};
 use crate::kinesis::fan_out::Consumer;
 use crate::lease::{LeaseKey, epoch_millis};
+use crate::live::heard::Heard;
 use crate::live::reader::{self, Reader, ShardEnv};
 use crate::live::subscription::{Instance, Running, Subscription, lock};
 use crate::live::upkeep::Upkeep;
@@ -75,7 +76,7 @@ impl Subscription {
     /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
     /// shards skipped for starting at the tip are judged again.
     pub(crate) fn start_at(&self, initial: KinesisPosition) {
-        lock(&self.coordinator).start_at(initial);
+        self.hear(Heard::StartAt(initial));
     }
 
     /// Makes the calls of one take of `shard` (what [`Take`] asks, its answers fed back) and
@@ -105,7 +106,7 @@ impl Subscription {
                         _ => AcquireRefused::Failed,
                     });
                     let told = take.acquired(
-                        &mut lock(&self.coordinator),
+                        &mut self.coordinator(),
                         match (&answer, refused) {
                             (Ok(state), _) => Ok(state.checkpoint.as_deref()),
                             (Err(_), refused) => Err(refused.unwrap_or(AcquireRefused::Failed)),
@@ -121,7 +122,7 @@ impl Subscription {
                     let answer =
                         api::shard_iterator(&self.client, &self.stream, &shard.id, &start).await;
                     let told = take.positioned(
-                        &mut lock(&self.coordinator),
+                        &mut self.coordinator(),
                         match &answer {
                             Ok(_) => Ok(()),
                             Err(KinesisError::ShardNotFound { .. }) => Err(IteratorRefused::Gone),
@@ -299,7 +300,7 @@ async fn drive(
         }
         let step = {
             let reading = sub.reading();
-            let mut coordinator = lock(&sub.coordinator);
+            let mut coordinator = sub.coordinator();
             rounds.next(
                 &mut coordinator,
                 &reading,
@@ -412,7 +413,7 @@ impl Subscription {
     /// pauses, the subscription says why, once.
     fn follow_pause(&self) {
         let paused = self.pause.is_paused();
-        let changed = lock(&self.coordinator).set_paused(paused);
+        let changed = self.coordinator().set_paused(paused);
         if !paused {
             return;
         }
@@ -484,7 +485,9 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
         return;
     }
     let reading = sub.reading();
-    let standing = lock(&sub.coordinator).standing_asks(&sub.owner, epoch_millis(), &reading);
+    let standing = sub
+        .coordinator()
+        .standing_asks(&sub.owner, epoch_millis(), &reading);
     for shard in &standing {
         let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(shard));
         if let Err(err) = sub.store.withdraw_handoff(&key, &sub.owner).await {
@@ -496,7 +499,7 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
     for shard in standing {
         sub.hand_back_handed(shard).await;
     }
-    if lock(&sub.coordinator).is_balancing() {
+    if sub.coordinator().is_balancing() {
         // The others count one instance fewer at once, and read the rows for the shards this
         // one releases.
         if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {

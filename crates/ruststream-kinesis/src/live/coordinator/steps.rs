@@ -14,7 +14,7 @@ use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards};
 use crate::coordinator::watch::Beat;
 use crate::kinesis::api::{self, ShardInfo};
 use crate::lease::{LeaseKey, epoch_millis};
-use crate::live::subscription::{Subscription, lock};
+use crate::live::subscription::Subscription;
 use crate::live::upkeep::Upkeep;
 
 impl Subscription {
@@ -36,7 +36,7 @@ impl Subscription {
             }
             Err(err) => (Shards::Failed, Some(err)),
         };
-        rounds.listed(&mut lock(&self.coordinator), shards, Instant::now());
+        rounds.listed(&mut self.coordinator(), shards, Instant::now());
         match failure {
             Some(err) if first => return Err(err),
             Some(err) => self.report(err),
@@ -60,7 +60,7 @@ impl Subscription {
             Err(_) => Listed::Failed,
         };
         rounds.rows_listed(
-            &mut lock(&self.coordinator),
+            &mut self.coordinator(),
             listed,
             &self.owner,
             Instant::now(),
@@ -72,7 +72,7 @@ impl Subscription {
     pub(super) async fn read_rows(&self, rounds: &mut Rounds<Instant>, wanted: &[Arc<str>]) {
         let (rows, unreadable) = self.read_each(wanted).await;
         rounds.rows_read(
-            &mut lock(&self.coordinator),
+            &mut self.coordinator(),
             rows,
             &unreadable,
             &self.owner,
@@ -89,7 +89,7 @@ impl Subscription {
             (deletion, answer)
         }))
         .await;
-        let mut coordinator = lock(&self.coordinator);
+        let mut coordinator = self.coordinator();
         for (deletion, answer) in answers {
             self.upkeep(Upkeep::Delete, &answer);
             let deleted = answer.unwrap_or(false);
@@ -112,7 +112,7 @@ impl Subscription {
             Err(_) => NoticeRead::Failed,
         };
         rounds.notice_read(
-            &mut lock(&self.coordinator),
+            &mut self.coordinator(),
             read,
             &self.owner,
             Instant::now(),
@@ -142,7 +142,7 @@ impl Subscription {
             .announce(&self.stream, &self.owner, record, forget)
             .await;
         self.upkeep(Upkeep::Announce, &answer);
-        rounds.announced(&mut lock(&self.coordinator), answer.is_ok(), epoch_millis());
+        rounds.announced(&mut self.coordinator(), answer.is_ok(), epoch_millis());
     }
 
     /// The requests for planned moves, in parallel.
@@ -157,11 +157,11 @@ impl Subscription {
             self.upkeep(Upkeep::AskHandoff, &answer);
             if let Ok(true) = answer {
                 tracing::debug!(lease = %key, holder = %ask.holder, "asked for a planned move");
-                lock(&self.coordinator).requested(&ask.shard, asked_ms);
+                self.coordinator().requested(&ask.shard, asked_ms);
             }
         }))
         .await;
-        rounds.asked(&mut lock(&self.coordinator), Instant::now());
+        rounds.asked(&mut self.coordinator(), Instant::now());
     }
 
     /// The takes of a pass, in parallel.
@@ -181,6 +181,6 @@ impl Subscription {
             tracing::Instrument::instrument(async move { self.take(&shard, purpose).await }, span)
         }))
         .await;
-        rounds.took(&mut lock(&self.coordinator), Instant::now());
+        rounds.took(&mut self.coordinator(), Instant::now());
     }
 }
