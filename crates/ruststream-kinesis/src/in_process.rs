@@ -508,10 +508,46 @@ impl InProcessSubscription {
                 stream: self.stream.to_string(),
             });
         };
+        if let Some(refused) = self.refusal(log, to) {
+            return Err(refused);
+        }
+        {
+            let mut generations = self
+                .generations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for index in 0..log.shards.len() {
+                let id = shard_id(index);
+                if to.applies_to(&id) {
+                    *generations.entry(id).or_insert(0) += 1;
+                }
+            }
+        }
+        for (index, stored) in replay(log, to) {
+            // A seek to a user record starts inside its aggregate.
+            let from = match to {
+                KinesisPosition::AtSubSequence {
+                    sequence,
+                    sub_sequence,
+                    ..
+                } if *stored.sequence == **sequence => *sub_sequence,
+                _ => 0,
+            };
+            world.deliver(self, index, stored, from);
+        }
+        Ok(())
+    }
+}
+
+impl InProcessSubscription {
+    /// Why Kinesis would refuse a seek of the stream `log` to `to`: a shard it does not have,
+    /// or a sequence number its shard does not hold (one of another shard, or trimmed); the
+    /// seek then moves nothing.
+    fn refusal(&self, log: &StreamLog, to: &KinesisPosition) -> Option<KinesisError> {
         if let Some(shard) = to.shard()
             && !(0..log.shards.len()).any(|index| *shard_id(index) == *shard)
         {
-            return Err(KinesisError::Seek {
+            return Some(KinesisError::Seek {
                 stream: self.stream.to_string(),
                 reason: format!("the stream has no shard {shard}"),
             });
@@ -527,7 +563,7 @@ impl InProcessSubscription {
                 .iter()
                 .any(|stored| *stored.sequence == **sequence)
         {
-            return Err(KinesisError::Seek {
+            return Some(KinesisError::Seek {
                 stream: self.stream.to_string(),
                 reason: format!(
                     "Kinesis refused the position {to:?} for shard {shard}: the shard holds no \
@@ -535,60 +571,40 @@ impl InProcessSubscription {
                 ),
             });
         }
-        {
-            let mut generations = self
-                .generations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for index in 0..log.shards.len() {
-                let id = shard_id(index);
-                if to.applies_to(&id) {
-                    *generations.entry(id).or_insert(0) += 1;
-                }
-            }
-        }
-        let mut replay: Vec<(usize, &Stored)> = Vec::new();
-        for (index, shard) in log.shards.iter().enumerate() {
-            let id = shard_id(index);
-            if !to.applies_to(&id) {
-                continue;
-            }
-            replay.extend(
-                shard
-                    .iter()
-                    .filter(|stored| match to {
-                        KinesisPosition::TrimHorizon => true,
-                        KinesisPosition::Latest => false,
-                        KinesisPosition::AtTimestamp(at) => {
-                            let at_ms = at
-                                .duration_since(std::time::UNIX_EPOCH)
-                                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                            stored.arrived_ms >= at_ms
-                        }
-                        KinesisPosition::AtSequence { sequence, .. }
-                        | KinesisPosition::AtSubSequence { sequence, .. } => {
-                            crate::settings::position::sequence_cmp(&stored.sequence, sequence)
-                                .is_ge()
-                        }
-                    })
-                    .map(|stored| (index, stored)),
-            );
-        }
-        replay.sort_by_key(|(_, stored)| stored.order);
-        for (index, stored) in replay {
-            // A seek to a user record starts inside its aggregate.
-            let from = match to {
-                KinesisPosition::AtSubSequence {
-                    sequence,
-                    sub_sequence,
-                    ..
-                } if *stored.sequence == **sequence => *sub_sequence,
-                _ => 0,
-            };
-            world.deliver(self, index, stored, from);
-        }
-        Ok(())
+        None
     }
+}
+
+/// What a seek of `log` to `to` delivers again, in the stream's publish order.
+fn replay<'a>(log: &'a StreamLog, to: &KinesisPosition) -> Vec<(usize, &'a Stored)> {
+    let mut replay: Vec<(usize, &Stored)> = Vec::new();
+    for (index, shard) in log.shards.iter().enumerate() {
+        let id = shard_id(index);
+        if !to.applies_to(&id) {
+            continue;
+        }
+        replay.extend(
+            shard
+                .iter()
+                .filter(|stored| match to {
+                    KinesisPosition::TrimHorizon => true,
+                    KinesisPosition::Latest => false,
+                    KinesisPosition::AtTimestamp(at) => {
+                        let at_ms = at
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                        stored.arrived_ms >= at_ms
+                    }
+                    KinesisPosition::AtSequence { sequence, .. }
+                    | KinesisPosition::AtSubSequence { sequence, .. } => {
+                        crate::settings::position::sequence_cmp(&stored.sequence, sequence).is_ge()
+                    }
+                })
+                .map(|stored| (index, stored)),
+        );
+    }
+    replay.sort_by_key(|(_, stored)| stored.order);
+    replay
 }
 
 impl Source for InProcessSubscription {

@@ -78,11 +78,16 @@ pub(crate) fn shares<'a>(
 ) -> Shares {
     let beats: Vec<&str> = beats.filter(|beat| *beat != owner).collect();
     let lapsed = lapsed_holders(listing, rows, owner, &beats, now_ms);
-    let mut movable: BTreeMap<String, Vec<(Arc<str>, u64)>> = BTreeMap::new();
-    let mut held: BTreeMap<String, usize> = BTreeMap::new();
-    let mut asked_by_me = 0;
+    let mut tally = Tally {
+        owner,
+        lapsed: &lapsed,
+        now_ms,
+        movable: BTreeMap::new(),
+        held: BTreeMap::new(),
+        asked_by_me: 0,
+        read: 0,
+    };
     // Only the listed shards count: one that left the stream while read is on its way out.
-    let mut read = 0;
     for shard in listing {
         let row = rows.get(&shard.id).and_then(Option::as_ref);
         // The row is the authority: a shard still read here whose row another instance holds
@@ -91,53 +96,18 @@ pub(crate) fn shares<'a>(
             !row.is_held_by(owner) && row.owner.is_some() && !row.is_expired_at(now_ms)
         });
         if reading.contains(&shard.id) && !held_elsewhere {
-            // Counted as the others count it, from its row where it was read: a reader whose
-            // row is finished, released or lapsed is on its way out, and one asked for is the
-            // asker's.
-            match row {
-                Some(row) if !row.is_held_by(owner) || row.is_finished() || row.is_skipped() => {}
-                Some(row) => match row.handoff_at(now_ms) {
-                    Some(asked) if asked.to != owner && !lapsed.contains(asked.to.as_str()) => {
-                        *held.entry(asked.to.clone()).or_default() += 1;
-                    }
-                    _ => read += 1,
-                },
-                None => read += 1,
-            }
-            continue;
-        }
-        let Some(row) = row else {
-            continue;
-        };
-        let Some(holder) = row.owner.as_deref() else {
-            continue;
-        };
-        if holder == owner || row.is_expired_at(now_ms) || row.is_finished() || row.is_skipped() {
-            continue;
-        }
-        match row.handoff_at(now_ms) {
-            Some(asked) if asked.to == owner => asked_by_me += 1,
-            // A request counts for its asker, unless the asker let a lease lapse; one on a live
-            // row of a holder that did still does, since a holder alive after all may honour it.
-            Some(asked) if !lapsed.contains(asked.to.as_str()) => {
-                *held.entry(asked.to.clone()).or_default() += 1;
-            }
-            // The live rows of a holder that let a lease lapse count for nobody.
-            _ if lapsed.contains(holder) => {}
-            // Asked for by an instance that let a lease lapse: the holder's until it moves.
-            Some(_) => *held.entry(holder.to_owned()).or_default() += 1,
-            // Never asked for while a reader of this instance is still on it: a row handed to
-            // this owner id could take a late write of that reader for its own.
-            None if reading.contains(&shard.id) => *held.entry(holder.to_owned()).or_default() += 1,
-            None => {
-                *held.entry(holder.to_owned()).or_default() += 1;
-                movable
-                    .entry(holder.to_owned())
-                    .or_default()
-                    .push((Arc::clone(&shard.id), row.counter));
-            }
+            tally.read_here(row);
+        } else if let Some(row) = row {
+            tally.elsewhere(&shard.id, row, reading.contains(&shard.id));
         }
     }
+    let Tally {
+        movable,
+        mut held,
+        asked_by_me,
+        read,
+        ..
+    } = tally;
     // Every live holder counts, beat or not: one whose beats are late (a write or two that
     // failed) keeps its share rather than being emptied, and one that is gone stops counting
     // once one of its leases lapses (`lapsed_holders`).
@@ -155,6 +125,75 @@ pub(crate) fn shares<'a>(
         movable,
         held,
         targets,
+    }
+}
+
+/// What [`shares`] counts shard by shard.
+struct Tally<'a> {
+    owner: &'a str,
+    lapsed: &'a HashSet<&'a str>,
+    now_ms: u64,
+    movable: BTreeMap<String, Vec<(Arc<str>, u64)>>,
+    held: BTreeMap<String, usize>,
+    asked_by_me: usize,
+    read: usize,
+}
+
+impl Tally<'_> {
+    /// A listed shard this instance reads, whose row (`None`: not read) no other instance
+    /// holds: counted as the others count it, from its row where it was read. A reader whose
+    /// row is finished, released or lapsed is on its way out, and one asked for is the asker's.
+    fn read_here(&mut self, row: Option<&crate::LeaseState>) {
+        match row {
+            Some(row) if !row.is_held_by(self.owner) || row.is_finished() || row.is_skipped() => {}
+            Some(row) => match row.handoff_at(self.now_ms) {
+                Some(asked)
+                    if asked.to != self.owner && !self.lapsed.contains(asked.to.as_str()) =>
+                {
+                    *self.held.entry(asked.to.clone()).or_default() += 1;
+                }
+                _ => self.read += 1,
+            },
+            None => self.read += 1,
+        }
+    }
+
+    /// A listed shard whose row is `row` and which this instance does not read, or reads on its
+    /// way out (`reading_it`): whose it counts as, and whether a planned move may ask for it.
+    fn elsewhere(&mut self, shard: &Arc<str>, row: &crate::LeaseState, reading_it: bool) {
+        let Some(holder) = row.owner.as_deref() else {
+            return;
+        };
+        let now_ms = self.now_ms;
+        if holder == self.owner
+            || row.is_expired_at(now_ms)
+            || row.is_finished()
+            || row.is_skipped()
+        {
+            return;
+        }
+        match row.handoff_at(now_ms) {
+            Some(asked) if asked.to == self.owner => self.asked_by_me += 1,
+            // A request counts for its asker, unless the asker let a lease lapse; one on a live
+            // row of a holder that did still does, since a holder alive after all may honour it.
+            Some(asked) if !self.lapsed.contains(asked.to.as_str()) => {
+                *self.held.entry(asked.to.clone()).or_default() += 1;
+            }
+            // The live rows of a holder that let a lease lapse count for nobody.
+            _ if self.lapsed.contains(holder) => {}
+            // Asked for by an instance that let a lease lapse: the holder's until it moves.
+            Some(_) => *self.held.entry(holder.to_owned()).or_default() += 1,
+            // Never asked for while a reader of this instance is still on it: a row handed to
+            // this owner id could take a late write of that reader for its own.
+            None if reading_it => *self.held.entry(holder.to_owned()).or_default() += 1,
+            None => {
+                *self.held.entry(holder.to_owned()).or_default() += 1;
+                self.movable
+                    .entry(holder.to_owned())
+                    .or_default()
+                    .push((Arc::clone(shard), row.counter));
+            }
+        }
     }
 }
 

@@ -316,6 +316,61 @@ impl KinesisPublisher {
     }
 }
 
+/// The live sink's parts a publish uses.
+struct Live<'a> {
+    tx: &'a mpsc::Sender<Pending>,
+    client: &'a aws_sdk_kinesis::Client,
+    meters: &'a Meters,
+}
+
+impl KinesisPublisher {
+    /// A live publish: checked (against the stream's own record limit only for a record over
+    /// 1 MiB), queued for the writer, and answered with the writer's answer of its record.
+    async fn publish_live(
+        &self,
+        live: &Live<'_>,
+        stream: &str,
+        msg: &OutgoingMessage<'_, &[u8]>,
+        options: Option<&KinesisOptions>,
+    ) -> Result<(), KinesisError> {
+        let Live { tx, client, meters } = live;
+        // Every stream takes records of 1 MiB: only a larger one needs the stream's own limit,
+        // so an ordinary publish makes no call but its write.
+        let record = |limit| self.record(stream, msg.payload(), msg.headers(), options, limit);
+        let checked = match record(validate::MAX_RECORD_BYTES) {
+            Err(KinesisError::RecordTooLarge { .. }) => match self.limit_of(client, stream).await {
+                Ok(limit) => record(limit),
+                Err(err) => Err(err),
+            },
+            checked => checked,
+        };
+        let record = match checked {
+            Ok(record) => record,
+            Err(err) => {
+                // Refused before any write: the writer never counts it.
+                meters.published(stream, 0, 1);
+                return Err(err);
+            }
+        };
+        let (done, answer) = oneshot::channel();
+        let pending = Pending {
+            stream: stream.to_owned(),
+            record,
+            done: vec![done],
+            shard: None,
+        };
+        // The writer answers (and counts) every publish it took; one it never took, or dropped
+        // unanswered at shutdown, is counted here.
+        if tx.send(pending).await.is_ok()
+            && let Ok(answered) = answer.await
+        {
+            return answered;
+        }
+        meters.published(stream, 0, 1);
+        Err(KinesisError::ShutDown { what: "publishing" })
+    }
+}
+
 fn random_key() -> String {
     format!("{:032x}", rand::rng().random::<u128>())
 }
@@ -337,57 +392,8 @@ impl Publisher for KinesisPublisher {
         validate::stream_name(stream)?;
         match &self.sink {
             Sink::Live { tx, client, meters } => {
-                // Every stream takes records of 1 MiB: only a larger one needs the stream's own
-                // limit, so an ordinary publish makes no call but its write.
-                let default = validate::MAX_RECORD_BYTES;
-                let checked =
-                    match self.record(stream, msg.payload(), msg.headers(), options, default) {
-                        Err(KinesisError::RecordTooLarge { .. }) => {
-                            match self.limit_of(client, stream).await {
-                                Ok(limit) => self.record(
-                                    stream,
-                                    msg.payload(),
-                                    msg.headers(),
-                                    options,
-                                    limit,
-                                ),
-                                Err(err) => Err(err),
-                            }
-                        }
-                        checked => checked,
-                    };
-                let queued = match checked {
-                    Ok(record) => {
-                        let (done, answer) = oneshot::channel();
-                        let pending = Pending {
-                            stream: stream.to_owned(),
-                            record,
-                            done: vec![done],
-                            shard: None,
-                        };
-                        tx.send(pending).await.ok().map(|()| answer)
-                    }
-                    Err(err) => {
-                        // Refused before any write: the writer never counts it.
-                        meters.published(stream, 0, 1);
-                        return Err(err);
-                    }
-                };
-                // The writer answers (and counts) every publish it took; one it never took, or
-                // dropped unanswered at shutdown, is counted here.
-                match queued {
-                    Some(answer) => match answer.await {
-                        Ok(answered) => answered,
-                        Err(_) => {
-                            meters.published(stream, 0, 1);
-                            Err(KinesisError::ShutDown { what: "publishing" })
-                        }
-                    },
-                    None => {
-                        meters.published(stream, 0, 1);
-                        Err(KinesisError::ShutDown { what: "publishing" })
-                    }
-                }
+                let live = Live { tx, client, meters };
+                self.publish_live(&live, stream, &msg, options).await
             }
             #[cfg(feature = "testing")]
             Sink::InProcess(world) => {
@@ -552,30 +558,7 @@ async fn write_chunk(
         let outcomes = match api::put_records(client, stream, &records).await {
             Ok(outcomes) => outcomes,
             Err(err) => {
-                // Every publish of the call gets the same kind of error: a missing stream stays
-                // `StreamNotFound` (with its fix), anything else the service's message.
-                let answered = chunk.iter().map(|pending| pending.done.len() as u64).sum();
-                meters.published(stream, 0, answered);
-                meters.publish_retry(stream, 0);
-                let missing = matches!(err, KinesisError::StreamNotFound { .. });
-                let message = err.to_string();
-                let mut first = Some(err);
-                for done in chunk.into_iter().flat_map(|pending| pending.done) {
-                    let err = first.take().unwrap_or_else(|| {
-                        if missing {
-                            KinesisError::StreamNotFound {
-                                stream: stream.to_owned(),
-                            }
-                        } else {
-                            KinesisError::Api {
-                                stream: stream.to_owned(),
-                                operation: "PutRecords",
-                                message: message.clone(),
-                            }
-                        }
-                    });
-                    let _ = done.send(Err(err));
-                }
+                call_failed(stream, chunk, err, meters);
                 return strayed;
             }
         };
@@ -615,16 +598,7 @@ async fn write_chunk(
             return strayed;
         }
         if last {
-            let failed = rejected.len();
-            for done in rejected.into_iter().flat_map(|pending| pending.done) {
-                let _ = done.send(Err(KinesisError::PutRejected {
-                    stream: stream.to_owned(),
-                    failed,
-                    attempts: PUT_ATTEMPTS,
-                    code: last_reason.0.clone(),
-                    message: last_reason.1.clone(),
-                }));
-            }
+            rejected_for_good(stream, rejected, &last_reason);
             return strayed;
         }
         let ceiling = 100u64 << attempt;
@@ -633,6 +607,48 @@ async fn write_chunk(
         chunk = rejected;
     }
     strayed
+}
+
+/// A `PutRecords` call failed with `err`: every publish of `chunk` gets the same kind of error,
+/// a missing stream staying `StreamNotFound` (with its fix), anything else the service's message.
+fn call_failed(stream: &str, chunk: Vec<Pending>, err: KinesisError, meters: &Meters) {
+    let answered = chunk.iter().map(|pending| pending.done.len() as u64).sum();
+    meters.published(stream, 0, answered);
+    meters.publish_retry(stream, 0);
+    let missing = matches!(err, KinesisError::StreamNotFound { .. });
+    let message = err.to_string();
+    let mut first = Some(err);
+    for done in chunk.into_iter().flat_map(|pending| pending.done) {
+        let err = first.take().unwrap_or_else(|| {
+            if missing {
+                KinesisError::StreamNotFound {
+                    stream: stream.to_owned(),
+                }
+            } else {
+                KinesisError::Api {
+                    stream: stream.to_owned(),
+                    operation: "PutRecords",
+                    message: message.clone(),
+                }
+            }
+        });
+        let _ = done.send(Err(err));
+    }
+}
+
+/// The records of `rejected` were rejected at every attempt: each publish learns so, with the
+/// service's last `(code, message)`.
+fn rejected_for_good(stream: &str, rejected: Vec<Pending>, reason: &(String, String)) {
+    let failed = rejected.len();
+    for done in rejected.into_iter().flat_map(|pending| pending.done) {
+        let _ = done.send(Err(KinesisError::PutRejected {
+            stream: stream.to_owned(),
+            failed,
+            attempts: PUT_ATTEMPTS,
+            code: reason.0.clone(),
+            message: reason.1.clone(),
+        }));
+    }
 }
 
 #[cfg(test)]

@@ -531,37 +531,13 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                 records,
                 next,
                 millis_behind,
-            } => {
-                self.failures = 0;
-                self.not_before = None;
-                // The call's limit counts Kinesis records: an aggregate's user records are one.
-                let returned = records
-                    .iter()
-                    .filter(|record| record.sub_sequence().is_none_or(|sub| sub == 0))
-                    .count();
-                let caught_up = pace::caught_up(returned, self.settings.batch_size, millis_behind);
-                self.behind = !caught_up;
-                self.extend_batch(records);
-                self.after = Some(AfterBatch::Records { next, caught_up });
-            }
+            } => self.records_read(records, next, millis_behind),
             Fetch::Event {
                 records,
                 continuation,
                 millis_behind,
                 ended,
-            } => {
-                self.behind = millis_behind.is_some_and(|ms| ms > 0);
-                self.evented = true;
-                self.failures = 0;
-                self.not_before = None;
-                let confirm_end = self.closed && records.is_empty() && !ended;
-                self.extend_batch(records);
-                self.after = Some(AfterBatch::Event {
-                    continuation,
-                    ended,
-                    confirm_end,
-                });
-            }
+            } => self.event_read(records, continuation, millis_behind, ended),
             Fetch::Subscribed => {
                 if matches!(self.cursor, Cursor::Subscribe) {
                     self.cursor = Cursor::Subscribed;
@@ -607,6 +583,44 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
 }
 
 impl<T, R: Sequenced> ReadState<T, R> {
+    /// `GetRecords` answered `records`, the iterator `next` (none: the shard was read to its
+    /// end) and how far behind the tip they are.
+    fn records_read(&mut self, records: Vec<R>, next: Option<String>, millis_behind: Option<i64>) {
+        self.failures = 0;
+        self.not_before = None;
+        // The call's limit counts Kinesis records: an aggregate's user records are one.
+        let returned = records
+            .iter()
+            .filter(|record| record.sub_sequence().is_none_or(|sub| sub == 0))
+            .count();
+        let caught_up = pace::caught_up(returned, self.settings.batch_size, millis_behind);
+        self.behind = !caught_up;
+        self.extend_batch(records);
+        self.after = Some(AfterBatch::Records { next, caught_up });
+    }
+
+    /// A subscription's event brought `records`, the continuation to resubscribe from, how far
+    /// behind the tip they are, and whether the shard ended.
+    fn event_read(
+        &mut self,
+        records: Vec<R>,
+        continuation: Option<String>,
+        millis_behind: Option<i64>,
+        ended: bool,
+    ) {
+        self.behind = millis_behind.is_some_and(|ms| ms > 0);
+        self.evented = true;
+        self.failures = 0;
+        self.not_before = None;
+        let confirm_end = self.closed && records.is_empty() && !ended;
+        self.extend_batch(records);
+        self.after = Some(AfterBatch::Event {
+            continuation,
+            ended,
+            confirm_end,
+        });
+    }
+
     /// Queues `records` to be handed out, less the user records settled before the start.
     fn extend_batch(&mut self, mut records: Vec<R>) {
         if !records.is_empty()

@@ -192,6 +192,7 @@ pub struct DynamoLeaseStore {
 }
 
 /// What a Scan of the table read.
+#[derive(Default)]
 struct Scanned {
     rows: Vec<(LeaseKey, LeaseState)>,
     /// The rows it could not read, and what is wrong with each.
@@ -445,10 +446,7 @@ impl DynamoLeaseStore {
     /// with each), each skipped with a warning.
     async fn scan(&self) -> Result<Scanned, LeaseError> {
         let whole = LeaseKey::new("*", "*");
-        let mut rows = Vec::new();
-        let mut malformed = Vec::new();
-        let mut foreign = Vec::new();
-        let mut applications = HashMap::new();
+        let mut scanned = Scanned::default();
         let mut start: Option<Item> = None;
         loop {
             let page = self
@@ -461,50 +459,14 @@ impl DynamoLeaseStore {
                 .await
                 .map_err(|error| self.failure(&whole, "rows", &error))?;
             for item in page.items() {
-                // One bad row (written by hand, or by another tool) must not hide the others:
-                // every listing and handover poll of every stream reads through here.
-                let Some(AttributeValue::S(row_key)) = item.get(KEY) else {
-                    tracing::warn!(
-                        table = %self.table,
-                        key = ?item.get(KEY),
-                        "skipping a lease row without a string lease_key; delete it"
-                    );
-                    continue;
-                };
-                if row_key.ends_with(NOTICE_SUFFIX) {
-                    // A stream's notice: no shard's row.
-                    continue;
-                }
-                let key = match row_key.split_once(':') {
-                    Some((stream, shard)) => LeaseKey::new(stream, shard),
-                    None => LeaseKey::new("", row_key.as_str()),
-                };
-                if let Some(theirs) = self.other_application(item) {
-                    foreign.push((key.clone(), theirs));
-                }
-                if let Some(AttributeValue::S(name)) = item.get(APPLICATION) {
-                    applications.insert(key.clone(), name.clone());
-                }
-                match state_of(item) {
-                    Ok(state) => rows.push((key, state)),
-                    Err(problem) => {
-                        tracing::warn!(
-                            table = %self.table,
-                            key = %row_key,
-                            problem = %problem,
-                            "skipping a malformed lease row; fix the attribute or delete the row \
-                             (its shard is not taken until then)"
-                        );
-                        malformed.push((key, problem));
-                    }
-                }
+                self.scanned_item(item, &mut scanned);
             }
             match page.last_evaluated_key {
                 Some(last) if !last.is_empty() => start = Some(last),
                 _ => break,
             }
         }
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        scanned.rows.sort_by(|a, b| a.0.cmp(&b.0));
         // What the Scan saw spares later takes a read each: every `stream:shard` row exists, and
         // no other shard id has a bare row.
         // What the Scan saw exists. A key it no longer sees is not forgotten here: every
@@ -512,10 +474,11 @@ impl DynamoLeaseStore {
         // an older view in which the row existed (only a take refused for it, or this store's
         // own deletion, forgets a key).
         let mut bare = HashSet::new();
-        for key in rows
+        for key in scanned
+            .rows
             .iter()
             .map(|(key, _)| key)
-            .chain(malformed.iter().map(|(key, _)| key))
+            .chain(scanned.malformed.iter().map(|(key, _)| key))
         {
             if key.stream().is_empty() {
                 bare.insert(key.shard().to_owned());
@@ -527,12 +490,49 @@ impl DynamoLeaseStore {
             .bare_rows
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(bare);
-        Ok(Scanned {
-            rows,
-            malformed,
-            foreign,
-            applications,
-        })
+        Ok(scanned)
+    }
+
+    /// Adds one item of a Scan's page to `scanned`. One bad row (written by hand, or by another
+    /// tool) must not hide the others: every listing and handover poll of every stream reads
+    /// through here, so a row without a string key, or one that does not parse, is skipped with
+    /// a WARN.
+    fn scanned_item(&self, item: &Item, scanned: &mut Scanned) {
+        let Some(AttributeValue::S(row_key)) = item.get(KEY) else {
+            tracing::warn!(
+                table = %self.table,
+                key = ?item.get(KEY),
+                "skipping a lease row without a string lease_key; delete it"
+            );
+            return;
+        };
+        if row_key.ends_with(NOTICE_SUFFIX) {
+            // A stream's notice: no shard's row.
+            return;
+        }
+        let key = match row_key.split_once(':') {
+            Some((stream, shard)) => LeaseKey::new(stream, shard),
+            None => LeaseKey::new("", row_key.as_str()),
+        };
+        if let Some(theirs) = self.other_application(item) {
+            scanned.foreign.push((key.clone(), theirs));
+        }
+        if let Some(AttributeValue::S(name)) = item.get(APPLICATION) {
+            scanned.applications.insert(key.clone(), name.clone());
+        }
+        match state_of(item) {
+            Ok(state) => scanned.rows.push((key, state)),
+            Err(problem) => {
+                tracing::warn!(
+                    table = %self.table,
+                    key = %row_key,
+                    problem = %problem,
+                    "skipping a malformed lease row; fix the attribute or delete the row (its \
+                     shard is not taken until then)"
+                );
+                scanned.malformed.push((key, problem));
+            }
+        }
     }
 
     /// Whether the newest whole-table Scan showed that `shard` has no bare row.

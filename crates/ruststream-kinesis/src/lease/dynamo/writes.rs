@@ -319,6 +319,17 @@ impl DynamoLeaseStore {
             )
             .await;
         self.settle_fence(key, taken.as_ref());
+        self.take_answered(key, taken, seen)
+    }
+
+    /// What a take's answer means: the row taken, or why not (held by another owner, another
+    /// application's, deleted since `seen`, or a failure).
+    fn take_answered(
+        &self,
+        key: &LeaseKey,
+        taken: Result<Item, WriteError>,
+        seen: bool,
+    ) -> Result<LeaseState, LeaseError> {
         match taken {
             Ok(item) => {
                 self.remember(key);
@@ -368,15 +379,10 @@ impl DynamoLeaseStore {
         (!rules::application_admits(self.application.as_deref(), Some(&theirs))).then_some(theirs)
     }
 
-    /// Before this instance's first take of a shard whose `stream:shard` row it has not seen:
-    /// looks for the bare row of an earlier version, and takes the shard from its checkpoint
-    /// when `legacy_stream` names this stream. `None` when the ordinary take should go on.
-    pub(super) async fn adopt_legacy(
-        &self,
-        key: &LeaseKey,
-        owner: &str,
-        lease: Duration,
-    ) -> Result<Option<LeaseState>, LeaseError> {
+    /// The checkpoint of an earlier version's row of `key` (keyed by the bare shard id) to
+    /// resume from: none when there is no such row, or it names no checkpoint, or it belongs to
+    /// another stream than `legacy_stream`, or this version has a row of its own already.
+    async fn legacy_checkpoint(&self, key: &LeaseKey) -> Result<Option<String>, LeaseError> {
         // The common case (no earlier version ever wrote this table) costs this one read, or
         // none after a Scan of the table (a listing) saw no bare row for the shard. An earlier
         // version writing the table at the same time is not supported (see the docs).
@@ -401,8 +407,8 @@ impl DynamoLeaseStore {
             }
         };
         match self.legacy_stream.as_deref() {
-            Some(stream) if stream == key.stream() => {}
-            Some(_) => return Ok(None),
+            Some(stream) if stream == key.stream() => Ok(Some(checkpoint)),
+            Some(_) => Ok(None),
             None => {
                 // Without `legacy_stream` the bare row is an error only while this version has
                 // no row of its own: once one exists, another instance has moved on from it.
@@ -410,14 +416,28 @@ impl DynamoLeaseStore {
                     self.remember(key);
                     return Ok(None);
                 }
-                return Err(LeaseError::LegacyRow {
+                Err(LeaseError::LegacyRow {
                     table: self.table.to_string(),
                     stream: key.stream().to_owned(),
                     shard: key.shard().to_owned(),
                     checkpoint,
-                });
+                })
             }
         }
+    }
+
+    /// Before this instance's first take of a shard whose `stream:shard` row it has not seen:
+    /// looks for the bare row of an earlier version, and takes the shard from its checkpoint
+    /// when `legacy_stream` names this stream. `None` when the ordinary take should go on.
+    pub(super) async fn adopt_legacy(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Option<LeaseState>, LeaseError> {
+        let Some(checkpoint) = self.legacy_checkpoint(key).await? else {
+            return Ok(None);
+        };
         let now = epoch_millis();
         let values = HashMap::from([
             (":me".to_owned(), string(owner)),

@@ -325,6 +325,13 @@ impl<T: Moment> ShardLease<T> {
                 }
                 self.checkpoint_due = now + self.timings.renew() / 3;
             }
+            (closing, answer) => self.closing_answered(closing, answer),
+        }
+    }
+
+    /// A closing write (the final checkpoint, the release, the hand-over) was answered.
+    fn closing_answered(&mut self, write: Write, answer: Answer) {
+        match (write, answer) {
             (Write::Final(_), Answer::Done) => {
                 if self.finishing {
                     self.news.push(LeaseNews::Finished);
@@ -371,6 +378,9 @@ impl<T: Moment> ShardLease<T> {
             // landed.
             (Write::HandOver { .. }, Answer::Failed) => {
                 self.phase = Phase::Ended(Ending::Closed { written: false });
+            }
+            (Write::Renew | Write::Checkpoint { .. }, _) => {
+                unreachable!("renewals and checkpoints are answered in on_answer")
             }
         }
     }
