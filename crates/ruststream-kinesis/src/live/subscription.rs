@@ -22,7 +22,7 @@ use crate::lease::{LeaseStore, Timed};
 use crate::live::heard::Heard;
 use crate::live::pause::Pause;
 use crate::live::upkeep::Upkeeps;
-use crate::shard::{ShardHandle, Stop};
+use crate::shard::{ReadSettings, ShardHandle, Stop};
 use crate::telemetry::Meters;
 use crate::{KinesisError, KinesisStream, LeaseTimings};
 
@@ -66,11 +66,8 @@ pub(crate) struct Subscription {
     pub(super) meters: Meters,
     pub(super) owner: Arc<str>,
     pub(super) timings: LeaseTimings,
-    pub(super) poll_interval: Duration,
-    pub(super) batch_size: u32,
-    /// How many deliveries a shard holds at most behind its oldest unsettled one before its
-    /// reader stops reading ahead.
-    pub(super) window: usize,
+    /// How each shard is read (from the subscription's `KinesisStream`).
+    pub(super) read: ReadSettings,
     /// How long a shard may deliver nothing while records wait before it counts as stalled.
     pub(super) stall_after: Duration,
     /// The enhanced fan-out consumer the shards are read through; `None`: polling.
@@ -139,9 +136,7 @@ impl Subscription {
             meters,
             owner,
             timings,
-            poll_interval: source.poll_interval,
-            batch_size: source.batch_size,
-            window: source.max_unsettled,
+            read: ReadSettings::of(source, fan_out.is_some()),
             stall_after: source.stall_after,
             fan_out,
             tx,

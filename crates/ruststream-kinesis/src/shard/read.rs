@@ -109,6 +109,20 @@ pub(crate) struct ReadSettings {
     pub(crate) fan_out: bool,
 }
 
+impl ReadSettings {
+    /// How the shards of the subscription `stream` describes are read; `fan_out` whether
+    /// through an enhanced fan-out consumer. A knob of how shards are read is a field of
+    /// [`KinesisStream`](crate::KinesisStream) carried here, and read by this module.
+    pub(crate) fn of(stream: &crate::KinesisStream, fan_out: bool) -> Self {
+        Self {
+            batch_size: stream.batch_size,
+            poll_interval: stream.poll_interval,
+            window: stream.max_unsettled,
+            fan_out,
+        }
+    }
+}
+
 /// A Kinesis call the reader is to make now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Call {

@@ -30,7 +30,7 @@ use crate::live::reader::{self, Reader, ShardEnv};
 use crate::live::subscription::{Instance, Running, Subscription, lock};
 use crate::live::upkeep::Upkeep;
 use crate::settings::position::ShardStart;
-use crate::shard::{ReadSettings, ShardHandle, ShardLease, ShardMachine};
+use crate::shard::{ShardHandle, ShardLease, ShardMachine};
 use crate::{KinesisError, KinesisPosition, KinesisStream};
 
 impl Subscription {
@@ -196,12 +196,7 @@ impl Subscription {
     ) {
         let machine = ShardMachine::new(
             ShardLease::taken(self.timings, sent, sent_ms),
-            ReadSettings {
-                batch_size: self.batch_size,
-                poll_interval: self.poll_interval,
-                window: self.window,
-                fan_out: self.fan_out.is_some(),
-            },
+            self.read,
             iterator,
             resume,
         );

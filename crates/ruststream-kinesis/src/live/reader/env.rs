@@ -48,7 +48,7 @@ impl ShardEnv {
             client: home.client.clone(),
             meters: home.meters.shard(&home.stream, shard, &home.owner),
             lease: home.timings.lease(),
-            batch_size: home.batch_size,
+            batch_size: home.read.batch_size,
             stall_after: home.stall_after,
             fan_out: home.fan_out.clone(),
             tx: home.tx.clone(),
