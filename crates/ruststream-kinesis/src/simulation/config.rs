@@ -107,17 +107,11 @@ pub(super) struct Config {
     /// the main run; a process restart gets a fresh store object, so it may start while the old
     /// incarnation's writes are still in flight.
     pub(super) counter_fence: bool,
-    /// Whether late landing includes takes. Without `take_keeps_expiry` one of an instance's own
-    /// takes that lands after a later take of the same owner id (the same store object or a
-    /// restarted process) is accepted and sets the expiry back to its own send time: see
-    /// `a_take_landing_after_its_timeout_breaks_fencing_despite_the_counter_fence`. On in the main
-    /// run, with `take_keeps_expiry`.
+    /// Whether late landing includes takes. A take of a row its owner holds never moves its
+    /// expiry back (`rules::take`), so one of an instance's own takes that lands after a later
+    /// take of the same owner id is refused: see
+    /// `a_late_take_of_ones_own_row_never_moves_its_expiry_back`. On in the main run.
     pub(super) late_takes: bool,
-    /// Whether a take of a row the taker's owner holds must not move its expiry back
-    /// (`lease_owner = :me AND lease_expiry <= :expiry` in `TAKE_CONDITION` of
-    /// `lease/dynamo.rs`), so a late take of one's own is refused. On in the main run, which then
-    /// lets takes land late too.
-    pub(super) take_keeps_expiry: bool,
     /// The chance that a handler hands its delivery back (`nack(true)`, a `retry_after`, a
     /// delivery dropped unsettled): it comes back on the same session, unsettled meanwhile.
     pub(super) p_retry: f64,
@@ -179,11 +173,9 @@ pub(super) struct Config {
     pub(super) p_expire: f64,
     pub(super) p_iterator_fails: f64,
     /// The chance that a held write lands and its answer is lost (a 5xx, a reset), and the SDK
-    /// sends it again at once: the resend is refused by the counter the first attempt moved.
+    /// sends it again at once: the resend is refused by the counter the first attempt moved, and
+    /// the refusal recognised as the write's own success (`rules::Fence::refused_by`).
     pub(super) p_resend: f64,
-    /// Whether such a refusal is recognised as the write's own success (`rules::landed`), or
-    /// taken for a lost lease (what `held_update` did before): a test pins it.
-    pub(super) recognise_landed: bool,
     /// Whether a handed-back delivery comes back to its session (`ShardHandle::hand_back`), or
     /// stays unsettled for good while the runtime publishes a copy of it that is handled
     /// elsewhere (what `nack(true)` answering `Unsupported` did before), which freezes the
@@ -227,7 +219,7 @@ impl Config {
     /// How long a new incarnation waits after the old one died: until every take of the old one
     /// landed or timed out, and with neither the counter fence nor in-time takes, every request.
     pub(super) fn restart_wait(&self) -> Duration {
-        if self.counter_fence && (self.take_keeps_expiry || !self.late_takes) {
+        if self.counter_fence {
             self.timeout + ms(1)
         } else {
             self.request_lifetime() + ms(1)
@@ -283,7 +275,6 @@ impl Config {
             late_landing: true,
             counter_fence: true,
             late_takes: true,
-            take_keeps_expiry: true,
             p_retry: pick(rng, &[0.0, 0.05, 0.2]),
             p_hold: pick(rng, &[0.0, 0.2, 0.5]),
             handler_checks_lease: true,
@@ -291,7 +282,6 @@ impl Config {
             p_expire: pick(rng, &[0.0, 0.01, 0.05]),
             p_iterator_fails: pick(rng, &[0.0, 0.3, 0.8]),
             p_resend: pick(rng, &[0.0, 0.02, 0.1]),
-            recognise_landed: true,
             initial: match rng.random_range(0..4) {
                 0 => KinesisPosition::Latest,
                 1 => {

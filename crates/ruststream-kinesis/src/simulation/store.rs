@@ -90,10 +90,8 @@ impl Sim {
                     counter: op.seen,
                     uncertain: op.uncertain,
                 };
-                // Without `recognise_landed`, the mistake it guards: every such refusal taken
-                // for a lost lease.
-                let effect = self.cfg.recognise_landed.then(|| write.effect(&op.owner));
-                sent.refused_by(row, &op.owner, effect.as_ref(), op.retried)
+                let effect = write.effect(&op.owner);
+                sent.refused_by(row, &op.owner, Some(&effect), op.retried)
             }
             _ => rules::Refusal::Lost,
         };
@@ -397,11 +395,7 @@ impl Sim {
                     start: None,
                 };
                 let row = &mut self.rows[shard];
-                // Without `take_keeps_expiry`, the mistake it guards: any take of one's own row.
-                let accepted = rules::take_accepted(row.state.as_ref(), &take)
-                    || (!self.cfg.take_keeps_expiry
-                        && row.state.as_ref().is_some_and(|s| s.is_held_by(&op.owner)));
-                if !accepted {
+                if !rules::take_accepted(row.state.as_ref(), &take) {
                     return Res::Fenced;
                 }
                 let state = row.state.get_or_insert_with(LeaseState::default);
