@@ -93,10 +93,6 @@ pub(super) struct Config {
     /// `SHUTDOWN_GRACE` (`register` today), or waits until they ended (the fix proposed). Off in
     /// the main run: see `a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`.
     pub(super) resubscribe_grace: bool,
-    /// Whether a take whose acquire failed hands the shard back at once (what `take` did
-    /// before), rather than leaving a lease it may have won to lapse. Off in the main run: see
-    /// `a_release_after_a_failed_take_frees_a_later_take_of_the_same_owner`.
-    pub(super) release_after_failed_take: bool,
     /// Whether a timed-out call may land after its caller gave up (up to three timeouts after
     /// it was sent), behind the caller's later calls. Off in the main run: see
     /// `a_write_landing_after_its_timeout_moves_a_checkpoint_back`. On in the main run, where
@@ -151,10 +147,6 @@ pub(super) struct Config {
     /// The share of writes that put a KPL aggregate (one to four user records under one
     /// sequence number) rather than a plain record.
     pub(super) aggregates: f64,
-    /// Whether a checkpoint through a user record that others of its aggregate follow stops
-    /// inside the aggregate (`Sequenced::checkpoint`), as it does; off, it covers the whole
-    /// aggregate, and a takeover after it skips the rest.
-    pub(super) checkpoints_inside_aggregates: bool,
     /// How often a `GetRecords` call or a subscription's event answers no record where records
     /// follow (as Kinesis may), in the schedules drawn with aggregates.
     pub(super) p_empty: f64,
@@ -271,7 +263,6 @@ impl Config {
             quiet_fault: rng.random_bool(0.7),
             filter_checks_lease: true,
             resubscribe_grace: false,
-            release_after_failed_take: false,
             late_landing: true,
             counter_fence: true,
             late_takes: true,
@@ -317,7 +308,6 @@ impl Config {
             fan_out: false,
             fan_out_children: false,
             aggregates: 0.0,
-            checkpoints_inside_aggregates: true,
             p_empty: 0.0,
             twin_check: false,
         }

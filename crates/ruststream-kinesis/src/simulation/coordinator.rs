@@ -450,13 +450,7 @@ impl Sim {
             Res::Fenced | Res::Deleted => Err(AcquireRefused::Fenced),
             _ => Err(AcquireRefused::Failed),
         };
-        let failed = answer == Err(AcquireRefused::Failed);
         self.acquired(i, sid, shard, answer.map(|()| None));
-        if failed && self.cfg.release_after_failed_take {
-            // The old mistake, kept to show the checker catches it: a release after an acquire
-            // whose answer was lost (its answer finds the take over).
-            self.take_release(i, sid, shard);
-        }
     }
 
     /// `acquire_from`'s start checkpoint answered: its answer is the take's.

@@ -19,7 +19,6 @@ impl Sim {
             queue: BinaryHeap::new(),
             stream: Stream {
                 next_seq: 1_000,
-                whole_aggregates_only: !cfg.checkpoints_inside_aggregates,
                 ..Stream::default()
             },
             rows: Vec::new(),

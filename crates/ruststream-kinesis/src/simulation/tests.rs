@@ -273,22 +273,20 @@ fn a_delivery_read_before_a_seek_reaches_its_handler_after_it_without_the_genera
     );
 }
 
-/// The checker sees the user records of an aggregate: with a checkpoint through any of them
-/// covering the whole aggregate (as a reader that took the sequence number alone for its
-/// checkpoint would write), a takeover after one skips the rest, which are never delivered.
+/// A checkpoint through a user record that others of its aggregate follow stops inside the
+/// aggregate (`Sequenced::checkpoint`, which the simulation's records share). Pinned: the schedule
+/// where a checkpoint through one of them covering the whole aggregate (as a reader that took the
+/// sequence number alone for its checkpoint would write) let a takeover skip the rest, which were
+/// never delivered (seed 0x5eed_000a: 1 of 1,408 records never acked). With the sequence number
+/// alone put back into `Sequenced::checkpoint` it fails so again.
 #[test]
-fn a_checkpoint_that_covers_a_whole_aggregate_too_early_loses_its_later_user_records() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+fn a_checkpoint_inside_an_aggregate_keeps_its_later_user_records() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        as_found(cfg, rng);
         cfg.aggregates = 0.8;
-        cfg.checkpoints_inside_aggregates = false;
         cfg.crashes = 2;
     };
-    assert_caught(
-        200,
-        &tweak,
-        "at least once",
-        "no takeover after a checkpoint inside an aggregate skipped a user record",
-    );
+    run_seed(0x5eed_000a, &tweak).unwrap_or_else(|report| panic!("{report}"));
 }
 
 /// Pins the wedge `nack(true)` answering `Unsupported` caused: the delivery stayed unsettled
@@ -437,21 +435,21 @@ fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
 /// out: it may still land) used to hand the shard back at once, with a release no counter could
 /// fence. That release can land late, after a later take of the same shard by the same owner,
 /// and free the row while that take's session reads it. A failed take now leaves a lease it may
-/// have won to lapse (or to its owner's next round); with the old release the checker catches
-/// the freed row.
+/// have won to lapse (or to its owner's next round): `Take::acquired`, which the simulation
+/// drives. Pinned: the schedule the old release (sent by the driver, the take over) failed, at
+/// 30.27 s a release of shard 0 from a session of i1 accepted while another held the row
+/// (0x5eed_0002), and the one that fails when `Take::acquired` itself asks for the release
+/// again (0x5eed_0006: a release of shard 1 accepted while session 2 held it; checked by hand).
 #[test]
-fn a_release_after_a_failed_take_frees_a_later_take_of_the_same_owner() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.release_after_failed_take = true;
+fn a_failed_take_sends_no_release_that_could_free_a_later_take_of_the_same_owner() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        as_found(cfg, rng);
         cfg.p_timeout = 0.1;
         cfg.p_slow = 0.1;
     };
-    assert_caught(
-        300,
-        &tweak,
-        "fencing",
-        "no release after a failed take landed on a row another session holds",
-    );
+    for seed in [0x5eed_0002, 0x5eed_0006] {
+        run_seed(seed, &tweak).unwrap_or_else(|report| panic!("{report}"));
+    }
 }
 
 /// Pins the hazard the simulation found in the deletion of finished rows: an instance frozen

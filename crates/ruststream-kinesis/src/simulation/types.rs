@@ -27,9 +27,6 @@ pub(super) struct Stream {
     pub(super) open: Vec<usize>,
     pub(super) ids: HashMap<Arc<str>, usize>,
     pub(super) next_seq: u64,
-    /// The machine is told every user record ends its aggregate, so a checkpoint through any
-    /// of them covers the whole aggregate (`Config::checkpoints_inside_aggregates` off).
-    pub(super) whole_aggregates_only: bool,
 }
 
 impl Stream {
@@ -39,7 +36,7 @@ impl Stream {
             idx,
             sequence: Arc::from(self.shards[shard].records[idx].to_string()),
             sub: self.shards[shard].subs[idx],
-            ends: self.whole_aggregates_only || self.ends_record(shard, idx),
+            ends: self.ends_record(shard, idx),
         }
     }
 
