@@ -8,8 +8,10 @@
 //! - the notice shows its own record: nothing to say (it writes it again every
 //!   [`REFRESH`], so that the others, who forget records not written for a while, keep it);
 //! - it shows none (removed as stale): it records itself again;
-//! - it shows another run's: that one was written after its own record landed, so another run
-//!   under this owner id is alive now, not a crashed one's leftover. The later of the two pauses
+//! - it shows another run's written after its own (by the record's time, within the skew
+//!   tolerance): that one was written after its own record landed, so another run under this
+//!   owner id is alive now, not a crashed one's leftover. An earlier run's record written before
+//!   its own is a stopped run's write that landed late, and it records itself again; The later of the two pauses
 //!   (the instance stops reading and takes nothing) and writes its record again a lease after
 //!   its last; the earlier keeps its shards and writes its own again whenever it sees a later
 //!   run's, so the later keeps seeing it. A paused run answers no later run (two paused runs
@@ -25,7 +27,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::lease::millis;
+use crate::lease::{SKEW_TOLERANCE, millis};
 
 /// How often a run writes its record again while nothing else asks for it: well inside the age
 /// (`watch::FORGET_AFTER`, five minutes) at which the others forget a record, so a live run's
@@ -126,6 +128,8 @@ pub(crate) struct Twins {
     /// A notice read since this run's record last landed showed an earlier run's: one was
     /// alive then.
     answered: bool,
+    /// When this run's record last written was written, by this run's clock.
+    written_ms: u64,
 }
 
 impl Twins {
@@ -137,6 +141,7 @@ impl Twins {
             paused_for: None,
             told: None,
             answered: false,
+            written_ms: 0,
         }
     }
 
@@ -164,6 +169,14 @@ impl Twins {
         let lease = millis(lease);
         let seen = match theirs.and_then(Incarnation::parse_record) {
             None => Seen {
+                news: None,
+                record: true,
+            },
+            // An earlier run's record written before this one's was (beyond the skew two clocks
+            // may have): no answer to it, but a write of a run that stopped, sent before this
+            // run started and landed after its record (DynamoDB applied it after its caller had
+            // given up on it). This run writes its own again.
+            Some((run, written)) if run < self.mine && self.written_before_mine(written) => Seen {
                 news: None,
                 record: true,
             },
@@ -222,9 +235,16 @@ impl Twins {
         seen
     }
 
+    /// Whether a record written at `written_ms` (by its writer's clock) was written before this
+    /// run's own, even with the writer's clock [`SKEW_TOLERANCE`] behind this run's.
+    fn written_before_mine(&self, written_ms: u64) -> bool {
+        written_ms.saturating_add(millis(SKEW_TOLERANCE)) < self.written_ms
+    }
+
     /// This run's record is being written: its text, written at `now_ms`.
     pub(crate) fn recording(&mut self, now_ms: u64) -> String {
         self.record = Record::Sent;
+        self.written_ms = now_ms;
         self.mine.record(now_ms)
     }
 
@@ -313,6 +333,33 @@ mod tests {
             Seen::default()
         );
         assert_eq!(twins.paused_for(), None);
+    }
+
+    /// Found by the simulation (seed 1796360688860776434): a run stopped gracefully while its
+    /// record's write was on its way; the write timed out, and landed 13.6 s after it was sent,
+    /// after the restarted run's record. The restarted run took it for an earlier run alive and
+    /// paused the instance for a lease, with an ERROR.
+    #[test]
+    fn a_stopped_runs_record_that_lands_after_this_ones_is_no_twin() {
+        let mut late = landed(LATE, NOW);
+        let stale = EARLY.record(NOW - 11_000);
+        assert_eq!(
+            late.read(Some(&stale), NOW + 3_000, LEASE),
+            Seen {
+                news: None,
+                record: true
+            },
+            "written again, no pause"
+        );
+        assert_eq!(late.paused_for(), None);
+        // An earlier run's answer written after this run's record, its clock up to the skew
+        // tolerance behind, is an earlier run alive.
+        let answer = EARLY.record(NOW - millis(SKEW_TOLERANCE) + 500);
+        let mut late = landed(LATE, NOW);
+        assert!(matches!(
+            late.read(Some(&answer), NOW + 1_000, LEASE).news,
+            Some(TwinNews::Earlier(_))
+        ));
     }
 
     #[test]

@@ -146,7 +146,9 @@ impl Sim {
         }
     }
 
-    /// `subscriber.rs`'s `current()`: whether a delivery may still reach a handler.
+    /// `subscriber.rs`'s `current()`: whether a delivery may still reach a handler, as the
+    /// shard's machine answers it (`ShardMachine::standing`, `ShardHandle::standing` live): a
+    /// lease that ran out by this instance's clock stops the shard for good.
     pub(super) fn current(&mut self, i: usize, msg: Msg) -> bool {
         let now = self.now;
         let wall = self.wall(i);
@@ -155,16 +157,20 @@ impl Sim {
         let Some(s) = self.session(i, msg.sid) else {
             return false;
         };
-        let stale = s.machine.generation() != msg.ticket.generation;
-        if s.machine.is_halted() || (stale && drops_stale) {
-            return false;
+        if !checks_lease {
+            // The filter before it asked the machine: the stopped flag and the generation only.
+            let stale = s.machine.generation() != msg.ticket.generation;
+            return !(s.machine.is_halted() || (stale && drops_stale));
         }
-        if checks_lease && !s.machine.may_deliver(now, wall) {
-            // `may_deliver`: the lease ran out by our clock; stop the shard for good.
-            self.stop(i, msg.sid);
-            return false;
+        match s.machine.standing(msg.ticket, now, wall) {
+            Standing::Current => true,
+            Standing::Stale => !drops_stale,
+            Standing::Stopped => false,
+            Standing::RanOut => {
+                self.stop(i, msg.sid);
+                false
+            }
         }
-        true
     }
 
     /// The runtime pulled a delivery from the subscription: the checks of invariants 4 and 5

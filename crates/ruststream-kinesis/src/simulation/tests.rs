@@ -600,3 +600,17 @@ fn a_childs_seek_never_makes_its_deleted_parent_look_unread() {
     let stats = replays_clean(1_796_335_294_481_968_205, &no_tweak);
     assert!(stats.seeks > 0, "the schedule still seeks");
 }
+
+/// A schedule a long run found (`SIM_SCHEDULES=4000`): a run of `i1` stopped gracefully while
+/// the write of its record in the notice was on its way; the write timed out and landed 13.6 s
+/// after it was sent, after the restarted run's record. The restarted run took it for an
+/// earlier run alive under its owner id and paused the instance (`Twins::read` now tells a record
+/// written before its own from an answer).
+#[test]
+fn a_stopped_runs_record_landing_late_pauses_no_restarted_run() {
+    let stats = replays_clean(1_796_360_688_860_776_434, &no_tweak);
+    assert!(
+        stats.late_landings > 0,
+        "the record still lands late: {stats:?}"
+    );
+}
