@@ -8,11 +8,12 @@
 //! - the notice shows its own record: nothing to say (it writes it again every
 //!   [`REFRESH`], so that the others, who forget records not written for a while, keep it);
 //! - it shows none (removed as stale): it records itself again;
-//! - it shows another run's written after its own (by the record's time, within the skew
-//!   tolerance): that one was written after its own record landed, so another run under this
-//!   owner id is alive now, not a crashed one's leftover. An earlier run's record written before
-//!   its own is a stopped run's write that landed late, and it records itself again; The later of the two pauses
-//!   (the instance stops reading and takes nothing) and writes its record again a lease after
+//! - it shows another run's: that one was written after its own record landed, so another run
+//!   under this owner id is alive now, not a crashed one's leftover. Unless it is an earlier
+//!   run's written before this run started (by the record's time, beyond the skew the leases
+//!   tolerate): that is a stopped run's write that landed late, and it records itself again.
+//!   Otherwise the later of the two pauses (the instance stops reading and takes nothing)
+//!   and writes its record again a lease after
 //!   its last; the earlier keeps its shards and writes its own again whenever it sees a later
 //!   run's, so the later keeps seeing it. A paused run answers no later run (two paused runs
 //!   answering each other would keep each other paused for good): once a whole lease passes
@@ -128,8 +129,6 @@ pub(crate) struct Twins {
     /// A notice read since this run's record last landed showed an earlier run's: one was
     /// alive then.
     answered: bool,
-    /// When this run's record last written was written, by this run's clock.
-    written_ms: u64,
 }
 
 impl Twins {
@@ -141,7 +140,6 @@ impl Twins {
             paused_for: None,
             told: None,
             answered: false,
-            written_ms: 0,
         }
     }
 
@@ -172,11 +170,12 @@ impl Twins {
                 news: None,
                 record: true,
             },
-            // An earlier run's record written before this one's was (beyond the skew two clocks
-            // may have): no answer to it, but a write of a run that stopped, sent before this
-            // run started and landed after its record (DynamoDB applied it after its caller had
-            // given up on it). This run writes its own again.
-            Some((run, written)) if run < self.mine && self.written_before_mine(written) => Seen {
+            // An earlier run's record written before this run started (beyond the skew two
+            // clocks may have): no answer to it, which is written after this run's record
+            // landed, but a write of a run that stopped before this one started, landed late
+            // (DynamoDB applied it after its caller had given up on it). This run writes its own
+            // again.
+            Some((run, written)) if run < self.mine && self.written_before_start(written) => Seen {
                 news: None,
                 record: true,
             },
@@ -236,15 +235,15 @@ impl Twins {
     }
 
     /// Whether a record written at `written_ms` (by its writer's clock) was written before this
-    /// run's own, even with the writer's clock [`SKEW_TOLERANCE`] behind this run's.
-    fn written_before_mine(&self, written_ms: u64) -> bool {
-        written_ms.saturating_add(millis(SKEW_TOLERANCE)) < self.written_ms
+    /// run started, even with the writer's clock as far behind this run's as the leases
+    /// tolerate: [`SKEW_TOLERANCE`] plus the holder's margin, which is at most as much again.
+    fn written_before_start(&self, written_ms: u64) -> bool {
+        written_ms.saturating_add(2 * millis(SKEW_TOLERANCE)) < self.mine.started_ms
     }
 
     /// This run's record is being written: its text, written at `now_ms`.
     pub(crate) fn recording(&mut self, now_ms: u64) -> String {
         self.record = Record::Sent;
-        self.written_ms = now_ms;
         self.mine.record(now_ms)
     }
 
@@ -341,10 +340,11 @@ mod tests {
     /// paused the instance for a lease, with an ERROR.
     #[test]
     fn a_stopped_runs_record_that_lands_after_this_ones_is_no_twin() {
-        let mut late = landed(LATE, NOW);
-        let stale = EARLY.record(NOW - 11_000);
+        // The restarted run started 10 s after the stopped one's write was sent.
+        let restarted = Incarnation::new(NOW - 1_000, 1);
+        let mut late = landed(restarted, NOW);
         assert_eq!(
-            late.read(Some(&stale), NOW + 3_000, LEASE),
+            late.read(Some(&EARLY.record(NOW - 11_000)), NOW + 3_000, LEASE),
             Seen {
                 news: None,
                 record: true
@@ -352,14 +352,25 @@ mod tests {
             "written again, no pause"
         );
         assert_eq!(late.paused_for(), None);
-        // An earlier run's answer written after this run's record, its clock up to the skew
-        // tolerance behind, is an earlier run alive.
-        let answer = EARLY.record(NOW - millis(SKEW_TOLERANCE) + 500);
-        let mut late = landed(LATE, NOW);
-        assert!(matches!(
-            late.read(Some(&answer), NOW + 1_000, LEASE).news,
-            Some(TwinNews::Earlier(_))
-        ));
+    }
+
+    /// An earlier run's answer is written after this run's record landed, so after this run
+    /// started: however far behind its clock is within what the leases tolerate
+    /// (`SKEW_TOLERANCE` plus the holder's margin, 2 s with the defaults), it pauses this run.
+    #[test]
+    fn an_earlier_runs_answer_from_a_clock_up_to_the_tolerated_skew_behind_pauses_this_run() {
+        let skew = 2 * millis(SKEW_TOLERANCE);
+        for written in [LATE.started_ms, LATE.started_ms - skew] {
+            let mut late = landed(LATE, NOW);
+            assert!(
+                matches!(
+                    late.read(Some(&EARLY.record(written)), NOW + 300, LEASE)
+                        .news,
+                    Some(TwinNews::Earlier(_))
+                ),
+                "an answer written at {written} ms"
+            );
+        }
     }
 
     #[test]
