@@ -13,8 +13,7 @@
 //!   run's written before this run started (by the record's time, beyond the skew the leases
 //!   tolerate): that is a stopped run's write that landed late, and it records itself again.
 //!   Otherwise the later of the two pauses (the instance stops reading and takes nothing)
-//!   and writes its record again a lease after
-//!   its last; the earlier keeps its shards and writes its own again whenever it sees a later
+//!   and writes its record again a lease after its last; the earlier keeps its shards and writes its own again whenever it sees a later
 //!   run's, so the later keeps seeing it. A paused run answers no later run (two paused runs
 //!   answering each other would keep each other paused for good): once a whole lease passes
 //!   after its record landed with no earlier run's record seen, the earlier is gone (stopped, or

@@ -1,6 +1,6 @@
 //! What the coordinator hears from outside its driver: a reader that stopped or ended, a seek
-//! that moved where new shards start. Sent on a channel by the readers and the seeks, and
-//! applied to the coordinator, in the order sent, each time its driver next uses it, so nothing
+//! that moved where new shards start. Queued by the readers and the seeks, and applied to the
+//! coordinator, in the order queued, each time its driver next uses it, so nothing
 //! outside the driver touches the coordinator, and everything sent before the driver reads an
 //! answer (a reader's stop is sent before its release is written) counts when it applies it.
 

@@ -89,9 +89,9 @@ pub(crate) struct Subscription {
     /// What it knows of the stream's shards, and the coordinator's decisions on it: used by the
     /// coordinator's driver only, through [`coordinator`](Self::coordinator).
     coordinator: Mutex<Coordinator<Instant>>,
-    /// What the readers and the seeks tell the coordinator, applied before its next use.
-    heard: mpsc::UnboundedSender<Heard>,
-    heard_rx: Mutex<mpsc::UnboundedReceiver<Heard>>,
+    /// What the readers and the seeks told the coordinator, in order, applied before its next
+    /// use.
+    heard: Mutex<Vec<Heard>>,
     /// Wakes the coordinator before its next listing (a shard ended or stopped).
     pub(super) wake: Notify,
 }
@@ -121,10 +121,8 @@ impl Subscription {
             closed,
         } = instance;
         let stream: Arc<str> = Arc::from(source.name.as_ref());
-        let (heard, heard_rx) = mpsc::unbounded_channel();
         Arc::new(Self {
-            heard,
-            heard_rx: Mutex::new(heard_rx),
+            heard: Mutex::default(),
             store: Arc::new(Timed::new(
                 store,
                 timings.store_call_timeout(),
@@ -216,17 +214,16 @@ impl Subscription {
 
     /// Tells the coordinator `heard`; it applies it before its driver next uses it.
     pub(super) fn hear(&self, heard: Heard) {
-        // The receiver lives as long as the subscription, which holds this sender.
-        let _ = self.heard.send(heard);
+        lock(&self.heard).push(heard);
     }
 
     /// The coordinator, with everything told to it so far applied, in the order told: for its
     /// driver only.
     pub(super) fn coordinator(&self) -> MutexGuard<'_, Coordinator<Instant>> {
         let mut coordinator = lock(&self.coordinator);
-        let mut heard = lock(&self.heard_rx);
-        while let Ok(told) = heard.try_recv() {
-            told.apply(&mut coordinator);
+        let told = std::mem::take(&mut *lock(&self.heard));
+        for heard in told {
+            heard.apply(&mut coordinator);
         }
         coordinator
     }

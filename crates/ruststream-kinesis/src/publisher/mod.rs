@@ -316,24 +316,18 @@ impl KinesisPublisher {
     }
 }
 
-/// The live sink's parts a publish uses.
-struct Live<'a> {
-    tx: &'a mpsc::Sender<Pending>,
-    client: &'a aws_sdk_kinesis::Client,
-    meters: &'a Meters,
-}
-
 impl KinesisPublisher {
     /// A live publish: checked (against the stream's own record limit only for a record over
     /// 1 MiB), queued for the writer, and answered with the writer's answer of its record.
     async fn publish_live(
         &self,
-        live: &Live<'_>,
+        tx: &mpsc::Sender<Pending>,
+        client: &aws_sdk_kinesis::Client,
+        meters: &Meters,
         stream: &str,
         msg: &OutgoingMessage<'_, &[u8]>,
         options: Option<&KinesisOptions>,
     ) -> Result<(), KinesisError> {
-        let Live { tx, client, meters } = live;
         // Every stream takes records of 1 MiB: only a larger one needs the stream's own limit,
         // so an ordinary publish makes no call but its write.
         let record = |limit| self.record(stream, msg.payload(), msg.headers(), options, limit);
@@ -392,8 +386,8 @@ impl Publisher for KinesisPublisher {
         validate::stream_name(stream)?;
         match &self.sink {
             Sink::Live { tx, client, meters } => {
-                let live = Live { tx, client, meters };
-                self.publish_live(&live, stream, &msg, options).await
+                self.publish_live(tx, client, meters, stream, &msg, options)
+                    .await
             }
             #[cfg(feature = "testing")]
             Sink::InProcess(world) => {
