@@ -127,7 +127,16 @@ def reexports_in(text: str) -> dict[str, str]:
 # share) and the modules that do I/O (call AWS, spawn, sleep, time calls out): no pure module
 # imports one, so what the simulation drives is all there is to a decision. A data type both
 # sides use lives in a module of its own (`kinesis/shards.rs`).
-PURE = ("coordinator", "shard", "lease/rules", "lease/state", "watermark", "settings/position", "kinesis/shards")
+PURE = (
+    "coordinator",
+    "shard",
+    "lease/rules",
+    "lease/state",
+    "watermark",
+    "settings/position",
+    "kinesis/shards",
+    "kinesis/iterator",
+)
 DOES_IO = (
     "broker",
     "live",
@@ -135,6 +144,7 @@ DOES_IO = (
     "publisher",
     "in_process",
     "kinesis/api",
+    "kinesis/calls",
     "kinesis/fan_out",
     "lease/dynamo",
     "lease/timed",

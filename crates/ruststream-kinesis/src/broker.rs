@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::coordinator::twins::Incarnation;
 use crate::delivery::subscriber::{Deliveries, Inbox};
-use crate::kinesis::{api, fan_out};
+use crate::kinesis::calls::Kinesis;
 use crate::live::coordinator;
 use crate::live::subscription::Instance;
 use crate::registry::{Registry, StreamRegistration};
@@ -555,9 +555,9 @@ impl ConnectedKinesisBroker {
     }
 
     /// What every live subscription of this broker shares, reaching Kinesis through `client`.
-    fn instance(&self, client: &Client) -> Instance {
+    fn instance(&self, kinesis: Kinesis) -> Instance {
         Instance {
-            client: client.clone(),
+            kinesis,
             store: Arc::clone(&self.store),
             meters: self.meters.clone(),
             owner: Arc::clone(&self.owner),
@@ -591,21 +591,24 @@ impl ConnectedKinesisBroker {
         let capacity = usize::try_from(source.batch_size).unwrap_or(1000).max(64);
         match &self.transport {
             Transport::Live(client) => {
-                let stream_arn = api::ensure_stream(client, name, source.create_if_missing).await?;
+                let kinesis = Kinesis::Sdk(client.clone());
+                let stream_arn = kinesis
+                    .ensure_stream(name, source.create_if_missing)
+                    .await?;
                 let fan_out = match &source.fan_out {
                     Some(fan_out) => Some(
-                        fan_out::ensure_consumer(
-                            client,
-                            (name, &stream_arn),
-                            &fan_out.consumer,
-                            fan_out.register,
-                        )
-                        .await?,
+                        kinesis
+                            .ensure_consumer(
+                                (name, &stream_arn),
+                                &fan_out.consumer,
+                                fan_out.register,
+                            )
+                            .await?,
                     ),
                     None => None,
                 };
                 let (tx, rx) = mpsc::channel(capacity);
-                let sub = coordinator::start(self.instance(client), &source, fan_out, tx).await?;
+                let sub = coordinator::start(self.instance(kinesis), &source, fan_out, tx).await?;
                 registration.closes_with(sub.tasks());
                 let deliveries = Deliveries {
                     rx: Inbox::Live(rx),

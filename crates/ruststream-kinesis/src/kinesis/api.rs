@@ -14,6 +14,7 @@ use aws_sdk_kinesis::primitives::{Blob, DateTime};
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType, StreamStatus};
 use bytes::Bytes;
 
+use super::iterator::ShardIterator;
 pub(crate) use super::shards::ShardInfo;
 use crate::settings::position::ShardStart;
 use crate::{KinesisError, KinesisPosition};
@@ -48,7 +49,7 @@ pub(crate) enum Fetched {
     Records {
         records: Vec<FetchedRecord>,
         /// `None` when the shard is closed and read to its end.
-        next: Option<String>,
+        next: Option<ShardIterator>,
         /// How far the answer is behind the shard's tip (`MillisBehindLatest`), when told.
         millis_behind: Option<i64>,
     },
@@ -253,7 +254,7 @@ pub(crate) async fn shard_iterator(
     stream: &str,
     shard: &str,
     start: &ShardStart,
-) -> Result<String, KinesisError> {
+) -> Result<ShardIterator, KinesisError> {
     let (kind, sequence, timestamp) = starting_at(start);
     let request = client
         .get_shard_iterator()
@@ -273,7 +274,7 @@ pub(crate) async fn shard_iterator(
         }
     })?;
     out.shard_iterator()
-        .map(str::to_owned)
+        .map(ShardIterator::service)
         .ok_or_else(|| KinesisError::Api {
             stream: stream.to_owned(),
             operation: "GetShardIterator",
@@ -368,7 +369,7 @@ pub(crate) async fn get_records(
     let records = out.records.into_iter().map(FetchedRecord::from).collect();
     Ok(Fetched::Records {
         records,
-        next: out.next_shard_iterator,
+        next: out.next_shard_iterator.map(ShardIterator::Service),
         millis_behind: out.millis_behind_latest,
     })
 }
@@ -466,7 +467,7 @@ mod tests {
             panic!("records expected");
         };
         assert_eq!(&records[0].data[..], b"hi");
-        assert_eq!(next.as_deref(), Some("next"));
+        assert_eq!(next, Some(ShardIterator::service("next")));
         assert_eq!(millis_behind, Some(1500));
         let err = get_records(&client, "orders", "shardId-000000000000", "it", 500)
             .await

@@ -43,8 +43,8 @@ pub(crate) struct Consumer {
     pub(crate) arn: Arc<str>,
 }
 
-/// A subscription's open event stream.
-pub(crate) type Events =
+/// A subscription's open event stream, as the SDK hands it out.
+pub(crate) type SdkEvents =
     EventReceiver<SubscribeToShardEventStream, SubscribeToShardEventStreamError>;
 
 /// What the next event of a subscription was.
@@ -265,7 +265,7 @@ pub(crate) async fn subscribe(
     consumer: &Consumer,
     shard: &str,
     start: &ShardStart,
-) -> Result<Events, Refused> {
+) -> Result<SdkEvents, Refused> {
     let (kind, sequence, timestamp) = starting_at(start);
     let position = StartingPosition::builder()
         .r#type(kind)
@@ -324,7 +324,7 @@ fn subscribe_failed(
 /// refused in its event stream as well as in the call's answer (the local engine says
 /// `ResourceInUseException` there).
 pub(crate) async fn next_event(
-    events: &mut Events,
+    events: &mut SdkEvents,
     stream: &str,
     consumer: &Consumer,
     shard: &str,

@@ -8,7 +8,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use aws_sdk_kinesis::Client;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -17,6 +16,7 @@ use crate::clock::Instant;
 use crate::coordinator::machine::Coordinator;
 use crate::coordinator::twins::Incarnation;
 use crate::delivery::message::Item;
+use crate::kinesis::calls::Kinesis;
 use crate::kinesis::fan_out::Consumer;
 use crate::lease::{LeaseStore, Timed};
 use crate::live::heard::Heard;
@@ -37,7 +37,8 @@ pub(crate) struct Running {
 /// What every live subscription of one connected broker shares.
 #[derive(Debug)]
 pub(crate) struct Instance {
-    pub(crate) client: Client,
+    /// The Kinesis the subscriptions read from.
+    pub(crate) kinesis: Kinesis,
     pub(crate) store: Arc<dyn LeaseStore>,
     pub(crate) meters: Meters,
     pub(crate) owner: Arc<str>,
@@ -60,7 +61,7 @@ pub(crate) struct Instance {
 #[derive(Debug)]
 pub(crate) struct Subscription {
     pub(super) stream: Arc<str>,
-    pub(super) client: Client,
+    pub(super) kinesis: Kinesis,
     pub(super) store: Arc<dyn LeaseStore>,
     /// Where this subscription's reads and leases are counted.
     pub(super) meters: Meters,
@@ -107,7 +108,7 @@ impl Subscription {
         tx: mpsc::Sender<Item>,
     ) -> Arc<Self> {
         let Instance {
-            client,
+            kinesis,
             store,
             meters,
             owner,
@@ -130,7 +131,7 @@ impl Subscription {
             )),
             upkeeps: Upkeeps::start(&stream, &meters),
             stream,
-            client,
+            kinesis,
             meters,
             owner,
             timings,

@@ -13,6 +13,7 @@ use super::lease::{Answer, Close, Ending, LeaseNews, Moment, Next, ShardLease, W
 use super::read::{Call, Fetch, Phase, ReadSettings, ReadState, Sequenced, Stop, Want};
 use crate::LeaseState;
 use crate::delivery::message::Standing;
+use crate::kinesis::iterator::ShardIterator;
 use crate::settings::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
 
@@ -143,7 +144,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     pub(crate) fn new(
         lease: ShardLease<T>,
         settings: ReadSettings,
-        iterator: String,
+        iterator: ShardIterator,
         resume: ShardStart,
     ) -> Self {
         Self {
@@ -333,7 +334,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// planned move) refuses it, and the handler hears so.
     pub(crate) fn seek(
         &mut self,
-        iterator: String,
+        iterator: ShardIterator,
         resume: ShardStart,
         recorded: Arc<str>,
     ) -> bool {

@@ -20,6 +20,7 @@ use ruststream::AckError;
 
 use crate::delivery::message::{Settlement, Standing};
 use crate::delivery::record::Record;
+use crate::kinesis::iterator::ShardIterator;
 use crate::lease::LeaseKey;
 use crate::settings::position::ShardStart;
 use crate::watermark::Ticket;
@@ -181,7 +182,12 @@ impl ShardHandle {
     /// A seek resolved `iterator`: the shard forgets every delivery of the old position, its
     /// reader restarts at `iterator`, and `recorded` is its checkpoint until a record of the new
     /// position settles. Whether it was applied (a shard being handed back refuses it).
-    pub(crate) fn seek(&self, iterator: String, resume: ShardStart, recorded: Arc<str>) -> bool {
+    pub(crate) fn seek(
+        &self,
+        iterator: ShardIterator,
+        resume: ShardStart,
+        recorded: Arc<str>,
+    ) -> bool {
         let applied = self.lock().seek(iterator, resume, recorded);
         if applied {
             self.read_wake.notify_one();
@@ -328,7 +334,7 @@ mod tests {
                 window: 1000,
                 fan_out: false,
             },
-            "iterator".to_owned(),
+            ShardIterator::service("iterator"),
             ShardStart::At(crate::KinesisPosition::TrimHorizon),
         );
         let handle = ShardHandle::new(
@@ -342,7 +348,7 @@ mod tests {
         ));
         handle.read_answered(Fetch::Records {
             records: sequences.iter().map(|s| record(s)).collect(),
-            next: Some("next".to_owned()),
+            next: Some(ShardIterator::service("next")),
             millis_behind: Some(0),
         });
         let mut tickets = Vec::new();

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lease::{Close, Moment};
+use crate::kinesis::iterator::ShardIterator;
 use crate::settings::position::ShardStart;
 use crate::shard::pace::{self, MIN_CALL_GAP, backoff_ceiling};
 
@@ -127,7 +128,7 @@ impl ReadSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Call {
     /// `GetRecords` with this iterator.
-    GetRecords(String),
+    GetRecords(ShardIterator),
     /// `GetShardIterator` at this start.
     GetIterator(ShardStart),
     /// `SubscribeToShard` at this start (enhanced fan-out); it replaces the open subscription.
@@ -143,7 +144,7 @@ pub(crate) enum Fetch<R> {
     Records {
         records: Vec<R>,
         /// `None` when the shard is closed and read to its end.
-        next: Option<String>,
+        next: Option<ShardIterator>,
         /// `MillisBehindLatest`, when told.
         millis_behind: Option<i64>,
     },
@@ -154,7 +155,7 @@ pub(crate) enum Fetch<R> {
     /// The shard left the stream (trimmed, or the stream deleted).
     Gone,
     /// `GetShardIterator` answered this iterator.
-    Iterator(String),
+    Iterator(ShardIterator),
     /// `GetShardIterator` failed (reported by the driver).
     IteratorFailed,
     /// `SubscribeToShard` opened a subscription.
@@ -208,7 +209,7 @@ impl Stop {
 /// Where the next call reads from.
 #[derive(Debug)]
 enum Cursor {
-    Iterator(String),
+    Iterator(ShardIterator),
     /// A fresh iterator is wanted; `tries` of them failed in a row so far.
     Fresh {
         tries: u32,
@@ -223,7 +224,7 @@ impl Cursor {
     /// Where reading starts from a position `iterator` was had at (a take's, or a seek's): the
     /// iterator, or with enhanced fan-out a subscription at that position (the iterator showed
     /// it readable).
-    fn first(settings: &ReadSettings, iterator: String) -> Self {
+    fn first(settings: &ReadSettings, iterator: ShardIterator) -> Self {
         if settings.fan_out {
             Self::Subscribe
         } else {
@@ -254,7 +255,7 @@ pub(super) enum Phase {
 enum AfterBatch {
     /// `GetRecords`: the next iterator (`None`: read to its end), and whether at the tip.
     Records {
-        next: Option<String>,
+        next: Option<ShardIterator>,
         caught_up: bool,
     },
     /// A subscription's event.
@@ -293,7 +294,7 @@ pub(crate) struct ReadState<T, R> {
     after: Option<AfterBatch>,
     pub(super) phase: Phase,
     in_flight: InFlight,
-    seek: Option<(String, ShardStart)>,
+    seek: Option<(ShardIterator, ShardStart)>,
     /// The user records already settled at the start, inside the aggregate it names (its
     /// sequence number, the last settled index): the first records read drop them.
     skip: Option<(Arc<str>, u64)>,
@@ -319,7 +320,7 @@ pub(super) enum Want<R, T> {
 impl<T: Moment, R: Sequenced> ReadState<T, R> {
     /// A shard taken with its first `iterator`; later iterators with no record handed out start
     /// at `resume`.
-    pub(super) fn new(settings: ReadSettings, iterator: String, resume: ShardStart) -> Self {
+    pub(super) fn new(settings: ReadSettings, iterator: ShardIterator, resume: ShardStart) -> Self {
         Self {
             settings,
             cursor: Cursor::first(&settings, iterator),
@@ -347,7 +348,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
     /// A seek resolved `iterator`; later iterators with no record handed out start at `resume`.
     /// Applied before the next call; the batch of the old position is dropped now. Whether the
     /// shard reads again from it (it did not stop).
-    pub(super) fn seek(&mut self, iterator: String, resume: ShardStart) -> bool {
+    pub(super) fn seek(&mut self, iterator: ShardIterator, resume: ShardStart) -> bool {
         if self.phase == Phase::Stopped {
             return false;
         }
@@ -599,7 +600,12 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
 impl<T, R: Sequenced> ReadState<T, R> {
     /// `GetRecords` answered `records`, the iterator `next` (none: the shard was read to its
     /// end) and how far behind the tip they are.
-    fn records_read(&mut self, records: Vec<R>, next: Option<String>, millis_behind: Option<i64>) {
+    fn records_read(
+        &mut self,
+        records: Vec<R>,
+        next: Option<ShardIterator>,
+        millis_behind: Option<i64>,
+    ) {
         self.failures = 0;
         self.not_before = None;
         // The call's limit counts Kinesis records: an aggregate's user records are one.

@@ -214,6 +214,7 @@ use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as Rou
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::coordinator::twins::Incarnation;
 use crate::delivery::message::Standing;
+use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::shards::ShardInfo;
 use crate::lease::{LeaseState, Notice, rules};
 use crate::settings::position::ShardStart;

@@ -425,9 +425,11 @@ impl Sim {
             return;
         }
         // `seek_live` resolved the iterator (here: the target's index); `ShardHandle::seek`.
-        let restarts = s
-            .machine
-            .seek(iterator.to_string(), resume, Arc::from(recorded));
+        let restarts = s.machine.seek(
+            ShardIterator::service(iterator.to_string()),
+            resume,
+            Arc::from(recorded),
+        );
         s.settled_upto = None;
         s.seek_floor = Some(s.seek_floor.map_or(floor, |known| known.min(floor)));
         if let Some(floor) = s.seek_floor {

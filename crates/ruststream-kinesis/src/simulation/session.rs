@@ -33,7 +33,12 @@ impl Sim {
             window: self.cfg.window,
             fan_out: self.cfg.fan_out,
         };
-        let mut machine = ShardMachine::new(lease, settings, iterator.to_string(), resume);
+        let mut machine = ShardMachine::new(
+            lease,
+            settings,
+            ShardIterator::service(iterator.to_string()),
+            resume,
+        );
         // `start_reader`: the listing the take came from shows the shard closed.
         if self.stream.shards[shard].info.closed {
             machine.shard_closed();
@@ -490,13 +495,14 @@ impl Sim {
                     self.stats.expired += 1;
                     return Fetch::Expired;
                 }
-                let from: usize = iterator.parse().expect("a simulated iterator");
+                let ShardIterator::Service(text) = &iterator;
+                let from: usize = text.parse().expect("a simulated iterator");
                 let len = self.stream.shards[shard].records.len();
                 if self.answers_empty(from, len) {
                     // Kinesis may answer no record with records further on: the same place.
                     return Fetch::Records {
                         records: Vec::new(),
-                        next: Some(from.to_string()),
+                        next: Some(ShardIterator::service(from.to_string())),
                         millis_behind: Some(1_000),
                     };
                 }
@@ -507,7 +513,8 @@ impl Sim {
                     .collect();
                 Fetch::Records {
                     records,
-                    next: (!(sim.info.closed && end == len)).then(|| end.to_string()),
+                    next: (!(sim.info.closed && end == len))
+                        .then(|| ShardIterator::service(end.to_string())),
                     millis_behind: Some(if end < len { 1_000 } else { 0 }),
                 }
             }
@@ -594,7 +601,7 @@ impl Sim {
                     // inside an aggregate drops.
                     s.start_idx = first;
                 }
-                Fetch::Iterator(idx.to_string())
+                Fetch::Iterator(ShardIterator::service(idx.to_string()))
             }
         }
     }

@@ -22,8 +22,9 @@ use crate::coordinator::rounds::{Rounds, Step};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::coordinator::twins::TwinNews;
 use crate::delivery::message::Item;
-use crate::kinesis::api::{self, ShardInfo};
+use crate::kinesis::api::ShardInfo;
 use crate::kinesis::fan_out::Consumer;
+use crate::kinesis::iterator::ShardIterator;
 use crate::lease::{LeaseKey, epoch_millis};
 use crate::live::heard::Heard;
 use crate::live::reader::{self, Reader, ShardEnv};
@@ -119,8 +120,10 @@ impl Subscription {
                     }
                 }
                 TakeStep::Call(TakeCall::Iterator { start }) => {
-                    let answer =
-                        api::shard_iterator(&self.client, &self.stream, &shard.id, &start).await;
+                    let answer = self
+                        .kinesis
+                        .shard_iterator(&self.stream, &shard.id, &start)
+                        .await;
                     let told = take.positioned(
                         &mut self.coordinator(),
                         match &answer {
@@ -188,7 +191,7 @@ impl Subscription {
         self: &Arc<Self>,
         shard: &ShardInfo,
         key: LeaseKey,
-        iterator: String,
+        iterator: ShardIterator,
         start: &ShardStart,
         resume: ShardStart,
         sent: Instant,

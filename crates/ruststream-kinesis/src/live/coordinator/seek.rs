@@ -3,7 +3,6 @@
 use std::sync::{Arc, PoisonError};
 
 use crate::delivery::seeker::{Seeking, Source};
-use crate::kinesis::api;
 use crate::live::subscription::Subscription;
 use crate::settings::position::ShardStart;
 use crate::shard::ShardHandle;
@@ -58,7 +57,7 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
     let recorded: Arc<str> = Arc::from(ShardStart::seek_checkpoint(&to, now_ms));
     let mut iterators = Vec::with_capacity(targets.len());
     for (shard, _) in &targets {
-        match api::shard_iterator(&sub.client, &sub.stream, shard, &start).await {
+        match sub.kinesis.shard_iterator(&sub.stream, shard, &start).await {
             Ok(iterator) => iterators.push(iterator),
             Err(err) => {
                 // The reader's reading of a `ResourceNotFoundException` ("no longer exists, its

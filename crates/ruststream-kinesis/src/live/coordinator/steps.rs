@@ -12,7 +12,7 @@ use crate::coordinator::hygiene::Deletion;
 use crate::coordinator::plan::TakeFor;
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards};
 use crate::coordinator::watch::Beat;
-use crate::kinesis::api::{self, ShardInfo};
+use crate::kinesis::api::ShardInfo;
 use crate::lease::{LeaseKey, epoch_millis};
 use crate::live::subscription::Subscription;
 use crate::live::upkeep::Upkeep;
@@ -26,7 +26,7 @@ impl Subscription {
         rounds: &mut Rounds<Instant>,
         first: bool,
     ) -> Result<(), KinesisError> {
-        let (shards, failure) = match api::list_shards(&self.client, &self.stream).await {
+        let (shards, failure) = match self.kinesis.list_shards(&self.stream).await {
             Ok(listing) => {
                 self.tell_closed(&listing);
                 (Shards::Listed(listing), None)

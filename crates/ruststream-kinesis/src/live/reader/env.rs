@@ -1,16 +1,16 @@
 //! What one shard's reader works with, and nothing more: its stream, shard and owner, the store
-//! and the Kinesis client it calls, its meters with the shard's labels bound, the settings it
+//! and the Kinesis it calls, its meters with the shard's labels bound, the settings it
 //! reads by, the channel its deliveries go out on, and the subscription it belongs to (which
 //! resolves a handler's seek and hears how the reader ended).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_kinesis::Client;
 use tokio::sync::mpsc;
 
 use crate::KinesisError;
 use crate::delivery::message::Item;
+use crate::kinesis::calls::Kinesis;
 use crate::kinesis::fan_out::Consumer;
 use crate::lease::LeaseStore;
 use crate::live::subscription::Subscription;
@@ -23,7 +23,7 @@ pub(crate) struct ShardEnv {
     pub(super) shard: Arc<str>,
     pub(super) owner: Arc<str>,
     pub(super) store: Arc<dyn LeaseStore>,
-    pub(super) client: Client,
+    pub(super) kinesis: Kinesis,
     pub(super) meters: ShardMeters,
     /// How long a lease the store writes.
     pub(super) lease: Duration,
@@ -45,7 +45,7 @@ impl ShardEnv {
             shard: Arc::clone(shard),
             owner: Arc::clone(&home.owner),
             store: Arc::clone(&home.store),
-            client: home.client.clone(),
+            kinesis: home.kinesis.clone(),
             meters: home.meters.shard(&home.stream, shard, &home.owner),
             lease: home.timings.lease(),
             batch_size: home.read.batch_size,

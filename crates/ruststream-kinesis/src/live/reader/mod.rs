@@ -12,8 +12,9 @@ use crate::clock::sleep_until;
 use crate::delivery::message::{Hold, Settlement};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
-use crate::kinesis::api::{self, Fetched, FetchedRecord};
-use crate::kinesis::fan_out::{self, Event, Events, Refused};
+use crate::kinesis::api::{Fetched, FetchedRecord};
+use crate::kinesis::calls::Events;
+use crate::kinesis::fan_out::{Event, Refused};
 use crate::kinesis::kpl;
 use crate::lease::{LeaseKey, LeaseState};
 use crate::settings::position::ShardStart;
@@ -303,14 +304,10 @@ impl Reader {
             Call::Subscribe(start) => self.subscribe(&start, events).await,
             Call::NextEvent => self.next_event(events).await,
             Call::GetRecords(iterator) => {
-                let fetched = api::get_records(
-                    &env.client,
-                    &env.stream,
-                    &env.shard,
-                    &iterator,
-                    env.batch_size,
-                )
-                .await;
+                let fetched = env
+                    .kinesis
+                    .get_records(&env.stream, &env.shard, &iterator, env.batch_size)
+                    .await;
                 match fetched {
                     Ok(Fetched::Records {
                         records,
@@ -349,7 +346,11 @@ impl Reader {
                 }
             }
             Call::GetIterator(start) => {
-                match api::shard_iterator(&env.client, &env.stream, &env.shard, &start).await {
+                match env
+                    .kinesis
+                    .shard_iterator(&env.stream, &env.shard, &start)
+                    .await
+                {
                     Ok(iterator) => Fetch::Iterator(iterator),
                     Err(KinesisError::ShardNotFound { .. }) => Fetch::Gone,
                     Err(err) => {
@@ -396,7 +397,11 @@ impl Reader {
             .fan_out
             .as_ref()
             .expect("a fan-out reader's subscription has a consumer");
-        match fan_out::subscribe(&env.client, &env.stream, consumer, &env.shard, start).await {
+        match env
+            .kinesis
+            .subscribe(&env.stream, consumer, &env.shard, start)
+            .await
+        {
             Ok(opened) => {
                 tracing::debug!(consumer = %consumer.name, %start, "subscribed");
                 *events = Some(opened);
@@ -434,7 +439,11 @@ impl Reader {
     async fn gone_or_consumer_missing(&self) -> Fetch<Record> {
         let env = &self.env;
         let start = ShardStart::At(crate::KinesisPosition::TrimHorizon);
-        match api::shard_iterator(&env.client, &env.stream, &env.shard, &start).await {
+        match env
+            .kinesis
+            .shard_iterator(&env.stream, &env.shard, &start)
+            .await
+        {
             Err(KinesisError::ShardNotFound { .. }) => Fetch::Gone,
             _ => {
                 let consumer = env
@@ -465,7 +474,7 @@ impl Reader {
         };
         let next = tokio::time::timeout(
             EVENT_SILENCE_LIMIT,
-            fan_out::next_event(open, &env.stream, consumer, &env.shard),
+            open.next(&env.stream, consumer, &env.shard),
         )
         .await;
         match next {

@@ -3,6 +3,7 @@
 //! the end of a shard from child shards or, where no event names them, confirmed by polling.
 
 use super::*;
+use crate::kinesis::iterator::ShardIterator;
 use crate::shard::read::SUBSCRIBE_GAP;
 
 const ZERO: Duration = Duration::ZERO;
@@ -14,7 +15,7 @@ fn fan_out_taken(window: usize, resume: ShardStart) -> ShardMachine<Duration, Re
             fan_out: true,
             ..settings(window)
         },
-        "it-0".to_owned(),
+        ShardIterator::service("it-0"),
         resume,
     )
 }
@@ -174,7 +175,7 @@ fn a_closed_shard_without_child_shards_has_its_end_confirmed_by_polling() {
         matches!(&step, ReadStep::Call(Call::GetIterator(ShardStart::After(after))) if after.as_ref() == "1"),
         "{step:?}"
     );
-    machine.read_answered(S * 2, Fetch::Iterator("it-9".to_owned()), 0);
+    machine.read_answered(S * 2, Fetch::Iterator(ShardIterator::service("it-9")), 0);
     read(&mut machine, S * 2, &[], None, 0);
     assert!(matches!(next(&mut machine, S * 2), ReadStep::Wait(None)));
     machine.settle(tickets[0], false).unwrap();
@@ -193,7 +194,7 @@ fn a_seek_subscribes_again_at_its_position() {
     assert!(is_next_event(&step));
     let target = ShardStart::At(KinesisPosition::TrimHorizon);
     assert!(machine.seek(
-        "it-seek".to_owned(),
+        ShardIterator::service("it-seek"),
         target.clone(),
         Arc::from("TRIM_HORIZON")
     ));
@@ -236,7 +237,7 @@ fn a_closed_shard_whose_subscription_fails_is_read_to_its_end_by_polling() {
     machine.read_answered(ZERO, Fetch::Failed, 0);
     let (at, polled) = first_call(&mut machine, ZERO);
     assert_eq!(polled, Call::GetIterator(ShardStart::After(Arc::from("1"))));
-    machine.read_answered(at, Fetch::Iterator("it-9".to_owned()), 0);
+    machine.read_answered(at, Fetch::Iterator(ShardIterator::service("it-9")), 0);
     read(&mut machine, at, &[], None, 0);
     machine.settle(tickets[0], false).unwrap();
     assert!(matches!(
@@ -252,7 +253,7 @@ fn an_event_waited_for_is_unwanted_once_a_seek_arrives() {
     assert_eq!(call(&mut machine, ZERO), Call::NextEvent);
     assert!(!machine.event_unwanted(), "a reader waits for its events");
     assert!(machine.seek(
-        "it-seek".to_owned(),
+        ShardIterator::service("it-seek"),
         ShardStart::At(KinesisPosition::TrimHorizon),
         Arc::from("TRIM_HORIZON")
     ));

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+use crate::kinesis::iterator::ShardIterator;
 use crate::lease::millis;
 use crate::shard::pace::{MAX_BACKOFF, MIN_CALL_GAP};
 use crate::shard::read::ITERATOR_TRIES;
@@ -74,7 +75,7 @@ fn taken_with(window: usize) -> ShardMachine<Duration, Rec> {
     ShardMachine::new(
         ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
         settings(window),
-        "it-0".to_owned(),
+        ShardIterator::service("it-0"),
         recorded(),
     )
 }
@@ -109,7 +110,7 @@ fn read(
         now,
         Fetch::Records {
             records: records(sequences),
-            next: next_iterator.map(str::to_owned),
+            next: next_iterator.map(ShardIterator::service),
             millis_behind: Some(millis_behind),
         },
         0,
@@ -160,7 +161,7 @@ fn a_shard_resumed_inside_an_aggregate_drops_the_user_records_settled_before() {
     let mut machine = ShardMachine::new(
         ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
         settings(1000),
-        "at-5".to_owned(),
+        ShardIterator::service("at-5"),
         resume,
     );
     read(
@@ -182,7 +183,7 @@ fn a_shard_resumed_inside_an_aggregate_drops_the_user_records_settled_before() {
     let mut machine = ShardMachine::new(
         ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
         settings(1000),
-        "at-5".to_owned(),
+        ShardIterator::service("at-5"),
         ShardStart::from_checkpoint("shardId-0", "5:0"),
     );
     let step = next(&mut machine, Duration::ZERO);
@@ -199,7 +200,7 @@ fn a_shard_resumed_inside_an_aggregate_drops_the_user_records_settled_before() {
         ),
         "{step:?}"
     );
-    machine.read_answered(S, Fetch::Iterator("at-5-again".to_owned()), 0);
+    machine.read_answered(S, Fetch::Iterator(ShardIterator::service("at-5-again")), 0);
     read(&mut machine, S + S, &["5.0", "5.1$"], Some("it-1"), 0);
     let mut handed = Vec::new();
     while let ReadStep::Deliver(record, _) = next(&mut machine, S + S) {
@@ -242,7 +243,10 @@ fn calls_go_out_at_most_five_a_second_and_once_per_poll_interval_at_the_tip() {
         "{step:?}"
     );
     let step = next(&mut machine, at + POLL);
-    assert_eq!(step_call(step), Some(Call::GetRecords("it-2".to_owned())));
+    assert_eq!(
+        step_call(step),
+        Some(Call::GetRecords(ShardIterator::service("it-2")))
+    );
 }
 
 #[test]
@@ -294,7 +298,7 @@ fn a_full_window_stops_reading_ahead_until_a_settlement_makes_room() {
     assert!(settled.checkpoint);
     assert_eq!(
         step_call(next(&mut machine, S)),
-        Some(Call::GetRecords("it-1".to_owned()))
+        Some(Call::GetRecords(ShardIterator::service("it-1")))
     );
 }
 
@@ -306,7 +310,10 @@ fn a_failed_call_is_sent_again_after_a_jittered_backoff() {
         // Four in a row: at most 6 s, inside the lease (nothing renews it here).
         for failures in 1..=4u32 {
             let step = next(&mut machine, now);
-            assert_eq!(step_call(step), Some(Call::GetRecords("it-0".to_owned())));
+            assert_eq!(
+                step_call(step),
+                Some(Call::GetRecords(ShardIterator::service("it-0")))
+            );
             machine.read_answered(now, Fetch::Failed, coin);
             let ReadStep::Wait(Some(until)) = next(&mut machine, now) else {
                 panic!("a backoff");
@@ -337,7 +344,7 @@ fn an_expired_iterator_resumes_after_the_last_record_handed_out_or_at_the_record
     let mut machine: ShardMachine<Duration, Rec> = ShardMachine::new(
         ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO)),
         settings(1000),
-        "it-0".to_owned(),
+        ShardIterator::service("it-0"),
         resume.clone(),
     );
     let _ = next(&mut machine, Duration::ZERO);
@@ -347,7 +354,11 @@ fn an_expired_iterator_resumes_after_the_last_record_handed_out_or_at_the_record
         Some(Call::GetIterator(resume)),
         "nothing handed out yet: the recorded start"
     );
-    machine.read_answered(Duration::ZERO, Fetch::Iterator("it-1".to_owned()), 0);
+    machine.read_answered(
+        Duration::ZERO,
+        Fetch::Iterator(ShardIterator::service("it-1")),
+        0,
+    );
     read(&mut machine, MIN_CALL_GAP, &["7", "8"], Some("it-2"), 0);
     hand_out(&mut machine, MIN_CALL_GAP);
     let now = MIN_CALL_GAP + POLL;
@@ -437,7 +448,7 @@ fn a_cancelled_reader_hands_back_a_draining_shard_unless_it_is_drained() {
 fn a_seek_drops_the_answer_of_the_call_in_flight_and_restarts_a_draining_reader() {
     let mut machine = taken();
     let _ = next(&mut machine, Duration::ZERO);
-    assert!(machine.seek("it-seek".to_owned(), recorded(), sought()));
+    assert!(machine.seek(ShardIterator::service("it-seek"), recorded(), sought()));
     machine.read_answered(
         Duration::ZERO,
         Fetch::Records {
@@ -449,7 +460,7 @@ fn a_seek_drops_the_answer_of_the_call_in_flight_and_restarts_a_draining_reader(
     );
     assert_eq!(
         step_call(next(&mut machine, MIN_CALL_GAP)),
-        Some(Call::GetRecords("it-seek".to_owned())),
+        Some(Call::GetRecords(ShardIterator::service("it-seek"))),
         "the old position's answer is dropped"
     );
     machine.read_answered(
@@ -466,10 +477,10 @@ fn a_seek_drops_the_answer_of_the_call_in_flight_and_restarts_a_draining_reader(
         matches!(next(&mut machine, S), ReadStep::Wait(None)),
         "draining"
     );
-    assert!(machine.seek("it-back".to_owned(), recorded(), sought()));
+    assert!(machine.seek(ShardIterator::service("it-back"), recorded(), sought()));
     assert_eq!(
         step_call(next(&mut machine, S)),
-        Some(Call::GetRecords("it-back".to_owned())),
+        Some(Call::GetRecords(ShardIterator::service("it-back"))),
         "a seek sends a draining reader back to reading"
     );
     assert_eq!(
@@ -497,7 +508,7 @@ fn a_seek_drops_the_records_waiting_to_come_back() {
         !machine.is_drained(),
         "a record waits to come back in an hour"
     );
-    machine.seek("it-seek".to_owned(), recorded(), sought());
+    machine.seek(ShardIterator::service("it-seek"), recorded(), sought());
     assert!(
         machine.is_drained(),
         "after a seek nothing waits: a closed shard need not wait out the retry's timer"
@@ -691,7 +702,7 @@ fn after_a_suspension_longer_than_the_lease_the_shard_delivers_nothing() {
     let mut suspended: ShardMachine<Duration, Rec> = ShardMachine::new(
         ShardLease::taken(LeaseTimings::default(), Duration::ZERO, EPOCH_MS - 60_000),
         settings(1000),
-        "it-0".to_owned(),
+        ShardIterator::service("it-0"),
         recorded(),
     );
     assert!(!suspended.may_deliver(Duration::ZERO, ms(Duration::ZERO)));
@@ -714,7 +725,7 @@ fn a_seek_back_on_a_draining_shard_is_not_lost_to_a_cancel() {
         matches!(next(&mut machine, S), ReadStep::Wait(None)),
         "draining"
     );
-    assert!(machine.seek("it-back".to_owned(), recorded(), sought()));
+    assert!(machine.seek(ShardIterator::service("it-back"), recorded(), sought()));
     // The old position's record settles after the seek (moving nothing), then shutdown.
     let _ = machine.settle(ticket, false);
     machine.cancel_reading();
@@ -739,7 +750,7 @@ fn a_seek_of_a_shard_being_handed_back_keeps_its_pending_checkpoint() {
         ReadStep::Finish(Stop::Cancelled)
     ));
     machine.close(Close::Release);
-    assert!(!machine.seek("it-seek".to_owned(), recorded(), sought()));
+    assert!(!machine.seek(ShardIterator::service("it-seek"), recorded(), sought()));
     assert_eq!(
         machine.next_write(S, ms(S)),
         Next::Send(Write::Final(Arc::from("1"))),
@@ -759,7 +770,7 @@ fn a_seek_that_settled_nothing_survives_a_hand_over() {
         if close == Close::HandOver {
             assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
         }
-        let applied = machine.seek("it-seek".to_owned(), recorded(), sought());
+        let applied = machine.seek(ShardIterator::service("it-seek"), recorded(), sought());
         if close == Close::HandOver {
             // Handing over already: refused, and said so; the settled record goes with it.
             assert!(!applied, "a seek of a shard on its way to another instance");
@@ -787,7 +798,7 @@ fn a_seek_that_settled_nothing_survives_a_hand_over() {
     read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
     let ticket = hand_out(&mut machine, Duration::ZERO)[0];
     machine.settle(ticket, false).unwrap();
-    assert!(machine.seek("it-seek".to_owned(), recorded(), sought()));
+    assert!(machine.seek(ShardIterator::service("it-seek"), recorded(), sought()));
     assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
     machine.close(Close::HandOver);
     assert_eq!(
@@ -869,7 +880,7 @@ fn a_planned_move_whose_deliveries_outlast_the_drain_hands_over_the_settled_pref
     let mut machine = ShardMachine::new(
         ShardLease::taken(timings, Duration::ZERO, ms(Duration::ZERO)),
         settings(1000),
-        "it-0".to_owned(),
+        ShardIterator::service("it-0"),
         recorded(),
     );
     read(&mut machine, Duration::ZERO, &["1", "2"], Some("it-1"), 0);
@@ -924,7 +935,7 @@ fn a_shard_being_handed_over_ignores_a_seek_and_keeps_its_checkpoint() {
     machine.settle(tickets[0], false).unwrap();
     assert!(machine.row_seen(&asked_row("me", "pod-b", ms(S)), "me", S, ms(S)));
     let generation = machine.generation();
-    assert!(!machine.seek("it-9".to_owned(), recorded(), sought()));
+    assert!(!machine.seek(ShardIterator::service("it-9"), recorded(), sought()));
     assert_eq!(machine.generation(), generation, "the watermark stands");
 }
 

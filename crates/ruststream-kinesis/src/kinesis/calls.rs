@@ -1,0 +1,125 @@
+//! The Kinesis a subscription reads from, as one value its drivers call: [`Kinesis`]. Today it
+//! is the service, through the official SDK ([`super::api`], [`super::fan_out`]); it is an enum
+//! so that a Kinesis of another kind (the in-process one planned in
+//! `docs/design/in-process-on-the-real-reader.md`) can sit under the same readers and
+//! coordinator. Dispatch is a `match`: no boxed future and no allocation per call.
+
+use aws_sdk_kinesis::Client;
+
+use super::api::{self, Fetched, ShardInfo};
+use super::fan_out::{self, Consumer, Event, Refused, SdkEvents};
+use super::iterator::ShardIterator;
+use crate::KinesisError;
+use crate::settings::position::ShardStart;
+
+/// The Kinesis the subscriptions of a connected broker read from.
+#[derive(Debug, Clone)]
+pub(crate) enum Kinesis {
+    /// The service (or a local stack speaking its protocol), through the SDK's client.
+    Sdk(Client),
+}
+
+impl Kinesis {
+    /// Whether `stream` exists, created with `create_shards` shards when asked and missing, and
+    /// waited for until it is active; answers its ARN.
+    pub(crate) async fn ensure_stream(
+        &self,
+        stream: &str,
+        create_shards: Option<u32>,
+    ) -> Result<String, KinesisError> {
+        match self {
+            Self::Sdk(client) => api::ensure_stream(client, stream, create_shards).await,
+        }
+    }
+
+    /// The enhanced fan-out consumer `name` of `stream` (its name and ARN), registered when
+    /// missing and `register` allows, once it is active.
+    pub(crate) async fn ensure_consumer(
+        &self,
+        stream: (&str, &str),
+        name: &str,
+        register: bool,
+    ) -> Result<Consumer, KinesisError> {
+        match self {
+            Self::Sdk(client) => fan_out::ensure_consumer(client, stream, name, register).await,
+        }
+    }
+
+    /// Every shard of `stream`.
+    pub(crate) async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, KinesisError> {
+        match self {
+            Self::Sdk(client) => api::list_shards(client, stream).await,
+        }
+    }
+
+    /// An iterator for `shard` of `stream` at `start`.
+    pub(crate) async fn shard_iterator(
+        &self,
+        stream: &str,
+        shard: &str,
+        start: &ShardStart,
+    ) -> Result<ShardIterator, KinesisError> {
+        match self {
+            Self::Sdk(client) => api::shard_iterator(client, stream, shard, start).await,
+        }
+    }
+
+    /// One `GetRecords` call on `shard` from `iterator`, for at most `limit` records.
+    pub(crate) async fn get_records(
+        &self,
+        stream: &str,
+        shard: &str,
+        iterator: &ShardIterator,
+        limit: u32,
+    ) -> Result<Fetched, KinesisError> {
+        match (self, iterator) {
+            (Self::Sdk(client), ShardIterator::Service(text)) => {
+                api::get_records(client, stream, shard, text, limit).await
+            }
+        }
+    }
+
+    /// `SubscribeToShard` of `consumer` to `shard` at `start`.
+    pub(crate) async fn subscribe(
+        &self,
+        stream: &str,
+        consumer: &Consumer,
+        shard: &str,
+        start: &ShardStart,
+    ) -> Result<Events, Refused> {
+        match self {
+            Self::Sdk(client) => fan_out::subscribe(client, stream, consumer, shard, start)
+                .await
+                .map(Events::Sdk),
+        }
+    }
+}
+
+/// An open enhanced fan-out subscription's events.
+pub(crate) enum Events {
+    /// The SDK's event stream of `SubscribeToShard`.
+    Sdk(SdkEvents),
+}
+
+impl Events {
+    /// The next event, skipping kinds the SDK does not know; `stream`, `consumer` and `shard`
+    /// name a failure.
+    pub(crate) async fn next(
+        &mut self,
+        stream: &str,
+        consumer: &Consumer,
+        shard: &str,
+    ) -> Result<Event, Refused> {
+        match self {
+            Self::Sdk(events) => fan_out::next_event(events, stream, consumer, shard).await,
+        }
+    }
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sdk(_) => f.write_str("Events::Sdk"),
+        }
+    }
+}
