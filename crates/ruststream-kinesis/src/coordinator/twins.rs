@@ -20,7 +20,7 @@
 //!   it never was alive: a dead run's write that landed late), and the paused run reads again.
 //!   Of any number of runs under one owner id, the earliest alive reads and the others pause.
 //!
-//! A run restarted under its owner id after a crash or a graceful stop overwrites the old run's
+//! A run restarted under its owner id after a crash or a release overwrites the old run's
 //! record and never sees it again: it takes its leases back at once, as before. In a rollout that
 //! starts the new run before the old one stops, the new one waits until the old one is gone.
 
@@ -158,10 +158,6 @@ impl Twins {
                 record: self.record == Record::Due,
             };
         };
-        let twin = |theirs| Twin {
-            mine: self.mine,
-            theirs,
-        };
         let since = now_ms.saturating_sub(at_ms);
         let lease = millis(lease);
         let seen = match theirs.and_then(Incarnation::parse_record) {
@@ -178,59 +174,75 @@ impl Twins {
                 news: None,
                 record: true,
             },
-            // An earlier run wrote after this one's record landed: it is alive. Paused, this run
-            // asks again a lease after its last record.
-            Some((run, _)) if run < self.mine => {
-                self.answered = true;
-                match self.paused_for {
-                    None => {
-                        self.paused_for = Some(run);
-                        Seen {
-                            news: Some(TwinNews::Earlier(twin(run))),
-                            record: true,
-                        }
-                    }
-                    Some(_) => Seen {
-                        news: None,
-                        record: since >= lease,
-                    },
-                }
-            }
-            // Its own record, or a later run's.
-            Some((run, _)) => match self.paused_for {
-                // Paused a whole lease since its record landed, and no earlier run answered it:
-                // the earlier run is gone.
-                Some(earlier) if since >= lease && !self.answered => {
-                    self.paused_for = None;
-                    Seen {
-                        news: Some(TwinNews::Gone(twin(earlier))),
-                        record: true,
-                    }
-                }
-                // Paused, this run answers no later run: two paused runs answering each other
-                // would keep each other paused for good, with nothing read. It asks the earlier
-                // runs again a lease after its last record, and watches for their answer.
-                Some(_) => Seen {
-                    news: None,
-                    record: since >= lease,
-                },
-                None if run == self.mine => Seen {
-                    news: None,
-                    record: since >= millis(REFRESH),
-                },
-                None => Seen {
-                    news: (self.told != Some(run)).then(|| {
-                        self.told = Some(run);
-                        TwinNews::Later(twin(run))
-                    }),
-                    record: true,
-                },
-            },
+            // An earlier run wrote after this one's record landed: it is alive.
+            Some((run, _)) if run < self.mine => self.earlier_alive(run, since, lease),
+            Some((run, _)) => self.own_or_later(run, since, lease),
         };
         if seen.record {
             self.record = Record::Due;
         }
         seen
+    }
+
+    /// What an answer of the earlier run `run` means, `since` ms after this run's record landed:
+    /// paused, this run asks again a lease after its last record.
+    fn earlier_alive(&mut self, run: Incarnation, since: u64, lease: u64) -> Seen {
+        self.answered = true;
+        match self.paused_for {
+            None => {
+                self.paused_for = Some(run);
+                Seen {
+                    news: Some(TwinNews::Earlier(self.twin(run))),
+                    record: true,
+                }
+            }
+            Some(_) => Seen {
+                news: None,
+                record: since >= lease,
+            },
+        }
+    }
+
+    /// What its own record, or a later run's (`run`), means `since` ms after this run's record
+    /// landed.
+    fn own_or_later(&mut self, run: Incarnation, since: u64, lease: u64) -> Seen {
+        match self.paused_for {
+            // Paused a whole lease since its record landed, and no earlier run answered it:
+            // the earlier run is gone.
+            Some(earlier) if since >= lease && !self.answered => {
+                self.paused_for = None;
+                Seen {
+                    news: Some(TwinNews::Gone(self.twin(earlier))),
+                    record: true,
+                }
+            }
+            // Paused, this run answers no later run: two paused runs answering each other
+            // would keep each other paused for good, with nothing read. It asks the earlier
+            // runs again a lease after its last record, and watches for their answer.
+            Some(_) => Seen {
+                news: None,
+                record: since >= lease,
+            },
+            None if run == self.mine => Seen {
+                news: None,
+                record: since >= millis(REFRESH),
+            },
+            None => Seen {
+                news: (self.told != Some(run)).then(|| {
+                    self.told = Some(run);
+                    TwinNews::Later(self.twin(run))
+                }),
+                record: true,
+            },
+        }
+    }
+
+    /// This run and `theirs`, for the news.
+    fn twin(&self, theirs: Incarnation) -> Twin {
+        Twin {
+            mine: self.mine,
+            theirs,
+        }
     }
 
     /// Whether a record written at `written_ms` (by its writer's clock) was written before this
@@ -333,10 +345,10 @@ mod tests {
         assert_eq!(twins.paused_for(), None);
     }
 
-    /// Found by the simulation (seed 1796360688860776434): a run stopped gracefully while its
-    /// record's write was on its way; the write timed out, and landed 13.6 s after it was sent,
-    /// after the restarted run's record. The restarted run took it for an earlier run alive and
-    /// paused the instance for a lease, with an ERROR.
+    /// Found by the simulation (seed 1796360688860776434): a run stopped and released its
+    /// leases while its record's write was on its way; the write timed out, and landed 13.6 s
+    /// after it was sent, after the restarted run's record. The restarted run took it for an
+    /// earlier run alive and paused the instance for a lease, with an ERROR.
     #[test]
     fn a_stopped_runs_record_that_lands_after_this_ones_is_no_twin() {
         // The restarted run started 10 s after the stopped one's write was sent.

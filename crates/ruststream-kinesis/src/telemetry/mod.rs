@@ -32,7 +32,7 @@ pub(crate) enum LeaseEvent {
     Lost,
     /// The lease ran out by this instance's clock before a renewal landed.
     Expired,
-    /// This instance handed the lease to the instance that asked for it (a planned move).
+    /// This instance handed the lease to the instance that asked for it (a handoff).
     HandedOver,
     /// The shard was read to its end and checkpointed `SHARD_END`.
     Finished,
@@ -52,7 +52,10 @@ impl LeaseEvent {
     }
 }
 
+pub(crate) use series::ShardCount;
 pub(crate) use shard::ShardMeters;
+
+mod series;
 
 /// Why a read is tried again after a backoff, as counted by `aws_kinesis_read_retries_total{cause}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

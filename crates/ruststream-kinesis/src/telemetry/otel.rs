@@ -10,6 +10,7 @@ use std::time::Duration;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, UpDownCounter};
 
+use super::series::ShardCount;
 use super::{LeaseEvent, ReadRetry};
 
 mod observed;
@@ -21,14 +22,11 @@ const SYSTEM: &str = "aws_kinesis";
 
 pub(super) struct Instruments {
     operations: Histogram<f64>,
-    consumed: Counter<u64>,
+    /// One per [`ShardCount`], at its index.
+    shard_counts: Vec<Counter<u64>>,
     sent: Counter<u64>,
     behind: Observed<f64>,
-    records_read: Counter<u64>,
-    bytes_read: Counter<u64>,
     read_retries: Counter<u64>,
-    iterator_resets: Counter<u64>,
-    decode_failures: Counter<u64>,
     checkpoint_lag: Observed<u64>,
     leases_held: UpDownCounter<i64>,
     lease_events: Counter<u64>,
@@ -56,6 +54,18 @@ fn counter(
         .build()
 }
 
+/// `messaging.client.operation.duration`: every Kinesis and lease-table call.
+fn operations(meter: &Meter) -> Histogram<f64> {
+    meter
+        .f64_histogram("messaging.client.operation.duration")
+        .with_unit("s")
+        .with_description(
+            "Kinesis calls (messaging.operation.name: the API's name) and lease-table calls \
+             (lease_table.<call>); error.type on failures.",
+        )
+        .build()
+}
+
 fn shard(stream: &str, shard: &str) -> [KeyValue; 3] {
     [
         KeyValue::new("messaging.system", SYSTEM),
@@ -73,20 +83,14 @@ impl Instruments {
     /// Instruments made on `meter`.
     fn on(meter: &Meter) -> Self {
         Self {
-            operations: meter
-                .f64_histogram("messaging.client.operation.duration")
-                .with_unit("s")
-                .with_description(
-                    "Kinesis calls (messaging.operation.name: the API's name) and lease-table \
-                     calls (lease_table.<call>); error.type on failures.",
-                )
-                .build(),
-            consumed: counter(
-                meter,
-                "messaging.client.consumed.messages",
-                "{message}",
-                "Messages read from the shard: user records, a KPL aggregate's each.",
-            ),
+            operations: operations(meter),
+            shard_counts: ShardCount::ALL
+                .iter()
+                .map(|count| {
+                    let named = count.named();
+                    counter(meter, named.otel, named.unit, named.help)
+                })
+                .collect(),
             sent: counter(
                 meter,
                 "messaging.client.sent.messages",
@@ -104,35 +108,11 @@ impl Instruments {
                     .with_callback(callback)
                     .build()
             }),
-            records_read: counter(
-                meter,
-                "aws.kinesis.records.read",
-                "{record}",
-                "Kinesis records read (a KPL aggregate is one).",
-            ),
-            bytes_read: counter(
-                meter,
-                "aws.kinesis.read.size",
-                "By",
-                "Bytes of Kinesis record data read.",
-            ),
             read_retries: counter(
                 meter,
                 "aws.kinesis.read.retries",
                 "{read}",
                 "Reads tried again after a backoff, by cause.",
-            ),
-            iterator_resets: counter(
-                meter,
-                "aws.kinesis.iterator.resets",
-                "{iterator}",
-                "Shard iterators that expired and were asked for again.",
-            ),
-            decode_failures: counter(
-                meter,
-                "aws.kinesis.kpl.decode_failures",
-                "{record}",
-                "Records with the KPL's magic that are no valid aggregate.",
             ),
             checkpoint_lag: Observed::new(|callback| {
                 meter
@@ -181,24 +161,12 @@ impl Instruments {
         }
     }
 
-    pub(super) fn read(
-        &self,
-        stream: &str,
-        shard_id: &str,
-        records: u64,
-        bytes: u64,
-        millis_behind: Option<i64>,
-    ) {
-        let labels = shard(stream, shard_id);
-        self.records_read.add(records, &labels);
-        self.bytes_read.add(bytes, &labels);
-        if let Some(behind) = millis_behind {
-            self.behind.set(stream, shard_id, behind as f64 / 1000.0);
-        }
+    pub(super) fn count(&self, stream: &str, shard_id: &str, count: ShardCount, by: u64) {
+        self.shard_counts[count.index()].add(by, &shard(stream, shard_id));
     }
 
-    pub(super) fn consumed(&self, stream: &str, shard_id: &str, messages: u64) {
-        self.consumed.add(messages, &shard(stream, shard_id));
+    pub(super) fn behind(&self, stream: &str, shard_id: &str, millis: i64) {
+        self.behind.set(stream, shard_id, millis as f64 / 1000.0);
     }
 
     pub(super) fn read_retry(&self, stream: &str, shard_id: &str, cause: ReadRetry) {
@@ -216,14 +184,6 @@ impl Instruments {
                 KeyValue::new("aws.kinesis.retry.cause", cause.as_str()),
             ],
         );
-    }
-
-    pub(super) fn iterator_reset(&self, stream: &str, shard_id: &str) {
-        self.iterator_resets.add(1, &shard(stream, shard_id));
-    }
-
-    pub(super) fn decode_failure(&self, stream: &str, shard_id: &str) {
-        self.decode_failures.add(1, &shard(stream, shard_id));
     }
 
     pub(super) fn checkpoint_lag(&self, stream: &str, shard_id: &str, records: u64) {
@@ -260,9 +220,9 @@ impl Instruments {
         for cause in [ReadRetry::Throttled, ReadRetry::Failed] {
             self.read_retry_by(stream, shard_id, cause, 0);
         }
-        self.iterator_resets.add(0, &labels);
-        self.decode_failures.add(0, &labels);
-        self.consumed.add(0, &labels);
+        for count in &self.shard_counts {
+            count.add(0, &labels);
+        }
         self.checkpoint_lag.set(stream, shard_id, 0);
         self.shard_stalled.set(stream, shard_id, 0);
     }

@@ -9,6 +9,7 @@ use prometheus::{
     GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
 };
 
+use super::series::ShardCount;
 use super::{LeaseEvent, ReadRetry};
 
 /// Call latencies, in seconds: a call answers in milliseconds, and one that nears its bound (a
@@ -70,14 +71,11 @@ impl std::fmt::Debug for KinesisMetrics {
 
 struct Series {
     operations: HistogramVec,
-    consumed: IntCounterVec,
+    /// One per [`ShardCount`], at its index.
+    shard_counts: Vec<IntCounterVec>,
     sent: IntCounterVec,
     behind: GaugeVec,
-    records_read: IntCounterVec,
-    bytes_read: IntCounterVec,
     read_retries: IntCounterVec,
-    iterator_resets: IntCounterVec,
-    decode_failures: IntCounterVec,
     checkpoint_lag: IntGaugeVec,
     leases_held: IntGaugeVec,
     lease_events: IntCounterVec,
@@ -97,15 +95,9 @@ fn gauge(name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, prometh
     IntGaugeVec::new(Opts::new(name, help), labels)
 }
 
-impl KinesisMetrics {
-    /// Makes the collectors and registers them in `registry`.
-    ///
-    /// # Errors
-    ///
-    /// When `registry` already has a series of one of these names: register once per registry,
-    /// and clone the answer for every broker.
-    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
-        let series = Series {
+impl Series {
+    fn new() -> Result<Self, prometheus::Error> {
+        Ok(Self {
             operations: HistogramVec::new(
                 HistogramOpts::new(
                     "messaging_client_operation_duration_seconds",
@@ -114,11 +106,13 @@ impl KinesisMetrics {
                 .buckets(CALL_BUCKETS.to_vec()),
                 &["operation", "error_type"],
             )?,
-            consumed: counter(
-                "messaging_client_consumed_messages_total",
-                "Messages read from the shard: user records, a KPL aggregate's each.",
-                SHARD,
-            )?,
+            shard_counts: ShardCount::ALL
+                .iter()
+                .map(|count| {
+                    let named = count.named();
+                    counter(named.prometheus, named.help, SHARD)
+                })
+                .collect::<Result<_, _>>()?,
             sent: counter(
                 "messaging_client_sent_messages_total",
                 "Publishes answered, by error type (empty: written).",
@@ -131,30 +125,10 @@ impl KinesisMetrics {
                 ),
                 SHARD,
             )?,
-            records_read: counter(
-                "aws_kinesis_records_read_total",
-                "Kinesis records read (a KPL aggregate is one).",
-                SHARD,
-            )?,
-            bytes_read: counter(
-                "aws_kinesis_read_bytes_total",
-                "Bytes of Kinesis record data read.",
-                SHARD,
-            )?,
             read_retries: counter(
                 "aws_kinesis_read_retries_total",
                 "Reads tried again after a backoff, by cause (throttled, failed).",
                 &["stream", "shard", "cause"],
-            )?,
-            iterator_resets: counter(
-                "aws_kinesis_iterator_resets_total",
-                "Shard iterators that expired and were asked for again.",
-                SHARD,
-            )?,
-            decode_failures: counter(
-                "aws_kinesis_kpl_decode_failures_total",
-                "Records with the KPL's magic that are no valid aggregate, delivered as they are.",
-                SHARD,
             )?,
             checkpoint_lag: gauge(
                 "aws_kinesis_checkpoint_lag_records",
@@ -186,77 +160,64 @@ impl KinesisMetrics {
                 "1 while a lease-table call of the coordinator keeps failing, by call.",
                 &["stream", "call"],
             )?,
-        };
-        registry.register(Box::new(series.operations.clone()))?;
-        registry.register(Box::new(series.consumed.clone()))?;
-        registry.register(Box::new(series.sent.clone()))?;
-        registry.register(Box::new(series.behind.clone()))?;
-        registry.register(Box::new(series.records_read.clone()))?;
-        registry.register(Box::new(series.bytes_read.clone()))?;
-        registry.register(Box::new(series.read_retries.clone()))?;
-        registry.register(Box::new(series.iterator_resets.clone()))?;
-        registry.register(Box::new(series.decode_failures.clone()))?;
-        registry.register(Box::new(series.checkpoint_lag.clone()))?;
-        registry.register(Box::new(series.leases_held.clone()))?;
-        registry.register(Box::new(series.lease_events.clone()))?;
-        registry.register(Box::new(series.publish_retries.clone()))?;
-        registry.register(Box::new(series.shard_stalled.clone()))?;
-        registry.register(Box::new(series.coordination.clone()))?;
+        })
+    }
+
+    /// Every collector, to register.
+    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        let mut all: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(self.operations.clone()),
+            Box::new(self.sent.clone()),
+            Box::new(self.behind.clone()),
+            Box::new(self.read_retries.clone()),
+            Box::new(self.checkpoint_lag.clone()),
+            Box::new(self.leases_held.clone()),
+            Box::new(self.lease_events.clone()),
+            Box::new(self.publish_retries.clone()),
+            Box::new(self.shard_stalled.clone()),
+            Box::new(self.coordination.clone()),
+        ];
+        for count in &self.shard_counts {
+            all.push(Box::new(count.clone()));
+        }
+        all
+    }
+}
+
+impl KinesisMetrics {
+    /// Makes the collectors and registers them in `registry`.
+    ///
+    /// # Errors
+    ///
+    /// When `registry` already has a series of one of these names: register once per registry,
+    /// and clone the answer for every broker.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let series = Series::new()?;
+        for collector in series.collectors() {
+            registry.register(collector)?;
+        }
         Ok(Self {
             series: Arc::new(series),
         })
     }
 
-    pub(super) fn read(
-        &self,
-        stream: &str,
-        shard: &str,
-        records: u64,
-        bytes: u64,
-        millis_behind: Option<i64>,
-    ) {
-        let labels = &[stream, shard];
-        self.series
-            .records_read
-            .with_label_values(labels)
-            .inc_by(records);
-        self.series
-            .bytes_read
-            .with_label_values(labels)
-            .inc_by(bytes);
-        if let Some(behind) = millis_behind {
-            self.series
-                .behind
-                .with_label_values(labels)
-                .set(behind as f64 / 1000.0);
-        }
+    pub(super) fn count(&self, stream: &str, shard: &str, count: ShardCount, by: u64) {
+        self.series.shard_counts[count.index()]
+            .with_label_values(&[stream, shard])
+            .inc_by(by);
     }
 
-    pub(super) fn consumed(&self, stream: &str, shard: &str, messages: u64) {
+    pub(super) fn behind(&self, stream: &str, shard: &str, millis: i64) {
         self.series
-            .consumed
+            .behind
             .with_label_values(&[stream, shard])
-            .inc_by(messages);
+            .set(millis as f64 / 1000.0);
     }
 
     pub(super) fn read_retry(&self, stream: &str, shard: &str, cause: ReadRetry) {
         self.series
             .read_retries
             .with_label_values(&[stream, shard, cause.as_str()])
-            .inc();
-    }
-
-    pub(super) fn iterator_reset(&self, stream: &str, shard: &str) {
-        self.series
-            .iterator_resets
-            .with_label_values(&[stream, shard])
-            .inc();
-    }
-
-    pub(super) fn decode_failure(&self, stream: &str, shard: &str) {
-        self.series
-            .decode_failures
-            .with_label_values(&[stream, shard])
             .inc();
     }
 
@@ -288,15 +249,9 @@ impl KinesisMetrics {
                 .with_label_values(&[stream, shard, cause.as_str()])
                 .inc_by(0);
         }
-        self.series
-            .iterator_resets
-            .with_label_values(labels)
-            .inc_by(0);
-        self.series
-            .decode_failures
-            .with_label_values(labels)
-            .inc_by(0);
-        self.series.consumed.with_label_values(labels).inc_by(0);
+        for count in &self.series.shard_counts {
+            count.with_label_values(labels).inc_by(0);
+        }
         self.series.checkpoint_lag.with_label_values(labels).set(0);
         self.series.shard_stalled.with_label_values(labels).set(0);
     }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{LeaseEvent, Meters, ReadRetry};
+use super::{LeaseEvent, Meters, ReadRetry, ShardCount};
 
 /// Where one shard's reader counts: [`Meters`] with the shard's labels bound. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -43,13 +43,24 @@ impl ShardMeters {
     /// A GetRecords answer (or a fan-out event): `records` Kinesis records of `bytes` bytes, and
     /// how far behind the shard's newest record the answer was.
     pub(crate) fn read(&self, records: u64, bytes: u64, millis_behind: Option<i64>) {
-        let (stream, shard) = (&*self.stream, &*self.shard);
-        each!(self.meters, |backend| backend.read(
-            stream,
-            shard,
-            records,
-            bytes,
-            millis_behind
+        self.count(ShardCount::RecordsRead, records);
+        self.count(ShardCount::BytesRead, bytes);
+        if let Some(millis) = millis_behind {
+            each!(self.meters, |backend| backend.behind(
+                &self.stream,
+                &self.shard,
+                millis
+            ));
+        }
+    }
+
+    /// `by` more of the shard's `count`.
+    pub(crate) fn count(&self, count: ShardCount, by: u64) {
+        each!(self.meters, |backend| backend.count(
+            &self.stream,
+            &self.shard,
+            count,
+            by
         ));
     }
 
@@ -59,27 +70,6 @@ impl ShardMeters {
             &self.stream,
             &self.shard,
             cause
-        ));
-    }
-
-    /// The shard iterator expired, and a new one is asked for at the last position read.
-    pub(crate) fn iterator_reset(&self) {
-        each!(self.meters, |backend| backend
-            .iterator_reset(&self.stream, &self.shard));
-    }
-
-    /// A record that carries the KPL's magic but not a valid aggregate: it is delivered as it is.
-    pub(crate) fn decode_failure(&self) {
-        each!(self.meters, |backend| backend
-            .decode_failure(&self.stream, &self.shard));
-    }
-
-    /// A read handed out `messages` user records (a KPL aggregate's each).
-    pub(crate) fn consumed(&self, messages: u64) {
-        each!(self.meters, |backend| backend.consumed(
-            &self.stream,
-            &self.shard,
-            messages
         ));
     }
 

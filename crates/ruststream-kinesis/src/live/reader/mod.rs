@@ -22,7 +22,7 @@ use crate::shard::read::EVENT_SILENCE_LIMIT;
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, Next, ReadStep, Redeliver, ShardHandle, Stall, Stop, Write,
 };
-use crate::telemetry::ReadRetry;
+use crate::telemetry::{ReadRetry, ShardCount};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 mod env;
@@ -330,7 +330,7 @@ impl Reader {
                         }
                     }
                     Ok(Fetched::Expired) => {
-                        env.meters.iterator_reset();
+                        env.meters.count(ShardCount::IteratorResets, 1);
                         Fetch::Expired
                     }
                     Ok(Fetched::Throttled) => {
@@ -379,13 +379,14 @@ impl Reader {
                 let aggregated = counting && kpl::has_magic(&fetched.data);
                 let decoded = record::decoded(fetched);
                 if aggregated && decoded.is_plain() {
-                    env.meters.decode_failure();
+                    env.meters.count(ShardCount::DecodeFailures, 1);
                 }
                 decoded
             })
             .collect();
         if counting {
-            env.meters.consumed(messages.len() as u64);
+            env.meters
+                .count(ShardCount::Consumed, messages.len() as u64);
         }
         messages
     }

@@ -3,7 +3,7 @@ use std::time::Duration;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 
-use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry, of_shard};
+use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry, ShardCount, of_shard};
 
 /// Every report lands on the global meter provider installed before the meters were made, under
 /// the names the Operating page lists, with the stream and shard as the messaging conventions'
@@ -18,14 +18,14 @@ fn each_report_is_an_instrument_on_the_global_meter() {
     let meters = Meters::default().with_global_meter();
     of_shard(&meters, "shardId-0").read(3, 120, Some(1_500));
     of_shard(&meters, "shardId-0").read_retry(ReadRetry::Throttled);
-    of_shard(&meters, "shardId-0").iterator_reset();
-    of_shard(&meters, "shardId-0").decode_failure();
+    of_shard(&meters, "shardId-0").count(ShardCount::IteratorResets, 1);
+    of_shard(&meters, "shardId-0").count(ShardCount::DecodeFailures, 1);
     of_shard(&meters, "shardId-0").checkpoint_lag(3);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(4));
     meters.published("orders", 2, 1);
     meters.publish_retry("orders", 1);
-    of_shard(&meters, "shardId-0").consumed(5);
+    of_shard(&meters, "shardId-0").count(ShardCount::Consumed, 5);
     meters.operation(
         "GetRecords",
         Some("ProvisionedThroughputExceededException"),
@@ -136,7 +136,7 @@ fn a_shard_no_longer_read_leaves_the_lag_gauges() {
     let (exporter, provider, instruments) = exported_instruments();
     for shard in ["shardId-0", "shardId-1"] {
         instruments.reader_started("orders", shard);
-        instruments.read("orders", shard, 1, 10, Some(1_500));
+        instruments.behind("orders", shard, 1_500);
         instruments.checkpoint_lag("orders", shard, 3);
     }
     provider.force_flush().unwrap();
@@ -164,7 +164,7 @@ fn a_shard_no_longer_read_leaves_the_lag_gauges() {
 fn the_lag_gauges_of_dropped_instruments_report_nothing() {
     let (exporter, provider, instruments) = exported_instruments();
     instruments.reader_started("orders", "shardId-0");
-    instruments.read("orders", "shardId-0", 1, 10, Some(1_500));
+    instruments.behind("orders", "shardId-0", 1_500);
     instruments.checkpoint_lag("orders", "shardId-0", 3);
     provider.force_flush().unwrap();
     assert_eq!(

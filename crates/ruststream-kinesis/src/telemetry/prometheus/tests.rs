@@ -3,7 +3,7 @@ use std::time::Duration;
 use prometheus::Registry;
 
 use super::{KinesisMetrics, scrape};
-use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry, of_shard};
+use crate::telemetry::{CallOutcome, LeaseEvent, Meters, ReadRetry, ShardCount, of_shard};
 
 fn meters() -> (Registry, Meters) {
     let registry = Registry::new();
@@ -90,6 +90,13 @@ fn a_readers_fault_counters_show_at_zero_from_its_start() {
     ] {
         assert!(text.contains(series), "{series} missing: {text}");
     }
+    for count in ShardCount::ALL {
+        let series = format!(
+            r#"{}{{shard="shardId-0",stream="orders"}} 0"#,
+            count.named().prometheus
+        );
+        assert!(text.contains(&series), "{series} missing: {text}");
+    }
 }
 
 #[test]
@@ -134,7 +141,7 @@ fn kinesis_calls_are_operations_named_after_the_api_with_the_services_error_code
 fn consumed_messages_count_user_records_and_the_lag_is_in_seconds() {
     let (registry, meters) = meters();
     of_shard(&meters, "shardId-0").read(1, 900, Some(2_500));
-    of_shard(&meters, "shardId-0").consumed(12);
+    of_shard(&meters, "shardId-0").count(ShardCount::Consumed, 12);
     let text = scrape(&registry);
     for series in [
         r#"messaging_client_consumed_messages_total{shard="shardId-0",stream="orders"} 12"#,
@@ -152,8 +159,8 @@ fn publishes_retries_and_read_faults_are_counted_by_kind() {
     meters.published("orders", 2, 2);
     meters.publish_retry("orders", 3);
     of_shard(&meters, "shardId-0").read_retry(ReadRetry::Throttled);
-    of_shard(&meters, "shardId-0").iterator_reset();
-    of_shard(&meters, "shardId-0").decode_failure();
+    of_shard(&meters, "shardId-0").count(ShardCount::IteratorResets, 1);
+    of_shard(&meters, "shardId-0").count(ShardCount::DecodeFailures, 1);
     let text = scrape(&registry);
     for series in [
         r#"messaging_client_sent_messages_total{error_type="",stream="orders"} 7"#,
@@ -180,15 +187,15 @@ fn the_operating_pages_table_lists_every_series() {
     let (registry, meters) = meters();
     of_shard(&meters, "shardId-0").read(1, 1, Some(0));
     of_shard(&meters, "shardId-0").read_retry(ReadRetry::Failed);
-    of_shard(&meters, "shardId-0").iterator_reset();
-    of_shard(&meters, "shardId-0").decode_failure();
+    of_shard(&meters, "shardId-0").count(ShardCount::IteratorResets, 1);
+    of_shard(&meters, "shardId-0").count(ShardCount::DecodeFailures, 1);
     of_shard(&meters, "shardId-0").checkpoint_lag(0);
     meters.lease_event("orders", "pod-a", LeaseEvent::Taken);
     meters.store_call("renew", CallOutcome::Ok, Duration::from_millis(1));
     meters.published("orders", 1, 0);
     meters.publish_retry("orders", 1);
     meters.operation("GetRecords", None, Duration::from_millis(1));
-    of_shard(&meters, "shardId-0").consumed(1);
+    of_shard(&meters, "shardId-0").count(ShardCount::Consumed, 1);
     of_shard(&meters, "shardId-0").stalled(false);
     meters.coordination("orders", "notice", false);
     let mut rendered: Vec<String> = registry
