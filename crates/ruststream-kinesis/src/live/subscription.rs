@@ -29,9 +29,9 @@ use crate::{KinesisError, KinesisStream, LeaseTimings};
 /// A shard this subscription reads.
 #[derive(Debug)]
 pub(crate) struct Running {
-    pub(crate) handle: Arc<ShardHandle>,
+    pub(super) handle: Arc<ShardHandle>,
     /// Its reader's own token: cancelled, it writes its final checkpoint and releases.
-    pub(crate) cancel: CancellationToken,
+    pub(super) cancel: CancellationToken,
 }
 
 /// What every live subscription of one connected broker shares.

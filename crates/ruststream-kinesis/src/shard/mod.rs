@@ -48,6 +48,17 @@ pub(crate) struct ShardHandle {
     broker_closed: Arc<AtomicBool>,
 }
 
+/// What a lease write's answer left for the lease writer to say and count.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    /// What happened to the lease.
+    pub(crate) news: Vec<LeaseNews>,
+    /// Deliveries settled in order and not yet covered by a checkpoint written.
+    pub(crate) lag: u64,
+    /// Whether the shard stalled now, or a stall is over ([`ShardMachine::stall_check`]).
+    pub(crate) stall: Option<Stall>,
+}
+
 impl ShardHandle {
     /// The handle of a shard held as `machine` says.
     pub(crate) fn new(
@@ -227,35 +238,33 @@ impl ShardHandle {
         self.lock().next_write(Instant::now(), epoch_millis())
     }
 
-    /// The store answered the write in flight; answers the checkpoint lag after it (deliveries
-    /// settled in order and not yet covered by a checkpoint written).
-    pub(crate) fn answer(&self, answer: Answer) -> u64 {
-        let (ended, lag) = {
+    /// The store answered the write in flight (`answer`; a renewing write answered with the row
+    /// `row`, in which a planned move asked of `owner` starts the hand-over and wakes the
+    /// reader): what the lease writer says and counts after it, read under one lock.
+    pub(crate) fn answer(
+        &self,
+        answer: Answer,
+        row: Option<&crate::LeaseState>,
+        owner: &str,
+        stall_after: Duration,
+    ) -> Answered {
+        let now = Instant::now();
+        let (ended, moving, answered) = {
             let mut machine = self.lock();
-            let ended = machine.write_answered(Instant::now(), answer);
-            (ended, machine.checkpoint_lag())
+            let ended = machine.write_answered(now, answer);
+            let lag = machine.checkpoint_lag();
+            let stall = machine.stall_check(now, stall_after);
+            let moving = row.is_some_and(|row| machine.row_seen(row, owner, now, epoch_millis()));
+            let news = machine.take_news();
+            (ended, moving, Answered { news, lag, stall })
         };
         if ended {
             self.halted();
         }
-        lag
-    }
-
-    /// Whether the shard stalled now (nothing handed out for `bound` while records wait), or a
-    /// stall is over: the news, once each way ([`ShardMachine::stall_check`]).
-    pub(crate) fn stall_check(&self, bound: Duration) -> Option<Stall> {
-        self.lock().stall_check(Instant::now(), bound)
-    }
-
-    /// A renewing write answered `row`: a planned move asked in it starts the hand-over, and
-    /// wakes the reader.
-    pub(crate) fn row_seen(&self, row: &crate::LeaseState, owner: &str) {
-        if self
-            .lock()
-            .row_seen(row, owner, Instant::now(), epoch_millis())
-        {
+        if moving {
             self.read_wake.notify_one();
         }
+        answered
     }
 
     /// Hands the shard back `how` and waits until its lease writer sent the final writes (the
@@ -400,9 +409,9 @@ mod tests {
             "after the write in flight"
         );
         assert!(!closing.is_finished());
-        handle.answer(Answer::Done);
+        handle.answer(Answer::Done, None, "pod-a", Duration::ZERO);
         assert_eq!(handle.next_write(), Next::Send(Write::Release));
-        handle.answer(Answer::Done);
+        handle.answer(Answer::Done, None, "pod-a", Duration::ZERO);
         assert_eq!(closing.await.unwrap(), Ending::Closed { written: true });
     }
 }

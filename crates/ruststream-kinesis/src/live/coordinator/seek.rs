@@ -27,6 +27,16 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
     if sub.broker_closed.load(std::sync::atomic::Ordering::Acquire) {
         return Err(KinesisError::ShutDown { what: "seeking" });
     }
+    if sub.cancel.is_cancelled() {
+        // Its subscriber was dropped: nothing reads the stream for it any more, and a position
+        // queued now would never be read.
+        return Err(KinesisError::Seek {
+            stream: sub.stream.to_string(),
+            reason: "the subscription is closed (its subscriber was dropped); seek through a \
+                     subscription that is still open"
+                .to_owned(),
+        });
+    }
     let targets: Vec<(Arc<str>, Arc<ShardHandle>)> = {
         let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(shard) = to.shard()

@@ -68,20 +68,21 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
         let wait = match handle.next_write() {
             Next::Send(write) => {
                 let (answer, row) = send(&env, key, &write).await;
-                let lag = handle.answer(answer);
-                say_news(&env, &handle);
-                env.meters.checkpoint_lag(lag);
-                if let Some(stall) = handle.stall_check(env.stall_after) {
-                    stalled(&env, stall);
+                let answered = handle.answer(answer, row.as_ref(), &env.owner, env.stall_after);
+                for news in &answered.news {
+                    news::say(&env, news);
                 }
-                if let Some(row) = row {
-                    handle.row_seen(&row, &env.owner);
+                env.meters.checkpoint_lag(answered.lag);
+                if let Some(stall) = answered.stall {
+                    stalled(&env, stall);
                 }
                 continue;
             }
             Next::Wait(until) => until,
             Next::Ended(_) => {
-                say_news(&env, &handle);
+                for news in handle.take_news() {
+                    news::say(&env, &news);
+                }
                 // A lost lease ends the shard's other tasks; a closed one's already ended.
                 cancel.cancel();
                 return;
@@ -134,13 +135,6 @@ async fn send(env: &ShardEnv, key: &LeaseKey, write: &Write) -> (Answer, Option<
             env.lease_failed(err);
             (Answer::Failed, None)
         }
-    }
-}
-
-/// Says what the shard's machine tells happened to its lease since it last did.
-fn say_news(env: &ShardEnv, handle: &ShardHandle) {
-    for news in handle.take_news() {
-        news::say(env, &news);
     }
 }
 

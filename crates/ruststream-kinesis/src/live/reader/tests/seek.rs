@@ -102,3 +102,29 @@ async fn a_shard_opened_at_the_tip_resumes_from_that_moment_after_an_expiry() {
     drop(rig.sub);
     rig.connected.shutdown().await.unwrap();
 }
+
+/// A subscription whose subscriber was dropped (the broker still running) reads nothing more: a
+/// seek through a seeker kept from it fails, naming the stream, instead of answering `Ok` for a
+/// position nothing will ever read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_of_a_closed_subscription_fails() {
+    let rig = Rig::with_records(1).await;
+    let mut sub = rig.sub;
+    next(&mut sub).await.ack().await.unwrap();
+    let seeker = sub.seeker();
+    drop(sub);
+    // Its readers hand their shards back; none is left to refuse the seek.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let refused = seeker
+        .seek(KinesisPosition::TrimHorizon)
+        .await
+        .expect_err("nothing reads the closed subscription");
+    let message = refused.to_string();
+    assert!(
+        matches!(refused, KinesisError::Seek { .. })
+            && message.contains("orders")
+            && message.contains("closed"),
+        "{message}"
+    );
+    rig.connected.shutdown().await.unwrap();
+}
