@@ -6,7 +6,7 @@
 #   3. starts two instances of the warehouse service (examples/warehouse), pod-a and pod-b, on the
 #      same table and stream, and a producer of orders,
 #   4. shows who holds which shard with the lease-table view (crates/lease-table),
-#   5. stops pod-a gracefully (SIGTERM: final checkpoints, leases released) and shows pod-b take
+#   5. stops pod-a (SIGTERM: final checkpoints, leases released) and shows pod-b take
 #      its shards over and resume after pod-a's checkpoints,
 #   6. stops everything it started, and checks that every order was picked exactly once.
 #
@@ -79,7 +79,7 @@ echo "orders picked so far: pod-a $(picked pod-a | grep -c .), pod-b $(picked po
 grep 'order picked' "$LOGS/pod-a.log" | tail -n 3 | sed 's/^/    pod-a: /'
 view
 
-say "stopping pod-a gracefully (SIGTERM): it writes its final checkpoints and releases its leases"
+say "stopping pod-a (SIGTERM): it writes its final checkpoints and releases its leases"
 stopped_at="$(now)"
 stop_process pod-a
 echo "pod-a stopped in $(since "$stopped_at") s; its last orders:"

@@ -6,7 +6,7 @@
 #      service (examples/warehouse, feature `metrics`), pod-a serving /metrics on
 #      127.0.0.1:9464 and pod-b on 127.0.0.1:9465, and a producer of orders,
 #   3. prints a scrape of both while pod-a holds every shard,
-#   4. stops pod-a gracefully and prints both scrapes again once pod-b holds every shard.
+#   4. stops pod-a and prints both scrapes again once pod-b holds every shard.
 #
 # Exits non-zero when the leases held (`aws_kinesis_leases_held`) do not move from pod-a to pod-b
 # within DEMO_TAKEOVER_TIMEOUT seconds (30). Logs: target/demo-metrics/. The dashboard for these
@@ -72,7 +72,7 @@ say "before the handover: pod-a holds both shards, pod-b stands by"
 show pod-a
 show pod-b
 
-say "stopping pod-a gracefully (SIGTERM): final checkpoints, leases released"
+say "stopping pod-a (SIGTERM): final checkpoints, leases released"
 stopped_at="$(now)"
 # Its last scrape: the process and its route go with it.
 stop_process pod-a

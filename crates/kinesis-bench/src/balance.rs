@@ -1,7 +1,8 @@
 //! Balancing with the default timings: an 8-shard stream under a steady producer, instances with
-//! `balance_shards(true)` joining one at a time up to four, then leaving gracefully down to two;
+//! `balance_shards(true)` joining one at a time up to four, then leaving (each releasing its
+//! leases) down to two;
 //! after each change, the seconds until every instance holds its even share (by the lease table's
-//! rows), and over the whole run the records handled twice (a planned move in which every
+//! rows), and over the whole run the records handled twice (a handoff in which every
 //! delivery settled redelivers nothing) and the records never handled.
 
 use std::collections::HashMap;
@@ -227,7 +228,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
          producer writes {RATE} records/s throughout; instances join one at a time up to {MOST} \
          (each join timed from its start until every instance holds 8 / n shards, rounded down \
          or up, by the table's rows, and has handled each of its shards' latest records), then leave gracefully one at a time down to two (timed from \
-         the start of the stop); handlers acknowledge at once, so every planned move drains"
+         the start of the stop); handlers acknowledge at once, so every handoff drains"
     ));
     Ok(vec![figure])
 }

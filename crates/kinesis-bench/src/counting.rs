@@ -23,9 +23,9 @@ pub enum Call {
     Beat,
     /// An instance's leave: its beat removed, the notice bumped.
     Leave,
-    /// A request for a planned move (a conditional write that bumps no counter).
+    /// A request for a handoff (a conditional write that bumps no counter).
     AskHandoff,
-    /// A planned move's hand-over: the final checkpoint and the new owner in one write.
+    /// A handoff's write: the final checkpoint and the new owner in one write.
     HandOver,
     /// A run's record under its owner id in the stream's notice row (unconditional): at start,
     /// every two and a half minutes, and in answer to another run under the same owner id.

@@ -1,4 +1,5 @@
-//! Graceful handover and crash takeover, with the default timings: two instances on one
+//! Handover after a release (the `graceful handover` figure) and crash takeover, with the
+//! default timings: two instances on one
 //! DynamoDB lease table, the first holding every shard under a steady producer; the time from
 //! the first one's shutdown (or SIGKILL) to the first record the second one handles.
 
@@ -94,7 +95,7 @@ fn jitter() -> Duration {
     Duration::from_millis(u64::try_from(stack::random_u128() % 1000).unwrap_or(0))
 }
 
-/// The graceful handover figure.
+/// The `graceful handover` figure: a handover after a release.
 pub async fn graceful(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let mut handovers = Vec::new();
     let mut shutdowns = Vec::new();

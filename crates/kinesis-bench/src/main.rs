@@ -81,7 +81,7 @@ enum Command {
     /// Enhanced fan-out ÷ polling on one stream: records/s catching up a backlog, and
     /// publish-to-handler latency at a steady trickle (median, p99).
     FanOut,
-    /// Graceful stop of one instance -> first record handled by the other (median of 5).
+    /// Stop of one instance (a release) -> first record handled by the other (median of 5).
     Handover,
     /// SIGKILL of one instance -> first record handled by the other (median of 5).
     Takeover,

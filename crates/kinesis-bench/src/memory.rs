@@ -63,7 +63,7 @@ pub async fn child_command(opts: Options) -> Result<(), Error> {
         println!("RSS {second} {}", rss());
     }
     println!("HANDLED {}", probe.count());
-    // The process ends here; a graceful stop would wait for the slow handler.
+    // The process ends here; a stop that releases would wait for the slow handler.
     drop(running);
     Ok(())
 }

@@ -6,7 +6,7 @@
 //!
 //! Prints one line per row of the table: the stream and the shard, the instance holding the
 //! lease, how long the lease still runs, the row's write counter, its checkpoint, how far behind
-//! it was written, a planned move asked of the holder and the application the row names; then per
+//! it was written, a handoff asked of the holder and the application the row names; then per
 //! owner the rows it holds and those that lapsed, and the rows nobody holds. `--watch` refreshes
 //! the view every second until Ctrl-C; `--json` prints the view as one JSON document (one per
 //! line with `--watch`), for scripts; `--create` creates the table first (one string key,
@@ -30,7 +30,7 @@ use clap::Parser;
 use ruststream_kinesis::{DynamoLeaseStore, LeaseError, LeaseStore, epoch_millis};
 
 /// Shows the rows of a ruststream-kinesis lease table in DynamoDB: stream, shard, owner, expires
-/// in, counter, checkpoint, how far behind, a planned move, the application; then per owner the
+/// in, counter, checkpoint, how far behind, a handoff asked, the application; then per owner the
 /// rows it holds and those that lapsed.
 ///
 /// The AWS configuration comes from the environment (AWS_REGION, credentials, and

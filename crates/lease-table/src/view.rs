@@ -73,7 +73,7 @@ pub fn behind(row: &LeaseState) -> String {
     }
 }
 
-/// A planned move asked of the row's holder that still stands at `now_ms`: `to <instance>`;
+/// A handoff asked of the row's holder that still stands at `now_ms`: `to <instance>`;
 /// `-` without one.
 #[must_use]
 pub fn planned_move(row: &LeaseState, now_ms: u64) -> String {
@@ -152,7 +152,7 @@ pub fn shares(rows: &[Row], now_ms: u64) -> (Vec<OwnerShare>, usize, usize) {
 
 /// The view as one JSON document, for scripts: the table, the time of the look, every row (its
 /// expiry and time left in milliseconds, its checkpoint in full and how far behind it was
-/// written, a planned move asked of it) and
+/// written, a handoff asked of it) and
 /// the summary per owner.
 #[must_use]
 pub fn json(table: &str, rows: &[Row], now_ms: u64) -> serde_json::Value {

@@ -138,7 +138,7 @@ async fn the_rows_show_who_holds_what_and_how_far_it_got() {
         .checkpoint_and_renew_behind(&held, "pod-a", SEQUENCE, Some(3_400), lease)
         .await
         .unwrap();
-    // A planned move asked of pod-a (no counter bump).
+    // A handoff asked of pod-a (no counter bump).
     assert!(
         store
             .ask_handoff(

@@ -174,7 +174,7 @@ impl KinesisBroker {
     /// later one pauses reading every stream (its readers hand their shards back), logs an
     /// ERROR and reports [`KinesisError::OwnerIdInUse`] naming the owner id and the table, until
     /// the earlier one is gone; the earlier keeps its shards. A run restarted after a crash or a
-    /// graceful stop overwrites its predecessor's record and is never mistaken for a second
+    /// release overwrites its predecessor's record and is never mistaken for a second
     /// instance. Until it is found, each takes the other's shards and records are handled twice:
     /// name instances after something unique to each, such as the pod's name, and never fall
     /// back to a fixed one.
@@ -233,7 +233,7 @@ impl KinesisBroker {
     ///
     /// Balancing, an instance takes free shards only up to its target (the floor or the ceiling
     /// of the open shards over the instances it counts), and while below it asks the instance
-    /// furthest above its own target for planned moves. The holder sees
+    /// furthest above its own target for handoffs. The holder sees
     /// the request at its next renewal, hands out no more records of the shard, waits up to
     /// [`LeaseTimings::with_handoff_drain`] for its deliveries to settle, and hands the row over
     /// with its final checkpoint in one conditional write: a move whose every delivery settled
@@ -241,7 +241,7 @@ impl KinesisBroker {
     /// falls back to the lease's expiry. No leader: every instance decides from the rows and the
     /// beats of the stream's notice. Instances converge within about one listing interval of a
     /// join (11 s measured with the defaults, `kinesis-bench balance`) and about a handover poll
-    /// of a leave; every instance sharing the table must run a version with planned moves
+    /// of a leave; every instance sharing the table must run a version with handoffs
     /// for them to be honoured (any version's free shards are shared as before).
     ///
     /// With the handover poll off (`LeaseTimings::with_handover_poll_interval(Duration::ZERO)`)
@@ -351,7 +351,7 @@ impl KinesisBroker {
         &self.owner
     }
 
-    /// Balancing with the handover poll off, a shard handed over in a planned move is found by
+    /// Balancing with the handover poll off, a handed-off shard is found by
     /// its new owner at its next listing only, and the row the holder wrote for it lasts one
     /// lease: a listing interval longer than the lease lets it lapse first, and the move undoes
     /// itself and is asked again, over and over.
@@ -364,7 +364,7 @@ impl KinesisBroker {
             return Err(KinesisError::Config {
                 message: format!(
                     "balance_shards(true) with the handover poll off lists every {:?}, longer \
-                     than the {:?} lease: a shard handed over in a planned move lapses before \
+                     than the {:?} lease: a handed-off shard lapses before \
                      its new owner lists again; turn the poll on \
                      (LeaseTimings::with_handover_poll_interval), list at most once a lease \
                      (with_listing_interval), or lengthen the lease",

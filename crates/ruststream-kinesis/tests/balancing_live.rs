@@ -1,6 +1,6 @@
 //! Live tests of balancing (`KinesisBroker::balance_shards`) on the local stack: instances that
-//! join and leave one at a time converge to an even share through planned moves, and no record
-//! is handled twice or lost on the way; a planned move to an instance that is gone falls back to
+//! join and leave one at a time converge to an even share through handoffs, and no record
+//! is handled twice or lost on the way; a handoff to an instance that is gone falls back to
 //! the lease's expiry. Each prints the times it measured.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 
@@ -173,7 +173,7 @@ async fn instances_joining_and_leaving_converge_and_the_planned_moves_redeliver_
     assert_eq!(
         twice(&handled),
         Vec::<(String, usize)>::new(),
-        "planned moves and a graceful leave redeliver nothing"
+        "handoffs and a graceful leave redeliver nothing"
     );
     let movers: HashMap<&str, usize> = handled.iter().fold(HashMap::new(), |mut by, h| {
         *by.entry(h.instance.as_str()).or_default() += 1;
@@ -233,8 +233,8 @@ async fn a_planned_move_to_an_instance_that_is_gone_falls_back_to_the_lease_expi
     let asked = Instant::now();
     until_shares(&store, &stream, &[("pod-gone", 1)], Duration::from_secs(10)).await;
     let handed = asked.elapsed();
-    // The row was seen as pod-gone's after the hand-over landed, so the time from here to
-    // pod-a's take is at most the row's real time as pod-gone's (the hand-over leaves a lease
+    // The row was seen as pod-gone's after the handoff landed, so the time from here to
+    // pod-a's take is at most the row's real time as pod-gone's (the handoff leaves a lease
     // less the skew tolerance, and a taker waits the tolerance past it: 3 s here). It is
     // measured from here, not from after the publishing, which took over a second in CI.
     let seen_gone = Instant::now();
@@ -261,7 +261,7 @@ async fn a_planned_move_to_an_instance_that_is_gone_falls_back_to_the_lease_expi
     a.stop().await;
 }
 
-/// An asker that stops gracefully after its holder handed it a shard, before it took the row
+/// An asker that stops after its holder handed it a shard off, before it took the row
 /// (here: it lists every 10 s with the handover poll off), hands the row back as it stops: the
 /// holder reads the shard again at its next look, not after the handed lease (10 s) lapses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,8 @@
 //! The live chaos test: three instances as child processes on one DynamoDB lease table and a
 //! 4-shard stream under a steady producer, for about two minutes (`CHAOS_SECONDS` for longer):
-//! random SIGKILL and restart, SIGSTOP for longer than a lease then SIGCONT, graceful restarts,
-//! a split, and lease-table faults through the router's injector. Every handled record is
-//! logged (instance, shard, sequence number, time). The checker then asserts:
+//! random SIGKILL and restart, SIGSTOP for longer than a lease then SIGCONT, SIGTERM (a
+//! release) and restart, a split, and lease-table faults through the router's injector. Every
+//! handled record is logged (instance, shard, sequence number, time). The checker then asserts:
 //!
 //! - no record written is lost;
 //! - a record is handled twice only after a crash, a freeze or a store fault of the instance
@@ -116,7 +116,7 @@ fn chaos_child() {
         let app = RustStream::new(AppInfo::new("chaos", "0.1.0")).with_broker(broker, move |b| {
             b.include(subscriber(source, Logger).build());
         });
-        // Until SIGTERM: then the graceful stop.
+        // Until SIGTERM: then the stop, which releases the leases.
         app.run().await.unwrap();
     });
 }
@@ -420,7 +420,7 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
                 );
             }
             2 => {
-                // A graceful restart: the runtime drains its handlers, writes its final
+                // A restart after a release: the runtime drains its handlers, writes its final
                 // checkpoints and releases its leases.
                 note(
                     &log,

@@ -57,7 +57,7 @@ async fn no_log_line_and_no_error_carries_a_credential_through_start_handover_an
         want,
         "the service read through the configuration"
     );
-    // The handover: pod-a stops gracefully, and pod-b takes its shards and reads on.
+    // The handover: pod-a stops and releases its leases, and pod-b takes them and reads on.
     a.stop().await;
     let later: Vec<String> = (0..10).map(|n| format!("after-{n}")).collect();
     publish_all(&url, &stream, later.clone()).await;

@@ -134,7 +134,7 @@ async fn two_applications_each_read_every_record_and_one_shares_its_shards_betwe
         None,
     )
     .await;
-    // pod-a took both shards, and pod-b asked for one: a planned move under fan-out.
+    // pod-a took both shards, and pod-b asked for one: a handoff under fan-out.
     until_one_each(&warehouse_table, &stream, &["pod-a", "pod-b"]).await;
     let bodies: Vec<String> = (0..60).map(|n| format!("order-{n}")).collect();
     let started = Instant::now();
@@ -221,7 +221,7 @@ async fn a_handover_under_fan_out_loses_nothing() {
     })
     .await;
     assert_eq!(payloads(&seen), want, "pod-a read the first records");
-    // pod-a stops gracefully: its subscriptions close, its final checkpoints land, and pod-b
+    // pod-a stops: its subscriptions close, its final checkpoints and releases land, and pod-b
     // takes both shards and subscribes from them.
     let b = pod(
         &url,

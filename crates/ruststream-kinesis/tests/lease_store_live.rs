@@ -660,9 +660,9 @@ async fn a_take_of_a_row_deleted_since_the_store_saw_it_creates_none() {
     assert_eq!(fresh.checkpoint, None);
 }
 
-/// A planned move's request is two attributes of the held row, written without a counter bump;
-/// the hand-over removes them with the new owner and the final checkpoint in one write; a row
-/// written before planned moves existed (no such attributes) reads as one without a request.
+/// A handoff's request is two attributes of the held row, written without a counter bump;
+/// the handoff's write removes them with the new owner and the final checkpoint in one write; a
+/// row written before handoffs existed (no such attributes) reads as one without a request.
 #[tokio::test]
 async fn a_planned_move_is_recorded_in_two_attributes_that_the_hand_over_removes() {
     let Some(config) = live_config("a_planned_move_is_recorded_in_two_attributes") else {
@@ -727,7 +727,7 @@ async fn a_planned_move_is_recorded_in_two_attributes_that_the_hand_over_removes
     let taker = DynamoLeaseStore::new(&config, table.clone());
     let took = taker.acquire(&key, "pod-b", LEASE).await.unwrap();
     assert_eq!(took.checkpoint.as_deref(), Some("56"));
-    // The stream's notice moved with the hand-over, as with a release: the taker's poll sees it.
+    // The stream's notice moved with the handoff, as with a release: the taker's poll sees it.
     let notice = taker.notice("orders-h").await.unwrap().unwrap();
     assert_eq!(notice.counter, 1);
 }

@@ -1,8 +1,8 @@
 //! Live tests of the lease protocol with several instances on one DynamoDB lease table (the
-//! local stack): exclusivity, graceful handover, takeover after SIGKILL, restart under the same
-//! owner id, the legacy table upgrade, resharding with two instances, a table deleted mid-run,
-//! and the handover poll's steady cost (the stream's notice alone). Each prints the times it
-//! measured.
+//! local stack): exclusivity, handover after a release, takeover after SIGKILL, restart under
+//! the same owner id, the legacy table upgrade, resharding with two instances, a table deleted
+//! mid-run, and the handover poll's steady cost (the stream's notice alone). Each prints the
+//! times it measured.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 
 mod common;

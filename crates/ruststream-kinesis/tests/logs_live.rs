@@ -1,6 +1,6 @@
 //! The log a healthy run leaves (the local stack): two instances on one DynamoDB lease table
-//! share a stream, hold it for a few seconds of renewals and polls, then the first stops
-//! gracefully and the second takes its shards over. Every lease
+//! share a stream, hold it for a few seconds of renewals and polls, then the first stops and
+//! releases its leases and the second takes its shards over. Every lease
 //! event shows once at INFO naming stream, shard and owner (a reader's events inside its
 //! `shard_reader` span), and nothing is logged at WARN or above. The test owns its binary: it installs the process's global `tracing` subscriber.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
@@ -62,7 +62,7 @@ async fn a_healthy_run_logs_each_lease_event_once_at_info_and_nothing_at_warn() 
     .await;
     // The steady state: renewals every second, listing rounds, pod-b's handover polls.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    // A graceful stop: pod-a writes its final checkpoints and releases; pod-b takes over.
+    // A stop: pod-a writes its final checkpoints and releases; pod-b takes over.
     a.stop().await;
     let second: Vec<String> = (0..20).map(|i| format!("second-{i}")).collect();
     publish_all(&url, &stream, second.clone()).await;

@@ -2,7 +2,7 @@
 //! into a Prometheus registry of its own, share a stream through one DynamoDB lease table. The
 //! test scrapes both registries as the run goes: the first instance reads a backlog, so its lag
 //! is above zero and falls to 0 once it has caught up; its leases move to the second instance
-//! across a graceful handover; and every series the Operating page lists is there.
+//! across a handover after a release; and every series the Operating page lists is there.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing", feature = "metrics"))]
 
 mod common;
@@ -229,7 +229,7 @@ async fn a_scrape_shows_lag_falling_to_zero_and_leases_moving_across_a_handover(
         Some(2.0)
     );
 
-    // A graceful handover: pod-b stands by, pod-a stops; the leases move across.
+    // A handover after a release: pod-b stands by, pod-a stops; the leases move across.
     let b = Instance::reading(
         broker("pod-b", &metrics_b),
         "pod-b",

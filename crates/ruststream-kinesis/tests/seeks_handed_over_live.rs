@@ -1,7 +1,7 @@
-//! A seek is applied, and what it moved survives a hand-over, or it is answered with an error:
+//! A seek is applied, and what it moved survives a handover, or it is answered with an error:
 //! never `Ok` and lost. Live on the local stack: a seek whose position settled nothing before a
-//! graceful stop is where the next owner reads on from, and a seek of a shard being handed to
-//! another instance in a planned move fails, naming the shard.
+//! release is where the next owner reads on from, and a seek of a shard being handed off to
+//! another instance fails, naming the shard.
 //!
 //! They run when `KINESIS_TEST_ENDPOINT` names the local stack.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
@@ -116,7 +116,7 @@ async fn a_seek_of_a_shard_being_handed_to_another_instance_fails_naming_it() {
     let name = common::unique("seek-move");
     let store = MemoryLeaseStore::new();
     let shared: Arc<dyn LeaseStore> = Arc::new(store.clone());
-    // A long drain: the planned move waits for the held deliveries while the seek comes.
+    // A long drain: the handoff waits for the held deliveries while the seek comes.
     let timings = common::instances::timings().with_handoff_drain(Duration::from_secs(20));
     let balancing = |store: &Arc<dyn LeaseStore>, owner: &str| {
         common::broker_with(&url, Arc::clone(store))
@@ -131,7 +131,7 @@ async fn a_seek_of_a_shard_being_handed_to_another_instance_fails_naming_it() {
     let seeker = subscriber.seeker();
     let (second, joined) = {
         let mut deliveries = pin!(subscriber.stream());
-        // One delivery of each shard held, unsettled, so that a move waits for it.
+        // One delivery of each shard held, unsettled, so that a handoff waits for it.
         let mut held = Vec::new();
         while held.len() < 2 {
             let msg = common::next_delivery(&mut deliveries).await;
@@ -158,7 +158,7 @@ async fn a_seek_of_a_shard_being_handed_to_another_instance_fails_naming_it() {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let (moving, _) = asked.expect("the second instance asks for a planned move within 30 s");
+        let (moving, _) = asked.expect("the second instance asks for a handoff within 30 s");
         // The holder sees the request at its next renewal (every second here).
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let refused = seeker.seek(KinesisPosition::TrimHorizon).await;

@@ -287,7 +287,7 @@ mod tests {
         );
         let first_picked = picked(&first, &sku);
 
-        // A graceful stop: final checkpoints, then the leases are released.
+        // A release: final checkpoints, then the leases are released.
         first.shutdown().await?;
         assert!(
             owners(&store).await.iter().all(Option::is_none),

@@ -127,7 +127,7 @@ mod tests {
     }
 
     /// Two running services scraped over HTTP: the leases move from the first to the second
-    /// across its graceful stop, and each shows its lag per shard.
+    /// across its release, and each shows its lag per shard.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_leases_held_move_across_a_handover_in_the_scrapes() {
         let Ok(endpoint) = std::env::var("KINESIS_TEST_ENDPOINT") else {

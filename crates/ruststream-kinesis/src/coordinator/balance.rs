@@ -8,13 +8,13 @@
 //!   target is the floor or the ceiling of the share;
 //! - takes free shards (released, lapsed, new) only up to its own target, each instance below
 //!   its target its turn of them;
-//! - while below its target, asks for planned moves, one shard at a time, from the instance
+//! - while below its target, asks for handoffs, one shard at a time, from the instance
 //!   furthest above its target.
 //!
 //! What it counts: an open shard is one that is read or could be read now (held, free, or asked
 //! for; not finished, not skipped, not waiting for its parents); an instance is this one, every
 //! live beat in the stream's notice (a balancing instance always beats), every owner of a live
-//! lease (one whose beats are late keeps its share) and every asker of a standing planned move,
+//! lease (one whose beats are late keeps its share) and every asker of a standing handoff,
 //! but for one without a live beat that let a lease lapse: it is gone or cut off, and stops
 //! counting as soon as one of its leases lapses, not once the last one does. A shard asked for counts as its
 //! asker's from the request on.
@@ -31,7 +31,7 @@ use std::sync::Arc;
 use super::plan::Rows;
 use crate::kinesis::shards::ShardInfo;
 
-/// A planned move to ask for: `holder`'s shard `shard`.
+/// A handoff to ask for: `holder`'s shard `shard`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ask {
     pub(crate) shard: Arc<str>,
@@ -51,7 +51,7 @@ pub(crate) struct Shares {
     pub(crate) mine: usize,
     /// This instance's owner id.
     owner: String,
-    /// The shards each other live holder holds that no standing planned move asks for, by
+    /// The shards each other live holder holds that no standing handoff asks for, by
     /// holder, in listing order, with the counter of each row.
     movable: BTreeMap<String, Vec<(Arc<str>, u64)>>,
     /// How many shards each other instance counts (movable or not): a live holder, a live
@@ -159,7 +159,7 @@ impl Tally<'_> {
     }
 
     /// A listed shard whose row is `row` and which this instance does not read, or reads on its
-    /// way out (`reading_it`): whose it counts as, and whether a planned move may ask for it.
+    /// way out (`reading_it`): whose it counts as, and whether a handoff may ask for it.
     fn elsewhere(&mut self, shard: &Arc<str>, row: &crate::LeaseState, reading_it: bool) {
         let Some(holder) = row.owner.as_deref() else {
             return;
@@ -300,7 +300,7 @@ impl Shares {
             .collect()
     }
 
-    /// The planned moves this instance asks for once it took `taking` free shards: while it is
+    /// The handoffs this instance asks for once it took `taking` free shards: while it is
     /// below its target, one shard at a time from the instance furthest above its own target.
     pub(crate) fn asks(&self, taking: usize) -> Vec<Ask> {
         let targets = &self.targets;

@@ -85,7 +85,7 @@ pub(crate) struct Coordinator<T> {
     deletions: Vec<Deletion>,
     /// Whether this instance balances the shards with the others (`balance_shards`).
     balancing: bool,
-    /// The planned moves the last round asks for.
+    /// The handoffs the last round asks for.
     asks: Vec<Ask>,
     /// The requests this instance recorded, by shard, and when (epoch ms): it withdraws those
     /// still standing when it stops, whatever the rows it read last showed.
@@ -172,7 +172,7 @@ impl<T: Moment> Coordinator<T> {
     }
 
     /// Balances the shards with the other instances ([`balance`]): takes free shards only up
-    /// to its share, and asks the most loaded for planned moves.
+    /// to its share, and asks the most loaded for handoffs.
     #[must_use]
     pub(crate) fn with_balancing(mut self, balancing: bool) -> Self {
         self.balancing = balancing;
@@ -201,7 +201,7 @@ impl<T: Moment> Coordinator<T> {
     /// `now_ms`, and those it recorded a request for since that still stands, but for those in
     /// `reading`: a balancing instance that stops withdraws them, so no holder hands it a shard,
     /// and hands back at once a row a holder handed it before the withdrawal. A shard it reads
-    /// (one handed over and taken) its reader hands back with its final checkpoint: a hand-back
+    /// (one handed off and taken) its reader hands back with its final checkpoint: a hand-back
     /// beside it would move the row's counter under that checkpoint.
     pub(crate) fn standing_asks(
         &self,
@@ -235,19 +235,19 @@ impl<T: Moment> Coordinator<T> {
         asks
     }
 
-    /// A request for a planned move of `shard` was recorded at `asked_ms`.
+    /// A request for a handoff of `shard` was recorded at `asked_ms`.
     pub(crate) fn requested(&mut self, shard: &Arc<str>, asked_ms: u64) {
         self.requested.insert(Arc::clone(shard), asked_ms);
     }
 
-    /// The planned moves the last round asks for (once: taken out).
+    /// The handoffs the last round asks for (once: taken out).
     pub(crate) fn take_asks(&mut self) -> Vec<Ask> {
         std::mem::take(&mut self.asks)
     }
 
     /// The shards [`takeable`](Self::takeable) says to take, `reading` being read and `skip`
     /// aside; a balancing instance takes free shards only up to its share, and a round's first
-    /// pass (`round`) also decides the planned moves to ask for.
+    /// pass (`round`) also decides the handoffs to ask for.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn shards_to_take<'a>(
         &mut self,
@@ -307,7 +307,7 @@ impl<T: Moment> Coordinator<T> {
         // With the handover poll off no notice is read: the rows are all this instance knows.
         let notices_read = !self.timings.handover_poll_interval().is_zero();
         if round && (self.watch.peers_known() || !notices_read) {
-            // Paused, the instance takes nothing: a move asked for would only be handed back.
+            // Paused, the instance takes nothing: a handoff asked for would only be handed back.
             self.asks = if self.paused {
                 Vec::new()
             } else {

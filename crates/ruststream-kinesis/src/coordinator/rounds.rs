@@ -52,7 +52,7 @@ pub(crate) enum Step<T> {
     /// Delete these rows (in parallel), each conditioned on its counter; answer with
     /// [`Rounds::deleted`] once every deletion is over.
     Delete(Vec<Deletion>),
-    /// Ask for these planned moves (in parallel); answer with [`Rounds::asked`] once every
+    /// Ask for these handoffs (in parallel); answer with [`Rounds::asked`] once every
     /// request is over, whatever each answered.
     Ask(Vec<Ask>),
     /// Read the stream's notice; answer with [`Rounds::notice_read`].
@@ -129,7 +129,7 @@ enum Phase {
     /// The rows were read: the next pass's takes go out.
     Passing(RoundPasses),
     Taking(RoundPasses),
-    /// The round's takes are over: its planned moves are asked for (or being asked: `None`).
+    /// The round's takes are over: its handoffs are asked for (or being asked: `None`).
     Asking(Option<Vec<Ask>>),
     /// The round's takes are over: its deletions go out (or are under way: `None`).
     Deleting(Option<Vec<Deletion>>),
@@ -435,7 +435,7 @@ impl<T: Moment> Rounds<T> {
         Step::ListShards
     }
 
-    /// The round's takes are over: its planned moves, then its deletions follow (after the
+    /// The round's takes are over: its handoff requests, then its deletions follow (after the
     /// first round: that one hands the subscription out as soon as it can); whether they do.
     fn takes_over(&mut self, coordinator: &mut Coordinator<T>, now: T) -> bool {
         if !self.handover_poll.is_zero() && !coordinator.poll_wanted(&self.reading).is_empty() {
@@ -451,7 +451,7 @@ impl<T: Moment> Rounds<T> {
         self.asks_over(coordinator, now)
     }
 
-    /// Every planned move the round asked for is over.
+    /// Every handoff the round asked for is over.
     pub(crate) fn asked(&mut self, coordinator: &mut Coordinator<T>, now: T) {
         if !matches!(self.phase, Phase::Asking(None)) {
             // Not asked for: nothing changes.

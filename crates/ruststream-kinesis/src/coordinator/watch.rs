@@ -101,7 +101,7 @@ impl Watch {
             .map(|(owner, _)| owner.as_str())
     }
 
-    /// Whether a balancing instance knows the others well enough to ask for planned moves: a
+    /// Whether a balancing instance knows the others well enough to ask for handoffs: a
     /// notice read showed its own beat (so those that joined with it show theirs), or the store
     /// keeps no notices (and the rows are all it can know).
     pub(crate) fn peers_known(&self) -> bool {

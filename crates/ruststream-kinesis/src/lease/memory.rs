@@ -61,7 +61,7 @@ impl MemoryLeaseStore {
         self.notices.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Bumps `stream`'s notice counter: a release, a hand-over or an instance leaving.
+    /// Bumps `stream`'s notice counter: a release, a handoff or an instance leaving.
     fn bump(&self, stream: &str) {
         let mut notices = self.notices();
         notices.entry(stream.to_owned()).or_default().counter += 1;

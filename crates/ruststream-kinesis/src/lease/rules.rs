@@ -42,7 +42,7 @@ pub(crate) fn take_accepted(row: Option<&LeaseState>, take: &Take<'_>) -> bool {
 }
 
 /// The row a take leaves, or `None` when `row` refuses it: this owner's, with a lease from now,
-/// the counter bumped, any planned move's request removed (a take ends every move asked of the
+/// the counter bumped, any handoff's request removed (a take ends every handoff asked of the
 /// earlier holder), and `start` as its checkpoint if it had none.
 pub(crate) fn take(row: Option<&LeaseState>, take: &Take<'_>) -> Option<LeaseState> {
     take_accepted(row, take).then(|| taken(row, take))
@@ -75,7 +75,7 @@ pub(crate) enum Held<'a> {
     },
     /// A release: no owner, no lease.
     Release,
-    /// The hand-over of a planned move to `to`, whose request the row must hold: `to` owns
+    /// The write of a handoff to `to`, whose request the row must hold: `to` owns
     /// the row with a lease to `expiry_ms`, the request removed, and `checkpoint` written when
     /// it is `Some`.
     HandOver {
@@ -93,7 +93,7 @@ impl<'a> Held<'a> {
         }
     }
 
-    /// The hand-over to `to` at `now_ms`, for a lease of `lease_ms` short by the skew tolerance:
+    /// The handoff to `to` at `now_ms`, for a lease of `lease_ms` short by the skew tolerance:
     /// the taker's take of its own row is conditioned on not moving the expiry back, and its
     /// clock may run that much behind.
     pub(crate) fn hand_over(
@@ -156,7 +156,7 @@ impl<'a> Held<'a> {
 
 /// Whether `row` accepts `write` from `owner`, conditioned on the counter `seen` (`None`: on
 /// the owner alone, as a store object that never wrote the row sends it): `owner` holds the row,
-/// its counter is `seen`, and a hand-over's request names its taker.
+/// its counter is `seen`, and a handoff's request names its taker.
 pub(crate) fn held_accepted(
     row: Option<&LeaseState>,
     owner: &str,
@@ -225,7 +225,7 @@ pub(crate) fn held_written(row: &LeaseState, write: &Held<'_>) -> LeaseState {
     row
 }
 
-/// The row a request for a planned move leaves, or `None` when `row` refuses it: `to` asks
+/// The row a request for a handoff leaves, or `None` when `row` refuses it: `to` asks
 /// `holder`, whose row's counter it read as `counter`, at `asked_ms`. Accepted while `holder`
 /// holds the row at that counter and no other instance's request stands (one older than
 /// [`HANDOFF_REQUEST_LIFETIME`] no longer does). The counter does not move: the holder's writes

@@ -103,16 +103,17 @@ pub struct LeaseState {
     /// recorded start, a store that does not keep it). For people reading the table (the
     /// `lease-table` view shows it); nothing decides on it.
     pub behind_ms: Option<u64>,
-    /// A planned move asked of the holder: another instance that balances the shards
+    /// A handoff asked of the holder: another instance that balances the shards
     /// (`KinesisBroker::balance_shards`) wants the shard handed to it. `None` in a row without
-    /// one, rows written before planned moves existed included.
+    /// one, rows written before handoffs existed included.
     pub handoff: Option<Handoff>,
 }
 
-/// A request, recorded in a held row, that its holder hand the shard to another instance: the
-/// holder sees it in the answer of its next renewal, stops handing out records, waits for its
-/// deliveries to settle (up to a bound), and hands the row over with its final checkpoint in
-/// one conditional write ([`LeaseStore::hand_over`](crate::LeaseStore::hand_over)).
+/// A request, recorded in a held row, that its holder hand the shard off to another instance (a
+/// handoff): the holder sees it in the answer of its next renewal, stops handing out records,
+/// waits for its deliveries to settle (up to a bound), and hands the row off with its final
+/// checkpoint in one conditional write
+/// ([`LeaseStore::hand_over`](crate::LeaseStore::hand_over)).
 ///
 /// A request older than [`HANDOFF_REQUEST_LIFETIME`] is ignored (its asker may be gone), and
 /// another instance may replace it; every take of the row removes it.
@@ -134,7 +135,7 @@ pub struct Handoff {
     pub asked_ms: u64,
 }
 
-/// How long a planned move's request stands: a holder ignores an older one, another instance may
+/// How long a handoff's request stands: a holder ignores an older one, another instance may
 /// replace it, and it counts for nobody in the shares; its asker asks again at a later round if
 /// it still wants a shard.
 pub const HANDOFF_REQUEST_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30);
@@ -152,7 +153,7 @@ impl Handoff {
 }
 
 impl LeaseState {
-    /// The planned move asked of this row's holder that still stands at `now_ms`, if any.
+    /// The handoff asked of this row's holder that still stands at `now_ms`, if any.
     #[must_use]
     pub fn handoff_at(&self, now_ms: u64) -> Option<&Handoff> {
         self.handoff

@@ -1,5 +1,5 @@
 //! The lease store contract: five calls every store implements, and the others with default
-//! bodies (the start's checks, the stream's notice, planned moves, the deletion of a row).
+//! bodies (the start's checks, the stream's notice, handoffs, the deletion of a row).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -140,7 +140,7 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
 
     /// Records `checkpoint` and extends `owner`'s lease by `lease` from now, so a shard whose
     /// checkpoint moves needs no separate renewal. Answers the row as written, as
-    /// [`renew`](Self::renew) does: a holder learns of a planned move asked of it
+    /// [`renew`](Self::renew) does: a holder learns of a handoff asked of it
     /// ([`LeaseState::handoff`]) from either answer.
     ///
     /// Provided as a checkpoint followed by a renewal; a store that can do both in one
@@ -326,7 +326,7 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// `asked_ms`). The write bumps no counter, so the holder's own writes, conditioned on the
     /// counter they left, still land.
     /// Answers whether the request was recorded. Provided as recording nothing (`false`), for a
-    /// store without planned moves: a balancing instance then waits for shards to come free.
+    /// store without handoffs: a balancing instance then waits for shards to come free.
     ///
     /// # Errors
     ///
@@ -343,7 +343,7 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(false)))
     }
 
-    /// Withdraws `to`'s request for a planned move of `key`'s shard, if it still stands in the
+    /// Withdraws `to`'s request for a handoff of `key`'s shard, if it still stands in the
     /// row (an instance that stops withdraws its own, so no holder hands a shard to it). Bumps
     /// no counter. Answers whether it removed one. Provided as removing nothing (`false`).
     ///

@@ -90,13 +90,13 @@ const MARGIN: Duration = Duration::from_millis(300);
 ///   starts empty, a release bumps its counter and a refused one does not, a beat reads back and
 ///   removes the beats it names, a leave removes the leaver's beat and bumps the counter, and
 ///   the notice row is no row of a shard: a listing of the stream shows only the shards' rows;
-/// - `handoff` (for a store that records planned moves): a request is recorded only on a row
+/// - `handoff` (for a store that records handoffs): a request is recorded only on a row
 ///   its named holder holds, bumps no counter (the holder's own writes still land), shows in the
 ///   holder's renewal and in reads, is not replaced by another asker's while it stands; the
-///   hand-over is refused for an instance the request does not name and for a non-holder, and
-///   otherwise makes the asker the owner with the final checkpoint, removes the request, and
-///   bumps the counter; the asker's take of the handed row succeeds, and any take removes a
-///   request.
+///   handoff (`hand_over`) is refused for an instance the request does not name and for a
+///   non-holder, and otherwise makes the asker the owner with the final checkpoint, removes the
+///   request, and bumps the counter; the asker's take of the handed row succeeds, and any take
+///   removes a request.
 ///
 /// # Panics
 ///
@@ -1040,7 +1040,7 @@ impl<'s> Run<'s> {
         }
     }
 
-    /// `handoff`: a planned move, asked and handed over.
+    /// `handoff`: a handoff, asked, then written.
     async fn handoff(&self) {
         let check = "handoff";
         let key = self.key(check);
@@ -1076,7 +1076,7 @@ impl<'s> Run<'s> {
                 .await,
         );
         if !asked {
-            // A store without planned moves: balancing waits for free shards instead.
+            // A store without handoffs: balancing waits for free shards instead.
             return;
         }
         let wrong_holder = ok(
@@ -1138,7 +1138,7 @@ impl<'s> Run<'s> {
         expect(
             check,
             to_other.as_ref().is_err_and(LeaseError::is_fenced),
-            &format!("a hand-over to an instance that did not ask answered {to_other:?}"),
+            &format!("a handoff to an instance that did not ask answered {to_other:?}"),
         );
         let by_other = self
             .store
@@ -1147,7 +1147,7 @@ impl<'s> Run<'s> {
         expect(
             check,
             by_other.as_ref().is_err_and(LeaseError::is_fenced),
-            &format!("a hand-over by a non-holder answered {by_other:?}"),
+            &format!("a handoff by a non-holder answered {by_other:?}"),
         );
         let before = epoch_millis();
         ok(

@@ -43,7 +43,7 @@ pub(crate) struct Instance {
     pub(crate) meters: Meters,
     pub(crate) owner: Arc<str>,
     pub(crate) timings: LeaseTimings,
-    /// Whether the instances balance the shards by planned moves.
+    /// Whether the instances balance the shards by handoffs.
     pub(crate) balance: bool,
     /// This run of the instance, recorded under its owner id.
     pub(crate) incarnation: Incarnation,

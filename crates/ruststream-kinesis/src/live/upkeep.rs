@@ -1,6 +1,6 @@
 //! The calls the coordinator makes besides takes, to keep its view of the table fresh and the
 //! table tidy: reading the stream's notice and the rows, deleting rows no reader needs, asking for
-//! planned moves, beating, recording its run. None of them fails a subscription, but each that
+//! handoffs, beating, recording its run. None of them fails a subscription, but each that
 //! keeps failing turns something off (an IAM policy without `dynamodb:DeleteItem` turns hygiene
 //! off for good), so a failure is a WARN once per episode, saying what stops working, an INFO
 //! when it works again, and a gauge (`aws_kinesis_coordination_degraded`) that is 1 meanwhile.
@@ -20,7 +20,7 @@ pub(crate) enum Upkeep {
     List,
     /// The deletion of a row no reader needs any more (hygiene).
     Delete,
-    /// A request for a planned move (balancing).
+    /// A request for a handoff (balancing).
     AskHandoff,
     /// This instance's beat in the notice.
     Beat,
@@ -68,7 +68,7 @@ impl Upkeep {
                  every resharding; the service's IAM policy needs dynamodb:DeleteItem"
             }
             Self::AskHandoff => {
-                "planned moves are not asked for: balancing moves no shard to this instance"
+                "handoffs are not asked for: balancing moves no shard to this instance"
             }
             Self::Beat => {
                 "the other instances do not see this one alive: balancing may count it out, and \

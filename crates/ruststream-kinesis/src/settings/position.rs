@@ -176,7 +176,7 @@ impl ShardStart {
     }
 
     /// The checkpoint a seek to `to` at `now_ms` writes before any record of its position is
-    /// settled, so that a hand-over meanwhile carries it: the next owner reads on from the
+    /// settled, so that a handover meanwhile carries it: the next owner reads on from the
     /// seek's position, not from before it. A start position is marked `SEEK:` (`SEEK:TRIM_HORIZON`,
     /// `SEEK:AT_SEQUENCE:<n>`, `SEEK:AT_TIMESTAMP:<ms>`): a recorded start tells the coordinator
     /// that the shard has not moved past its beginning, and its parents may still matter, while a

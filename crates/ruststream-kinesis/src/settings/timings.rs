@@ -19,7 +19,7 @@ use crate::KinesisError;
 ///
 /// How long a shard goes unread after its owner stops, with one healthy instance left:
 ///
-/// - a graceful stop writes the last checkpoints and releases the leases, and another instance
+/// - a stopping instance writes the last checkpoints and releases the leases, and another instance
 ///   takes the shards at its next look at the table: within one handover poll (about a second
 ///   by default), or one listing interval when the poll is off;
 /// - after a crash the lease must lapse first: every open shard is read again within `lease` +
@@ -117,8 +117,8 @@ impl LeaseTimings {
     }
 
     /// Between listings, looks at the lease table every `poll` for a lease another instance
-    /// released or let lapse, or a shard whose parents finished (default 1 s), so a graceful
-    /// handover takes about a second rather than up to a listing interval. Shards are still
+    /// released or let lapse, or a shard whose parents finished (default 1 s), so a handover
+    /// after a release takes about a second rather than up to a listing interval. Shards are still
     /// listed every listing interval.
     ///
     /// A look is made only while some shard of the last listing is neither read by this
@@ -143,7 +143,8 @@ impl LeaseTimings {
     /// the store answers). Acknowledgements in between fold into the next write. A checkpoint
     /// write also renews the lease
     /// ([`LeaseStore::checkpoint_and_renew`](crate::LeaseStore::checkpoint_and_renew)), so a shard
-    /// under load needs no separate renewals. A graceful stop writes the last checkpoint at once.
+    /// under load needs no separate renewals. A stopping reader writes the last checkpoint at
+    /// once, before its release.
     ///
     /// The cost of a longer interval: after a crash or a lost lease, the next owner delivers
     /// again up to that much more of what was acknowledged. Keep it shorter than the renewal
@@ -155,9 +156,9 @@ impl LeaseTimings {
         self
     }
 
-    /// How long a holder asked for a planned move waits for its deliveries in flight to settle
-    /// before it hands the shard over anyway (default 5 s). It hands out no record meanwhile,
-    /// and keeps its lease. A move whose every delivery settled within it redelivers nothing;
+    /// How long a holder asked for a handoff waits for its deliveries in flight to settle
+    /// before it hands the shard off anyway (default 5 s). It hands out no record meanwhile,
+    /// and keeps its lease. A handoff whose every delivery settled within it redelivers nothing;
     /// after it, the deliveries still unsettled are the next owner's to deliver again. See
     /// `KinesisBroker::balance_shards`.
     #[must_use]
@@ -166,7 +167,7 @@ impl LeaseTimings {
         self
     }
 
-    /// How long a holder asked for a planned move waits for its deliveries to settle.
+    /// How long a holder asked for a handoff waits for its deliveries to settle.
     #[must_use]
     pub fn handoff_drain(&self) -> Duration {
         self.handoff_drain

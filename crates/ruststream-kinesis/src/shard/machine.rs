@@ -125,10 +125,10 @@ pub(crate) struct ShardMachine<T, R> {
     refused: bool,
     window: usize,
     awaiting: Awaiting,
-    /// A planned move asked for the shard: until when the reader waits for the deliveries in
+    /// A handoff asked for the shard: until when the reader waits for the deliveries in
     /// flight to settle before it hands the shard over anyway.
     handing_over: Option<T>,
-    /// The planned move went ahead with every delivery settled.
+    /// The handoff went ahead with every delivery settled.
     handed_over_drained: bool,
     /// How much of the settled prefix (of this seek generation) the last checkpoint written
     /// covers, and the one in flight would: for the checkpoint lag, settled but not yet written.
@@ -192,7 +192,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             return self.finish(if ended { Stop::Ended } else { Stop::Cancelled });
         }
         if let Some(until) = self.handing_over {
-            // A planned move: nothing more is handed out; the shard goes once every delivery
+            // A handoff: nothing more is handed out; the shard goes once every delivery
             // settled (nothing is delivered twice), or when the drain ran out.
             if self.drained() || now >= until {
                 self.handed_over_drained = self.drained();
@@ -238,7 +238,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         ReadStep::Finish(stop)
     }
 
-    /// A renewal's answer at `now` showed a planned move asked for the shard on behalf of `to`:
+    /// A renewal's answer at `now` showed a handoff asked for the shard on behalf of `to`:
     /// the reader hands out nothing more, waits up to the handoff drain for the deliveries in
     /// flight to settle, and hands the shard over. Whether the reader is to be woken (a shard
     /// already closing, lost or handing over ignores it).
@@ -257,8 +257,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     }
 
     /// A renewing write of this shard answered `row` at `now` (`now_ms` by the wall clock): a
-    /// planned move asked in it, still standing, on behalf of another instance than `owner`,
-    /// starts the hand-over ([`hand_over_asked`](Self::hand_over_asked)). Whether the reader is
+    /// handoff asked in it, still standing, on behalf of another instance than `owner`,
+    /// starts the handoff ([`hand_over_asked`](Self::hand_over_asked)). Whether the reader is
     /// to be woken.
     pub(crate) fn row_seen(&mut self, row: &LeaseState, owner: &str, now: T, now_ms: u64) -> bool {
         if self.handing_over.is_some() {
@@ -282,13 +282,13 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         }
     }
 
-    /// Whether the planned move went ahead with every delivery settled (not for want of time).
+    /// Whether the handoff went ahead with every delivery settled (not for want of time).
     #[cfg(test)]
     pub(crate) fn handed_over_drained(&self) -> bool {
         self.handed_over_drained
     }
 
-    /// Whether a planned move is under way.
+    /// Whether a handoff is under way.
     pub(crate) fn is_handing_over(&self) -> bool {
         self.handing_over.is_some()
     }
@@ -303,7 +303,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     }
 
     /// Whether a subscription's next event, which the reader waits for, is no longer wanted: a
-    /// seek is to be applied, a planned move or a close is under way, or the lease is lost. The
+    /// seek is to be applied, a handoff or a close is under way, or the lease is lost. The
     /// reader then drops the subscription rather than wait for an event on a quiet shard.
     pub(crate) fn event_unwanted(&self) -> bool {
         self.read.awaits_event()
@@ -329,9 +329,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// the old position is forgotten, the reader restarts at `iterator` (a draining one
     /// included), later iterators with no record handed out start at `resume`, and `recorded`
     /// (the seek's position as a checkpoint) is the checkpoint to write until a record of the
-    /// new position settles, so a hand-over before then carries the seek. Whether the seek was
+    /// new position settles, so a handoff before then carries the seek. Whether the seek was
     /// applied: a shard being handed back (closing, lost, or handed to another instance in a
-    /// planned move) refuses it, and the handler hears so.
+    /// handoff) refuses it, and the handler hears so.
     pub(crate) fn seek(
         &mut self,
         iterator: ShardIterator,

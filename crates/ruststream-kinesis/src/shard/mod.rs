@@ -239,7 +239,7 @@ impl ShardHandle {
     }
 
     /// The store answered the write in flight (`answer`; a renewing write answered with the row
-    /// `row`, in which a planned move asked of `owner` starts the hand-over and wakes the
+    /// `row`, in which a handoff asked of `owner` starts the handoff and wakes the
     /// reader): what the lease writer says and counts after it, read under one lock.
     pub(crate) fn answer(
         &self,

@@ -188,7 +188,7 @@ pub(crate) enum Stop {
     Unreadable,
     /// The lease was lost, or ran out by this instance's clock: nothing more is written.
     Lost,
-    /// A planned move: another instance asked for the shard, and the deliveries settled (or the
+    /// A handoff: another instance asked for the shard, and the deliveries settled (or the
     /// drain ran out); the row is handed to it with the final checkpoint.
     HandedOver,
 }

@@ -135,7 +135,7 @@ pub(super) struct Config {
     /// round deleted the row, which a test pins).
     pub(super) takes_know_rows: bool,
     /// Whether the instances balance the shards (`balance_shards`): they take free shards only
-    /// up to their share, and ask the most loaded for planned moves.
+    /// up to their share, and ask the most loaded for handoffs.
     pub(super) balance: bool,
     /// Whether a round reads the rows again when their answer comes later than a lease (or half
     /// the hygiene grace) after they were asked for, as a process frozen in between would see
@@ -346,7 +346,7 @@ impl Config {
         self
     }
 
-    /// Whether the instances balance, and the holder's drain of a planned move (short, the
+    /// Whether the instances balance, and the holder's drain of a handoff (short, the
     /// default, or longer than a lease), drawn from a generator of their own: the schedule's
     /// generator is left where it was, so a seed still draws the schedule it drew before
     /// balancing existed, and the tests pinned on seeds keep finding what they pin.

@@ -282,7 +282,7 @@ impl Sim {
         self.coord_drive(i);
     }
 
-    /// One of the round's requests for a planned move answered (whatever it said); once every
+    /// One of the round's requests for a handoff answered (whatever it said); once every
     /// one did, `Rounds` hears it.
     pub(super) fn ask_answered(&mut self, i: usize, shard: usize, res: &Res) {
         let now = self.now;

@@ -46,13 +46,13 @@
 //! Kinesis calls that fail (`ListShards`, `GetShardIterator`, `GetRecords`); crashes (for good, or
 //! a restart under the same owner id or a fresh one); stalls (the whole process frozen, often for
 //! longer than a lease, then resumed with its timers and answers arriving in random order);
-//! graceful stops (the runtime drains its handlers, then drops the subscription), with or without
+//! releases (the runtime drains its handlers, then drops the subscription), with or without
 //! a restart; a subscription dropped and opened again in the same process under the same owner
 //! id (a new subscription slot of the process, which shares its clock, stalls and partitions);
 //! skewed wall clocks that may also step (NTP) within the bound. Lease timings
 //! vary between the default (10 s / 3 s / 10 s listing) and shortened ones, the handover poll
 //! between off, 0.5 s and 1 s, and the checkpoint cadence between 0, 1 s and 2.5 s. A quiet phase
-//! follows: no more faults except at most one crash or graceful stop, with at least one instance
+//! follows: no more faults except at most one crash or release, with at least one instance
 //! left, until every record is acked.
 //!
 //! What the simulation found, and the [`Config`] flags that set a fixed mistake back so a test
@@ -167,7 +167,7 @@
 //!    owed record; a child's record is delivered only while every parent is at `SHARD_END`,
 //!    marked `SHARD_SKIPPED` or trimmed; and no record read before a seek reaches a handler
 //!    after the seek returned.
-//! 5. Graceful: when a graceful stop's release lands, the row's checkpoint covers every record
+//! 5. Graceful: when a release's release lands, the row's checkpoint covers every record
 //!    of the session's settled prefix (the runtime drained its handlers; a record handed back
 //!    for a retry, and what follows it, is the next owner's to read again), and no record
 //!    covered that way is ever delivered again, but after a seek back over it.

@@ -133,7 +133,7 @@ impl Sim {
         }
     }
 
-    /// What a handler slot does once free: the graceful stop drops the subscription once its
+    /// What a handler slot does once free: the release drops the subscription once its
     /// handlers are done, else the next delivery is dispatched.
     pub(super) fn after_handler(&mut self, i: usize) {
         let inst = &self.insts[i];
@@ -175,7 +175,7 @@ impl Sim {
 
     /// The runtime pulled a delivery from the subscription: the checks of invariants 4 and 5
     /// (the broker hands a shard's records out in order, a child's after its parents ended, and
-    /// none a graceful stop covered).
+    /// none a release covered).
     pub(super) fn pulled(&mut self, i: usize, msg: Msg) {
         let parents_done = self.stream.shards[msg.shard]
             .parents
@@ -188,7 +188,7 @@ impl Sim {
         if !msg.redelivery {
             s.last_idx = Some(msg.idx);
         }
-        // A seek back delivers again on purpose what a graceful stop had covered (and lowers
+        // A seek back delivers again on purpose what a release had covered (and lowers
         // the cover for the owners after it).
         let seeked = s.seek_floor.is_some();
         let shard = msg.shard;
@@ -222,14 +222,14 @@ impl Sim {
         }
         if idx < covered && !seeked {
             self.fail(format!(
-                "graceful: shard {shard} #{idx} delivered again after a graceful stop had \
+                "graceful: shard {shard} #{idx} delivered again after a release had \
                  checkpointed it (covered below #{covered})"
             ));
         }
         let planned = self.ghost[shard].planned_upto;
         if idx < planned && !seeked {
             self.fail(format!(
-                "planned move: shard {shard} #{idx} delivered again after a planned move in \
+                "handoff: shard {shard} #{idx} delivered again after a handoff in \
                  which every delivery had settled (handed over below #{planned})"
             ));
         }
@@ -447,7 +447,7 @@ impl Sim {
             }
         }
         let g = &mut self.ghost[shard];
-        // What a graceful stop covered is read again from the target, by this owner and, once
+        // What a release covered is read again from the target, by this owner and, once
         // its checkpoint moved back, by the next one.
         g.covered_upto = g.covered_upto.min(target);
         g.planned_upto = g.planned_upto.min(target);

@@ -274,7 +274,7 @@ impl Sim {
         if held && s.machine.ending() == Some(Ending::Lost(Lost::RanOut)) {
             self.stats.lapsed_by_clock += 1;
         }
-        // `write_lease`: the row a renewing write answered shows a planned move asked of it.
+        // `write_lease`: the row a renewing write answered shows a handoff asked of it.
         let asked = match res {
             Res::Row(Some(row)) => {
                 let owner = Arc::clone(&self.insts[i].owner);
@@ -287,7 +287,7 @@ impl Sim {
             _ => false,
         };
         if asked {
-            self.log(|| format!("i{i} session {sid} is asked for a planned move"));
+            self.log(|| format!("i{i} session {sid} is asked for a handoff"));
             self.reader_wake(i, sid, false);
         }
         self.lease_drive(i, sid);

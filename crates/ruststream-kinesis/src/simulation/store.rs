@@ -504,7 +504,7 @@ impl Sim {
                             let floor = self.seek_floors.get(&op.sid).copied();
                             if new < old && floor.is_none_or(|floor| new < floor) {
                                 self.fail(format!(
-                                    "monotonic: shard {shard}'s hand-over moved its checkpoint \
+                                    "monotonic: shard {shard}'s handoff moved its checkpoint \
                                      back from {old:?} to {checkpoint} (session {})",
                                     op.sid
                                 ));
@@ -524,7 +524,7 @@ impl Sim {
                             && mark < self.stream.mark_through(shard, idx)
                         {
                             self.fail(format!(
-                                "planned move: session {} handed shard {shard} over at \
+                                "handoff: session {} handed shard {shard} over at \
                                  checkpoint {mark:?}, behind record #{idx} it had settled",
                                 op.sid
                             ));
@@ -537,7 +537,7 @@ impl Sim {
                             self.stats.clean_hand_overs += 1;
                             if *last > *cover {
                                 self.fail(format!(
-                                    "planned move: every delivery of session {} had settled, \
+                                    "handoff: every delivery of session {} had settled, \
                                      yet it handed shard {shard} over covering #{cover:?} of \
                                      #{last:?}, the last it handed to a handler: the next owner delivers again",
                                     op.sid
@@ -627,8 +627,8 @@ impl Sim {
                     | OpKind::AskHandoff { .. }
                     | OpKind::Delete { .. } => unreachable!(),
                 }
-                // A renewing write answers the row as written, where its holder sees a planned
-                // move asked.
+                // A renewing write answers the row as written, where its holder sees a handoff
+                // asked.
                 if renews {
                     Res::Row(self.rows[shard].state.clone())
                 } else {

@@ -150,7 +150,7 @@ fn random_schedules_keep_the_lease_invariants() {
     assert_eq!(stats.schedules, count);
     // The faults were exercised, not only scheduled.
     assert!(stats.takeovers > 0 && stats.refused_renewals > 0 && stats.graceful_covers > 0);
-    // Balancing ran: planned moves were asked for and handed over, some with every delivery
+    // Balancing ran: handoffs were asked for and handed off, some with every delivery
     // settled, and schedules ended with the instances checked converged.
     assert!(stats.asks > 0 && stats.clean_hand_overs > 0 && stats.converged > 0);
     // KPL aggregates were written, readers took shards over from a checkpoint inside one, and
@@ -598,7 +598,7 @@ fn fan_out_schedules_keep_the_lease_invariants() {
 }
 
 /// A schedule the random runs found when a seek began to write its position as a checkpoint
-/// (so that a hand-over before any record of it settled carries it): a handler sought a child
+/// (so that a handover before any record of it settled carries it): a handler sought a child
 /// shard back to a record, after the round had deleted its finished parent's row; written as
 /// `AT_SEQUENCE:<n>`, the child's row read as a start its first owner recorded, so the parent
 /// looked never read, and a restarted instance took it and read it again. A seek's checkpoint
@@ -609,7 +609,7 @@ fn a_childs_seek_never_makes_its_deleted_parent_look_unread() {
     assert!(stats.seeks > 0, "the schedule still seeks");
 }
 
-/// A schedule a long run found (`SIM_SCHEDULES=4000`): a run of `i1` stopped gracefully while
+/// A schedule a long run found (`SIM_SCHEDULES=4000`): a run of `i1` stopped (a release) while
 /// the write of its record in the notice was on its way; the write timed out and landed 13.6 s
 /// after it was sent, after the restarted run's record. The restarted run took it for an
 /// earlier run alive under its owner id and paused the instance (`Twins::read` now tells a record

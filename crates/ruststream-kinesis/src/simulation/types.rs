@@ -227,8 +227,8 @@ pub(super) enum OpKind {
     /// `LeaseStore::checkpoint_and_renew`: the checkpoints of a held shard
     /// (`Write::Checkpoint`).
     CheckpointRenew(Arc<str>),
-    /// `cover`: the last record index a gracefully stopping session delivered; `graceful`: the
-    /// release of `release_graceful` (not of a failed take or of `SHARD_END`).
+    /// `cover`: the last record index a stopping session delivered before its release;
+    /// `graceful`: the release of `release_graceful` (not of a failed take or of `SHARD_END`).
     Release {
         cover: Option<usize>,
         graceful: bool,
@@ -254,7 +254,7 @@ pub(super) enum OpKind {
     },
     /// `LeaseStore::withdraw_handoff`: the caller's request removed from the row.
     Withdraw,
-    /// `LeaseStore::ask_handoff`: a planned move of `holder`'s shard to the caller.
+    /// `LeaseStore::ask_handoff`: a handoff of `holder`'s shard to the caller.
     AskHandoff {
         holder: String,
         counter: u64,
@@ -344,7 +344,7 @@ pub(super) enum Cont {
     Beat,
     /// The poll's record of this run.
     Announce,
-    /// One of a round's requests for a planned move of `shard`.
+    /// One of a round's requests for a handoff of `shard`.
     Ask {
         shard: usize,
     },
@@ -731,18 +731,18 @@ pub(super) struct GhostShard {
     /// it, or a parent of it), so that every record written to it from then on is owed.
     pub(super) reached: bool,
     pub(super) covered_upto: usize,
-    /// Below this index no record is delivered again: a planned move in which every delivery
+    /// Below this index no record is delivered again: a handoff in which every delivery
     /// of the handing session had settled covered them.
     pub(super) planned_upto: usize,
     pub(super) unserved_since: Option<Time>,
     /// When a reshard made the shard: instances see it only from their next listing on.
     pub(super) created_at: Time,
-    /// A graceful release that left records to read, until the next owner delivers.
+    /// A stopping session's release that left records to read, until the next owner delivers.
     pub(super) handover: Option<Handover>,
 }
 
-/// A graceful release that left records to read: when it landed, by which session, and which
-/// steps of the next owner were counted already.
+/// A stopping session's release that left records to read: when it landed, by which session,
+/// and which steps of the next owner were counted already.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Handover {
     pub(super) at: Time,
@@ -754,7 +754,8 @@ pub(super) struct Handover {
     pub(super) read: bool,
 }
 
-/// What the next owner did how long after a graceful release landed, in virtual milliseconds.
+/// What the next owner did how long after a stopping session's release landed, in virtual
+/// milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Step {
     /// Its acquire landed.
@@ -765,10 +766,10 @@ pub(super) enum Step {
     Delivery,
 }
 
-/// Graceful handovers: the worst time from a release that leaves records to read to each step
-/// of the next owner, over every handover, and over the quiet ones: released after the quiet
-/// phase's last faulty call could have landed, with a subscription of another process up to take
-/// the shard (no fault slows the next owner down, none has to start first), in virtual
+/// Handovers after a release: the worst time from a release that leaves records to read to each
+/// step of the next owner, over every handover, and over the quiet ones: released after the
+/// quiet phase's last faulty call could have landed, with a subscription of another process up
+/// to take the shard (no fault slows the next owner down, none has to start first), in virtual
 /// milliseconds.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Handovers {
@@ -868,7 +869,7 @@ pub(super) struct Stats {
     pub(super) notice_reads: u64,
     /// Rows a round deleted.
     pub(super) deletions: u64,
-    /// Planned moves asked for and recorded, hand-overs that landed, those in which every
+    /// Handoffs asked for and recorded, handoffs whose write landed, those in which every
     /// delivery had settled, and schedules whose end checked that the instances converged.
     pub(super) asks: u64,
     pub(super) hand_overs: u64,
@@ -896,7 +897,7 @@ pub(super) struct Stats {
     /// The longest a shard went without a reader in a quiet phase, as a share of the bound, in
     /// per mille.
     pub(super) worst_recovery_permille: u64,
-    /// Graceful handovers with the handover poll on, and with it off.
+    /// Handovers after a release, with the handover poll on, and with it off.
     pub(super) handovers_polled: Handovers,
     pub(super) handovers_unpolled: Handovers,
 }

@@ -1,5 +1,5 @@
 //! The stream and its producer (writes, reshards, retention, malformed rows), and the
-//! instances: start, crash, stall, partitions, graceful stops and resubscribes.
+//! instances: start, crash, stall, partitions, releases and resubscribes.
 
 use super::*;
 
@@ -176,7 +176,7 @@ impl Sim {
         self.log(|| format!("row of shard {shard} malformed for {dur:?}"));
     }
 
-    // ----- instances: start, crash, stall, graceful stop ------------------------------------
+    // ----- instances: start, crash, stall, release ------------------------------------
 
     pub(super) fn start(&mut self, i: usize, same_id: bool) {
         if self.insts[i].alive {

@@ -164,7 +164,7 @@ impl Instance {
         (a, b)
     }
 
-    /// A graceful stop: final checkpoints and releases are written before this returns.
+    /// A release: final checkpoints and releases are written before this returns.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

@@ -284,7 +284,7 @@ fn a_stopping_instance_withdraws_its_standing_requests_but_for_the_shards_it_rea
     let (handed, asked): (Arc<str>, Arc<str>) = (Arc::from("shardId-0"), Arc::from("shardId-1"));
     coordinator.requested(&handed, NOW_MS);
     coordinator.requested(&asked, NOW_MS);
-    // shardId-0 was handed over and is read: its reader hands it back with its final
+    // shardId-0 was handed off and is read: its reader hands it back with its final
     // checkpoint, and a hand-back beside it would move the row's counter under that checkpoint.
     let reading: HashSet<Arc<str>> = [Arc::clone(&handed)].into();
     assert_eq!(

@@ -477,7 +477,7 @@ fn a_balancing_instance_asks_the_holder_of_every_shard_for_its_share() {
     let (taken, step) = round_over_four_held_by_pod_b(&mut rig, now);
     assert!(taken.is_empty());
     let Step::Ask(asks) = step else {
-        panic!("the round asks for planned moves, not {step:?}");
+        panic!("the round asks for handoffs, not {step:?}");
     };
     assert_eq!(asks.len(), 2, "{asks:?}");
     assert!(asks.iter().all(|ask| ask.holder == "pod-b"));
@@ -494,12 +494,12 @@ fn a_paused_instance_asks_for_no_planned_move() {
     let now = POLL;
     let mut rig = balancing_rig_after_notice(&[OWNER, "pod-b"], now);
     rig.coordinator.set_paused(true);
-    // Paused, it takes nothing: a shard handed over to it would only be handed back.
+    // Paused, it takes nothing: a shard handed off to it would only be handed back.
     let (taken, step) = round_over_four_held_by_pod_b(&mut rig, now);
     assert!(taken.is_empty());
     assert!(
         matches!(step, Step::Wait(Some(_))),
-        "no planned move is asked for: {step:?}"
+        "no handoff is asked for: {step:?}"
     );
 }
 

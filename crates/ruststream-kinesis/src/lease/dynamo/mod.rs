@@ -48,11 +48,11 @@ const CHECKPOINT_SUB_SEQUENCE: &str = "checkpoint_sub_sequence";
 /// How far behind its shard's newest record the reader was when it wrote the checkpoint, in
 /// milliseconds (N; absent when not known): for people, nothing decides on it.
 const CHECKPOINT_BEHIND: &str = "checkpoint_behind_ms";
-/// A planned move asked of the holder: the owner id of the instance that asked for the shard
+/// A handoff asked of the holder: the owner id of the instance that asked for the shard
 /// (see [`Handoff`](crate::Handoff)); absent otherwise. Written without a counter bump, removed
-/// by every take and by the hand-over.
+/// by every take and by the handoff's write.
 const HANDOFF_TO: &str = "handoff_to";
-/// When the planned move was asked, in epoch milliseconds by the asker's clock.
+/// When the handoff was asked, in epoch milliseconds by the asker's clock.
 const HANDOFF_ASKED: &str = "handoff_asked";
 
 /// A take succeeds when the row is new, has no owner, has this owner, or expired more than
@@ -812,7 +812,7 @@ impl LeaseStore for DynamoLeaseStore {
     }
 
     /// One conditional `UpdateItem` (held, fenced, the request naming `to`), then a bump of the
-    /// stream's notice (a second call, whose failure is logged and not the hand-over's).
+    /// stream's notice (a second call, whose failure is logged and not the handoff's).
     fn hand_over<'a>(
         &'a self,
         key: &'a LeaseKey,

@@ -306,7 +306,7 @@ impl DynamoLeaseStore {
             }
             None => condition.push_str(NO_APPLICATION_CONDITION),
         }
-        // A take ends every planned move asked of the row's earlier holder.
+        // A take ends every handoff asked of the row's earlier holder.
         update.push_str(" REMOVE handoff_to, handoff_asked ADD lease_counter :one");
         let taken = self
             .update(
@@ -584,7 +584,7 @@ impl DynamoLeaseStore {
         self.written(key, "checkpoint", &item)
     }
 
-    /// The hand-over of a planned move: the final checkpoint, `to` as the owner with a lease
+    /// The write of a handoff: the final checkpoint, `to` as the owner with a lease
     /// from now, the request removed; held, fenced, and the request naming `to`.
     pub(super) async fn hand_over_held(
         &self,
@@ -649,7 +649,7 @@ impl DynamoLeaseStore {
         recorded(written)
     }
 
-    /// Records a planned move asked of `holder`, unless another live one stands.
+    /// Records a handoff asked of `holder`, unless another live one stands.
     pub(super) async fn write_handoff_request(
         &self,
         key: &LeaseKey,

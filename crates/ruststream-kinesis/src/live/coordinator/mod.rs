@@ -234,7 +234,7 @@ impl Subscription {
             handle,
             cancel,
         };
-        // Everything the reader's tasks log (its lease's release, hand-over or loss, its
+        // Everything the reader's tasks log (its lease's release, handoff or loss, its
         // calls' failures) carries the shard it reads.
         let span = tracing::info_span!(
             "shard_reader",
@@ -489,7 +489,7 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
     for shard in &standing {
         let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(shard));
         if let Err(err) = sub.store.withdraw_handoff(&key, &sub.owner).await {
-            tracing::warn!(lease = %key, error = %err, "withdrawing a request for a planned move failed as this instance stops; a holder that hands the shard over to it before the request lapses leaves the shard unread for a lease");
+            tracing::warn!(lease = %key, error = %err, "withdrawing a request for a handoff failed as this instance stops; a holder that hands the shard over to it before the request lapses leaves the shard unread for a lease");
         }
     }
     // A holder that handed a shard over before the withdrawal landed made the row this

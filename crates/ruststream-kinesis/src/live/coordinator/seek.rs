@@ -105,7 +105,7 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
     Err(KinesisError::Seek {
         stream: sub.stream.to_string(),
         reason: format!(
-            "shard(s) {refused:?} are being handed back (a graceful stop, a planned move to \
+            "shard(s) {refused:?} are being handed back (a release, a handoff to \
              another instance, a shard read to its end, or a lost lease), so the seek to {to:?} \
              was not applied to them: their next owner reads on from their last checkpoint; \
              applied to {applied:?}. Seek again on the instance that holds them"

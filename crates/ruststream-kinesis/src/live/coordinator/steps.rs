@@ -145,7 +145,7 @@ impl Subscription {
         rounds.announced(&mut self.coordinator(), answer.is_ok(), epoch_millis());
     }
 
-    /// The requests for planned moves, in parallel.
+    /// The requests for handoffs, in parallel.
     pub(super) async fn ask_handoffs(&self, rounds: &mut Rounds<Instant>, asks: &[Ask]) {
         join_all(asks.iter().map(|ask| async move {
             let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&ask.shard));
@@ -156,7 +156,7 @@ impl Subscription {
                 .await;
             self.upkeep(Upkeep::AskHandoff, &answer);
             if let Ok(true) = answer {
-                tracing::debug!(lease = %key, holder = %ask.holder, "asked for a planned move");
+                tracing::debug!(lease = %key, holder = %ask.holder, "asked for a handoff");
                 self.coordinator().requested(&ask.shard, asked_ms);
             }
         }))

@@ -245,7 +245,7 @@ impl Reader {
                                 () = self.cancel.cancelled() => break Answered::Cancelled,
                                 fetch = &mut fetch => break Answered::Fetch(fetch),
                                 // A quiet shard's next event may be seconds away: a seek, a
-                                // planned move or a close drops the subscription instead.
+                                // handoff or a close drops the subscription instead.
                                 () = handle.read_wake.notified(), if awaits_event => {
                                     if handle.event_unwanted() {
                                         break Answered::Unwanted;

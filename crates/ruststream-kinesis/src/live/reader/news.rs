@@ -12,7 +12,7 @@ pub(super) fn say(env: &ShardEnv, news: &LeaseNews) {
     match news {
         LeaseNews::Released => tracing::info!("lease released"),
         LeaseNews::HandedOver { to } => {
-            tracing::info!(to = %to, "lease handed over (a planned move)");
+            tracing::info!(to = %to, "lease handed over (a handoff)");
         }
         LeaseNews::Finished => tracing::info!("shard read to its end (checkpoint SHARD_END)"),
         LeaseNews::Refused => tracing::info!(

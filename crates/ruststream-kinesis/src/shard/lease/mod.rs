@@ -22,7 +22,7 @@
 //! - closing, the shard delivers nothing more, and after the write in flight the final
 //!   checkpoint (or `SHARD_END`, which covers every settled record and so drops what is
 //!   pending) and the release go out, in that order, and nothing after the release;
-//! - handed over (a planned move another instance asked for), the final checkpoint and the new
+//! - handed off (a handoff another instance asked for), the final checkpoint and the new
 //!   owner go out in one write after the write in flight, and nothing after it; a refused one
 //!   (the request was replaced) falls back to the final checkpoint and the release.
 
@@ -102,7 +102,7 @@ pub(crate) enum Close {
     Release,
     /// Read to its end, every delivery settled: write `SHARD_END`, then release.
     Finished,
-    /// A planned move: hand the row, with the pending checkpoint, to the instance that asked
+    /// A handoff: hand the row, with the pending checkpoint, to the instance that asked
     /// ([`ShardLease::hand_to`]) in one write. Without one asked, a release.
     HandOver,
 }
@@ -179,7 +179,7 @@ pub(crate) struct ShardLease<T = Instant> {
     phase: Phase,
     /// No checkpoint will be written any more: a settlement now is refused.
     sealed: bool,
-    /// The instance a planned move hands the shard to, once asked.
+    /// The instance a handoff hands the shard to, once asked.
     hand_to: Option<Arc<str>>,
     /// How far behind the shard's newest record the last read was (`MillisBehindLatest`),
     /// written with each checkpoint.
@@ -255,7 +255,7 @@ impl<T: Moment> ShardLease<T> {
                     }
                     (Close::HandOver, checkpoint) if self.hand_to.is_some() => {
                         let to = self.hand_to.clone().expect("checked above");
-                        // Nothing follows the hand-over: its answer ends the machine.
+                        // Nothing follows the handoff: its answer ends the machine.
                         self.phase = Phase::Releasing { written: false };
                         Write::HandOver { to, checkpoint }
                     }
@@ -329,7 +329,7 @@ impl<T: Moment> ShardLease<T> {
         }
     }
 
-    /// A closing write (the final checkpoint, the release, the hand-over) was answered.
+    /// A closing write (the final checkpoint, the release, the handoff) was answered.
     fn closing_answered(&mut self, write: Write, answer: Answer) {
         match (write, answer) {
             (Write::Final(_), Answer::Done) => {
@@ -444,23 +444,23 @@ impl<T: Moment> ShardLease<T> {
         }
     }
 
-    /// How long a planned move waits for the deliveries in flight to settle.
+    /// How long a handoff waits for the deliveries in flight to settle.
     pub(crate) fn handoff_drain(&self) -> Duration {
         self.timings.handoff_drain()
     }
 
-    /// A planned move asked for the shard on behalf of `to`: a [`Close::HandOver`] hands it
+    /// A handoff asked for the shard on behalf of `to`: a [`Close::HandOver`] hands it
     /// there.
     pub(crate) fn hand_to(&mut self, to: Arc<str>) {
         self.hand_to = Some(to);
     }
 
-    /// Whether a planned move asked the shard for `to`.
+    /// Whether a handoff asked the shard for `to`.
     pub(crate) fn hands_to(&self, to: &str) -> bool {
         self.hand_to.as_deref() == Some(to)
     }
 
-    /// The planned move is off: the request was withdrawn or replaced before the hand-over.
+    /// The handoff is off: the request was withdrawn or replaced before its write.
     pub(crate) fn hand_off_cancelled(&mut self) {
         self.hand_to = None;
     }

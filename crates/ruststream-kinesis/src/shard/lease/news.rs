@@ -10,7 +10,7 @@ use crate::telemetry::LeaseEvent;
 pub(crate) enum LeaseNews {
     /// The release landed.
     Released,
-    /// The hand-over to the instance that asked for the shard landed.
+    /// The handoff to the instance that asked for the shard landed.
     HandedOver { to: Arc<str> },
     /// The `SHARD_END` checkpoint landed: the shard's children may start.
     Finished,

@@ -759,7 +759,7 @@ fn a_seek_of_a_shard_being_handed_back_keeps_its_pending_checkpoint() {
 }
 
 /// A seek whose position settled nothing yet still moves the shard: its position is the
-/// checkpoint to write, and a graceful stop or a planned move carries it to the next owner.
+/// checkpoint to write, and a release or a handoff carries it to the next owner.
 #[test]
 fn a_seek_that_settled_nothing_survives_a_hand_over() {
     for close in [Close::Release, Close::HandOver] {
@@ -793,7 +793,7 @@ fn a_seek_that_settled_nothing_survives_a_hand_over() {
             "the seek's position, not the settled record before it"
         );
     }
-    // Asked to move after the seek: the hand-over carries the seek's position.
+    // Asked to move after the seek: the handoff carries the seek's position.
     let mut machine = taken();
     read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
     let ticket = hand_out(&mut machine, Duration::ZERO)[0];
@@ -810,7 +810,7 @@ fn a_seek_that_settled_nothing_survives_a_hand_over() {
     );
 }
 
-/// The row a renewal answers, held by `owner`, with a planned move asked for `to` at `asked_ms`.
+/// The row a renewal answers, held by `owner`, with a handoff asked for `to` at `asked_ms`.
 fn asked_row(owner: &str, to: &str, asked_ms: u64) -> LeaseState {
     LeaseState {
         owner: Some(owner.to_owned()),
@@ -870,7 +870,7 @@ fn a_planned_move_waits_for_every_delivery_then_hands_over_with_the_last_checkpo
     assert_eq!(
         machine.ending(),
         Some(Ending::Closed { written: true }),
-        "nothing follows the hand-over"
+        "nothing follows the handoff"
     );
 }
 
