@@ -1,6 +1,6 @@
 //! One take of a shard, pure: its calls in order (the lease, recording where a first owner
 //! starts; the first iterator; the hand-back of a shard it does not read) and what each answer
-//! means, through the [`Coordinator`] that knows the stream's shards. `Subscription::take`
+//! means, through the [`Coordinator`] that knows the stream's shards. `Subscription::take_all`
 //! executes it; the simulation drives the same type on a virtual clock.
 //!
 //! ```text

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
@@ -87,11 +87,8 @@ pub(crate) struct Subscription {
     pub(super) runtime: tokio::runtime::Handle,
     pub(super) broker_closed: Arc<AtomicBool>,
     pub(super) running: Mutex<HashMap<Arc<str>, Running>>,
-    /// What it knows of the stream's shards, and the coordinator's decisions on it: used by the
-    /// coordinator's driver only, through [`coordinator`](Self::coordinator).
-    coordinator: Mutex<Coordinator<Instant>>,
-    /// What the readers and the seeks told the coordinator, in order, applied before its next
-    /// use.
+    /// What the readers and the seeks told the coordinator, in order, applied by its driver
+    /// before it next uses it.
     heard: Mutex<Vec<Heard>>,
     /// Wakes the coordinator before its next listing (a shard ended or stopped).
     pub(super) wake: Notify,
@@ -99,14 +96,15 @@ pub(crate) struct Subscription {
 
 impl Subscription {
     /// The subscription `source` describes on `instance`, its deliveries going out on `tx`,
-    /// read through the enhanced fan-out consumer `fan_out` if any; nothing runs yet
-    /// ([`coordinator::start`](crate::live::coordinator::start) runs it).
+    /// read through the enhanced fan-out consumer `fan_out` if any, and the coordinator its
+    /// driver is to own; nothing runs yet ([`coordinator::start`](crate::live::coordinator::start)
+    /// runs it).
     pub(crate) fn new(
         instance: Instance,
         source: &KinesisStream,
         fan_out: Option<Consumer>,
         tx: mpsc::Sender<Item>,
-    ) -> Arc<Self> {
+    ) -> (Arc<Self>, Coordinator<Instant>) {
         let Instance {
             kinesis,
             store,
@@ -122,7 +120,10 @@ impl Subscription {
             closed,
         } = instance;
         let stream: Arc<str> = Arc::from(source.name.as_ref());
-        Arc::new(Self {
+        let coordinator = Coordinator::new(timings, source.initial.clone())
+            .with_balancing(balance)
+            .with_incarnation(incarnation);
+        let sub = Arc::new(Self {
             heard: Mutex::default(),
             store: Arc::new(Timed::new(
                 store,
@@ -146,13 +147,9 @@ impl Subscription {
             runtime,
             broker_closed: closed,
             running: Mutex::default(),
-            coordinator: Mutex::new(
-                Coordinator::new(timings, source.initial.clone())
-                    .with_balancing(balance)
-                    .with_incarnation(incarnation),
-            ),
             wake: Notify::new(),
-        })
+        });
+        (sub, coordinator)
     }
 
     /// The runtime the subscription's tasks run on.
@@ -218,15 +215,10 @@ impl Subscription {
         lock(&self.heard).push(heard);
     }
 
-    /// The coordinator, with everything told to it so far applied, in the order told: for its
-    /// driver only.
-    pub(super) fn coordinator(&self) -> MutexGuard<'_, Coordinator<Instant>> {
-        let mut coordinator = lock(&self.coordinator);
-        let told = std::mem::take(&mut *lock(&self.heard));
-        for heard in told {
-            heard.apply(&mut coordinator);
-        }
-        coordinator
+    /// What the readers and seeks told the coordinator since its driver last asked, in the
+    /// order told.
+    pub(super) fn told(&self) -> Vec<Heard> {
+        std::mem::take(&mut *lock(&self.heard))
     }
 }
 

@@ -352,7 +352,7 @@ impl Sim {
         self.coord_drive(i);
     }
 
-    // ----- `Subscription::take`: what `Take` asks ---------------------------------------
+    // ----- `Subscription::take_all`: what `Take` asks ---------------------------------------
 
     /// The takes of one pass, in parallel.
     pub(super) fn take_all(&mut self, i: usize, takes: Vec<(ShardInfo, TakeFor)>) {

@@ -19,7 +19,7 @@
 //! final checkpoint or `SHARD_END` and the release), whether a record may still be handed out,
 //! the watermark and the records handed back. The simulation drives them the way the tokio
 //! drivers do: as `coordinator::drive` (asks `Rounds` at `now`, makes the call it names, hands
-//! back the answer, waits for its timer, a wake or the cancel), as `Subscription::take` (makes
+//! back the answer, waits for its timer, a wake or the cancel), as `Subscription::take_all` (makes
 //! the calls a `Take` asks: `acquire_from`, which the simulated store answers as the trait's
 //! default does, an acquire then the start checkpoint; `GetShardIterator`; a release), as
 //! `Reader::read` (asks the

@@ -1,12 +1,15 @@
 //! Which shards this instance reads: the drivers of the pure [`coordinator`](crate::coordinator)
-//! machines. `drive` executes what [`Rounds`] asks (when a listing round or the handover poll
-//! runs, and their calls in order), `take` makes the calls one [`Take`] asks (the lease, the
-//! start it records, the first iterator, a hand-back) and starts the shard's reader, and `seek`
-//! positions the shards of a seek. Every decision on the answers is the
-//! [`Coordinator`](crate::coordinator::machine::Coordinator)'s.
+//! machines, which the driver owns ([`machines`]). `drive` executes what [`Rounds`] asks (when a
+//! listing round or the handover poll runs, and their calls in order; each step's calls in
+//! [`steps`]), `take_all` makes the calls each take of a pass asks (the lease, the start it
+//! records, the first iterator, a hand-back; [`takes`]) and starts the shards' readers, and
+//! `seek` positions the shards of a seek. Every decision on the answers is the
+//! [`Coordinator`]'s.
 
+mod machines;
 mod seek;
 mod steps;
+mod takes;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,15 +20,17 @@ use futures::FutureExt;
 use futures::future::join_all;
 use tokio::sync::mpsc;
 
-use crate::coordinator::plan::{Rows, TakeFor};
+use crate::coordinator::machine::Coordinator;
+use crate::coordinator::plan::Rows;
 use crate::coordinator::rounds::{Rounds, Step};
-use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
+use crate::coordinator::take::Told;
 use crate::coordinator::twins::TwinNews;
 use crate::delivery::message::Item;
 use crate::kinesis::api::ShardInfo;
 use crate::kinesis::fan_out::Consumer;
 use crate::kinesis::iterator::ShardIterator;
 use crate::lease::{LeaseKey, epoch_millis};
+use crate::live::coordinator::machines::Machines;
 use crate::live::heard::Heard;
 use crate::live::reader::{self, Reader, ShardEnv};
 use crate::live::subscription::{Instance, Running, Subscription, lock};
@@ -78,91 +83,6 @@ impl Subscription {
     /// shards skipped for starting at the tip are judged again.
     pub(crate) fn start_at(&self, initial: KinesisPosition) {
         self.hear(Heard::StartAt(initial));
-    }
-
-    /// Makes the calls of one take of `shard` (what [`Take`] asks, its answers fed back) and
-    /// starts the shard's reader when the take reads it; whether it does. A row without a
-    /// checkpoint starts where `purpose` says; a take for skipping marks it
-    /// [`SHARD_SKIPPED`](crate::SHARD_SKIPPED) instead, and hands it back.
-    async fn take(self: &Arc<Self>, shard: &ShardInfo, purpose: TakeFor) -> bool {
-        let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id));
-        let mut take = Take::new(
-            Arc::clone(&shard.id),
-            purpose,
-            Instant::now(),
-            epoch_millis(),
-        );
-        let mut iterator = None;
-        loop {
-            match take.next() {
-                TakeStep::Call(TakeCall::Acquire { start }) => {
-                    let answer = self
-                        .store
-                        .acquire_from(&key, &self.owner, self.timings.lease(), &start)
-                        .await;
-                    let refused = answer.as_ref().err().map(|err| match err {
-                        err if err.is_fenced() => AcquireRefused::Fenced,
-                        crate::LeaseError::LegacyRow { .. }
-                        | crate::LeaseError::OtherApplication { .. } => AcquireRefused::Unusable,
-                        _ => AcquireRefused::Failed,
-                    });
-                    let told = take.acquired(
-                        &mut self.coordinator(),
-                        match (&answer, refused) {
-                            (Ok(state), _) => Ok(state.checkpoint.as_deref()),
-                            (Err(_), refused) => Err(refused.unwrap_or(AcquireRefused::Failed)),
-                        },
-                        Instant::now(),
-                        rand::random(),
-                    );
-                    if let Err(err) = answer {
-                        self.tell(&shard.id, told, self.lease_error(&shard.id, err));
-                    }
-                }
-                TakeStep::Call(TakeCall::Iterator { start }) => {
-                    let answer = self
-                        .kinesis
-                        .shard_iterator(&self.stream, &shard.id, &start)
-                        .await;
-                    let told = take.positioned(
-                        &mut self.coordinator(),
-                        match &answer {
-                            Ok(_) => Ok(()),
-                            Err(KinesisError::ShardNotFound { .. }) => Err(IteratorRefused::Gone),
-                            Err(_) => Err(IteratorRefused::Failed),
-                        },
-                        Instant::now(),
-                        rand::random(),
-                    );
-                    match answer {
-                        Ok(answered) => iterator = Some(answered),
-                        Err(err) => self.tell(&shard.id, told, err),
-                    }
-                }
-                TakeStep::Call(TakeCall::Release) => {
-                    // Fenced by the counter the take left; a lease it does not free lapses.
-                    let _ = self.store.release(&key, &self.owner).await;
-                    take.released();
-                }
-                TakeStep::Over { wake_coordinator } => {
-                    if wake_coordinator {
-                        tracing::debug!(stream = %self.stream, shard = %shard.id, "closed shard never read and started at the tip: skipped");
-                        self.wake.notify_one();
-                    }
-                    return false;
-                }
-                TakeStep::Read {
-                    start,
-                    resume,
-                    sent,
-                    sent_ms,
-                } => {
-                    let iterator = iterator.expect("a take reads once its iterator answered");
-                    self.start_reader(shard, key, iterator, &start, resume, sent, sent_ms);
-                    return true;
-                }
-            }
-        }
     }
 
     /// Says what a take's refused answer means, `err` being the answer.
@@ -257,19 +177,19 @@ pub(crate) async fn start(
     fan_out: Option<Consumer>,
     tx: mpsc::Sender<Item>,
 ) -> Result<Arc<Subscription>, KinesisError> {
-    let sub = Subscription::new(instance, source, fan_out, tx);
+    let (sub, coordinator) = Subscription::new(instance, source, fan_out, tx);
     // The first round runs on the broker's runtime, where the SDK clients then keep their pooled
     // connections: a connection made on the caller's runtime dies with it, and the readers'
     // first calls would fail on it once a caller's runtime stopped.
     let first = Arc::clone(&sub);
-    let rounds = sub
+    let machines = sub
         .runtime()
-        .spawn(async move { first.first_round().await })
+        .spawn(async move { first.first_round(coordinator).await })
         .await
         .map_err(|_| KinesisError::ShutDown {
             what: "opening a subscription",
         })??;
-    sub.spawn(run(Arc::clone(&sub), rounds));
+    sub.spawn(run(Arc::clone(&sub), machines));
     Ok(sub)
 }
 
@@ -278,29 +198,29 @@ pub(crate) async fn start(
 /// cannot be listed fails); later ones are reported.
 async fn drive(
     sub: &Arc<Subscription>,
-    rounds: &mut Rounds<Instant>,
+    machines: &mut Machines,
     first: bool,
 ) -> Result<(), KinesisError> {
     let mut pause = sub.pause.watch();
     loop {
-        if first && rounds.first_round_over() {
+        if first && machines.rounds().first_round_over() {
             return Ok(());
         }
         // What fired while a call was under way counts from now on: the cancel, the instance's
         // pause, and (after the first round) a wake's permit, which the next round consumes
         // before a due poll.
         if sub.cancel.is_cancelled() {
-            rounds.cancel();
+            machines.rounds().cancel();
         }
-        sub.follow_pause();
+        sub.follow_pause(machines);
         if !first && sub.wake.notified().now_or_never().is_some() {
-            rounds.wake();
+            machines.rounds().wake();
         }
         let step = {
             let reading = sub.reading();
-            let mut coordinator = sub.coordinator();
+            let (rounds, coordinator) = machines.both(sub);
             rounds.next(
-                &mut coordinator,
+                coordinator,
                 &reading,
                 &sub.owner,
                 Instant::now(),
@@ -308,25 +228,25 @@ async fn drive(
             )
         };
         match step {
-            Step::ListShards => sub.list_shards(rounds, first).await?,
-            Step::ListRows => sub.list_rows(rounds).await,
-            Step::ReadRows(wanted) => sub.read_rows(rounds, &wanted).await,
-            Step::Delete(deletions) => sub.delete_rows(rounds, &deletions).await,
-            Step::ReadNotice => sub.read_notice(rounds).await,
-            Step::Beat(beat) => sub.write_beat(rounds, &beat).await,
-            Step::Announce { record, forget } => sub.announce(rounds, &record, &forget).await,
+            Step::ListShards => sub.list_shards(machines, first).await?,
+            Step::ListRows => sub.list_rows(machines).await,
+            Step::ReadRows(wanted) => sub.read_rows(machines, &wanted).await,
+            Step::Delete(deletions) => sub.delete_rows(machines, &deletions).await,
+            Step::ReadNotice => sub.read_notice(machines).await,
+            Step::Beat(beat) => sub.write_beat(machines, &beat).await,
+            Step::Announce { record, forget } => sub.announce(machines, &record, &forget).await,
             Step::Twin(news) => sub.twin_news(news),
-            Step::Ask(asks) => sub.ask_handoffs(rounds, &asks).await,
-            Step::Take(takes) => sub.take_all(rounds, takes).await,
+            Step::Ask(asks) => sub.ask_handoffs(machines, &asks).await,
+            Step::Take(takes) => sub.take_all(machines, takes).await,
             // The first round is over: the subscription is handed out.
             Step::Wait(_) if first => return Ok(()),
             Step::Wait(until) => {
                 let timer = crate::clock::sleep_until(until);
                 tokio::select! {
                     biased;
-                    () = sub.cancel.cancelled() => rounds.cancel(),
+                    () = sub.cancel.cancelled() => machines.rounds().cancel(),
                     _ = pause.changed() => {}
-                    () = sub.wake.notified() => rounds.wake(),
+                    () = sub.wake.notified() => machines.rounds().wake(),
                     () = timer => {}
                 }
             }
@@ -409,9 +329,9 @@ impl Subscription {
     /// Follows the instance's pause: while it is paused nothing is taken and every reader of
     /// this subscription stops (its final checkpoint written, its lease released); when it
     /// pauses, the subscription says why, once.
-    fn follow_pause(&self) {
+    fn follow_pause(&self, machines: &mut Machines) {
         let paused = self.pause.is_paused();
-        let changed = self.coordinator().set_paused(paused);
+        let changed = machines.coordinator(self).set_paused(paused);
         if !paused {
             return;
         }
@@ -440,7 +360,10 @@ impl Subscription {
 
     /// The subscription's first round, run before it is handed out; the coordinator's rounds
     /// from there. Fails when the stream cannot be listed.
-    pub(crate) async fn first_round(self: &Arc<Self>) -> Result<Rounds<Instant>, KinesisError> {
+    pub(crate) async fn first_round(
+        self: &Arc<Self>,
+        coordinator: Coordinator<Instant>,
+    ) -> Result<Machines, KinesisError> {
         // Before any take: a stream another application claimed is not this one's to read. A
         // claim that failed otherwise leaves each row's own claim to refuse the other.
         match self.store.claim(&self.stream).await {
@@ -455,24 +378,25 @@ impl Subscription {
                  refuses another application"
             ),
         }
-        let mut rounds = Rounds::new(
+        let rounds = Rounds::new(
             self.timings.listing_interval(),
             self.timings.handover_poll_interval(),
             Instant::now(),
         );
-        if let Err(err) = drive(self, &mut rounds, true).await {
+        let mut machines = Machines::new(rounds, coordinator);
+        if let Err(err) = drive(self, &mut machines, true).await {
             // Failed, this subscription holds the instance paused no longer.
             self.pause.hold(&self.stream, None);
             return Err(err);
         }
-        Ok(rounds)
+        Ok(machines)
     }
 }
 
 /// Lists and takes every listing interval, sooner when a reader ended or the handover poll sees
 /// a shard to take, until cancelled: what `rounds` asks.
-pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
-    let _ = drive(&sub, &mut rounds, false).await;
+pub(crate) async fn run(sub: Arc<Subscription>, mut machines: Machines) {
+    let _ = drive(&sub, &mut machines, false).await;
     let paused = sub.pause.is_paused();
     // A subscription that ends holds the instance paused no longer: the others judge their own
     // streams' notices.
@@ -483,8 +407,8 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
         return;
     }
     let reading = sub.reading();
-    let standing = sub
-        .coordinator()
+    let standing = machines
+        .coordinator(&sub)
         .standing_asks(&sub.owner, epoch_millis(), &reading);
     for shard in &standing {
         let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(shard));
@@ -497,7 +421,7 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut rounds: Rounds<Instant>) {
     for shard in standing {
         sub.hand_back_handed(shard).await;
     }
-    if sub.coordinator().is_balancing() {
+    if machines.coordinator(&sub).is_balancing() {
         // The others count one instance fewer at once, and read the rows for the shards this
         // one releases.
         if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {

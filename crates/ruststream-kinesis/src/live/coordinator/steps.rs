@@ -9,11 +9,10 @@ use crate::KinesisError;
 use crate::clock::Instant;
 use crate::coordinator::balance::Ask;
 use crate::coordinator::hygiene::Deletion;
-use crate::coordinator::plan::TakeFor;
-use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards};
+use crate::coordinator::rounds::{Listed, NoticeRead, Shards};
 use crate::coordinator::watch::Beat;
-use crate::kinesis::api::ShardInfo;
 use crate::lease::{LeaseKey, epoch_millis};
+use crate::live::coordinator::machines::Machines;
 use crate::live::subscription::Subscription;
 use crate::live::upkeep::Upkeep;
 
@@ -23,7 +22,7 @@ impl Subscription {
     /// are reported.
     pub(super) async fn list_shards(
         &self,
-        rounds: &mut Rounds<Instant>,
+        machines: &mut Machines,
         first: bool,
     ) -> Result<(), KinesisError> {
         let (shards, failure) = match self.kinesis.list_shards(&self.stream).await {
@@ -36,7 +35,8 @@ impl Subscription {
             }
             Err(err) => (Shards::Failed, Some(err)),
         };
-        rounds.listed(&mut self.coordinator(), shards, Instant::now());
+        let (rounds, coordinator) = machines.both(self);
+        rounds.listed(coordinator, shards, Instant::now());
         match failure {
             Some(err) if first => return Err(err),
             Some(err) => self.report(err),
@@ -46,7 +46,7 @@ impl Subscription {
     }
 
     /// A `list` of the stream's rows.
-    pub(super) async fn list_rows(&self, rounds: &mut Rounds<Instant>) {
+    pub(super) async fn list_rows(&self, machines: &mut Machines) {
         let answer = self.store.list(&self.stream).await;
         self.upkeep(Upkeep::List, &answer);
         let listed = match answer {
@@ -59,8 +59,9 @@ impl Subscription {
             // Reading row by row reports what is wrong, naming each shard.
             Err(_) => Listed::Failed,
         };
+        let (rounds, coordinator) = machines.both(self);
         rounds.rows_listed(
-            &mut self.coordinator(),
+            coordinator,
             listed,
             &self.owner,
             Instant::now(),
@@ -69,10 +70,11 @@ impl Subscription {
     }
 
     /// A read of each row `wanted`, in parallel.
-    pub(super) async fn read_rows(&self, rounds: &mut Rounds<Instant>, wanted: &[Arc<str>]) {
+    pub(super) async fn read_rows(&self, machines: &mut Machines, wanted: &[Arc<str>]) {
         let (rows, unreadable) = self.read_each(wanted).await;
+        let (rounds, coordinator) = machines.both(self);
         rounds.rows_read(
-            &mut self.coordinator(),
+            coordinator,
             rows,
             &unreadable,
             &self.owner,
@@ -82,14 +84,14 @@ impl Subscription {
     }
 
     /// The deletions of rows no reader needs any more, in parallel.
-    pub(super) async fn delete_rows(&self, rounds: &mut Rounds<Instant>, deletions: &[Deletion]) {
+    pub(super) async fn delete_rows(&self, machines: &mut Machines, deletions: &[Deletion]) {
         let answers = join_all(deletions.iter().map(|deletion| async move {
             let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&deletion.shard));
             let answer = self.store.delete(&key, deletion.counter).await;
             (deletion, answer)
         }))
         .await;
-        let mut coordinator = self.coordinator();
+        let coordinator = machines.coordinator(self);
         for (deletion, answer) in answers {
             self.upkeep(Upkeep::Delete, &answer);
             let deleted = answer.unwrap_or(false);
@@ -98,12 +100,11 @@ impl Subscription {
             }
             coordinator.deletion_answered(&deletion.shard, deleted);
         }
-        drop(coordinator);
-        rounds.deleted(Instant::now());
+        machines.rounds().deleted(Instant::now());
     }
 
     /// A read of the stream's notice.
-    pub(super) async fn read_notice(&self, rounds: &mut Rounds<Instant>) {
+    pub(super) async fn read_notice(&self, machines: &mut Machines) {
         let answer = self.store.notice(&self.stream).await;
         self.upkeep(Upkeep::Notice, &answer);
         let read = match answer {
@@ -111,8 +112,9 @@ impl Subscription {
             Ok(None) => NoticeRead::Unsupported,
             Err(_) => NoticeRead::Failed,
         };
+        let (rounds, coordinator) = machines.both(self);
         rounds.notice_read(
-            &mut self.coordinator(),
+            coordinator,
             read,
             &self.owner,
             Instant::now(),
@@ -121,66 +123,46 @@ impl Subscription {
     }
 
     /// This instance's beat in the notice.
-    pub(super) async fn write_beat(&self, rounds: &mut Rounds<Instant>, beat: &Beat) {
+    pub(super) async fn write_beat(&self, machines: &mut Machines, beat: &Beat) {
         let answer = self
             .store
             .beat(&self.stream, &self.owner, beat.until_ms, &beat.forget)
             .await;
         self.upkeep(Upkeep::Beat, &answer);
-        rounds.beaten();
+        machines.rounds().beaten();
     }
 
     /// This run's record under its owner id in the notice.
-    pub(super) async fn announce(
-        &self,
-        rounds: &mut Rounds<Instant>,
-        record: &str,
-        forget: &[String],
-    ) {
+    pub(super) async fn announce(&self, machines: &mut Machines, record: &str, forget: &[String]) {
         let answer = self
             .store
             .announce(&self.stream, &self.owner, record, forget)
             .await;
         self.upkeep(Upkeep::Announce, &answer);
-        rounds.announced(&mut self.coordinator(), answer.is_ok(), epoch_millis());
+        let (rounds, coordinator) = machines.both(self);
+        rounds.announced(coordinator, answer.is_ok(), epoch_millis());
     }
 
     /// The requests for handoffs, in parallel.
-    pub(super) async fn ask_handoffs(&self, rounds: &mut Rounds<Instant>, asks: &[Ask]) {
-        join_all(asks.iter().map(|ask| async move {
+    pub(super) async fn ask_handoffs(&self, machines: &mut Machines, asks: &[Ask]) {
+        let answers = join_all(asks.iter().map(|ask| async move {
             let key = LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&ask.shard));
             let asked_ms = epoch_millis();
             let answer = self
                 .store
                 .ask_handoff(&key, &ask.holder, ask.counter, &self.owner, asked_ms)
                 .await;
+            (ask, key, asked_ms, answer)
+        }))
+        .await;
+        let (rounds, coordinator) = machines.both(self);
+        for (ask, key, asked_ms, answer) in answers {
             self.upkeep(Upkeep::AskHandoff, &answer);
             if let Ok(true) = answer {
                 tracing::debug!(lease = %key, holder = %ask.holder, "asked for a handoff");
-                self.coordinator().requested(&ask.shard, asked_ms);
+                coordinator.requested(&ask.shard, asked_ms);
             }
-        }))
-        .await;
-        rounds.asked(&mut self.coordinator(), Instant::now());
-    }
-
-    /// The takes of a pass, in parallel.
-    pub(super) async fn take_all(
-        self: &Arc<Self>,
-        rounds: &mut Rounds<Instant>,
-        takes: Vec<(ShardInfo, TakeFor)>,
-    ) {
-        join_all(takes.into_iter().map(|(shard, purpose)| {
-            // A span per take: its calls' events and failures carry the shard.
-            let span = tracing::info_span!(
-                "lease_take",
-                stream = %self.stream,
-                shard = %shard.id,
-                owner = %self.owner
-            );
-            tracing::Instrument::instrument(async move { self.take(&shard, purpose).await }, span)
-        }))
-        .await;
-        rounds.took(&mut self.coordinator(), Instant::now());
+        }
+        rounds.asked(coordinator, Instant::now());
     }
 }

@@ -1,0 +1,200 @@
+//! The takes of a pass, run in parallel as events: each [`Take`] asks for one call at a time,
+//! its call runs as a future, and the driver hands each answer back to the take (and through it
+//! to the coordinator, which it owns) as it comes, one at a time. No take touches the
+//! coordinator itself.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tracing::Instrument;
+
+use crate::clock::Instant;
+use crate::coordinator::plan::TakeFor;
+use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep};
+use crate::kinesis::api::ShardInfo;
+use crate::kinesis::iterator::ShardIterator;
+use crate::lease::{LeaseKey, LeaseState, epoch_millis};
+use crate::live::coordinator::machines::Machines;
+use crate::live::subscription::Subscription;
+use crate::{KinesisError, LeaseError};
+
+/// One take under way.
+struct Taking {
+    shard: ShardInfo,
+    key: LeaseKey,
+    take: Take<Instant>,
+    /// The first iterator, once `GetShardIterator` answered it.
+    iterator: Option<ShardIterator>,
+    /// Its span: its calls' events and failures carry the shard.
+    span: tracing::Span,
+}
+
+/// What one take's call answered.
+enum Answered {
+    Acquired(Result<LeaseState, LeaseError>),
+    Positioned(Result<ShardIterator, KinesisError>),
+    Released,
+}
+
+/// A take's call in flight, and which take it is.
+type Call<'a> = Pin<Box<dyn Future<Output = (usize, Answered)> + Send + 'a>>;
+
+impl Subscription {
+    /// The takes of a pass, in parallel: each take's calls in order, every answer handed back
+    /// by this driver as it comes. A take that reads starts the shard's reader.
+    pub(super) async fn take_all(
+        self: &Arc<Self>,
+        machines: &mut Machines,
+        takes: Vec<(ShardInfo, TakeFor)>,
+    ) {
+        let mut taking: Vec<Taking> = takes
+            .into_iter()
+            .map(|(shard, purpose)| self.taking(shard, purpose))
+            .collect();
+        let mut calls: FuturesUnordered<Call<'_>> = FuturesUnordered::new();
+        for (at, one) in taking.iter_mut().enumerate() {
+            if let Some(call) = self.next_call(one, at) {
+                calls.push(call);
+            }
+        }
+        while let Some((at, answered)) = calls.next().await {
+            let one = &mut taking[at];
+            self.answered(one, answered, machines);
+            if let Some(call) = self.next_call(one, at) {
+                calls.push(call);
+            }
+        }
+        let (rounds, coordinator) = machines.both(self);
+        rounds.took(coordinator, Instant::now());
+    }
+
+    fn taking(&self, shard: ShardInfo, purpose: TakeFor) -> Taking {
+        let span = tracing::info_span!(
+            "lease_take",
+            stream = %self.stream,
+            shard = %shard.id,
+            owner = %self.owner
+        );
+        Taking {
+            key: LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id)),
+            take: Take::new(
+                Arc::clone(&shard.id),
+                purpose,
+                Instant::now(),
+                epoch_millis(),
+            ),
+            shard,
+            iterator: None,
+            span,
+        }
+    }
+
+    /// The call `one` (the take at `at`) asks for next; `None` once it is over, having started
+    /// the shard's reader when it reads. A row without a checkpoint starts where its purpose
+    /// says; a take for skipping marks it [`SHARD_SKIPPED`](crate::SHARD_SKIPPED) instead, and
+    /// hands it back.
+    fn next_call<'a>(self: &'a Arc<Self>, one: &mut Taking, at: usize) -> Option<Call<'a>> {
+        let _in_span = one.span.enter();
+        let (key, shard) = (one.key.clone(), Arc::clone(&one.shard.id));
+        let call: Call<'a> = match one.take.next() {
+            TakeStep::Call(TakeCall::Acquire { start }) => Box::pin(async move {
+                let answer = self
+                    .store
+                    .acquire_from(&key, &self.owner, self.timings.lease(), &start)
+                    .await;
+                (at, Answered::Acquired(answer))
+            }),
+            TakeStep::Call(TakeCall::Iterator { start }) => Box::pin(async move {
+                let answer = self
+                    .kinesis
+                    .shard_iterator(&self.stream, &shard, &start)
+                    .await;
+                (at, Answered::Positioned(answer))
+            }),
+            TakeStep::Call(TakeCall::Release) => Box::pin(async move {
+                // Fenced by the counter the take left; a lease it does not free lapses.
+                let _ = self.store.release(&key, &self.owner).await;
+                (at, Answered::Released)
+            }),
+            TakeStep::Over { wake_coordinator } => {
+                if wake_coordinator {
+                    tracing::debug!("closed shard never read and started at the tip: skipped");
+                    self.wake.notify_one();
+                }
+                return None;
+            }
+            TakeStep::Read {
+                start,
+                resume,
+                sent,
+                sent_ms,
+            } => {
+                let iterator = one
+                    .iterator
+                    .take()
+                    .expect("a take reads once its iterator answered");
+                self.start_reader(
+                    &one.shard,
+                    one.key.clone(),
+                    iterator,
+                    &start,
+                    resume,
+                    sent,
+                    sent_ms,
+                );
+                return None;
+            }
+        };
+        Some(Box::pin(call.instrument(one.span.clone())))
+    }
+
+    /// Hands what `one`'s call answered back to its take, and through it to the coordinator;
+    /// says what a refusal means.
+    fn answered(&self, one: &mut Taking, answered: Answered, machines: &mut Machines) {
+        let _in_span = one.span.enter();
+        let shard = &one.shard.id;
+        match answered {
+            Answered::Acquired(answer) => {
+                let refused = answer.as_ref().err().map(|err| match err {
+                    err if err.is_fenced() => AcquireRefused::Fenced,
+                    LeaseError::LegacyRow { .. } | LeaseError::OtherApplication { .. } => {
+                        AcquireRefused::Unusable
+                    }
+                    _ => AcquireRefused::Failed,
+                });
+                let told = one.take.acquired(
+                    machines.coordinator(self),
+                    match (&answer, refused) {
+                        (Ok(state), _) => Ok(state.checkpoint.as_deref()),
+                        (Err(_), refused) => Err(refused.unwrap_or(AcquireRefused::Failed)),
+                    },
+                    Instant::now(),
+                    rand::random(),
+                );
+                if let Err(err) = answer {
+                    self.tell(shard, told, self.lease_error(shard, err));
+                }
+            }
+            Answered::Positioned(answer) => {
+                let told = one.take.positioned(
+                    machines.coordinator(self),
+                    match &answer {
+                        Ok(_) => Ok(()),
+                        Err(KinesisError::ShardNotFound { .. }) => Err(IteratorRefused::Gone),
+                        Err(_) => Err(IteratorRefused::Failed),
+                    },
+                    Instant::now(),
+                    rand::random(),
+                );
+                match answer {
+                    Ok(iterator) => one.iterator = Some(iterator),
+                    Err(err) => self.tell(shard, told, err),
+                }
+            }
+            Answered::Released => one.take.released(),
+        }
+    }
+}
