@@ -63,6 +63,23 @@ pub(crate) enum Standing {
     Stale,
 }
 
+impl Standing {
+    /// Whether a delivery of this standing may reach its handler, where the runtime pulls it
+    /// (the subscriber's filter) and again where its handler starts: only a current one. A
+    /// delivery of a stopped shard, of a lease that ran out by this instance's clock, or of a
+    /// position a seek left behind is withheld. The one rule both checks share, and the
+    /// simulation with them.
+    pub(crate) fn reaches_handler(self) -> bool {
+        self == Self::Current
+    }
+
+    /// Whether finding a delivery of this standing stops its shard: its lease ran out by this
+    /// instance's clock, and another instance may hold the shard by now.
+    pub(crate) fn stops_shard(self) -> bool {
+        self == Self::RanOut
+    }
+}
+
 /// One record delivered from a shard.
 ///
 /// `ack` and `nack(false)` settle it: the shard's checkpoint follows the contiguous prefix of
@@ -184,15 +201,20 @@ impl KinesisMessage {
     /// Whether this delivery may still reach its handler (the filter in front of the handlers
     /// asks).
     pub(crate) fn is_current(&self) -> bool {
-        self.settle
-            .as_ref()
-            .is_none_or(|hold| hold.target.standing(hold.ticket, &self.shard) == Standing::Current)
+        self.settle.as_ref().is_none_or(|hold| {
+            hold.target
+                .standing(hold.ticket, &self.shard)
+                .reaches_handler()
+        })
     }
 
     /// Why this delivery may not reach its handler now, if it may not.
     fn withheld(&self) -> Option<String> {
         let hold = self.settle.as_ref()?;
         let check = hold.target.standing(hold.ticket, &self.shard);
+        if check.reaches_handler() {
+            return None;
+        }
         match check {
             Standing::Current => None,
             Standing::Stopped => Some(format!(

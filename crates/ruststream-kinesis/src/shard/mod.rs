@@ -314,7 +314,7 @@ impl Settlement for ShardHandle {
 
     fn standing(&self, ticket: Ticket, _shard: &str) -> Standing {
         let standing = self.lock().standing(ticket, Instant::now(), epoch_millis());
-        if standing == Standing::RanOut {
+        if standing.stops_shard() {
             // Another instance may hold the shard by now; stopping it also ends its reader, so
             // nothing waits on this record.
             self.halted();

@@ -84,9 +84,6 @@ pub(super) struct Config {
     pub(super) partitions: usize,
     pub(super) clock_steps: usize,
     pub(super) quiet_fault: bool,
-    /// Whether the filter in front of the handlers also checks the lease by the clock
-    /// (`subscriber.rs`), or only the stopped flag (the bug it had, which a test pins).
-    pub(super) filter_checks_lease: bool,
     /// Subscriptions dropped and opened again in the same process (same owner id).
     pub(super) resubscribes: usize,
     /// Whether a new subscription stops waiting for the previous one's tasks after
@@ -156,10 +153,6 @@ pub(super) struct Config {
     /// The chance that the runtime holds a pulled delivery in a worker lane for a while before
     /// its handler starts (a slow handler ahead of it, a batch gathering).
     pub(super) p_hold: f64,
-    /// Whether a delivery is checked against its shard's lease where its handler starts
-    /// (`KinesisMessage::decode_error`), or only where the runtime pulled it (the gap the
-    /// review found, which a test pins).
-    pub(super) handler_checks_lease: bool,
     /// The chance that a `GetRecords` call finds its iterator expired, and the chance that each
     /// try of the fresh iterator then fails (during the chaos phase).
     pub(super) p_expire: f64,
@@ -168,11 +161,6 @@ pub(super) struct Config {
     /// sends it again at once: the resend is refused by the counter the first attempt moved, and
     /// the refusal recognised as the write's own success (`rules::Fence::refused_by`).
     pub(super) p_resend: f64,
-    /// Whether a handed-back delivery comes back to its session (`ShardHandle::hand_back`), or
-    /// stays unsettled for good while the runtime publishes a copy of it that is handled
-    /// elsewhere (what `nack(true)` answering `Unsupported` did before), which freezes the
-    /// checkpoint: a test pins it.
-    pub(super) handed_back_comes_back: bool,
     /// Where shards this application never read start (`KinesisStream::initial_position`):
     /// the oldest record, the tip, or a timestamp.
     pub(super) initial: KinesisPosition,
@@ -186,10 +174,6 @@ pub(super) struct Config {
     /// How many seeks handlers may make, and the chance that a finishing handler makes one.
     pub(super) seeks: usize,
     pub(super) p_seek: f64,
-    /// Whether a delivery read before a seek is dropped in front of its handler (the filter's
-    /// and `decode_error`'s generation check), or reaches it after the seek returned (item 13 of
-    /// the review): a test pins it.
-    pub(super) seek_drops_stale: bool,
 }
 
 impl Config {
@@ -261,15 +245,12 @@ impl Config {
             clock_steps: rng.random_range(0..=2),
             resubscribes: rng.random_range(0..=2),
             quiet_fault: rng.random_bool(0.7),
-            filter_checks_lease: true,
             resubscribe_grace: false,
             late_landing: true,
             counter_fence: true,
             late_takes: true,
             p_retry: pick(rng, &[0.0, 0.05, 0.2]),
             p_hold: pick(rng, &[0.0, 0.2, 0.5]),
-            handler_checks_lease: true,
-            handed_back_comes_back: true,
             p_expire: pick(rng, &[0.0, 0.01, 0.05]),
             p_iterator_fails: pick(rng, &[0.0, 0.3, 0.8]),
             p_resend: pick(rng, &[0.0, 0.02, 0.1]),
@@ -292,7 +273,6 @@ impl Config {
             malformed: rng.random_range(0..=1),
             seeks: rng.random_range(0..=3),
             p_seek: pick(rng, &[0.0, 0.01, 0.03]),
-            seek_drops_stale: true,
             // Drawn last, so the draws above stay those of the schedules before them.
             retry_delay: [Duration::ZERO, ms(200), Duration::from_secs(2)][rng.random_range(0..3)],
             window: if rng.random_bool(0.5) {

@@ -283,7 +283,9 @@ impl Sim {
     }
 
     /// One of the round's requests for a handoff answered (whatever it said); once every
-    /// one did, `Rounds` hears it.
+    /// one did, `Rounds` hears it. The live driver applies the answers together once every call
+    /// answered; `Coordinator::requested` is read only after `Rounds::asked`, so the two orders
+    /// decide alike.
     pub(super) fn ask_answered(&mut self, i: usize, shard: usize, res: &Res) {
         let now = self.now;
         if matches!(res, Res::Ok) {

@@ -61,7 +61,7 @@
 //!
 //! The runtime around the handlers is modelled too: it may hold a pulled delivery in a worker
 //! lane for up to one and a half leases before the handler starts (`p_hold`), where the delivery
-//! is checked against its lease again (`KinesisMessage::decode_error`, `handler_checks_lease`)
+//! is checked against its lease again (`KinesisMessage::decode_error`, through `Standing::reaches_handler` as production)
 //! and a withheld one is forgotten, settling nothing; and a handler may hand its delivery back
 //! (`nack(true)`, `retry_after`, dropped unsettled: `p_retry`), which comes back on the same
 //! session unsettled meanwhile once its delay is over (`retry_delay`; through the machine's

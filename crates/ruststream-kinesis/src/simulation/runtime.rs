@@ -80,34 +80,29 @@ impl Sim {
     }
 
     /// A delivery reaches the runtime's call of its handler: `KinesisMessage::decode_error`
-    /// withholds it when its shard stopped or its lease ran out by this instance's clock (and
-    /// that settlement moves no checkpoint); otherwise the handler runs.
+    /// withholds it unless it stands current (`Standing::reaches_handler`, the rule production's
+    /// check applies): its shard stopped, its lease ran out by this instance's clock (which
+    /// stops the shard), or a seek left its position behind; that settlement moves no
+    /// checkpoint. Otherwise the handler runs.
     pub(super) fn handler_start(&mut self, i: usize, msg: Msg) {
         let now = self.now;
         let wall = self.wall(i);
-        if self.cfg.handler_checks_lease {
-            let drops_stale = self.cfg.seek_drops_stale;
-            // `ShardHandle::check`, the machine's `standing`.
-            let withheld = match self.insts[i].sessions.get_mut(&msg.sid) {
-                None => Some(false),
-                Some(s) => match s.machine.standing(msg.ticket, now, wall) {
-                    Standing::Stopped => Some(false),
-                    Standing::RanOut => Some(true),
-                    // A seek since it was read: its position delivers what follows it.
-                    Standing::Stale if drops_stale => Some(false),
-                    Standing::Stale | Standing::Current => None,
-                },
-            };
-            if let Some(lapsed) = withheld {
-                self.stats.withheld += 1;
-                if lapsed {
-                    self.stop(i, msg.sid);
-                }
-                self.forget(i, msg);
-                self.insts[i].in_flight -= 1;
-                self.after_handler(i);
-                return;
+        // `ShardHandle::standing`, the machine's `standing`; a session gone stands stopped.
+        let standing = self.insts[i]
+            .sessions
+            .get_mut(&msg.sid)
+            .map_or(Standing::Stopped, |s| {
+                s.machine.standing(msg.ticket, now, wall)
+            });
+        if !standing.reaches_handler() {
+            self.stats.withheld += 1;
+            if standing.stops_shard() {
+                self.stop(i, msg.sid);
             }
+            self.forget(i, msg);
+            self.insts[i].in_flight -= 1;
+            self.after_handler(i);
+            return;
         }
         self.deliver(i, msg);
         if self.failure.is_some() {
@@ -146,31 +141,22 @@ impl Sim {
         }
     }
 
-    /// `subscriber.rs`'s `current()`: whether a delivery may still reach a handler, as the
-    /// shard's machine answers it (`ShardMachine::standing`, `ShardHandle::standing` live): a
-    /// lease that ran out by this instance's clock stops the shard for good.
+    /// `subscriber.rs`'s filter (`KinesisMessage::is_current`): whether a delivery may still
+    /// reach a handler, as the shard's machine answers it (`ShardMachine::standing`,
+    /// `ShardHandle::standing` live) and production's rule reads the answer
+    /// (`Standing::reaches_handler`); a lease that ran out by this instance's clock stops the
+    /// shard for good (`Standing::stops_shard`).
     pub(super) fn current(&mut self, i: usize, msg: Msg) -> bool {
         let now = self.now;
         let wall = self.wall(i);
-        let checks_lease = self.cfg.filter_checks_lease;
-        let drops_stale = self.cfg.seek_drops_stale;
         let Some(s) = self.session(i, msg.sid) else {
             return false;
         };
-        if !checks_lease {
-            // The filter before it asked the machine: the stopped flag and the generation only.
-            let stale = s.machine.generation() != msg.ticket.generation;
-            return !(s.machine.is_halted() || (stale && drops_stale));
+        let standing = s.machine.standing(msg.ticket, now, wall);
+        if standing.stops_shard() {
+            self.stop(i, msg.sid);
         }
-        match s.machine.standing(msg.ticket, now, wall) {
-            Standing::Current => true,
-            Standing::Stale => !drops_stale,
-            Standing::Stopped => false,
-            Standing::RanOut => {
-                self.stop(i, msg.sid);
-                false
-            }
-        }
+        standing.reaches_handler()
     }
 
     /// The runtime pulled a delivery from the subscription: the checks of invariants 4 and 5
@@ -287,12 +273,6 @@ impl Sim {
             // `nack(true)` (or dropped unsettled): `ShardHandle::hand_back` keeps it unsettled,
             // and the redelivery task sends it again on its session, unless the shard stopped.
             self.stats.handed_back += 1;
-            if !self.cfg.handed_back_comes_back {
-                // The copy is handled somewhere; the delivery itself is never settled.
-                self.mark_acked(msg.shard, msg.idx);
-                self.after_handler(i);
-                return;
-            }
             // `hand_back`: a delivery of a stopped shard, or one a seek made stale, is forgotten;
             // the redelivery task sends a kept one again once due.
             let now = self.now;

@@ -215,24 +215,27 @@ fn clocks_skewed_beyond_the_tolerance_break_fencing() {
 
 /// Pins the regression of a fixed bug: `subscriber.rs` filtered deliveries by the stopped flag
 /// only, so a record waiting in the channel while its lease ran out (a stall, a store outage)
-/// still reached a handler. The filter now asks `may_deliver`; this shows the checker catches the
-/// old filter.
+/// still reached a handler. The filter and the handler's own check now read the machine's
+/// standing through one rule, `Standing::reaches_handler`, which the simulation applies too. The
+/// schedule the blind filter failed (seed 0x5eed_0001: i2 delivered shard 2 #3 after its lease
+/// ran out at 22.7 s, with no check where the handler starts either) is pinned. The machine's
+/// `standing` stops the shard the first time it finds the lease run out, so letting `RanOut`
+/// through the rule does not bring the blind filter back: what failed was a filter that never
+/// asked the machine, which the simulated runtime no longer has a way to be.
 #[test]
-fn a_filter_blind_to_the_lease_delivers_after_it_ran_out() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.filter_checks_lease = false;
-        cfg.handler_checks_lease = false;
+fn a_delivery_whose_lease_ran_out_in_the_channel_never_reaches_a_handler() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        as_found(cfg, rng);
         cfg.p_hold = 0.0;
         cfg.stalls = 3;
         cfg.workers = 1;
         cfg.channel = 6;
         cfg.write_gap_ms = (20, 60);
     };
-    assert_caught(
-        300,
-        &tweak,
-        "fencing",
-        "no schedule delivered after the lease ran out",
+    let stats = replays_clean(0x5eed_0001, &tweak);
+    assert!(
+        stats.filtered + stats.withheld > 0,
+        "a delivery is still kept from its handler: {stats:?}"
     );
 }
 
@@ -255,21 +258,23 @@ fn a_resend_refused_by_its_own_landed_write_is_a_success() {
 }
 
 /// Pins item 13 of the review: a delivery read before a seek is dropped in front of its
-/// handler; without the generation check it reaches one after the seek returned.
+/// handler (`Standing::Stale` does not reach one). The schedule where, without that, a record
+/// read before a seek reached a handler after the seek returned (seed 0x5eed_0000: shard 0 #2,
+/// session 3) fails so again with `Stale` let through `Standing::reaches_handler` (checked by
+/// hand).
 #[test]
-fn a_delivery_read_before_a_seek_reaches_its_handler_after_it_without_the_generation_check() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.seek_drops_stale = false;
+fn a_delivery_read_before_a_seek_never_reaches_a_handler_after_it() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        as_found(cfg, rng);
         cfg.seeks = 20;
         cfg.p_seek = 0.2;
         cfg.channel = 6;
         cfg.p_hold = 0.5;
     };
-    assert_caught(
-        200,
-        &tweak,
-        "seek:",
-        "no delivery of a position left behind by a seek reached a handler",
+    let stats = replays_clean(0x5eed_0000, &tweak);
+    assert!(
+        stats.filtered + stats.withheld > 0,
+        "a delivery is still kept from its handler: {stats:?}"
     );
 }
 
@@ -296,40 +301,41 @@ fn a_checkpoint_inside_an_aggregate_keeps_its_later_user_records() {
 /// Pins the wedge `nack(true)` answering `Unsupported` caused: the delivery stayed unsettled
 /// for good (the runtime's copy of it was handled elsewhere), so its shard's checkpoint froze
 /// behind it and a closed shard never reached `SHARD_END`. A handed-back delivery now comes
-/// back to its session; without that the no-wedge check fails.
+/// back to its session (`ShardHandle::hand_back`, the machine's `hand_back`, which the
+/// simulation drives). The schedule that wedged (seed 0x5eed_0006: shard 7's checkpoint stuck
+/// with every record acked) wedges so again with the copy handled elsewhere put back into the
+/// simulated runtime (checked by hand).
 #[test]
-fn a_retried_record_that_never_comes_back_wedges_its_shard() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.handed_back_comes_back = false;
+fn a_retried_record_comes_back_to_its_shard() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        as_found(cfg, rng);
         cfg.p_retry = 0.05;
     };
-    assert_caught(
-        200,
-        &tweak,
-        "no wedge",
-        "no schedule wedged a shard behind a lost retry",
+    let stats = replays_clean(0x5eed_0006, &tweak);
+    assert!(
+        stats.handed_back > 0,
+        "a delivery is handed back: {stats:?}"
     );
 }
 
 /// Pins the gap the review found: the runtime holds pulled deliveries in worker lanes (a slow
 /// handler ahead, a batch gathering), so a check where the runtime pulls is not enough. A
-/// delivery is now checked where its handler starts (`KinesisMessage::decode_error`); without
-/// that check a record pulled inside the lease reaches a handler after it ran out.
+/// delivery is checked again where its handler starts (`KinesisMessage::decode_error`, which the
+/// simulation's `handler_start` models). The schedule where, without that check, a record pulled
+/// inside the lease reached its handler after it ran out (seed 0x5eed_0000: i1 delivered shard 0
+/// #4 after its lease ran out at 10.6 s) is pinned; it fails so again with `RanOut` let through
+/// `Standing::reaches_handler` (checked by hand).
 #[test]
-fn a_check_only_where_the_runtime_pulls_lets_a_held_record_reach_its_handler_late() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.handler_checks_lease = false;
+fn a_held_record_is_checked_again_where_its_handler_starts() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        as_found(cfg, rng);
         cfg.p_hold = 0.6;
         cfg.workers = 4;
         cfg.partitions = 2;
         cfg.write_gap_ms = (20, 60);
     };
-    assert_caught(
-        300,
-        &tweak,
-        "fencing",
-        "no schedule ran a held record's handler after the lease ran out",
-    );
+    let stats = replays_clean(0x5eed_0000, &tweak);
+    assert!(stats.withheld > 0, "a held delivery is withheld: {stats:?}");
 }
 
 /// A store call that lands after its caller timed out, behind the caller's later calls, is

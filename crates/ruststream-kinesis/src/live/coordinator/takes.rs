@@ -121,7 +121,11 @@ impl Subscription {
             }),
             TakeStep::Over { wake_coordinator } => {
                 if wake_coordinator {
-                    tracing::debug!("closed shard never read and started at the tip: skipped");
+                    tracing::debug!(
+                        stream = %self.stream,
+                        shard = %one.shard.id,
+                        "closed shard never read and started at the tip: skipped"
+                    );
                     self.wake.notify_one();
                 }
                 return None;
