@@ -112,8 +112,9 @@ impl KinesisStream {
     }
 
     /// How long a shard this instance reads may deliver nothing while records wait behind it
-    /// (its last read was behind the shard's newest record, or records it read wait to be handed
-    /// out) before it counts as stalled (default [`DEFAULT_STALL_AFTER`], two minutes): a handler
+    /// (its last read was behind the shard's newest record, records it read wait to be handed
+    /// out, or its window is full of unsettled deliveries, so it reads no further) before it
+    /// counts as stalled (default [`DEFAULT_STALL_AFTER`], two minutes): a handler
     /// that never settles a record in a full window, reads that keep failing, a reader that
     /// cannot get an iterator. A stall is a WARN naming the stream, the shard and the owner, and
     /// the gauge `aws_kinesis_shard_stalled` (feature `metrics`; `aws.kinesis.shard.stalled`

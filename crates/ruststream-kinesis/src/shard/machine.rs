@@ -479,7 +479,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// Whether, at `now`, the shard stalled (records wait behind it: its last read was behind the
     /// shard's newest record (`MillisBehindLatest`, or a full batch), or records read wait to be
-    /// handed out; and it handed out nothing for `bound`), or a stall is over (it handed a record
+    /// handed out, or its window is full while it reads, so records written since its last read
+    /// go unseen; and it handed out nothing for `bound`), or a stall is over (it handed a record
     /// out since): the news, once each way.
     /// `bound` zero checks nothing.
     pub(crate) fn stall_check(&mut self, now: T, bound: Duration) -> Option<Stall> {
@@ -489,7 +490,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         let since = *self.last_handed.get_or_insert(now);
         let quiet = now.saturating_since(since);
         let behind = self.lease.behind_ms().filter(|&behind| behind > 0);
-        let waiting = behind.is_some() || self.read.records_wait();
+        let window_full = !self.has_room() && self.read.phase == Phase::Reading;
+        let waiting = behind.is_some() || self.read.records_wait() || window_full;
         let stalled = waiting && quiet >= bound && self.read.phase != Phase::Stopped;
         if stalled == std::mem::replace(&mut self.stalled, stalled) {
             return None;

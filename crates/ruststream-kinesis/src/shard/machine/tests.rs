@@ -1041,3 +1041,30 @@ fn a_shard_that_hands_out_nothing_while_records_wait_stalls_then_moves_again() {
         })
     ));
 }
+
+/// A shard whose window is full of deliveries its handlers never settle reads no further, so
+/// records written to it meanwhile go unseen even when its last read was at the tip: it stalls
+/// once the bound passed (the handler's own stall), and is over once it hands a record out again.
+#[test]
+fn a_full_window_after_a_read_at_the_tip_stalls_once_the_bound_passed() {
+    let bound = 2 * S;
+    let mut machine = taken_with(1);
+    read(&mut machine, Duration::ZERO, &["1", "2"], Some("it-1"), 0);
+    let held = hand_out(&mut machine, Duration::ZERO);
+    assert!(machine.is_window_full(), "it reads no further");
+    assert_eq!(machine.stall_check(S, bound), None, "not for long yet");
+    assert_eq!(
+        machine.stall_check(bound, bound),
+        Some(Stall::Began {
+            quiet: bound,
+            behind_ms: None
+        }),
+        "no handler settles, and nothing more is read"
+    );
+    for ticket in held {
+        machine.settle(ticket, false).unwrap();
+    }
+    read(&mut machine, 3 * S, &["3"], Some("it-2"), 0);
+    assert_eq!(hand_out(&mut machine, 3 * S).len(), 1);
+    assert_eq!(machine.stall_check(3 * S, bound), Some(Stall::Ended));
+}
