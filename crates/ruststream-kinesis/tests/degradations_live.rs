@@ -15,13 +15,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::captured::Captured;
-use common::injector::Injector;
+use common::faults::{Action, Faults, Rule, Service};
 use common::instances::{Instance, publish_all, timings};
 use ruststream::{Broker, ConnectedBroker, IncomingMessage, Subscriber, SubscriptionSource};
 use ruststream_kinesis::{
     DynamoLeaseStore, KinesisMetrics, KinesisPosition, KinesisStream, LeaseStore,
 };
-use serde_json::json;
 use tokio::sync::mpsc;
 
 /// This binary's log, captured once.
@@ -71,8 +70,7 @@ async fn a_notice_that_cannot_be_read_is_one_warning_until_it_recovers() {
         return;
     };
     logs();
-    let client = common::unique("degraded-notice");
-    let mut faults = Injector::new(&url, &client);
+    let faults = Faults::new(&url);
     let store = DynamoLeaseStore::new(&faults.sdk_config(), common::unique("leases"));
     store.create_table().await.unwrap();
     let store: Arc<dyn LeaseStore> = Arc::new(store);
@@ -97,18 +95,21 @@ async fn a_notice_that_cannot_be_read_is_one_warning_until_it_recovers() {
     );
 
     // Every GetItem of this client refused, as a policy without dynamodb:GetItem would.
-    let refusal = faults.add(
-        "dynamodb",
+    let refusal = faults.add(Rule::on(
+        Service::DynamoDb,
         "GetItem",
-        json!({"status": 400, "error_type": "AccessDeniedException", "message": "not allowed by the test"}),
-        None,
-    );
+        Action::Status {
+            status: 400,
+            error_type: "AccessDeniedException",
+            message: "not allowed by the test",
+        },
+    ));
     let warned = || logged(&["WARN", "lease-table call notice failed", &stream]);
     assert!(until(Duration::from_secs(15), || !warned().is_empty()).await);
     // The poll reads the notice every second: several failures, one warning.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
-        faults.hits(&refusal) >= 3,
+        faults.hits(refusal) >= 3,
         "the notice was read and refused again"
     );
     let warnings = warned();
@@ -120,7 +121,7 @@ async fn a_notice_that_cannot_be_read_is_one_warning_until_it_recovers() {
     );
     assert_eq!(degraded(&registry), Some(1.0));
 
-    faults.remove(&refusal);
+    faults.remove(refusal);
     assert!(
         until(Duration::from_secs(15), || {
             !logged(&["INFO", "lease-table call notice works again", &stream]).is_empty()
@@ -223,8 +224,7 @@ async fn a_throttled_read_is_an_operation_with_the_services_error_code() {
     let Some(url) = common::endpoint() else {
         return;
     };
-    let client = common::unique("throttled-op");
-    let mut faults = Injector::new(&url, &client);
+    let faults = Faults::new(&url);
     let registry = prometheus::Registry::new();
     let connected = ruststream_kinesis::KinesisBroker::from_config(faults.sdk_config())
         .lease_timings(timings())
@@ -240,12 +240,7 @@ async fn a_throttled_read_is_an_operation_with_the_services_error_code() {
         .subscribe(&connected)
         .await
         .unwrap();
-    let throttled = faults.add(
-        "kinesis",
-        "GetRecords",
-        json!({ "throttle": true }),
-        Some(4),
-    );
+    let throttled = faults.add(Rule::on(Service::Kinesis, "GetRecords", Action::Throttle).times(4));
     publish_all(&url, &stream, ["one".to_owned()]).await;
     let mut deliveries = pin!(subscriber.stream());
     common::next_delivery(&mut deliveries)
@@ -253,7 +248,7 @@ async fn a_throttled_read_is_an_operation_with_the_services_error_code() {
         .ack()
         .await
         .unwrap();
-    assert_eq!(faults.hits(&throttled), 4);
+    assert_eq!(faults.hits(throttled), 4);
     let calls = |error: &str| {
         series(
             &registry,

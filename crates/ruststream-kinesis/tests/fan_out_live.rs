@@ -630,15 +630,20 @@ async fn a_registration_refused_for_now_is_asked_again_and_the_subscription_star
     let Some(url) = common::endpoint() else {
         return;
     };
-    let mut faults = common::injector::Injector::new(&url, &common::unique("fan-out-not-now"));
+    let faults = common::faults::Faults::new(&url);
+    // The SDK retries a LimitExceededException itself, three attempts in all: three refusals
+    // reach the subscription.
     let refusal = faults.add(
-        "kinesis",
-        "RegisterStreamConsumer",
-        serde_json::json!({"status": 400, "error_type": "LimitExceededException",
-               "message": "Only 5 consumers can be created at the same time"}),
-        // The SDK retries a LimitExceededException itself, three attempts in all: three
-        // refusals reach the subscription.
-        Some(3),
+        common::faults::Rule::on(
+            common::faults::Service::Kinesis,
+            "RegisterStreamConsumer",
+            common::faults::Action::Status {
+                status: 400,
+                error_type: "LimitExceededException",
+                message: "Only 5 consumers can be created at the same time",
+            },
+        )
+        .times(3),
     );
     let connected = KinesisBroker::from_config(faults.sdk_config())
         .connect()
@@ -651,7 +656,7 @@ async fn a_registration_refused_for_now_is_asked_again_and_the_subscription_star
         .subscribe(&connected)
         .await
         .expect("the registration is asked again until it is taken");
-    assert_eq!(faults.hits(&refusal), 3, "every refusal was met");
+    assert_eq!(faults.hits(refusal), 3, "every refusal was met");
     drop(subscriber);
     ruststream::ConnectedBroker::shutdown(connected)
         .await

@@ -1,6 +1,8 @@
-//! Live tests of the faults the emulators never produce, injected by the local stack's router
-//! (docs/src/fault-injector.md): a write DynamoDB applied whose answer was lost, a shard that
-//! left the stream, hung calls, throttled reads. Each test's rules act on its own client only.
+//! Live tests of the faults the emulators never produce (docs/src/fault-injector.md): a write
+//! DynamoDB applied whose answer was lost, a shard that left the stream, hung calls, throttled
+//! reads, injected at the SDK's connector seam (`common::faults`), whose rules only the clients
+//! of each test see; and a call held on the wire by the local stack's router, for a pooled
+//! connection that must outlive the runtime that opened it.
 #![cfg(feature = "dynamodb-lease")]
 
 mod common;
@@ -9,6 +11,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::faults::{Action, Faults, Rule, Service};
 use common::injector::Injector;
 use futures::StreamExt;
 use ruststream::{
@@ -33,10 +36,10 @@ async fn table(config: &aws_config::SdkConfig) -> DynamoLeaseStore {
     store
 }
 
-/// An instance on `stream` (created with one shard) whose calls carry `faults`' client name,
-/// with `store` or the default in-memory lease store.
+/// An instance on `stream` (created with one shard) whose calls go through `faults`, with
+/// `store` or the default in-memory lease store.
 async fn instance(
-    faults: &Injector,
+    faults: &Faults,
     stream: &str,
     store: Option<Arc<dyn LeaseStore>>,
 ) -> (
@@ -89,7 +92,7 @@ async fn a_write_dynamodb_applied_whose_answer_was_lost_keeps_the_lease() {
     let Some(url) = common::endpoint() else {
         return;
     };
-    let mut faults = Injector::new(&url, &common::unique("lost-answer"));
+    let faults = Faults::new(&url);
     let store = table(&faults.sdk_config()).await;
     let key = LeaseKey::new("orders", "shardId-000000000000");
     store
@@ -99,28 +102,26 @@ async fn a_write_dynamodb_applied_whose_answer_was_lost_keeps_the_lease() {
     // DynamoDB applies the renewal and the answer is a 500; the SDK sends it again, and the
     // resend is refused by the counter its first attempt moved.
     let lost = faults.add(
-        "dynamodb",
-        "UpdateItem",
-        json!({ "apply_then_status": 500 }),
-        Some(1),
+        Rule::on(
+            Service::DynamoDb,
+            "UpdateItem",
+            Action::ApplyThenStatus(500),
+        )
+        .times(1),
     );
     store
         .renew(&key, "me", Duration::from_secs(30))
         .await
         .expect("the renewal landed: the lease is this owner's");
-    assert_eq!(faults.hits(&lost), 1, "the fault acted");
+    assert_eq!(faults.hits(lost), 1, "the fault acted");
     // The same with the connection reset after the write was applied.
-    let reset = faults.add(
-        "dynamodb",
-        "UpdateItem",
-        json!({ "apply_then_reset": true }),
-        Some(1),
-    );
+    let reset =
+        faults.add(Rule::on(Service::DynamoDb, "UpdateItem", Action::ApplyThenReset).times(1));
     store
         .checkpoint_and_renew(&key, "me", "42", Duration::from_secs(30))
         .await
         .expect("the checkpoint landed");
-    assert_eq!(faults.hits(&reset), 1);
+    assert_eq!(faults.hits(reset), 1);
     // Later writes go on from the counter the landed ones left.
     store.checkpoint(&key, "me", "43").await.unwrap();
     let row = store.read(&key).await.unwrap().unwrap();
@@ -134,16 +135,18 @@ async fn a_shard_that_left_the_stream_is_released_and_not_read_again() {
         return;
     };
     let name = common::unique("trimmed");
-    let mut faults = Injector::new(&url, &common::unique("trimmed"));
+    let faults = Faults::new(&url);
     let store: Arc<dyn LeaseStore> = Arc::new(table(&faults.sdk_config()).await);
     let (connected, sub) = instance(&faults, &name, Some(Arc::clone(&store))).await;
-    let gone = faults.add(
-        "kinesis",
+    let gone = faults.add(Rule::on(
+        Service::Kinesis,
         "GetRecords",
-        json!({ "status": 400, "error_type": "ResourceNotFoundException",
-                "message": "Shard shardId-000000000000 does not exist" }),
-        None,
-    );
+        Action::Status {
+            status: 400,
+            error_type: "ResourceNotFoundException",
+            message: "Shard shardId-000000000000 does not exist",
+        },
+    ));
     let key = LeaseKey::new(name.as_str(), "shardId-000000000000");
     let deadline = Instant::now() + Duration::from_secs(20);
     while store
@@ -159,12 +162,12 @@ async fn a_shard_that_left_the_stream_is_released_and_not_read_again() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let reads = faults.hits(&gone);
+    let reads = faults.hits(gone);
     assert!(reads >= 1);
     // Three listing intervals more: the shard is neither read nor taken again.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
-        faults.hits(&gone),
+        faults.hits(gone),
         reads,
         "a shard that left the stream was read again"
     );
@@ -182,16 +185,11 @@ async fn a_hung_read_is_timed_out_and_a_hung_release_does_not_outlast_shutdown()
         return;
     };
     let name = common::unique("hung");
-    let mut faults = Injector::new(&url, &common::unique("hung"));
+    let faults = Faults::new(&url);
     let store: Arc<dyn LeaseStore> = Arc::new(table(&faults.sdk_config()).await);
     let (connected, mut sub) = instance(&faults, &name, Some(Arc::clone(&store))).await;
     // The next read hangs: the SDK's attempt timeout ends it, and the retry reads the record.
-    let hung = faults.add(
-        "kinesis",
-        "GetRecords",
-        json!({ "blackhole": true }),
-        Some(1),
-    );
+    let hung = faults.add(Rule::on(Service::Kinesis, "GetRecords", Action::Blackhole).times(1));
     publish(&url, &name, &["after the hang"]).await;
     let started = Instant::now();
     {
@@ -202,11 +200,11 @@ async fn a_hung_read_is_timed_out_and_a_hung_release_does_not_outlast_shutdown()
         assert_eq!(record.payload(), b"after the hang");
         record.ack().await.unwrap();
     }
-    assert_eq!(faults.hits(&hung), 1, "the read hung");
+    assert_eq!(faults.hits(hung), 1, "the read hung");
     eprintln!("read after a hung GetRecords in {:?}", started.elapsed());
     // Every lease-table write of this instance hangs from now on: the final checkpoint and
     // the release give up within their bounds, and shutdown does not wait the whole grace.
-    let _blackholed = faults.add("dynamodb", "UpdateItem", json!({ "blackhole": true }), None);
+    let _blackholed = faults.add(Rule::on(Service::DynamoDb, "UpdateItem", Action::Blackhole));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stopping = Instant::now();
     drop(sub);
@@ -225,14 +223,9 @@ async fn throttled_reads_back_off_and_deliver_every_record_once() {
         return;
     };
     let name = common::unique("throttled");
-    let mut faults = Injector::new(&url, &common::unique("throttled"));
+    let faults = Faults::new(&url);
     let (connected, mut sub) = instance(&faults, &name, None).await;
-    let throttled = faults.add(
-        "kinesis",
-        "GetRecords",
-        json!({ "throttle": true }),
-        Some(4),
-    );
+    let throttled = faults.add(Rule::on(Service::Kinesis, "GetRecords", Action::Throttle).times(4));
     let bodies = ["a", "b", "c", "d", "e"];
     publish(&url, &name, &bodies).await;
     let mut seen = Vec::new();
@@ -253,7 +246,7 @@ async fn throttled_reads_back_off_and_deliver_every_record_once() {
         );
     }
     assert_eq!(seen, bodies);
-    assert_eq!(faults.hits(&throttled), 4, "the reads were throttled");
+    assert_eq!(faults.hits(throttled), 4, "the reads were throttled");
     drop(sub);
     connected.shutdown().await.unwrap();
 }

@@ -12,8 +12,9 @@
 //!   against a store and a stream of its own (see its module doc);
 //! - a store that must misbehave in one way for one test only is written beside that test (a
 //!   store that hangs in `lease/timed.rs`, one that counts in `tests/leases_kinesis.rs`);
-//! - the live tests' tools are in `tests/common/`: the endpoint gate, the fault injector's rules
-//!   (`injector.rs`), instances on a shared table (`instances.rs`), captured logs, AWS's KPL
+//! - the live tests' tools are in `tests/common/`: the endpoint gate, the fault injectors (`faults.rs`:
+//!   typed rules at the SDK's connector seam, passing through to the stack; `injector.rs`: the
+//!   router's JSON rules, for faults that must reach other processes), instances on a shared table (`instances.rs`), captured logs, AWS's KPL
 //!   library (`kpl.rs`) and credentials to look for in logs (`secrets.rs`).
 
 pub(crate) mod fake_kinesis;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod captured;
+pub mod faults;
 pub mod injector;
 #[cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 pub mod instances;
