@@ -76,7 +76,7 @@ pub fn behind(row: &LeaseState) -> String {
 /// A handoff asked of the row's holder that still stands at `now_ms`: `to <instance>`;
 /// `-` without one.
 #[must_use]
-pub fn planned_move(row: &LeaseState, now_ms: u64) -> String {
+pub fn handoff(row: &LeaseState, now_ms: u64) -> String {
     row.handoff_at(now_ms)
         .map_or_else(|| "-".to_owned(), |asked| format!("to {}", asked.to))
 }
@@ -103,7 +103,7 @@ pub fn cells(
         row.counter.to_string(),
         checkpoint(row),
         behind(row),
-        planned_move(row, now_ms),
+        handoff(row, now_ms),
         application.unwrap_or("-").to_owned(),
     ]
 }

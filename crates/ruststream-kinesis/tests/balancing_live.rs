@@ -105,7 +105,7 @@ fn twice(handled: &[Handled]) -> Vec<(String, usize)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn instances_joining_and_leaving_converge_and_the_planned_moves_redeliver_nothing() {
+async fn instances_joining_and_leaving_converge_and_the_handoffs_redeliver_nothing() {
     let Some(url) = common::endpoint() else {
         return;
     };
@@ -188,7 +188,7 @@ async fn instances_joining_and_leaving_converge_and_the_planned_moves_redeliver_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_planned_move_to_an_instance_that_is_gone_falls_back_to_the_lease_expiry() {
+async fn a_handoff_to_an_instance_that_is_gone_falls_back_to_the_lease_expiry() {
     let Some(url) = common::endpoint() else {
         return;
     };

@@ -664,8 +664,8 @@ async fn a_take_of_a_row_deleted_since_the_store_saw_it_creates_none() {
 /// the handoff's write removes them with the new owner and the final checkpoint in one write; a
 /// row written before handoffs existed (no such attributes) reads as one without a request.
 #[tokio::test]
-async fn a_planned_move_is_recorded_in_two_attributes_that_the_hand_over_removes() {
-    let Some(config) = live_config("a_planned_move_is_recorded_in_two_attributes") else {
+async fn a_handoff_is_recorded_in_two_attributes_that_the_hand_over_removes() {
+    let Some(config) = live_config("a_handoff_is_recorded_in_two_attributes") else {
         return;
     };
     let store = fresh_store(&config).await;

@@ -64,7 +64,7 @@ async fn two_instances_never_handle_one_shard_at_the_same_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_graceful_stop_hands_the_shards_over_after_the_checkpoint() {
+async fn a_release_hands_the_shards_over_after_the_checkpoint() {
     let Some(url) = common::endpoint() else {
         return;
     };

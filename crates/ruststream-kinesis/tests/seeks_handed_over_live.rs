@@ -41,7 +41,7 @@ async fn checkpoint_becomes(store: &MemoryLeaseStore, stream: &str, shard: &str,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_seek_that_settled_nothing_before_a_graceful_stop_is_where_the_next_owner_reads_on() {
+async fn a_seek_that_settled_nothing_before_a_release_is_where_the_next_owner_reads_on() {
     let Some(url) = common::endpoint() else {
         return;
     };

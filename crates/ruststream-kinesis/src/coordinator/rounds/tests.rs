@@ -490,7 +490,7 @@ fn a_balancing_instance_asks_the_holder_of_every_shard_for_its_share() {
 }
 
 #[test]
-fn a_paused_instance_asks_for_no_planned_move() {
+fn a_paused_instance_asks_for_no_handoff() {
     let now = POLL;
     let mut rig = balancing_rig_after_notice(&[OWNER, "pod-b"], now);
     rig.coordinator.set_paused(true);

@@ -58,7 +58,7 @@ fn a_take_of_ones_own_row_never_moves_its_expiry_back() {
 }
 
 #[test]
-fn a_take_ends_every_planned_move_asked_of_the_earlier_holder() {
+fn a_take_ends_every_handoff_asked_of_the_earlier_holder() {
     let mut asked = row(None, 0, 4);
     asked.handoff = Some(Handoff {
         to: "c".to_owned(),

@@ -425,7 +425,7 @@ mod news {
     }
 
     #[test]
-    fn a_graceful_stop_tells_its_release_once() {
+    fn a_release_is_told_once() {
         let mut lease = taken_at(Duration::ZERO);
         exchange(&mut lease, 3 * S, &Write::Renew, 3 * S, Answer::Done);
         assert_eq!(lease.take_news(), [], "a renewal is no news");

@@ -826,7 +826,7 @@ fn asked_row(owner: &str, to: &str, asked_ms: u64) -> LeaseState {
 }
 
 #[test]
-fn a_planned_move_waits_for_every_delivery_then_hands_over_with_the_last_checkpoint() {
+fn a_handoff_waits_for_every_delivery_then_hands_over_with_the_last_checkpoint() {
     let mut machine = taken();
     read(
         &mut machine,
@@ -875,7 +875,7 @@ fn a_planned_move_waits_for_every_delivery_then_hands_over_with_the_last_checkpo
 }
 
 #[test]
-fn a_planned_move_whose_deliveries_outlast_the_drain_hands_over_the_settled_prefix() {
+fn a_handoff_whose_deliveries_outlast_the_drain_hands_over_the_settled_prefix() {
     let timings = LeaseTimings::default().with_handoff_drain(Duration::from_secs(2));
     let mut machine = ShardMachine::new(
         ShardLease::taken(timings, Duration::ZERO, ms(Duration::ZERO)),
