@@ -90,8 +90,6 @@ pub(crate) struct Coordinator<T> {
     /// The requests this instance recorded, by shard, and when (epoch ms): it withdraws those
     /// still standing when it stops, whatever the rows it read last showed.
     requested: HashMap<Arc<str>, u64>,
-    /// Whether rows too old are read again rather than taken on ([`rows_too_old`](Self::rows_too_old)).
-    rows_age_bound: bool,
     /// Free shards a balancing instance left to others for want of room, since when: one still
     /// free a grace later is taken anyway, so no miscount (a gone instance still counted) leaves
     /// a shard unread.
@@ -122,7 +120,6 @@ impl<T: Moment> Coordinator<T> {
             asks: Vec::new(),
             requested: HashMap::new(),
             left_free: HashMap::new(),
-            rows_age_bound: true,
             twins: None,
             paused: false,
         }
@@ -632,15 +629,7 @@ impl<T: Moment> Coordinator<T> {
     /// grace (a row they lack may have been deleted since, and a take would create it afresh).
     /// A process frozen between its read and the answer's handling reads the rows again.
     pub(crate) fn rows_too_old(&self, age: Duration) -> bool {
-        self.rows_age_bound && age > self.timings.lease().min(self.hygiene.grace() / 2)
-    }
-
-    /// Takes on rows however old (what rounds did before the bound): a test pins what the
-    /// bound and the stores' existence condition each prevent.
-    #[cfg(test)]
-    pub(crate) fn without_rows_age_bound(mut self) -> Self {
-        self.rows_age_bound = false;
-        self
+        age > self.timings.lease().min(self.hygiene.grace() / 2)
     }
 
     /// `shard` is read now: a backoff of its takes ends.

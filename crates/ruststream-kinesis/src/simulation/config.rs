@@ -127,17 +127,9 @@ pub(super) struct Config {
     /// How much longer than a request lives a row must have been one no reader needs before a
     /// round deletes it (`hygiene`): short, so that deletions happen within a schedule.
     pub(super) gone_grace: Duration,
-    /// Whether a take of a row its store object has seen exist is conditioned on the row still
-    /// existing (`DynamoLeaseStore::existing`), or may create it afresh (a stale take after a
-    /// round deleted the row, which a test pins).
-    pub(super) takes_know_rows: bool,
     /// Whether the instances balance the shards (`balance_shards`): they take free shards only
     /// up to their share, and ask the most loaded for handoffs.
     pub(super) balance: bool,
-    /// Whether a round reads the rows again when their answer comes later than a lease (or half
-    /// the hygiene grace) after they were asked for, as a process frozen in between would see
-    /// it; off in the test that pins the existence condition of stale takes.
-    pub(super) rows_age_bound: bool,
     /// Whether the shards are read with enhanced fan-out (`SubscribeToShard`) rather than
     /// `GetRecords`.
     pub(super) fan_out: bool,
@@ -282,9 +274,7 @@ impl Config {
             },
             notices: rng.random_bool(0.8),
             gone_grace: timings.listing_interval() * rng.random_range(0..=2),
-            takes_know_rows: true,
             balance: false,
-            rows_age_bound: true,
             fan_out: false,
             fan_out_children: false,
             aggregates: 0.0,

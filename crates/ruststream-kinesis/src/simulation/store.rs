@@ -24,9 +24,10 @@ impl Sim {
             pair: None,
             row_known: false,
         };
-        op.row_known = self.cfg.takes_know_rows
-            && matches!(op.kind, OpKind::Acquire)
-            && self.known_rows.contains(&(i, op.inc, shard));
+        // `DynamoLeaseStore::existing`: a take of a row its store object saw exist is
+        // conditioned on the row still existing.
+        op.row_known =
+            matches!(op.kind, OpKind::Acquire) && self.known_rows.contains(&(i, op.inc, shard));
         if self.fenced(&op) && !matches!(op.kind, OpKind::Acquire) {
             let fence = self.fence(i, op.inc, shard);
             op.seen = fence.counter;

@@ -666,11 +666,7 @@ impl Coord {
                 if cfg.twin_check {
                     knows = knows.with_incarnation(run);
                 }
-                if cfg.rows_age_bound {
-                    knows
-                } else {
-                    knows.without_rows_age_bound()
-                }
+                knows
             }
             .with_hygiene_grace(cfg.hygiene_grace()),
             rounds: Rounds::new(
