@@ -91,15 +91,9 @@ pub(super) struct Config {
     /// the main run: see `a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`.
     pub(super) resubscribe_grace: bool,
     /// Whether a timed-out call may land after its caller gave up (up to three timeouts after
-    /// it was sent), behind the caller's later calls. Off in the main run: see
-    /// `a_write_landing_after_its_timeout_moves_a_checkpoint_back`. On in the main run, where
-    /// the counter fence keeps late writes out.
+    /// it was sent), behind the caller's later calls, which the counter fence keeps out (see
+    /// `a_write_landing_after_its_timeout_never_moves_a_checkpoint_back`).
     pub(super) late_landing: bool,
-    /// Whether each incarnation's store object conditions its held writes on the counter its own
-    /// last write left in the row (`Fence` in `lease/dynamo.rs`), or on the owner alone. On in
-    /// the main run; a process restart gets a fresh store object, so it may start while the old
-    /// incarnation's writes are still in flight.
-    pub(super) counter_fence: bool,
     /// Whether late landing includes takes. A take of a row its owner holds never moves its
     /// expiry back (`rules::take`), so one of an instance's own takes that lands after a later
     /// take of the same owner id is refused: see
@@ -185,13 +179,9 @@ impl Config {
     }
 
     /// How long a new incarnation waits after the old one died: until every take of the old one
-    /// landed or timed out, and with neither the counter fence nor in-time takes, every request.
+    /// landed or timed out (the counter fence keeps its later writes out).
     pub(super) fn restart_wait(&self) -> Duration {
-        if self.counter_fence {
-            self.timeout + ms(1)
-        } else {
-            self.request_lifetime() + ms(1)
-        }
+        self.timeout + ms(1)
     }
 
     pub(super) fn random(rng: &mut StdRng) -> Self {
@@ -239,7 +229,6 @@ impl Config {
             quiet_fault: rng.random_bool(0.7),
             resubscribe_grace: false,
             late_landing: true,
-            counter_fence: true,
             late_takes: true,
             p_retry: pick(rng, &[0.0, 0.05, 0.2]),
             p_hold: pick(rng, &[0.0, 0.2, 0.5]),

@@ -107,8 +107,8 @@
 //! # The store model
 //!
 //! A take is conditioned on a new or unowned row, this owner id, or an expiry past by the
-//! caller's clock; renewals, checkpoints and releases on this owner id and, with the counter
-//! fence (`counter_fence`, on in the main run), on the `lease_counter` that this store object's
+//! caller's clock; renewals, checkpoints and releases on this owner id and on the
+//! `lease_counter` (the counter fence, `lease/rules.rs`) that this store object's
 //! own last write left in the row, as `DynamoLeaseStore` does (`Fence`, `held_update`,
 //! `settle_fence`): when an answer reaches the caller, a success records the counter the write
 //! left (a granted take too), a failed call marks the row uncertain, a refusal keeps the

@@ -39,19 +39,18 @@ impl Sim {
     /// Whether the call is a write whose answer settles its store object's fence: a take, or a
     /// held write, with the counter fence on.
     pub(super) fn fenced(&self, op: &Op) -> bool {
-        self.cfg.counter_fence
-            && !matches!(
-                op.kind,
-                OpKind::Read
-                    | OpKind::List
-                    | OpKind::Notice
-                    | OpKind::Beat { .. }
-                    | OpKind::Leave
-                    | OpKind::Announce { .. }
-                    | OpKind::Withdraw
-                    | OpKind::AskHandoff { .. }
-                    | OpKind::Delete { .. }
-            )
+        !matches!(
+            op.kind,
+            OpKind::Read
+                | OpKind::List
+                | OpKind::Notice
+                | OpKind::Beat { .. }
+                | OpKind::Leave
+                | OpKind::Announce { .. }
+                | OpKind::Withdraw
+                | OpKind::AskHandoff { .. }
+                | OpKind::Delete { .. }
+        )
     }
 
     pub(super) fn fence(&self, i: usize, inc: u32, shard: usize) -> Fence {

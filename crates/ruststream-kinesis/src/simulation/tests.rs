@@ -338,23 +338,24 @@ fn a_held_record_is_checked_again_where_its_handler_starts() {
     assert!(stats.withheld > 0, "a held delivery is withheld: {stats:?}");
 }
 
-/// A store call that lands after its caller timed out, behind the caller's later calls, is
-/// accepted by the owner-only condition: a stale checkpoint moves the row back (and a stale
-/// renewal moves its expiry back). The main run assumes calls land before their timeout.
+/// A store call that lands after its caller timed out, behind the caller's later calls, was
+/// accepted by the owner-only condition: a stale checkpoint moved the row back (and a stale
+/// renewal moved its expiry back). Held writes are now conditioned on the counter their store
+/// object's own last write left (the fence of `lease/rules.rs`, which the simulated store always
+/// applies). Pinned: seed 0x5eed_0001, which fails with the counter taken out of
+/// `rules::held_accepted` (checked by hand: shard 1's checkpoint moved back from 1047 to 1004).
+/// The seed the old switch found (0x5eed_0004) takes another course now: the switch also made a
+/// restarted incarnation wait for every request of the old one.
 #[test]
-fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
-    let tweak = |cfg: &mut Config, _: &mut StdRng| {
+fn a_write_landing_after_its_timeout_never_moves_a_checkpoint_back() {
+    let tweak = |cfg: &mut Config, rng: &mut StdRng| {
+        as_found(cfg, rng);
         cfg.late_landing = true;
         cfg.late_takes = true;
-        cfg.counter_fence = false;
         cfg.p_timeout = 0.1;
     };
-    assert_caught(
-        300,
-        &tweak,
-        "moved back",
-        "no late write moved a checkpoint back",
-    );
+    let stats = replays_clean(0x5eed_0001, &tweak);
+    assert!(stats.late_landings > 0, "late writes still land: {stats:?}");
 }
 
 /// With the counter fence of `DynamoLeaseStore`, renewals, checkpoints and releases that land
@@ -365,7 +366,6 @@ fn a_write_landing_after_its_timeout_moves_a_checkpoint_back() {
 fn late_writes_behind_the_counter_fence_keep_the_invariants() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
         cfg.late_landing = true;
-        cfg.counter_fence = true;
         cfg.p_timeout = 0.1;
     };
     let (stats, failure) = run_many(0x0fe2_ce00, 200, &tweak);
@@ -389,7 +389,6 @@ fn a_late_take_of_ones_own_row_never_moves_its_expiry_back() {
         as_found(cfg, rng);
         cfg.late_landing = true;
         cfg.late_takes = true;
-        cfg.counter_fence = true;
         cfg.p_timeout = 0.1;
     };
     let stats = replays_clean(0x5eed_0008, &tweak);
@@ -404,7 +403,6 @@ fn late_takes_that_keep_the_expiry_keep_the_invariants() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
         cfg.late_landing = true;
         cfg.late_takes = true;
-        cfg.counter_fence = true;
         cfg.p_timeout = 0.1;
     };
     let (stats, failure) = run_many(0x7a4e_0000, 200, &tweak);
@@ -425,7 +423,6 @@ fn late_takes_that_keep_the_expiry_keep_the_invariants() {
 fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
         cfg.resubscribe_grace = true;
-        cfg.counter_fence = false;
         cfg.late_landing = false;
         cfg.resubscribes = 4;
         cfg.stalls = 0;
