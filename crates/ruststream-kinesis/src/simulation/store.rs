@@ -37,20 +37,9 @@ impl Sim {
     }
 
     /// Whether the call is a write whose answer settles its store object's fence: a take, or a
-    /// held write, with the counter fence on.
+    /// held write.
     pub(super) fn fenced(&self, op: &Op) -> bool {
-        !matches!(
-            op.kind,
-            OpKind::Read
-                | OpKind::List
-                | OpKind::Notice
-                | OpKind::Beat { .. }
-                | OpKind::Leave
-                | OpKind::Announce { .. }
-                | OpKind::Withdraw
-                | OpKind::AskHandoff { .. }
-                | OpKind::Delete { .. }
-        )
+        matches!(op.kind, OpKind::Acquire) || self.held_write_of(op).is_some()
     }
 
     pub(super) fn fence(&self, i: usize, inc: u32, shard: usize) -> Fence {
