@@ -3,6 +3,7 @@
 use std::sync::{Arc, PoisonError};
 
 use crate::delivery::seeker::{Seeking, Source};
+use crate::kinesis::iterator::ShardIterator;
 use crate::live::subscription::Subscription;
 use crate::settings::position::ShardStart;
 use crate::shard::ShardHandle;
@@ -24,19 +25,7 @@ impl Source for Subscription {
 /// shard's watermark resets and its reader restarts at the new iterator; a delivery of the old
 /// position still on its way never reaches a handler once this returns.
 async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), KinesisError> {
-    if sub.broker_closed.load(std::sync::atomic::Ordering::Acquire) {
-        return Err(KinesisError::ShutDown { what: "seeking" });
-    }
-    if sub.cancel.is_cancelled() {
-        // Its subscriber was dropped: nothing reads the stream for it any more, and a position
-        // queued now would never be read.
-        return Err(KinesisError::Seek {
-            stream: sub.stream.to_string(),
-            reason: "the subscription is closed (its subscriber was dropped); seek through a \
-                     subscription that is still open"
-                .to_owned(),
-        });
-    }
+    still_open(sub)?;
     let targets: Vec<(Arc<str>, Arc<ShardHandle>)> = {
         let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(shard) = to.shard()
@@ -67,28 +56,7 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
     let recorded: Arc<str> = Arc::from(ShardStart::seek_checkpoint(&to, now_ms));
     let mut iterators = Vec::with_capacity(targets.len());
     for (shard, _) in &targets {
-        match sub.kinesis.shard_iterator(&sub.stream, shard, &start).await {
-            Ok(iterator) => iterators.push(iterator),
-            Err(err) => {
-                // The reader's reading of a `ResourceNotFoundException` ("no longer exists, its
-                // lease is released") is not this one's: a refused seek moves nothing, and the
-                // local engine answers it for a record the shard never held too.
-                let said = match err {
-                    KinesisError::ShardNotFound { .. } => "ResourceNotFoundException (on AWS the \
-                         shard or its stream is gone; a local emulator also answers it for a \
-                         record the shard never held)"
-                        .to_owned(),
-                    other => other.to_string(),
-                };
-                return Err(KinesisError::Seek {
-                    stream: sub.stream.to_string(),
-                    reason: format!(
-                        "Kinesis refused the position {to:?} for shard {shard}: {said}; every \
-                         shard reads on where it was"
-                    ),
-                });
-            }
-        }
+        iterators.push(iterator_at(sub, shard, &to, &start).await?);
     }
     let mut applied = Vec::new();
     let mut refused = Vec::new();
@@ -111,4 +79,54 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
              applied to {applied:?}. Seek again on the instance that holds them"
         ),
     })
+}
+
+/// Whether `sub` can still be sought: its broker runs, and its subscriber was not dropped.
+fn still_open(sub: &Subscription) -> Result<(), KinesisError> {
+    if sub.broker_closed.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(KinesisError::ShutDown { what: "seeking" });
+    }
+    if sub.cancel.is_cancelled() {
+        // Its subscriber was dropped: nothing reads the stream for it any more, and a position
+        // queued now would never be read.
+        return Err(KinesisError::Seek {
+            stream: sub.stream.to_string(),
+            reason: "the subscription is closed (its subscriber was dropped); seek through a \
+                     subscription that is still open"
+                .to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The iterator of `shard` at `start` (the seek to `to`), or the seek's failure naming the shard
+/// and what Kinesis said.
+async fn iterator_at(
+    sub: &Subscription,
+    shard: &str,
+    to: &KinesisPosition,
+    start: &ShardStart,
+) -> Result<ShardIterator, KinesisError> {
+    sub.kinesis
+        .shard_iterator(&sub.stream, shard, start)
+        .await
+        .map_err(|err| {
+            // The reader's reading of a `ResourceNotFoundException` ("no longer exists, its
+            // lease is released") is not this one's: a refused seek moves nothing, and the local
+            // engine answers it for a record the shard never held too.
+            let said = match err {
+                KinesisError::ShardNotFound { .. } => "ResourceNotFoundException (on AWS the \
+                     shard or its stream is gone; a local emulator also answers it for a record \
+                     the shard never held)"
+                    .to_owned(),
+                other => other.to_string(),
+            };
+            KinesisError::Seek {
+                stream: sub.stream.to_string(),
+                reason: format!(
+                    "Kinesis refused the position {to:?} for shard {shard}: {said}; every shard \
+                     reads on where it was"
+                ),
+            }
+        })
 }
