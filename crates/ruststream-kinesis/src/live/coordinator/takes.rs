@@ -39,8 +39,9 @@ enum Answered {
     Released,
 }
 
-/// A take's call in flight, and which take it is.
-type Call<'a> = Pin<Box<dyn Future<Output = (usize, Answered)> + Send + 'a>>;
+/// A take's call in flight, in its take's span, and which take it is.
+type Call<'a> =
+    tracing::instrument::Instrumented<Pin<Box<dyn Future<Output = (usize, Answered)> + Send + 'a>>>;
 
 impl Subscription {
     /// The takes of a pass, in parallel: each take's calls in order, every answer handed back
@@ -99,60 +100,61 @@ impl Subscription {
     fn next_call<'a>(self: &'a Arc<Self>, one: &mut Taking, at: usize) -> Option<Call<'a>> {
         let _in_span = one.span.enter();
         let (key, shard) = (one.key.clone(), Arc::clone(&one.shard.id));
-        let call: Call<'a> = match one.take.next() {
-            TakeStep::Call(TakeCall::Acquire { start }) => Box::pin(async move {
-                let answer = self
-                    .store
-                    .acquire_from(&key, &self.owner, self.timings.lease(), &start)
-                    .await;
-                (at, Answered::Acquired(answer))
-            }),
-            TakeStep::Call(TakeCall::Iterator { start }) => Box::pin(async move {
-                let answer = self
-                    .kinesis
-                    .shard_iterator(&self.stream, &shard, &start)
-                    .await;
-                (at, Answered::Positioned(answer))
-            }),
-            TakeStep::Call(TakeCall::Release) => Box::pin(async move {
-                // Fenced by the counter the take left; a lease it does not free lapses.
-                let _ = self.store.release(&key, &self.owner).await;
-                (at, Answered::Released)
-            }),
-            TakeStep::Over { wake_coordinator } => {
-                if wake_coordinator {
-                    tracing::debug!(
-                        stream = %self.stream,
-                        shard = %one.shard.id,
-                        "closed shard never read and started at the tip: skipped"
-                    );
-                    self.wake.notify_one();
+        let call: Pin<Box<dyn Future<Output = (usize, Answered)> + Send + 'a>> =
+            match one.take.next() {
+                TakeStep::Call(TakeCall::Acquire { start }) => Box::pin(async move {
+                    let answer = self
+                        .store
+                        .acquire_from(&key, &self.owner, self.timings.lease(), &start)
+                        .await;
+                    (at, Answered::Acquired(answer))
+                }),
+                TakeStep::Call(TakeCall::Iterator { start }) => Box::pin(async move {
+                    let answer = self
+                        .kinesis
+                        .shard_iterator(&self.stream, &shard, &start)
+                        .await;
+                    (at, Answered::Positioned(answer))
+                }),
+                TakeStep::Call(TakeCall::Release) => Box::pin(async move {
+                    // Fenced by the counter the take left; a lease it does not free lapses.
+                    let _ = self.store.release(&key, &self.owner).await;
+                    (at, Answered::Released)
+                }),
+                TakeStep::Over { wake_coordinator } => {
+                    if wake_coordinator {
+                        tracing::debug!(
+                            stream = %self.stream,
+                            shard = %one.shard.id,
+                            "closed shard never read and started at the tip: skipped"
+                        );
+                        self.wake.notify_one();
+                    }
+                    return None;
                 }
-                return None;
-            }
-            TakeStep::Read {
-                start,
-                resume,
-                sent,
-                sent_ms,
-            } => {
-                let iterator = one
-                    .iterator
-                    .take()
-                    .expect("a take reads once its iterator answered");
-                self.start_reader(
-                    &one.shard,
-                    one.key.clone(),
-                    iterator,
-                    &start,
+                TakeStep::Read {
+                    start,
                     resume,
                     sent,
                     sent_ms,
-                );
-                return None;
-            }
-        };
-        Some(Box::pin(call.instrument(one.span.clone())))
+                } => {
+                    let iterator = one
+                        .iterator
+                        .take()
+                        .expect("a take reads once its iterator answered");
+                    self.start_reader(
+                        &one.shard,
+                        one.key.clone(),
+                        iterator,
+                        &start,
+                        resume,
+                        sent,
+                        sent_ms,
+                    );
+                    return None;
+                }
+            };
+        Some(call.instrument(one.span.clone()))
     }
 
     /// Hands what `one`'s call answered back to its take, and through it to the coordinator;

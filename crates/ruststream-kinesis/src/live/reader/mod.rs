@@ -20,7 +20,8 @@ use crate::lease::{LeaseKey, LeaseState};
 use crate::settings::position::ShardStart;
 use crate::shard::read::EVENT_SILENCE_LIMIT;
 use crate::shard::{
-    Answer, Call, Close, Ending, Fetch, Next, ReadStep, Redeliver, ShardHandle, Stall, Stop, Write,
+    Answer, Call, Close, Ending, Fetch, LeaseNews, Next, ReadStep, Redeliver, ShardHandle, Stall,
+    Stop, Write,
 };
 use crate::telemetry::{ReadRetry, ShardCount};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
@@ -69,9 +70,7 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
             Next::Send(write) => {
                 let (answer, row) = send(&env, key, &write).await;
                 let answered = handle.answer(answer, row.as_ref(), &env.owner, env.stall_after);
-                for news in &answered.news {
-                    news::say(&env, news);
-                }
+                say_news(&env, &answered.news);
                 env.meters.checkpoint_lag(answered.lag);
                 if let Some(stall) = answered.stall {
                     stalled(&env, stall);
@@ -80,9 +79,7 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
             }
             Next::Wait(until) => until,
             Next::Ended(_) => {
-                for news in handle.take_news() {
-                    news::say(&env, &news);
-                }
+                say_news(&env, &handle.take_news());
                 // A lost lease ends the shard's other tasks; a closed one's already ended.
                 cancel.cancel();
                 return;
@@ -135,6 +132,13 @@ async fn send(env: &ShardEnv, key: &LeaseKey, write: &Write) -> (Answer, Option<
             env.lease_failed(err);
             (Answer::Failed, None)
         }
+    }
+}
+
+/// Says what the shard's machine tells happened to its lease.
+fn say_news(env: &ShardEnv, news: &[LeaseNews]) {
+    for one in news {
+        news::say(env, one);
     }
 }
 
