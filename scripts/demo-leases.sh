@@ -117,5 +117,5 @@ lost="$(comm -23 <(sort -u <<<"$published") <(printf '%s\n%s\n' "$a" "$b" | grep
 twice="$(printf '%s\n%s\n' "$a" "$b" | grep . | sort | uniq -d)"
 [[ -z "$lost" ]] || fail "orders never picked: $(tr '\n' ' ' <<<"$lost")"
 [[ -z "$twice" ]] || fail "orders picked twice: $(tr '\n' ' ' <<<"$twice")"
-echo "every order was picked exactly once: the graceful handover read nothing twice"
+echo "every order was picked exactly once: the handover after the release read nothing twice"
 echo "logs: $LOGS/pod-a.log $LOGS/pod-b.log $LOGS/producer.log"

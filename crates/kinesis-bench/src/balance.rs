@@ -227,7 +227,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
          3 s renewal, 10 s listing, 1 s handover poll, 5 s drain), `balance_shards(true)`; a \
          producer writes {RATE} records/s throughout; instances join one at a time up to {MOST} \
          (each join timed from its start until every instance holds 8 / n shards, rounded down \
-         or up, by the table's rows, and has handled each of its shards' latest records), then leave gracefully one at a time down to two (timed from \
+         or up, by the table's rows, and has handled each of its shards' latest records), then leave one at a time, releasing their leases, down to two (timed from \
          the start of the stop); handlers acknowledge at once, so every handoff drains"
     ));
     Ok(vec![figure])

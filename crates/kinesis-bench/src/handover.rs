@@ -1,4 +1,4 @@
-//! Handover after a release (the `graceful handover` figure) and crash takeover, with the
+//! The `handover after a release` and `crash takeover` figures, with the
 //! default timings: two instances on one
 //! DynamoDB lease table, the first holding every shard under a steady producer; the time from
 //! the first one's shutdown (or SIGKILL) to the first record the second one handles.
@@ -95,12 +95,12 @@ fn jitter() -> Duration {
     Duration::from_millis(u64::try_from(stack::random_u128() % 1000).unwrap_or(0))
 }
 
-/// The `graceful handover` figure: a handover after a release.
-pub async fn graceful(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
+/// The `handover after a release` figure.
+pub async fn after_release(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let mut handovers = Vec::new();
     let mut shutdowns = Vec::new();
     for rep in 0..repetitions(opts) {
-        let (handover, shutdown) = graceful_once(stack).await?;
+        let (handover, shutdown) = after_release_once(stack).await?;
         eprintln!(
             "handover: repetition {}: first record on the other instance {:.2} s after the \
              shutdown began (the shutdown took {:.2} s)",
@@ -112,7 +112,7 @@ pub async fn graceful(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Erro
         shutdowns.push(shutdown.as_secs_f64());
     }
     let value = median(&handovers);
-    let mut figure = Figure::new("graceful handover", "handover");
+    let mut figure = Figure::new("handover after a release", "handover");
     figure.measured = format!("{value:.2} s (median of {})", handovers.len());
     figure.target = "≤ 2 s".to_owned();
     figure.pass = Some(value <= 2.0);
@@ -133,7 +133,7 @@ pub async fn graceful(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Erro
     Ok(vec![figure])
 }
 
-async fn graceful_once(stack: &Stack) -> Result<(Duration, Duration), Error> {
+async fn after_release_once(stack: &Stack) -> Result<(Duration, Duration), Error> {
     let mut rig = Rig::new(stack, "bench-handover").await?;
     let result = async {
         let (a, b) = (Probe::default(), Probe::default());

@@ -343,7 +343,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "memory" => memory::run(&stack, opts).await,
             "writes" => writes::run(&stack, opts).await,
             "poll-cost" => poll_cost::run(&stack, opts).await,
-            "handover" => handover::graceful(&stack, opts).await,
+            "handover" => handover::after_release(&stack, opts).await,
             "takeover" => handover::crash(&stack, opts).await,
             "balance" => balance::run(&stack, opts).await,
             "growth" => growth::run(&stack, opts).await,

@@ -94,3 +94,37 @@ impl Drop for StreamRegistration {
             .insert(self.name.clone(), StreamSlot::Closing(closing));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Opening a subscription while the previous one's readers still write their final
+    /// checkpoints and releases would take, under the same owner id, leases whose last writes
+    /// are on their way, which the store's conditions cannot tell apart. The wait has no bound
+    /// (it used to end after 10 s; a store timeout or three are longer).
+    #[tokio::test(start_paused = true)]
+    async fn a_new_subscription_waits_for_the_previous_ones_tasks_however_long_they_take() {
+        let registry = Registry::default();
+        let mut first = registry.register("orders").await.expect("nothing reads it");
+        assert!(matches!(
+            registry.register("orders").await,
+            Err(KinesisError::DuplicateSubscription { stream }) if stream == "orders"
+        ));
+        let tasks = TaskTracker::new();
+        let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+        tasks.spawn(async move {
+            let _ = finished.await;
+        });
+        first.closes_with(tasks);
+        drop(first);
+        let second = tokio::spawn(async move { registry.register("orders").await.is_ok() });
+        tokio::time::sleep(PREVIOUS_SUBSCRIPTION_WARN_AFTER * 6).await;
+        assert!(
+            !second.is_finished(),
+            "the new subscription opened while the previous one's tasks ran"
+        );
+        finish.send(()).expect("the task waits");
+        assert!(second.await.expect("the task ends"), "then it opens");
+    }
+}

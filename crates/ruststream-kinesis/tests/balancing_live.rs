@@ -173,7 +173,7 @@ async fn instances_joining_and_leaving_converge_and_the_handoffs_redeliver_nothi
     assert_eq!(
         twice(&handled),
         Vec::<(String, usize)>::new(),
-        "handoffs and a graceful leave redeliver nothing"
+        "handoffs and releases redeliver nothing"
     );
     let movers: HashMap<&str, usize> = handled.iter().fold(HashMap::new(), |mut by, h| {
         *by.entry(h.instance.as_str()).or_default() += 1;

@@ -254,7 +254,7 @@ async fn a_handover_under_fan_out_loses_nothing() {
     let repeated: Vec<_> = counts(&seen).into_iter().filter(|(_, n)| *n > 1).collect();
     assert!(
         repeated.is_empty(),
-        "a graceful handover repeats nothing: {repeated:?}"
+        "a handover after a release repeats nothing: {repeated:?}"
     );
     b.stop().await;
 }

@@ -111,7 +111,7 @@ async fn a_release_hands_the_shards_over_after_the_checkpoint() {
     );
     let takeover = after.iter().map(|h| h.at).min().unwrap() - stopping;
     println!(
-        "graceful handover: shutdown took {stopped:?}; first record handled by pod-b {takeover:?} \
+        "handover after a release: shutdown took {stopped:?}; first record handled by pod-b {takeover:?} \
          after pod-a's shutdown began (lease 3 s, listing 1 s)"
     );
     b.stop().await;

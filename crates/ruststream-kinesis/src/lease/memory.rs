@@ -102,6 +102,8 @@ impl MemoryLeaseStore {
             now_ms,
             lease_ms: millis(lease),
             start,
+            // Every take reads the rows as they are now: there is no older view to guard.
+            seen_row: false,
         };
         let mut rows = self.lock();
         let row = rows.get(key);

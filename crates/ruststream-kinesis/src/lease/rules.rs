@@ -13,13 +13,16 @@ use super::HANDOFF_REQUEST_LIFETIME;
 use super::{Handoff, LeaseState, SKEW_TOLERANCE, millis};
 
 /// A take of a row: by `owner` at `now_ms` (its clock), for a lease of `lease_ms`; `start`
-/// becomes the checkpoint of a row without one.
+/// becomes the checkpoint of a row without one. `seen_row`: the taker's store object saw the
+/// row exist, so the take needs the row still there (a row deleted since, its shard done with,
+/// is not created again by a take decided on an older view).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Take<'a> {
     pub(crate) owner: &'a str,
     pub(crate) now_ms: u64,
     pub(crate) lease_ms: u64,
     pub(crate) start: Option<&'a str>,
+    pub(crate) seen_row: bool,
 }
 
 impl Take<'_> {
@@ -29,16 +32,20 @@ impl Take<'_> {
     }
 }
 
-/// Whether a take is accepted by `row` (`None`: there is no row yet): the row has no owner, or
-/// this owner holds it and the take does not move its expiry back (a take of its own that lands
-/// late, after renewals went ahead, is refused rather than shortening the lease), or its expiry
-/// lies more than [`SKEW_TOLERANCE`] behind the taker's clock.
+/// Whether a take is accepted by `row` (`None`: there is no row): a missing row when the taker
+/// never saw it exist; a row with no owner, or one this owner holds where the take does not move
+/// its expiry back (a take of its own that lands late, after renewals went ahead, is refused
+/// rather than shortening the lease), or one whose expiry lies more than [`SKEW_TOLERANCE`]
+/// behind the taker's clock.
 pub(crate) fn take_accepted(row: Option<&LeaseState>, take: &Take<'_>) -> bool {
-    row.is_none_or(|row| {
-        row.owner.is_none()
-            || (row.is_held_by(take.owner) && row.expiry_ms <= take.expiry_ms())
-            || row.is_expired_at(take.now_ms)
-    })
+    match row {
+        None => !take.seen_row,
+        Some(row) => {
+            row.owner.is_none()
+                || (row.is_held_by(take.owner) && row.expiry_ms <= take.expiry_ms())
+                || row.is_expired_at(take.now_ms)
+        }
+    }
 }
 
 /// The row a take leaves, or `None` when `row` refuses it: this owner's, with a lease from now,

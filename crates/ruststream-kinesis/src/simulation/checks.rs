@@ -5,7 +5,7 @@ use super::*;
 impl Sim {
     // ----- liveness -------------------------------------------------------------------------
 
-    /// Session `sid` of another owner than the one that released `shard` gracefully made its
+    /// Session `sid` of another owner than the one that released `shard` as it stopped made its
     /// next step: counted once per step, under this schedule's poll setting.
     pub(super) fn handover_step(&mut self, shard: usize, sid: u64, step: Step) {
         let Some(mut handover) = self.ghost[shard].handover else {
@@ -34,7 +34,7 @@ impl Sim {
             // With no fault, the next poll of an instance ready to take sees the release (through
             // the bumped notice, or the rows of a store without notices).
             self.fail(format!(
-                "handover: shard {shard} was released gracefully at {} with an instance ready to \
+                "handover: shard {shard} was released as its session stopped at {} with an instance ready to \
                  take it and no fault, but taken only {took} ms later (poll {poll:?}, {polls} \
                  allowed)",
                 secs(handover.at)

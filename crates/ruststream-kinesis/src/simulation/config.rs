@@ -86,10 +86,6 @@ pub(super) struct Config {
     pub(super) quiet_fault: bool,
     /// Subscriptions dropped and opened again in the same process (same owner id).
     pub(super) resubscribes: usize,
-    /// Whether a new subscription stops waiting for the previous one's tasks after
-    /// `SHUTDOWN_GRACE` (`register` today), or waits until they ended (the fix proposed). Off in
-    /// the main run: see `a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing`.
-    pub(super) resubscribe_grace: bool,
     /// Whether a timed-out call may land after its caller gave up (up to three timeouts after
     /// it was sent), behind the caller's later calls, which the counter fence keeps out (see
     /// `a_write_landing_after_its_timeout_never_moves_a_checkpoint_back`).
@@ -227,7 +223,6 @@ impl Config {
             clock_steps: rng.random_range(0..=2),
             resubscribes: rng.random_range(0..=2),
             quiet_fault: rng.random_bool(0.7),
-            resubscribe_grace: false,
             late_landing: true,
             late_takes: true,
             p_retry: pick(rng, &[0.0, 0.05, 0.2]),

@@ -501,7 +501,7 @@ impl Sim {
             shard,
             OpKind::Release {
                 cover: None,
-                graceful: false,
+                stopping: false,
             },
             Cont::TakeRelease { shard, sid },
         );

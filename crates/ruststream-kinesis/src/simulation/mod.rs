@@ -167,7 +167,7 @@
 //!    owed record; a child's record is delivered only while every parent is at `SHARD_END`,
 //!    marked `SHARD_SKIPPED` or trimmed; and no record read before a seek reaches a handler
 //!    after the seek returned.
-//! 5. Graceful: when a release's release lands, the row's checkpoint covers every record
+//! 5. Release: when a stopping session's release lands, the row's checkpoint covers every record
 //!    of the session's settled prefix (the runtime drained its handlers; a record handed back
 //!    for a retry, and what follows it, is the next owner's to read again), and no record
 //!    covered that way is ever delivered again, but after a seek back over it.
@@ -185,7 +185,7 @@
 //!    open shard's checkpoint is at its last owed record and every closed shard the application
 //!    reads is at `SHARD_END` (skipped and trimmed ones aside).
 //!
-//! Not an invariant but printed by the main test: how long graceful handovers take, from the
+//! Not an invariant but printed by the main test: how long handovers after a release take, from the
 //! release landing to the next owner's take, its first record read and its first delivery (the
 //! last includes the records ahead of it in the taker's channel and slow handlers), with the
 //! handover poll on and off, worst over all and over quiet ones where another instance is up.
@@ -252,8 +252,6 @@ const MAX_OPEN: usize = 8;
 const TRACE_LINES: usize = 60;
 /// Schedules per `cargo test` run unless `SIM_SCHEDULES` says otherwise.
 const DEFAULT_SCHEDULES: u64 = 1_000;
-/// `broker.rs`: how long a new subscription waits for the previous one's tasks.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// The wall-clock moment `after_ms` virtual milliseconds into a schedule, by a clock without skew
 /// (Kinesis's arrival timestamps).

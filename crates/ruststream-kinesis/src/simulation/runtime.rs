@@ -208,7 +208,7 @@ impl Sim {
         }
         if idx < covered && !seeked {
             self.fail(format!(
-                "graceful: shard {shard} #{idx} delivered again after a release had \
+                "release: shard {shard} #{idx} delivered again after a release had \
                  checkpointed it (covered below #{covered})"
             ));
         }

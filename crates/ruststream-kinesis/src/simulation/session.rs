@@ -143,10 +143,10 @@ impl Sim {
                     }
                     Write::Final(checkpoint) => OpKind::Checkpoint(Arc::clone(checkpoint)),
                     Write::Release => {
-                        let graceful = s.finish == (FinishState::Closing { end: false });
+                        let stopping = s.finish == (FinishState::Closing { end: false });
                         OpKind::Release {
-                            cover: if graceful { s.cover } else { None },
-                            graceful,
+                            cover: if stopping { s.cover } else { None },
+                            stopping,
                         }
                     }
                     Write::HandOver { to, checkpoint } => OpKind::HandOver {

@@ -365,7 +365,14 @@ impl Sim {
                     .collect(),
             ),
             OpKind::Acquire => {
-                if op.row_known && self.rows[shard].state.is_none() {
+                let take = rules::Take {
+                    owner: &op.owner,
+                    now_ms: op.wall_ms,
+                    lease_ms,
+                    start: None,
+                    seen_row: op.row_known,
+                };
+                if self.rows[shard].state.is_none() && !rules::take_accepted(None, &take) {
                     // Its store object saw the row: deleted since, and not created again.
                     return Res::Deleted;
                 }
@@ -377,12 +384,6 @@ impl Sim {
                     ));
                     return Res::Fenced;
                 }
-                let take = rules::Take {
-                    owner: &op.owner,
-                    now_ms: op.wall_ms,
-                    lease_ms,
-                    start: None,
-                };
                 let row = &mut self.rows[shard];
                 if !rules::take_accepted(row.state.as_ref(), &take) {
                     return Res::Fenced;
@@ -565,7 +566,7 @@ impl Sim {
                             self.reshaped_at = self.reshaped_at.max(self.now);
                         }
                     }
-                    OpKind::Release { cover, graceful } => {
+                    OpKind::Release { cover, stopping } => {
                         let mark = Mark::of(state.checkpoint.as_deref());
                         row.holder = None;
                         if bump_lost {
@@ -583,7 +584,7 @@ impl Sim {
                                 && inst.process != process
                         });
                         self.ghost[shard].handover =
-                            (*graceful && next < len).then_some(Handover {
+                            (*stopping && next < len).then_some(Handover {
                                 at: self.now,
                                 from: op.sid,
                                 taker_ready,
@@ -594,7 +595,7 @@ impl Sim {
                             if mark < self.stream.mark_through(shard, idx) {
                                 let seq = self.stream.shards[shard].records[idx];
                                 self.fail(format!(
-                                    "graceful: session {} released shard {shard} at checkpoint \
+                                    "release: session {} released shard {shard} at checkpoint \
                                      {mark:?}, behind record #{idx} ({seq}) it delivered and \
                                      had acked",
                                     op.sid
@@ -602,7 +603,7 @@ impl Sim {
                             }
                             let g = &mut self.ghost[shard];
                             g.covered_upto = g.covered_upto.max(idx + 1);
-                            self.stats.graceful_covers += 1;
+                            self.stats.release_covers += 1;
                         }
                     }
                     OpKind::Read

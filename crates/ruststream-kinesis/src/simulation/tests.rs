@@ -134,7 +134,7 @@ fn random_schedules_keep_the_lease_invariants() {
         ("off", &stats.handovers_unpolled),
     ] {
         println!(
-            "graceful handovers, poll {poll}: {} (release landed -> next owner's take / first \
+            "handovers after a release, poll {poll}: {} (release landed -> next owner's take / first \
              record read / first delivery): worst {} / {} / {} ms, mean delivery {} ms; in quiet \
              phases with a taker up: worst {} / {} / {} ms",
             h.count,
@@ -149,7 +149,7 @@ fn random_schedules_keep_the_lease_invariants() {
     }
     assert_eq!(stats.schedules, count);
     // The faults were exercised, not only scheduled.
-    assert!(stats.takeovers > 0 && stats.refused_renewals > 0 && stats.graceful_covers > 0);
+    assert!(stats.takeovers > 0 && stats.refused_renewals > 0 && stats.release_covers > 0);
     // Balancing ran: handoffs were asked for and handed off, some with every delivery
     // settled, and schedules ended with the instances checked converged.
     assert!(stats.asks > 0 && stats.clean_hand_overs > 0 && stats.converged > 0);
@@ -412,17 +412,15 @@ fn late_takes_that_keep_the_expiry_keep_the_invariants() {
     assert!(stats.late_landings > 0);
 }
 
-/// `broker.rs` today: a new subscription to a stream waits for the previous subscription's tasks
-/// for at most `SHUTDOWN_GRACE`, then opens anyway. Those tasks can take longer (a checkpoint
-/// write in flight, the final checkpoint and the release, each up to a store timeout, or a round
-/// the old coordinator runs after its cancel), and they run under the same owner id, so the
-/// store's conditions cannot tell the two apart: the new subscription takes a row the old one
-/// still holds, and the old one's release or take lands on it. Waiting until the tasks ended
-/// (the main run) keeps them apart.
+/// A subscription dropped and opened again in the same process shares its owner id with the
+/// one before it, so the store's conditions cannot tell the two apart: the new one opens only
+/// once the old one's tasks ended (a checkpoint write in flight, the final checkpoint and the
+/// release, each up to a store timeout, or a round the old coordinator runs after its cancel),
+/// however long they take. `registry::tests` shows the real wait has no bound (it used to end
+/// after 10 s, and a run with that wait broke fencing); here resubscribes meet a slow store.
 #[test]
-fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
+fn resubscribes_under_a_slow_store_keep_the_invariants() {
     let tweak = |cfg: &mut Config, _: &mut StdRng| {
-        cfg.resubscribe_grace = true;
         cfg.late_landing = false;
         cfg.resubscribes = 4;
         cfg.stalls = 0;
@@ -430,12 +428,11 @@ fn a_resubscribe_that_stops_waiting_after_the_grace_breaks_fencing() {
         cfg.p_timeout = 0.1;
         cfg.timeout = cfg.timings.renew() * 2;
     };
-    assert_caught(
-        300,
-        &tweak,
-        "fencing",
-        "no resubscribe that stopped waiting broke fencing",
-    );
+    let (stats, failure) = run_many(0x7a4e_1000, 300, &tweak);
+    if let Some(report) = failure {
+        panic!("{report}");
+    }
+    assert!(stats.resubscribes > 0, "{stats:?}");
 }
 
 /// Pins the hazard modelling `take`'s calls exactly found: a take whose acquire failed (timed

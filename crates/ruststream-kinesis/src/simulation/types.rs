@@ -228,10 +228,10 @@ pub(super) enum OpKind {
     /// (`Write::Checkpoint`).
     CheckpointRenew(Arc<str>),
     /// `cover`: the last record index a stopping session delivered before its release;
-    /// `graceful`: the release of `release_graceful` (not of a failed take or of `SHARD_END`).
+    /// `stopping`: the release of a session that stops (not of a failed take or of `SHARD_END`).
     Release {
         cover: Option<usize>,
-        graceful: bool,
+        stopping: bool,
     },
     /// `LeaseStore::delete`: the row, if its counter is still `counter` and no lease runs.
     Delete {
@@ -830,7 +830,7 @@ pub(super) struct Stats {
     pub(super) restarts: u64,
     pub(super) stalls: u64,
     pub(super) shutdowns: u64,
-    pub(super) graceful_covers: u64,
+    pub(super) release_covers: u64,
     pub(super) partitions: u64,
     pub(super) reshards: u64,
     /// KPL aggregates written, and readers that took a shard over from a checkpoint inside one.
@@ -917,7 +917,7 @@ impl Stats {
         self.restarts += o.restarts;
         self.stalls += o.stalls;
         self.shutdowns += o.shutdowns;
-        self.graceful_covers += o.graceful_covers;
+        self.release_covers += o.release_covers;
         self.partitions += o.partitions;
         self.reshards += o.reshards;
         self.aggregates += o.aggregates;

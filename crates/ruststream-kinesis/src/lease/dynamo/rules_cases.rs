@@ -72,18 +72,25 @@ fn rows(now_ms: u64) -> Vec<(&'static str, Option<LeaseState>)> {
 #[derive(Debug, Clone, Copy)]
 enum Call {
     Take,
-    Renew { seen: Option<u64> },
+    /// A take by a store object that saw the row exist (in a listing, a read or a write).
+    TakeSeen,
+    Renew {
+        seen: Option<u64>,
+    },
     Checkpoint,
     CheckpointRenewing,
     Release,
     HandOver,
     Ask,
     Withdraw,
-    Delete { counter: u64 },
+    Delete {
+        counter: u64,
+    },
 }
 
-const CALLS: [Call; 11] = [
+const CALLS: [Call; 12] = [
     Call::Take,
+    Call::TakeSeen,
     Call::Renew { seen: None },
     Call::Renew { seen: Some(4) },
     Call::Renew { seen: Some(3) },
@@ -124,7 +131,9 @@ impl Call {
                 None,
                 rules::Held::hand_over(C, Some("300"), now_ms, lease_ms),
             ),
-            Self::Take | Self::Ask | Self::Withdraw | Self::Delete { .. } => return None,
+            Self::Take | Self::TakeSeen | Self::Ask | Self::Withdraw | Self::Delete { .. } => {
+                return None;
+            }
         })
     }
 
@@ -134,13 +143,14 @@ impl Call {
             return rules::held(row, A, seen, &write);
         }
         match self {
-            Self::Take => rules::take(
+            Self::Take | Self::TakeSeen => rules::take(
                 row,
                 &rules::Take {
                     owner: A,
                     now_ms,
                     lease_ms: millis(LEASE),
                     start: Some("TRIM_HORIZON"),
+                    seen_row: matches!(self, Self::TakeSeen),
                 },
             ),
             Self::Ask => rules::ask_handoff(row, A, 4, C, now_ms),
@@ -179,6 +189,13 @@ impl Call {
                 .acquire_from(key, A, LEASE, "TRIM_HORIZON")
                 .await
                 .is_ok(),
+            Self::TakeSeen => {
+                store.remember(key);
+                store
+                    .acquire_from(key, A, LEASE, "TRIM_HORIZON")
+                    .await
+                    .is_ok()
+            }
             Self::Renew { seen } => {
                 if let Some(counter) = seen {
                     store.set_fence(

@@ -23,6 +23,7 @@ fn by(owner: &str) -> Take<'_> {
         now_ms: NOW,
         lease_ms: LEASE,
         start: Some("TRIM_HORIZON"),
+        seen_row: false,
     }
 }
 
@@ -47,6 +48,20 @@ fn a_take_is_accepted_by_a_new_free_own_or_lapsed_row_and_refused_by_a_live_one(
     // Lapsed by the taker's clock only beyond the skew tolerance.
     assert!(take(Some(&row(Some("b"), NOW - SKEW, 4)), &by("a")).is_none());
     assert!(take(Some(&row(Some("b"), NOW - SKEW - 1, 4)), &by("a")).is_some());
+}
+
+#[test]
+fn a_take_by_a_store_that_saw_the_row_needs_the_row_still_there() {
+    let seen = Take {
+        seen_row: true,
+        ..by("a")
+    };
+    assert!(
+        take(None, &seen).is_none(),
+        "a deleted row is not created again"
+    );
+    assert!(take(None, &by("a")).is_some());
+    assert!(take(Some(&row(None, 0, 4)), &seen).is_some());
 }
 
 #[test]
