@@ -257,7 +257,7 @@ async fn consumers_of(client: &Client, stream_arn: &str) -> Option<usize> {
 
 /// `SubscribeToShard` of `consumer` to `shard` at `start`. The SDK's stalled-stream protection
 /// is off for this call only: a shard with nothing new is quiet between events, and the
-/// driver's own bound ([`EVENT_SILENCE_LIMIT`](crate::shard::read::EVENT_SILENCE_LIMIT)) ends a
+/// driver's own bound ([`EVENT_SILENCE_LIMIT`](crate::shard::pace::EVENT_SILENCE_LIMIT)) ends a
 /// subscription that is silent too long.
 pub(crate) async fn subscribe(
     client: &Client,

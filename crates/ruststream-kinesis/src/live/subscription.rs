@@ -136,7 +136,7 @@ impl Subscription {
             meters,
             owner,
             timings,
-            read: ReadSettings::of(source, fan_out.is_some()),
+            read: ReadSettings::of(source, fan_out.is_some(), false),
             stall_after: source.stall_after,
             fan_out,
             tx,

@@ -232,6 +232,48 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         }
     }
 
+    /// Records were written to the shard: a reader that waits at the tip for news
+    /// ([`TipWait::UntilNews`](crate::shard::pace::TipWait::UntilNews)) reads again.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the in-process reader wakes on news (issue 27, step 4)"
+        )
+    )]
+    pub(crate) fn news(&mut self) {
+        self.read.news();
+    }
+
+    /// Whether nothing happens on this shard at `now` but on news of a write or as time passes:
+    /// reading waits at the tip or on the next event, no handoff drains, and no handed-back
+    /// record is due.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the in-process reader wakes on news (issue 27, step 4)"
+        )
+    )]
+    pub(crate) fn is_quiet(&self, now: T) -> bool {
+        self.read.is_quiet()
+            && self.handing_over.is_none()
+            && !self.lease.is_halted()
+            && self.retries.first().is_none_or(|first| now < first.due)
+    }
+
+    /// Whether the record handed back with `ticket` waits to come back.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the in-process reader wakes on news (issue 27, step 4)"
+        )
+    )]
+    pub(crate) fn is_waiting(&self, ticket: Ticket) -> bool {
+        self.retries.iter().any(|waiting| waiting.ticket == ticket)
+    }
+
     fn finish(&mut self, stop: Stop) -> ReadStep<R, T> {
         self.read.phase = Phase::Stopped;
         self.read.batch.clear();

@@ -339,7 +339,7 @@ mod tests {
             ShardLease::taken(LeaseTimings::default(), Instant::now(), epoch_millis()),
             ReadSettings {
                 batch_size: 100,
-                poll_interval: Duration::from_secs(1),
+                pace: crate::shard::pace::Pace::service(Duration::from_secs(1)),
                 window: 1000,
                 fan_out: false,
             },

@@ -6,6 +6,10 @@
 //! steady trickle that is one call (and at most one checkpoint move) per shard per interval
 //! instead of five, which leaves the shard's read budget to the stream's other applications and
 //! keeps lease-table writes down.
+//!
+//! The rules are the same wherever a shard is read; their durations are a [`Pace`], which the
+//! Kinesis a reader talks to picks: the service's limits ([`Pace::service`]), or none where
+//! records are pushed to the reader as they are written ([`Pace::pushed`], in process).
 
 use std::time::Duration;
 
@@ -13,6 +17,60 @@ use std::time::Duration;
 pub(crate) const MIN_CALL_GAP: Duration = Duration::from_millis(200);
 /// The longest wait after a throttled or failed call.
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// At most one `SubscribeToShard` call per second per consumer and shard.
+pub(crate) const SUBSCRIBE_GAP: Duration = Duration::from_secs(1);
+/// How long the driver waits for a subscription's next event before it counts the subscription
+/// as failed and subscribes again: the service pushes an event at least every few seconds, so
+/// silence this long is a dead connection, which would otherwise leave the shard unread behind
+/// a lease that is still renewed.
+pub(crate) const EVENT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
+
+/// The durations of a shard's reading rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pace {
+    /// The least time between two `GetRecords` calls of a shard.
+    pub(crate) call_gap: Duration,
+    /// What a reader that reached the tip waits for before it reads again.
+    pub(crate) tip: TipWait,
+    /// The least time between two `SubscribeToShard` calls of a shard.
+    pub(crate) subscribe_gap: Duration,
+    /// How long a subscription may stay silent before it counts as dead; `None`: no limit.
+    pub(crate) event_silence: Option<Duration>,
+}
+
+/// What a reader at the tip waits for before its next `GetRecords`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TipWait {
+    /// This long after its last call (the stream's poll interval).
+    Interval(Duration),
+    /// News that records were written to the shard (`ShardMachine::news`): the rule fan-out
+    /// follows ("pushed: read as soon as the window has room"), applied to polling.
+    UntilNews,
+}
+
+impl Pace {
+    /// The service's limits, and one call per `poll_interval` at the tip.
+    pub(crate) fn service(poll_interval: Duration) -> Self {
+        Self {
+            call_gap: MIN_CALL_GAP,
+            tip: TipWait::Interval(poll_interval),
+            subscribe_gap: SUBSCRIBE_GAP,
+            event_silence: Some(EVENT_SILENCE_LIMIT),
+        }
+    }
+
+    /// No gaps, a tip that waits for news, and no silence limit: for a Kinesis that tells its
+    /// readers when records arrive (in process, where a test's clock may be paused and a wait
+    /// would only delay what the test waits for).
+    pub(crate) fn pushed() -> Self {
+        Self {
+            call_gap: Duration::ZERO,
+            tip: TipWait::UntilNews,
+            subscribe_gap: Duration::ZERO,
+            event_silence: None,
+        }
+    }
+}
 
 /// Whether the answer of a `GetRecords` call says the reader has reached the shard's tip.
 ///

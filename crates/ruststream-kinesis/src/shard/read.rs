@@ -26,7 +26,8 @@
 //!   (after five minutes, or on an error) is renewed with no gap and no duplicate;
 //! - a refused or failed subscription (`ResourceInUseException` among them: a new one within
 //!   seconds of the last, or a previous holder still subscribed) is tried again after a jittered
-//!   backoff, and subscriptions are at least [`SUBSCRIBE_GAP`] apart (the service's limit);
+//!   backoff, and subscriptions are at least [`Pace::subscribe_gap`] apart (the service's
+//!   limit);
 //! - the end of a shard comes from an event that names child shards; where none does (the local
 //!   engine), an empty event of a shard the listing shows closed has the end confirmed by
 //!   `GetRecords`, which reads the rest of the shard.
@@ -38,20 +39,11 @@ use std::time::Duration;
 use super::lease::{Close, Moment};
 use crate::kinesis::iterator::ShardIterator;
 use crate::settings::position::ShardStart;
-use crate::shard::pace::{self, MIN_CALL_GAP, backoff_ceiling};
+use crate::shard::pace::{self, MIN_CALL_GAP, Pace, TipWait, backoff_ceiling};
 
 /// How many fresh iterators in a row Kinesis may refuse before the reader hands its shard back
 /// (with the backoff between tries, about half a minute).
 pub(crate) const ITERATOR_TRIES: u32 = 10;
-
-/// At most one `SubscribeToShard` call per second per consumer and shard.
-pub(crate) const SUBSCRIBE_GAP: Duration = Duration::from_secs(1);
-
-/// How long the driver waits for a subscription's next event before it counts the subscription
-/// as failed and subscribes again: the service pushes an event at least every few seconds, so
-/// silence this long is a dead connection, which would otherwise leave the shard unread behind
-/// a lease that is still renewed.
-pub(crate) const EVENT_SILENCE_LIMIT: Duration = Duration::from_secs(30);
 
 /// A record as the shard machine holds it: the reader's decoded [`Record`](crate::delivery::record::Record)
 /// in the driver, a place in a simulated shard in tests.
@@ -101,8 +93,8 @@ impl Sequenced for crate::delivery::record::Record {
 pub(crate) struct ReadSettings {
     /// The most records one `GetRecords` call asks for.
     pub(crate) batch_size: u32,
-    /// How long a reader at the tip waits between calls.
-    pub(crate) poll_interval: Duration,
+    /// How soon calls follow one another.
+    pub(crate) pace: Pace,
     /// How many deliveries the shard holds at most behind its oldest unsettled one before it
     /// stops reading ahead.
     pub(crate) window: usize,
@@ -112,12 +104,17 @@ pub(crate) struct ReadSettings {
 
 impl ReadSettings {
     /// How the shards of the subscription `stream` describes are read; `fan_out` whether
-    /// through an enhanced fan-out consumer. A knob of how shards are read is a field of
-    /// [`KinesisStream`](crate::KinesisStream) carried here, and read by this module.
-    pub(crate) fn of(stream: &crate::KinesisStream, fan_out: bool) -> Self {
+    /// through an enhanced fan-out consumer; `pace` the service's, or pushed in process. A knob
+    /// of how shards are read is a field of [`KinesisStream`](crate::KinesisStream) carried
+    /// here, and read by this module.
+    pub(crate) fn of(stream: &crate::KinesisStream, fan_out: bool, pushed: bool) -> Self {
         Self {
             batch_size: stream.batch_size,
-            poll_interval: stream.poll_interval,
+            pace: if pushed {
+                Pace::pushed()
+            } else {
+                Pace::service(stream.poll_interval)
+            },
             window: stream.max_unsettled,
             fan_out,
         }
@@ -286,6 +283,8 @@ pub(crate) struct ReadState<T, R> {
     evented: bool,
     /// No call before this moment (a backoff, or the poll interval at the tip).
     not_before: Option<T>,
+    /// At the tip under [`TipWait::UntilNews`]: no call until news of a write.
+    quiet_tip: bool,
     failures: u32,
     pub(super) batch: VecDeque<R>,
     /// Whether the last answer said records follow it (a full batch, or `MillisBehindLatest`
@@ -333,6 +332,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             last_subscribe: None,
             evented: false,
             not_before: None,
+            quiet_tip: false,
             failures: 0,
             batch: VecDeque::new(),
             behind: false,
@@ -387,8 +387,31 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         self.last_sequence = None;
         self.continuation = None;
         self.not_before = None;
+        self.quiet_tip = false;
         self.failures = 0;
         self.phase = Phase::Reading;
+    }
+
+    /// Records were written to the shard: a reader waiting at the tip for news reads again.
+    pub(super) fn news(&mut self) {
+        self.quiet_tip = false;
+    }
+
+    /// Whether reading waits on nothing but news or the next event: no call in flight but a
+    /// subscription's next event, no seek to apply, nothing read and not handed out, no answer
+    /// left to apply, not behind the shard's newest record, and not waiting for a moment to
+    /// call again (a pace, a backoff). What a reader in process counts as done for now.
+    pub(super) fn is_quiet(&self) -> bool {
+        let idle = match self.in_flight {
+            InFlight::None => self.quiet_tip,
+            InFlight::Sent | InFlight::Stale => self.awaits_event(),
+        };
+        idle && self.phase == Phase::Reading
+            && self.seek.is_none()
+            && self.batch.is_empty()
+            && self.after.is_none()
+            && !self.behind
+            && self.stop.is_none()
     }
 
     /// The reader was cancelled (shutdown, the subscription dropped): a call in flight was
@@ -452,6 +475,12 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                     room: false,
                 };
             }
+            if self.quiet_tip {
+                return Want::Wait {
+                    until: None,
+                    room: false,
+                };
+            }
             return match self.next_call(now, room) {
                 Ok(call) => {
                     self.in_flight = InFlight::Sent;
@@ -475,10 +504,13 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             } => {
                 self.cursor = Cursor::Iterator(next);
                 if caught_up {
-                    // At the tip: one call per poll interval, counted from the last.
-                    self.not_before = self
-                        .last_call
-                        .map(|last| last + self.settings.poll_interval);
+                    match self.settings.pace.tip {
+                        // At the tip: one call per poll interval, counted from the last.
+                        TipWait::Interval(interval) => {
+                            self.not_before = self.last_call.map(|last| last + interval);
+                        }
+                        TipWait::UntilNews => self.quiet_tip = true,
+                    }
                 }
             }
             AfterBatch::Event {
@@ -506,7 +538,9 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             // record of its aggregate), or where the shard resumes.
             Cursor::Fresh { .. } => Ok(Call::GetIterator(self.position())),
             Cursor::Subscribe => {
-                if let Some(paced) = self.last_subscribe.map(|last| last + SUBSCRIBE_GAP)
+                if let Some(paced) = self
+                    .last_subscribe
+                    .map(|last| last + self.settings.pace.subscribe_gap)
                     && now < paced
                 {
                     return wait_for(Some(paced), false);
@@ -521,7 +555,9 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             // past the window.
             Cursor::Iterator(_) if !room => wait_for(None, true),
             Cursor::Iterator(iterator) => {
-                if let Some(paced) = self.last_call.map(|last| last + MIN_CALL_GAP)
+                if let Some(paced) = self
+                    .last_call
+                    .map(|last| last + self.settings.pace.call_gap)
                     && now < paced
                 {
                     return wait_for(Some(paced), false);

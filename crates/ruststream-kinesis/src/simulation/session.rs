@@ -29,7 +29,7 @@ impl Sim {
         let reader_token = self.token();
         let settings = ReadSettings {
             batch_size: u32::try_from(self.cfg.batch).expect("a small batch"),
-            poll_interval: self.cfg.poll,
+            pace: crate::shard::pace::Pace::service(self.cfg.poll),
             window: self.cfg.window,
             fan_out: self.cfg.fan_out,
         };

@@ -28,6 +28,8 @@ pub(crate) struct ShardEnv {
     /// How long a lease the store writes.
     pub(super) lease: Duration,
     pub(super) batch_size: u32,
+    /// How long a subscription may send nothing before it counts as dead; `None`: no limit.
+    pub(super) event_silence: Option<Duration>,
     /// How long the shard may deliver nothing while records wait before it counts as stalled.
     pub(super) stall_after: Duration,
     /// The enhanced fan-out consumer the shard is read through; `None`: polling.
@@ -49,6 +51,7 @@ impl ShardEnv {
             meters: home.meters.shard(&home.stream, shard, &home.owner),
             lease: home.timings.lease(),
             batch_size: home.read.batch_size,
+            event_silence: home.read.pace.event_silence,
             stall_after: home.stall_after,
             fan_out: home.fan_out.clone(),
             tx: home.tx.clone(),

@@ -18,7 +18,6 @@ use crate::kinesis::fan_out::{Event, Refused};
 use crate::kinesis::kpl;
 use crate::lease::{LeaseKey, LeaseState};
 use crate::settings::position::ShardStart;
-use crate::shard::read::EVENT_SILENCE_LIMIT;
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, LeaseNews, Next, ReadStep, Redeliver, ShardHandle, Stall,
     Stop, Write,
@@ -465,17 +464,18 @@ impl Reader {
         }
     }
 
-    /// The open subscription's next event, waited for at most [`EVENT_SILENCE_LIMIT`].
+    /// The open subscription's next event, waited for at most the pace's silence limit
+    /// ([`EVENT_SILENCE_LIMIT`](crate::shard::pace::EVENT_SILENCE_LIMIT) from the service).
     async fn next_event(&self, events: &mut Option<Events>) -> Fetch<Record> {
         let env = &self.env;
         let (Some(open), Some(consumer)) = (events.as_mut(), env.fan_out.as_ref()) else {
             return Fetch::SubscriptionEnded;
         };
-        let next = tokio::time::timeout(
-            EVENT_SILENCE_LIMIT,
-            open.next(&env.stream, consumer, &env.shard),
-        )
-        .await;
+        let event = open.next(&env.stream, consumer, &env.shard);
+        let next = match env.event_silence {
+            Some(limit) => tokio::time::timeout(limit, event).await,
+            None => Ok(event.await),
+        };
         match next {
             Ok(Ok(Event::Records {
                 records,
@@ -505,7 +505,7 @@ impl Reader {
                 *events = None;
                 env.meters.read_retry(ReadRetry::Failed);
                 tracing::warn!(
-                    silent_s = EVENT_SILENCE_LIMIT.as_secs(),
+                    silent_s = env.event_silence.unwrap_or_default().as_secs(),
                     "the enhanced fan-out subscription sent nothing for too long; subscribing again"
                 );
                 Fetch::Failed

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::kinesis::iterator::ShardIterator;
-use crate::shard::read::SUBSCRIBE_GAP;
+use crate::shard::pace::SUBSCRIBE_GAP;
 
 const ZERO: Duration = Duration::ZERO;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::*;
 use crate::kinesis::iterator::ShardIterator;
 use crate::lease::millis;
-use crate::shard::pace::{MAX_BACKOFF, MIN_CALL_GAP};
+use crate::shard::pace::{MAX_BACKOFF, MIN_CALL_GAP, Pace};
 use crate::shard::read::ITERATOR_TRIES;
 use crate::shard::{Lost, Write};
 use crate::{KinesisPosition, LeaseTimings};
@@ -55,7 +55,7 @@ fn ms(at: Duration) -> u64 {
 fn settings(window: usize) -> ReadSettings {
     ReadSettings {
         batch_size: 10,
-        poll_interval: POLL,
+        pace: Pace::service(POLL),
         window,
         fan_out: false,
     }
@@ -984,6 +984,8 @@ fn a_shard_read_to_its_end_is_finished_rather_than_handed_over() {
 
 #[path = "fan_out.rs"]
 mod fan_out;
+#[path = "pushed.rs"]
+mod pushed;
 
 /// A shard that hands out nothing while records wait (here: a window of one, full of deliveries
 /// never settled, the shard behind its newest record) stalls once the bound passed, says so
