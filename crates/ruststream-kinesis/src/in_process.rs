@@ -1,17 +1,17 @@
-//! The in-process Kinesis behind the `testing` feature: streams of shards in memory, written with
-//! the same checks the service makes and read in order per key. It consults no lease store: a
-//! `TestApp` test exercises the handler, and the live tests exercise the leases.
+//! How `TestApp` delivers today behind the `testing` feature: each record written to the
+//! in-process Kinesis ([`InProcessKinesis`], which holds the streams) is pushed at once to every
+//! subscription of its stream, in order per key. It consults no lease store: a `TestApp` test
+//! exercises the handler, and the live tests exercise the leases.
 //!
 //! Gaps, each covered live instead: no throttling (the reader's backoff is covered by unit tests),
 //! no resharding (split and merge run against the local stack), no lease fencing (the lease suites
-//! run against both stores).
+//! run against both stores). `docs/design/in-process-on-the-real-reader.md` replaces this push
+//! engine with the real shard reader over the same in-process Kinesis.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
-use bytes::{Bytes, BytesMut};
-use md5::{Digest, Md5};
 use ruststream::testing::Coordinator;
 use ruststream::{AckError, OutgoingMessage, RawMessage};
 use tokio::sync::mpsc;
@@ -19,94 +19,21 @@ use tokio::sync::mpsc;
 use crate::delivery::message::{Hold, Item, Settlement, Standing};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::{Seeking, Source};
-use crate::kinesis::api::{FetchedRecord, OutRecord};
-use crate::kinesis::{envelope, kpl};
+use crate::kinesis::api::{Fetched, FetchedRecord, OutRecord};
+use crate::kinesis::in_process::{Appended, InProcessKinesis, shard_id};
+use crate::settings::position::ShardStart;
 use crate::watermark::Ticket;
-use crate::{KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker, lease::epoch_millis};
+use crate::{KinesisError, KinesisMessage, KinesisPosition, KinesisSeeker};
 
-#[derive(Debug)]
-struct Stored {
-    data: Bytes,
-    partition_key: Arc<str>,
-    sequence: Arc<str>,
-    arrived_ms: i64,
-    /// Position in the stream's publish order, so a replay interleaves shards as written.
-    order: u64,
-}
-
-#[derive(Debug, Default)]
-struct StreamLog {
-    shards: Vec<Vec<Stored>>,
-    subscribers: Vec<Weak<InProcessSubscription>>,
-    /// Where the records a test injects are written.
-    arena: Arena,
-    /// The partition keys of injected records, [`INPUT_KEYS_PER_SHARD`] landing in each shard,
-    /// with their hash keys; made at the stream's first inject.
-    input_keys: Vec<Vec<(Arc<str>, u128)>>,
-    /// How many records a test injected.
-    injected: usize,
-}
-
-/// How many partition keys of each shard injected records take in turn.
-const INPUT_KEYS_PER_SHARD: usize = 32;
-
-impl StreamLog {
-    /// The partition key of the next record a test injects (Kinesis requires one, and a test
-    /// names none), with its hash key: random keys given out shard by shard in turn, so inputs
-    /// spread evenly over the shards, and an input costs neither a key nor an MD5 of its own.
-    fn input_key(&mut self) -> (Arc<str>, u128) {
-        let shards = self.shards.len();
-        if self.input_keys.is_empty() {
-            let mut keys: Vec<Vec<(Arc<str>, u128)>> = vec![Vec::new(); shards];
-            let mut short = shards;
-            while short > 0 {
-                let key = random_key();
-                let hash = hash_key(&key);
-                let of_shard = &mut keys[shard_of_hash(hash, shards)];
-                if of_shard.len() < INPUT_KEYS_PER_SHARD {
-                    of_shard.push((key, hash));
-                    if of_shard.len() == INPUT_KEYS_PER_SHARD {
-                        short -= 1;
-                    }
-                }
-            }
-            self.input_keys = keys;
-        }
-        let n = self.injected;
-        self.injected += 1;
-        let (key, hash) = &self.input_keys[n % shards][(n / shards) % INPUT_KEYS_PER_SHARD];
-        (Arc::clone(key), *hash)
-    }
-}
-
-/// The bytes of the records a test injects into one stream, written one after another into
-/// shared chunks: a record is a slice of its chunk, so storing it allocates nothing of its own
-/// and each delivery's copy of it only counts a reference (a buffer of its own would be
-/// allocated once, and again when it is first shared). A chunk lives as long as a record in it,
-/// which the stream's log keeps anyway.
-#[derive(Debug, Default)]
-struct Arena(BytesMut);
-
-/// The size of an [`Arena`]'s chunks: about 1,500 small records each.
-const ARENA_CHUNK: usize = 64 * 1024;
-
-impl Arena {
-    /// `payload` with `headers` in our envelope, as a record of its own.
-    fn encode(&mut self, payload: &[u8], headers: &ruststream::HeaderMap) -> Bytes {
-        let len = envelope::encoded_len(payload, headers);
-        if self.0.capacity() < len {
-            self.0 = BytesMut::with_capacity(ARENA_CHUNK.max(len));
-        }
-        envelope::encode_into(&mut self.0, payload, headers);
-        self.0.split().freeze()
-    }
-}
-
-/// The streams every connection of one broker (and its clones) shares.
+/// The streams every connection of one broker (and its clones) shares, and the subscriptions
+/// records are pushed to as they are written.
 #[derive(Debug, Default)]
 pub(crate) struct World {
-    streams: Mutex<HashMap<String, StreamLog>>,
-    next_sequence: AtomicU64,
+    kinesis: Arc<InProcessKinesis>,
+    /// Each stream's subscriptions. Held while a record is written and pushed, so every
+    /// subscription sees a stream's records in the order they were written.
+    /// (By the stream's index in the in-process Kinesis: no name hashed per record.)
+    subscribers: Mutex<Vec<Vec<Weak<InProcessSubscription>>>>,
     coordinator: OnceLock<Coordinator>,
 }
 
@@ -269,126 +196,49 @@ impl Drop for InProcessSettle {
     }
 }
 
-/// Which shard of `shards` a partition key lands in: its MD5 as a 128-bit hash key, in equal
-/// ranges, as Kinesis maps keys.
-#[cfg(test)]
-fn shard_of(partition_key: &str, shards: usize) -> usize {
-    shard_of_hash(hash_key(partition_key), shards)
-}
-
-/// A partition key's hash key: its MD5 as a 128-bit number, as Kinesis hashes keys.
-fn hash_key(partition_key: &str) -> u128 {
-    u128::from_be_bytes(Md5::digest(partition_key.as_bytes()).into())
-}
-
-/// Which shard of `shards` a hash key lands in, in equal ranges.
-fn shard_of_hash(hash: u128, shards: usize) -> usize {
-    let width = u128::MAX / shards as u128;
-    usize::try_from(hash / width).unwrap_or(0).min(shards - 1)
-}
-
-/// The id of the shard at `index`, as Kinesis names it; made once per index and shared after
-/// (every delivery names its shard).
-fn shard_id(index: usize) -> Arc<str> {
-    static IDS: Mutex<Vec<Arc<str>>> = Mutex::new(Vec::new());
-    let mut ids = IDS.lock().unwrap_or_else(PoisonError::into_inner);
-    while ids.len() <= index {
-        let next = ids.len();
-        ids.push(Arc::from(format!("shardId-{next:012}")));
-    }
-    Arc::clone(&ids[index])
-}
-
-/// A random partition key (32 hex digits), as a publish without one gets, in one allocation.
-fn random_key() -> Arc<str> {
-    fixed_width::<32>(rand::random::<u128>(), 16)
-}
-
-/// The sequence number of the `n`th record written: 56 digits, as Kinesis's are, in one
-/// allocation.
-fn sequence_number(n: u64) -> Arc<str> {
-    fixed_width::<56>(u128::from(n), 10)
-}
-
-/// `n` in `radix` (10 or 16), zero-padded to `WIDTH` digits, formatted on the stack: the one
-/// allocation is the shared string.
-fn fixed_width<const WIDTH: usize>(n: u128, radix: u32) -> Arc<str> {
-    let mut digits = [b'0'; WIDTH];
-    let mut rest = n;
-    for digit in digits.iter_mut().rev() {
-        if rest == 0 {
-            break;
-        }
-        let value = u32::try_from(rest % u128::from(radix)).unwrap_or(0);
-        *digit = char::from_digit(value, radix).map_or(b'0', |c| c as u8);
-        rest /= u128::from(radix);
-    }
-    Arc::from(std::str::from_utf8(&digits).unwrap_or_default())
-}
-
 impl World {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, StreamLog>> {
-        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn create(streams: &mut HashMap<String, StreamLog>, name: &str, shards: u32) {
-        streams.entry(name.to_owned()).or_insert_with(|| StreamLog {
-            shards: (0..shards.max(1)).map(|_| Vec::new()).collect(),
-            ..StreamLog::default()
-        });
+    fn lock(&self) -> MutexGuard<'_, Vec<Vec<Weak<InProcessSubscription>>>> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Writes one record, as `PutRecords` would, and hands it to every open subscription.
     pub(crate) fn put(&self, stream: &str, record: OutRecord) -> Result<(), KinesisError> {
-        let OutRecord {
-            data,
-            partition_key,
-            explicit_hash_key,
-        } = record;
-        // An explicit hash key routes the record as Kinesis does, in place of its key's hash.
-        let hash = explicit_hash_key
-            .and_then(|key| key.parse::<u128>().ok())
-            .unwrap_or_else(|| hash_key(&partition_key));
-        let mut streams = self.lock();
-        let Some(log) = streams.get_mut(stream) else {
-            return Err(KinesisError::StreamNotFound {
-                stream: stream.to_owned(),
-            });
-        };
-        self.append(log, data, Arc::from(partition_key), hash);
+        let subscribers = self.lock();
+        let appended = self.kinesis.put(stream, record)?;
+        self.push(&subscribers, appended);
         Ok(())
     }
 
-    /// Appends a record routed by `hash` to `log`, and hands it to every open subscription.
-    fn append(&self, log: &mut StreamLog, data: Bytes, partition_key: Arc<str>, hash: u128) {
-        let order = self.next_sequence.fetch_add(1, Ordering::Relaxed);
-        let shard = shard_of_hash(hash, log.shards.len());
-        let stored = Stored {
-            data,
-            partition_key,
-            sequence: sequence_number(order + 1),
-            arrived_ms: i64::try_from(epoch_millis()).unwrap_or(i64::MAX),
-            order,
+    /// Hands a record written to a stream to every open subscription of it.
+    fn push(&self, subscribers: &[Vec<Weak<InProcessSubscription>>], appended: Appended) {
+        let Some(subs) = subscribers.get(appended.stream as usize) else {
+            return;
         };
-        log.subscribers.retain(|sub| sub.strong_count() > 0);
-        for sub in log.subscribers.iter().filter_map(Weak::upgrade) {
-            self.deliver(&sub, shard, &stored, 0);
+        let mut subs = subs.iter().filter_map(Weak::upgrade).peekable();
+        while let Some(sub) = subs.next() {
+            if subs.peek().is_none() {
+                // The last one takes the record itself: no copy for the common single reader.
+                self.deliver(&sub, appended.shard, appended.record, 0);
+                break;
+            }
+            self.deliver(&sub, appended.shard, appended.record.clone(), 0);
         }
-        log.shards[shard].push(stored);
     }
 
-    /// Delivers `stored` to `sub`: its user records when it is a KPL aggregate, from the one at
+    /// Delivers `fetched` to `sub`: its user records when it is a KPL aggregate, from the one at
     /// index `from` on (a seek to a user record), as a live reader does.
-    fn deliver(&self, sub: &Arc<InProcessSubscription>, shard: usize, stored: &Stored, from: u64) {
+    fn deliver(
+        &self,
+        sub: &Arc<InProcessSubscription>,
+        shard: usize,
+        fetched: FetchedRecord,
+        from: u64,
+    ) {
         if sub.closed.load(Ordering::Acquire) {
             return;
         }
-        let fetched = FetchedRecord {
-            data: stored.data.clone(),
-            partition_key: Arc::clone(&stored.partition_key),
-            sequence: Arc::clone(&stored.sequence),
-            arrived_ms: Some(stored.arrived_ms),
-        };
         let shard = shard_id(shard);
         let generation = sub.generation_of(&shard);
         for record in record::decoded(fetched) {
@@ -449,15 +299,12 @@ impl World {
         broker_closed: Arc<AtomicBool>,
         runtime: tokio::runtime::Handle,
     ) -> Result<(Arc<InProcessSubscription>, mpsc::UnboundedReceiver<Item>), KinesisError> {
-        let mut streams = self.lock();
-        if let Some(shards) = create_if_missing {
-            Self::create(&mut streams, stream, shards);
+        let mut subscribers = self.lock();
+        self.kinesis.ensure_stream(stream, create_if_missing)?;
+        let index = self.kinesis.stream_index(stream)? as usize;
+        if subscribers.len() <= index {
+            subscribers.resize_with(index + 1, Vec::new);
         }
-        let Some(log) = streams.get_mut(stream) else {
-            return Err(KinesisError::StreamNotFound {
-                stream: stream.to_owned(),
-            });
-        };
         let (tx, rx) = mpsc::unbounded_channel();
         let sub = Arc::new_cyclic(|me| InProcessSubscription {
             me: me.clone(),
@@ -469,7 +316,8 @@ impl World {
             world: Arc::downgrade(self),
             runtime,
         });
-        log.subscribers.push(Arc::downgrade(&sub));
+        subscribers[index].retain(|sub| sub.strong_count() > 0);
+        subscribers[index].push(Arc::downgrade(&sub));
         Ok((sub, rx))
     }
 }
@@ -494,7 +342,9 @@ impl InProcessSubscription {
         generations.get(shard).copied().unwrap_or(0)
     }
 
-    /// Restarts the subscription at `to`: what the stream holds from there is delivered again.
+    /// Restarts the subscription at `to`: what the stream holds from there is delivered again,
+    /// read through the in-process Kinesis's own calls. A position Kinesis would refuse for any
+    /// shard it applies to moves no shard.
     pub(crate) fn seek_to(self: &Arc<Self>, to: &KinesisPosition) -> Result<(), KinesisError> {
         if self.broker_closed.load(Ordering::Acquire) {
             return Err(KinesisError::ShutDown { what: "seeking" });
@@ -502,109 +352,70 @@ impl InProcessSubscription {
         let Some(world) = self.world.upgrade() else {
             return Err(KinesisError::ShutDown { what: "seeking" });
         };
-        let streams = world.lock();
-        let Some(log) = streams.get(self.stream.as_ref()) else {
-            return Err(KinesisError::StreamNotFound {
+        let _subscribers = world.lock();
+        let shards = world.kinesis.list_shards(&self.stream)?;
+        if let Some(shard) = to.shard()
+            && !shards.iter().any(|info| *info.id == *shard)
+        {
+            return Err(KinesisError::Seek {
                 stream: self.stream.to_string(),
+                reason: format!("the stream has no shard {shard}"),
             });
-        };
-        if let Some(refused) = self.refusal(log, to) {
-            return Err(refused);
+        }
+        let mut iterators = Vec::new();
+        for (index, info) in shards.iter().enumerate() {
+            if !to.applies_to(&info.id) {
+                continue;
+            }
+            let start = ShardStart::At(to.clone());
+            let iterator = world
+                .kinesis
+                .shard_iterator(&self.stream, &info.id, &start)
+                .map_err(|err| KinesisError::Seek {
+                    stream: self.stream.to_string(),
+                    reason: format!(
+                        "Kinesis refused the position {to:?} for shard {}: {err}; every shard \
+                         reads on where it was",
+                        info.id
+                    ),
+                })?;
+            iterators.push((index, iterator));
         }
         {
             let mut generations = self
                 .generations
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            for index in 0..log.shards.len() {
-                let id = shard_id(index);
-                if to.applies_to(&id) {
-                    *generations.entry(id).or_insert(0) += 1;
-                }
+            for (index, _) in &iterators {
+                *generations.entry(shard_id(*index)).or_insert(0) += 1;
             }
         }
-        for (index, stored) in replay(log, to) {
+        // Again in the stream's write order (sequence numbers are given out in it).
+        let mut replay = Vec::new();
+        for (index, iterator) in iterators {
+            if let Ok(Fetched::Records { records, .. }) =
+                world.kinesis.get_records(&iterator, u32::MAX)
+            {
+                replay.extend(records.into_iter().map(|record| (index, record)));
+            }
+        }
+        replay.sort_by(|(_, a), (_, b)| {
+            crate::settings::position::sequence_cmp(&a.sequence, &b.sequence)
+        });
+        for (index, fetched) in replay {
             // A seek to a user record starts inside its aggregate.
             let from = match to {
                 KinesisPosition::AtSubSequence {
                     sequence,
                     sub_sequence,
                     ..
-                } if *stored.sequence == **sequence => *sub_sequence,
+                } if *fetched.sequence == **sequence => *sub_sequence,
                 _ => 0,
             };
-            world.deliver(self, index, stored, from);
+            world.deliver(self, index, fetched, from);
         }
         Ok(())
     }
-}
-
-impl InProcessSubscription {
-    /// Why Kinesis would refuse a seek of the stream `log` to `to`: a shard it does not have,
-    /// or a sequence number its shard does not hold (one of another shard, or trimmed); the
-    /// seek then moves nothing.
-    fn refusal(&self, log: &StreamLog, to: &KinesisPosition) -> Option<KinesisError> {
-        if let Some(shard) = to.shard()
-            && !(0..log.shards.len()).any(|index| *shard_id(index) == *shard)
-        {
-            return Some(KinesisError::Seek {
-                stream: self.stream.to_string(),
-                reason: format!("the stream has no shard {shard}"),
-            });
-        }
-        // Kinesis refuses a sequence number its shard does not hold (one of another shard, or
-        // trimmed), and the seek moves nothing.
-        if let KinesisPosition::AtSequence { shard, sequence }
-        | KinesisPosition::AtSubSequence {
-            shard, sequence, ..
-        } = to
-            && let Some(index) = (0..log.shards.len()).find(|index| *shard_id(*index) == **shard)
-            && !log.shards[index]
-                .iter()
-                .any(|stored| *stored.sequence == **sequence)
-        {
-            return Some(KinesisError::Seek {
-                stream: self.stream.to_string(),
-                reason: format!(
-                    "Kinesis refused the position {to:?} for shard {shard}: the shard holds no \
-                     record {sequence}; every shard reads on where it was"
-                ),
-            });
-        }
-        None
-    }
-}
-
-/// What a seek of `log` to `to` delivers again, in the stream's publish order.
-fn replay<'a>(log: &'a StreamLog, to: &KinesisPosition) -> Vec<(usize, &'a Stored)> {
-    let mut replay: Vec<(usize, &Stored)> = Vec::new();
-    for (index, shard) in log.shards.iter().enumerate() {
-        let id = shard_id(index);
-        if !to.applies_to(&id) {
-            continue;
-        }
-        replay.extend(
-            shard
-                .iter()
-                .filter(|stored| match to {
-                    KinesisPosition::TrimHorizon => true,
-                    KinesisPosition::Latest => false,
-                    KinesisPosition::AtTimestamp(at) => {
-                        let at_ms = at
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                        stored.arrived_ms >= at_ms
-                    }
-                    KinesisPosition::AtSequence { sequence, .. }
-                    | KinesisPosition::AtSubSequence { sequence, .. } => {
-                        crate::settings::position::sequence_cmp(&stored.sequence, sequence).is_ge()
-                    }
-                })
-                .map(|stored| (index, stored)),
-        );
-    }
-    replay.sort_by_key(|(_, stored)| stored.order);
-    replay
 }
 
 impl Source for InProcessSubscription {
@@ -627,96 +438,36 @@ impl World {
         let _ = self.coordinator.set(coordinator);
     }
 
-    /// A test's input: written to `name` as a publish would be, under a random partition key of
-    /// the shard next in turn (see [`StreamLog::input_key`]);
-    /// `create_streams` creates a missing stream with that many shards, as a subscription would.
+    /// A test's input: written to `name` as a publish would be; `create_streams` creates a
+    /// missing stream with that many shards, as a subscription would. Kinesis refuses a record
+    /// for a stream it does not have; so does the test stream, with a warning.
     pub(crate) fn inject(&self, message: OutgoingMessage<'_>, create_streams: Option<u32>) {
-        let (name, payload, headers) = message.into_parts();
-        let mut streams = self.lock();
-        if let Some(shards) = create_streams {
-            Self::create(&mut streams, name, shards);
-        }
-        let Some(log) = streams.get_mut(name) else {
-            // Kinesis refuses a record for a stream it does not have; so does the test stream.
-            let err = KinesisError::StreamNotFound {
-                stream: name.to_owned(),
-            };
-            tracing::warn!(error = %err, "in-process kinesis refused an injected record");
-            return;
-        };
-        let data = log.arena.encode(payload, &headers);
-        let (key, hash) = log.input_key();
-        self.append(log, data, key, hash);
-    }
-
-    /// What was published to `name`, in order: each record as its publish sent it, and each
-    /// user record of an aggregate as its own message. Read back from the stream's records when
-    /// a test asks, so a publish keeps no second copy.
-    pub(crate) fn published(&self, name: &str) -> Vec<RawMessage> {
-        let streams = self.lock();
-        let Some(log) = streams.get(name) else {
-            return Vec::new();
-        };
-        let mut records: Vec<&Stored> = log.shards.iter().flatten().collect();
-        records.sort_by_key(|stored| stored.order);
-        let name = ruststream::Str::from(name.to_owned());
-        let message = |data: Bytes| {
-            let (payload, headers) = envelope::decode(data);
-            RawMessage::new(name.clone(), payload).with_headers(headers)
-        };
-        let mut out = Vec::with_capacity(records.len());
-        for stored in records {
-            match kpl::deaggregate(&stored.data) {
-                Some(users) => out.extend(
-                    users
-                        .into_iter()
-                        .map(|user| message(Bytes::from(user.data))),
-                ),
-                None => out.push(message(stored.data.clone())),
+        let subscribers = self.lock();
+        match self.kinesis.inject(message, create_streams) {
+            Ok(appended) => self.push(&subscribers, appended),
+            Err(err) => {
+                tracing::warn!(error = %err, "in-process kinesis refused an injected record");
             }
         }
-        out
+    }
+
+    /// What was published to `name`, in order.
+    pub(crate) fn published(&self, name: &str) -> Vec<RawMessage> {
+        self.kinesis.published(name)
     }
 }
 
 /// The payload a test reads back from an in-process stream, for the crate's own tests.
 #[cfg(test)]
-pub(crate) fn headers_of(record: &Bytes) -> ruststream::HeaderMap {
-    envelope::decode(record.clone()).1
+pub(crate) fn headers_of(record: &bytes::Bytes) -> ruststream::HeaderMap {
+    crate::kinesis::envelope::decode(record.clone()).1
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn injected_records_spread_evenly_over_the_shards_under_keys_of_their_shard() {
-        for shards in [1usize, 3, 48] {
-            let mut log = StreamLog {
-                shards: (0..shards).map(|_| Vec::new()).collect(),
-                ..StreamLog::default()
-            };
-            let mut per_shard = vec![0usize; shards];
-            let mut keys = std::collections::HashSet::new();
-            for _ in 0..shards * 40 {
-                let (key, hash) = log.input_key();
-                assert_eq!(hash, hash_key(&key), "the hash key is the key's MD5");
-                per_shard[shard_of_hash(hash, shards)] += 1;
-                keys.insert(key);
-            }
-            assert!(per_shard.iter().all(|n| *n == 40), "{per_shard:?}");
-            assert_eq!(keys.len(), shards * INPUT_KEYS_PER_SHARD);
-        }
-    }
-
-    #[test]
-    fn one_key_always_lands_in_one_shard_and_keys_spread() {
-        let shards: std::collections::HashSet<usize> =
-            (0..200).map(|i| shard_of(&format!("key-{i}"), 4)).collect();
-        assert_eq!(shards.len(), 4, "200 keys reach all four shards");
-        assert_eq!(shard_of("customer-1", 4), shard_of("customer-1", 4));
-        assert_eq!(shard_of("anything", 1), 0);
-    }
+    use crate::kinesis::in_process::shard_of;
+    use bytes::Bytes;
 
     #[tokio::test]
     async fn a_seek_of_one_shard_leaves_the_others_deliveries_current() {
@@ -842,26 +593,6 @@ mod tests {
             .collect();
         assert_eq!(subs, [Some(2), Some(3)]);
         sub.close();
-    }
-
-    #[test]
-    fn sequence_numbers_and_keys_are_fixed_width_as_formatted() {
-        assert_eq!(&*sequence_number(42), format!("{:056}", 42).as_str());
-        assert_eq!(
-            &*sequence_number(u64::MAX),
-            format!("{:056}", u64::MAX).as_str()
-        );
-        assert_eq!(
-            &*fixed_width::<32>(0xab_cdef, 16),
-            format!("{:032x}", 0xab_cdef).as_str()
-        );
-        let key = random_key();
-        assert!(
-            key.len() == 32
-                && key
-                    .bytes()
-                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        );
     }
 
     #[test]

@@ -76,6 +76,14 @@ impl Kinesis {
             (Self::Sdk(client), ShardIterator::Service(text)) => {
                 api::get_records(client, stream, shard, text, limit).await
             }
+            #[cfg(feature = "testing")]
+            (Self::Sdk(_), ShardIterator::InProcess { .. }) => Err(KinesisError::Api {
+                stream: stream.to_owned(),
+                operation: "GetRecords",
+                message: format!(
+                    "shard {shard}: an in-process iterator ({iterator}) sent to the service"
+                ),
+            }),
         }
     }
 

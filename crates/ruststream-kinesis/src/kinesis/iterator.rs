@@ -3,14 +3,21 @@
 
 /// A shard iterator: where the next `GetRecords` of a shard reads from.
 ///
-/// Today every iterator is the service's: an opaque string that Kinesis hands out
+/// The service's is an opaque string that Kinesis hands out
 /// (`GetShardIterator`, or `NextShardIterator` in a `GetRecords` answer) and that expires after
-/// five minutes. It is an enum so that a Kinesis of another kind (the in-process one planned in
-/// `docs/design/in-process-on-the-real-reader.md`) can carry its own position without a string.
+/// five minutes. In process (feature `testing`) it is a position in a shard, with no string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ShardIterator {
     /// An iterator the Kinesis service handed out.
     Service(String),
+    /// A position in a shard of the in-process Kinesis: the indices of its stream and shard,
+    /// and of the next record to read.
+    #[cfg(feature = "testing")]
+    InProcess {
+        stream: u32,
+        shard: u32,
+        position: u64,
+    },
 }
 
 impl ShardIterator {
@@ -24,6 +31,12 @@ impl std::fmt::Display for ShardIterator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Service(text) => f.write_str(text),
+            #[cfg(feature = "testing")]
+            Self::InProcess {
+                stream,
+                shard,
+                position,
+            } => write!(f, "in-process:{stream}:{shard}:{position}"),
         }
     }
 }

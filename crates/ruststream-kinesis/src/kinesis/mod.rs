@@ -8,6 +8,8 @@ pub(crate) mod api;
 pub(crate) mod calls;
 pub(crate) mod envelope;
 pub(crate) mod fan_out;
+#[cfg(feature = "testing")]
+pub(crate) mod in_process;
 pub(crate) mod iterator;
 pub(crate) mod kpl;
 pub(crate) mod shards;

@@ -495,8 +495,7 @@ impl Sim {
                     self.stats.expired += 1;
                     return Fetch::Expired;
                 }
-                let ShardIterator::Service(text) = &iterator;
-                let from: usize = text.parse().expect("a simulated iterator");
+                let from: usize = iterator.to_string().parse().expect("a simulated iterator");
                 let len = self.stream.shards[shard].records.len();
                 if self.answers_empty(from, len) {
                     // Kinesis may answer no record with records further on: the same place.

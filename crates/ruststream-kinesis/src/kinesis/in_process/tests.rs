@@ -1,0 +1,190 @@
+//! The in-process Kinesis's calls: streams refused or created, iterators at every kind of
+//! start, reads in pages, and what was published read back in write order.
+
+use std::time::{Duration, SystemTime};
+
+use super::*;
+
+fn record(key: &str, data: &'static [u8]) -> OutRecord {
+    OutRecord {
+        data: Bytes::from_static(data),
+        partition_key: key.to_owned(),
+        explicit_hash_key: None,
+    }
+}
+
+/// Reads `shard` of `stream` from `start` to its tip, a page of `limit` at a time: the data of
+/// each record, and the `MillisBehindLatest` of each page.
+fn read_all(
+    kinesis: &InProcessKinesis,
+    stream: &str,
+    start: &ShardStart,
+    limit: u32,
+) -> (Vec<Bytes>, Vec<i64>) {
+    let mut iterator = kinesis
+        .shard_iterator(stream, &shard_id(0), start)
+        .expect("an iterator");
+    let (mut data, mut behind) = (Vec::new(), Vec::new());
+    loop {
+        let Fetched::Records {
+            records,
+            next,
+            millis_behind,
+        } = kinesis.get_records(&iterator, limit).expect("a read")
+        else {
+            panic!("records");
+        };
+        behind.push(millis_behind.expect("told"));
+        let empty = records.is_empty();
+        data.extend(records.into_iter().map(|r| r.data));
+        iterator = next.expect("an open shard");
+        if empty {
+            return (data, behind);
+        }
+    }
+}
+
+#[test]
+fn a_missing_stream_is_refused_unless_it_is_to_be_created() {
+    let kinesis = InProcessKinesis::default();
+    assert!(matches!(
+        kinesis.ensure_stream("orders", None),
+        Err(KinesisError::StreamNotFound { stream }) if stream == "orders"
+    ));
+    assert!(matches!(
+        kinesis.put("orders", record("k", b"x")),
+        Err(KinesisError::StreamNotFound { .. })
+    ));
+    let arn = kinesis.ensure_stream("orders", Some(3)).expect("created");
+    assert!(arn.ends_with(":stream/orders"), "{arn}");
+    // Created once: a second ask with another count changes nothing.
+    kinesis.ensure_stream("orders", Some(5)).expect("exists");
+    let shards = kinesis.list_shards("orders").expect("listed");
+    let ids: Vec<&str> = shards.iter().map(|s| &*s.id).collect();
+    assert_eq!(
+        ids,
+        [
+            "shardId-000000000000",
+            "shardId-000000000001",
+            "shardId-000000000002"
+        ]
+    );
+    assert!(shards.iter().all(|s| !s.closed && s.parents.is_empty()));
+    assert!(matches!(
+        kinesis.shard_iterator(
+            "orders",
+            "shardId-000000000009",
+            &ShardStart::At(KinesisPosition::TrimHorizon)
+        ),
+        Err(KinesisError::ShardNotFound { shard, .. }) if shard == "shardId-000000000009"
+    ));
+}
+
+#[test]
+fn iterators_start_where_the_service_would_start_them() {
+    let kinesis = InProcessKinesis::default();
+    kinesis.ensure_stream("orders", Some(1)).expect("created");
+    let latest = kinesis
+        .shard_iterator(
+            "orders",
+            &shard_id(0),
+            &ShardStart::At(KinesisPosition::Latest),
+        )
+        .expect("the tip");
+    let sequences: Vec<Arc<str>> = [b"a", b"b", b"c"]
+        .iter()
+        .map(|data| {
+            kinesis
+                .put("orders", record("k", *data))
+                .expect("written")
+                .record
+                .sequence
+        })
+        .collect();
+    let (all, _) = read_all(
+        &kinesis,
+        "orders",
+        &ShardStart::At(KinesisPosition::TrimHorizon),
+        10,
+    );
+    assert_eq!(all, ["a", "b", "c"].map(|d| Bytes::from(d.as_bytes())));
+    // The tip taken before the writes reads them all.
+    let Fetched::Records { records, .. } = kinesis.get_records(&latest, 10).expect("a read") else {
+        panic!("records");
+    };
+    assert_eq!(records.len(), 3);
+    let after = read_all(
+        &kinesis,
+        "orders",
+        &ShardStart::After(Arc::clone(&sequences[0])),
+        10,
+    );
+    assert_eq!(after.0.len(), 2, "after the first");
+    let at = ShardStart::At(KinesisPosition::at_sequence(
+        shard_id(0),
+        Arc::clone(&sequences[1]),
+    ));
+    assert_eq!(
+        read_all(&kinesis, "orders", &at, 10).0.len(),
+        2,
+        "at the second"
+    );
+    let future = SystemTime::now() + Duration::from_secs(3600);
+    let later = ShardStart::At(KinesisPosition::AtTimestamp(future));
+    assert!(read_all(&kinesis, "orders", &later, 10).0.is_empty());
+    // A sequence number the shard does not hold is refused at, as the service refuses it.
+    let unheld = ShardStart::At(KinesisPosition::at_sequence(shard_id(0), Arc::from("7")));
+    assert!(matches!(
+        kinesis.shard_iterator("orders", &shard_id(0), &unheld),
+        Err(KinesisError::Api { operation: "GetShardIterator", message, .. })
+            if message.contains("InvalidArgumentException")
+    ));
+}
+
+#[test]
+fn a_read_answers_a_page_and_says_how_far_behind_the_tip_it_is() {
+    let kinesis = InProcessKinesis::default();
+    kinesis.ensure_stream("orders", Some(1)).expect("created");
+    for _ in 0..5 {
+        kinesis.put("orders", record("k", b"x")).expect("written");
+    }
+    let (data, behind) = read_all(
+        &kinesis,
+        "orders",
+        &ShardStart::At(KinesisPosition::TrimHorizon),
+        2,
+    );
+    assert_eq!(data.len(), 5);
+    // Pages of 2, 2 and 1 (that last one reaches the tip), then an empty one at the tip.
+    assert_eq!(behind.len(), 4, "{behind:?}");
+    assert!(behind[..2].iter().all(|ms| *ms >= 1), "{behind:?}");
+    assert_eq!(&behind[2..], [0, 0]);
+}
+
+#[test]
+fn what_was_published_reads_back_in_write_order_over_every_shard() {
+    let kinesis = InProcessKinesis::default();
+    kinesis.ensure_stream("orders", Some(4)).expect("created");
+    let mut shards = std::collections::HashSet::new();
+    for n in 0..40u8 {
+        let appended = kinesis
+            .put(
+                "orders",
+                OutRecord {
+                    data: Bytes::from(vec![n]),
+                    partition_key: format!("key-{n}"),
+                    explicit_hash_key: None,
+                },
+            )
+            .expect("written");
+        shards.insert(appended.shard);
+    }
+    assert!(shards.len() > 1, "the keys spread");
+    let published: Vec<u8> = kinesis
+        .published("orders")
+        .iter()
+        .map(|message| message.payload()[0])
+        .collect();
+    assert_eq!(published, (0..40).collect::<Vec<u8>>());
+    assert!(kinesis.published("missing").is_empty());
+}
