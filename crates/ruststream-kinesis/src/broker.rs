@@ -67,6 +67,8 @@ pub struct KinesisBroker {
     meters: Meters,
     #[cfg(feature = "testing")]
     pub(crate) world: Arc<crate::in_process::World>,
+    #[cfg(feature = "testing")]
+    in_process_reader: bool,
 }
 
 /// Says what the broker reaches and how it shares leases, never a credential: the endpoint
@@ -122,6 +124,8 @@ impl KinesisBroker {
             meters: Meters::default(),
             #[cfg(feature = "testing")]
             world: Arc::default(),
+            #[cfg(feature = "testing")]
+            in_process_reader: false,
         }
     }
 
@@ -262,6 +266,19 @@ impl KinesisBroker {
     #[must_use]
     pub fn balance_shards(mut self, balance: bool) -> Self {
         self.balance = balance;
+        self
+    }
+
+    /// Whether `TestApp` reads each shard with the shard reader the service is read with, over
+    /// the in-process Kinesis, rather than pushing records to subscriptions as they are written.
+    /// Off by default while the reader's counting for the harness is measured against the push
+    /// engine (`docs/design/in-process-on-the-real-reader.md`, step 4); it goes once the reader
+    /// is the only way.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    #[must_use]
+    pub fn in_process_reader(mut self, on: bool) -> Self {
+        self.in_process_reader = on;
         self
     }
 
@@ -470,6 +487,10 @@ impl KinesisBroker {
             incarnation: Incarnation::new(crate::epoch_millis(), rand::random()),
             pause: Arc::default(),
             record_limits: Arc::default(),
+            #[cfg(feature = "testing")]
+            in_process_reader: false,
+            #[cfg(feature = "testing")]
+            harness: Arc::default(),
         }
     }
 }
@@ -494,7 +515,18 @@ impl Broker for KinesisBroker {
 impl ruststream::testing::InProcess for KinesisBroker {
     async fn connect_in_process(self) -> Result<ConnectedKinesisBroker, KinesisError> {
         let world = Arc::clone(&self.world);
-        Ok(self.metered().connected(Transport::InProcess(world)))
+        if !self.in_process_reader {
+            return Ok(self.metered().connected(Transport::InProcess(world)));
+        }
+        // The reader runs on a lease store of the connection's own, never the one configured
+        // (a test consults no lease store), with leases no paused clock's jump outlives.
+        self.timings_fit_balancing()?;
+        let mut broker = self.metered();
+        broker.store = Arc::new(MemoryLeaseStore::new());
+        broker.timings = broker.timings.in_process();
+        let mut connected = broker.connected(Transport::InProcess(world));
+        connected.in_process_reader = true;
+        Ok(connected)
     }
 }
 
@@ -527,6 +559,12 @@ pub struct ConnectedKinesisBroker {
     pause: Arc<crate::live::pause::Pause>,
     /// The largest record of each stream its publishers wrote to.
     pub(crate) record_limits: crate::publisher::RecordLimits,
+    /// In process: subscriptions read with the shard reader rather than the push engine.
+    #[cfg(feature = "testing")]
+    in_process_reader: bool,
+    /// In process: the harness of the `TestApp` this connection runs under.
+    #[cfg(feature = "testing")]
+    harness: Arc<std::sync::OnceLock<ruststream::testing::Coordinator>>,
 }
 
 impl ConnectedKinesisBroker {
@@ -587,35 +625,18 @@ impl ConnectedKinesisBroker {
                 ),
             });
         }
-        let mut registration = self.register(name).await?;
+        let registration = self.register(name).await?;
         let capacity = usize::try_from(source.batch_size).unwrap_or(1000).max(64);
         match &self.transport {
             Transport::Live(client) => {
                 let kinesis = Kinesis::Sdk(client.clone());
-                let stream_arn = kinesis
-                    .ensure_stream(name, source.create_if_missing)
-                    .await?;
-                let fan_out = match &source.fan_out {
-                    Some(fan_out) => Some(
-                        kinesis
-                            .ensure_consumer(
-                                (name, &stream_arn),
-                                &fan_out.consumer,
-                                fan_out.register,
-                            )
-                            .await?,
-                    ),
-                    None => None,
-                };
-                let (tx, rx) = mpsc::channel(capacity);
-                let sub = coordinator::start(self.instance(kinesis), &source, fan_out, tx).await?;
-                registration.closes_with(sub.tasks());
-                let deliveries = Deliveries {
-                    rx: Inbox::Live(rx),
-                    source: sub,
-                    _registration: registration,
-                };
-                Ok(KinesisSubscriber::new(deliveries, source.max_wait))
+                self.read(kinesis, source, registration, capacity).await
+            }
+            #[cfg(feature = "testing")]
+            Transport::InProcess(world) if self.in_process_reader => {
+                let kinesis =
+                    Kinesis::InProcess(Arc::clone(world.kinesis()), Arc::clone(&self.harness));
+                self.read(kinesis, source, registration, capacity).await
             }
             #[cfg(feature = "testing")]
             Transport::InProcess(world) => {
@@ -633,6 +654,39 @@ impl ConnectedKinesisBroker {
                 Ok(KinesisSubscriber::new(deliveries, source.max_wait))
             }
         }
+    }
+}
+
+impl ConnectedKinesisBroker {
+    /// Opens `source` on `kinesis`: its shards read under leases by the coordinator's readers.
+    async fn read(
+        &self,
+        kinesis: Kinesis,
+        source: KinesisStream,
+        mut registration: StreamRegistration,
+        capacity: usize,
+    ) -> Result<KinesisSubscriber, KinesisError> {
+        let name = source.name.as_ref();
+        let stream_arn = kinesis
+            .ensure_stream(name, source.create_if_missing)
+            .await?;
+        let fan_out = match &source.fan_out {
+            Some(fan_out) => Some(
+                kinesis
+                    .ensure_consumer((name, &stream_arn), &fan_out.consumer, fan_out.register)
+                    .await?,
+            ),
+            None => None,
+        };
+        let (tx, rx) = mpsc::channel(capacity);
+        let sub = coordinator::start(self.instance(kinesis), &source, fan_out, tx).await?;
+        registration.closes_with(sub.tasks());
+        let deliveries = Deliveries {
+            rx: Inbox::Live(rx),
+            source: sub,
+            _registration: registration,
+        };
+        Ok(KinesisSubscriber::new(deliveries, source.max_wait))
     }
 }
 
@@ -764,6 +818,7 @@ impl RedeliveryAddressed<ConnectedKinesisBroker> for KinesisStream {
 impl ruststream::testing::TestableBroker for ConnectedKinesisBroker {
     fn install_coordinator(&self, coordinator: ruststream::testing::Coordinator) {
         if let Transport::InProcess(world) = &self.transport {
+            let _ = self.harness.set(coordinator.clone());
             world.install_coordinator(coordinator);
         }
     }

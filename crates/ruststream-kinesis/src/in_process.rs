@@ -34,7 +34,6 @@ pub(crate) struct World {
     /// subscription sees a stream's records in the order they were written.
     /// (By the stream's index in the in-process Kinesis: no name hashed per record.)
     subscribers: Mutex<Vec<Vec<Weak<InProcessSubscription>>>>,
-    coordinator: OnceLock<Coordinator>,
 }
 
 /// One in-process subscription.
@@ -143,7 +142,7 @@ impl InProcessSubscription {
     fn hold(&self, ticket: Ticket) -> Option<InProcessSettle> {
         let sub = self.me.upgrade()?;
         let coordinator = (ticket.index == COUNTED)
-            .then(|| self.world.upgrade()?.coordinator.get().cloned())
+            .then(|| self.world.upgrade()?.kinesis.harness().cloned())
             .flatten();
         Some(InProcessSettle {
             coordinator,
@@ -260,7 +259,7 @@ impl World {
         generation: u64,
         attempt: u64,
     ) {
-        let counted = match self.coordinator.get() {
+        let counted = match self.kinesis.harness() {
             Some(coordinator) => {
                 coordinator.enqueued();
                 true
@@ -435,7 +434,12 @@ impl Source for InProcessSubscription {
 impl World {
     /// The harness's coordinator, which counts deliveries in flight and drives delayed ones.
     pub(crate) fn install_coordinator(&self, coordinator: Coordinator) {
-        let _ = self.coordinator.set(coordinator);
+        self.kinesis.install_coordinator(coordinator);
+    }
+
+    /// The in-process Kinesis the world stores its streams in.
+    pub(crate) fn kinesis(&self) -> &Arc<InProcessKinesis> {
+        &self.kinesis
     }
 
     /// A test's input: written to `name` as a publish would be; `create_streams` creates a

@@ -4,6 +4,9 @@
 //! `docs/design/in-process-on-the-real-reader.md`) can sit under the same readers and
 //! coordinator. Dispatch is a `match`: no boxed future and no allocation per call.
 
+#[cfg(feature = "testing")]
+use std::sync::Arc;
+
 use aws_sdk_kinesis::Client;
 
 use super::api::{self, Fetched, ShardInfo};
@@ -17,6 +20,25 @@ use crate::settings::position::ShardStart;
 pub(crate) enum Kinesis {
     /// The service (or a local stack speaking its protocol), through the SDK's client.
     Sdk(Client),
+    /// The in-process Kinesis `TestApp` runs on (feature `testing`), with the harness of the
+    /// connection that reads it (each `TestApp` counts its own work).
+    #[cfg(feature = "testing")]
+    InProcess(
+        Arc<super::in_process::InProcessKinesis>,
+        Arc<std::sync::OnceLock<ruststream::testing::Coordinator>>,
+    ),
+}
+
+/// What an in-process Kinesis does not answer yet: an enhanced fan-out consumer (in process,
+/// fan-out reads on the push engine, `KinesisBroker::in_process_reader(false)`).
+#[cfg(feature = "testing")]
+fn no_fan_out_in_process(stream: &str) -> KinesisError {
+    KinesisError::Config {
+        message: format!(
+            "stream {stream}: enhanced fan-out in process is read by the push engine for now; \
+             leave KinesisBroker::in_process_reader off for a fan-out subscription"
+        ),
+    }
 }
 
 impl Kinesis {
@@ -29,6 +51,8 @@ impl Kinesis {
     ) -> Result<String, KinesisError> {
         match self {
             Self::Sdk(client) => api::ensure_stream(client, stream, create_shards).await,
+            #[cfg(feature = "testing")]
+            Self::InProcess(kinesis, _) => kinesis.ensure_stream(stream, create_shards),
         }
     }
 
@@ -42,6 +66,11 @@ impl Kinesis {
     ) -> Result<Consumer, KinesisError> {
         match self {
             Self::Sdk(client) => fan_out::ensure_consumer(client, stream, name, register).await,
+            #[cfg(feature = "testing")]
+            Self::InProcess(..) => {
+                let _ = (name, register);
+                Err(no_fan_out_in_process(stream.0))
+            }
         }
     }
 
@@ -49,6 +78,8 @@ impl Kinesis {
     pub(crate) async fn list_shards(&self, stream: &str) -> Result<Vec<ShardInfo>, KinesisError> {
         match self {
             Self::Sdk(client) => api::list_shards(client, stream).await,
+            #[cfg(feature = "testing")]
+            Self::InProcess(kinesis, _) => kinesis.list_shards(stream),
         }
     }
 
@@ -61,6 +92,8 @@ impl Kinesis {
     ) -> Result<ShardIterator, KinesisError> {
         match self {
             Self::Sdk(client) => api::shard_iterator(client, stream, shard, start).await,
+            #[cfg(feature = "testing")]
+            Self::InProcess(kinesis, _) => kinesis.shard_iterator(stream, shard, start),
         }
     }
 
@@ -77,7 +110,12 @@ impl Kinesis {
                 api::get_records(client, stream, shard, text, limit).await
             }
             #[cfg(feature = "testing")]
-            (Self::Sdk(_), ShardIterator::InProcess { .. }) => Err(KinesisError::Api {
+            (Self::InProcess(kinesis, _), ShardIterator::InProcess { .. }) => {
+                kinesis.get_records(iterator, limit)
+            }
+            #[cfg(feature = "testing")]
+            (Self::Sdk(_), ShardIterator::InProcess { .. })
+            | (Self::InProcess(..), ShardIterator::Service(_)) => Err(KinesisError::Api {
                 stream: stream.to_owned(),
                 operation: "GetRecords",
                 message: format!(
@@ -99,6 +137,30 @@ impl Kinesis {
             Self::Sdk(client) => fan_out::subscribe(client, stream, consumer, shard, start)
                 .await
                 .map(Events::Sdk),
+            #[cfg(feature = "testing")]
+            Self::InProcess(..) => {
+                let _ = (consumer, shard, start);
+                Err(Refused::Failed(no_fan_out_in_process(stream)))
+            }
+        }
+    }
+
+    /// Whether records are pushed to readers as they are written (in process), so they read at
+    /// [`Pace::pushed`](crate::shard::pace::Pace::pushed) rather than the service's pace.
+    pub(crate) fn pushes(&self) -> bool {
+        match self {
+            Self::Sdk(_) => false,
+            #[cfg(feature = "testing")]
+            Self::InProcess(..) => true,
+        }
+    }
+
+    /// A tap for the reader that starts at `iterator`, in process; `None` from the service.
+    #[cfg(feature = "testing")]
+    pub(crate) fn tap(&self, iterator: &ShardIterator) -> Option<Arc<super::in_process::Tap>> {
+        match self {
+            Self::Sdk(_) => None,
+            Self::InProcess(kinesis, harness) => kinesis.tap(iterator, harness),
         }
     }
 }

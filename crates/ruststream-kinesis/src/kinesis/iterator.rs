@@ -25,6 +25,19 @@ impl ShardIterator {
     pub(crate) fn service(text: impl Into<String>) -> Self {
         Self::Service(text.into())
     }
+
+    /// An in-process iterator's stream, shard and position (`None` for the service's).
+    #[cfg(feature = "testing")]
+    pub(crate) fn in_process(&self) -> Option<(u32, u32, u64)> {
+        match *self {
+            Self::InProcess {
+                stream,
+                shard,
+                position,
+            } => Some((stream, shard, position)),
+            Self::Service(_) => None,
+        }
+    }
 }
 
 impl std::fmt::Display for ShardIterator {

@@ -120,6 +120,7 @@ impl Subscription {
             closed,
         } = instance;
         let stream: Arc<str> = Arc::from(source.name.as_ref());
+        let read = ReadSettings::of(source, fan_out.is_some(), kinesis.pushes());
         let coordinator = Coordinator::new(timings, source.initial.clone())
             .with_balancing(balance)
             .with_incarnation(incarnation);
@@ -136,7 +137,7 @@ impl Subscription {
             meters,
             owner,
             timings,
-            read: ReadSettings::of(source, fan_out.is_some(), false),
+            read,
             stall_after: source.stall_after,
             fan_out,
             tx,

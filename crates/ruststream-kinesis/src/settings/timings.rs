@@ -205,6 +205,22 @@ impl LeaseTimings {
 
     /// How long a lease-store call may take before it counts as failed: the renewal interval, so
     /// a renewal that hangs fails in time for its retry to land while the lease lasts.
+    /// The timings of a reader in process, where a test's clock may be paused and jump ahead
+    /// (`TestApp::advance`): a lease, its renewal and the listing no jump outlives (ten years,
+    /// three, ten), no handover poll (one instance alone), the checkpoint cadence and the
+    /// handoff drain as set.
+    #[cfg(feature = "testing")]
+    pub(crate) fn in_process(self) -> Self {
+        const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+        Self {
+            lease: YEAR * 10,
+            renew: YEAR * 3,
+            listing: YEAR * 10,
+            handover_poll: Duration::ZERO,
+            ..self
+        }
+    }
+
     pub(crate) fn store_call_timeout(&self) -> Duration {
         self.renew
     }

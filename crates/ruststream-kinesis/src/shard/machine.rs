@@ -235,7 +235,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// Records were written to the shard: a reader that waits at the tip for news
     /// ([`TipWait::UntilNews`](crate::shard::pace::TipWait::UntilNews)) reads again.
     #[cfg_attr(
-        not(test),
+        not(any(test, feature = "testing")),
         expect(
             dead_code,
             reason = "the in-process reader wakes on news (issue 27, step 4)"
@@ -249,7 +249,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// reading waits at the tip or on the next event, no handoff drains, and no handed-back
     /// record is due.
     #[cfg_attr(
-        not(test),
+        not(any(test, feature = "testing")),
         expect(
             dead_code,
             reason = "the in-process reader wakes on news (issue 27, step 4)"
@@ -262,9 +262,15 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             && self.retries.first().is_none_or(|first| now < first.due)
     }
 
+    /// The iterator the next `GetRecords` reads from, when it has one.
+    #[cfg(feature = "testing")]
+    pub(crate) fn iterator(&self) -> Option<&ShardIterator> {
+        self.read.iterator()
+    }
+
     /// Whether the record handed back with `ticket` waits to come back.
     #[cfg_attr(
-        not(test),
+        not(any(test, feature = "testing")),
         expect(
             dead_code,
             reason = "the in-process reader wakes on news (issue 27, step 4)"

@@ -3,13 +3,14 @@
 //! (`reader/`) and its deliveries share, and the wake-ups between them. Every decision is the
 //! machine's; this file reads the clocks and wakes whoever must act.
 
+mod harness;
 pub(crate) mod lease;
 pub(crate) mod machine;
 pub(crate) mod pace;
 pub(crate) mod read;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use crate::clock::Instant;
@@ -25,6 +26,7 @@ use crate::lease::LeaseKey;
 use crate::settings::position::ShardStart;
 use crate::watermark::Ticket;
 use crate::{KinesisError, epoch_millis};
+pub(crate) use harness::Harness;
 #[cfg(test)]
 pub(crate) use lease::Lost;
 pub(crate) use lease::{Answer, Close, Ending, LeaseNews, Next, ShardLease, Write};
@@ -46,6 +48,17 @@ pub(crate) struct ShardHandle {
     ended: Notify,
     /// Whether the broker was shut down: settlements then answer an error.
     broker_closed: Arc<AtomicBool>,
+    /// What the shard tells `TestApp`'s harness (in process; nothing from the service).
+    harness: Harness,
+    /// The handle itself, for a redelivery's timer on the harness.
+    #[cfg_attr(
+        not(feature = "testing"),
+        expect(
+            dead_code,
+            reason = "only a harness's timer reaches the handle through it"
+        )
+    )]
+    me: Weak<ShardHandle>,
 }
 
 /// What a lease write's answer left for the lease writer to say and count.
@@ -60,11 +73,32 @@ pub(crate) struct Answered {
 }
 
 impl ShardHandle {
-    /// The handle of a shard held as `machine` says.
+    /// The handle of a shard held as `machine` says, with no harness (the tests' handle).
+    #[cfg(test)]
     pub(crate) fn new(
         key: LeaseKey,
         broker_closed: Arc<AtomicBool>,
         machine: ShardMachine<Instant, Record>,
+    ) -> Self {
+        Self::with_harness(key, broker_closed, machine, Harness::default(), Weak::new())
+    }
+
+    /// The handle of a shard held as `machine` says, read under `harness`.
+    pub(crate) fn shared(
+        key: LeaseKey,
+        broker_closed: Arc<AtomicBool>,
+        machine: ShardMachine<Instant, Record>,
+        harness: Harness,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self::with_harness(key, broker_closed, machine, harness, me.clone()))
+    }
+
+    fn with_harness(
+        key: LeaseKey,
+        broker_closed: Arc<AtomicBool>,
+        machine: ShardMachine<Instant, Record>,
+        harness: Harness,
+        me: Weak<Self>,
     ) -> Self {
         Self {
             key,
@@ -74,7 +108,15 @@ impl ShardHandle {
             handed_back: Notify::new(),
             ended: Notify::new(),
             broker_closed,
+            harness,
+            me,
         }
+    }
+
+    /// What the shard tells `TestApp`'s harness.
+    #[cfg(feature = "testing")]
+    pub(crate) fn harness(&self) -> &Harness {
+        &self.harness
     }
 
     fn lock(&self) -> MutexGuard<'_, ShardMachine<Instant, Record>> {
@@ -87,7 +129,14 @@ impl ShardHandle {
 
     /// What the reader does next.
     pub(crate) fn next_read(&self) -> ReadStep<Record, Instant> {
-        let step = self.lock().next_read(Instant::now(), epoch_millis());
+        let step = {
+            let mut machine = self.lock();
+            let step = machine.next_read(Instant::now(), epoch_millis());
+            if matches!(step, ReadStep::Deliver(..)) {
+                self.harness.delivering();
+            }
+            step
+        };
         if matches!(step, ReadStep::Finish(Stop::Lost)) {
             self.halted();
         }
@@ -122,6 +171,7 @@ impl ShardHandle {
     pub(crate) fn settle(&self, ticket: Ticket) -> Result<(), KinesisError> {
         let closed = self.closed();
         let settled = self.lock().settle(ticket, closed);
+        self.harness.settled();
         match settled {
             Ok(settled) => {
                 if settled.checkpoint {
@@ -145,7 +195,9 @@ impl ShardHandle {
     /// Lets go of a delivery that never reached its handler: it moves no checkpoint, and the
     /// shard's next owner (or the seek that made it stale) delivers it again.
     pub(crate) fn forget(&self, ticket: Ticket) {
-        if self.lock().forget(ticket) {
+        let wake = self.lock().forget(ticket);
+        self.harness.settled();
+        if wake {
             self.read_wake.notify_one();
         }
     }
@@ -164,6 +216,10 @@ impl ShardHandle {
         let handed = self
             .lock()
             .hand_back(Instant::now(), record, ticket, attempts, delay, closed);
+        if handed == HandedBack::Kept {
+            self.coming_back(ticket, delay);
+        }
+        self.harness.settled();
         match handed {
             HandedBack::Kept => {
                 self.handed_back.notify_one();
@@ -183,7 +239,14 @@ impl ShardHandle {
 
     /// The next handed-back record to deliver again, or when one falls due.
     pub(crate) fn next_redelivery(&self) -> Redeliver<Record, Instant> {
-        let next = self.lock().next_redelivery(Instant::now(), epoch_millis());
+        let next = {
+            let mut machine = self.lock();
+            let next = machine.next_redelivery(Instant::now(), epoch_millis());
+            if matches!(next, Redeliver::Deliver(_)) {
+                self.harness.delivering();
+            }
+            next
+        };
         if matches!(next, Redeliver::Halted) {
             self.halted();
         }
@@ -199,7 +262,15 @@ impl ShardHandle {
         resume: ShardStart,
         recorded: Arc<str>,
     ) -> bool {
-        let applied = self.lock().seek(iterator, resume, recorded);
+        let applied = {
+            let mut machine = self.lock();
+            let harness_iterator = iterator.clone();
+            let applied = machine.seek(iterator, resume, recorded);
+            if applied {
+                self.harness.moved_to(&harness_iterator);
+            }
+            applied
+        };
         if applied {
             self.read_wake.notify_one();
             self.handed_back.notify_one();

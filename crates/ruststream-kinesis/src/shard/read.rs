@@ -392,6 +392,15 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         self.phase = Phase::Reading;
     }
 
+    /// The iterator the next `GetRecords` reads from, when it has one.
+    #[cfg(feature = "testing")]
+    pub(super) fn iterator(&self) -> Option<&ShardIterator> {
+        match &self.cursor {
+            Cursor::Iterator(iterator) => Some(iterator),
+            _ => None,
+        }
+    }
+
     /// Records were written to the shard: a reader waiting at the tip for news reads again.
     pub(super) fn news(&mut self) {
         self.quiet_tip = false;

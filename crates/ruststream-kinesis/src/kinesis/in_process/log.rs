@@ -2,11 +2,12 @@
 //! a test injects, and the partition keys those take; with the numbers Kinesis would give them
 //! (shard ids, 56-digit sequence numbers, MD5 hash keys in equal ranges).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::{Bytes, BytesMut};
 use md5::{Digest, Md5};
 
+use super::tap::Tap;
 use crate::kinesis::api::FetchedRecord;
 use crate::kinesis::envelope;
 
@@ -36,6 +37,8 @@ impl Stored {
 pub(super) struct StreamLog {
     /// Each shard's records, in the order they were written (so in sequence order).
     pub(super) shards: Vec<Vec<Stored>>,
+    /// Each shard's readers.
+    pub(super) taps: Vec<Vec<Weak<Tap>>>,
     /// Where the records a test injects are written.
     pub(super) arena: Arena,
     /// The partition keys of injected records, [`INPUT_KEYS_PER_SHARD`] landing in each shard,
@@ -53,6 +56,7 @@ impl StreamLog {
     pub(super) fn new(shards: u32) -> Self {
         Self {
             shards: (0..shards.max(1)).map(|_| Vec::new()).collect(),
+            taps: (0..shards.max(1)).map(|_| Vec::new()).collect(),
             arena: Arena::default(),
             input_keys: Vec::new(),
             injected: 0,

@@ -9,9 +9,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use bytes::Bytes;
+use ruststream::testing::Coordinator;
 use ruststream::{OutgoingMessage, RawMessage};
 
 use crate::kinesis::api::{Fetched, FetchedRecord, OutRecord};
@@ -23,11 +24,13 @@ use crate::settings::position::{ShardStart, sequence_cmp};
 use crate::{KinesisError, KinesisPosition};
 
 mod log;
+mod tap;
 
 pub(crate) use log::shard_id;
 #[cfg(test)]
 pub(crate) use log::shard_of;
 use log::{StreamLog, hash_key, sequence_number, shard_of_hash};
+pub(crate) use tap::Tap;
 
 /// The in-process Kinesis every connection of one broker (and its clones) shares.
 #[derive(Debug, Default)]
@@ -35,6 +38,8 @@ pub(crate) struct InProcessKinesis {
     streams: Mutex<Streams>,
     /// How many records were written, to every stream: the next sequence number.
     written: AtomicU64,
+    /// `TestApp`'s harness, which counts the work in flight.
+    harness: OnceLock<Coordinator>,
 }
 
 #[derive(Debug, Default)]
@@ -184,12 +189,7 @@ impl InProcessKinesis {
         iterator: &ShardIterator,
         limit: u32,
     ) -> Result<Fetched, KinesisError> {
-        let ShardIterator::InProcess {
-            stream,
-            shard,
-            position,
-        } = *iterator
-        else {
+        let Some((stream, shard, position)) = iterator.in_process() else {
             return Err(KinesisError::Api {
                 stream: String::new(),
                 operation: "GetRecords",
@@ -278,11 +278,52 @@ impl InProcessKinesis {
         };
         let record = stored.fetched();
         log.shards[shard].push(stored);
+        log.taps[shard].retain(|tap| match tap.upgrade() {
+            Some(tap) => {
+                tap.written();
+                true
+            }
+            None => false,
+        });
         Appended {
             stream,
             shard,
             record,
         }
+    }
+
+    /// The harness's coordinator, which counts deliveries in flight and drives delayed ones.
+    pub(crate) fn install_coordinator(&self, coordinator: Coordinator) {
+        let _ = self.harness.set(coordinator);
+    }
+
+    /// The harness, once a `TestApp` installed it.
+    pub(crate) fn harness(&self) -> Option<&Coordinator> {
+        self.harness.get()
+    }
+
+    /// A tap for a reader of the shard `iterator` reads, which owes every record from there on
+    /// to `harness` (once a `TestApp` installed one); `None` for an iterator of the service.
+    pub(crate) fn tap(
+        self: &Arc<Self>,
+        iterator: &ShardIterator,
+        harness: &OnceLock<Coordinator>,
+    ) -> Option<Arc<Tap>> {
+        let (stream, shard, position) = iterator.in_process()?;
+        let mut streams = self.lock();
+        let log = &mut streams.list[stream as usize];
+        let tap = Arc::new(Tap::new(Arc::clone(self), (stream, shard), harness));
+        let len = log.shards[shard as usize].len() as u64;
+        tap.owe(usize::try_from(len.saturating_sub(position)).unwrap_or(usize::MAX));
+        log.taps[shard as usize].push(Arc::downgrade(&tap));
+        Some(tap)
+    }
+
+    /// Runs `f` with the length of `tap`'s shard, under the streams' lock (no write between).
+    fn len_locked(&self, tap: &Tap, f: impl FnOnce(u64)) {
+        let streams = self.lock();
+        let len = streams.list[tap.stream as usize].shards[tap.shard as usize].len();
+        f(len as u64);
     }
 
     /// What was published to `name`, in order: each record as its publish sent it, and each

@@ -117,21 +117,21 @@ impl Subscription {
         sent: Instant,
         sent_ms: u64,
     ) {
-        let machine = ShardMachine::new(
+        // In process, the reader's tap counts for the harness what the shard holds from here.
+        #[cfg(feature = "testing")]
+        let harness = crate::shard::Harness::of(self.kinesis.tap(&iterator));
+        #[cfg(not(feature = "testing"))]
+        let harness = crate::shard::Harness::default();
+        let mut machine = ShardMachine::new(
             ShardLease::taken(self.timings, sent, sent_ms),
             self.read,
             iterator,
             resume,
         );
-        let mut machine = machine;
         if shard.closed {
             machine.shard_closed();
         }
-        let handle = Arc::new(ShardHandle::new(
-            key,
-            Arc::clone(&self.broker_closed),
-            machine,
-        ));
+        let handle = ShardHandle::shared(key, Arc::clone(&self.broker_closed), machine, harness);
         let cancel = self.cancel.child_token();
         lock(&self.running).insert(
             Arc::clone(&shard.id),

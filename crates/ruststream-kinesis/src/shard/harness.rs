@@ -1,0 +1,133 @@
+//! What a held shard tells `TestApp`'s harness in process (feature `testing`): each delivery it
+//! hands out, settles, forgets or hands back, and when it has nothing left to do. From the
+//! service a shard has no harness, and every call here does nothing.
+
+#[cfg(feature = "testing")]
+use std::sync::Arc;
+
+#[cfg(feature = "testing")]
+use crate::kinesis::in_process::Tap;
+#[cfg(feature = "testing")]
+use crate::kinesis::iterator::ShardIterator;
+
+/// A shard's link to the harness: its reader's tap on the in-process Kinesis, if any.
+#[derive(Debug, Default)]
+pub(crate) struct Harness {
+    #[cfg(feature = "testing")]
+    tap: Option<Arc<Tap>>,
+}
+
+impl Harness {
+    /// The harness of a reader with `tap`.
+    #[cfg(feature = "testing")]
+    pub(crate) fn of(tap: Option<Arc<Tap>>) -> Self {
+        Self { tap }
+    }
+
+    /// The reader's tap.
+    #[cfg(feature = "testing")]
+    pub(crate) fn tap(&self) -> Option<&Arc<Tap>> {
+        self.tap.as_ref()
+    }
+
+    /// A delivery is handed out (under the machine's lock).
+    pub(crate) fn delivering(&self) {
+        #[cfg(feature = "testing")]
+        if let Some(tap) = &self.tap {
+            tap.delivering();
+        }
+    }
+
+    /// A delivery settled, was forgotten or was handed back.
+    pub(crate) fn settled(&self) {
+        #[cfg(feature = "testing")]
+        if let Some(tap) = &self.tap {
+            tap.settled();
+        }
+    }
+
+    /// A record handed back comes back now.
+    pub(crate) fn coming_back(&self) {
+        #[cfg(feature = "testing")]
+        if let Some(tap) = &self.tap {
+            tap.coming_back();
+        }
+    }
+
+    /// A seek moved the shard's reading to `iterator` (under the machine's lock).
+    #[cfg_attr(not(feature = "testing"), expect(clippy::unused_self))]
+    pub(crate) fn moved_to(&self, iterator: &crate::kinesis::iterator::ShardIterator) {
+        #[cfg(feature = "testing")]
+        if let (Some(tap), Some((_, _, position))) = (&self.tap, iterator.in_process()) {
+            tap.moved_to(position);
+        }
+        #[cfg(not(feature = "testing"))]
+        let _ = iterator;
+    }
+
+    /// The shard has nothing to do but wait for news, and reads on from `iterator` (under the
+    /// machine's lock): units no delivery took are let go if nothing lies past it.
+    #[cfg(feature = "testing")]
+    pub(crate) fn quiet_at(&self, iterator: &ShardIterator) {
+        if let (Some(tap), Some((_, _, position))) = (&self.tap, iterator.in_process()) {
+            tap.release_if_read_to(position);
+        }
+    }
+}
+
+impl super::ShardHandle {
+    /// A record handed back with `ticket` comes back after `delay`: counted for the harness
+    /// now when it comes back at once, else when its delay ran out on the harness's timers (a
+    /// test advances the clock to see it), if it still waits by then.
+    pub(super) fn coming_back(&self, ticket: crate::watermark::Ticket, delay: std::time::Duration) {
+        if delay.is_zero() {
+            self.harness.coming_back();
+            return;
+        }
+        #[cfg(feature = "testing")]
+        if let Some(coordinator) = self.harness.tap().and_then(|tap| tap.coordinator()) {
+            let me = self.me.clone();
+            coordinator.schedule_redelivery(delay, move || {
+                if let Some(handle) = me.upgrade() {
+                    handle.count_due(ticket);
+                }
+            });
+        }
+        #[cfg(not(feature = "testing"))]
+        let _ = ticket;
+    }
+
+    /// A handed-back record's delay ran out: counted if it still waits to come back (its own
+    /// timer may have delivered it first, counted then).
+    #[cfg(feature = "testing")]
+    fn count_due(&self, ticket: crate::watermark::Ticket) {
+        {
+            let machine = self.lock();
+            if machine.is_waiting(ticket) {
+                self.harness.coming_back();
+            }
+        }
+        self.handed_back.notify_one();
+    }
+
+    /// Records were written to the shard: a reader waiting at the tip for news reads again.
+    #[cfg(feature = "testing")]
+    pub(crate) fn news(&self) {
+        self.lock().news();
+    }
+
+    /// The reader or the redelivery is about to wait: when the shard has nothing to do but wait
+    /// for news, the harness lets go of what it counted for records no delivery will take.
+    #[cfg(feature = "testing")]
+    pub(crate) fn release_if_quiet(&self) {
+        if self.harness.tap().is_none() {
+            return;
+        }
+        let machine = self.lock();
+        if machine.is_quiet(crate::clock::Instant::now())
+            && let Some(iterator) = machine.iterator()
+        {
+            self.harness.quiet_at(iterator);
+        }
+    }
+}
