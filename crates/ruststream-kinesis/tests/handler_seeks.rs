@@ -116,6 +116,16 @@ async fn in_process_reader_a_handler_rewinds_its_shard_to_its_own_record() {
     in_process_rewinds_on(KinesisBroker::new().in_process_reader(true), None).await;
 }
 
+/// And a fan-out subscription on the reader: its events come from the in-process Kinesis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_reader_a_fan_out_subscription_runs_like_a_polling_one() {
+    in_process_rewinds_on(
+        KinesisBroker::new().in_process_reader(true),
+        Some("warehouse"),
+    )
+    .await;
+}
+
 async fn in_process_rewinds(fan_out: Option<&str>) {
     in_process_rewinds_on(KinesisBroker::new(), fan_out).await;
 }

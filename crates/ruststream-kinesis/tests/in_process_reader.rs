@@ -96,11 +96,14 @@ fn app(
     })
 }
 
-#[tokio::test]
-async fn the_configured_lease_store_is_never_called() {
+/// Starts a service of `broker` reading `source` (of `stream`) and publishes five messages to
+/// it, each handled before its publish returns.
+async fn each_handled_before_its_publish_returns(
+    broker: KinesisBroker,
+    stream: &str,
+    source: KinesisStream,
+) {
     let calls = Arc::new(AtomicUsize::new(0));
-    let broker = reader().lease_store(Arc::new(Untouchable));
-    let source = KinesisStream::new("reader-untouched").create_if_missing(2);
     let tb = TestApp::start(app(broker, source, &calls, |_| HandlerOutcome::ack()))
         .await
         .unwrap();
@@ -108,17 +111,32 @@ async fn the_configured_lease_store_is_never_called() {
     for n in 0..5 {
         orders
             .message(&format!("order-{n}"))
-            .to("reader-untouched")
+            .to(stream)
             .publish()
             .await
             .unwrap();
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            n + 1,
+            "handled before its publish returned"
+        );
     }
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        5,
-        "each handled before its publish returned"
-    );
     tb.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_configured_lease_store_is_never_called() {
+    let broker = reader().lease_store(Arc::new(Untouchable));
+    let source = KinesisStream::new("reader-untouched").create_if_missing(2);
+    each_handled_before_its_publish_returns(broker, "reader-untouched", source).await;
+}
+
+#[tokio::test]
+async fn a_fan_out_subscription_handles_each_publish_before_it_returns() {
+    let source = KinesisStream::new("reader-fan-out")
+        .create_if_missing(2)
+        .enhanced_fan_out("warehouse");
+    each_handled_before_its_publish_returns(reader(), "reader-fan-out", source).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -29,18 +29,6 @@ pub(crate) enum Kinesis {
     ),
 }
 
-/// What an in-process Kinesis does not answer yet: an enhanced fan-out consumer (in process,
-/// fan-out reads on the push engine, `KinesisBroker::in_process_reader(false)`).
-#[cfg(feature = "testing")]
-fn no_fan_out_in_process(stream: &str) -> KinesisError {
-    KinesisError::Config {
-        message: format!(
-            "stream {stream}: enhanced fan-out in process is read by the push engine for now; \
-             leave KinesisBroker::in_process_reader off for a fan-out subscription"
-        ),
-    }
-}
-
 impl Kinesis {
     /// Whether `stream` exists, created with `create_shards` shards when asked and missing, and
     /// waited for until it is active; answers its ARN.
@@ -67,10 +55,7 @@ impl Kinesis {
         match self {
             Self::Sdk(client) => fan_out::ensure_consumer(client, stream, name, register).await,
             #[cfg(feature = "testing")]
-            Self::InProcess(..) => {
-                let _ = (name, register);
-                Err(no_fan_out_in_process(stream.0))
-            }
+            Self::InProcess(kinesis, _) => kinesis.ensure_consumer(stream.0, name, register),
         }
     }
 
@@ -138,9 +123,11 @@ impl Kinesis {
                 .await
                 .map(Events::Sdk),
             #[cfg(feature = "testing")]
-            Self::InProcess(..) => {
-                let _ = (consumer, shard, start);
-                Err(Refused::Failed(no_fan_out_in_process(stream)))
+            Self::InProcess(kinesis, _) => {
+                let _ = consumer;
+                kinesis
+                    .subscribe(stream, shard, start)
+                    .map(Events::InProcess)
             }
         }
     }
@@ -166,9 +153,20 @@ impl Kinesis {
 }
 
 /// An open enhanced fan-out subscription's events.
+#[cfg_attr(
+    feature = "testing",
+    expect(
+        clippy::large_enum_variant,
+        reason = "one value per open subscription; boxing the service's would cost live an \
+                  allocation per subscription for the tests' sake"
+    )
+)]
 pub(crate) enum Events {
     /// The SDK's event stream of `SubscribeToShard`.
     Sdk(SdkEvents),
+    /// An in-process subscription (feature `testing`).
+    #[cfg(feature = "testing")]
+    InProcess(super::in_process::InProcessEvents),
 }
 
 impl Events {
@@ -182,6 +180,8 @@ impl Events {
     ) -> Result<Event, Refused> {
         match self {
             Self::Sdk(events) => fan_out::next_event(events, stream, consumer, shard).await,
+            #[cfg(feature = "testing")]
+            Self::InProcess(events) => Ok(events.next().await),
         }
     }
 }
@@ -190,6 +190,8 @@ impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Sdk(_) => f.write_str("Events::Sdk"),
+            #[cfg(feature = "testing")]
+            Self::InProcess(events) => events.fmt(f),
         }
     }
 }

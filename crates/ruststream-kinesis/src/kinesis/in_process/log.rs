@@ -39,6 +39,10 @@ pub(super) struct StreamLog {
     pub(super) shards: Vec<Vec<Stored>>,
     /// Each shard's readers.
     pub(super) taps: Vec<Vec<Weak<Tap>>>,
+    /// Each shard's news of a write, for its fan-out subscriptions.
+    pub(super) news: Vec<Arc<tokio::sync::Notify>>,
+    /// The stream's enhanced fan-out consumers.
+    pub(super) consumers: std::collections::HashSet<String>,
     /// Where the records a test injects are written.
     pub(super) arena: Arena,
     /// The partition keys of injected records, [`INPUT_KEYS_PER_SHARD`] landing in each shard,
@@ -57,6 +61,8 @@ impl StreamLog {
         Self {
             shards: (0..shards.max(1)).map(|_| Vec::new()).collect(),
             taps: (0..shards.max(1)).map(|_| Vec::new()).collect(),
+            news: (0..shards.max(1)).map(|_| Arc::default()).collect(),
+            consumers: std::collections::HashSet::new(),
             arena: Arena::default(),
             input_keys: Vec::new(),
             injected: 0,

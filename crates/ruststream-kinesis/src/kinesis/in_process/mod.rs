@@ -16,6 +16,7 @@ use ruststream::testing::Coordinator;
 use ruststream::{OutgoingMessage, RawMessage};
 
 use crate::kinesis::api::{Fetched, FetchedRecord, OutRecord};
+use crate::kinesis::fan_out::{Consumer, Refused};
 use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::shards::ShardInfo;
 use crate::kinesis::{envelope, kpl};
@@ -23,9 +24,11 @@ use crate::lease::epoch_millis;
 use crate::settings::position::{ShardStart, sequence_cmp};
 use crate::{KinesisError, KinesisPosition};
 
+mod events;
 mod log;
 mod tap;
 
+pub(crate) use events::InProcessEvents;
 pub(crate) use log::shard_id;
 #[cfg(test)]
 pub(crate) use log::shard_of;
@@ -198,13 +201,7 @@ impl InProcessKinesis {
         };
         let streams = self.lock();
         let records = &streams.list[stream as usize].shards[shard as usize];
-        let from = usize::try_from(position)
-            .unwrap_or(usize::MAX)
-            .min(records.len());
-        let to = from
-            .saturating_add(usize::try_from(limit).unwrap_or(usize::MAX))
-            .min(records.len());
-        let read = &records[from..to];
+        let (read, to) = page(records, position, limit);
         let millis_behind = match (read.last(), records.last()) {
             (Some(last), Some(newest)) if to < records.len() => {
                 (newest.arrived_ms - last.arrived_ms).max(1)
@@ -220,6 +217,75 @@ impl InProcessKinesis {
                 position: to as u64,
             }),
             millis_behind: Some(millis_behind),
+        })
+    }
+
+    /// At most `limit` records of a shard from `position` on, and the position after them.
+    fn read_from(
+        &self,
+        stream: u32,
+        shard: u32,
+        position: u64,
+        limit: u32,
+    ) -> (Vec<FetchedRecord>, u64) {
+        let streams = self.lock();
+        let records = &streams.list[stream as usize].shards[shard as usize];
+        let (read, to) = page(records, position, limit);
+        (read.iter().map(log::Stored::fetched).collect(), to as u64)
+    }
+
+    /// The enhanced fan-out consumer `name` of `stream`, registered when missing and `register`
+    /// allows, else [`KinesisError::ConsumerNotFound`] as the service answers.
+    pub(crate) fn ensure_consumer(
+        &self,
+        stream: &str,
+        name: &str,
+        register: bool,
+    ) -> Result<Consumer, KinesisError> {
+        let mut streams = self.lock();
+        let index = streams.index_of(stream)?;
+        let log = &mut streams.list[index as usize];
+        if !log.consumers.contains(name) {
+            if !register {
+                return Err(KinesisError::ConsumerNotFound {
+                    stream: stream.to_owned(),
+                    consumer: name.to_owned(),
+                });
+            }
+            log.consumers.insert(name.to_owned());
+        }
+        Ok(Consumer {
+            name: Arc::from(name),
+            arn: Arc::from(format!(
+                "arn:aws:kinesis:in-process:000000000000:stream/{stream}/consumer/{name}"
+            )),
+        })
+    }
+
+    /// `SubscribeToShard` of a consumer to `shard` of `stream` at `start`. One subscription
+    /// per consumer and shard is not enforced (the service's `ResourceInUseException`).
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        stream: &str,
+        shard: &str,
+        start: &ShardStart,
+    ) -> Result<InProcessEvents, Refused> {
+        let iterator = self
+            .shard_iterator(stream, shard, start)
+            .map_err(|err| match err {
+                KinesisError::ShardNotFound { .. } | KinesisError::StreamNotFound { .. } => {
+                    Refused::Gone
+                }
+                err => Refused::Failed(err),
+            })?;
+        let (stream, shard, position) = iterator.in_process().ok_or(Refused::Gone)?;
+        let news = Arc::clone(&self.lock().list[stream as usize].news[shard as usize]);
+        Ok(InProcessEvents {
+            kinesis: Arc::clone(self),
+            stream,
+            shard,
+            position,
+            news,
         })
     }
 
@@ -278,6 +344,7 @@ impl InProcessKinesis {
         };
         let record = stored.fetched();
         log.shards[shard].push(stored);
+        log.news[shard].notify_waiters();
         log.taps[shard].retain(|tap| match tap.upgrade() {
             Some(tap) => {
                 tap.written();
@@ -359,6 +426,17 @@ impl InProcessKinesis {
         }
         out
     }
+}
+
+/// At most `limit` of `records` from `position` on, and the index after them.
+fn page(records: &[log::Stored], position: u64, limit: u32) -> (&[log::Stored], usize) {
+    let from = usize::try_from(position)
+        .unwrap_or(usize::MAX)
+        .min(records.len());
+    let to = from
+        .saturating_add(usize::try_from(limit).unwrap_or(usize::MAX))
+        .min(records.len());
+    (&records[from..to], to)
 }
 
 #[cfg(test)]

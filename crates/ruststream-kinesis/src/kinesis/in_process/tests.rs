@@ -188,3 +188,53 @@ fn what_was_published_reads_back_in_write_order_over_every_shard() {
     assert_eq!(published, (0..40).collect::<Vec<u8>>());
     assert!(kinesis.published("missing").is_empty());
 }
+
+#[tokio::test]
+async fn a_subscription_brings_what_was_written_past_its_start_and_waits_for_more() {
+    let kinesis = Arc::new(InProcessKinesis::default());
+    kinesis.ensure_stream("orders", Some(1)).expect("created");
+    assert!(matches!(
+        kinesis.ensure_consumer("orders", "warehouse", false),
+        Err(KinesisError::ConsumerNotFound { consumer, .. }) if consumer == "warehouse"
+    ));
+    let consumer = kinesis
+        .ensure_consumer("orders", "warehouse", true)
+        .expect("registered");
+    assert!(
+        consumer.arn.ends_with("/consumer/warehouse"),
+        "{}",
+        consumer.arn
+    );
+    kinesis
+        .ensure_consumer("orders", "warehouse", false)
+        .expect("it exists now");
+    kinesis.put("orders", record("k", b"a")).expect("written");
+    let mut events = kinesis
+        .subscribe(
+            "orders",
+            &shard_id(0),
+            &ShardStart::At(KinesisPosition::TrimHorizon),
+        )
+        .expect("subscribed");
+    let crate::kinesis::fan_out::Event::Records {
+        records,
+        continuation,
+        ..
+    } = events.next().await
+    else {
+        panic!("records");
+    };
+    assert_eq!(records.len(), 1);
+    assert_eq!(continuation.as_deref(), Some(&*records[0].sequence));
+    // Nothing more yet: the next event waits for a write.
+    let mut next = Box::pin(events.next());
+    assert!(futures::poll!(next.as_mut()).is_pending());
+    kinesis.put("orders", record("k", b"b")).expect("written");
+    let crate::kinesis::fan_out::Event::Records { records, .. } = next.await else {
+        panic!("records");
+    };
+    assert_eq!(
+        records.into_iter().map(|r| r.data).collect::<Vec<_>>(),
+        [Bytes::from_static(b"b")]
+    );
+}
