@@ -203,8 +203,6 @@ impl LeaseTimings {
         self.listing
     }
 
-    /// How long a lease-store call may take before it counts as failed: the renewal interval, so
-    /// a renewal that hangs fails in time for its retry to land while the lease lasts.
     /// The timings of a reader in process, where a test's clock may be paused and jump ahead
     /// (`TestApp::advance`): a lease, its renewal and the listing no jump outlives (ten years,
     /// three, ten), no handover poll (one instance alone), the checkpoint cadence and the
@@ -221,6 +219,8 @@ impl LeaseTimings {
         }
     }
 
+    /// How long a lease-store call may take before it counts as failed: the renewal interval, so
+    /// a renewal that hangs fails in time for its retry to land while the lease lasts.
     pub(crate) fn store_call_timeout(&self) -> Duration {
         self.renew
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 #[cfg(feature = "testing")]
-use crate::kinesis::in_process::Tap;
+use crate::kinesis::in_process::{Delivering, Tap};
 #[cfg(feature = "testing")]
 use crate::kinesis::iterator::ShardIterator;
 
@@ -30,11 +30,25 @@ impl Harness {
         self.tap.as_ref()
     }
 
-    /// A delivery is handed out (under the machine's lock).
-    pub(crate) fn delivering(&self) {
+    /// A delivery of `record`, read, is handed out (under the machine's lock).
+    pub(crate) fn delivering_read(&self, record: &crate::delivery::record::Record) {
         #[cfg(feature = "testing")]
         if let Some(tap) = &self.tap {
-            tap.delivering();
+            tap.delivering(if record.sub_sequence.is_none_or(|sub| sub == 0) {
+                Delivering::FirstOfRecord
+            } else {
+                Delivering::RestOfRecord
+            });
+        }
+        #[cfg(not(feature = "testing"))]
+        let _ = record;
+    }
+
+    /// A record handed back is delivered again (under the machine's lock).
+    pub(crate) fn delivering_again(&self) {
+        #[cfg(feature = "testing")]
+        if let Some(tap) = &self.tap {
+            tap.delivering(Delivering::Again);
         }
     }
 
@@ -76,10 +90,15 @@ impl Harness {
 }
 
 impl super::ShardHandle {
-    /// A record handed back with `ticket` comes back after `delay`: counted for the harness
-    /// now when it comes back at once, else when its delay ran out on the harness's timers (a
-    /// test advances the clock to see it), if it still waits by then.
-    pub(super) fn coming_back(&self, ticket: crate::watermark::Ticket, delay: std::time::Duration) {
+    /// A record handed back with `ticket` at `now` comes back after `delay`: counted for the
+    /// harness now when it comes back at once, else when its delay ran out on the harness's
+    /// timers (a test advances the clock to see it), if it still waits for that moment then.
+    pub(super) fn coming_back(
+        &self,
+        ticket: crate::watermark::Ticket,
+        now: crate::clock::Instant,
+        delay: std::time::Duration,
+    ) {
         if delay.is_zero() {
             self.harness.coming_back();
             return;
@@ -89,21 +108,22 @@ impl super::ShardHandle {
             let me = self.me.clone();
             coordinator.schedule_redelivery(delay, move || {
                 if let Some(handle) = me.upgrade() {
-                    handle.count_due(ticket);
+                    handle.count_due(ticket, now + delay);
                 }
             });
         }
         #[cfg(not(feature = "testing"))]
-        let _ = ticket;
+        let _ = (ticket, now);
     }
 
-    /// A handed-back record's delay ran out: counted if it still waits to come back (its own
-    /// timer may have delivered it first, counted then).
+    /// A handed-back record's delay ran out: counted if it still waits to come back at `due`
+    /// (its own timer may have delivered it first, counted then; handed back again, it waits
+    /// for a later moment, which a timer of its own counts).
     #[cfg(feature = "testing")]
-    fn count_due(&self, ticket: crate::watermark::Ticket) {
+    fn count_due(&self, ticket: crate::watermark::Ticket, due: crate::clock::Instant) {
         {
             let machine = self.lock();
-            if machine.is_waiting(ticket) {
+            if machine.is_waiting(ticket, due) {
                 self.harness.coming_back();
             }
         }

@@ -238,7 +238,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         not(any(test, feature = "testing")),
         expect(
             dead_code,
-            reason = "the in-process reader wakes on news (issue 27, step 4)"
+            reason = "only the in-process reader (feature `testing`) asks"
         )
     )]
     pub(crate) fn news(&mut self) {
@@ -252,7 +252,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         not(any(test, feature = "testing")),
         expect(
             dead_code,
-            reason = "the in-process reader wakes on news (issue 27, step 4)"
+            reason = "only the in-process reader (feature `testing`) asks"
         )
     )]
     pub(crate) fn is_quiet(&self, now: T) -> bool {
@@ -268,16 +268,19 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.read.iterator()
     }
 
-    /// Whether the record handed back with `ticket` waits to come back.
+    /// Whether the record handed back with `ticket` waits to come back at `due` (a record
+    /// handed back again waits for a later moment under the same ticket).
     #[cfg_attr(
         not(any(test, feature = "testing")),
         expect(
             dead_code,
-            reason = "the in-process reader wakes on news (issue 27, step 4)"
+            reason = "only the in-process reader (feature `testing`) asks"
         )
     )]
-    pub(crate) fn is_waiting(&self, ticket: Ticket) -> bool {
-        self.retries.iter().any(|waiting| waiting.ticket == ticket)
+    pub(crate) fn is_waiting(&self, ticket: Ticket, due: T) -> bool {
+        self.retries
+            .iter()
+            .any(|waiting| waiting.ticket == ticket && waiting.due == due)
     }
 
     fn finish(&mut self, stop: Stop) -> ReadStep<R, T> {

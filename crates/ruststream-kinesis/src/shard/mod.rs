@@ -132,8 +132,8 @@ impl ShardHandle {
         let step = {
             let mut machine = self.lock();
             let step = machine.next_read(Instant::now(), epoch_millis());
-            if matches!(step, ReadStep::Deliver(..)) {
-                self.harness.delivering();
+            if let ReadStep::Deliver(record, _) = &step {
+                self.harness.delivering_read(record);
             }
             step
         };
@@ -213,11 +213,12 @@ impl ShardHandle {
         delay: Duration,
     ) -> Result<(), KinesisError> {
         let closed = self.closed();
+        let now = Instant::now();
         let handed = self
             .lock()
-            .hand_back(Instant::now(), record, ticket, attempts, delay, closed);
+            .hand_back(now, record, ticket, attempts, delay, closed);
         if handed == HandedBack::Kept {
-            self.coming_back(ticket, delay);
+            self.coming_back(ticket, now, delay);
         }
         self.harness.settled();
         match handed {
@@ -243,7 +244,7 @@ impl ShardHandle {
             let mut machine = self.lock();
             let next = machine.next_redelivery(Instant::now(), epoch_millis());
             if matches!(next, Redeliver::Deliver(_)) {
-                self.harness.delivering();
+                self.harness.delivering_again();
             }
             next
         };

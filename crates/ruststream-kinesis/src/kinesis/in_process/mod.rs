@@ -33,7 +33,7 @@ pub(crate) use log::shard_id;
 #[cfg(test)]
 pub(crate) use log::shard_of;
 use log::{StreamLog, hash_key, sequence_number, shard_of_hash};
-pub(crate) use tap::Tap;
+pub(crate) use tap::{Delivering, Tap};
 
 /// The in-process Kinesis every connection of one broker (and its clones) shares.
 #[derive(Debug, Default)]

@@ -4,11 +4,18 @@
 //!
 //! The harness counts deliveries (`Coordinator::enqueued` once each, `consumed` once when it
 //! settles). A write is counted when it is made, for every reader of its shard (synchronously,
-//! before the publish or inject returns), as a unit the reader owes; the delivery that reads the
-//! record takes the unit over (one more is counted for each further user record of an
-//! aggregate). A unit no delivery takes (a record a seek skipped, or one settled before a
-//! resume) is let go once the reader has nothing left to do ([`Tap::release_if_read_to`]), and
-//! every unit when the reader ends.
+//! before the publish or inject returns), as a unit the reader owes; the delivery of the
+//! record's first user record takes the unit over (every other delivery is counted when it is
+//! handed out). A record handed back is counted when it comes back (at once, or once its delay
+//! ran out on the harness's timers), in a count of its own, which only its redelivery takes:
+//! a redelivery never takes a written record's unit, nor a read a redelivery's. A unit no
+//! delivery takes (a record a seek skipped, one settled before a resume) is let go once the
+//! reader has nothing left to do ([`Tap::release_if_read_to`]), and every unit when the reader
+//! ends or its tap is dropped.
+//!
+//! Every count is made before the unit is recorded and every unit is taken away before it is
+//! let go, so the harness never counts less than the work there is, even for a moment; and a
+//! unit is added or let go only under the streams' lock, so none is added to a closed tap.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -24,13 +31,26 @@ pub(crate) struct Tap {
     pub(super) kinesis: Arc<InProcessKinesis>,
     pub(super) stream: u32,
     pub(super) shard: u32,
-    /// Units counted in advance and not yet taken over by a delivery.
+    /// Units counted for written records and not yet taken over by a delivery.
     owed: AtomicUsize,
+    /// Units counted for records coming back and not yet taken over by their redelivery.
+    owed_back: AtomicUsize,
     /// Wakes the reader: a record was written to its shard.
     pub(crate) news: Notify,
-    /// The harness, when a `TestApp` runs: snapshotted when the reader started.
+    /// The harness, when a `TestApp` runs: the reader's connection's, when it started.
     coordinator: Option<Coordinator>,
     closed: AtomicBool,
+}
+
+/// What a delivery handed out is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivering {
+    /// The first user record of a record read (a plain record is its own first).
+    FirstOfRecord,
+    /// Another user record of an aggregate read.
+    RestOfRecord,
+    /// A record handed back, delivered again.
+    Again,
 }
 
 impl Tap {
@@ -44,47 +64,59 @@ impl Tap {
             stream,
             shard,
             owed: AtomicUsize::new(0),
+            owed_back: AtomicUsize::new(0),
             news: Notify::new(),
             coordinator: harness.get().cloned(),
             closed: AtomicBool::new(false),
         }
     }
 
-    /// `n` more units owed, counted now (under the streams' lock, where the write is made).
-    pub(super) fn owe(&self, n: usize) {
+    /// `n` more units in `pool`, counted first. Called under the streams' lock.
+    fn add(&self, pool: &AtomicUsize, n: usize) {
         if n == 0 || self.closed.load(Ordering::Acquire) {
             return;
         }
         if let Some(coordinator) = &self.coordinator {
-            self.owed.fetch_add(n, Ordering::AcqRel);
             for _ in 0..n {
                 coordinator.enqueued();
             }
+            pool.fetch_add(n, Ordering::AcqRel);
         }
     }
 
-    /// A record was written to the shard: one unit owed, and the reader woken (the wake is kept
-    /// when it does not wait yet).
+    /// `n` units owed for records written. Called under the streams' lock.
+    pub(super) fn owe(&self, n: usize) {
+        self.add(&self.owed, n);
+    }
+
+    /// A record was written to the shard (under the streams' lock): one unit owed, and the
+    /// reader woken (the wake is kept when it does not wait yet).
     pub(super) fn written(&self) {
         self.owe(1);
         self.news.notify_one();
     }
 
-    /// A delivery is handed out: it takes an owed unit over, or is counted now.
-    pub(crate) fn delivering(&self) {
+    /// A delivery is handed out: a first user record takes a written record's unit, a
+    /// redelivery a unit of a record coming back, when there is one; else it is counted now.
+    pub(crate) fn delivering(&self, what: Delivering) {
         let Some(coordinator) = &self.coordinator else {
             return;
         };
-        let took = self
-            .owed
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok();
+        let pool = match what {
+            Delivering::FirstOfRecord => Some(&self.owed),
+            Delivering::Again => Some(&self.owed_back),
+            Delivering::RestOfRecord => None,
+        };
+        let took = pool.is_some_and(|pool| {
+            pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok()
+        });
         if !took {
             coordinator.enqueued();
         }
     }
 
-    /// A delivery settled, was forgotten or handed back: its unit is let go.
+    /// A delivery settled, was forgotten or was handed back: its unit is let go.
     pub(crate) fn settled(&self) {
         if let Some(coordinator) = &self.coordinator {
             coordinator.consumed();
@@ -94,7 +126,8 @@ impl Tap {
     /// A record comes back now (handed back with no delay, or its delay ran out): one unit
     /// counted for its redelivery, before the delivery it was lets its own go.
     pub(crate) fn coming_back(&self) {
-        self.owe(1);
+        self.kinesis
+            .len_locked(self, |_| self.add(&self.owed_back, 1));
     }
 
     /// The harness, for a redelivery's timer.
@@ -104,17 +137,16 @@ impl Tap {
 
     /// A seek moved the reader to `position`: it owes exactly the records from there on.
     pub(crate) fn moved_to(&self, position: u64) {
-        let Some(coordinator) = &self.coordinator else {
+        if self.coordinator.is_none() {
             return;
-        };
+        }
         self.kinesis.len_locked(self, |len| {
             let owed = usize::try_from(len.saturating_sub(position)).unwrap_or(usize::MAX);
-            let before = self.owed.swap(owed, Ordering::AcqRel);
-            for _ in before..owed {
-                coordinator.enqueued();
-            }
-            for _ in owed..before {
-                coordinator.consumed();
+            let before = self.owed.load(Ordering::Acquire);
+            if owed > before {
+                self.add(&self.owed, owed - before);
+            } else {
+                self.let_go(&self.owed, before - owed);
             }
         });
     }
@@ -133,18 +165,38 @@ impl Tap {
         });
     }
 
-    fn release(&self) {
-        let owed = self.owed.swap(0, Ordering::AcqRel);
+    /// Lets go of `n` units of `pool` (as many as it holds, at most): taken away first.
+    fn let_go(&self, pool: &AtomicUsize, n: usize) {
+        let mut taken = 0;
+        let _ = pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+            taken = n.min(held);
+            Some(held - taken)
+        });
         if let Some(coordinator) = &self.coordinator {
-            for _ in 0..owed {
+            for _ in 0..taken {
                 coordinator.consumed();
             }
         }
     }
 
-    /// The reader ended: nothing it owes is delivered any more.
+    /// Lets go of every unit.
+    fn release(&self) {
+        self.let_go(&self.owed, usize::MAX);
+        self.let_go(&self.owed_back, usize::MAX);
+    }
+
+    /// The reader ended: nothing it owes is delivered any more, and nothing is added.
     pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.kinesis.len_locked(self, |_| self.release());
+        self.kinesis.len_locked(self, |_| {
+            self.closed.store(true, Ordering::Release);
+            self.release();
+        });
+    }
+}
+
+/// A tap dropped without being closed (its reader's tasks were torn down) owes nothing.
+impl Drop for Tap {
+    fn drop(&mut self) {
+        self.release();
     }
 }

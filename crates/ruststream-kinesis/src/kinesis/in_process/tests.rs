@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::*;
+use crate::kinesis::in_process::tap::Delivering;
 
 fn record(key: &str, data: &'static [u8]) -> OutRecord {
     OutRecord {
@@ -237,4 +238,102 @@ async fn a_subscription_brings_what_was_written_past_its_start_and_waits_for_mor
         records.into_iter().map(|r| r.data).collect::<Vec<_>>(),
         [Bytes::from_static(b"b")]
     );
+}
+
+/// A tap on the one shard of a new stream `orders`, counting for a harness of its own.
+fn tapped() -> (Arc<InProcessKinesis>, Arc<Tap>, Coordinator) {
+    let kinesis = Arc::new(InProcessKinesis::default());
+    kinesis.ensure_stream("orders", Some(1)).expect("created");
+    let harness = OnceLock::new();
+    let coordinator = Coordinator::new(usize::MAX);
+    harness.set(coordinator.clone()).expect("unset");
+    let start = ShardStart::At(KinesisPosition::TrimHorizon);
+    let iterator = kinesis
+        .shard_iterator("orders", &shard_id(0), &start)
+        .expect("an iterator");
+    let tap = kinesis.tap(&iterator, &harness).expect("in process");
+    (kinesis, tap, coordinator)
+}
+
+/// Whether the harness counts nothing in flight now.
+fn quiet(coordinator: &Coordinator) -> bool {
+    futures::FutureExt::now_or_never(coordinator.drive()).is_some()
+}
+
+#[test]
+fn a_written_records_unit_is_taken_by_its_first_user_record_alone() {
+    let (kinesis, tap, coordinator) = tapped();
+    let mut aggregate = crate::kinesis::kpl::Aggregate::new();
+    for n in 0..3 {
+        aggregate.push(&format!("key-{n}"), None, vec![n]);
+    }
+    let aggregate = OutRecord {
+        data: Bytes::from(aggregate.encode()),
+        partition_key: "outer".to_owned(),
+        explicit_hash_key: None,
+    };
+    kinesis.put("orders", aggregate).expect("written");
+    kinesis.put("orders", record("k", b"b")).expect("written");
+    assert!(!quiet(&coordinator), "counted when written");
+    // The aggregate's first two user records are handled and settled; its third and the plain
+    // record after it are read and not handed out yet.
+    tap.delivering(Delivering::FirstOfRecord);
+    tap.delivering(Delivering::RestOfRecord);
+    tap.settled();
+    tap.settled();
+    assert!(!quiet(&coordinator), "two deliveries are still to come");
+    tap.delivering(Delivering::RestOfRecord);
+    tap.delivering(Delivering::FirstOfRecord);
+    tap.settled();
+    tap.settled();
+    assert!(quiet(&coordinator));
+}
+
+#[test]
+fn a_redelivery_never_takes_a_written_records_unit() {
+    let (kinesis, tap, coordinator) = tapped();
+    // A record handed back is delivered again by its own timer before the harness's timer
+    // counted it, while a record just written waits to be read.
+    kinesis.put("orders", record("k", b"y")).expect("written");
+    tap.delivering(Delivering::Again);
+    tap.settled();
+    assert!(!quiet(&coordinator), "the written record is still to come");
+    tap.delivering(Delivering::FirstOfRecord);
+    tap.settled();
+    assert!(quiet(&coordinator));
+}
+
+#[test]
+fn a_closed_or_dropped_tap_owes_nothing_and_counts_nothing_more() {
+    let (kinesis, tap, coordinator) = tapped();
+    kinesis.put("orders", record("k", b"a")).expect("written");
+    tap.coming_back();
+    assert!(!quiet(&coordinator));
+    tap.close();
+    assert!(quiet(&coordinator), "released when its reader ended");
+    tap.coming_back();
+    kinesis.put("orders", record("k", b"b")).expect("written");
+    assert!(quiet(&coordinator), "a closed tap counts nothing");
+
+    let (kinesis, tap, coordinator) = tapped();
+    kinesis.put("orders", record("k", b"a")).expect("written");
+    assert!(!quiet(&coordinator));
+    drop(tap);
+    assert!(quiet(&coordinator), "released when dropped unclosed");
+}
+
+#[test]
+fn a_reader_quiet_at_its_shards_end_lets_go_of_what_no_delivery_took() {
+    let (kinesis, tap, coordinator) = tapped();
+    kinesis.put("orders", record("k", b"a")).expect("written");
+    kinesis.put("orders", record("k", b"b")).expect("written");
+    tap.release_if_read_to(1);
+    assert!(!quiet(&coordinator), "a record lies past the position");
+    tap.release_if_read_to(2);
+    assert!(quiet(&coordinator), "the records a seek skipped are let go");
+    // A seek back owes the records from its position on again.
+    tap.moved_to(0);
+    assert!(!quiet(&coordinator));
+    tap.moved_to(2);
+    assert!(quiet(&coordinator));
 }

@@ -138,10 +138,11 @@ fn a_handed_back_record_waits_and_is_due_by_the_machines_clock() {
     let ReadStep::Deliver(record, ticket) = next(&mut machine, ZERO) else {
         panic!("a delivery");
     };
-    assert!(!machine.is_waiting(ticket));
+    assert!(!machine.is_waiting(ticket, 5 * S));
     let kept = machine.hand_back(ZERO, record, ticket, 1, 5 * S, false);
     assert_eq!(kept, HandedBack::Kept);
-    assert!(machine.is_waiting(ticket));
+    assert!(machine.is_waiting(ticket, 5 * S));
+    assert!(!machine.is_waiting(ticket, 6 * S), "not for another moment");
     assert!(matches!(next(&mut machine, ZERO), ReadStep::Wait(None)));
     assert!(machine.is_quiet(4 * S), "not due yet");
     assert!(!machine.is_quiet(5 * S), "due");
@@ -149,6 +150,6 @@ fn a_handed_back_record_waits_and_is_due_by_the_machines_clock() {
         panic!("due at 5 s");
     };
     assert_eq!(again.ticket, ticket);
-    assert!(!machine.is_waiting(ticket), "delivered again");
+    assert!(!machine.is_waiting(ticket, 5 * S), "delivered again");
     assert!(machine.is_quiet(5 * S));
 }
