@@ -353,6 +353,11 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.read.answered(now, fetch, coin);
     }
 
+    /// The emptied `Vec` the last records read came in, for the next read to fill.
+    pub(crate) fn spare_records(&mut self) -> Vec<R> {
+        self.read.take_spare()
+    }
+
     /// Whether a subscription's next event, which the reader waits for, is no longer wanted: a
     /// seek is to be applied, a handoff or a close is under way, or the lease is lost. The
     /// reader then drops the subscription rather than wait for an event on a quiet shard.

@@ -143,10 +143,13 @@ impl ShardHandle {
         step
     }
 
-    /// The reader's call answered `fetch`.
-    pub(crate) fn read_answered(&self, fetch: Fetch<Record>) {
+    /// The reader's call answered `fetch`: the emptied `Vec` its records came in, for the next
+    /// read to fill.
+    pub(crate) fn read_answered(&self, fetch: Fetch<Record>) -> Vec<Record> {
         let coin = rand::random::<u64>();
-        self.lock().read_answered(Instant::now(), fetch, coin);
+        let mut machine = self.lock();
+        machine.read_answered(Instant::now(), fetch, coin);
+        machine.spare_records()
     }
 
     /// Whether the subscription's next event the reader waits for is no longer wanted.

@@ -287,6 +287,9 @@ pub(crate) struct ReadState<T, R> {
     quiet_tip: bool,
     failures: u32,
     pub(super) batch: VecDeque<R>,
+    /// The emptied `Vec` the last records came in, for the reader's next read to fill (a
+    /// read of a few records then allocates nothing).
+    spare: Vec<R>,
     /// Whether the last answer said records follow it (a full batch, or `MillisBehindLatest`
     /// above zero): the shard is behind its newest record.
     behind: bool,
@@ -335,6 +338,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             quiet_tip: false,
             failures: 0,
             batch: VecDeque::new(),
+            spare: Vec::new(),
             behind: false,
             after: None,
             phase: Phase::Reading,
@@ -696,7 +700,13 @@ impl<T, R: Sequenced> ReadState<T, R> {
                     || record.sub_sequence().is_none_or(|sub| sub > through)
             });
         }
-        self.batch.extend(records);
+        self.batch.extend(records.drain(..));
+        self.spare = records;
+    }
+
+    /// The emptied `Vec` the last records came in (an empty one when none did since).
+    pub(super) fn take_spare(&mut self) -> Vec<R> {
+        std::mem::take(&mut self.spare)
     }
 }
 

@@ -192,6 +192,16 @@ impl InProcessKinesis {
         iterator: &ShardIterator,
         limit: u32,
     ) -> Result<Fetched, KinesisError> {
+        self.get_records_into(iterator, limit, Vec::new())
+    }
+
+    /// [`get_records`](Self::get_records), its records put in `buffer` (emptied first).
+    pub(crate) fn get_records_into(
+        &self,
+        iterator: &ShardIterator,
+        limit: u32,
+        mut buffer: Vec<FetchedRecord>,
+    ) -> Result<Fetched, KinesisError> {
         let Some((stream, shard, position)) = iterator.in_process() else {
             return Err(KinesisError::Api {
                 stream: String::new(),
@@ -209,8 +219,10 @@ impl InProcessKinesis {
             (None, _) if to < records.len() => 1,
             _ => 0,
         };
+        buffer.clear();
+        buffer.extend(read.iter().map(log::Stored::fetched));
         Ok(Fetched::Records {
-            records: read.iter().map(log::Stored::fetched).collect(),
+            records: buffer,
             next: Some(ShardIterator::InProcess {
                 stream,
                 shard,

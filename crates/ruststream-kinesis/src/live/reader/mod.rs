@@ -3,12 +3,17 @@
 //! call, a delivery, a store write, a wait) and hand it the answers; they decide nothing. The
 //! shard ends by being handed back (released, or `SHARD_END`).
 
+use std::pin::pin;
 use std::sync::{Arc, OnceLock};
+
+use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::Notify;
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::clock::sleep_until;
+use crate::clock::{Instant, sleep_until};
 use crate::delivery::message::{Hold, Settlement};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
@@ -25,9 +30,11 @@ use crate::shard::{
 use crate::telemetry::{ReadRetry, ShardCount};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
+mod buffers;
 mod env;
 mod news;
 
+use buffers::Buffers;
 pub(crate) use env::ShardEnv;
 
 /// Everything one shard's tasks own.
@@ -52,7 +59,7 @@ pub(crate) async fn run(reader: Reader) {
         let stop = reader.read().await;
         reader.finish(stop).await
     };
-    let ((), (), finished) = tokio::join!(writer, redeliver, reading);
+    let finished = together(writer, redeliver, reading).await;
     // In process: what the reader still owes the harness is delivered by no one now.
     #[cfg(feature = "testing")]
     if let Some(tap) = reader.handle.harness().tap() {
@@ -62,6 +69,25 @@ pub(crate) async fn run(reader: Reader) {
     reader.env.home.reader_ended(&reader.env.shard, finished);
 }
 
+/// Runs the shard's three tasks in one, each polled only when it was woken (`tokio::join!` polls
+/// every branch on any wake, and the reader is woken for every record in process); answers the
+/// reading's result once all three ended.
+async fn together(
+    writer: impl Future<Output = ()> + Send,
+    redeliver: impl Future<Output = ()> + Send,
+    reading: impl Future<Output = bool> + Send,
+) -> bool {
+    let mut tasks = FuturesUnordered::new();
+    tasks.push(writer.map(|()| None).boxed());
+    tasks.push(redeliver.map(|()| None).boxed());
+    tasks.push(reading.map(Some).boxed());
+    let mut finished = false;
+    while let Some(ended) = tasks.next().await {
+        finished |= ended.unwrap_or(false);
+    }
+    finished
+}
+
 /// Sends the store writes the shard's [`ShardLease`](crate::shard::ShardLease) asks for
 /// (renewals, checkpoints, the closing writes), one at a time, and hands each answer back; says
 /// what the machine tells happened to the lease; sleeps until the machine's next timer or until
@@ -69,6 +95,12 @@ pub(crate) async fn run(reader: Reader) {
 /// lease ended: lost (the shard's other tasks are cancelled) or closed with its last writes.
 async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
     let key = &handle.key;
+    // Kept from one wait to the next while the machine's timer stays where it was (a
+    // settlement wakes the writer for every record, and a new timer each time cost more than
+    // the turn).
+    let mut woken = pin!(handle.wake.notified());
+    let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
+    let mut armed = None;
     loop {
         let wait = match handle.next_write() {
             Next::Send(write) => {
@@ -89,10 +121,19 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
                 return;
             }
         };
-        let timer = sleep_until(wait);
+        let Some(until) = wait else {
+            woken.as_mut().await;
+            woken.set(handle.wake.notified());
+            continue;
+        };
+        if armed != Some(until) {
+            timer.as_mut().reset(until);
+            armed = Some(until);
+        }
         tokio::select! {
-            () = handle.wake.notified() => {}
-            () = timer => {}
+            biased;
+            () = &mut woken => woken.set(handle.wake.notified()),
+            () = timer.as_mut() => armed = None,
         }
     }
 }
@@ -227,17 +268,15 @@ fn deliver(
     }
 }
 
-/// Waits for news of a write to the shard and hands it to the machine (in process); for ever
-/// from the service, which tells nothing.
-async fn news(handle: &ShardHandle) {
+/// What tells the reader of a write to its shard: the tap's news in process; from the
+/// service, which tells nothing, `silent`.
+fn news_source<'a>(handle: &'a ShardHandle, silent: &'a Notify) -> &'a Notify {
     #[cfg(feature = "testing")]
     if let Some(tap) = handle.harness().tap() {
-        tap.news.notified().await;
-        handle.news();
-        return;
+        return &tap.news;
     }
     let _ = handle;
-    std::future::pending::<()>().await;
+    silent
 }
 
 /// How a call of the reader ended.
@@ -256,20 +295,31 @@ impl Reader {
         // The open enhanced fan-out subscription, if any: dropped (which closes it) by any other
         // call, and with the reader.
         let mut events = None;
+        let mut buffers = Buffers::default();
+        // What wakes the reader, kept from one turn to the next (in process a record takes
+        // several turns, and building these anew each turn cost as much as the turn): a
+        // notification is replaced once it fired.
+        let silent = Notify::new();
+        let news_of = news_source(handle, &silent);
+        let mut cancelled = pin!(self.cancel.cancelled());
+        let mut woken = pin!(handle.read_wake.notified());
+        let mut news = pin!(news_of.notified());
         loop {
             match handle.next_read() {
                 ReadStep::Call(call) => {
                     let awaits_event = call == Call::NextEvent;
                     let answered = {
-                        let fetch = self.call(call, &mut events);
-                        tokio::pin!(fetch);
+                        let mut fetch = pin!(self.call(call, &mut events, &mut buffers));
                         loop {
                             tokio::select! {
-                                () = self.cancel.cancelled() => break Answered::Cancelled,
+                                // In this order, and no random draw: a stop comes first.
+                                biased;
+                                () = &mut cancelled => break Answered::Cancelled,
                                 fetch = &mut fetch => break Answered::Fetch(fetch),
                                 // A quiet shard's next event may be seconds away: a seek, a
                                 // handoff or a close drops the subscription instead.
-                                () = handle.read_wake.notified(), if awaits_event => {
+                                () = &mut woken, if awaits_event => {
+                                    woken.set(handle.read_wake.notified());
                                     if handle.event_unwanted() {
                                         break Answered::Unwanted;
                                     }
@@ -278,11 +328,11 @@ impl Reader {
                         }
                     };
                     match answered {
-                        Answered::Fetch(fetch) => handle.read_answered(fetch),
+                        Answered::Fetch(fetch) => buffers.keep_records(handle.read_answered(fetch)),
                         Answered::Cancelled => handle.cancel_reading(),
                         Answered::Unwanted => {
                             events = None;
-                            handle.read_answered(Fetch::SubscriptionEnded);
+                            buffers.keep_records(handle.read_answered(Fetch::SubscriptionEnded));
                         }
                     }
                 }
@@ -291,7 +341,8 @@ impl Reader {
                     // A delivery dropped unsent (a cancel) is handed back by its drop, and stays
                     // unsettled: the shard is handed back without it.
                     let sent = tokio::select! {
-                        () = self.cancel.cancelled() => false,
+                        biased;
+                        () = &mut cancelled => false,
                         sent = self.env.tx.send(Ok(message)) => sent.is_ok(),
                     };
                     if !sent {
@@ -303,10 +354,15 @@ impl Reader {
                     handle.release_if_quiet();
                     let timer = sleep_until(until);
                     tokio::select! {
-                        () = self.cancel.cancelled() => handle.cancel_reading(),
-                        () = handle.read_wake.notified() => {}
+                        biased;
+                        () = &mut cancelled => handle.cancel_reading(),
+                        () = &mut woken => woken.set(handle.read_wake.notified()),
+                        () = &mut news => {
+                            news.set(news_of.notified());
+                            #[cfg(feature = "testing")]
+                            handle.news();
+                        }
                         () = timer => {}
-                        () = news(handle) => {}
                     }
                 }
                 ReadStep::Finish(stop) => return stop,
@@ -315,18 +371,29 @@ impl Reader {
     }
 
     /// Makes one Kinesis call; reports a failure, which the machine backs off from.
-    async fn call(&self, call: Call, events: &mut Option<Events>) -> Fetch<Record> {
+    async fn call(
+        &self,
+        call: Call,
+        events: &mut Option<Events>,
+        buffers: &mut Buffers,
+    ) -> Fetch<Record> {
         let env = &self.env;
         if call != Call::NextEvent {
             *events = None;
         }
         match call {
             Call::Subscribe(start) => self.subscribe(&start, events).await,
-            Call::NextEvent => self.next_event(events).await,
+            Call::NextEvent => self.next_event(events, buffers).await,
             Call::GetRecords(iterator) => {
                 let fetched = env
                     .kinesis
-                    .get_records(&env.stream, &env.shard, &iterator, env.batch_size)
+                    .get_records(
+                        &env.stream,
+                        &env.shard,
+                        &iterator,
+                        env.batch_size,
+                        buffers.take_fetched(),
+                    )
                     .await;
                 match fetched {
                     Ok(Fetched::Records {
@@ -342,7 +409,7 @@ impl Reader {
                                 "read"
                             );
                         }
-                        let records = self.decoded(records, millis_behind);
+                        let records = self.decoded(records, millis_behind, buffers);
                         Fetch::Records {
                             records,
                             next,
@@ -385,7 +452,12 @@ impl Reader {
 
     /// Counts what one answer or event read, and decodes its records (KPL aggregates into
     /// their user records).
-    fn decoded(&self, records: Vec<FetchedRecord>, millis_behind: Option<i64>) -> Vec<Record> {
+    fn decoded(
+        &self,
+        mut records: Vec<FetchedRecord>,
+        millis_behind: Option<i64>,
+        buffers: &mut Buffers,
+    ) -> Vec<Record> {
         let env = &self.env;
         // Nothing is looked at for the metrics unless something counts.
         let counting = env.meters.counting();
@@ -393,17 +465,16 @@ impl Reader {
             let bytes = records.iter().map(|r| r.data.len() as u64).sum();
             env.meters.read(records.len() as u64, bytes, millis_behind);
         }
-        let messages: Vec<Record> = records
-            .into_iter()
-            .flat_map(|fetched| {
-                let aggregated = counting && kpl::has_magic(&fetched.data);
-                let decoded = record::decoded(fetched);
-                if aggregated && decoded.is_plain() {
-                    env.meters.count(ShardCount::DecodeFailures, 1);
-                }
-                decoded
-            })
-            .collect();
+        let mut messages = buffers.take_records();
+        messages.extend(records.drain(..).flat_map(|fetched| {
+            let aggregated = counting && kpl::has_magic(&fetched.data);
+            let decoded = record::decoded(fetched);
+            if aggregated && decoded.is_plain() {
+                env.meters.count(ShardCount::DecodeFailures, 1);
+            }
+            decoded
+        }));
+        buffers.keep_fetched(records);
         if counting {
             env.meters
                 .count(ShardCount::Consumed, messages.len() as u64);
@@ -489,7 +560,11 @@ impl Reader {
 
     /// The open subscription's next event, waited for at most the pace's silence limit
     /// ([`EVENT_SILENCE_LIMIT`](crate::shard::pace::EVENT_SILENCE_LIMIT) from the service).
-    async fn next_event(&self, events: &mut Option<Events>) -> Fetch<Record> {
+    async fn next_event(
+        &self,
+        events: &mut Option<Events>,
+        buffers: &mut Buffers,
+    ) -> Fetch<Record> {
         let env = &self.env;
         let (Some(open), Some(consumer)) = (events.as_mut(), env.fan_out.as_ref()) else {
             return Fetch::SubscriptionEnded;
@@ -506,7 +581,7 @@ impl Reader {
                 millis_behind,
                 ended,
             })) => Fetch::Event {
-                records: self.decoded(records, millis_behind),
+                records: self.decoded(records, millis_behind, buffers),
                 continuation,
                 millis_behind,
                 ended,

@@ -1070,3 +1070,21 @@ fn a_full_window_after_a_read_at_the_tip_stalls_once_the_bound_passed() {
     assert_eq!(hand_out(&mut machine, 3 * S).len(), 1);
     assert_eq!(machine.stall_check(3 * S, bound), Some(Stall::Ended));
 }
+
+#[test]
+fn the_vec_records_came_in_is_handed_back_empty_for_the_next_read() {
+    let mut machine = taken();
+    assert_eq!(machine.spare_records().capacity(), 0, "nothing read yet");
+    read(
+        &mut machine,
+        Duration::ZERO,
+        &["1", "2", "3"],
+        Some("it-1"),
+        0,
+    );
+    let spare = machine.spare_records();
+    assert!(spare.is_empty() && spare.capacity() >= 3, "{spare:?}");
+    assert_eq!(machine.spare_records().capacity(), 0, "handed back once");
+    // The records themselves are queued, not lost with the Vec.
+    assert_eq!(hand_out(&mut machine, Duration::ZERO).len(), 3);
+}

@@ -1,0 +1,70 @@
+//! The buffers a shard's reads reuse.
+
+use crate::delivery::record::Record;
+use crate::kinesis::api::FetchedRecord;
+
+/// The `Vec`s a shard's reads fill and the machine hands back emptied, so that a read of a few
+/// records allocates nothing; a large read's are let go (its allocation is small beside its
+/// records, and a quiet shard would keep them for nothing).
+#[derive(Default)]
+pub(super) struct Buffers {
+    fetched: Vec<FetchedRecord>,
+    records: Vec<Record>,
+}
+
+/// The largest buffer kept for the next read.
+const KEPT_CAPACITY: usize = 64;
+
+impl Buffers {
+    /// The buffer for the next read's records as Kinesis answers them (empty).
+    pub(super) fn take_fetched(&mut self) -> Vec<FetchedRecord> {
+        std::mem::take(&mut self.fetched)
+    }
+
+    /// The buffer for the next read's decoded records (empty).
+    pub(super) fn take_records(&mut self) -> Vec<Record> {
+        std::mem::take(&mut self.records)
+    }
+
+    /// Keeps `fetched`, emptied, for the next read, unless it is large.
+    pub(super) fn keep_fetched(&mut self, mut fetched: Vec<FetchedRecord>) {
+        if fetched.capacity() <= KEPT_CAPACITY {
+            fetched.clear();
+            self.fetched = fetched;
+        }
+    }
+
+    /// Keeps `records`, emptied, for the next read, unless it is large.
+    pub(super) fn keep_records(&mut self, mut records: Vec<Record>) {
+        if records.capacity() <= KEPT_CAPACITY {
+            records.clear();
+            self.records = records;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_read_leaves_its_buffer_for_the_next_and_a_large_one_does_not() {
+        let mut buffers = Buffers::default();
+        let mut small = Vec::with_capacity(4);
+        small.push(Record::plain("1", b"a"));
+        buffers.keep_records(small);
+        let kept = buffers.take_records();
+        assert!(kept.is_empty() && kept.capacity() >= 4, "kept, emptied");
+        assert_eq!(buffers.take_records().capacity(), 0, "taken once");
+        buffers.keep_records(Vec::with_capacity(KEPT_CAPACITY + 1));
+        assert_eq!(
+            buffers.take_records().capacity(),
+            0,
+            "a large buffer is let go"
+        );
+        buffers.keep_fetched(Vec::with_capacity(8));
+        assert!(buffers.take_fetched().capacity() >= 8);
+        buffers.keep_fetched(Vec::with_capacity(KEPT_CAPACITY * 2));
+        assert_eq!(buffers.take_fetched().capacity(), 0);
+    }
+}
