@@ -17,7 +17,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 use common::captured::Captured;
-use common::injector::Injector;
+use common::faults::{Action, Faults, Rule, Service};
 use common::secrets;
 use futures::StreamExt as _;
 use ruststream::{
@@ -28,7 +28,6 @@ use ruststream_kinesis::{
     DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, KinesisPosition, KinesisStream,
     KinesisSubscriber, LeaseError, LeaseKey, LeaseStore,
 };
-use serde_json::json;
 
 /// Every variant of the two error types, as `Type::Variant`.
 const EVERY_VARIANT: [&str; 26] = [
@@ -150,8 +149,9 @@ async fn no_error_of_any_variant_carries_a_credential() {
     let captured = Captured::everything();
     // A client name of this run's own: a rule a killed run left behind never meets it.
     let client = common::unique("credentials-errors");
-    let config = secrets::config(&url, &client);
-    let mut faults = Injector::new(&url, &client);
+    // Its requests go through the fault injector, which passes them on to the stack.
+    let faults = Faults::new(&url);
+    let config = faults.around(secrets::config(&url, &client));
     let mut gallery = Gallery::default();
     let table = common::unique("credentials-errors");
     let store = DynamoLeaseStore::new(&config, table.as_str());
@@ -214,18 +214,17 @@ async fn no_error_of_any_variant_carries_a_credential() {
         .await
         .unwrap_err();
     gallery.kinesis(&err);
-    let refusal = faults.add(
-        "kinesis",
+    let refusal = faults.add(Rule::on(
+        Service::Kinesis,
         "PutRecords",
-        json!({"status": 400, "error_type": "ValidationException", "message": "refused by the test"}),
-        None,
-    );
+        refused_by_the_test(),
+    ));
     let err = publisher
         .publish(OutgoingMessage::new(stream.as_str(), b"x".as_slice()), None)
         .await
         .unwrap_err();
     gallery.kinesis(&err);
-    faults.remove(&refusal);
+    faults.remove(refusal);
 
     // Seeks: a shard this instance does not read, and a position Kinesis refuses.
     let one_key = KinesisOptions::default().with_partition_key("k");
@@ -305,7 +304,7 @@ async fn no_error_of_any_variant_carries_a_credential() {
 
     // The lease store, called directly: held, lost, another application's row, a bare row of an
     // earlier version, a row deleted since it was read, a failing call.
-    lease_store_errors(&url, &config, &table, &mut faults, &mut gallery).await;
+    lease_store_errors(&url, &config, &table, &faults, &mut gallery).await;
 
     // A store on a table that does not exist, and one keyed as the Java KCL keys its table:
     // each refuses the start.
@@ -475,7 +474,7 @@ async fn lease_store_errors(
     url: &str,
     config: &aws_config::SdkConfig,
     table: &str,
-    faults: &mut Injector,
+    faults: &Faults,
     gallery: &mut Gallery,
 ) {
     let lease = Duration::from_secs(30);
@@ -525,14 +524,23 @@ async fn lease_store_errors(
             .unwrap_err(),
     );
 
-    let failing = faults.add(
-        "dynamodb",
+    let failing = faults.add(Rule::on(
+        Service::DynamoDb,
         "GetItem",
-        json!({"status": 400, "error_type": "ValidationException", "message": "refused by the test"}),
-        None,
-    );
+        refused_by_the_test(),
+    ));
     gallery.lease(&store.read(&key).await.unwrap_err());
-    faults.remove(&failing);
+    faults.remove(failing);
+}
+
+/// The fault injector's answer to a request it refuses: a `ValidationException`, applying
+/// nothing.
+fn refused_by_the_test() -> Action {
+    Action::Status {
+        status: 400,
+        error_type: "ValidationException",
+        message: "refused by the test",
+    }
 }
 
 /// Every service's endpoint from the configuration's per-service settings.

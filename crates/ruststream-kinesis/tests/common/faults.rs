@@ -173,15 +173,18 @@ impl Faults {
 
     /// The local stack's AWS configuration, its requests going through this injector.
     pub fn sdk_config(&self) -> aws_config::SdkConfig {
+        self.around(ruststream_kinesis::local_stack_config(&self.endpoint))
+    }
+
+    /// `config` as it is (its credentials, endpoint and app name), its requests going through
+    /// this injector.
+    pub fn around(&self, config: aws_config::SdkConfig) -> aws_config::SdkConfig {
         let http: SharedHttpClient = FaultyClient {
             inner: Builder::new().build_http(),
             rules: Arc::clone(&self.rules),
         }
         .into_shared();
-        ruststream_kinesis::local_stack_config(&self.endpoint)
-            .into_builder()
-            .http_client(http)
-            .build()
+        config.into_builder().http_client(http).build()
     }
 
     /// Adds `rule`, after the rules added before it (the first that matches a request acts).
