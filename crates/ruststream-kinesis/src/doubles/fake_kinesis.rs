@@ -18,6 +18,8 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::shared::IntoShared;
 use aws_smithy_types::body::SdkBody;
 
+use super::aws_json::Service;
+
 /// What the fake saw: the operation (the `X-Amz-Target` after its service prefix) and the JSON
 /// body of every request.
 pub(crate) type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
@@ -90,12 +92,9 @@ impl HttpConnector for FakeHttp {
             .get("x-amz-target")
             .unwrap_or_default()
             .to_owned();
-        let (operation, content_type) = match target.split_once('.') {
-            Some((service, operation)) if service.starts_with("DynamoDB") => {
-                (operation.to_owned(), "application/x-amz-json-1.0")
-            }
-            Some((_, operation)) => (operation.to_owned(), "application/x-amz-json-1.1"),
-            None => (target, "application/x-amz-json-1.1"),
+        let (operation, content_type) = match Service::of_target(&target) {
+            Some((service, operation)) => (operation.to_owned(), service.content_type()),
+            None => (target, Service::Kinesis.content_type()),
         };
         let body: serde_json::Value =
             serde_json::from_slice(request.body().bytes().unwrap_or_default()).unwrap_or_default();

@@ -3,6 +3,7 @@
 //!
 //! | Double | Stands in for | Seam | Used by |
 //! |---|---|---|---|
+//! | [`aws_json`] | nothing: what a double reads of a request (its service and operation) and the content type it answers with | the `X-Amz-Target` header | `fake_kinesis`, and `tests/common/faults.rs`, which includes the file by its path |
 //! | [`fake_kinesis`] | Kinesis and DynamoDB answering request by request (a status and a JSON body, a hang, a reset) | the SDK's HTTP connector | the publisher's, the API's and the Dynamo store's unit tests |
 //! | [`fake_stream`] | one Kinesis stream (shards, records, iterators) with a hook that answers any request first | the SDK's HTTP connector | `live/reader/tests`: a whole broker on it |
 //! | [`recording_store`] | a lease store that records every call, slows writes, fails renewals | the `LeaseStore` trait, around `MemoryLeaseStore` | `live/reader/tests` |
@@ -17,6 +18,26 @@
 //!   router's JSON rules, for faults that must reach other processes), instances on a shared table (`instances.rs`), captured logs, AWS's KPL
 //!   library (`kpl.rs`) and credentials to look for in logs (`secrets.rs`).
 
+pub(crate) mod aws_json;
 pub(crate) mod fake_kinesis;
 pub(crate) mod fake_stream;
 pub(crate) mod recording_store;
+
+#[cfg(test)]
+mod tests {
+    use super::aws_json::Service;
+
+    #[test]
+    fn a_target_names_its_service_and_operation() {
+        assert_eq!(
+            Service::of_target("Kinesis_20131202.GetRecords"),
+            Some((Service::Kinesis, "GetRecords"))
+        );
+        assert_eq!(
+            Service::of_target("DynamoDB_20120810.UpdateItem"),
+            Some((Service::DynamoDb, "UpdateItem"))
+        );
+        assert_eq!(Service::of_target("Other_1.Call"), None);
+        assert_eq!(Service::of_target("GetRecords"), None);
+    }
+}

@@ -24,38 +24,28 @@ use aws_smithy_runtime_api::shared::IntoShared;
 use aws_smithy_types::body::SdkBody;
 use tokio::sync::watch;
 
-/// The AWS service a request is for, by its `X-Amz-Target`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Service {
-    Kinesis,
-    DynamoDb,
+#[path = "../../src/doubles/aws_json.rs"]
+mod aws_json;
+
+pub use aws_json::Service;
+
+/// How the injector answers in the service's protocol.
+trait Answering {
+    fn error(self, status: u16, error_type: &str, message: &str) -> HttpResponse;
 }
 
-impl Service {
-    fn of(target: &str) -> Option<Self> {
-        if target.starts_with("Kinesis_") {
-            Some(Self::Kinesis)
-        } else if target.starts_with("DynamoDB_") {
-            Some(Self::DynamoDb)
-        } else {
-            None
-        }
-    }
-
+impl Answering for Service {
     /// The error body of the service's JSON protocol: Kinesis speaks awsJson1_1 (a bare
     /// `__type`), DynamoDB awsJson1_0 (a `__type` with its namespace).
     fn error(self, status: u16, error_type: &str, message: &str) -> HttpResponse {
-        let (content_type, error_type) = match self {
-            Self::Kinesis => ("application/x-amz-json-1.1", error_type.to_owned()),
-            Self::DynamoDb => (
-                "application/x-amz-json-1.0",
-                format!("com.amazonaws.dynamodb.v20120810#{error_type}"),
-            ),
+        let error_type = match self {
+            Self::Kinesis => error_type.to_owned(),
+            Self::DynamoDb => format!("com.amazonaws.dynamodb.v20120810#{error_type}"),
         };
         let body = serde_json::json!({ "__type": error_type, "message": message });
         let response = http::Response::builder()
             .status(status)
-            .header("content-type", content_type)
+            .header("content-type", self.content_type())
             .body(SdkBody::from(body.to_string()))
             .expect("a valid response");
         HttpResponse::try_from(response).expect("a valid response")
@@ -265,8 +255,7 @@ impl HttpConnector for FaultyConnector {
             .get("x-amz-target")
             .unwrap_or_default()
             .to_owned();
-        let (prefix, operation) = target.split_once('.').unwrap_or((&target, ""));
-        let acting = Service::of(prefix).and_then(|service| {
+        let acting = Service::of_target(&target).and_then(|(service, operation)| {
             self.rules
                 .acting(service, operation)
                 .map(|(action, removed)| (service, action, removed))
