@@ -167,8 +167,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     // ----- reading ---------------------------------------------------------------------------
 
-    /// What the reader does next at `now` (`now_ms` by the wall clock).
-    pub(crate) fn next_read(&mut self, now: T, now_ms: u64) -> ReadStep<R, T> {
+    /// What the reader does next at `now` (`now_ms` reads the wall clock, only when a record is
+    /// to be handed out).
+    pub(crate) fn next_read(&mut self, now: T, now_ms: impl FnOnce() -> u64) -> ReadStep<R, T> {
         self.awaiting = Awaiting::Nothing;
         if self.read.phase == Phase::Stopped {
             return ReadStep::Wait(None);
@@ -206,7 +207,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         match self.read.want(now, room) {
             Want::Call(call) => ReadStep::Call(call),
             Want::Record(record) => {
-                if !self.lease.may_deliver(now, now_ms) {
+                if !self.lease.may_deliver(now, now_ms()) {
                     // The lease ran out by our clock: deliver nothing more.
                     self.lease.run_out();
                     return self.finish(Stop::Lost);

@@ -129,27 +129,49 @@ impl ShardHandle {
 
     /// What the reader does next.
     pub(crate) fn next_read(&self) -> ReadStep<Record, Instant> {
-        let step = {
+        let step = self.step(&mut self.lock(), Instant::now());
+        self.stepped(&step);
+        step
+    }
+
+    /// The reader's call answered `fetch`; what the reader does next (a step dropped unexecuted
+    /// would lose a delivery), decided at the same
+    /// moment under the same lock (as the simulation decides it); and the emptied `Vec` the
+    /// records came in, for the next read to fill.
+    pub(crate) fn read_answered(
+        &self,
+        fetch: Fetch<Record>,
+    ) -> (ReadStep<Record, Instant>, Vec<Record>) {
+        let coin = rand::random::<u64>();
+        let now = Instant::now();
+        let (step, spare) = {
             let mut machine = self.lock();
-            let step = machine.next_read(Instant::now(), epoch_millis());
-            if let ReadStep::Deliver(record, _) = &step {
-                self.harness.delivering_read(record);
-            }
-            step
+            machine.read_answered(now, fetch, coin);
+            let spare = machine.spare_records();
+            (self.step(&mut machine, now), spare)
         };
-        if matches!(step, ReadStep::Finish(Stop::Lost)) {
-            self.halted();
+        self.stepped(&step);
+        (step, spare)
+    }
+
+    /// The machine's next step of reading at `now` (the wall clock read only if it is needed).
+    fn step(
+        &self,
+        machine: &mut ShardMachine<Instant, Record>,
+        now: Instant,
+    ) -> ReadStep<Record, Instant> {
+        let step = machine.next_read(now, epoch_millis);
+        if let ReadStep::Deliver(record, _) = &step {
+            self.harness.delivering_read(record);
         }
         step
     }
 
-    /// The reader's call answered `fetch`: the emptied `Vec` its records came in, for the next
-    /// read to fill.
-    pub(crate) fn read_answered(&self, fetch: Fetch<Record>) -> Vec<Record> {
-        let coin = rand::random::<u64>();
-        let mut machine = self.lock();
-        machine.read_answered(Instant::now(), fetch, coin);
-        machine.spare_records()
+    /// Wakes whoever must see what `step` says, once the machine's lock is let go.
+    fn stepped(&self, step: &ReadStep<Record, Instant>) {
+        if matches!(step, ReadStep::Finish(Stop::Lost)) {
+            self.halted();
+        }
     }
 
     /// Whether the subscription's next event the reader waits for is no longer wanted.
@@ -430,14 +452,15 @@ mod tests {
             handle.next_read(),
             ReadStep::Call(Call::GetRecords(_))
         ));
-        handle.read_answered(Fetch::Records {
+        let (mut step, _) = handle.read_answered(Fetch::Records {
             records: sequences.iter().map(|s| record(s)).collect(),
             next: Some(ShardIterator::service("next")),
             millis_behind: Some(0),
         });
         let mut tickets = Vec::new();
-        while let ReadStep::Deliver(_, ticket) = handle.next_read() {
+        while let ReadStep::Deliver(_, ticket) = step {
             tickets.push(ticket);
+            step = handle.next_read();
         }
         (handle, tickets)
     }

@@ -395,7 +395,7 @@ impl Sim {
                 return;
             };
             let was_halted = s.machine.is_halted();
-            let step = s.machine.next_read(now, wall);
+            let step = s.machine.next_read(now, || wall);
             match step {
                 ReadStep::Call(call) => {
                     let shard = s.shard;

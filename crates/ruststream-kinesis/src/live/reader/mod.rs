@@ -304,8 +304,11 @@ impl Reader {
         let mut cancelled = pin!(self.cancel.cancelled());
         let mut woken = pin!(handle.read_wake.notified());
         let mut news = pin!(news_of.notified());
+        // The step an answer's handling already decided, if any.
+        let mut decided = None;
         loop {
-            match handle.next_read() {
+            let step = decided.take().unwrap_or_else(|| handle.next_read());
+            match step {
                 ReadStep::Call(call) => {
                     let awaits_event = call == Call::NextEvent;
                     let answered = {
@@ -328,11 +331,16 @@ impl Reader {
                         }
                     };
                     match answered {
-                        Answered::Fetch(fetch) => buffers.keep_records(handle.read_answered(fetch)),
+                        Answered::Fetch(fetch) => {
+                            let (step, spare) = handle.read_answered(fetch);
+                            buffers.keep_records(spare);
+                            decided = Some(step);
+                        }
                         Answered::Cancelled => handle.cancel_reading(),
                         Answered::Unwanted => {
                             events = None;
-                            buffers.keep_records(handle.read_answered(Fetch::SubscriptionEnded));
+                            let (step, _) = handle.read_answered(Fetch::SubscriptionEnded);
+                            decided = Some(step);
                         }
                     }
                 }

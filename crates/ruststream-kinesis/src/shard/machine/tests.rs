@@ -85,7 +85,7 @@ fn taken() -> ShardMachine<Duration, Rec> {
 }
 
 fn next(machine: &mut ShardMachine<Duration, Rec>, now: Duration) -> ReadStep<Rec, Duration> {
-    machine.next_read(now, ms(now))
+    machine.next_read(now, || ms(now))
 }
 
 fn records(sequences: &[&str]) -> Vec<Rec> {
