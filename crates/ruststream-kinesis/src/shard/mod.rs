@@ -138,6 +138,7 @@ impl ShardHandle {
     /// would lose a delivery), decided at the same
     /// moment under the same lock (as the simulation decides it); and the emptied `Vec` the
     /// records came in, for the next read to fill.
+    #[must_use = "the step may be a delivery: dropped, its record never reaches a handler"]
     pub(crate) fn read_answered(
         &self,
         fetch: Fetch<Record>,

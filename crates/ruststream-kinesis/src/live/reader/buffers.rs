@@ -26,17 +26,18 @@ impl Buffers {
         std::mem::take(&mut self.records)
     }
 
-    /// Keeps `fetched`, emptied, for the next read, unless it is large.
+    /// Keeps `fetched`, emptied, for the next read, unless it is large or holds nothing (an
+    /// answer without records hands back a `Vec` that never allocated).
     pub(super) fn keep_fetched(&mut self, mut fetched: Vec<FetchedRecord>) {
-        if fetched.capacity() <= KEPT_CAPACITY {
+        if (1..=KEPT_CAPACITY).contains(&fetched.capacity()) {
             fetched.clear();
             self.fetched = fetched;
         }
     }
 
-    /// Keeps `records`, emptied, for the next read, unless it is large.
+    /// Keeps `records`, emptied, for the next read, unless it is large or holds nothing.
     pub(super) fn keep_records(&mut self, mut records: Vec<Record>) {
-        if records.capacity() <= KEPT_CAPACITY {
+        if (1..=KEPT_CAPACITY).contains(&records.capacity()) {
             records.clear();
             self.records = records;
         }
@@ -56,6 +57,12 @@ mod tests {
         let kept = buffers.take_records();
         assert!(kept.is_empty() && kept.capacity() >= 4, "kept, emptied");
         assert_eq!(buffers.take_records().capacity(), 0, "taken once");
+        buffers.keep_records(Vec::with_capacity(4));
+        buffers.keep_records(Vec::new());
+        assert!(
+            buffers.take_records().capacity() >= 4,
+            "an answer without records leaves the kept buffer"
+        );
         buffers.keep_records(Vec::with_capacity(KEPT_CAPACITY + 1));
         assert_eq!(
             buffers.take_records().capacity(),

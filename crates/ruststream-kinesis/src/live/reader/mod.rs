@@ -3,12 +3,13 @@
 //! call, a delivery, a store write, a wait) and hand it the answers; they decide nothing. The
 //! shard ends by being handed back (released, or `SHARD_END`).
 
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, OnceLock};
 
 use futures::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
+use tokio::time::Sleep;
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -99,11 +100,13 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
     // settlement wakes the writer for every record, and a new timer each time cost more than
     // the turn).
     let mut woken = pin!(handle.wake.notified());
-    let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
-    let mut armed = None;
+    let mut timer: Option<(Instant, Pin<Box<Sleep>>)> = None;
     loop {
         let wait = match handle.next_write() {
             Next::Send(write) => {
+                // No timer stays registered while the store answers (a paused clock would
+                // jump to it).
+                timer = None;
                 let (answer, row) = send(&env, key, &write).await;
                 let answered = handle.answer(answer, row.as_ref(), &env.owner, env.stall_after);
                 say_news(&env, &answered.news);
@@ -126,14 +129,24 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
             woken.set(handle.wake.notified());
             continue;
         };
-        if armed != Some(until) {
-            timer.as_mut().reset(until);
-            armed = Some(until);
-        }
-        tokio::select! {
+        let sleep = match &mut timer {
+            Some((at, sleep)) if *at == until => sleep,
+            _ => {
+                &mut timer
+                    .insert((until, Box::pin(tokio::time::sleep_until(until))))
+                    .1
+            }
+        };
+        let fired = tokio::select! {
             biased;
-            () = &mut woken => woken.set(handle.wake.notified()),
-            () = timer.as_mut() => armed = None,
+            () = &mut woken => {
+                woken.set(handle.wake.notified());
+                false
+            }
+            () = sleep.as_mut() => true,
+        };
+        if fired {
+            timer = None;
         }
     }
 }
