@@ -26,21 +26,23 @@ impl Buffers {
         std::mem::take(&mut self.records)
     }
 
-    /// Keeps `fetched`, emptied, for the next read, unless it is large or holds nothing (an
-    /// answer without records hands back a `Vec` that never allocated).
-    pub(super) fn keep_fetched(&mut self, mut fetched: Vec<FetchedRecord>) {
-        if (1..=KEPT_CAPACITY).contains(&fetched.capacity()) {
-            fetched.clear();
-            self.fetched = fetched;
-        }
+    /// Keeps `fetched`, emptied, for the next read (see `keep`).
+    pub(super) fn keep_fetched(&mut self, fetched: Vec<FetchedRecord>) {
+        keep(&mut self.fetched, fetched);
     }
 
-    /// Keeps `records`, emptied, for the next read, unless it is large or holds nothing.
-    pub(super) fn keep_records(&mut self, mut records: Vec<Record>) {
-        if (1..=KEPT_CAPACITY).contains(&records.capacity()) {
-            records.clear();
-            self.records = records;
-        }
+    /// Keeps `records`, emptied, for the next read (see `keep`).
+    pub(super) fn keep_records(&mut self, records: Vec<Record>) {
+        keep(&mut self.records, records);
+    }
+}
+
+/// Puts `buffer`, emptied, in `slot`, unless it is large or holds nothing (an answer without
+/// records hands back a `Vec` that never allocated, which would replace a kept one).
+fn keep<T>(slot: &mut Vec<T>, mut buffer: Vec<T>) {
+    if (1..=KEPT_CAPACITY).contains(&buffer.capacity()) {
+        buffer.clear();
+        *slot = buffer;
     }
 }
 
