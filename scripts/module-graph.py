@@ -142,7 +142,6 @@ DOES_IO = (
     "live",
     "sdk",
     "publisher",
-    "in_process",
     "kinesis/api",
     "kinesis/calls",
     "kinesis/fan_out",

@@ -180,8 +180,10 @@ pub async fn run(opts: &Options) -> Result<Vec<Figure>, Error> {
             thousands(bytes)
         ),
     };
-    f.target = "≤ 15,000 instructions, ≤ 12 allocations".to_owned();
-    f.pass = Some(allocations <= 12.0 && instr.is_none_or(|(i1, i2)| per(i1, i2) <= 15_000.0));
+    // Since `TestApp` runs the real shard reader (2026-12-04): three machine steps, a read, a
+    // send and a wake per record, where the push engine it replaced (14,608) did none of them.
+    f.target = "≤ 23,000 instructions, ≤ 12 allocations".to_owned();
+    f.pass = Some(allocations <= 12.0 && instr.is_none_or(|(i1, i2)| per(i1, i2) <= 23_000.0));
     f.detail(format!(
         "`TestApp::start` on the in-process Kinesis, a `#[subscriber]` that decodes ~40 B of \
          JSON and acks, `broker.message(&value).publish()` (which returns once the handler \

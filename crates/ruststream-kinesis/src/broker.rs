@@ -19,8 +19,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::coordinator::twins::Incarnation;
-use crate::delivery::subscriber::{Deliveries, Inbox};
+use crate::delivery::subscriber::Deliveries;
 use crate::kinesis::calls::Kinesis;
+#[cfg(feature = "testing")]
+use crate::kinesis::in_process::InProcessKinesis;
 use crate::live::coordinator;
 use crate::live::subscription::Instance;
 use crate::registry::{Registry, StreamRegistration};
@@ -65,10 +67,9 @@ pub struct KinesisBroker {
     create_streams: Option<u32>,
     balance: bool,
     meters: Meters,
+    /// The streams `TestApp` runs on, shared by every connection of this broker and its clones.
     #[cfg(feature = "testing")]
-    pub(crate) world: Arc<crate::in_process::World>,
-    #[cfg(feature = "testing")]
-    in_process_reader: bool,
+    in_process: Arc<InProcessKinesis>,
 }
 
 /// Says what the broker reaches and how it shares leases, never a credential: the endpoint
@@ -123,9 +124,7 @@ impl KinesisBroker {
             balance: false,
             meters: Meters::default(),
             #[cfg(feature = "testing")]
-            world: Arc::default(),
-            #[cfg(feature = "testing")]
-            in_process_reader: false,
+            in_process: Arc::default(),
         }
     }
 
@@ -266,19 +265,6 @@ impl KinesisBroker {
     #[must_use]
     pub fn balance_shards(mut self, balance: bool) -> Self {
         self.balance = balance;
-        self
-    }
-
-    /// Whether `TestApp` reads each shard with the shard reader the service is read with, over
-    /// the in-process Kinesis, rather than pushing records to subscriptions as they are written.
-    /// Off by default while the reader's counting for the harness is measured against the push
-    /// engine (`docs/design/in-process-on-the-real-reader.md`, step 4); it goes once the reader
-    /// is the only way.
-    #[cfg(feature = "testing")]
-    #[doc(hidden)]
-    #[must_use]
-    pub fn in_process_reader(mut self, on: bool) -> Self {
-        self.in_process_reader = on;
         self
     }
 
@@ -488,8 +474,6 @@ impl KinesisBroker {
             pause: Arc::default(),
             record_limits: Arc::default(),
             #[cfg(feature = "testing")]
-            in_process_reader: false,
-            #[cfg(feature = "testing")]
             harness: Arc::default(),
         }
     }
@@ -514,19 +498,14 @@ impl Broker for KinesisBroker {
 #[cfg(feature = "testing")]
 impl ruststream::testing::InProcess for KinesisBroker {
     async fn connect_in_process(self) -> Result<ConnectedKinesisBroker, KinesisError> {
-        let world = Arc::clone(&self.world);
-        if !self.in_process_reader {
-            return Ok(self.metered().connected(Transport::InProcess(world)));
-        }
+        let kinesis = Arc::clone(&self.in_process);
         // The reader runs on a lease store of the connection's own, never the one configured
         // (a test consults no lease store), with leases no paused clock's jump outlives.
         self.timings_fit_balancing()?;
         let mut broker = self.metered();
         broker.store = Arc::new(MemoryLeaseStore::new());
         broker.timings = broker.timings.in_process();
-        let mut connected = broker.connected(Transport::InProcess(world));
-        connected.in_process_reader = true;
-        Ok(connected)
+        Ok(broker.connected(Transport::InProcess(kinesis)))
     }
 }
 
@@ -535,7 +514,7 @@ impl ruststream::testing::InProcess for KinesisBroker {
 pub(crate) enum Transport {
     Live(Client),
     #[cfg(feature = "testing")]
-    InProcess(Arc<crate::in_process::World>),
+    InProcess(Arc<InProcessKinesis>),
 }
 
 /// The connected broker: opens subscriptions and pairs publishers.
@@ -559,9 +538,6 @@ pub struct ConnectedKinesisBroker {
     pause: Arc<crate::live::pause::Pause>,
     /// The largest record of each stream its publishers wrote to.
     pub(crate) record_limits: crate::publisher::RecordLimits,
-    /// In process: subscriptions read with the shard reader rather than the push engine.
-    #[cfg(feature = "testing")]
-    in_process_reader: bool,
     /// In process: the harness of the `TestApp` this connection runs under.
     #[cfg(feature = "testing")]
     harness: Arc<std::sync::OnceLock<ruststream::testing::Coordinator>>,
@@ -633,25 +609,9 @@ impl ConnectedKinesisBroker {
                 self.read(kinesis, source, registration, capacity).await
             }
             #[cfg(feature = "testing")]
-            Transport::InProcess(world) if self.in_process_reader => {
-                let kinesis =
-                    Kinesis::InProcess(Arc::clone(world.kinesis()), Arc::clone(&self.harness));
+            Transport::InProcess(in_process) => {
+                let kinesis = Kinesis::InProcess(Arc::clone(in_process), Arc::clone(&self.harness));
                 self.read(kinesis, source, registration, capacity).await
-            }
-            #[cfg(feature = "testing")]
-            Transport::InProcess(world) => {
-                let (sub, rx) = world.subscribe(
-                    name,
-                    source.create_if_missing,
-                    Arc::clone(&self.closed),
-                    self.runtime.clone(),
-                )?;
-                let deliveries = Deliveries {
-                    rx: Inbox::InProcess(rx),
-                    source: sub,
-                    _registration: registration,
-                };
-                Ok(KinesisSubscriber::new(deliveries, source.max_wait))
             }
         }
     }
@@ -682,7 +642,7 @@ impl ConnectedKinesisBroker {
         let sub = coordinator::start(self.instance(kinesis), &source, fan_out, tx).await?;
         registration.closes_with(sub.tasks());
         let deliveries = Deliveries {
-            rx: Inbox::Live(rx),
+            rx,
             source: sub,
             _registration: registration,
         };
@@ -817,23 +777,26 @@ impl RedeliveryAddressed<ConnectedKinesisBroker> for KinesisStream {
 #[cfg(feature = "testing")]
 impl ruststream::testing::TestableBroker for ConnectedKinesisBroker {
     fn install_coordinator(&self, coordinator: ruststream::testing::Coordinator) {
-        if let Transport::InProcess(world) = &self.transport {
+        if let Transport::InProcess(kinesis) = &self.transport {
             let _ = self.harness.set(coordinator.clone());
-            world.install_coordinator(coordinator);
+            kinesis.install_coordinator(coordinator);
         }
     }
 
     fn inject(&self, message: ruststream::OutgoingMessage<'_>) {
         // A test's input goes to a stream the service reads; a broker told to create missing
-        // streams creates it here as the subscription would have.
-        if let Transport::InProcess(world) = &self.transport {
-            world.inject(message, self.create_streams);
+        // streams creates it here as the subscription would have. Kinesis refuses a record for
+        // a stream it does not have; so does the test stream, with a warning.
+        if let Transport::InProcess(kinesis) = &self.transport
+            && let Err(err) = kinesis.inject(message, self.create_streams)
+        {
+            tracing::warn!(error = %err, "in-process kinesis refused an injected record");
         }
     }
 
     fn published(&self, name: &str) -> Vec<ruststream::RawMessage> {
         match &self.transport {
-            Transport::InProcess(world) => world.published(name),
+            Transport::InProcess(kinesis) => kinesis.published(name),
             Transport::Live(_) => Vec::new(),
         }
     }
@@ -867,8 +830,8 @@ impl ruststream::PublishPolicy<ConnectedKinesisBroker> for crate::KinesisPublish
                 &connected.meters,
             ),
             #[cfg(feature = "testing")]
-            Transport::InProcess(world) => {
-                self.in_process(world, &connected.closed, &connected.record_limits)
+            Transport::InProcess(kinesis) => {
+                self.in_process(kinesis, &connected.closed, &connected.record_limits)
             }
         })
     }

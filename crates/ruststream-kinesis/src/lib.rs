@@ -28,7 +28,8 @@
 //!   `with_broker_labeled`); with the `asyncapi` feature streams and publish policies add
 //!   `x-kinesis` bindings to the service's AsyncAPI document. No credential is ever part of it.
 //! - **Testing.** With the `testing` feature, `ruststream::testing::TestApp::start(app)` runs the
-//!   service's own app on an in-process Kinesis that consults no lease store; the crate's live
+//!   service's own app, its shards read by the same readers as live, on an in-process Kinesis,
+//!   with no configured lease store consulted; the crate's live
 //!   tests run against a local Kinesis + DynamoDB stack (`scripts/local-stack.sh`).
 //!
 //! The user guide (leases, the lease store, several instances, checkpoints, testing, benchmarks;
@@ -87,8 +88,6 @@ mod docs_facts;
 #[cfg(test)]
 mod doubles;
 mod error;
-#[cfg(feature = "testing")]
-mod in_process;
 mod kinesis;
 pub mod lease;
 mod live;

@@ -109,28 +109,10 @@ async fn in_process_a_fan_out_subscription_runs_like_a_polling_one() {
     in_process_rewinds(Some("warehouse")).await;
 }
 
-/// The same on the shard reader over the in-process Kinesis (the temporary
-/// `in_process_reader` switch): the seek goes through the reader's machine.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_process_reader_a_handler_rewinds_its_shard_to_its_own_record() {
-    in_process_rewinds_on(KinesisBroker::new().in_process_reader(true), None).await;
-}
-
-/// And a fan-out subscription on the reader: its events come from the in-process Kinesis.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_process_reader_a_fan_out_subscription_runs_like_a_polling_one() {
-    in_process_rewinds_on(
-        KinesisBroker::new().in_process_reader(true),
-        Some("warehouse"),
-    )
-    .await;
-}
-
+/// The seek goes through the reader's machine, as live; a fan-out subscription's events come
+/// from the in-process Kinesis.
 async fn in_process_rewinds(fan_out: Option<&str>) {
-    in_process_rewinds_on(KinesisBroker::new(), fan_out).await;
-}
-
-async fn in_process_rewinds_on(broker: KinesisBroker, fan_out: Option<&str>) {
+    let broker = KinesisBroker::new();
     let seen = Arc::new(Mutex::new(Seen::default()));
     let tb = ruststream::testing::TestApp::start(app(broker, "rewinds", &seen, fan_out))
         .await

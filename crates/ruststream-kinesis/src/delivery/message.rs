@@ -13,11 +13,10 @@ use crate::{KinesisError, KinesisPosition, KinesisSeeker};
 /// What a subscription's channel carries: a delivery, or an error to report.
 pub(crate) type Item = Result<KinesisMessage, KinesisError>;
 
-/// What a delivery settles against: the shard that read it, live or in process. The
-/// transports' one seam on the delivery side: a live shard's [`ShardHandle`](crate::shard)
-/// (its watermark and lease), or the in-process subscription (the harness's count). Each
-/// delivery holds it beside its [`Ticket`], and hands both to exactly one of `on_settle`,
-/// `on_forget` and `on_hand_back`.
+/// What a delivery settles against: the shard that read it, its
+/// [`ShardHandle`](crate::shard) (its watermark and lease), live or in process. A trait so the
+/// delivery side imports no driver. Each delivery holds it beside its [`Ticket`], and hands both
+/// to exactly one of `on_settle`, `on_forget` and `on_hand_back`.
 pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
     /// The handler is done with the record: the shard's checkpoint may pass it.
     fn on_settle(&self, ticket: Ticket) -> Result<(), AckError>;
@@ -50,8 +49,7 @@ pub(crate) struct Hold {
 }
 
 /// How a delivery stands where its handler starts: whether it may still reach it. The shard's
-/// machine answers it ([`ShardMachine::standing`](crate::shard::ShardMachine::standing)), as
-/// does the in-process transport.
+/// machine answers it ([`ShardMachine::standing`](crate::shard::ShardMachine::standing)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Standing {
     Current,

@@ -1,5 +1,5 @@
-//! The seeker that moves a subscription, and the one seam behind it: the subscription itself,
-//! read live (`coordinator::seek`) or in process (`in_process`).
+//! The seeker that moves a subscription, and the one seam behind it: the subscription itself
+//! (`live/coordinator/seek.rs`), a trait so the delivery side imports no driver.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,7 +12,7 @@ use crate::{KinesisError, KinesisPosition};
 /// A seek's answer, boxed for the trait object.
 pub(crate) type Seeking<'a> = Pin<Box<dyn Future<Output = Result<(), KinesisError>> + Send + 'a>>;
 
-/// The subscription behind a subscriber, read live or in process: what a seek moves and what
+/// The subscription behind a subscriber: what a seek moves and what
 /// dropping the subscriber stops.
 pub(crate) trait Source: Send + Sync + std::fmt::Debug {
     /// Moves the subscription to `to` (see [`KinesisSeeker`]).

@@ -70,30 +70,12 @@ impl Seekable for KinesisSubscriber {
 /// The deliveries of one subscription, before batching.
 #[derive(Debug)]
 pub(crate) struct Deliveries {
-    pub(crate) rx: Inbox,
+    /// Bounded: backpressure keeps memory per shard bounded, in process as live.
+    pub(crate) rx: mpsc::Receiver<Item>,
     /// The subscription behind them, live or in process.
     pub(crate) source: Arc<dyn Source>,
     /// Frees the stream's name on the broker when the subscription goes.
     pub(crate) _registration: StreamRegistration,
-}
-
-/// The channel deliveries arrive on: bounded for the live readers (backpressure keeps memory
-/// per shard bounded), unbounded in process (a publish hands over synchronously).
-#[derive(Debug)]
-pub(crate) enum Inbox {
-    Live(mpsc::Receiver<Item>),
-    #[cfg(feature = "testing")]
-    InProcess(mpsc::UnboundedReceiver<Item>),
-}
-
-impl Inbox {
-    fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Item>> {
-        match self {
-            Self::Live(rx) => rx.poll_recv(cx),
-            #[cfg(feature = "testing")]
-            Self::InProcess(rx) => rx.poll_recv(cx),
-        }
-    }
 }
 
 impl Subscriber for Deliveries {

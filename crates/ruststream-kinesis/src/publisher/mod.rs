@@ -14,6 +14,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::KinesisError;
 use crate::kinesis::api::{self, OutRecord, PutOutcome};
 use crate::kinesis::envelope;
+#[cfg(feature = "testing")]
+use crate::kinesis::in_process::InProcessKinesis;
 use crate::settings::validate::{self, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES};
 use crate::telemetry::Meters;
 
@@ -184,11 +186,11 @@ impl KinesisPublish {
     #[cfg(feature = "testing")]
     pub(crate) fn in_process(
         self,
-        world: &Arc<crate::in_process::World>,
+        kinesis: &Arc<InProcessKinesis>,
         closed: &Arc<AtomicBool>,
         limits: &RecordLimits,
     ) -> KinesisPublisher {
-        self.publisher(Sink::InProcess(Arc::clone(world)), closed, limits)
+        self.publisher(Sink::InProcess(Arc::clone(kinesis)), closed, limits)
     }
 
     fn publisher(
@@ -230,7 +232,7 @@ enum Sink {
         meters: Meters,
     },
     #[cfg(feature = "testing")]
-    InProcess(Arc<crate::in_process::World>),
+    InProcess(Arc<InProcessKinesis>),
 }
 
 /// The live publisher a [`KinesisPublish`] pairs into.
@@ -390,7 +392,7 @@ impl Publisher for KinesisPublisher {
                     .await
             }
             #[cfg(feature = "testing")]
-            Sink::InProcess(world) => {
+            Sink::InProcess(kinesis) => {
                 let record = self.record(
                     stream,
                     msg.payload(),
@@ -405,7 +407,7 @@ impl Publisher for KinesisPublisher {
                 } else {
                     record
                 };
-                world.put(stream, record)
+                kinesis.put(stream, record)
             }
         }
     }
@@ -1016,42 +1018,59 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn in_process_an_aggregating_publisher_writes_aggregates_a_subscriber_reads_as_user_records()
-     {
-        use crate::delivery::seeker::Source;
-        use ruststream::IncomingMessage;
-        let world = Arc::new(crate::in_process::World::default());
-        let (sub, mut rx) = world
-            .subscribe(
-                "orders",
-                Some(2),
-                Arc::default(),
-                tokio::runtime::Handle::current(),
-            )
-            .unwrap();
+    async fn in_process_an_aggregating_publisher_writes_aggregates_a_reader_reads_as_user_records()
+    {
+        use crate::settings::position::ShardStart;
+        let kinesis = Arc::new(InProcessKinesis::default());
+        kinesis.ensure_stream("orders", Some(1)).unwrap();
         let closed = Arc::new(AtomicBool::new(false));
         let limits = RecordLimits::default();
         for (aggregate, body) in [(false, "plain"), (true, "packed")] {
             let publisher = KinesisPublish::default()
                 .aggregate(aggregate)
-                .in_process(&world, &closed, &limits);
+                .in_process(&kinesis, &closed, &limits);
             let mut headers = ruststream::HeaderMap::new();
             headers.insert("kind", body);
             let msg = OutgoingMessage::new("orders", body.as_bytes()).with_headers(headers);
             publisher.publish(msg, None).await.unwrap();
-            let Ok(Ok(delivered)) = rx.try_recv() else {
-                panic!("{body}: delivered at once");
-            };
-            assert_eq!(delivered.payload(), body.as_bytes());
-            assert_eq!(delivered.headers().get("kind"), Some(body.as_bytes()));
-            assert_eq!(
-                delivered.sub_sequence_number(),
-                aggregate.then_some(0),
-                "{body}: an aggregate of one user record, or a plain record"
-            );
-            delivered.ack().await.unwrap();
         }
-        let published: Vec<Vec<u8>> = world
+        // Read as a shard reader reads them: each Kinesis record, decoded into its user records.
+        let shard = crate::kinesis::in_process::shard_id(0);
+        let start = ShardStart::At(crate::KinesisPosition::TrimHorizon);
+        let iterator = kinesis.shard_iterator("orders", &shard, &start).unwrap();
+        let crate::kinesis::api::Fetched::Records { records, .. } =
+            kinesis.get_records(&iterator, 10).unwrap()
+        else {
+            panic!("records");
+        };
+        let read: Vec<_> = records
+            .into_iter()
+            .flat_map(crate::delivery::record::decoded)
+            .map(|r| {
+                (
+                    r.payload,
+                    r.headers.get("kind").map(<[u8]>::to_vec),
+                    r.sub_sequence,
+                )
+            })
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (
+                    bytes::Bytes::from_static(b"plain"),
+                    Some(b"plain".to_vec()),
+                    None
+                ),
+                (
+                    bytes::Bytes::from_static(b"packed"),
+                    Some(b"packed".to_vec()),
+                    Some(0)
+                ),
+            ],
+            "a plain record, then an aggregate of one user record, each with its headers"
+        );
+        let published: Vec<Vec<u8>> = kinesis
             .published("orders")
             .iter()
             .map(|raw| raw.payload().to_vec())
@@ -1061,7 +1080,6 @@ mod tests {
             [b"plain".to_vec(), b"packed".to_vec()],
             "as published"
         );
-        sub.close();
     }
 
     #[tokio::test]

@@ -71,14 +71,6 @@ impl Streams {
     }
 }
 
-/// A record written: the indices of its stream and shard, and the record as a read answers it.
-#[derive(Debug)]
-pub(crate) struct Appended {
-    pub(crate) stream: u32,
-    pub(crate) shard: usize,
-    pub(crate) record: FetchedRecord,
-}
-
 impl InProcessKinesis {
     fn lock(&self) -> MutexGuard<'_, Streams> {
         self.streams.lock().unwrap_or_else(PoisonError::into_inner)
@@ -104,11 +96,6 @@ impl InProcessKinesis {
         Ok(format!(
             "arn:aws:kinesis:in-process:000000000000:stream/{stream}"
         ))
-    }
-
-    /// The index of `stream` (streams are never deleted, so it stays its own).
-    pub(crate) fn stream_index(&self, stream: &str) -> Result<u32, KinesisError> {
-        self.lock().index_of(stream)
     }
 
     /// Every shard of `stream`: all open, none with parents.
@@ -187,6 +174,7 @@ impl InProcessKinesis {
     /// One `GetRecords` call from `iterator`, for at most `limit` records: what lies there (its
     /// bytes shared, not copied), the iterator after it, and how far behind the shard's newest
     /// record the last one returned is (at least 1 ms while any follows it).
+    #[cfg(test)]
     pub(crate) fn get_records(
         &self,
         iterator: &ShardIterator,
@@ -303,7 +291,7 @@ impl InProcessKinesis {
 
     /// Writes one record, as `PutRecords` would: to the shard its explicit hash key or its
     /// partition key's MD5 falls in.
-    pub(crate) fn put(&self, stream: &str, record: OutRecord) -> Result<Appended, KinesisError> {
+    pub(crate) fn put(&self, stream: &str, record: OutRecord) -> Result<(), KinesisError> {
         let OutRecord {
             data,
             partition_key,
@@ -315,7 +303,8 @@ impl InProcessKinesis {
         let mut streams = self.lock();
         let index = streams.index_of(stream)?;
         let log = &mut streams.list[index as usize];
-        Ok(self.append(index, log, data, Arc::from(partition_key), hash))
+        self.append(log, data, Arc::from(partition_key), hash);
+        Ok(())
     }
 
     /// A test's input: written to `name` as a publish would be, under a random partition key of
@@ -325,7 +314,7 @@ impl InProcessKinesis {
         &self,
         message: OutgoingMessage<'_>,
         create_streams: Option<u32>,
-    ) -> Result<Appended, KinesisError> {
+    ) -> Result<(), KinesisError> {
         let (name, payload, headers) = message.into_parts();
         let mut streams = self.lock();
         if let Some(shards) = create_streams {
@@ -335,17 +324,11 @@ impl InProcessKinesis {
         let log = &mut streams.list[index as usize];
         let data = log.arena.encode(payload, &headers);
         let (key, hash) = log.input_key();
-        Ok(self.append(index, log, data, key, hash))
+        self.append(log, data, key, hash);
+        Ok(())
     }
 
-    fn append(
-        &self,
-        stream: u32,
-        log: &mut StreamLog,
-        data: Bytes,
-        partition_key: Arc<str>,
-        hash: u128,
-    ) -> Appended {
+    fn append(&self, log: &mut StreamLog, data: Bytes, partition_key: Arc<str>, hash: u128) {
         let written = self.written.fetch_add(1, Ordering::Relaxed);
         let shard = shard_of_hash(hash, log.shards.len());
         let stored = log::Stored {
@@ -354,7 +337,6 @@ impl InProcessKinesis {
             sequence: sequence_number(written + 1),
             arrived_ms: i64::try_from(epoch_millis()).unwrap_or(i64::MAX),
         };
-        let record = stored.fetched();
         log.shards[shard].push(stored);
         log.news[shard].notify_waiters();
         log.taps[shard].retain(|tap| match tap.upgrade() {
@@ -364,21 +346,11 @@ impl InProcessKinesis {
             }
             None => false,
         });
-        Appended {
-            stream,
-            shard,
-            record,
-        }
     }
 
     /// The harness's coordinator, which counts deliveries in flight and drives delayed ones.
     pub(crate) fn install_coordinator(&self, coordinator: Coordinator) {
         let _ = self.harness.set(coordinator);
-    }
-
-    /// The harness, once a `TestApp` installed it.
-    pub(crate) fn harness(&self) -> Option<&Coordinator> {
-        self.harness.get()
     }
 
     /// A tap for a reader of the shard `iterator` reads, which owes every record from there on

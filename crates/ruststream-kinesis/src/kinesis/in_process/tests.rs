@@ -22,10 +22,22 @@ fn read_all(
     start: &ShardStart,
     limit: u32,
 ) -> (Vec<Bytes>, Vec<i64>) {
+    let (read, behind) = read_records(kinesis, stream, start, limit);
+    (read.into_iter().map(|r| r.data).collect(), behind)
+}
+
+/// Every record of shard 0 of `stream` from `start`, `limit` a call, and how far behind the tip
+/// each call answered it was.
+fn read_records(
+    kinesis: &InProcessKinesis,
+    stream: &str,
+    start: &ShardStart,
+    limit: u32,
+) -> (Vec<FetchedRecord>, Vec<i64>) {
     let mut iterator = kinesis
         .shard_iterator(stream, &shard_id(0), start)
         .expect("an iterator");
-    let (mut data, mut behind) = (Vec::new(), Vec::new());
+    let (mut read, mut behind) = (Vec::new(), Vec::new());
     loop {
         let Fetched::Records {
             records,
@@ -37,10 +49,10 @@ fn read_all(
         };
         behind.push(millis_behind.expect("told"));
         let empty = records.is_empty();
-        data.extend(records.into_iter().map(|r| r.data));
+        read.extend(records);
         iterator = next.expect("an open shard");
         if empty {
-            return (data, behind);
+            return (read, behind);
         }
     }
 }
@@ -92,16 +104,16 @@ fn iterators_start_where_the_service_would_start_them() {
             &ShardStart::At(KinesisPosition::Latest),
         )
         .expect("the tip");
-    let sequences: Vec<Arc<str>> = [b"a", b"b", b"c"]
-        .iter()
-        .map(|data| {
-            kinesis
-                .put("orders", record("k", *data))
-                .expect("written")
-                .record
-                .sequence
-        })
-        .collect();
+    for data in [b"a", b"b", b"c"] {
+        kinesis.put("orders", record("k", data)).expect("written");
+    }
+    let (written, _) = read_records(
+        &kinesis,
+        "orders",
+        &ShardStart::At(KinesisPosition::TrimHorizon),
+        10,
+    );
+    let sequences: Vec<Arc<str>> = written.into_iter().map(|r| r.sequence).collect();
     let (all, _) = read_all(
         &kinesis,
         "orders",
@@ -168,17 +180,18 @@ fn what_was_published_reads_back_in_write_order_over_every_shard() {
     kinesis.ensure_stream("orders", Some(4)).expect("created");
     let mut shards = std::collections::HashSet::new();
     for n in 0..40u8 {
-        let appended = kinesis
+        let partition_key = format!("key-{n}");
+        shards.insert(shard_of(&partition_key, 4));
+        kinesis
             .put(
                 "orders",
                 OutRecord {
                     data: Bytes::from(vec![n]),
-                    partition_key: format!("key-{n}"),
+                    partition_key,
                     explicit_hash_key: None,
                 },
             )
             .expect("written");
-        shards.insert(appended.shard);
     }
     assert!(shards.len() > 1, "the keys spread");
     let published: Vec<u8> = kinesis

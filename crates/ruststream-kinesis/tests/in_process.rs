@@ -1,7 +1,6 @@
-//! `TestApp` on the shard reader over the in-process Kinesis (the temporary
-//! `KinesisBroker::in_process_reader` switch): what in-process mode promises still holds there
+//! `TestApp` on the shard reader over the in-process Kinesis: what in-process mode promises
 //! (no lease store consulted, a stream that does not exist refused, delayed redeliveries on the
-//! test's clock), and what the reader adds (the initial position is honoured).
+//! test's clock, the initial position honoured).
 #![cfg(feature = "testing")]
 
 use std::sync::Arc;
@@ -51,10 +50,6 @@ impl LeaseStore for Untouchable {
     fn check(&self) -> LeaseFuture<'_, ()> {
         panic!("in process, the configured lease store was checked")
     }
-}
-
-fn reader() -> KinesisBroker {
-    KinesisBroker::new().in_process_reader(true)
 }
 
 /// Counts its calls and answers what `outcome` says of each (numbered from 0).
@@ -126,7 +121,7 @@ async fn each_handled_before_its_publish_returns(
 
 #[tokio::test]
 async fn the_configured_lease_store_is_never_called() {
-    let broker = reader().lease_store(Arc::new(Untouchable));
+    let broker = KinesisBroker::new().lease_store(Arc::new(Untouchable));
     let source = KinesisStream::new("reader-untouched").create_if_missing(2);
     each_handled_before_its_publish_returns(broker, "reader-untouched", source).await;
 }
@@ -136,7 +131,7 @@ async fn a_fan_out_subscription_handles_each_publish_before_it_returns() {
     let source = KinesisStream::new("reader-fan-out")
         .create_if_missing(2)
         .enhanced_fan_out("warehouse");
-    each_handled_before_its_publish_returns(reader(), "reader-fan-out", source).await;
+    each_handled_before_its_publish_returns(KinesisBroker::new(), "reader-fan-out", source).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -150,7 +145,7 @@ async fn a_delayed_redelivery_comes_on_the_tests_clock_and_the_shard_reads_on_af
             HandlerOutcome::ack()
         }
     };
-    let tb = TestApp::start(app(reader(), source, &calls, first_later))
+    let tb = TestApp::start(app(KinesisBroker::new(), source, &calls, first_later))
         .await
         .unwrap();
     let orders = tb.broker::<KinesisBroker>();
@@ -187,7 +182,10 @@ async fn a_delayed_redelivery_comes_on_the_tests_clock_and_the_shard_reads_on_af
 async fn a_subscription_to_a_stream_that_does_not_exist_fails_the_start() {
     let calls = Arc::new(AtomicUsize::new(0));
     let source = KinesisStream::new("reader-undeclared");
-    let started = TestApp::start(app(reader(), source, &calls, |_| HandlerOutcome::ack())).await;
+    let started = TestApp::start(app(KinesisBroker::new(), source, &calls, |_| {
+        HandlerOutcome::ack()
+    }))
+    .await;
     let err = started.expect_err("the start fails").to_string();
     assert!(err.contains("reader-undeclared"), "{err}");
 }
@@ -196,7 +194,7 @@ async fn a_subscription_to_a_stream_that_does_not_exist_fails_the_start() {
 /// position; the reader starts where the position says, as it does live.
 #[tokio::test]
 async fn a_subscription_from_the_oldest_record_reads_what_was_written_before_it() {
-    let shared = reader();
+    let shared = KinesisBroker::new();
     let earlier = Arc::new(AtomicUsize::new(0));
     let at_tip = KinesisStream::new("reader-backlog").create_if_missing(1);
     let tb = TestApp::start(app(shared.clone(), at_tip, &earlier, |_| {
