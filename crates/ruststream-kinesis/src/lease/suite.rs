@@ -993,6 +993,22 @@ impl<'s> Run<'s> {
             after.counter == released.counter,
             "a refused release bumped the notice's counter",
         );
+        self.notice_beats(check, stream, after.counter).await;
+        if let Some(rows) = ok(check, "listing the stream", self.store.list(stream).await) {
+            let keys: Vec<&LeaseKey> = rows.iter().map(|(key, _)| key).collect();
+            expect(
+                check,
+                keys == [&key],
+                &format!("listing {stream:?} beside its notice answered {keys:?}, not just {key}"),
+            );
+        }
+    }
+
+    /// `notices`, continued: beats are recorded without a bump, a beat removes the ones it
+    /// names, and a leave removes its own beat with a bump (`counter`: the notice's before).
+    async fn notice_beats(&self, check: &'static str, stream: &str, counter: u64) {
+        let read =
+            |what: &'static str| async move { ok(check, what, self.store.notice(stream).await) };
         let until = epoch_millis() + self.lease_ms();
         ok(
             check,
@@ -1004,7 +1020,7 @@ impl<'s> Run<'s> {
             .unwrap_or_default();
         expect(
             check,
-            beaten.beats.get(A) == Some(&until) && beaten.counter == after.counter,
+            beaten.beats.get(A) == Some(&until) && beaten.counter == counter,
             &format!("after A's beat until {until} the notice reads {beaten:?}"),
         );
         let forget = [A.to_owned()];
@@ -1030,14 +1046,6 @@ impl<'s> Run<'s> {
             left.beats.is_empty() && left.counter == forgot.counter + 1,
             &format!("after B left the notice reads {left:?}: its beat stays or no bump"),
         );
-        if let Some(rows) = ok(check, "listing the stream", self.store.list(stream).await) {
-            let keys: Vec<&LeaseKey> = rows.iter().map(|(key, _)| key).collect();
-            expect(
-                check,
-                keys == [&key],
-                &format!("listing {stream:?} beside its notice answered {keys:?}, not just {key}"),
-            );
-        }
     }
 
     /// `handoff`: a handoff, asked, then written.
@@ -1103,13 +1111,27 @@ impl<'s> Run<'s> {
             !other,
             "a standing request was replaced by another asker's",
         );
-        let row = self.read(check, &key).await;
+        let counter = self
+            .handoff_seen_by_holder(check, &key, taken.counter)
+            .await;
+        self.handoff_written(check, &key, counter).await;
+    }
+
+    /// `handoff`, continued: the request stands on the row, and the holder's renewal and
+    /// checkpoint answer it; returns the row's counter after them.
+    async fn handoff_seen_by_holder(
+        &self,
+        check: &'static str,
+        key: &LeaseKey,
+        counter: u64,
+    ) -> u64 {
+        let row = self.read(check, key).await;
         expect(
             check,
-            row.counter == taken.counter && row.handoff.as_ref().is_some_and(|asked| asked.to == B),
+            row.counter == counter && row.handoff.as_ref().is_some_and(|asked| asked.to == B),
             &format!("after B's request the row reads {row:?}: no request, or the counter moved"),
         );
-        let renewed = self.renew(check, &key, A).await;
+        let renewed = self.renew(check, key, A).await;
         expect(
             check,
             renewed.handoff.as_ref().is_some_and(|asked| asked.to == B),
@@ -1119,7 +1141,7 @@ impl<'s> Run<'s> {
             check,
             "A checkpoints and renews",
             self.store
-                .checkpoint_and_renew(&key, A, "7", self.lease)
+                .checkpoint_and_renew(key, A, "7", self.lease)
                 .await,
         );
         expect(
@@ -1131,19 +1153,22 @@ impl<'s> Run<'s> {
                 && checkpointed.checkpoint.as_deref() == Some("7"),
             &format!("a checkpoint with renewal answered {checkpointed:?}"),
         );
+        checkpointed.counter
+    }
+
+    /// `handoff`, continued: only the holder hands over, only to the asker, and the asker takes
+    /// the row with the final checkpoint.
+    async fn handoff_written(&self, check: &'static str, key: &LeaseKey, counter: u64) {
         let to_other = self
             .store
-            .hand_over(&key, A, "suite-owner-c", Some("8"), self.lease)
+            .hand_over(key, A, "suite-owner-c", Some("8"), self.lease)
             .await;
         expect(
             check,
             to_other.as_ref().is_err_and(LeaseError::is_fenced),
             &format!("a handoff to an instance that did not ask answered {to_other:?}"),
         );
-        let by_other = self
-            .store
-            .hand_over(&key, B, B, Some("8"), self.lease)
-            .await;
+        let by_other = self.store.hand_over(key, B, B, Some("8"), self.lease).await;
         expect(
             check,
             by_other.as_ref().is_err_and(LeaseError::is_fenced),
@@ -1153,12 +1178,10 @@ impl<'s> Run<'s> {
         ok(
             check,
             "A hands the row to B",
-            self.store
-                .hand_over(&key, A, B, Some("9"), self.lease)
-                .await,
+            self.store.hand_over(key, A, B, Some("9"), self.lease).await,
         );
         let handed = self
-            .read_expecting(check, &key, Some(B), Some("9"), checkpointed.counter)
+            .read_expecting(check, key, Some(B), Some("9"), counter)
             .await;
         expect(
             check,
@@ -1166,13 +1189,13 @@ impl<'s> Run<'s> {
                 && handed.expiry_ms + 50 + millis(SKEW_TOLERANCE) >= before + self.lease_ms(),
             &format!("the handed row reads {handed:?}: the request stays, or no lease for B"),
         );
-        let after_a = self.store.renew(&key, A, self.lease).await;
+        let after_a = self.store.renew(key, A, self.lease).await;
         expect(
             check,
             after_a.as_ref().is_err_and(LeaseError::is_fenced),
             "the old holder renewed a row it handed over",
         );
-        let took = self.acquire(check, &key, B).await;
+        let took = self.acquire(check, key, B).await;
         expect(
             check,
             took.checkpoint.as_deref() == Some("9"),
@@ -1182,10 +1205,10 @@ impl<'s> Run<'s> {
             check,
             "A asks B back",
             self.store
-                .ask_handoff(&key, B, took.counter, A, epoch_millis())
+                .ask_handoff(key, B, took.counter, A, epoch_millis())
                 .await,
         );
-        let retaken = self.acquire(check, &key, B).await;
+        let retaken = self.acquire(check, key, B).await;
         expect(
             check,
             retaken.handoff.is_none(),

@@ -9,9 +9,10 @@ use std::sync::{Arc, OnceLock};
 use futures::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 use tokio::time::Sleep;
 
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tracing::Instrument;
 
 use crate::clock::{Instant, sleep_until};
@@ -21,6 +22,7 @@ use crate::delivery::seeker::Source;
 use crate::kinesis::api::{Fetched, FetchedRecord};
 use crate::kinesis::calls::Events;
 use crate::kinesis::fan_out::{Event, Refused};
+use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::kpl;
 use crate::lease::{LeaseKey, LeaseState};
 use crate::settings::position::ShardStart;
@@ -323,39 +325,13 @@ impl Reader {
             let step = decided.take().unwrap_or_else(|| handle.next_read());
             match step {
                 ReadStep::Call(call) => {
-                    let awaits_event = call == Call::NextEvent;
-                    let answered = {
-                        let mut fetch = pin!(self.call(call, &mut events, &mut buffers));
-                        loop {
-                            tokio::select! {
-                                // In this order, and no random draw: a stop comes first.
-                                biased;
-                                () = &mut cancelled => break Answered::Cancelled,
-                                fetch = &mut fetch => break Answered::Fetch(fetch),
-                                // A quiet shard's next event may be seconds away: a seek, a
-                                // handoff or a close drops the subscription instead.
-                                () = &mut woken, if awaits_event => {
-                                    woken.set(handle.read_wake.notified());
-                                    if handle.event_unwanted() {
-                                        break Answered::Unwanted;
-                                    }
-                                }
-                            }
-                        }
-                    };
-                    match answered {
-                        Answered::Fetch(fetch) => {
-                            let (step, spare) = handle.read_answered(fetch);
-                            buffers.keep_records(spare);
-                            decided = Some(step);
-                        }
-                        Answered::Cancelled => handle.cancel_reading(),
-                        Answered::Unwanted => {
-                            events = None;
-                            let (step, _) = handle.read_answered(Fetch::SubscriptionEnded);
-                            decided = Some(step);
-                        }
-                    }
+                    let called = self.call_until_stopped(
+                        call,
+                        (&mut events, &mut buffers),
+                        cancelled.as_mut(),
+                        woken.as_mut(),
+                    );
+                    decided = called.await;
                 }
                 ReadStep::Deliver(record, ticket) => {
                     let message = deliver(&self.env, handle, record, ticket, 1);
@@ -391,6 +367,53 @@ impl Reader {
         }
     }
 
+    /// Makes `call` unless a cancel comes first, or, waiting for a subscription's next event, a
+    /// wake that leaves the event unwanted (a quiet shard's next event may be seconds away: a
+    /// seek, a handoff or a close drops the subscription instead). Answers the step the answer
+    /// decided; `None` after a cancel.
+    async fn call_until_stopped<'a>(
+        &'a self,
+        call: Call,
+        (events, buffers): (&mut Option<Events>, &mut Buffers),
+        mut cancelled: Pin<&mut WaitForCancellationFuture<'a>>,
+        mut woken: Pin<&mut Notified<'a>>,
+    ) -> Option<ReadStep<Record, Instant>> {
+        let handle = &self.handle;
+        let awaits_event = call == Call::NextEvent;
+        let answered = {
+            let mut fetch = pin!(self.call(call, events, buffers));
+            loop {
+                tokio::select! {
+                    // In this order, and no random draw: a stop comes first.
+                    biased;
+                    () = &mut cancelled => break Answered::Cancelled,
+                    fetch = &mut fetch => break Answered::Fetch(fetch),
+                    () = &mut woken, if awaits_event => {
+                        woken.set(handle.read_wake.notified());
+                        if handle.event_unwanted() {
+                            break Answered::Unwanted;
+                        }
+                    }
+                }
+            }
+        };
+        match answered {
+            Answered::Fetch(fetch) => {
+                let (step, spare) = handle.read_answered(fetch);
+                buffers.keep_records(spare);
+                Some(step)
+            }
+            Answered::Cancelled => {
+                handle.cancel_reading();
+                None
+            }
+            Answered::Unwanted => {
+                *events = None;
+                Some(handle.read_answered(Fetch::SubscriptionEnded).0)
+            }
+        }
+    }
+
     /// Makes one Kinesis call; reports a failure, which the machine backs off from.
     async fn call(
         &self,
@@ -405,54 +428,7 @@ impl Reader {
         match call {
             Call::Subscribe(start) => self.subscribe(&start, events).await,
             Call::NextEvent => self.next_event(events, buffers).await,
-            Call::GetRecords(iterator) => {
-                let fetched = env
-                    .kinesis
-                    .get_records(
-                        &env.stream,
-                        &env.shard,
-                        &iterator,
-                        env.batch_size,
-                        buffers.take_fetched(),
-                    )
-                    .await;
-                match fetched {
-                    Ok(Fetched::Records {
-                        records,
-                        next,
-                        millis_behind,
-                    }) => {
-                        if let (Some(first), Some(last)) = (records.first(), records.last()) {
-                            tracing::debug!(
-                                records = records.len(),
-                                first = %first.sequence,
-                                last = %last.sequence,
-                                "read"
-                            );
-                        }
-                        let records = self.decoded(records, millis_behind, buffers);
-                        Fetch::Records {
-                            records,
-                            next,
-                            millis_behind,
-                        }
-                    }
-                    Ok(Fetched::Expired) => {
-                        env.meters.count(ShardCount::IteratorResets, 1);
-                        Fetch::Expired
-                    }
-                    Ok(Fetched::Throttled) => {
-                        env.meters.read_retry(ReadRetry::Throttled);
-                        Fetch::Failed
-                    }
-                    Ok(Fetched::Gone) => Fetch::Gone,
-                    Err(err) => {
-                        env.meters.read_retry(ReadRetry::Failed);
-                        env.report(err);
-                        Fetch::Failed
-                    }
-                }
-            }
+            Call::GetRecords(iterator) => self.get_records(&iterator, buffers).await,
             Call::GetIterator(start) => {
                 match env
                     .kinesis
@@ -467,6 +443,58 @@ impl Reader {
                         Fetch::IteratorFailed
                     }
                 }
+            }
+        }
+    }
+
+    /// One `GetRecords` call from `iterator`; reports a failure, and counts an expired iterator
+    /// and a throttled or failed read.
+    async fn get_records(&self, iterator: &ShardIterator, buffers: &mut Buffers) -> Fetch<Record> {
+        let env = &self.env;
+        let fetched = env
+            .kinesis
+            .get_records(
+                &env.stream,
+                &env.shard,
+                iterator,
+                env.batch_size,
+                buffers.take_fetched(),
+            )
+            .await;
+        match fetched {
+            Ok(Fetched::Records {
+                records,
+                next,
+                millis_behind,
+            }) => {
+                if let (Some(first), Some(last)) = (records.first(), records.last()) {
+                    tracing::debug!(
+                        records = records.len(),
+                        first = %first.sequence,
+                        last = %last.sequence,
+                        "read"
+                    );
+                }
+                let records = self.decoded(records, millis_behind, buffers);
+                Fetch::Records {
+                    records,
+                    next,
+                    millis_behind,
+                }
+            }
+            Ok(Fetched::Expired) => {
+                env.meters.count(ShardCount::IteratorResets, 1);
+                Fetch::Expired
+            }
+            Ok(Fetched::Throttled) => {
+                env.meters.read_retry(ReadRetry::Throttled);
+                Fetch::Failed
+            }
+            Ok(Fetched::Gone) => Fetch::Gone,
+            Err(err) => {
+                env.meters.read_retry(ReadRetry::Failed);
+                env.report(err);
+                Fetch::Failed
             }
         }
     }
