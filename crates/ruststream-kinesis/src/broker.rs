@@ -2,7 +2,6 @@
 //! subscriptions and pairs publishers.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::local_stack::test_credentials;
@@ -15,10 +14,7 @@ use ruststream::{
 };
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::coordinator::twins::Incarnation;
 use crate::delivery::subscriber::Deliveries;
 use crate::kinesis::calls::Kinesis;
 #[cfg(feature = "testing")]
@@ -456,25 +452,19 @@ impl KinesisBroker {
         Self { meters, ..self }
     }
 
-    fn connected(self, transport: Transport) -> ConnectedKinesisBroker {
+    fn connected(self, kinesis: Kinesis) -> ConnectedKinesisBroker {
         ConnectedKinesisBroker {
-            transport,
-            runtime: Handle::current(),
-            closed: Arc::new(AtomicBool::new(false)),
-            cancel: CancellationToken::new(),
-            tasks: TaskTracker::new(),
-            store: self.store,
-            owner: self.owner,
-            timings: self.timings,
+            instance: Instance::new(
+                kinesis,
+                self.store,
+                self.owner,
+                self.timings,
+                self.balance,
+                self.meters,
+            ),
             create_streams: self.create_streams,
-            balance: self.balance,
-            meters: self.meters,
             streams: Registry::default(),
-            incarnation: Incarnation::new(crate::epoch_millis(), rand::random()),
-            pause: Arc::default(),
             record_limits: Arc::default(),
-            #[cfg(feature = "testing")]
-            harness: Arc::default(),
         }
     }
 }
@@ -491,56 +481,35 @@ impl Broker for KinesisBroker {
         let broker = self.metered();
         let client = broker.client().await?;
         broker.check_store().await?;
-        Ok(broker.connected(Transport::Live(client)))
+        Ok(broker.connected(Kinesis::Sdk(client)))
     }
 }
 
 #[cfg(feature = "testing")]
 impl ruststream::testing::InProcess for KinesisBroker {
     async fn connect_in_process(self) -> Result<ConnectedKinesisBroker, KinesisError> {
-        let kinesis = Arc::clone(&self.in_process);
+        let kinesis = Kinesis::InProcess(Arc::clone(&self.in_process), Arc::default());
         // The reader runs on a lease store of the connection's own, never the one configured
         // (a test consults no lease store), with leases no paused clock's jump outlives.
         self.timings_fit_balancing()?;
         let mut broker = self.metered();
         broker.store = Arc::new(MemoryLeaseStore::new());
         broker.timings = broker.timings.in_process();
-        Ok(broker.connected(Transport::InProcess(kinesis)))
+        Ok(broker.connected(kinesis))
     }
-}
-
-/// What the connected broker talks to.
-#[derive(Debug, Clone)]
-pub(crate) enum Transport {
-    Live(Client),
-    #[cfg(feature = "testing")]
-    InProcess(Arc<InProcessKinesis>),
 }
 
 /// The connected broker: opens subscriptions and pairs publishers.
 #[derive(Debug)]
 pub struct ConnectedKinesisBroker {
-    pub(crate) transport: Transport,
-    pub(crate) runtime: Handle,
-    pub(crate) closed: Arc<AtomicBool>,
-    cancel: CancellationToken,
-    tasks: TaskTracker,
-    store: Arc<dyn LeaseStore>,
-    owner: Arc<str>,
-    timings: LeaseTimings,
-    pub(crate) create_streams: Option<u32>,
-    balance: bool,
-    pub(crate) meters: Meters,
+    /// What every subscription of the connection shares, the Kinesis it reads among it.
+    instance: Instance,
+    /// Creates a missing stream with this many shards where a subscription or a test's input
+    /// names it.
+    create_streams: Option<u32>,
     streams: Registry,
-    /// This run of the instance, which its subscriptions record under its owner id.
-    incarnation: Incarnation,
-    /// Whether the instance is paused: an earlier run under its owner id is alive.
-    pause: Arc<crate::live::pause::Pause>,
     /// The largest record of each stream its publishers wrote to.
-    pub(crate) record_limits: crate::publisher::RecordLimits,
-    /// In process: the harness of the `TestApp` this connection runs under.
-    #[cfg(feature = "testing")]
-    harness: Arc<std::sync::OnceLock<ruststream::testing::Coordinator>>,
+    record_limits: crate::publisher::RecordLimits,
 }
 
 impl ConnectedKinesisBroker {
@@ -556,34 +525,16 @@ impl ConnectedKinesisBroker {
     /// This instance's owner id in the lease table.
     #[must_use]
     pub fn owner(&self) -> &str {
-        &self.owner
+        self.instance.owner()
     }
 
     async fn register(&self, name: &str) -> Result<StreamRegistration, KinesisError> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.instance.is_closed() {
             return Err(KinesisError::ShutDown {
                 what: "subscribing",
             });
         }
         self.streams.register(name).await
-    }
-
-    /// What every live subscription of this broker shares, reaching Kinesis through `client`.
-    fn instance(&self, kinesis: Kinesis) -> Instance {
-        Instance {
-            kinesis,
-            store: Arc::clone(&self.store),
-            meters: self.meters.clone(),
-            owner: Arc::clone(&self.owner),
-            timings: self.timings,
-            balance: self.balance,
-            incarnation: self.incarnation,
-            pause: Arc::clone(&self.pause),
-            cancel: self.cancel.clone(),
-            tasks: self.tasks.clone(),
-            runtime: self.runtime.clone(),
-            closed: Arc::clone(&self.closed),
-        }
     }
 
     pub(crate) async fn open(
@@ -603,30 +554,20 @@ impl ConnectedKinesisBroker {
         }
         let registration = self.register(name).await?;
         let capacity = usize::try_from(source.batch_size).unwrap_or(1000).max(64);
-        match &self.transport {
-            Transport::Live(client) => {
-                let kinesis = Kinesis::Sdk(client.clone());
-                self.read(kinesis, source, registration, capacity).await
-            }
-            #[cfg(feature = "testing")]
-            Transport::InProcess(in_process) => {
-                let kinesis = Kinesis::InProcess(Arc::clone(in_process), Arc::clone(&self.harness));
-                self.read(kinesis, source, registration, capacity).await
-            }
-        }
+        self.read(source, registration, capacity).await
     }
 }
 
 impl ConnectedKinesisBroker {
-    /// Opens `source` on `kinesis`: its shards read under leases by the coordinator's readers.
+    /// Opens `source`: its shards read under leases by the coordinator's readers.
     async fn read(
         &self,
-        kinesis: Kinesis,
         source: KinesisStream,
         mut registration: StreamRegistration,
         capacity: usize,
     ) -> Result<KinesisSubscriber, KinesisError> {
         let name = source.name.as_ref();
+        let kinesis = self.instance.kinesis();
         let stream_arn = kinesis
             .ensure_stream(name, source.create_if_missing)
             .await?;
@@ -639,7 +580,7 @@ impl ConnectedKinesisBroker {
             None => None,
         };
         let (tx, rx) = mpsc::channel(capacity);
-        let sub = coordinator::start(self.instance(kinesis), &source, fan_out, tx).await?;
+        let sub = coordinator::start(self.instance.clone(), &source, fan_out, tx).await?;
         registration.closes_with(sub.tasks());
         let deliveries = Deliveries {
             rx,
@@ -698,15 +639,7 @@ impl ConnectedBroker for ConnectedKinesisBroker {
     type Closed = ();
 
     async fn shutdown(self) -> Result<(), KinesisError> {
-        // Later publishes, settlements and seeks fail from here on; readers then stop, write
-        // their final checkpoints and release their leases.
-        self.closed.store(true, Ordering::Release);
-        self.cancel.cancel();
-        self.tasks.close();
-        if tokio::time::timeout(SHUTDOWN_GRACE, self.tasks.wait())
-            .await
-            .is_err()
-        {
+        if !self.instance.shut_down(SHUTDOWN_GRACE).await {
             tracing::warn!(
                 "kinesis shutdown: readers did not finish their final checkpoints within {SHUTDOWN_GRACE:?}"
             );
@@ -777,8 +710,8 @@ impl RedeliveryAddressed<ConnectedKinesisBroker> for KinesisStream {
 #[cfg(feature = "testing")]
 impl ruststream::testing::TestableBroker for ConnectedKinesisBroker {
     fn install_coordinator(&self, coordinator: ruststream::testing::Coordinator) {
-        if let Transport::InProcess(kinesis) = &self.transport {
-            let _ = self.harness.set(coordinator.clone());
+        if let Kinesis::InProcess(kinesis, harness) = self.instance.kinesis() {
+            let _ = harness.set(coordinator.clone());
             kinesis.install_coordinator(coordinator);
         }
     }
@@ -787,7 +720,7 @@ impl ruststream::testing::TestableBroker for ConnectedKinesisBroker {
         // A test's input goes to a stream the service reads; a broker told to create missing
         // streams creates it here as the subscription would have. Kinesis refuses a record for
         // a stream it does not have; so does the test stream, with a warning.
-        if let Transport::InProcess(kinesis) = &self.transport
+        if let Kinesis::InProcess(kinesis, _) = self.instance.kinesis()
             && let Err(err) = kinesis.inject(message, self.create_streams)
         {
             tracing::warn!(error = %err, "in-process kinesis refused an injected record");
@@ -795,9 +728,9 @@ impl ruststream::testing::TestableBroker for ConnectedKinesisBroker {
     }
 
     fn published(&self, name: &str) -> Vec<ruststream::RawMessage> {
-        match &self.transport {
-            Transport::InProcess(kinesis) => kinesis.published(name),
-            Transport::Live(_) => Vec::new(),
+        match self.instance.kinesis() {
+            Kinesis::InProcess(kinesis, _) => kinesis.published(name),
+            Kinesis::Sdk(_) => Vec::new(),
         }
     }
 
@@ -821,17 +754,18 @@ impl ruststream::PublishPolicy<ConnectedKinesisBroker> for crate::KinesisPublish
         self,
         connected: &ConnectedKinesisBroker,
     ) -> Result<crate::KinesisPublisher, ruststream::PairError> {
-        Ok(match &connected.transport {
-            Transport::Live(client) => self.live(
+        let instance = &connected.instance;
+        Ok(match instance.kinesis() {
+            Kinesis::Sdk(client) => self.live(
                 client,
-                &connected.runtime,
-                &connected.closed,
+                instance.runtime(),
+                instance.closed(),
                 &connected.record_limits,
-                &connected.meters,
+                instance.meters(),
             ),
             #[cfg(feature = "testing")]
-            Transport::InProcess(kinesis) => {
-                self.in_process(kinesis, &connected.closed, &connected.record_limits)
+            Kinesis::InProcess(kinesis, _) => {
+                self.in_process(kinesis, instance.closed(), &connected.record_limits)
             }
         })
     }

@@ -4,7 +4,7 @@
 //! reads one of them.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -34,27 +34,99 @@ pub(crate) struct Running {
     pub(super) cancel: CancellationToken,
 }
 
-/// What every live subscription of one connected broker shares.
-#[derive(Debug)]
+/// What every subscription of one connected broker shares: the Kinesis it reads, the lease
+/// store and how this instance holds leases there, this run of the instance, and the broker's
+/// token, tasks, runtime and closed flag. Made once, at connect.
+#[derive(Debug, Clone)]
 pub(crate) struct Instance {
-    /// The Kinesis the subscriptions read from.
-    pub(crate) kinesis: Kinesis,
-    pub(crate) store: Arc<dyn LeaseStore>,
-    pub(crate) meters: Meters,
-    pub(crate) owner: Arc<str>,
-    pub(crate) timings: LeaseTimings,
+    kinesis: Kinesis,
+    store: Arc<dyn LeaseStore>,
+    meters: Meters,
+    owner: Arc<str>,
+    timings: LeaseTimings,
     /// Whether the instances balance the shards by handoffs.
-    pub(crate) balance: bool,
+    balance: bool,
     /// This run of the instance, recorded under its owner id.
-    pub(crate) incarnation: Incarnation,
-    pub(crate) pause: Arc<Pause>,
+    incarnation: Incarnation,
+    /// Whether the instance is paused: an earlier run under its owner id is alive.
+    pause: Arc<Pause>,
     /// The broker's token: cancelled at shutdown.
-    pub(crate) cancel: CancellationToken,
+    cancel: CancellationToken,
     /// The broker's tasks, which its shutdown waits for.
-    pub(crate) tasks: TaskTracker,
-    pub(crate) runtime: tokio::runtime::Handle,
+    tasks: TaskTracker,
+    /// The runtime the broker connected on, where every task of it runs.
+    runtime: tokio::runtime::Handle,
     /// Whether the broker was shut down.
-    pub(crate) closed: Arc<AtomicBool>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Instance {
+    /// The instance a broker connects as, on the current runtime: it reads `kinesis` and holds
+    /// its leases in `store` as `owner` under `timings`, balancing the shards by handoffs when
+    /// `balance`, counting into `meters`; a run of its own, nothing running yet.
+    pub(crate) fn new(
+        kinesis: Kinesis,
+        store: Arc<dyn LeaseStore>,
+        owner: Arc<str>,
+        timings: LeaseTimings,
+        balance: bool,
+        meters: Meters,
+    ) -> Self {
+        Self {
+            kinesis,
+            store,
+            meters,
+            owner,
+            timings,
+            balance,
+            incarnation: Incarnation::new(crate::epoch_millis(), rand::random()),
+            pause: Arc::default(),
+            cancel: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            runtime: tokio::runtime::Handle::current(),
+            closed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The Kinesis the subscriptions read.
+    pub(crate) fn kinesis(&self) -> &Kinesis {
+        &self.kinesis
+    }
+
+    /// Where the broker counts what it does.
+    pub(crate) fn meters(&self) -> &Meters {
+        &self.meters
+    }
+
+    /// This instance's owner id in the lease table.
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The runtime the broker connected on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    /// The broker's closed flag, which publishers and deliveries check too.
+    pub(crate) fn closed(&self) -> &Arc<AtomicBool> {
+        &self.closed
+    }
+
+    /// Whether the broker was shut down.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Shuts the instance down: later publishes, settlements and seeks fail from here on, and
+    /// every reader stops, writes its final checkpoint and releases its lease. Waits for them up
+    /// to `grace`; `false` when they did not finish within it.
+    pub(crate) async fn shut_down(&self, grace: Duration) -> bool {
+        self.closed.store(true, Ordering::Release);
+        self.cancel.cancel();
+        self.tasks.close();
+        tokio::time::timeout(grace, self.tasks.wait()).await.is_ok()
+    }
 }
 
 /// One live subscription: its settings, its channel, and the shards it reads.
