@@ -59,7 +59,7 @@
 //!     })
 //! }
 //!
-//! // In process: no AWS account, no lease store.
+//! // In process: no AWS account, and no lease store of yours is called.
 //! pub async fn test() -> Result<(), Box<dyn std::error::Error>> {
 //!     let tb = ruststream::testing::TestApp::start(app()).await?;
 //!     let orders = tb.broker::<KinesisBroker>();

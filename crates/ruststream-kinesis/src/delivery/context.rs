@@ -245,7 +245,7 @@ context_key!(
     ///     })
     /// }
     ///
-    /// // In process: no AWS account, no lease store.
+    /// // In process: no AWS account, and no lease store of yours is called.
     /// pub async fn test() -> Result<(), Box<dyn std::error::Error>> {
     ///     let tb = ruststream::testing::TestApp::start(app()).await?;
     ///     tb.broker::<KinesisBroker>().message(&Order { id: 7 }).publish().await?;

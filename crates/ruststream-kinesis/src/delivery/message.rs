@@ -25,20 +25,19 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
     /// the seek that made it stale) delivers it again.
     fn on_forget(&self, ticket: Ticket);
 
-    /// Delivers `record` of `shard` again after `delay`; it was delivered `attempt` times so
-    /// far, and stays unsettled meanwhile.
+    /// Delivers `record` again after `delay`; it was delivered `attempt` times so far, and
+    /// stays unsettled meanwhile.
     fn on_hand_back(
         &self,
         ticket: Ticket,
         record: Record,
-        shard: &Arc<str>,
         attempt: u64,
         delay: Duration,
     ) -> Result<(), AckError>;
 
-    /// Whether the record of `shard` may still reach a handler now. A live shard whose lease
-    /// ran out by this instance's clock stops here, which also ends its reader.
-    fn standing(&self, ticket: Ticket, shard: &str) -> Standing;
+    /// Whether the record may still reach a handler now. A shard whose lease ran out by this
+    /// instance's clock stops here, which also ends its reader.
+    fn standing(&self, ticket: Ticket) -> Standing;
 }
 
 /// A delivery's hold on what it settles against, released once.
@@ -188,10 +187,9 @@ impl KinesisMessage {
         }
         let record = self.record.clone();
         match self.settle.take() {
-            Some(hold) => {
-                hold.target
-                    .on_hand_back(hold.ticket, record, &self.shard, self.attempt, delay)
-            }
+            Some(hold) => hold
+                .target
+                .on_hand_back(hold.ticket, record, self.attempt, delay),
             None => Ok(()),
         }
     }
@@ -199,17 +197,15 @@ impl KinesisMessage {
     /// Whether this delivery may still reach its handler (the filter in front of the handlers
     /// asks).
     pub(crate) fn is_current(&self) -> bool {
-        self.settle.as_ref().is_none_or(|hold| {
-            hold.target
-                .standing(hold.ticket, &self.shard)
-                .reaches_handler()
-        })
+        self.settle
+            .as_ref()
+            .is_none_or(|hold| hold.target.standing(hold.ticket).reaches_handler())
     }
 
     /// Why this delivery may not reach its handler now, if it may not.
     fn withheld(&self) -> Option<String> {
         let hold = self.settle.as_ref()?;
-        let check = hold.target.standing(hold.ticket, &self.shard);
+        let check = hold.target.standing(hold.ticket);
         if check.reaches_handler() {
             return None;
         }

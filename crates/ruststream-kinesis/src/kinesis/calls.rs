@@ -1,8 +1,7 @@
-//! The Kinesis a subscription reads from, as one value its drivers call: [`Kinesis`]. Today it
-//! is the service, through the official SDK ([`super::api`], [`super::fan_out`]); it is an enum
-//! so that a Kinesis of another kind (the in-process one planned in
-//! `docs/design/in-process-on-the-real-reader.md`) can sit under the same readers and
-//! coordinator. Dispatch is a `match`: no boxed future and no allocation per call.
+//! The Kinesis a subscription reads from, as one value its drivers call: [`Kinesis`]. Either the
+//! service, through the official SDK ([`super::api`], [`super::fan_out`]), or the in-process
+//! Kinesis `TestApp` runs on (feature `testing`, `super::in_process`), under the same readers
+//! and coordinator. Dispatch is a `match`: no boxed future and no allocation per call.
 
 #[cfg(feature = "testing")]
 use std::sync::Arc;
@@ -186,6 +185,15 @@ impl Events {
             Self::Sdk(events) => fan_out::next_event(events, stream, consumer, shard).await,
             #[cfg(feature = "testing")]
             Self::InProcess(events) => Ok(events.next().await),
+        }
+    }
+
+    /// Where an in-process subscription brings its next event from; `None` from the service.
+    #[cfg(feature = "testing")]
+    pub(crate) fn in_process_position(&self) -> Option<u64> {
+        match self {
+            Self::Sdk(_) => None,
+            Self::InProcess(events) => Some(events.position()),
         }
     }
 }

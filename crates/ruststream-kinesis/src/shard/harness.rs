@@ -4,6 +4,8 @@
 
 #[cfg(feature = "testing")]
 use std::sync::Arc;
+#[cfg(feature = "testing")]
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(feature = "testing")]
 use crate::kinesis::in_process::{Delivering, Tap};
@@ -15,13 +17,25 @@ use crate::kinesis::iterator::ShardIterator;
 pub(crate) struct Harness {
     #[cfg(feature = "testing")]
     tap: Option<Arc<Tap>>,
+    /// Where the reader's enhanced fan-out subscription brings its next event from, once it
+    /// waits for one ([`NO_EVENTS`] before, and after a seek): a fan-out reader holds no
+    /// iterator to be quiet at. Written under the machine's lock.
+    #[cfg(feature = "testing")]
+    events_at: AtomicU64,
 }
+
+/// No fan-out subscription's position is known.
+#[cfg(feature = "testing")]
+const NO_EVENTS: u64 = u64::MAX;
 
 impl Harness {
     /// The harness of a reader with `tap`.
     #[cfg(feature = "testing")]
     pub(crate) fn of(tap: Option<Arc<Tap>>) -> Self {
-        Self { tap }
+        Self {
+            tap,
+            events_at: AtomicU64::new(NO_EVENTS),
+        }
     }
 
     /// The reader's tap.
@@ -73,17 +87,35 @@ impl Harness {
     pub(crate) fn moved_to(&self, iterator: &crate::kinesis::iterator::ShardIterator) {
         #[cfg(feature = "testing")]
         if let (Some(tap), Some((_, _, position))) = (&self.tap, iterator.in_process()) {
+            // A subscription of the old position brings no more events.
+            self.events_at.store(NO_EVENTS, Ordering::Relaxed);
             tap.moved_to(position);
         }
         #[cfg(not(feature = "testing"))]
         let _ = iterator;
     }
 
-    /// The shard has nothing to do but wait for news, and reads on from `iterator` (under the
-    /// machine's lock): units no delivery took are let go if nothing lies past it.
+    /// The reader's fan-out subscription waits for its next event, from `position`; `None`:
+    /// the reader has no subscription (under the machine's lock).
     #[cfg(feature = "testing")]
-    pub(crate) fn quiet_at(&self, iterator: &ShardIterator) {
-        if let (Some(tap), Some((_, _, position))) = (&self.tap, iterator.in_process()) {
+    pub(crate) fn events_at(&self, position: Option<u64>) {
+        self.events_at
+            .store(position.unwrap_or(NO_EVENTS), Ordering::Relaxed);
+    }
+
+    /// The shard has nothing to do but wait for news, and reads on from `iterator`, or without
+    /// one from where its fan-out subscription brings its next event (under the machine's
+    /// lock): units no delivery took are let go if nothing lies past it.
+    #[cfg(feature = "testing")]
+    pub(crate) fn quiet_at(&self, iterator: Option<&ShardIterator>) {
+        let Some(tap) = &self.tap else {
+            return;
+        };
+        let position = match iterator {
+            Some(iterator) => iterator.in_process().map(|(_, _, position)| position),
+            None => Some(self.events_at.load(Ordering::Relaxed)).filter(|at| *at != NO_EVENTS),
+        };
+        if let Some(position) = position {
             tap.release_if_read_to(position);
         }
     }
@@ -144,10 +176,30 @@ impl super::ShardHandle {
             return;
         }
         let machine = self.lock();
-        if machine.is_quiet(crate::clock::Instant::now())
-            && let Some(iterator) = machine.iterator()
-        {
-            self.harness.quiet_at(iterator);
+        if machine.is_quiet(crate::clock::Instant::now()) {
+            self.harness.quiet_at(machine.iterator());
         }
+    }
+
+    /// The reader's fan-out subscription is about to wait for its next event, which it brings
+    /// from `position` of the in-process shard: from there on, a quiet shard is quiet at it.
+    /// `None`: the reader makes another call, which drops its subscription (so no later check
+    /// takes a subscription's position that no longer holds).
+    #[cfg(feature = "testing")]
+    pub(crate) fn events_at(&self, position: Option<u64>) {
+        if self.harness.tap().is_none() {
+            return;
+        }
+        let Some(position) = position else {
+            // Forgetting a position is safe at any moment: no lock.
+            self.harness.events_at(None);
+            return;
+        };
+        {
+            // Under the lock, so a seek's reset (under it too) comes before or after, whole.
+            let _machine = self.lock();
+            self.harness.events_at(Some(position));
+        }
+        self.release_if_quiet();
     }
 }

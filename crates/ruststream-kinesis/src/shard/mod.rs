@@ -402,7 +402,6 @@ impl Settlement for ShardHandle {
         &self,
         ticket: Ticket,
         record: Record,
-        _shard: &Arc<str>,
         attempt: u64,
         delay: Duration,
     ) -> Result<(), AckError> {
@@ -410,7 +409,7 @@ impl Settlement for ShardHandle {
             .map_err(|err| AckError::Broker(Box::new(err)))
     }
 
-    fn standing(&self, ticket: Ticket, _shard: &str) -> Standing {
+    fn standing(&self, ticket: Ticket) -> Standing {
         let standing = self.lock().standing(ticket, Instant::now(), epoch_millis());
         if standing.stops_shard() {
             // Another instance may hold the shard by now; stopping it also ends its reader, so

@@ -24,6 +24,11 @@ pub(crate) struct InProcessEvents {
 }
 
 impl InProcessEvents {
+    /// Where the next event brings records from.
+    pub(crate) fn position(&self) -> u64 {
+        self.position
+    }
+
     /// The next event: the records past the subscription's position (the wait for them enabled
     /// before they are looked for, so a write between the two is not missed).
     pub(crate) async fn next(&mut self) -> Event {

@@ -41,8 +41,6 @@ pub(crate) struct InProcessKinesis {
     streams: Mutex<Streams>,
     /// How many records were written, to every stream: the next sequence number.
     written: AtomicU64,
-    /// `TestApp`'s harness, which counts the work in flight.
-    harness: OnceLock<Coordinator>,
 }
 
 #[derive(Debug, Default)]
@@ -171,9 +169,7 @@ impl InProcessKinesis {
         })
     }
 
-    /// One `GetRecords` call from `iterator`, for at most `limit` records: what lies there (its
-    /// bytes shared, not copied), the iterator after it, and how far behind the shard's newest
-    /// record the last one returned is (at least 1 ms while any follows it).
+    /// One `GetRecords` call from `iterator`, for at most `limit` records, in a new `Vec`.
     #[cfg(test)]
     pub(crate) fn get_records(
         &self,
@@ -183,7 +179,10 @@ impl InProcessKinesis {
         self.get_records_into(iterator, limit, Vec::new())
     }
 
-    /// [`get_records`](Self::get_records), its records put in `buffer` (emptied first).
+    /// One `GetRecords` call from `iterator`, for at most `limit` records, put in `buffer`
+    /// (emptied first): what lies there (its bytes shared, not copied), the iterator after it,
+    /// and how far behind the shard's newest record the last one returned is (at least 1 ms
+    /// while any follows it).
     pub(crate) fn get_records_into(
         &self,
         iterator: &ShardIterator,
@@ -346,11 +345,6 @@ impl InProcessKinesis {
             }
             None => false,
         });
-    }
-
-    /// The harness's coordinator, which counts deliveries in flight and drives delayed ones.
-    pub(crate) fn install_coordinator(&self, coordinator: Coordinator) {
-        let _ = self.harness.set(coordinator);
     }
 
     /// A tap for a reader of the shard `iterator` reads, which owes every record from there on

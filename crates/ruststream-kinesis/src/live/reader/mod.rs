@@ -325,13 +325,14 @@ impl Reader {
             let step = decided.take().unwrap_or_else(|| handle.next_read());
             match step {
                 ReadStep::Call(call) => {
-                    let called = self.call_until_stopped(
-                        call,
-                        (&mut events, &mut buffers),
-                        cancelled.as_mut(),
-                        woken.as_mut(),
-                    );
-                    decided = called.await;
+                    decided = self
+                        .call_until_stopped(
+                            call,
+                            (&mut events, &mut buffers),
+                            cancelled.as_mut(),
+                            woken.as_mut(),
+                        )
+                        .await;
                 }
                 ReadStep::Deliver(record, ticket) => {
                     let message = deliver(&self.env, handle, record, ticket, 1);
@@ -380,6 +381,17 @@ impl Reader {
     ) -> Option<ReadStep<Record, Instant>> {
         let handle = &self.handle;
         let awaits_event = call == Call::NextEvent;
+        // In process, a fan-out reader is quiet where its subscription brings its next event;
+        // any other call drops the subscription, and a new one starts elsewhere. (A polling
+        // reader never subscribes.)
+        #[cfg(feature = "testing")]
+        if events.is_some() || matches!(call, Call::Subscribe(_)) {
+            handle.events_at(if awaits_event {
+                events.as_ref().and_then(Events::in_process_position)
+            } else {
+                None
+            });
+        }
         let answered = {
             let mut fetch = pin!(self.call(call, events, buffers));
             loop {

@@ -1,6 +1,8 @@
 //! The in-process Kinesis's calls: streams refused or created, iterators at every kind of
 //! start, reads in pages, and what was published read back in write order.
 
+mod test_app;
+
 use std::time::{Duration, SystemTime};
 
 use super::*;
