@@ -228,3 +228,80 @@ async fn a_subscription_from_the_oldest_record_reads_what_was_written_before_it(
     );
     tb.shutdown().await.unwrap();
 }
+
+/// Two `TestApp`s at once on clones of one broker share its streams, and each counts its own
+/// work: a publish through one returns once its own handler settled, and the other's readers
+/// owe their harness what they read of it, handled by the time a publish through the other
+/// returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_test_apps_on_clones_of_one_broker_each_count_their_own_work() {
+    let shared = KinesisBroker::new();
+    let source = || KinesisStream::new("reader-clones").create_if_missing(2);
+    let (first_calls, second_calls) =
+        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let ack = |_| HandlerOutcome::ack();
+    let first = TestApp::start(app(shared.clone(), source(), &first_calls, ack))
+        .await
+        .unwrap();
+    let second = TestApp::start(app(shared, source(), &second_calls, ack))
+        .await
+        .unwrap();
+    for n in 0..3 {
+        first
+            .broker::<KinesisBroker>()
+            .message(&format!("order-{n}"))
+            .to("reader-clones")
+            .publish()
+            .await
+            .unwrap();
+        assert_eq!(first_calls.load(Ordering::SeqCst), n + 1);
+    }
+    second
+        .broker::<KinesisBroker>()
+        .message(&"order-3".to_owned())
+        .to("reader-clones")
+        .publish()
+        .await
+        .unwrap();
+    assert_eq!(
+        second_calls.load(Ordering::SeqCst),
+        4,
+        "the second service read every record of the shared stream"
+    );
+    first.shutdown().await.unwrap();
+    second.shutdown().await.unwrap();
+}
+
+/// A test's input to a stream nobody declared is refused, as Kinesis refuses it (with a
+/// warning): the publish returns, nothing is handled, nothing is recorded as published, and
+/// the harness is owed nothing for it.
+#[tokio::test]
+async fn an_input_to_a_stream_nobody_declared_is_refused_and_owes_nothing() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let source = KinesisStream::new("reader-declared").create_if_missing(1);
+    let tb = TestApp::start(app(KinesisBroker::new(), source, &calls, |_| {
+        HandlerOutcome::ack()
+    }))
+    .await
+    .unwrap();
+    let orders = tb.broker::<KinesisBroker>();
+    orders
+        .message(&"lost".to_owned())
+        .to("reader-undeclared")
+        .publish()
+        .await
+        .unwrap();
+    orders.published::<String>("reader-undeclared").assert_not_called();
+    orders
+        .message(&"kept".to_owned())
+        .to("reader-declared")
+        .publish()
+        .await
+        .unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "only the declared stream's input"
+    );
+    tb.shutdown().await.unwrap();
+}
