@@ -8,7 +8,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ticket {
     pub(crate) generation: u64,
-    pub(crate) index: u64,
+    index: u64,
 }
 
 #[derive(Debug)]

@@ -291,7 +291,9 @@ async fn an_input_to_a_stream_nobody_declared_is_refused_and_owes_nothing() {
         .publish()
         .await
         .unwrap();
-    orders.published::<String>("reader-undeclared").assert_not_called();
+    orders
+        .published::<String>("reader-undeclared")
+        .assert_not_called();
     orders
         .message(&"kept".to_owned())
         .to("reader-declared")

@@ -44,11 +44,11 @@ pub(crate) struct Ask {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Shares {
     /// The open shards.
-    pub(crate) open: usize,
+    open: usize,
     /// The instances.
-    pub(crate) instances: usize,
+    instances: usize,
     /// This instance's: read, handed to it, or asked for by it.
-    pub(crate) mine: usize,
+    mine: usize,
     /// This instance's owner id.
     owner: String,
     /// The shards each other live holder holds that no standing handoff asks for, by

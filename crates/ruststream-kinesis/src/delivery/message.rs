@@ -43,8 +43,15 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
 /// A delivery's hold on what it settles against, released once.
 #[derive(Debug)]
 pub(crate) struct Hold {
-    pub(crate) target: Arc<dyn Settlement>,
-    pub(crate) ticket: Ticket,
+    target: Arc<dyn Settlement>,
+    ticket: Ticket,
+}
+
+impl Hold {
+    /// A hold on `target` for the delivery with `ticket`.
+    pub(crate) fn new(target: Arc<dyn Settlement>, ticket: Ticket) -> Self {
+        Self { target, ticket }
+    }
 }
 
 /// How a delivery stands where its handler starts: whether it may still reach it. The shard's
@@ -115,6 +122,26 @@ pub struct KinesisMessage {
 struct Withheld(String);
 
 impl KinesisMessage {
+    /// The `attempt`th delivery of `record`, read from `shard` of `stream` by the subscription
+    /// `seeker` moves, settled through `settle`.
+    pub(crate) fn new(
+        record: Record,
+        (stream, shard): (Arc<str>, Arc<str>),
+        attempt: u64,
+        seeker: KinesisSeeker,
+        settle: Hold,
+    ) -> Self {
+        Self {
+            record,
+            stream,
+            shard,
+            attempt,
+            seeker,
+            refused: OnceLock::new(),
+            settle: Some(settle),
+        }
+    }
+
     /// The stream the record was read from.
     #[must_use]
     pub fn stream(&self) -> &str {

@@ -291,9 +291,9 @@ pub(crate) fn application_admits(ours: Option<&str>, theirs: Option<&str>) -> bo
 #[cfg(any(test, feature = "dynamodb-lease"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Effect<'a> {
-    pub(crate) owner: Option<&'a str>,
-    pub(crate) expiry_ms: Option<u64>,
-    pub(crate) checkpoint: Option<&'a str>,
+    owner: Option<&'a str>,
+    expiry_ms: Option<u64>,
+    checkpoint: Option<&'a str>,
 }
 
 /// Whether `row`, which refused a held write conditioned on the counter `seen` (`None`: on the

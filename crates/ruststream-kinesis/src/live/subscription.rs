@@ -153,10 +153,10 @@ pub(crate) struct Subscription {
     /// Which of the coordinator's upkeep calls keep failing.
     pub(super) upkeeps: Upkeeps,
     /// This subscription's tasks, which a later subscription to the stream waits for.
-    pub(super) tasks: TaskTracker,
+    tasks: TaskTracker,
     /// The broker's tasks, which its shutdown waits for.
-    pub(super) broker_tasks: TaskTracker,
-    pub(super) runtime: tokio::runtime::Handle,
+    broker_tasks: TaskTracker,
+    runtime: tokio::runtime::Handle,
     pub(super) broker_closed: Arc<AtomicBool>,
     pub(super) running: Mutex<HashMap<Arc<str>, Running>>,
     /// What the readers and the seeks told the coordinator, in order, applied by its driver

@@ -57,7 +57,7 @@ pub(crate) struct Cleaned {
     /// `host[:port]`, what a log line or a description may say.
     pub(crate) authority: String,
     /// Whether user-info, a query or a fragment was dropped.
-    pub(crate) dropped: bool,
+    dropped: bool,
 }
 
 /// `url` without its user-info, query and fragment; an error saying what is wrong (never the

@@ -26,7 +26,7 @@ pub(crate) struct Redelivery<R, T> {
     /// How many times it was delivered so far.
     pub(crate) attempts: u64,
     /// Not before this moment.
-    pub(crate) due: T,
+    due: T,
 }
 
 /// A shard's stall, begun or over ([`ShardMachine::stall_check`]).

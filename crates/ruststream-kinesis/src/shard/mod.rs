@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::clock::Instant;
 
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 
 use ruststream::AckError;
 
@@ -36,14 +37,14 @@ pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 /// One shard this instance holds the lease of.
 #[derive(Debug)]
 pub(crate) struct ShardHandle {
-    pub(crate) key: LeaseKey,
+    key: LeaseKey,
     machine: Mutex<ShardMachine<Instant, Record>>,
     /// Wakes the lease writer: a checkpoint is pending, the shard is closing or stopped.
-    pub(crate) wake: Notify,
+    wake: Notify,
     /// Wakes the reader: a seek, room in the window, a drained shard, a stop.
-    pub(crate) read_wake: Notify,
+    read_wake: Notify,
     /// Wakes the redelivery task when a record was handed back.
-    pub(crate) handed_back: Notify,
+    handed_back: Notify,
     /// Wakes whoever waits for the lease to end (the reader's `finish`).
     ended: Notify,
     /// Whether the broker was shut down: settlements then answer an error.
@@ -73,6 +74,26 @@ pub(crate) struct Answered {
 }
 
 impl ShardHandle {
+    /// The shard's row in the lease table.
+    pub(crate) fn key(&self) -> &LeaseKey {
+        &self.key
+    }
+
+    /// The lease writer's next wake: a checkpoint is pending, the shard is closing or stopped.
+    pub(crate) fn writer_wake(&self) -> Notified<'_> {
+        self.wake.notified()
+    }
+
+    /// The reader's next wake: a seek, room in the window, a drained shard, a stop.
+    pub(crate) fn reader_wake(&self) -> Notified<'_> {
+        self.read_wake.notified()
+    }
+
+    /// The redelivery task's next wake: a record was handed back.
+    pub(crate) fn redelivery_wake(&self) -> Notified<'_> {
+        self.handed_back.notified()
+    }
+
     /// The handle of a shard held as `machine` says, with no harness (the tests' handle).
     #[cfg(test)]
     pub(crate) fn new(

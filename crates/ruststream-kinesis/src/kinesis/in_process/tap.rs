@@ -28,7 +28,7 @@ use super::InProcessKinesis;
 /// One reader's tap on its shard.
 #[derive(Debug)]
 pub(crate) struct Tap {
-    pub(super) kinesis: Arc<InProcessKinesis>,
+    kinesis: Arc<InProcessKinesis>,
     pub(super) stream: u32,
     pub(super) shard: u32,
     /// Units counted for written records and not yet taken over by a delivery.
@@ -36,7 +36,7 @@ pub(crate) struct Tap {
     /// Units counted for records coming back and not yet taken over by their redelivery.
     owed_back: AtomicUsize,
     /// Wakes the reader: a record was written to its shard.
-    pub(crate) news: Notify,
+    news: Notify,
     /// The harness, when a `TestApp` runs: the reader's connection's, when it started.
     coordinator: Option<Coordinator>,
     closed: AtomicBool,
@@ -87,6 +87,11 @@ impl Tap {
     /// `n` units owed for records written. Called under the streams' lock.
     pub(super) fn owe(&self, n: usize) {
         self.add(&self.owed, n);
+    }
+
+    /// What wakes the reader: a record was written to its shard.
+    pub(crate) fn news(&self) -> &Notify {
+        &self.news
     }
 
     /// A record was written to the shard (under the streams' lock): one unit owed, and the

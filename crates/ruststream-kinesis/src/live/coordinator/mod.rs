@@ -149,11 +149,7 @@ impl Subscription {
             start = %start,
             "lease taken; reading the shard"
         );
-        let reader = Reader {
-            env,
-            handle,
-            cancel,
-        };
+        let reader = Reader::new(env, handle, cancel);
         // Everything the reader's tasks log (its lease's release, handoff or loss, its
         // calls' failures) carries the shard it reads.
         let span = tracing::info_span!(

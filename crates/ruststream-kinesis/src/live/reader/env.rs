@@ -4,40 +4,11 @@
 //! resolves a handler's seek and hears how the reader ended).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::mpsc;
-
+use super::ShardEnv;
 use crate::KinesisError;
-use crate::delivery::message::Item;
-use crate::kinesis::calls::Kinesis;
-use crate::kinesis::fan_out::Consumer;
-use crate::lease::LeaseStore;
 use crate::live::subscription::Subscription;
-use crate::telemetry::{LeaseEvent, ShardMeters};
-
-/// One shard reader's world.
-#[derive(Debug)]
-pub(crate) struct ShardEnv {
-    pub(super) stream: Arc<str>,
-    pub(super) shard: Arc<str>,
-    pub(super) owner: Arc<str>,
-    pub(super) store: Arc<dyn LeaseStore>,
-    pub(super) kinesis: Kinesis,
-    pub(super) meters: ShardMeters,
-    /// How long a lease the store writes.
-    pub(super) lease: Duration,
-    pub(super) batch_size: u32,
-    /// How long a subscription may send nothing before it counts as dead; `None`: no limit.
-    pub(super) event_silence: Option<Duration>,
-    /// How long the shard may deliver nothing while records wait before it counts as stalled.
-    pub(super) stall_after: Duration,
-    /// The enhanced fan-out consumer the shard is read through; `None`: polling.
-    pub(super) fan_out: Option<Consumer>,
-    pub(super) tx: mpsc::Sender<Item>,
-    /// The subscription the shard is read for.
-    pub(super) home: Arc<Subscription>,
-}
+use crate::telemetry::LeaseEvent;
 
 impl ShardEnv {
     /// The world of the reader of `shard` of `home`'s stream.

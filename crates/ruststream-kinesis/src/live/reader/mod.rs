@@ -4,33 +4,37 @@
 //! shard ends by being handed back (released, or `SHARD_END`).
 
 use std::pin::{Pin, pin};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
-use tokio::sync::Notify;
+use std::time::Duration;
+
 use tokio::sync::futures::Notified;
+use tokio::sync::{Notify, mpsc};
 use tokio::time::Sleep;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tracing::Instrument;
 
 use crate::clock::{Instant, sleep_until};
-use crate::delivery::message::{Hold, Settlement};
+use crate::delivery::message::{Hold, Item, Settlement};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
 use crate::kinesis::api::{Fetched, FetchedRecord};
 use crate::kinesis::calls::Events;
-use crate::kinesis::fan_out::{Event, Refused};
+use crate::kinesis::calls::Kinesis;
+use crate::kinesis::fan_out::{Consumer, Event, Refused};
 use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::kpl;
-use crate::lease::{LeaseKey, LeaseState};
+use crate::lease::{LeaseKey, LeaseState, LeaseStore};
+use crate::live::subscription::Subscription;
 use crate::settings::position::ShardStart;
 use crate::shard::{
     Answer, Call, Close, Ending, Fetch, LeaseNews, Next, ReadStep, Redeliver, ShardHandle, Stall,
     Stop, Write,
 };
-use crate::telemetry::{ReadRetry, ShardCount};
+use crate::telemetry::{ReadRetry, ShardCount, ShardMeters};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 mod buffers;
@@ -38,13 +42,50 @@ mod env;
 mod news;
 
 use buffers::Buffers;
-pub(crate) use env::ShardEnv;
+
+/// One shard reader's world (made in `env.rs`).
+#[derive(Debug)]
+pub(crate) struct ShardEnv {
+    stream: Arc<str>,
+    shard: Arc<str>,
+    owner: Arc<str>,
+    store: Arc<dyn LeaseStore>,
+    kinesis: Kinesis,
+    meters: ShardMeters,
+    /// How long a lease the store writes.
+    lease: Duration,
+    batch_size: u32,
+    /// How long a subscription may send nothing before it counts as dead; `None`: no limit.
+    event_silence: Option<Duration>,
+    /// How long the shard may deliver nothing while records wait before it counts as stalled.
+    stall_after: Duration,
+    /// The enhanced fan-out consumer the shard is read through; `None`: polling.
+    fan_out: Option<Consumer>,
+    tx: mpsc::Sender<Item>,
+    /// The subscription the shard is read for.
+    home: Arc<Subscription>,
+}
 
 /// Everything one shard's tasks own.
 pub(crate) struct Reader {
-    pub(crate) env: Arc<ShardEnv>,
-    pub(crate) handle: Arc<ShardHandle>,
-    pub(crate) cancel: CancellationToken,
+    env: Arc<ShardEnv>,
+    handle: Arc<ShardHandle>,
+    cancel: CancellationToken,
+}
+
+impl Reader {
+    /// The reader of `handle`'s shard in `env`, stopped by `cancel`.
+    pub(crate) fn new(
+        env: Arc<ShardEnv>,
+        handle: Arc<ShardHandle>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            env,
+            handle,
+            cancel,
+        }
+    }
 }
 
 pub(crate) async fn run(reader: Reader) {
@@ -97,11 +138,11 @@ async fn together(
 /// a settlement, the close or a stop wakes it. The decisions are the machine's. Ends when the
 /// lease ended: lost (the shard's other tasks are cancelled) or closed with its last writes.
 async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
-    let key = &handle.key;
+    let key = handle.key();
     // Kept from one wait to the next while the machine's timer stays where it was (a
     // settlement wakes the writer for every record, and a new timer each time cost more than
     // the turn).
-    let mut woken = pin!(handle.wake.notified());
+    let mut woken = pin!(handle.writer_wake());
     let mut timer: Option<(Instant, Pin<Box<Sleep>>)> = None;
     loop {
         let wait = match handle.next_write() {
@@ -128,7 +169,7 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
         };
         let Some(until) = wait else {
             woken.as_mut().await;
-            woken.set(handle.wake.notified());
+            woken.set(handle.writer_wake());
             continue;
         };
         let sleep = match &mut timer {
@@ -142,7 +183,7 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
         let fired = tokio::select! {
             biased;
             () = &mut woken => {
-                woken.set(handle.wake.notified());
+                woken.set(handle.writer_wake());
                 false
             }
             () = sleep.as_mut() => true,
@@ -255,7 +296,7 @@ async fn redeliver(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cancell
         let timer = sleep_until(wait);
         tokio::select! {
             () = cancel.cancelled() => return,
-            () = handle.handed_back.notified() => {}
+            () = handle.redelivery_wake() => {}
             () = timer => {}
         }
     }
@@ -269,18 +310,13 @@ fn deliver(
     ticket: crate::watermark::Ticket,
     attempt: u64,
 ) -> KinesisMessage {
-    KinesisMessage {
+    KinesisMessage::new(
         record,
-        stream: Arc::clone(&env.stream),
-        shard: Arc::clone(&env.shard),
+        (Arc::clone(&env.stream), Arc::clone(&env.shard)),
         attempt,
-        seeker: KinesisSeeker::new(Arc::clone(&env.home) as Arc<dyn Source>),
-        refused: OnceLock::new(),
-        settle: Some(Hold {
-            target: Arc::clone(handle) as Arc<dyn Settlement>,
-            ticket,
-        }),
-    }
+        KinesisSeeker::new(Arc::clone(&env.home) as Arc<dyn Source>),
+        Hold::new(Arc::clone(handle) as Arc<dyn Settlement>, ticket),
+    )
 }
 
 /// What tells the reader of a write to its shard: the tap's news in process; from the
@@ -288,7 +324,7 @@ fn deliver(
 fn news_source<'a>(handle: &'a ShardHandle, silent: &'a Notify) -> &'a Notify {
     #[cfg(feature = "testing")]
     if let Some(tap) = handle.harness().tap() {
-        return &tap.news;
+        return tap.news();
     }
     let _ = handle;
     silent
@@ -317,7 +353,7 @@ impl Reader {
         let silent = Notify::new();
         let news_of = news_source(handle, &silent);
         let mut cancelled = pin!(self.cancel.cancelled());
-        let mut woken = pin!(handle.read_wake.notified());
+        let mut woken = pin!(handle.reader_wake());
         let mut news = pin!(news_of.notified());
         // The step an answer's handling already decided, if any.
         let mut decided = None;
@@ -354,7 +390,7 @@ impl Reader {
                     tokio::select! {
                         biased;
                         () = &mut cancelled => handle.cancel_reading(),
-                        () = &mut woken => woken.set(handle.read_wake.notified()),
+                        () = &mut woken => woken.set(handle.reader_wake()),
                         () = &mut news => {
                             news.set(news_of.notified());
                             #[cfg(feature = "testing")]
@@ -401,7 +437,7 @@ impl Reader {
                     () = &mut cancelled => break Answered::Cancelled,
                     fetch = &mut fetch => break Answered::Fetch(fetch),
                     () = &mut woken, if awaits_event => {
-                        woken.set(handle.read_wake.notified());
+                        woken.set(handle.reader_wake());
                         if handle.event_unwanted() {
                             break Answered::Unwanted;
                         }
