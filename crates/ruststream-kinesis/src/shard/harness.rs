@@ -17,16 +17,17 @@ use crate::kinesis::iterator::ShardIterator;
 pub(crate) struct Harness {
     #[cfg(feature = "testing")]
     tap: Option<Arc<Tap>>,
-    /// Where the reader's enhanced fan-out subscription brings its next event from, once it
-    /// waits for one ([`NO_EVENTS`] before, and after a seek): a fan-out reader holds no
-    /// iterator to be quiet at. Written under the machine's lock.
+    /// One past where the reader's enhanced fan-out subscription brings its next event from,
+    /// once it waits for one; [`NO_EVENTS`] before, and after a seek or any other call (a
+    /// fan-out reader holds no iterator to be quiet at). Set under the machine's lock; cleared
+    /// at any moment, since forgetting a position only puts a release off.
     #[cfg(feature = "testing")]
     events_at: AtomicU64,
 }
 
-/// No fan-out subscription's position is known.
+/// No fan-out subscription's position is known (the default).
 #[cfg(feature = "testing")]
-const NO_EVENTS: u64 = u64::MAX;
+const NO_EVENTS: u64 = 0;
 
 impl Harness {
     /// The harness of a reader with `tap`.
@@ -96,11 +97,11 @@ impl Harness {
     }
 
     /// The reader's fan-out subscription waits for its next event, from `position`; `None`:
-    /// the reader has no subscription (under the machine's lock).
+    /// the reader has no subscription.
     #[cfg(feature = "testing")]
     pub(crate) fn events_at(&self, position: Option<u64>) {
-        self.events_at
-            .store(position.unwrap_or(NO_EVENTS), Ordering::Relaxed);
+        let stored = position.map_or(NO_EVENTS, |at| at.saturating_add(1));
+        self.events_at.store(stored, Ordering::Relaxed);
     }
 
     /// The shard has nothing to do but wait for news, and reads on from `iterator`, or without
@@ -113,7 +114,7 @@ impl Harness {
         };
         let position = match iterator {
             Some(iterator) => iterator.in_process().map(|(_, _, position)| position),
-            None => Some(self.events_at.load(Ordering::Relaxed)).filter(|at| *at != NO_EVENTS),
+            None => self.events_at.load(Ordering::Relaxed).checked_sub(1),
         };
         if let Some(position) = position {
             tap.release_if_read_to(position);
@@ -195,11 +196,15 @@ impl super::ShardHandle {
             self.harness.events_at(None);
             return;
         };
-        {
-            // Under the lock, so a seek's reset (under it too) comes before or after, whole.
-            let _machine = self.lock();
-            self.harness.events_at(Some(position));
+        // One locked section: a seek (under the lock too) that came since the reader asked for
+        // the event leaves the subscription's position unrecorded, so its reset stands.
+        let machine = self.lock();
+        if !machine.awaits_current_event() {
+            return;
         }
-        self.release_if_quiet();
+        self.harness.events_at(Some(position));
+        if machine.is_quiet(crate::clock::Instant::now()) {
+            self.harness.quiet_at(machine.iterator());
+        }
     }
 }

@@ -269,6 +269,12 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.read.iterator()
     }
 
+    /// Whether the reader waits for the current subscription's next event (no seek since).
+    #[cfg(feature = "testing")]
+    pub(crate) fn awaits_current_event(&self) -> bool {
+        self.read.awaits_current_event()
+    }
+
     /// Whether the record handed back with `ticket` waits to come back at `due` (a record
     /// handed back again waits for a later moment under the same ticket).
     #[cfg_attr(

@@ -370,6 +370,15 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         self.in_flight != InFlight::None && matches!(self.cursor, Cursor::Subscribed)
     }
 
+    /// Whether the call in flight waits for the current subscription's next event: sent since
+    /// the last seek, and no seek waits to be applied.
+    #[cfg(feature = "testing")]
+    pub(super) fn awaits_current_event(&self) -> bool {
+        self.in_flight == InFlight::Sent
+            && matches!(self.cursor, Cursor::Subscribed)
+            && self.seek.is_none()
+    }
+
     /// Whether records wait: read and not handed out yet, or behind the last answer.
     pub(super) fn records_wait(&self) -> bool {
         !self.batch.is_empty() || self.behind
