@@ -163,14 +163,30 @@ pub(super) fn sequence_number(n: u64) -> Arc<str> {
 /// allocation is the shared string.
 fn fixed_width<const WIDTH: usize>(n: u128, radix: u32) -> Arc<str> {
     let mut digits = [b'0'; WIDTH];
+    let mut slots = digits.iter_mut().rev();
+    let digit_of = |value: u64| {
+        let value = u32::try_from(value).unwrap_or(0);
+        char::from_digit(value, radix).map_or(b'0', |c| c as u8)
+    };
+    // Digits of the part above 64 bits in u128 arithmetic (a library call per division), then
+    // the rest, all of a sequence number, in u64.
     let mut rest = n;
-    for digit in digits.iter_mut().rev() {
-        if rest == 0 {
+    let mut small = loop {
+        if let Ok(small) = u64::try_from(rest) {
+            break small;
+        }
+        let Some(slot) = slots.next() else {
+            break 0;
+        };
+        *slot = digit_of(u64::try_from(rest % u128::from(radix)).unwrap_or(0));
+        rest /= u128::from(radix);
+    };
+    for slot in slots {
+        if small == 0 {
             break;
         }
-        let value = u32::try_from(rest % u128::from(radix)).unwrap_or(0);
-        *digit = char::from_digit(value, radix).map_or(b'0', |c| c as u8);
-        rest /= u128::from(radix);
+        *slot = digit_of(small % u64::from(radix));
+        small /= u64::from(radix);
     }
     Arc::from(std::str::from_utf8(&digits).unwrap_or_default())
 }
@@ -222,6 +238,21 @@ mod tests {
         assert_eq!(
             &*fixed_width::<32>(0xab_cdef, 16),
             format!("{:032x}", 0xab_cdef).as_str()
+        );
+        // Past 64 bits: the high digits in u128 arithmetic, the rest in u64.
+        let wide = u128::MAX - 12_345;
+        assert_eq!(
+            &*fixed_width::<40>(wide, 10),
+            format!("{wide:040}").as_str()
+        );
+        assert_eq!(
+            &*fixed_width::<32>(wide, 16),
+            format!("{wide:032x}").as_str()
+        );
+        let just_past = u128::from(u64::MAX) + 1;
+        assert_eq!(
+            &*fixed_width::<40>(just_past, 10),
+            format!("{just_past:040}").as_str()
         );
         let key = random_key();
         assert!(
