@@ -591,11 +591,7 @@ impl ConnectedKinesisBroker {
         let (tx, rx) = mpsc::channel(capacity);
         let sub = coordinator::start(self.instance.clone(), &source, fan_out, tx).await?;
         registration.closes_with(sub.tasks());
-        let deliveries = Deliveries {
-            rx,
-            source: sub,
-            _registration: registration,
-        };
+        let deliveries = Deliveries::new(rx, sub, registration);
         Ok(KinesisSubscriber::new(deliveries, source.max_wait))
     }
 }

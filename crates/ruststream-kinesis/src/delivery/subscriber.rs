@@ -71,11 +71,27 @@ impl Seekable for KinesisSubscriber {
 #[derive(Debug)]
 pub(crate) struct Deliveries {
     /// Bounded: backpressure keeps memory per shard bounded, in process as live.
-    pub(crate) rx: mpsc::Receiver<Item>,
+    rx: mpsc::Receiver<Item>,
     /// The subscription behind them, live or in process.
-    pub(crate) source: Arc<dyn Source>,
+    source: Arc<dyn Source>,
     /// Frees the stream's name on the broker when the subscription goes.
-    pub(crate) _registration: StreamRegistration,
+    _registration: StreamRegistration,
+}
+
+impl Deliveries {
+    /// What arrives on `rx` from the subscription `source`, which holds the stream's name on
+    /// the broker through `registration` while it lives.
+    pub(crate) fn new(
+        rx: mpsc::Receiver<Item>,
+        source: Arc<dyn Source>,
+        registration: StreamRegistration,
+    ) -> Self {
+        Self {
+            rx,
+            source,
+            _registration: registration,
+        }
+    }
 }
 
 impl Subscriber for Deliveries {

@@ -73,13 +73,13 @@ fn initial_position(position: &KinesisPosition) -> Value {
 /// The messages a publish policy writes: how each record's partition key is chosen, and whether
 /// records go out as KPL aggregates.
 pub(crate) fn published_message(policy: &KinesisPublish) -> Bindings {
-    let key = match policy.partition_key.as_deref() {
+    let key = match policy.fixed_key() {
         Some(key) => json!({ "policy": "fixed", "key": key }),
         None => json!({ "policy": "random per record" }),
     };
     extension(&json!({
         "partitionKey": key,
         "overridable": "a publish's KinesisOptions::with_partition_key",
-        "kplAggregated": policy.aggregate,
+        "kplAggregated": policy.aggregates(),
     }))
 }

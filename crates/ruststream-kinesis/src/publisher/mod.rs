@@ -121,11 +121,23 @@ where
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KinesisPublish {
-    pub(crate) partition_key: Option<String>,
-    pub(crate) aggregate: bool,
+    partition_key: Option<String>,
+    aggregate: bool,
 }
 
 impl KinesisPublish {
+    /// The partition key every publish takes unless the call names one; `None`: a random one.
+    #[cfg(feature = "asyncapi")]
+    pub(crate) fn fixed_key(&self) -> Option<&str> {
+        self.partition_key.as_deref()
+    }
+
+    /// Whether records go out as KPL aggregates.
+    #[cfg(feature = "asyncapi")]
+    pub(crate) fn aggregates(&self) -> bool {
+        self.aggregate
+    }
+
     /// Publishes under `key` unless the call names another one.
     #[must_use]
     pub fn partition_key(mut self, key: impl Into<String>) -> Self {

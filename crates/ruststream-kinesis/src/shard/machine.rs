@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lease::{Answer, Close, Ending, LeaseNews, Moment, Next, ShardLease, Write};
-use super::read::{Call, Fetch, Phase, ReadSettings, ReadState, Sequenced, Stop, Want};
+use super::read::{Call, Fetch, ReadSettings, ReadState, Sequenced, Stop, Want};
 use crate::LeaseState;
 use crate::delivery::message::Standing;
 use crate::kinesis::iterator::ShardIterator;
@@ -171,7 +171,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// to be handed out).
     pub(crate) fn next_read(&mut self, now: T, now_ms: impl FnOnce() -> u64) -> ReadStep<R, T> {
         self.awaiting = Awaiting::Nothing;
-        if self.read.phase == Phase::Stopped {
+        if self.read.is_stopped() {
             return ReadStep::Wait(None);
         }
         if self.lease.is_lost() {
@@ -181,15 +181,14 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             // Closing already (handed back by someone else than the reader): nothing to read.
             return self.finish(Stop::Cancelled);
         }
-        if let Some(stop) = self.read.stop.take() {
+        if let Some(stop) = self.read.take_stop() {
             return self.finish(stop);
         }
-        if self.read.cancelled {
+        if self.read.is_cancelled() {
             // A shard read to its end whose every delivery settled is finished even so, unless
             // a seek sent it back: then it is handed back, and the seek's position is the next
             // owner's to read.
-            let ended =
-                self.read.phase == Phase::Draining && self.drained() && !self.read.seek_pending();
+            let ended = self.read.is_draining() && self.drained() && !self.read.seek_pending();
             return self.finish(if ended { Stop::Ended } else { Stop::Cancelled });
         }
         if let Some(until) = self.handing_over {
@@ -291,8 +290,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     }
 
     fn finish(&mut self, stop: Stop) -> ReadStep<R, T> {
-        self.read.phase = Phase::Stopped;
-        self.read.batch.clear();
+        self.read.stopped();
         ReadStep::Finish(stop)
     }
 
@@ -305,7 +303,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         // a new owner would have to take the shard to write.
         if self.handing_over.is_some()
             || self.lease.is_halted()
-            || matches!(self.read.phase, Phase::Stopped | Phase::Draining)
+            || (self.read.is_stopped() || self.read.is_draining())
         {
             return false;
         }
@@ -373,7 +371,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             && (self.read.seek_pending()
                 || self.is_handing_over()
                 || self.lease.is_halted()
-                || self.read.cancelled)
+                || self.read.is_cancelled())
     }
 
     /// The listing shows the shard closed: with enhanced fan-out, where no event names child
@@ -401,7 +399,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         resume: ShardStart,
         recorded: Arc<str>,
     ) -> bool {
-        if self.read.phase == Phase::Stopped || self.lease.is_halted() || self.is_handing_over() {
+        if self.read.is_stopped() || self.lease.is_halted() || self.is_handing_over() {
             // Being handed back (or lost): its last checkpoint stands, and the next owner reads
             // on from it.
             return false;
@@ -553,9 +551,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         let since = *self.last_handed.get_or_insert(now);
         let quiet = now.saturating_since(since);
         let behind = self.lease.behind_ms().filter(|&behind| behind > 0);
-        let window_full = !self.has_room() && self.read.phase == Phase::Reading;
+        let window_full = !self.has_room() && self.read.is_reading();
         let waiting = behind.is_some() || self.read.records_wait() || window_full;
-        let stalled = waiting && quiet >= bound && self.read.phase != Phase::Stopped;
+        let stalled = waiting && quiet >= bound && !self.read.is_stopped();
         if stalled == std::mem::replace(&mut self.stalled, stalled) {
             return None;
         }

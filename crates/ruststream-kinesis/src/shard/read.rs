@@ -286,7 +286,7 @@ pub(crate) struct ReadState<T, R> {
     /// At the tip under [`TipWait::UntilNews`]: no call until news of a write.
     quiet_tip: bool,
     failures: u32,
-    pub(super) batch: VecDeque<R>,
+    batch: VecDeque<R>,
     /// The emptied `Vec` the last records came in, for the reader's next read to fill (a
     /// read of a few records then allocates nothing).
     spare: Vec<R>,
@@ -294,14 +294,14 @@ pub(crate) struct ReadState<T, R> {
     /// above zero): the shard is behind its newest record.
     behind: bool,
     after: Option<AfterBatch>,
-    pub(super) phase: Phase,
+    phase: Phase,
     in_flight: InFlight,
     seek: Option<(ShardIterator, ShardStart)>,
     /// The user records already settled at the start, inside the aggregate it names (its
     /// sequence number, the last settled index): the first records read drop them.
     skip: Option<(Arc<str>, u64)>,
-    pub(super) cancelled: bool,
-    pub(super) stop: Option<Stop>,
+    cancelled: bool,
+    stop: Option<Stop>,
 }
 
 /// What the read side asks of the machine around it.
@@ -363,6 +363,37 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         }
         self.seek = Some((iterator, resume));
         true
+    }
+
+    /// Whether reading stopped for good.
+    pub(super) fn is_stopped(&self) -> bool {
+        self.phase == Phase::Stopped
+    }
+
+    /// Whether reading drains: nothing more is read, what was read is handed out.
+    pub(super) fn is_draining(&self) -> bool {
+        self.phase == Phase::Draining
+    }
+
+    /// Whether the shard is read on.
+    pub(super) fn is_reading(&self) -> bool {
+        self.phase == Phase::Reading
+    }
+
+    /// Whether the reader was cancelled.
+    pub(super) fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    /// Why reading is to stop, once: taken by the machine that finishes it.
+    pub(super) fn take_stop(&mut self) -> Option<Stop> {
+        self.stop.take()
+    }
+
+    /// Reading stops for good: what was read and not handed out is dropped.
+    pub(super) fn stopped(&mut self) {
+        self.phase = Phase::Stopped;
+        self.batch.clear();
     }
 
     /// Whether the call in flight waits for a subscription's next event.
