@@ -5,11 +5,10 @@
 
 use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
-use std::time::Duration;
-
 use tokio::sync::futures::Notified;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Sleep;
@@ -22,8 +21,7 @@ use crate::delivery::message::{Hold, Item, Settlement};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
 use crate::kinesis::api::{Fetched, FetchedRecord};
-use crate::kinesis::calls::Events;
-use crate::kinesis::calls::Kinesis;
+use crate::kinesis::calls::{Events, Kinesis};
 use crate::kinesis::fan_out::{Consumer, Event, Refused};
 use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::kpl;
