@@ -283,6 +283,7 @@ mod tests {
             checkpoint: cp.map(str::to_owned),
             behind_ms: None,
             handoff: None,
+            commit_token: None,
         }
     }
 

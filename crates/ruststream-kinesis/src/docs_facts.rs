@@ -271,3 +271,28 @@ fn every_code_block_says_its_language_and_every_rust_block_is_compiled() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+#[test]
+fn every_dependency_line_names_the_crates_own_version() {
+    let version = MANIFEST
+        .lines()
+        .find_map(|line| line.strip_prefix("version = \""))
+        .and_then(|rest| rest.split('"').next())
+        .expect("the manifest's version");
+    let minor: Vec<&str> = version.split('.').take(2).collect();
+    let wanted = format!("ruststream-kinesis = {{ version = \"{}\"", minor.join("."));
+    let mut stale = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).expect("a page");
+        for (at, line) in text.lines().enumerate() {
+            if line.contains("ruststream-kinesis = { version") && !line.contains(&wanted) {
+                stale.push(format!("{}:{}: {line}", page.display(), at + 1));
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "pages that depend on another version than the manifest's {version} (write `{wanted}`):\n{}",
+        stale.join("\n")
+    );
+}

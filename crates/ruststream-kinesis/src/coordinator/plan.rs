@@ -329,6 +329,7 @@ mod tests {
             checkpoint: checkpoint.map(str::to_owned),
             behind_ms: None,
             handoff: None,
+            commit_token: None,
         })
     }
 

@@ -90,6 +90,23 @@ pub(crate) enum Held<'a> {
         checkpoint: Option<&'a str>,
         expiry_ms: u64,
     },
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "exactly once is built in steps; its machines send it next"
+        )
+    )]
+    /// An exactly-once commit: the checkpoint (with how far behind the reader was) and the lease
+    /// renewed to `expiry_ms`, written in the same transaction as the handler's writes, under
+    /// `token`. Accepted only at the counter its writer saw: never on the owner alone, since two
+    /// sends of one commit must never both land.
+    Commit {
+        checkpoint: &'a str,
+        behind_ms: Option<u64>,
+        expiry_ms: u64,
+        token: &'a str,
+    },
 }
 
 impl<'a> Held<'a> {
@@ -133,6 +150,7 @@ impl<'a> Held<'a> {
                 owner: Some(owner),
                 expiry_ms: Some(expiry_ms),
                 checkpoint: None,
+                commit: None,
             },
             Self::Checkpoint {
                 checkpoint,
@@ -142,11 +160,13 @@ impl<'a> Held<'a> {
                 owner: Some(owner),
                 expiry_ms,
                 checkpoint: Some(checkpoint),
+                commit: None,
             },
             Self::Release => Effect {
                 owner: None,
                 expiry_ms: Some(0),
                 checkpoint: None,
+                commit: None,
             },
             Self::HandOver {
                 to,
@@ -156,6 +176,18 @@ impl<'a> Held<'a> {
                 owner: Some(to),
                 expiry_ms: Some(expiry_ms),
                 checkpoint,
+                commit: None,
+            },
+            Self::Commit {
+                checkpoint,
+                expiry_ms,
+                token,
+                ..
+            } => Effect {
+                owner: Some(owner),
+                expiry_ms: Some(expiry_ms),
+                checkpoint: Some(checkpoint),
+                commit: Some(token),
             },
         }
     }
@@ -163,7 +195,7 @@ impl<'a> Held<'a> {
 
 /// Whether `row` accepts `write` from `owner`, conditioned on the counter `seen` (`None`: on
 /// the owner alone, as a store object that never wrote the row sends it): `owner` holds the row,
-/// its counter is `seen`, and a handoff's request names its taker.
+/// its counter is `seen`, and a handoff's request names its taker. A commit needs a `seen`.
 pub(crate) fn held_accepted(
     row: Option<&LeaseState>,
     owner: &str,
@@ -177,6 +209,7 @@ pub(crate) fn held_accepted(
                 Held::HandOver { to, .. } => {
                     row.handoff.as_ref().is_some_and(|asked| asked.to == *to)
                 }
+                Held::Commit { .. } => seen.is_some(),
                 _ => true,
             }
     })
@@ -227,6 +260,17 @@ pub(crate) fn held_written(row: &LeaseState, write: &Held<'_>) -> LeaseState {
                 row.checkpoint = Some(checkpoint.to_owned());
                 row.behind_ms = None;
             }
+        }
+        Held::Commit {
+            checkpoint,
+            behind_ms,
+            expiry_ms,
+            token,
+        } => {
+            row.checkpoint = Some(checkpoint.to_owned());
+            row.behind_ms = behind_ms;
+            row.expiry_ms = expiry_ms;
+            row.commit_token = Some(token.to_owned());
         }
     }
     row
@@ -287,22 +331,32 @@ pub(crate) fn application_admits(ours: Option<&str>, theirs: Option<&str>) -> bo
 }
 
 /// What a held write leaves in its row: the owner after it (`None` for a release), its expiry
-/// where the write sets one, its checkpoint where it writes one.
+/// where the write sets one, its checkpoint where it writes one, and a commit's token.
 #[cfg(any(test, feature = "dynamodb-lease"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Effect<'a> {
     owner: Option<&'a str>,
     expiry_ms: Option<u64>,
     checkpoint: Option<&'a str>,
+    commit: Option<&'a str>,
 }
 
 /// Whether `row`, which refused a held write conditioned on the counter `seen` (`None`: on the
 /// owner alone), is the row that very write leaves: an attempt of it landed and its answer was
 /// lost, and the SDK's resend is what the row refused. The counter is one past `seen`, and the
-/// owner, the expiry and the checkpoint are exactly as the write sets them.
+/// owner, the expiry and the checkpoint are exactly as the write sets them. A commit's landing
+/// also needs its token in the row: another write of the same values (a renewal to the same
+/// expiry, a commit of the same checkpoint under another token) is not the commit's.
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) fn landed(row: &LeaseState, seen: Option<u64>, effect: &Effect<'_>) -> bool {
-    seen.is_none_or(|seen| seen.checked_add(1) == Some(row.counter))
+    let counted = match seen {
+        Some(seen) => seen.checked_add(1) == Some(row.counter),
+        None => effect.commit.is_none(),
+    };
+    counted
+        && effect
+            .commit
+            .is_none_or(|token| row.commit_token.as_deref() == Some(token))
         && row.owner.as_deref() == effect.owner
         && effect
             .expiry_ms
@@ -410,6 +464,22 @@ impl Fence {
 pub(crate) fn stale_before(asked_ms: u64) -> u64 {
     asked_ms.saturating_sub(millis(HANDOFF_REQUEST_LIFETIME))
 }
+
+#[cfg(any(test, feature = "dynamodb-lease"))]
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "exactly once is built in steps; its stores apply these next"
+    )
+)]
+mod commit;
+#[cfg(any(test, feature = "dynamodb-lease"))]
+#[expect(
+    unused_imports,
+    reason = "exactly once is built in steps; its stores apply these next"
+)]
+pub(crate) use commit::{CommitRefusal, RowAnswer, RowCommit, commit_refused, commit_rows};
 
 #[cfg(test)]
 mod tests;

@@ -72,6 +72,7 @@ pub(crate) fn split_within(checkpoint: &str) -> Option<(&str, u64)> {
 ///     checkpoint: None,
 ///     behind_ms: None,
 ///     handoff: None,
+///     commit_token: None,
 /// };
 /// assert!(state.is_held_by("pod-a"));
 /// assert!(state.is_expired_at(12_000));
@@ -107,6 +108,14 @@ pub struct LeaseState {
     /// (`KinesisBroker::balance_shards`) wants the shard handed to it. `None` in a row without
     /// one, rows written before handoffs existed included.
     pub handoff: Option<Handoff>,
+    /// The token of the exactly-once commit that last moved [`checkpoint`](Self::checkpoint):
+    /// the handler's DynamoDB writes and the checkpoint landed together in one transaction
+    /// under it. A resend of that transaction whose answer was lost is recognised by it as
+    /// landed (the row's counter then stands one past the one the commit was conditioned on).
+    /// `None` in a row no commit wrote; a store of your own that does not commit leaves it
+    /// `None` (a store written against 0.8 gains `commit_token: None` in its literals).
+    /// `DynamoLeaseStore` keeps it in the string attribute `commit_token`.
+    pub commit_token: Option<String>,
 }
 
 /// A request, recorded in a held row, that its holder hand the shard off to another instance (a

@@ -25,6 +25,7 @@ fn held(owner: &str) -> Option<LeaseState> {
         checkpoint: Some("7".to_owned()),
         behind_ms: None,
         handoff: None,
+        commit_token: None,
     })
 }
 

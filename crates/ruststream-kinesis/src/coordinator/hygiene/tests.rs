@@ -27,6 +27,7 @@ fn row(owner: Option<&str>, expiry_ms: u64, checkpoint: &str) -> Option<LeaseSta
         checkpoint: Some(checkpoint.to_owned()),
         behind_ms: None,
         handoff: None,
+        commit_token: None,
     })
 }
 

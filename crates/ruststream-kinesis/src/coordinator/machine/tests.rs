@@ -168,6 +168,7 @@ fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
         checkpoint: Some("42".to_owned()),
         behind_ms: None,
         handoff: None,
+        commit_token: None,
     });
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held.clone())].into();
     coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
@@ -182,6 +183,7 @@ fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
         checkpoint: Some("42".to_owned()),
         behind_ms: None,
         handoff: None,
+        commit_token: None,
     });
     let rows: Rows = [(Arc::clone(&listing[0].id), released)].into();
     assert!(coordinator.poll_finds_takeable(rows, &reading, OWNER, Duration::ZERO, NOW_MS));
@@ -226,6 +228,7 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
             checkpoint: Some("42".to_owned()),
             behind_ms: None,
             handoff: None,
+            commit_token: None,
         })
     };
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held(NOW_MS + 7_000))].into();

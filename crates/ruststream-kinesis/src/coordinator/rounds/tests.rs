@@ -59,6 +59,7 @@ impl Rig {
             checkpoint: Some("7".to_owned()),
             behind_ms: None,
             handoff: None,
+            commit_token: None,
         }
     }
 }

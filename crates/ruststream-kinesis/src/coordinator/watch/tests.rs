@@ -26,6 +26,7 @@ fn held(owner: &str, expiry_ms: u64) -> Option<LeaseState> {
         checkpoint: Some("9".to_owned()),
         behind_ms: None,
         handoff: None,
+        commit_token: None,
     })
 }
 

@@ -40,6 +40,7 @@ pub(super) fn state_of(item: &Item) -> Result<LeaseState, String> {
             }),
             None => None,
         },
+        commit_token: string_attribute(item, COMMIT_TOKEN)?,
     })
 }
 

@@ -54,6 +54,9 @@ const CHECKPOINT_BEHIND: &str = "checkpoint_behind_ms";
 const HANDOFF_TO: &str = "handoff_to";
 /// When the handoff was asked, in epoch milliseconds by the asker's clock.
 const HANDOFF_ASKED: &str = "handoff_asked";
+/// The token of the exactly-once commit that last moved the checkpoint (S; absent in rows no
+/// commit wrote): a resend of a landed commit is recognised by it.
+const COMMIT_TOKEN: &str = "commit_token";
 
 /// A take succeeds when the row is new, has no owner, has this owner, or expired more than
 /// [`SKEW_TOLERANCE`] ago by the taker's clock (`:cutoff` is now minus the tolerance). A take
@@ -96,6 +99,7 @@ type Item = HashMap<String, AttributeValue>;
 /// | `lease_expiry` | N | when the lease lapses, epoch milliseconds by the writer's clock |
 /// | `lease_counter` | N | bumped by every write |
 /// | `checkpoint` | S | the last checkpoint: a sequence number or [`SHARD_END`](crate::SHARD_END) |
+/// | `commit_token` | S | the exactly-once commit that last moved the checkpoint, if one did |
 ///
 /// # The protocol
 ///

@@ -25,6 +25,7 @@ fn rows(now_ms: u64) -> Vec<(&'static str, Option<LeaseState>)> {
         checkpoint: Some("100".to_owned()),
         behind_ms: Some(9),
         handoff: None,
+        commit_token: None,
     };
     let asked = |to: &str, asked_ms: u64| Handoff {
         to: to.to_owned(),

@@ -226,3 +226,34 @@ async fn a_malformed_row_is_skipped_and_the_rest_are_listed() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_rows_commit_token_reads_back_and_a_malformed_one_is_named() {
+    let reply = |token: Value| {
+        move |_: usize, operation: &str, _: &Value| match operation {
+            "GetItem" => {
+                let mut item = row(Some("a"), &json!({ "N": "5" }), 3, "7");
+                item["commit_token"] = token.clone();
+                Reply::ok(json!({ "Item": item }))
+            }
+            other => Reply::error(400, &format!("Unexpected{other}")),
+        }
+    };
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    let (config, _) = replying(reply(json!({ "S": "00000000000000a100000002" })));
+    let read = DynamoLeaseStore::new(&config, "leases")
+        .read(&key)
+        .await
+        .expect("a row")
+        .expect("there is one");
+    assert_eq!(
+        read.commit_token.as_deref(),
+        Some("00000000000000a100000002")
+    );
+    let (config, _) = replying(reply(json!({ "N": "2" })));
+    let err = DynamoLeaseStore::new(&config, "leases")
+        .read(&key)
+        .await
+        .expect_err("a token that is no string");
+    assert!(err.to_string().contains("commit_token"), "{err}");
+}

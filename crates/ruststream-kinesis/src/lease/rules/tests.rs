@@ -14,6 +14,7 @@ fn row(owner: Option<&str>, expiry_ms: u64, counter: u64) -> LeaseState {
         checkpoint: Some("100".to_owned()),
         behind_ms: Some(5),
         handoff: None,
+        commit_token: None,
     }
 }
 

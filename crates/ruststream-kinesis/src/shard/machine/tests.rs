@@ -822,6 +822,7 @@ fn asked_row(owner: &str, to: &str, asked_ms: u64) -> LeaseState {
             to: to.to_owned(),
             asked_ms,
         }),
+        commit_token: None,
     }
 }
 
