@@ -130,6 +130,7 @@ def reexports_in(text: str) -> dict[str, str]:
 PURE = (
     "coordinator",
     "shard",
+    "commit",
     "lease/rules",
     "lease/state",
     "watermark",
