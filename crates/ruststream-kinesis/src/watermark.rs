@@ -12,22 +12,46 @@ pub(crate) struct Ticket {
 }
 
 #[derive(Debug)]
-struct Pending {
+struct Pending<S> {
     /// What a checkpoint through this delivery records.
     sequence: Arc<str>,
     settled: bool,
+    /// Exactly once: what the delivery's handling staged, to commit with the checkpoint.
+    staged: Option<Box<S>>,
 }
 
 /// The settled prefix of one shard's deliveries.
-#[derive(Debug, Default)]
-pub(crate) struct Watermark {
+///
+/// At least once, the prefix leaves the watermark as it grows, and its end is the checkpoint to
+/// write. Exactly once, it stays until a commit covers it ([`committed`](Self::committed)): the
+/// prefix is what the next commit folds ([`ready_run`](Self::ready_run)), and a delivery whose
+/// commit was refused becomes unsettled again ([`unsettle`](Self::unsettle)), holding back every
+/// later one.
+#[derive(Debug)]
+pub(crate) struct Watermark<S = ()> {
     generation: u64,
     /// Index of the first entry of `pending`.
     base: u64,
-    pending: VecDeque<Pending>,
+    pending: VecDeque<Pending<S>>,
+    /// Exactly once: how many entries from the front are settled, waiting for their commit.
+    ready: usize,
+    /// How many of those staged writes.
+    ready_staged: usize,
 }
 
-impl Watermark {
+impl<S> Default for Watermark<S> {
+    fn default() -> Self {
+        Self {
+            generation: 0,
+            base: 0,
+            pending: VecDeque::new(),
+            ready: 0,
+            ready_staged: 0,
+        }
+    }
+}
+
+impl<S> Watermark<S> {
     /// Records a delivery whose settling lets the checkpoint record `sequence`, and returns its
     /// ticket.
     pub(crate) fn push(&mut self, sequence: Arc<str>) -> Ticket {
@@ -35,6 +59,7 @@ impl Watermark {
         self.pending.push_back(Pending {
             sequence,
             settled: false,
+            staged: None,
         });
         Ticket {
             generation: self.generation,
@@ -42,13 +67,19 @@ impl Watermark {
         }
     }
 
-    /// Settles `ticket`; returns the new checkpoint when the settled prefix grew.
-    pub(crate) fn settle(&mut self, ticket: Ticket) -> Option<Arc<str>> {
+    /// Where `ticket`'s delivery sits in `pending`, if it is of this generation and still there.
+    fn offset(&self, ticket: Ticket) -> Option<usize> {
         if ticket.generation != self.generation || ticket.index < self.base {
             return None;
         }
         let offset = usize::try_from(ticket.index - self.base).ok()?;
-        self.pending.get_mut(offset)?.settled = true;
+        (offset < self.pending.len()).then_some(offset)
+    }
+
+    /// Settles `ticket`; returns the new checkpoint when the settled prefix grew.
+    pub(crate) fn settle(&mut self, ticket: Ticket) -> Option<Arc<str>> {
+        let offset = self.offset(ticket)?;
+        self.pending[offset].settled = true;
         let mut checkpoint = None;
         while self.pending.front().is_some_and(|p| p.settled) {
             let done = self.pending.pop_front()?;
@@ -58,23 +89,102 @@ impl Watermark {
         checkpoint
     }
 
+    /// Exactly once: settles `ticket` with what its handling staged; whether the settled prefix
+    /// waiting for its commit grew. The prefix stays until [`committed`](Self::committed).
+    pub(crate) fn settle_staged(&mut self, ticket: Ticket, staged: Option<S>) -> bool {
+        let Some(offset) = self.offset(ticket) else {
+            return false;
+        };
+        let entry = &mut self.pending[offset];
+        entry.settled = true;
+        entry.staged = staged.map(Box::new);
+        let before = self.ready;
+        while let Some(entry) = self.pending.get(self.ready).filter(|entry| entry.settled) {
+            self.ready_staged += usize::from(entry.staged.is_some());
+            self.ready += 1;
+        }
+        self.ready > before
+    }
+
+    /// Exactly once: the settled prefix waiting for its commit, in order: each delivery's
+    /// checkpoint and what it staged.
+    pub(crate) fn ready_run(&self) -> impl Iterator<Item = (&Arc<str>, Option<&S>)> {
+        self.pending
+            .iter()
+            .take(self.ready)
+            .map(|entry| (&entry.sequence, entry.staged.as_deref()))
+    }
+
+    /// Exactly once: how many deliveries wait for their commit, and how many of them staged
+    /// writes.
+    pub(crate) fn ready(&self) -> (usize, usize) {
+        (self.ready, self.ready_staged)
+    }
+
+    /// Exactly once: a commit covered the first `entries` of the settled prefix; they leave.
+    pub(crate) fn committed(&mut self, entries: usize) {
+        for _ in 0..entries.min(self.ready) {
+            if let Some(entry) = self.pending.pop_front() {
+                self.ready_staged -= usize::from(entry.staged.is_some());
+                self.ready -= 1;
+                self.base += 1;
+            }
+        }
+    }
+
+    /// Exactly once: `ticket`'s commit was refused, so its delivery is unsettled again (to be
+    /// delivered again under the same ticket) and what it staged is dropped; the settled prefix
+    /// ends before it. What the delivery staged, if it was still there.
+    pub(crate) fn unsettle(&mut self, ticket: Ticket) -> Option<S> {
+        let offset = self.offset(ticket)?;
+        let entry = &mut self.pending[offset];
+        entry.settled = false;
+        let staged = entry.staged.take().map(|staged| *staged);
+        if offset < self.ready {
+            self.ready = offset;
+            self.ready_staged = self
+                .pending
+                .iter()
+                .take(offset)
+                .filter(|entry| entry.staged.is_some())
+                .count();
+        }
+        staged
+    }
+
+    /// Exactly once: the ticket of the delivery of the settled prefix whose staged part `find`
+    /// picks.
+    pub(crate) fn ready_ticket(&self, mut find: impl FnMut(&S) -> bool) -> Option<Ticket> {
+        let offset = self
+            .pending
+            .iter()
+            .take(self.ready)
+            .position(|entry| entry.staged.as_deref().is_some_and(&mut find))?;
+        Some(Ticket {
+            generation: self.generation,
+            index: self.base + offset as u64,
+        })
+    }
+
     /// The current generation.
     pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
 
-    /// How many deliveries of this generation the settled prefix holds.
+    /// How many deliveries of this generation the settled prefix holds (exactly once, those
+    /// waiting for their commit included).
     pub(crate) fn settled_prefix(&self) -> u64 {
-        self.base
+        self.base + self.ready as u64
     }
 
     /// Whether every delivery was settled.
     #[cfg(test)]
     pub(crate) fn is_drained(&self) -> bool {
-        self.pending.is_empty()
+        self.pending.iter().all(|entry| entry.settled)
     }
 
-    /// How many deliveries the watermark holds: the oldest unsettled one and every one after it.
+    /// How many deliveries the watermark holds: the oldest unsettled one and every one after it,
+    /// and exactly once, every one not yet committed.
     pub(crate) fn unsettled(&self) -> usize {
         self.pending.len()
     }
@@ -84,55 +194,10 @@ impl Watermark {
         self.generation += 1;
         self.base = 0;
         self.pending.clear();
+        self.ready = 0;
+        self.ready_staged = 0;
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seq(n: u32) -> Arc<str> {
-        Arc::from(n.to_string())
-    }
-
-    #[test]
-    fn in_order_acks_move_the_checkpoint_one_by_one() {
-        let mut mark = Watermark::default();
-        let a = mark.push(seq(1));
-        let b = mark.push(seq(2));
-        assert_eq!(mark.settle(a).as_deref(), Some("1"));
-        assert_eq!(mark.settle(b).as_deref(), Some("2"));
-        assert!(mark.is_drained());
-    }
-
-    #[test]
-    fn an_out_of_order_ack_waits_for_the_gap() {
-        let mut mark = Watermark::default();
-        let a = mark.push(seq(1));
-        let b = mark.push(seq(2));
-        let c = mark.push(seq(3));
-        assert_eq!(mark.settle(c), None);
-        assert_eq!(mark.settle(b), None);
-        assert_eq!(mark.unsettled(), 3);
-        assert_eq!(mark.settle(a).as_deref(), Some("3"));
-        assert!(mark.is_drained());
-    }
-
-    #[test]
-    fn a_reset_ignores_settlements_of_the_old_generation() {
-        let mut mark = Watermark::default();
-        let old = mark.push(seq(1));
-        mark.reset();
-        let new = mark.push(seq(7));
-        assert_eq!(mark.settle(old), None);
-        assert_eq!(mark.settle(new).as_deref(), Some("7"));
-    }
-
-    #[test]
-    fn a_double_settlement_moves_nothing() {
-        let mut mark = Watermark::default();
-        let a = mark.push(seq(1));
-        assert!(mark.settle(a).is_some());
-        assert_eq!(mark.settle(a), None);
-    }
-}
+mod tests;

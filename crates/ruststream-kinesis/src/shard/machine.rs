@@ -17,6 +17,10 @@ use crate::kinesis::iterator::ShardIterator;
 use crate::settings::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
 
+mod commits;
+
+pub(crate) use commits::{CommitNews, Staged};
+
 /// A record a handler handed back (`nack(true)`, `nack_after`, or dropped unsettled), waiting to
 /// be delivered again.
 #[derive(Debug)]
@@ -111,7 +115,7 @@ enum Awaiting {
 pub(crate) struct ShardMachine<T, R> {
     lease: ShardLease<T>,
     read: ReadState<T, R>,
-    watermark: Watermark,
+    watermark: Watermark<Staged<R>>,
     /// Deliveries handed out and neither settled nor dropped, of any seek generation: a closed
     /// shard is finished only once this is zero.
     in_flight: usize,
@@ -134,6 +138,8 @@ pub(crate) struct ShardMachine<T, R> {
     /// covers, and the one in flight would: for the checkpoint lag, settled but not yet written.
     prefix_written: u64,
     prefix_sending: Option<u64>,
+    /// Exactly once: how commits ended, not yet taken by the driver.
+    commit_news: Vec<CommitNews>,
 }
 
 // The methods under `cfg(test)` are what the simulation's checks and the tests read of the
@@ -162,6 +168,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             handed_over_drained: false,
             prefix_written: 0,
             prefix_sending: None,
+            commit_news: Vec::new(),
         }
     }
 
@@ -409,6 +416,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.prefix_written = 0;
         self.prefix_sending = None;
         self.lease.drop_pending();
+        // Exactly once, the old position's settled units are dropped with it (their writes
+        // never commit), and the seek's position commits without writes.
+        self.ready_to_lease();
         self.lease.checkpoint_ready(recorded);
         // The seek's position delivers what follows it: records waiting to come back do not,
         // and a closed shard need not wait for their timers to finish.
@@ -454,14 +464,11 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         ticket: Ticket,
         broker_closed: bool,
     ) -> Result<Settled, Refusal> {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        if broker_closed {
-            self.refused = true;
-            return Err(Refusal::ShutDown);
+        if self.lease.is_committing() {
+            // Exactly once, a settlement commits; with nothing staged it moves the checkpoint.
+            return self.settle_staged(ticket, None, broker_closed);
         }
-        if !self.lease.takes_settlements() {
-            return Err(Refusal::Handover);
-        }
+        self.leave_flight(broker_closed)?;
         let grown_to = self.watermark.settle(ticket);
         let checkpoint = grown_to
             .as_ref()
@@ -471,6 +478,20 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             checkpoint,
             wake_reader: self.wakes_reader(),
         })
+    }
+
+    /// A settled delivery leaves flight; refused when the broker shut down meanwhile
+    /// (`broker_closed`) or no checkpoint of the shard will be written any more.
+    fn leave_flight(&mut self, broker_closed: bool) -> Result<(), Refusal> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if broker_closed {
+            self.refused = true;
+            return Err(Refusal::ShutDown);
+        }
+        if !self.lease.takes_settlements() {
+            return Err(Refusal::Handover);
+        }
+        Ok(())
     }
 
     /// Lets go of a delivery that never reached its handler: it moves no checkpoint, and the
@@ -607,7 +628,10 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// The store write the lease's driver sends next at `now`, or how long it waits.
     pub(crate) fn next_write(&mut self, now: T, now_ms: u64) -> Next<T> {
-        let next = self.lease.next(now, now_ms);
+        let watermark = &self.watermark;
+        let next = self
+            .lease
+            .next_folding(now, now_ms, || commits::fold_ready(watermark));
         if let Next::Send(Write::Checkpoint { .. } | Write::Final(_) | Write::HandOver { .. }) =
             next
         {
@@ -626,6 +650,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             self.prefix_written = prefix;
         }
         self.lease.on_answer(now, answer);
+        if self.lease.is_committing() {
+            self.apply_outcomes(now);
+        }
         self.lease.ending().is_some()
     }
 
@@ -633,6 +660,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// yet covered by a checkpoint written: the checkpoint lag. A shard restarted after a crash
     /// here delivers them again.
     pub(crate) fn checkpoint_lag(&self) -> u64 {
+        if self.lease.is_committing() {
+            return self.watermark.ready().0 as u64;
+        }
         self.watermark
             .settled_prefix()
             .saturating_sub(self.prefix_written)

@@ -156,6 +156,8 @@ impl Sim {
                         last: s.handled_upto,
                         drained: s.machine.handed_over_drained(),
                     },
+                    // No simulated session commits yet (exactly once, step 4).
+                    Write::Commit(_) => unreachable!("no simulated lease commits"),
                 };
                 let shard = s.shard;
                 self.send(
@@ -266,7 +268,7 @@ impl Sim {
                         self.stats.refused_renewals += 1;
                     }
                 }
-                Answer::Failed => {}
+                _ => {}
             }
         }
         let held = !s.machine.is_lost();

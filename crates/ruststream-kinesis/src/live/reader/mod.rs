@@ -219,11 +219,26 @@ async fn send(env: &ShardEnv, key: &LeaseKey, write: &Write) -> (Answer, Option<
             .instrument(tracing::info_span!("lease_hand_over", to = %to))
             .await
             .map(|()| None),
+        // No live reader commits yet (exactly once is built in steps: its live driver is
+        // next). Should a committing lease reach one, nothing is written and the shard stops.
+        Write::Commit(commit) => Err(crate::LeaseError::Store {
+            key: key.clone(),
+            operation: "commit",
+            message: format!(
+                "commit {} has no transaction store in this build; nothing was written",
+                commit.token.base()
+            ),
+        }),
     };
     match answered {
         Ok(row) => (Answer::Done, row),
         // What a refusal means (lost, or lost while handing back) is the machine's to say.
-        Err(err) if err.is_fenced() => (Answer::Refused, None),
+        Err(err) if err.is_fenced() || matches!(write, Write::Commit(_)) => {
+            if !err.is_fenced() {
+                env.lease_failed(err);
+            }
+            (Answer::Refused, None)
+        }
         Err(err) => {
             // Reported; what follows is the machine's (a retry, or after a final write that did
             // not land, the lease left to lapse: the next owner reads on from the last

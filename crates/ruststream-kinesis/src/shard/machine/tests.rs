@@ -983,6 +983,8 @@ fn a_shard_read_to_its_end_is_finished_rather_than_handed_over() {
     ));
 }
 
+#[path = "exactly_once.rs"]
+mod exactly_once;
 #[path = "fan_out.rs"]
 mod fan_out;
 #[path = "pushed.rs"]

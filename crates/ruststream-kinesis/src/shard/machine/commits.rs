@@ -1,0 +1,147 @@
+//! Exactly once, the shard machine's side: deliveries settle with what their handling staged,
+//! the settled prefix stays in the watermark until a commit covers it, the next commit folds
+//! the longest run of it that fits one transaction, and a unit whose commit was refused is
+//! delivered again under its own ticket, holding back every later delivery of the shard.
+
+use std::sync::Arc;
+
+use super::{Redelivery, Refusal, Settled, ShardMachine};
+use crate::commit::{Limits, UnitId, UnitSize, fold::fold};
+use crate::shard::lease::{Covers, Folded, Moment, Outcome};
+use crate::shard::read::Sequenced;
+use crate::watermark::{Ticket, Watermark};
+
+/// What a delivery's handling staged, kept by the machine until its commit: the unit, what its
+/// writes weigh, and the record with its attempts, to deliver it again should the commit be
+/// refused by the unit's own write.
+#[derive(Debug)]
+pub(crate) struct Staged<R> {
+    pub(crate) unit: UnitId,
+    pub(crate) size: UnitSize,
+    pub(crate) record: R,
+    pub(crate) attempts: u64,
+}
+
+/// How a unit's commit ended, for the driver (its writes, its handler's refusal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CommitNews {
+    /// These units' writes landed with the checkpoint.
+    Committed(Arc<[UnitId]>),
+    /// This unit's own write refused: nothing of it landed; it is delivered again (unless the
+    /// shard is being handed back: then its next owner delivers it).
+    Refused(UnitId),
+}
+
+/// The next commit's share of the settled prefix: the longest run from its head that fits one
+/// transaction with the shard's lease row (`None`: nothing settled waits).
+pub(super) fn fold_ready<R>(watermark: &Watermark<Staged<R>>) -> Option<Folded> {
+    let empty = UnitSize::empty();
+    let sizes = watermark
+        .ready_run()
+        .map(|(_, staged)| staged.map_or(&empty, |staged| &staged.size));
+    let entries = fold(sizes, 1, Limits::DYNAMODB);
+    let (checkpoint, _) = watermark.ready_run().nth(entries.checked_sub(1)?)?;
+    let units = watermark
+        .ready_run()
+        .take(entries)
+        .filter_map(|(_, staged)| staged.map(|staged| staged.unit))
+        .collect();
+    Some(Folded {
+        checkpoint: Arc::clone(checkpoint),
+        units,
+        covers: Covers {
+            generation: watermark.generation(),
+            entries,
+        },
+    })
+}
+
+impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
+    /// Exactly once: settles one delivery with what its handling staged (`None`: nothing); the
+    /// settled prefix waits for its commit. Refused as [`settle`](Self::settle) is.
+    pub(crate) fn settle_staged(
+        &mut self,
+        ticket: Ticket,
+        staged: Option<Staged<R>>,
+        broker_closed: bool,
+    ) -> Result<Settled, Refusal> {
+        if !self.lease.is_committing() {
+            return self.settle(ticket, broker_closed);
+        }
+        self.leave_flight(broker_closed)?;
+        let grew = self.watermark.settle_staged(ticket, staged);
+        if grew {
+            self.ready_to_lease();
+        }
+        Ok(Settled {
+            grown_to: None,
+            checkpoint: grew,
+            wake_reader: self.wakes_reader(),
+        })
+    }
+
+    /// Tells the lease what waits for a commit.
+    pub(super) fn ready_to_lease(&mut self) {
+        let (ready, staged) = self.watermark.ready();
+        self.lease.commit_ready(ready > 0, staged > 0);
+    }
+
+    /// Applies how the lease's commits ended at `now`: committed deliveries leave the watermark;
+    /// a unit refused by its own write is unsettled and delivered again at once.
+    pub(super) fn apply_outcomes(&mut self, now: T) {
+        for outcome in self.lease.take_outcomes() {
+            match outcome {
+                Outcome::Committed { covers, units } => {
+                    if covers.generation == self.watermark.generation() {
+                        self.watermark.committed(covers.entries);
+                    }
+                    self.commit_news.push(super::CommitNews::Committed(units));
+                }
+                Outcome::Refused { covers, unit } => {
+                    if covers.generation == self.watermark.generation() {
+                        self.give_back(now, unit);
+                    }
+                    self.commit_news.push(super::CommitNews::Refused(unit));
+                }
+            }
+        }
+        self.ready_to_lease();
+    }
+
+    /// `unit`'s delivery goes back: unsettled under its ticket, to be delivered again now, or
+    /// left to the shard's next owner when the shard is being handed back.
+    fn give_back(&mut self, now: T, unit: UnitId) {
+        let Some(ticket) = self.watermark.ready_ticket(|staged| staged.unit == unit) else {
+            return;
+        };
+        let Some(staged) = self.watermark.unsettle(ticket) else {
+            return;
+        };
+        if self.lease.is_halted() {
+            return;
+        }
+        self.in_flight += 1;
+        let at = self.retries.partition_point(|waiting| waiting.due <= now);
+        self.retries.insert(
+            at,
+            Redelivery {
+                record: staged.record,
+                ticket,
+                attempts: staged.attempts,
+                due: now,
+            },
+        );
+    }
+
+    /// How the commits ended since the last call, for the driver.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "exactly once is built in steps; its live driver uses this next"
+        )
+    )]
+    pub(crate) fn take_commit_news(&mut self) -> Vec<CommitNews> {
+        std::mem::take(&mut self.commit_news)
+    }
+}

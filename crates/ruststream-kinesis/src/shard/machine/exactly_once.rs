@@ -1,0 +1,215 @@
+//! Exactly once on the shard machine: the settled prefix commits in order with what it staged,
+//! a unit refused by its own write is delivered again and holds back the units after it, a seek
+//! drops what waited, and a shard read to its end commits before its `SHARD_END`.
+
+use super::*;
+use crate::commit::{ItemRef, UnitId, UnitSize};
+use crate::shard::lease::{Commit, Covers};
+
+fn committing() -> ShardMachine<Duration, Rec> {
+    ShardMachine::new(
+        ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO))
+            .committing(7),
+        settings(1000),
+        ShardIterator::service("it-0"),
+        recorded(),
+    )
+}
+
+/// A machine that handed out `sequences`: their tickets.
+fn delivered(machine: &mut ShardMachine<Duration, Rec>, sequences: &[&str]) -> Vec<Ticket> {
+    read(machine, Duration::ZERO, sequences, Some("it-1"), 0);
+    let tickets = hand_out(machine, Duration::ZERO);
+    assert_eq!(tickets.len(), sequences.len());
+    tickets
+}
+
+/// What unit `unit` staged: `actions` writes on distinct items.
+fn staged(unit: u64, actions: usize, record: &str) -> Staged<Rec> {
+    Staged {
+        unit: UnitId(unit),
+        size: UnitSize {
+            actions,
+            bytes: 100 * actions,
+            items: (0..actions)
+                .map(|n| ItemRef {
+                    table: 1,
+                    key: Some(unit * 1_000 + n as u64),
+                })
+                .collect(),
+        },
+        record: rec(record),
+        attempts: 1,
+    }
+}
+
+/// The commit the machine sends at `now`.
+fn commit(machine: &mut ShardMachine<Duration, Rec>, now: Duration) -> Commit {
+    match machine.next_write(now, ms(now)) {
+        Next::Send(Write::Commit(commit)) => commit,
+        other => panic!("no commit at {now:?}: {other:?}"),
+    }
+}
+
+fn units(ids: &[u64]) -> Arc<[UnitId]> {
+    ids.iter().map(|&id| UnitId(id)).collect()
+}
+
+#[test]
+fn out_of_order_settles_commit_in_order_and_leave_once_committed() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2", "3"]);
+    machine
+        .settle_staged(t[2], Some(staged(3, 1, "3")), false)
+        .unwrap();
+    machine
+        .settle_staged(t[1], Some(staged(2, 2, "2")), false)
+        .unwrap();
+    assert_eq!(
+        machine.next_write(S / 10, ms(S / 10)),
+        Next::Wait(Some(3 * S)),
+        "nothing commits over the unsettled first delivery"
+    );
+    let settled = machine.settle_staged(t[0], None, false).unwrap();
+    assert!(settled.checkpoint, "the lease has a write");
+    let first = commit(&mut machine, S / 10);
+    assert_eq!(
+        (&*first.checkpoint, first.units.clone()),
+        ("3", units(&[2, 3]))
+    );
+    assert_eq!(
+        first.covers,
+        Covers {
+            generation: 0,
+            entries: 3
+        }
+    );
+    assert_eq!(machine.checkpoint_lag(), 3, "settled, not committed");
+    machine.write_answered(S / 5, Answer::Done);
+    assert_eq!(machine.checkpoint_lag(), 0);
+    assert_eq!(
+        machine.take_commit_news(),
+        [CommitNews::Committed(units(&[2, 3]))]
+    );
+    assert!(machine.is_drained());
+}
+
+#[test]
+fn a_commit_folds_no_more_than_one_transaction_holds() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2", "3"]);
+    machine
+        .settle_staged(t[0], Some(staged(1, 60, "1")), false)
+        .unwrap();
+    machine
+        .settle_staged(t[1], Some(staged(2, 39, "2")), false)
+        .unwrap();
+    machine
+        .settle_staged(t[2], Some(staged(3, 1, "3")), false)
+        .unwrap();
+    // 60 + 39 + the row = 100: the third waits for the next commit.
+    let first = commit(&mut machine, S / 10);
+    assert_eq!(
+        (&*first.checkpoint, first.units.clone()),
+        ("2", units(&[1, 2]))
+    );
+    machine.write_answered(S / 10, Answer::Done);
+    let second = commit(&mut machine, S / 10);
+    assert_eq!(
+        (&*second.checkpoint, second.units.clone()),
+        ("3", units(&[3]))
+    );
+}
+
+#[test]
+fn a_unit_refused_by_its_own_write_comes_back_and_holds_back_the_units_after_it() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2", "3"]);
+    for (n, ticket) in t.iter().enumerate() {
+        let id = n as u64 + 1;
+        machine
+            .settle_staged(*ticket, Some(staged(id, 1, &id.to_string())), false)
+            .unwrap();
+    }
+    let refused = commit(&mut machine, S / 10);
+    machine.write_answered(S / 5, Answer::UserRefused(UnitId(2)));
+    assert_eq!(machine.take_commit_news(), [CommitNews::Refused(UnitId(2))]);
+    // Unit 1 commits alone; 2 is delivered again under its ticket, 3 waits behind it.
+    let alone = commit(&mut machine, S / 5);
+    assert_eq!(
+        (&*alone.checkpoint, alone.units.clone()),
+        ("1", units(&[1]))
+    );
+    assert_eq!(alone.token, refused.token.next(), "a new request");
+    machine.write_answered(S / 4, Answer::Done);
+    let Redeliver::Deliver(again) = machine.next_redelivery(S / 4, ms(S / 4)) else {
+        panic!("the refused unit's record comes back");
+    };
+    assert_eq!((again.record.clone(), again.ticket), (rec("2"), t[1]));
+    assert!(
+        !matches!(
+            machine.next_write(S / 4, ms(S / 4)),
+            Next::Send(Write::Commit(_))
+        ),
+        "3 never commits before 2"
+    );
+    // Handled again, staging other writes: 2 and 3 commit together.
+    machine
+        .settle_staged(again.ticket, Some(staged(20, 1, "2")), false)
+        .unwrap();
+    let rest = commit(&mut machine, S / 4);
+    assert_eq!(
+        (&*rest.checkpoint, rest.units.clone()),
+        ("3", units(&[20, 3]))
+    );
+}
+
+#[test]
+fn a_seek_drops_what_waited_and_commits_its_position_without_writes() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2"]);
+    machine
+        .settle_staged(t[1], Some(staged(2, 1, "2")), false)
+        .unwrap();
+    assert!(machine.seek(ShardIterator::service("it-5"), recorded(), sought()));
+    // The old generation's settlements move nothing.
+    assert!(
+        !machine
+            .settle_staged(t[0], Some(staged(1, 1, "1")), false)
+            .unwrap()
+            .checkpoint
+    );
+    let position = commit(&mut machine, Duration::ZERO);
+    assert_eq!(
+        (position.checkpoint.clone(), position.units.len()),
+        (sought(), 0)
+    );
+}
+
+#[test]
+fn a_shard_read_to_its_end_commits_before_shard_end() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1"]);
+    machine
+        .settle_staged(t[0], Some(staged(1, 1, "1")), false)
+        .unwrap();
+    machine.close(Close::Finished);
+    let last = commit(&mut machine, Duration::ZERO);
+    assert_eq!(last.units, units(&[1]));
+    machine.write_answered(S / 10, Answer::Done);
+    assert_eq!(
+        machine.next_write(S / 10, ms(S / 10)),
+        Next::Send(Write::Final(Arc::from(crate::SHARD_END)))
+    );
+}
+
+#[test]
+fn a_settlement_without_staging_commits_too() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1"]);
+    // The plain settle of a committing machine settles with nothing staged.
+    let settled = machine.settle(t[0], false).unwrap();
+    assert_eq!((settled.grown_to, settled.checkpoint), (None, true));
+    let moved = commit(&mut machine, Duration::ZERO);
+    assert_eq!((&*moved.checkpoint, moved.units.len()), ("1", 0));
+}
