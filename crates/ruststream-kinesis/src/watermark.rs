@@ -177,9 +177,8 @@ impl<S> Watermark<S> {
         self.base + self.ready as u64
     }
 
-    /// Whether every delivery was settled.
-    #[cfg(test)]
-    pub(crate) fn is_drained(&self) -> bool {
+    /// Whether every delivery was settled (exactly once: none went back after a refusal).
+    pub(crate) fn all_settled(&self) -> bool {
         self.pending.iter().all(|entry| entry.settled)
     }
 

@@ -100,12 +100,15 @@ pub(crate) enum Held<'a> {
     /// An exactly-once commit: the checkpoint (with how far behind the reader was) and the lease
     /// renewed to `expiry_ms`, written in the same transaction as the handler's writes, under
     /// `token`. Accepted only at the counter its writer saw: never on the owner alone, since two
-    /// sends of one commit must never both land.
+    /// sends of one commit must never both land. `prior`: the token the writer knows the row
+    /// holds at that counter (`None`: not known), by which a refusal is told from a landing of
+    /// another commit of its own.
     Commit {
         checkpoint: &'a str,
         behind_ms: Option<u64>,
         expiry_ms: u64,
         token: &'a str,
+        prior: Option<&'a str>,
     },
 }
 
@@ -151,6 +154,7 @@ impl<'a> Held<'a> {
                 expiry_ms: Some(expiry_ms),
                 checkpoint: None,
                 commit: None,
+                prior: None,
             },
             Self::Checkpoint {
                 checkpoint,
@@ -161,12 +165,14 @@ impl<'a> Held<'a> {
                 expiry_ms,
                 checkpoint: Some(checkpoint),
                 commit: None,
+                prior: None,
             },
             Self::Release => Effect {
                 owner: None,
                 expiry_ms: Some(0),
                 checkpoint: None,
                 commit: None,
+                prior: None,
             },
             Self::HandOver {
                 to,
@@ -177,17 +183,20 @@ impl<'a> Held<'a> {
                 expiry_ms: Some(expiry_ms),
                 checkpoint,
                 commit: None,
+                prior: None,
             },
             Self::Commit {
                 checkpoint,
                 expiry_ms,
                 token,
+                prior,
                 ..
             } => Effect {
                 owner: Some(owner),
                 expiry_ms: Some(expiry_ms),
                 checkpoint: Some(checkpoint),
                 commit: Some(token),
+                prior,
             },
         }
     }
@@ -266,6 +275,7 @@ pub(crate) fn held_written(row: &LeaseState, write: &Held<'_>) -> LeaseState {
             behind_ms,
             expiry_ms,
             token,
+            ..
         } => {
             row.checkpoint = Some(checkpoint.to_owned());
             row.behind_ms = behind_ms;
@@ -339,6 +349,23 @@ pub(crate) struct Effect<'a> {
     expiry_ms: Option<u64>,
     checkpoint: Option<&'a str>,
     commit: Option<&'a str>,
+    /// A commit's: the token its writer knows the row holds at the counter it saw.
+    prior: Option<&'a str>,
+}
+
+#[cfg(any(test, feature = "dynamodb-lease"))]
+impl Effect<'_> {
+    /// Whether a refusal by `row`, still its writer's after one of its writes had no answer, may
+    /// be retried under the row's counter: any write but a commit; a commit only when the row
+    /// holds the token its writer knew, so that the counter moved by no commit of its own (a
+    /// commit of its own whose answer was lost, landing before a restart's take or after a
+    /// refusal of a later attempt, would be applied again).
+    fn retriable_in(&self, row: &LeaseState) -> bool {
+        self.commit.is_none()
+            || self
+                .prior
+                .is_some_and(|prior| row.commit_token.as_deref() == Some(prior))
+    }
 }
 
 /// Whether `row`, which refused a held write conditioned on the counter `seen` (`None`: on the
@@ -451,7 +478,11 @@ impl Fence {
         if effect.is_some_and(|effect| landed(row, self.counter, effect)) {
             return Refusal::Landed(Self::adopting(row));
         }
-        if !retried && self.uncertain && row.is_held_by(owner) {
+        if !retried
+            && self.uncertain
+            && row.is_held_by(owner)
+            && effect.is_none_or(|effect| effect.retriable_in(row))
+        {
             return Refusal::Retry(Self::adopting(row));
         }
         Refusal::Lost
@@ -479,7 +510,9 @@ mod commit;
     unused_imports,
     reason = "exactly once is built in steps; its stores apply these next"
 )]
-pub(crate) use commit::{CommitRefusal, RowAnswer, RowCommit, commit_refused, commit_rows};
+pub(crate) use commit::{
+    CommitRefusal, RowAnswer, RowCommit, RowRefusal, commit_refused, commit_rows,
+};
 
 #[cfg(test)]
 mod tests;

@@ -140,6 +140,8 @@ pub(crate) struct ShardMachine<T, R> {
     prefix_sending: Option<u64>,
     /// Exactly once: how commits ended, not yet taken by the driver.
     commit_news: Vec<CommitNews>,
+    /// Exactly once: a commit made room the reader waits for.
+    commit_woke_reader: bool,
 }
 
 // The methods under `cfg(test)` are what the simulation's checks and the tests read of the
@@ -169,6 +171,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             prefix_written: 0,
             prefix_sending: None,
             commit_news: Vec::new(),
+            commit_woke_reader: false,
         }
     }
 
@@ -411,13 +414,17 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             // on from it.
             return false;
         }
+        if self.lease.is_committing() {
+            self.drop_staged();
+        }
         self.watermark.reset();
         // The new position's prefix starts at nothing; what the old one had is never written.
         self.prefix_written = 0;
         self.prefix_sending = None;
         self.lease.drop_pending();
-        // Exactly once, the old position's settled units are dropped with it (their writes
-        // never commit), and the seek's position commits without writes.
+        // Exactly once, the old position's settled units are dropped with it (a commit already
+        // sent still goes, unchanged, and answers for its own), and the seek's position commits
+        // without writes.
         self.ready_to_lease();
         self.lease.checkpoint_ready(recorded);
         // The seek's position delivers what follows it: records waiting to come back do not,
@@ -694,6 +701,13 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// Hands the shard back `how`: after the write in flight, the final writes.
     pub(crate) fn close(&mut self, how: Close) {
+        if how == Close::Finished && !(self.watermark.all_settled() && self.retries.is_empty()) {
+            // Exactly once, a unit's commit was refused between the reader's end and its close:
+            // the delivery went back, so the shard is not read to its end by this instance. Its
+            // next owner delivers it again; no SHARD_END passes it.
+            self.lease.close_unfinished();
+            return;
+        }
         self.lease.close(how);
     }
 

@@ -31,6 +31,8 @@ pub(crate) use harness::Harness;
 #[cfg(test)]
 pub(crate) use lease::Lost;
 pub(crate) use lease::{Answer, Close, Ending, LeaseNews, Next, ShardLease, Write};
+#[cfg(test)]
+pub(crate) use machine::{CommitNews, Staged};
 pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, ShardMachine, Stall};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 

@@ -156,6 +156,17 @@ pub(super) struct Config {
     /// How many seeks handlers may make, and the chance that a finishing handler makes one.
     pub(super) seeks: usize,
     pub(super) p_seek: f64,
+    /// Exactly once: sessions commit what their handlers staged with the checkpoint
+    /// (`ShardLease::committing`), and the store applies the effects with the row.
+    pub(super) exactly_once: bool,
+    /// Every `stage_every`-th record (by shard and index) stages nothing (`usize::MAX`: every
+    /// record stages its effect).
+    pub(super) stage_every: usize,
+    /// The chance that a commit with effects is refused by a unit's own condition.
+    pub(super) p_user_refuse: f64,
+    /// Whether the store answers a resent commit token with success without applying it again
+    /// (DynamoDB), or evaluates it again (moto): the row's `commit_token` then tells it landed.
+    pub(super) token_honoured: bool,
 }
 
 impl Config {
@@ -264,11 +275,27 @@ impl Config {
             aggregates: 0.0,
             p_empty: 0.0,
             twin_check: false,
+            exactly_once: false,
+            stage_every: usize::MAX,
+            p_user_refuse: 0.0,
+            token_honoured: false,
         }
+        .with_exactly_once(rng)
         .with_balancing(rng)
         .with_fan_out(rng)
         .with_aggregates(rng)
         .with_twin_check(rng)
+    }
+
+    /// Whether the sessions commit exactly once, and how, from a generator of its own (as
+    /// [`with_balancing`](Self::with_balancing) draws), so the schedules stay those they were.
+    fn with_exactly_once(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0xe0_0c0e);
+        self.exactly_once = side.random_bool(0.4);
+        self.stage_every = [2, 5, usize::MAX][side.random_range(0..3)];
+        self.p_user_refuse = [0.0, 0.02, 0.1][side.random_range(0..3)];
+        self.token_honoured = side.random_bool(0.5);
+        self
     }
 
     /// Whether the runs record themselves under their owner ids, from a generator of its own (as

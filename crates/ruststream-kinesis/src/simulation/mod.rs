@@ -208,6 +208,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::commit::{ItemRef, UnitId, UnitSize};
 use crate::coordinator::machine::Coordinator;
 use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as RoundStep};
@@ -220,8 +221,8 @@ use crate::lease::{LeaseState, Notice, rules};
 use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{
-    Answer, Call, Close, Ending, Fetch, HandedBack, Lost, Next, ReadSettings, ReadStep, Redeliver,
-    ShardLease, ShardMachine, Stop, Write,
+    Answer, Call, Close, CommitNews, Ending, Fetch, HandedBack, Lost, Next, ReadSettings, ReadStep,
+    Redeliver, ShardLease, ShardMachine, Staged, Stop, Write,
 };
 use crate::watermark::Ticket;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};

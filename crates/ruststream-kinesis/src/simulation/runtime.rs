@@ -299,11 +299,12 @@ impl Sim {
             return;
         }
         self.mark_acked(msg.shard, msg.idx);
+        let staged = self.staged(&msg);
         // `ShardHandle::settle`.
         let stream = &self.stream;
         if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
             // Refused once no checkpoint of the shard will be written any more.
-            if let Ok(settled) = s.machine.settle(msg.ticket, false) {
+            if let Ok(settled) = s.machine.settle_staged(msg.ticket, staged, false) {
                 if let Some(upto) = &settled.grown_to {
                     s.settled_upto = stream.index_through(msg.shard, Mark::of(Some(upto)));
                     // A settled prefix that grows is progress, also where a seek back made the
@@ -319,6 +320,40 @@ impl Sim {
             }
         }
         self.after_handler(i);
+    }
+
+    /// Exactly once: what the handling of `msg` staged, if its record stages an effect: one write
+    /// on its own item, the effect of the record in its shard's current seek epoch.
+    fn staged(&mut self, msg: &Msg) -> Option<Staged<SimRecord>> {
+        let key = msg.shard * 1_000_003 + msg.idx;
+        if !self.cfg.exactly_once || key.is_multiple_of(self.cfg.stage_every) {
+            return None;
+        }
+        let unit = UnitId(self.next_unit);
+        self.next_unit += 1;
+        let epoch = self.seek_epochs.get(&msg.shard).copied().unwrap_or(0);
+        self.unit_effects.insert(
+            unit,
+            EffectId {
+                shard: msg.shard,
+                idx: msg.idx,
+                epoch,
+            },
+        );
+        Some(Staged {
+            unit,
+            size: UnitSize {
+                actions: 1,
+                bytes: 100,
+                items: [ItemRef {
+                    table: 1,
+                    key: Some(key as u64),
+                }]
+                .into(),
+            },
+            record: self.stream.record(msg.shard, msg.idx),
+            attempts: 1,
+        })
     }
 
     /// `reader::redeliver`: sends the records handed back that are due, then sleeps until the
@@ -420,6 +455,8 @@ impl Sim {
         if !restarts {
             return;
         }
+        // Exactly once: the records after the target are asked for again, effects included.
+        *self.seek_epochs.entry(shard).or_default() += 1;
         // What the seek skips forward is not owed any more; what it goes back over is read again.
         for idx in 0..target {
             if self.waive(shard, idx) {

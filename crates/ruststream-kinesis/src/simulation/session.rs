@@ -25,6 +25,12 @@ impl Sim {
         // `take`: the handle's lease counts from the take's send by both clocks, and so does
         // the first renewal.
         let lease = ShardLease::taken(timings, sent, self.wall_at(i, sent));
+        // Exactly once: the lease's nonce, drawn as the driver draws it at the take.
+        let lease = if self.cfg.exactly_once {
+            lease.committing(self.rng.random())
+        } else {
+            lease
+        };
         let cancelled = self.insts[i].coord.cancelled;
         let reader_token = self.token();
         let settings = ReadSettings {
@@ -68,6 +74,7 @@ impl Sim {
             lost: false,
             cover: None,
             subscription: None,
+            commit_sent: None,
         };
         self.log(|| format!("i{i} reads shard {shard} from #{start_idx} as session {sid}"));
         let inst = &mut self.insts[i];
@@ -156,8 +163,24 @@ impl Sim {
                         last: s.handled_upto,
                         drained: s.machine.handed_over_drained(),
                     },
-                    // No simulated session commits yet (exactly once, step 4).
-                    Write::Commit(_) => unreachable!("no simulated lease commits"),
+                    Write::Commit(commit) => {
+                        let token: Arc<str> = Arc::from(commit.token.base());
+                        // A resend keeps the first send's moment: the expiry is from its clock.
+                        let first_sent = match &s.commit_sent {
+                            Some((sent_token, at)) if *sent_token == token => *at,
+                            _ => now,
+                        };
+                        s.commit_sent = Some((Arc::clone(&token), first_sent));
+                        OpKind::Commit {
+                            checkpoint: Arc::clone(&commit.checkpoint),
+                            expiry_ms: commit.expiry_ms,
+                            request: Arc::from(commit.token.request(commit.attempt)),
+                            token,
+                            units: Arc::clone(&commit.units),
+                            first_sent,
+                            prior: commit.prior.clone(),
+                        }
+                    }
                 };
                 let shard = s.shard;
                 self.send(
@@ -252,9 +275,27 @@ impl Sim {
         let answer = match res {
             Res::Ok | Res::Row(_) => Answer::Done,
             Res::Fenced => Answer::Refused,
+            Res::UserRefused(unit) => Answer::UserRefused(*unit),
             _ => Answer::Failed,
         };
-        if matches!(write, Write::Renew | Write::Checkpoint { .. }) {
+        // A commit's grant counts from its first send, whose clock its expiry is from.
+        let sent = match (write, &s.commit_sent) {
+            (Write::Commit(_), Some((_, first_sent))) => *first_sent,
+            _ => sent,
+        };
+        if let (Write::Commit(commit), Answer::Done) = (write, answer) {
+            // What this session's commits made durable: what a release covers.
+            let shard = s.shard;
+            s.settled_upto = self
+                .stream
+                .index_through(shard, Mark::of(Some(&commit.checkpoint)));
+            self.stats.commits += 1;
+            self.last_progress = now;
+        }
+        if matches!(
+            write,
+            Write::Renew | Write::Checkpoint { .. } | Write::Commit(_)
+        ) {
             match answer {
                 // The ghost: the grant this session heard of.
                 Answer::Done => {
@@ -275,6 +316,20 @@ impl Sim {
         s.machine.write_answered(now, answer);
         if held && s.machine.ending() == Some(Ending::Lost(Lost::RanOut)) {
             self.stats.lapsed_by_clock += 1;
+        }
+        // Exactly once: a unit refused by its own condition comes back on its session.
+        let refused = s
+            .machine
+            .take_commit_news()
+            .iter()
+            .any(|news| matches!(news, CommitNews::Refused(_)));
+        let wake_reader = s.machine.take_reader_wake();
+        if refused {
+            self.stats.user_refusals += 1;
+            self.redeliver_drive(i, sid);
+        }
+        if wake_reader {
+            self.reader_wake(i, sid, false);
         }
         // `write_lease`: the row a renewing write answered shows a handoff asked of it.
         let asked = match res {

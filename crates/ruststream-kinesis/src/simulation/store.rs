@@ -89,6 +89,10 @@ impl Sim {
             if op.resend {
                 self.stats.resends_recognised += 1;
             }
+            if matches!(op.kind, OpKind::Commit { .. }) {
+                // The SDK's resend, or the lease's of a commit whose answer was lost.
+                self.stats.commit_resends_recognised += 1;
+            }
             self.fences.insert(key, fence);
             return Some((cont, Res::Ok));
         }
@@ -141,6 +145,19 @@ impl Sim {
             OpKind::HandOver { to, checkpoint, .. } => {
                 rules::Held::hand_over(to, checkpoint.as_deref(), op.wall_ms, lease_ms)
             }
+            OpKind::Commit {
+                checkpoint,
+                expiry_ms,
+                token,
+                prior,
+                ..
+            } => rules::Held::Commit {
+                checkpoint,
+                behind_ms: None,
+                expiry_ms: *expiry_ms,
+                token,
+                prior: prior.as_deref(),
+            },
             OpKind::Read
             | OpKind::List
             | OpKind::Acquire
@@ -439,7 +456,17 @@ impl Sim {
             | OpKind::Checkpoint(_)
             | OpKind::CheckpointRenew(_)
             | OpKind::Release { .. }
-            | OpKind::HandOver { .. } => {
+            | OpKind::HandOver { .. }
+            | OpKind::Commit { .. } => {
+                if let OpKind::Commit { request, .. } = &op.kind
+                    && self.cfg.token_honoured
+                    && self.honoured.contains(request)
+                {
+                    // DynamoDB: a request token it saw succeed answers success again, and
+                    // nothing is applied twice.
+                    self.stats.tokens_honoured += 1;
+                    return Res::Ok;
+                }
                 // `DynamoLeaseStore` bumps the notice after a release in a call of its own,
                 // which may fail.
                 let bump_lost = matches!(op.kind, OpKind::Release { .. } | OpKind::HandOver { .. })
@@ -464,18 +491,30 @@ impl Sim {
                     ));
                     return Res::Fenced;
                 }
+                if let OpKind::Commit { units, .. } = &op.kind
+                    && !units.is_empty()
+                    && self.rng.random_bool(self.cfg.p_user_refuse)
+                {
+                    // A unit's own condition fails: the transaction is cancelled whole.
+                    let unit = units[self.rng.random_range(0..units.len())];
+                    return Res::UserRefused(unit);
+                }
                 // The store's rule: the row as the write leaves it. The checks below read the row
                 // as it was before.
                 let after = rules::held_written(state, &write);
                 let before = std::mem::replace(state, after);
-                if matches!(
-                    op.kind,
-                    OpKind::Renew | OpKind::CheckpointRenew(_) | OpKind::HandOver { .. }
-                ) {
-                    if op.sent < row.expiry_sent {
+                let expiry_sent = match &op.kind {
+                    OpKind::Renew | OpKind::CheckpointRenew(_) | OpKind::HandOver { .. } => {
+                        Some(op.sent)
+                    }
+                    OpKind::Commit { first_sent, .. } => Some(*first_sent),
+                    _ => None,
+                };
+                if let Some(sent) = expiry_sent {
+                    if sent < row.expiry_sent {
                         row.expiry_moved_back = true;
                     }
-                    row.expiry_sent = op.sent;
+                    row.expiry_sent = sent;
                 }
                 let renews = matches!(op.kind, OpKind::Renew | OpKind::CheckpointRenew(_));
                 match &op.kind {
@@ -538,7 +577,9 @@ impl Sim {
                             g.planned_upto = g.planned_upto.max(covered);
                         }
                     }
-                    OpKind::Checkpoint(checkpoint) | OpKind::CheckpointRenew(checkpoint) => {
+                    OpKind::Checkpoint(checkpoint)
+                    | OpKind::CheckpointRenew(checkpoint)
+                    | OpKind::Commit { checkpoint, .. } => {
                         let old = Mark::of(before.checkpoint.as_deref());
                         let new = Mark::of(Some(checkpoint));
                         // A seek of the session that writes may take its checkpoint back, no
@@ -564,6 +605,9 @@ impl Sim {
                         if state.is_finished() {
                             // Its children open: balancing converges anew.
                             self.reshaped_at = self.reshaped_at.max(self.now);
+                        }
+                        if let OpKind::Commit { units, request, .. } = &op.kind {
+                            self.commit_applied(units, request);
                         }
                     }
                     OpKind::Release { cover, stopping } => {
@@ -624,6 +668,36 @@ impl Sim {
                 } else {
                     Res::Ok
                 }
+            }
+        }
+    }
+
+    /// A commit landed: its units' effects are applied with it, in the same step. Invariant 8:
+    /// no effect is applied twice (in one seek epoch of its shard).
+    fn commit_applied(&mut self, units: &[UnitId], request: &Arc<str>) {
+        if self.cfg.token_honoured {
+            self.honoured.insert(Arc::clone(request));
+        }
+        for unit in units {
+            let Some(&effect) = self.unit_effects.get(unit) else {
+                self.fail(format!(
+                    "exactly once: commit {request} names unit {unit:?}, never staged"
+                ));
+                return;
+            };
+            let applied = {
+                let applied = self.applied.entry(effect).or_default();
+                *applied += 1;
+                *applied
+            };
+            self.stats.effects += 1;
+            if applied > 1 {
+                self.fail(format!(
+                    "exactly once: the effect of record #{} of shard {} (seek epoch {}) was applied \
+                     {applied} times, the last by commit {request} (unit {unit:?})",
+                    effect.idx, effect.shard, effect.epoch
+                ));
+                return;
             }
         }
     }

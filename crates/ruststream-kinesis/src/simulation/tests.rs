@@ -18,6 +18,7 @@ fn as_found(cfg: &mut Config, _: &mut StdRng) {
     cfg.aggregates = 0.0;
     cfg.p_empty = 0.0;
     cfg.twin_check = false;
+    cfg.exactly_once = false;
 }
 
 /// Runs one schedule; on failure runs it again with a trace and returns the report.
@@ -156,6 +157,13 @@ fn random_schedules_keep_the_lease_invariants() {
     // KPL aggregates were written, readers took shards over from a checkpoint inside one, and
     // Kinesis answered calls with no record where records followed.
     assert!(stats.aggregates > 0 && stats.within_starts > 0 && stats.empty_answers > 0);
+    // Exactly once: commits landed with their effects, units were refused by their own
+    // condition and came back, and resent commits were answered by their token.
+    assert!(stats.commits > 0 && stats.effects > 0, "{stats:?}");
+    assert!(
+        stats.user_refusals > 0 && stats.tokens_honoured > 0,
+        "{stats:?}"
+    );
 }
 
 /// Runs the schedule pinned on `seed`, which must keep every invariant: its report otherwise.
@@ -621,5 +629,19 @@ fn a_stopped_runs_record_landing_late_pauses_no_restarted_run() {
     assert!(
         stats.late_landings > 0,
         "the record still lands late: {stats:?}"
+    );
+}
+
+/// Exactly once, invariant 8: a commit is conditioned on the counter its writer saw, never on the
+/// owner alone. With the counter dropped from the commit's condition (`rules::held_accepted`,
+/// checked by hand), the resend of a commit whose first attempt landed was applied again: this
+/// schedule failed with "the effect of record #2 of shard 1 (seek epoch 0) was applied 2 times".
+/// Pinned: it still resends a landed commit, which the row's token shows landed.
+#[test]
+fn a_resent_commit_that_landed_is_recognised_by_its_token_and_applied_once() {
+    let stats = replays_clean(1_796_407_047_762_031_292, &no_tweak);
+    assert!(
+        stats.commit_resends_recognised > 0 && stats.effects > 0,
+        "{stats:?}"
     );
 }

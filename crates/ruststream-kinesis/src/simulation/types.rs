@@ -270,6 +270,18 @@ pub(super) enum OpKind {
         last: Option<usize>,
         drained: bool,
     },
+    /// `TransactWriteItems` of an exactly-once commit: the effects of `units` and the row's
+    /// checkpoint and expiry under `token` (the row's), sent as `request` (the token of this
+    /// attempt); `first_sent` when the commit was first sent, whose clock its expiry is from.
+    Commit {
+        checkpoint: Arc<str>,
+        expiry_ms: u64,
+        token: Arc<str>,
+        request: Arc<str>,
+        units: Arc<[UnitId]>,
+        first_sent: Time,
+        prior: Option<Arc<str>>,
+    },
 }
 
 /// One store call as it travels to the store.
@@ -324,6 +336,17 @@ pub(super) enum Res {
     Ok,
     Fenced,
     Failed,
+    /// A commit refused by this unit's own condition: nothing applied.
+    UserRefused(UnitId),
+}
+
+/// One handling's effect: its record, and the shard's seek epoch (a seek back asks for the
+/// records after its target again, effects included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct EffectId {
+    pub(super) shard: usize,
+    pub(super) idx: usize,
+    pub(super) epoch: u32,
 }
 
 /// Where a store answer goes.
@@ -622,6 +645,8 @@ pub(super) struct Session {
     /// The open fan-out subscription: the index of the record its next event starts at, and
     /// how many events it sends before it ends (its five minutes).
     pub(super) subscription: Option<(usize, u32)>,
+    /// Exactly once: the token of the commit last sent, and when it was first sent.
+    pub(super) commit_sent: Option<(Arc<str>, Time)>,
 }
 
 /// What the coordinator's driver gathers for `Rounds` while its calls are in flight: the rows
@@ -896,6 +921,15 @@ pub(super) struct Stats {
     /// Handovers after a release, with the handover poll on, and with it off.
     pub(super) handovers_polled: Handovers,
     pub(super) handovers_unpolled: Handovers,
+    /// Exactly once: commits that landed, effects they applied, units refused by their own
+    /// condition, and resent commits the store answered by their token.
+    pub(super) commits: u64,
+    pub(super) effects: u64,
+    pub(super) user_refusals: u64,
+    pub(super) tokens_honoured: u64,
+    /// Resent commits the store refused by the counter their first attempt moved, recognised as
+    /// landed by the row's token.
+    pub(super) commit_resends_recognised: u64,
 }
 
 impl Stats {
@@ -959,6 +993,11 @@ impl Stats {
         self.worst_recovery_permille = self.worst_recovery_permille.max(o.worst_recovery_permille);
         self.handovers_polled.add(&o.handovers_polled);
         self.handovers_unpolled.add(&o.handovers_unpolled);
+        self.commits += o.commits;
+        self.effects += o.effects;
+        self.user_refusals += o.user_refusals;
+        self.tokens_honoured += o.tokens_honoured;
+        self.commit_resends_recognised += o.commit_resends_recognised;
     }
 }
 
@@ -991,6 +1030,14 @@ pub(super) struct Sim {
     /// Per session, below which its checkpoints may go after its seeks (its `seek_floor`): kept
     /// past the session's end, since its writes may land after a crash.
     pub(super) seek_floors: HashMap<u64, Mark>,
+    /// Exactly once: each staged unit's effect, the effects the store applied (how often), the
+    /// request tokens it remembers (when it honours them), each shard's seek epoch, and the
+    /// next unit's number.
+    pub(super) unit_effects: HashMap<UnitId, EffectId>,
+    pub(super) applied: HashMap<EffectId, u32>,
+    pub(super) honoured: HashSet<Arc<str>>,
+    pub(super) seek_epochs: HashMap<usize, u32>,
+    pub(super) next_unit: u64,
     pub(super) insts: Vec<Inst>,
     pub(super) sid_inst: HashMap<u64, (usize, u32)>,
     pub(super) next_sid: u64,

@@ -13,7 +13,7 @@ fn in_order_acks_move_the_checkpoint_one_by_one() {
     let b = mark.push(seq(2));
     assert_eq!(mark.settle(a).as_deref(), Some("1"));
     assert_eq!(mark.settle(b).as_deref(), Some("2"));
-    assert!(mark.is_drained());
+    assert!(mark.all_settled());
 }
 
 #[test]
@@ -26,7 +26,7 @@ fn an_out_of_order_ack_waits_for_the_gap() {
     assert_eq!(mark.settle(b), None);
     assert_eq!(mark.unsettled(), 3);
     assert_eq!(mark.settle(a).as_deref(), Some("3"));
-    assert!(mark.is_drained());
+    assert!(mark.all_settled());
 }
 
 #[test]

@@ -59,14 +59,26 @@ pub(crate) enum CommitRefusal {
     Lost { rows: Vec<usize> },
 }
 
-/// What a refused commit of `owner`'s under `token` means: `rows` holds each row's fence (the
-/// counter the commit was conditioned on, and whether a write before had no answer) and its
-/// answer, in the commit's order; `retried` whether the commit was already sent once more after a
-/// refusal.
+/// One row of a refused commit: its fence (the counter the commit was conditioned on, and
+/// whether a write before had no answer), the token its writer knew the row held there (`None`:
+/// not known), and how it answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RowRefusal<'a> {
+    pub(crate) fence: Fence,
+    pub(crate) prior: Option<&'a str>,
+    pub(crate) answer: RowAnswer<'a>,
+}
+
+/// What a refused commit of `owner`'s under `token` means: `rows` in the commit's order;
+/// `retried` whether the commit was already sent once more after a refusal.
 ///
 /// One refusing row that shows the commit landed is enough: the transaction is all or nothing.
+/// A retry needs every refusing row still ours after an uncertain write, holding the token its
+/// writer knew: a counter moved by a commit of our own (one whose answer was lost, landing before
+/// a restart's take or after a later attempt's refusal) would otherwise have its units applied
+/// again.
 pub(crate) fn commit_refused(
-    rows: &[(Fence, RowAnswer<'_>)],
+    rows: &[RowRefusal<'_>],
     owner: &str,
     token: &str,
     retried: bool,
@@ -76,15 +88,15 @@ pub(crate) fn commit_refused(
             && row.is_held_by(owner)
             && row.commit_token.as_deref() == Some(token)
     };
-    let landed = rows.iter().any(|(fence, answer)| match answer {
-        RowAnswer::Refused(row) => shows_landing(fence, row),
+    let landed = rows.iter().any(|one| match one.answer {
+        RowAnswer::Refused(row) => shows_landing(&one.fence, row),
         _ => false,
     });
     if landed {
         return CommitRefusal::Landed(
             rows.iter()
-                .map(|(fence, answer)| match answer {
-                    RowAnswer::Refused(row) if shows_landing(fence, row) => {
+                .map(|one| match one.answer {
+                    RowAnswer::Refused(row) if shows_landing(&one.fence, row) => {
                         Some(Fence::adopting(row))
                     }
                     _ => None,
@@ -92,19 +104,25 @@ pub(crate) fn commit_refused(
                 .collect(),
         );
     }
-    let retry = rows.iter().all(|(fence, answer)| match answer {
+    let retry = rows.iter().all(|one| match one.answer {
         RowAnswer::Accepted => true,
-        RowAnswer::Refused(row) => fence.uncertain && row.is_held_by(owner),
+        RowAnswer::Refused(row) => {
+            one.fence.uncertain
+                && row.is_held_by(owner)
+                && one
+                    .prior
+                    .is_some_and(|prior| row.commit_token.as_deref() == Some(prior))
+        }
         RowAnswer::Missing => false,
     });
     if retry && !retried {
         return CommitRefusal::Retry(
             rows.iter()
-                .map(|(fence, answer)| match answer {
+                .map(|one| match one.answer {
                     RowAnswer::Refused(row) => Fence::adopting(row),
                     _ => Fence {
                         uncertain: false,
-                        ..*fence
+                        ..one.fence
                     },
                 })
                 .collect(),
@@ -114,7 +132,7 @@ pub(crate) fn commit_refused(
         rows: rows
             .iter()
             .enumerate()
-            .filter(|(_, (_, answer))| !matches!(answer, RowAnswer::Accepted))
+            .filter(|(_, one)| !matches!(one.answer, RowAnswer::Accepted))
             .map(|(index, _)| index)
             .collect(),
     }

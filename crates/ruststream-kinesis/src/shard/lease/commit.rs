@@ -1,9 +1,10 @@
 //! Exactly once, the lease's side: the commits that move the checkpoint together with the
 //! handlers' writes, in the one-write-in-flight order of every other write of the row.
 //!
-//! - A commit renews the lease, so it replaces a renewal; its expiry is fixed at its first send,
-//!   and a resend is the same request (the same token, the same expiry), so an attempt that
-//!   landed is recognised and none is applied twice.
+//! - A commit renews the lease (the shard may deliver longer), but renewals keep their cadence:
+//!   a transaction answers no row, and a renewal's answer is where a handoff asked of this holder
+//!   shows. Its expiry is fixed at its first send, and a resend is the same request (the same
+//!   token, the same expiry), so an attempt that landed is recognised and none is applied twice.
 //! - Settled deliveries with staged writes commit at once (one write in flight already groups
 //!   what settles during a round trip); settled deliveries without writes commit at the
 //!   checkpoint interval, as checkpoints do.
@@ -34,6 +35,10 @@ pub(crate) struct Commit {
     pub(crate) units: Arc<[UnitId]>,
     /// The settled deliveries it covers, of the watermark's generation `generation`.
     pub(crate) covers: Covers,
+    /// The token of this lease's last commit that landed, which the row holds at the counter
+    /// the commit is conditioned on (`None`: none landed yet, and the row's is not known): a
+    /// refusal by a row still ours is retried only while the row holds it.
+    pub(crate) prior: Option<Arc<str>>,
 }
 
 /// Which settled deliveries a commit covers: the first `entries` of the settled prefix of the
@@ -80,6 +85,8 @@ pub(super) struct Unresolved<T> {
 pub(super) struct Committing<T> {
     /// The token of the next commit.
     pub(super) token: CommitToken,
+    /// The token of the last commit that landed.
+    pub(super) landed: Option<Arc<str>>,
     /// Settled deliveries wait for a commit; some of them staged writes.
     pub(super) ready: bool,
     pub(super) ready_writes: bool,
@@ -92,6 +99,7 @@ impl<T> Committing<T> {
     pub(super) fn new(nonce: u64) -> Self {
         Self {
             token: CommitToken { nonce, number: 0 },
+            landed: None,
             ready: false,
             ready_writes: false,
             unresolved: None,
@@ -135,6 +143,17 @@ impl<T: Moment> ShardLease<T> {
             commits.ready = ready;
             commits.ready_writes = ready_writes;
         }
+    }
+
+    /// The units of the commit sent and not answered for good (none: no commit is).
+    pub(crate) fn unresolved_units(&self) -> Arc<[UnitId]> {
+        self.committing
+            .as_ref()
+            .and_then(|commits| commits.unresolved.as_ref())
+            .map_or_else(
+                || Arc::from([]),
+                |unresolved| Arc::clone(&unresolved.commit.units),
+            )
     }
 
     /// How the commits answered since the last call ended, for the machine to apply.
@@ -198,6 +217,7 @@ impl<T: Moment> ShardLease<T> {
             expiry_ms: now_ms.saturating_add(lease_ms),
             units: folded.units,
             covers: folded.covers,
+            prior: commits.landed.clone(),
         };
         commits.unresolved = Some(Unresolved {
             commit: commit.clone(),
@@ -218,12 +238,15 @@ impl<T: Moment> ShardLease<T> {
         };
         match answer {
             Answer::Done => {
+                commits.landed = Some(Arc::from(commit.token.base()));
                 commits.resolved(Outcome::Committed {
                     covers: commit.covers,
                     units: commit.units,
                 });
-                // The row's expiry was written from the first send's clock.
-                self.renewed(unresolved.first_sent, unresolved.first_sent_ms);
+                // The row's expiry was written from the first send's clock. The renewals keep
+                // their own cadence: a transaction answers no row, and a renewal's answer is
+                // where a handoff asked of this holder shows.
+                self.extended(unresolved.first_sent, unresolved.first_sent_ms);
                 self.checkpoint_due = now + self.timings.checkpoint_interval();
             }
             Answer::Refused => self.lose(Lost::Refused),
@@ -236,6 +259,7 @@ impl<T: Moment> ShardLease<T> {
                 // release may follow (the next owner delivers it again).
                 if self.phase == Phase::Closing(Close::Finished) {
                     self.phase = Phase::Closing(Close::Release);
+                    self.finish_abandoned = true;
                 }
             }
             Answer::Failed | Answer::NotApplied => {

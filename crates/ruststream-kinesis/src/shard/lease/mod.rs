@@ -143,7 +143,8 @@ pub(crate) enum Ending {
     /// The lease is lost (refused), or ran out by this instance's clock: nothing was written
     /// at the end, and another instance may hold the shard by now.
     Lost(Lost),
-    /// The closing writes went out; `written` whether the final checkpoint landed.
+    /// The closing writes went out; `written` whether the final checkpoint landed (of a shard
+    /// read to its end: its `SHARD_END`, so not when a delivery of it went back while closing).
     Closed { written: bool },
 }
 
@@ -220,6 +221,9 @@ pub(crate) struct ShardLease<T = Instant> {
     news: Vec<LeaseNews>,
     /// Exactly once: the commits (`None`: at least once, checkpoints).
     committing: Option<Committing<T>>,
+    /// A close of a shard read to its end became a release (a delivery of it went back): its
+    /// `SHARD_END` was never written.
+    finish_abandoned: bool,
 }
 
 impl<T: Moment> ShardLease<T> {
@@ -248,6 +252,7 @@ impl<T: Moment> ShardLease<T> {
             finishing: false,
             news: Vec::new(),
             committing: None,
+            finish_abandoned: false,
         }
     }
 
@@ -429,7 +434,8 @@ impl<T: Moment> ShardLease<T> {
                 self.phase = Phase::Ended(Ending::Closed { written: false });
             }
             (Write::Release, answer) => {
-                let written = matches!(self.phase, Phase::Releasing { written: true });
+                let written = matches!(self.phase, Phase::Releasing { written: true })
+                    && !self.finish_abandoned;
                 match answer {
                     Answer::Done => self.news.push(LeaseNews::Released),
                     Answer::Refused => self.news.push(LeaseNews::RefusedClosing {
@@ -469,11 +475,17 @@ impl<T: Moment> ShardLease<T> {
     /// [`valid_after(sent)`](Self::valid_after) by each clock (a late answer never shortens
     /// it), and the next renewal is due `renew` after `sent`.
     fn renewed(&mut self, sent: T, sent_ms: u64) {
+        self.extended(sent, sent_ms);
+        self.next_renewal = sent + self.timings.renew();
+    }
+
+    /// A write that renewed, sent at `sent`: the lease holds until
+    /// [`valid_after(sent)`](Self::valid_after) by each clock, a late answer never shortening it.
+    fn extended(&mut self, sent: T, sent_ms: u64) {
         self.valid_until = self.valid_until.max(Self::valid_after(&self.timings, sent));
         self.valid_until_ms = self
             .valid_until_ms
             .max(sent_ms.saturating_add(millis(self.timings.usable_lease())));
-        self.next_renewal = sent + self.timings.renew();
     }
 
     fn lose(&mut self, how: Lost) {
@@ -550,6 +562,16 @@ impl<T: Moment> ShardLease<T> {
     pub(crate) fn close(&mut self, how: Close) {
         if self.phase == Phase::Holding {
             self.phase = Phase::Closing(how);
+        }
+    }
+
+    /// A shard the reader read to its end closes as a release: a delivery of it went back after
+    /// the end was seen (exactly once, its commit refused), so it is not finished, and the
+    /// ending says so.
+    pub(crate) fn close_unfinished(&mut self) {
+        if self.phase == Phase::Holding {
+            self.phase = Phase::Closing(Close::Release);
+            self.finish_abandoned = true;
         }
     }
 

@@ -30,6 +30,9 @@ pub(crate) enum CommitNews {
     /// This unit's own write refused: nothing of it landed; it is delivered again (unless the
     /// shard is being handed back: then its next owner delivers it).
     Refused(UnitId),
+    /// A seek dropped these settled units before any commit took them: their writes never
+    /// commit.
+    Dropped(Vec<UnitId>),
 }
 
 /// The next commit's share of the settled prefix: the longest run from its head that fits one
@@ -80,6 +83,20 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         })
     }
 
+    /// A seek drops the settled units no commit took yet: the driver forgets their writes.
+    pub(super) fn drop_staged(&mut self) {
+        let sent = self.lease.unresolved_units();
+        let dropped: Vec<UnitId> = self
+            .watermark
+            .ready_run()
+            .filter_map(|(_, staged)| staged.map(|staged| staged.unit))
+            .filter(|unit| !sent.contains(unit))
+            .collect();
+        if !dropped.is_empty() {
+            self.commit_news.push(CommitNews::Dropped(dropped));
+        }
+    }
+
     /// Tells the lease what waits for a commit.
     pub(super) fn ready_to_lease(&mut self) {
         let (ready, staged) = self.watermark.ready();
@@ -94,6 +111,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                 Outcome::Committed { covers, units } => {
                     if covers.generation == self.watermark.generation() {
                         self.watermark.committed(covers.entries);
+                        // Committed deliveries leave the window: a reader waiting for room
+                        // has it now.
+                        self.commit_woke_reader |= self.wakes_reader();
                     }
                     self.commit_news.push(super::CommitNews::Committed(units));
                 }
@@ -118,6 +138,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             return;
         };
         if self.lease.is_halted() {
+            // Its next owner delivers it again: a handoff no longer covers every delivery.
+            self.handed_over_drained = false;
             return;
         }
         self.in_flight += 1;
@@ -131,6 +153,19 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                 due: now,
             },
         );
+    }
+
+    /// Whether a commit gave the reader what it waits for (room in the window) since the last
+    /// call: the driver wakes it.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "exactly once is built in steps; its live driver uses this next"
+        )
+    )]
+    pub(crate) fn take_reader_wake(&mut self) -> bool {
+        std::mem::take(&mut self.commit_woke_reader)
     }
 
     /// How the commits ended since the last call, for the driver.

@@ -147,11 +147,8 @@ fn a_unit_refused_by_its_own_write_comes_back_and_holds_back_the_units_after_it(
     };
     assert_eq!((again.record.clone(), again.ticket), (rec("2"), t[1]));
     assert!(
-        !matches!(
-            machine.next_write(S / 4, ms(S / 4)),
-            Next::Send(Write::Commit(_))
-        ),
-        "3 never commits before 2"
+        matches!(machine.next_write(S / 4, ms(S / 4)), Next::Wait(_)),
+        "3 never commits before 2, nor a checkpoint past 2"
     );
     // Handled again, staging other writes: 2 and 3 commit together.
     machine
@@ -212,4 +209,98 @@ fn a_settlement_without_staging_commits_too() {
     assert_eq!((settled.grown_to, settled.checkpoint), (None, true));
     let moved = commit(&mut machine, Duration::ZERO);
     assert_eq!((&*moved.checkpoint, moved.units.len()), ("1", 0));
+}
+
+#[test]
+fn a_reader_waiting_for_room_is_woken_by_the_commit_that_makes_it() {
+    // Found by the simulation (seed 1796406606117701419): a window of committed-to-be
+    // deliveries emptied by a commit left its reader waiting for room for good.
+    let mut machine = ShardMachine::new(
+        ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO))
+            .committing(7),
+        settings(1),
+        ShardIterator::service("it-0"),
+        recorded(),
+    );
+    // Behind the shard's newest record: it would read on, but the window is full.
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 5_000);
+    let t = hand_out(&mut machine, Duration::ZERO);
+    assert!(matches!(next(&mut machine, S), ReadStep::Wait(None)));
+    let settled = machine
+        .settle_staged(t[0], Some(staged(1, 1, "1")), false)
+        .unwrap();
+    assert!(
+        !settled.wake_reader,
+        "settled, but it holds the window until its commit"
+    );
+    commit(&mut machine, S);
+    assert!(!machine.take_reader_wake());
+    machine.write_answered(S, Answer::Done);
+    assert!(machine.take_reader_wake(), "the commit made room");
+    assert!(!machine.take_reader_wake(), "once");
+    assert!(matches!(
+        next(&mut machine, S),
+        ReadStep::Call(Call::GetRecords(_))
+    ));
+}
+
+#[test]
+fn a_unit_refused_between_the_readers_end_and_its_close_leaves_the_shard_unfinished() {
+    // Review: every record settled, the reader saw the end; the commit's answer refuses a unit
+    // before the reader's close arrives.
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2"]);
+    machine
+        .settle_staged(t[0], Some(staged(1, 1, "1")), false)
+        .unwrap();
+    machine
+        .settle_staged(t[1], Some(staged(2, 1, "2")), false)
+        .unwrap();
+    commit(&mut machine, Duration::ZERO);
+    machine.write_answered(S / 10, Answer::UserRefused(UnitId(2)));
+    machine.close(Close::Finished);
+    let alone = commit(&mut machine, S / 10);
+    assert_eq!(alone.units, units(&[1]));
+    machine.write_answered(S / 5, Answer::Done);
+    assert_eq!(
+        machine.next_write(S / 5, ms(S / 5)),
+        Next::Send(Write::Release),
+        "no SHARD_END past record 2, whose writes never landed"
+    );
+    machine.write_answered(S / 4, Answer::Done);
+    assert_eq!(machine.ending(), Some(Ending::Closed { written: false }));
+}
+
+#[test]
+fn a_commit_unresolved_across_a_seek_is_resent_and_touches_nothing_of_the_new_position() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2"]);
+    machine
+        .settle_staged(t[0], Some(staged(1, 1, "1")), false)
+        .unwrap();
+    let sent = commit(&mut machine, Duration::ZERO);
+    machine.write_answered(S / 10, Answer::Failed);
+    machine
+        .settle_staged(t[1], Some(staged(2, 1, "2")), false)
+        .unwrap();
+    assert!(machine.seek(ShardIterator::service("it-5"), recorded(), sought()));
+    assert_eq!(
+        machine.take_commit_news(),
+        [CommitNews::Dropped(vec![UnitId(2)])],
+        "unit 2 never commits; unit 1 rides on the commit already sent"
+    );
+    // The old commit may have landed: it goes again, byte for byte, before the seek's position.
+    assert_eq!(commit(&mut machine, 2 * S), sent);
+    machine.write_answered(2 * S, Answer::Done);
+    assert_eq!(
+        machine.take_commit_news(),
+        [CommitNews::Committed(units(&[1]))]
+    );
+    // Then the seek's position, at the checkpoint interval: it carries no writes.
+    let position = commit(&mut machine, 3 * S);
+    assert_eq!(
+        (position.checkpoint.clone(), position.units.len()),
+        (sought(), 0)
+    );
+    assert_eq!(position.token, sent.token.next());
 }

@@ -23,6 +23,7 @@ fn commit(checkpoint: &str, token: &str) -> Held<'static> {
         behind_ms: Some(7),
         expiry_ms: NOW + LEASE,
         token,
+        prior: None,
     }
 }
 
@@ -130,13 +131,22 @@ fn a_commit_of_several_rows_writes_all_of_them_or_none() {
     assert_eq!(commit_rows(&missing), Err(0));
 }
 
+/// A row of a refused commit whose writer knew the row held `prior`.
+fn refusal<'a>(fence: Fence, prior: Option<&'a str>, answer: RowAnswer<'a>) -> RowRefusal<'a> {
+    RowRefusal {
+        fence,
+        prior,
+        answer,
+    }
+}
+
 #[test]
 fn one_row_that_shows_the_landing_wins_over_a_row_taken_since() {
     let landed_row = held(Some(&row("a", 4)), "a", Some(4), &commit("200", "t1")).unwrap();
     let taken = row("b", 12);
     let answers = [
-        (fence(4, true), RowAnswer::Refused(&landed_row)),
-        (fence(9, true), RowAnswer::Refused(&taken)),
+        refusal(fence(4, true), None, RowAnswer::Refused(&landed_row)),
+        refusal(fence(9, true), None, RowAnswer::Refused(&taken)),
     ];
     assert_eq!(
         commit_refused(&answers, "a", "t1", false),
@@ -151,12 +161,16 @@ fn one_row_that_shows_the_landing_wins_over_a_row_taken_since() {
 
 #[test]
 fn a_refusal_by_rows_still_ours_after_an_uncertain_write_is_retried_once() {
-    // A renewal without an answer landed after all: the row is ours, one further on, no token.
-    let moved = row("a", 5);
+    // A renewal without an answer landed after all: the row is ours, one further on, and holds
+    // the token its writer knew.
+    let moved = LeaseState {
+        commit_token: Some("t0".to_owned()),
+        ..row("a", 5)
+    };
     let passed = fence(9, true);
     let answers = [
-        (fence(4, true), RowAnswer::Refused(&moved)),
-        (passed, RowAnswer::Accepted),
+        refusal(fence(4, true), Some("t0"), RowAnswer::Refused(&moved)),
+        refusal(passed, Some("u0"), RowAnswer::Accepted),
     ];
     assert_eq!(
         commit_refused(&answers, "a", "t1", false),
@@ -170,18 +184,72 @@ fn a_refusal_by_rows_still_ours_after_an_uncertain_write_is_retried_once() {
         CommitRefusal::Lost { rows: vec![0] },
         "once retried, a second refusal is a lost lease"
     );
-    let certain = [(fence(4, false), RowAnswer::Refused(&moved))];
+    let certain = [refusal(
+        fence(4, false),
+        Some("t0"),
+        RowAnswer::Refused(&moved),
+    )];
     assert_eq!(
         commit_refused(&certain, "a", "t1", false),
         CommitRefusal::Lost { rows: vec![0] },
         "nothing of ours was uncertain: another writer moved it"
     );
     let gone = [
-        (fence(4, true), RowAnswer::Refused(&moved)),
-        (fence(2, true), RowAnswer::Missing),
+        refusal(fence(4, true), Some("t0"), RowAnswer::Refused(&moved)),
+        refusal(fence(2, true), Some("t0"), RowAnswer::Missing),
     ];
     assert_eq!(
         commit_refused(&gone, "a", "t1", false),
         CommitRefusal::Lost { rows: vec![0, 1] }
+    );
+    let unknown = [refusal(fence(4, true), None, RowAnswer::Refused(&moved))];
+    assert_eq!(
+        commit_refused(&unknown, "a", "t1", false),
+        CommitRefusal::Lost { rows: vec![0] },
+        "without the token it knew, the writer cannot tell its own commit landed"
+    );
+}
+
+#[test]
+fn a_counter_moved_by_a_commit_of_our_own_is_never_retried() {
+    // Commit t1 (seen 4) landed and its answer was lost; a restart under the same owner id took
+    // the row (counter 6, token t1 still). The resend, evaluated again, is refused by the
+    // counter and shows no landing (6, not 5): a retry would apply t1's units a second time.
+    let landed = held(Some(&row("a", 4)), "a", Some(4), &commit("200", "t1")).unwrap();
+    let retaken = LeaseState {
+        counter: 6,
+        ..landed.clone()
+    };
+    let answers = [refusal(
+        fence(4, true),
+        Some("t0"),
+        RowAnswer::Refused(&retaken),
+    )];
+    assert_eq!(
+        commit_refused(&answers, "a", "t1", false),
+        CommitRefusal::Lost { rows: vec![0] }
+    );
+    // The same through the fence of a single row, as a store's held write judges it.
+    let write = Held::Commit {
+        checkpoint: "200",
+        behind_ms: Some(7),
+        expiry_ms: NOW + LEASE,
+        token: "t2",
+        prior: Some("t0"),
+    };
+    assert_eq!(
+        fence(4, true).refused_by(&landed, "a", Some(&write.effect("a")), false),
+        Refusal::Lost,
+        "t1 (answered as refused by its unit) landed late: t2's units are never applied again"
+    );
+    let renewed = LeaseState {
+        counter: 5,
+        commit_token: Some("t0".to_owned()),
+        ..row("a", 5)
+    };
+    assert_eq!(
+        fence(4, true).refused_by(&renewed, "a", Some(&write.effect("a")), false),
+        Refusal::Retry(Fence::adopting(&renewed)),
+        "a renewal of our own moved it: the commit goes again"
     );
 }
