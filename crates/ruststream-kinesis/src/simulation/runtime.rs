@@ -325,10 +325,10 @@ impl Sim {
     /// Exactly once: what the handling of `msg` staged, if its record stages an effect: one write
     /// on its own item, the effect of the record in its shard's current seek epoch.
     fn staged(&mut self, msg: &Msg) -> Option<Staged<SimRecord>> {
-        let key = msg.shard * 1_000_003 + msg.idx;
-        if !self.cfg.exactly_once || key.is_multiple_of(self.cfg.stage_every) {
+        if !self.stages(msg.shard, msg.idx) {
             return None;
         }
+        let key = msg.shard * 1_000_003 + msg.idx;
         let unit = UnitId(self.next_unit);
         self.next_unit += 1;
         let epoch = self.seek_epochs.get(&msg.shard).copied().unwrap_or(0);
@@ -354,6 +354,12 @@ impl Sim {
             record: self.stream.record(msg.shard, msg.idx),
             attempts: 1,
         })
+    }
+
+    /// Whether a handling of record `idx` of `shard` stages an effect (exactly once).
+    pub(super) fn stages(&self, shard: usize, idx: usize) -> bool {
+        let key = shard * 1_000_003 + idx;
+        self.cfg.exactly_once && !key.is_multiple_of(self.cfg.stage_every)
     }
 
     /// `reader::redeliver`: sends the records handed back that are due, then sleeps until the
@@ -455,8 +461,14 @@ impl Sim {
         if !restarts {
             return;
         }
-        // Exactly once: the records after the target are asked for again, effects included.
+        // Exactly once: the records after the target are asked for again, effects included;
+        // those before it are let go, the seeking handling's own included (its settle comes
+        // after the seek: what it staged is dropped with the old position).
         *self.seek_epochs.entry(shard).or_default() += 1;
+        self.effects_let_go
+            .retain(|&(of, idx)| of != shard || idx < target);
+        self.effects_let_go
+            .extend((0..target).map(|idx| (shard, idx)));
         // What the seek skips forward is not owed any more; what it goes back over is read again.
         for idx in 0..target {
             if self.waive(shard, idx) {

@@ -27,6 +27,8 @@ impl Sim {
             seek_floors: HashMap::new(),
             unit_effects: HashMap::new(),
             applied: HashMap::new(),
+            applied_records: HashSet::new(),
+            effects_let_go: HashSet::new(),
             honoured: HashSet::new(),
             seek_epochs: HashMap::new(),
             next_unit: 0,

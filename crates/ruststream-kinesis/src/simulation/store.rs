@@ -609,6 +609,12 @@ impl Sim {
                         if let OpKind::Commit { units, request, .. } = &op.kind {
                             self.commit_applied(units, request);
                         }
+                        let finishes = checkpoint.as_ref() == SHARD_END;
+                        if self.cfg.exactly_once
+                            && (matches!(op.kind, OpKind::Commit { .. }) || finishes)
+                        {
+                            self.check_effects_covered(shard, old, new);
+                        }
                     }
                     OpKind::Release { cover, stopping } => {
                         let mark = Mark::of(state.checkpoint.as_deref());
@@ -691,6 +697,7 @@ impl Sim {
                 *applied
             };
             self.stats.effects += 1;
+            self.applied_records.insert((effect.shard, effect.idx));
             if applied > 1 {
                 self.fail(format!(
                     "exactly once: the effect of record #{} of shard {} (seek epoch {}) was applied \
@@ -699,6 +706,31 @@ impl Sim {
                 ));
                 return;
             }
+        }
+    }
+
+    /// Invariant 8b: a checkpoint that moves from `old` to `new` (a commit, or `SHARD_END`)
+    /// passes no owed record that stages an effect whose effect was never applied: the effects
+    /// and the checkpoint move together.
+    fn check_effects_covered(&mut self, shard: usize, old: Mark, new: Mark) {
+        if new <= old {
+            return;
+        }
+        let (from, to) = (
+            self.stream.next_after(shard, old),
+            self.stream.next_after(shard, new),
+        );
+        let missing = (from..to).find(|&idx| {
+            self.ghost[shard].owed.get(idx).copied().unwrap_or(false)
+                && self.stages(shard, idx)
+                && !self.applied_records.contains(&(shard, idx))
+                && !self.effects_let_go.contains(&(shard, idx))
+        });
+        if let Some(idx) = missing {
+            self.fail(format!(
+                "exactly once: shard {shard}'s checkpoint moved from {old:?} to {new:?} past \
+                 record #{idx}, whose effect was never applied"
+            ));
         }
     }
 

@@ -645,3 +645,14 @@ fn a_resent_commit_that_landed_is_recognised_by_its_token_and_applied_once() {
         "{stats:?}"
     );
 }
+
+/// Exactly once, invariant 8b: a unit refused by its own condition goes back unsettled, holding
+/// the checkpoint before it. With `Watermark::unsettle` leaving the refused delivery settled
+/// (its writes dropped, checked by hand), the next commit moved the checkpoint past it and this
+/// schedule failed with "shard 0's checkpoint moved from Seq(1649) to Seq(1669) past record
+/// #193, whose effect was never applied". Pinned: it still refuses units and commits after.
+#[test]
+fn a_unit_refused_by_its_own_condition_holds_the_checkpoint_until_it_commits() {
+    let stats = replays_clean(1_796_407_566_450_677_816, &no_tweak);
+    assert!(stats.user_refusals > 0 && stats.commits > 0, "{stats:?}");
+}

@@ -1035,6 +1035,10 @@ pub(super) struct Sim {
     /// next unit's number.
     pub(super) unit_effects: HashMap<UnitId, EffectId>,
     pub(super) applied: HashMap<EffectId, u32>,
+    /// The records with an effect applied, in any seek epoch.
+    pub(super) applied_records: HashSet<(usize, usize)>,
+    /// The records a seek let go before its target, until a seek goes back over them.
+    pub(super) effects_let_go: HashSet<(usize, usize)>,
     pub(super) honoured: HashSet<Arc<str>>,
     pub(super) seek_epochs: HashMap<usize, u32>,
     pub(super) next_unit: u64,
