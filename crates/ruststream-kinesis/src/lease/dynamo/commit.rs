@@ -1,0 +1,314 @@
+//! Exactly once: a handler's DynamoDB writes and the checkpoint of every shard they cover, in one
+//! `TransactWriteItems`, each lease row's update conditioned on this owner and the counter this
+//! store object's own last write left there (never on the owner alone: two sends of one commit
+//! must never both land).
+//!
+//! What a cancelled transaction means is read from its reasons (`commit::outcome::judge`) and,
+//! where a lease row refused, from the row it returned (`rules::commit_refused`): a resend of a
+//! commit that landed is recognised by the row's `commit_token`, whether DynamoDB honoured the
+//! request token (it answers success) or not (moto evaluates the resend again).
+
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+
+use super::writes::Unanswered;
+use super::*;
+use crate::commit::UnitId;
+use crate::commit::outcome::{Layout, Reason, Verdict, judge};
+use crate::lease::rules::{CommitRefusal, RowAnswer, RowRefusal, commit_refused};
+
+/// One lease row of a commit: the checkpoint it moves to (with how far behind the reader was),
+/// the expiry it writes, and the commit token the row holds at the counter the commit is
+/// conditioned on, as far as the writer knows (`None`: not known).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommitRow<'a> {
+    pub(crate) key: &'a LeaseKey,
+    pub(crate) checkpoint: &'a str,
+    pub(crate) behind_ms: Option<u64>,
+    pub(crate) expiry_ms: u64,
+    pub(crate) prior: Option<&'a str>,
+}
+
+/// One commit: `owner`'s rows, the units' staged writes in order, the commit's token (the row
+/// keeps it) and the request token of this attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct CommitRequest<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) token: &'a str,
+    pub(crate) request_token: &'a str,
+    pub(crate) units: Vec<(UnitId, Vec<TransactWriteItem>)>,
+    pub(crate) rows: Vec<CommitRow<'a>>,
+}
+
+/// A unit's own write refused the commit: which, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UserRefusal {
+    pub(crate) unit: UnitId,
+    /// The refusing write, among the unit's.
+    pub(crate) action: usize,
+    pub(crate) code: String,
+    pub(crate) message: Option<String>,
+    /// The item as it stood, where the write asked for it.
+    pub(crate) item: Option<Item>,
+}
+
+/// How a commit was answered.
+#[derive(Debug)]
+pub(crate) enum CommitAnswer {
+    /// It landed (or an earlier attempt of it did): the writes and the rows, together.
+    Done,
+    /// A lease row is no longer this owner's: nothing was applied.
+    Lost,
+    /// Nothing was applied, and nothing refused for good (a conflict, throttling).
+    NotApplied,
+    /// A unit's own write refused: nothing was applied.
+    UserRefused(UserRefusal),
+    /// No answer to trust (transport, a timeout, an error of DynamoDB's): it may have landed.
+    Failed(LeaseError),
+}
+
+impl DynamoLeaseStore {
+    /// Commits `request`: one `TransactWriteItems` of the units' writes and one update per lease
+    /// row. A refusal by rows still ours after one of this store's writes had no answer (and
+    /// holding the token the writer knew) is retried once under their counters, as a new
+    /// request.
+    pub(crate) async fn commit(&self, request: &CommitRequest<'_>) -> CommitAnswer {
+        let mut retried = false;
+        let mut request_token = request.request_token.to_owned();
+        loop {
+            let fences: Vec<Fence> = request.rows.iter().map(|row| self.fence(row.key)).collect();
+            if let Some(row) = request
+                .rows
+                .iter()
+                .zip(&fences)
+                .find_map(|(row, fence)| fence.counter.is_none().then_some(row))
+            {
+                return CommitAnswer::Failed(LeaseError::Store {
+                    key: row.key.clone(),
+                    operation: "commit",
+                    message: "a commit is conditioned on the counter this store object's own \
+                              last write left in the row, and it never wrote this row: take the \
+                              shard through the store that commits"
+                        .to_owned(),
+                });
+            }
+            let actions = self.commit_actions(request, &fences);
+            let unanswered: Vec<Unanswered<'_>> = request
+                .rows
+                .iter()
+                .map(|row| Unanswered::arm(self, row.key))
+                .collect();
+            let sent = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(actions))
+                .client_request_token(&request_token)
+                .send()
+                .await;
+            unanswered.into_iter().for_each(Unanswered::disarm);
+            let error = match sent {
+                Ok(_) => {
+                    // Each row's condition was its counter: the commit left it one further on.
+                    for (row, fence) in request.rows.iter().zip(&fences) {
+                        self.set_fence(
+                            row.key,
+                            Fence {
+                                counter: fence.counter.map(|seen| seen + 1),
+                                uncertain: false,
+                            },
+                        );
+                    }
+                    return CommitAnswer::Done;
+                }
+                Err(error) => error,
+            };
+            let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
+                error.as_service_error()
+            else {
+                for row in &request.rows {
+                    self.set_fence(row.key, self.fence(row.key).answered(rules::Answer::Failed));
+                }
+                let key = request.rows.first().map(|row| row.key);
+                return CommitAnswer::Failed(match key {
+                    Some(key) => self.failure(key, "commit", &error),
+                    None => LeaseError::Store {
+                        key: LeaseKey::new("", ""),
+                        operation: "commit",
+                        message: error.to_string(),
+                    },
+                });
+            };
+            let reasons = cancelled.cancellation_reasons();
+            match self.cancelled(request, &fences, reasons, retried) {
+                Cancelled::Answer(answer) => return answer,
+                Cancelled::Retry => {
+                    retried = true;
+                    // Another condition (the adopted counters): another request token, so that
+                    // DynamoDB never sees one token with two requests.
+                    request_token.push('r');
+                }
+            }
+        }
+    }
+
+    /// The request's actions: the units' writes in order, then one conditional update per row.
+    fn commit_actions(
+        &self,
+        request: &CommitRequest<'_>,
+        fences: &[Fence],
+    ) -> Vec<TransactWriteItem> {
+        let mut actions: Vec<TransactWriteItem> = request
+            .units
+            .iter()
+            .flat_map(|(_, items)| items.iter().cloned())
+            .collect();
+        for (row, fence) in request.rows.iter().zip(fences) {
+            let (set, remove, mut values) = checkpoint_update(row.checkpoint, row.behind_ms);
+            values.insert(":me".to_owned(), string(request.owner));
+            values.insert(
+                ":seen".to_owned(),
+                number(fence.counter.unwrap_or_default()),
+            );
+            values.insert(":expiry".to_owned(), number(row.expiry_ms));
+            values.insert(":token".to_owned(), string(request.token));
+            values.insert(":one".to_owned(), number(1));
+            let update = Update::builder()
+                .table_name(self.table())
+                .key(KEY, AttributeValue::S(row.key.row_key()))
+                .update_expression(format!(
+                    "SET {set}, {EXPIRY} = :expiry, {COMMIT_TOKEN} = :token ADD {COUNTER} :one{remove}"
+                ))
+                .condition_expression(HELD_AT_CONDITION)
+                .set_expression_attribute_values(Some(values))
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .build()
+                .expect("table, key and update expression are set");
+            actions.push(TransactWriteItem::builder().update(update).build());
+        }
+        actions
+    }
+
+    /// What a cancelled commit means, from its reasons; the fences moved accordingly.
+    fn cancelled(
+        &self,
+        request: &CommitRequest<'_>,
+        fences: &[Fence],
+        reasons: &[aws_sdk_dynamodb::types::CancellationReason],
+        retried: bool,
+    ) -> Cancelled {
+        let codes: Vec<Reason> = reasons
+            .iter()
+            .map(|reason| Reason::from_code(reason.code()))
+            .collect();
+        let layout = Layout {
+            units: request
+                .units
+                .iter()
+                .map(|(unit, items)| (*unit, items.len()))
+                .collect(),
+            rows: request.rows.len(),
+        };
+        let first_row = layout
+            .units
+            .iter()
+            .map(|(_, actions)| actions)
+            .sum::<usize>();
+        match judge(&codes, &layout) {
+            Verdict::Rows(refusing) => {
+                let states: Vec<Option<LeaseState>> = (0..request.rows.len())
+                    .map(|row| {
+                        refusing
+                            .contains(&row)
+                            .then(|| reasons.get(first_row + row).and_then(|r| r.item()))
+                            .flatten()
+                            .and_then(|item| state_of(item).ok())
+                    })
+                    .collect();
+                let rows: Vec<RowRefusal<'_>> = request
+                    .rows
+                    .iter()
+                    .enumerate()
+                    .map(|(n, row)| RowRefusal {
+                        fence: fences[n],
+                        prior: row.prior,
+                        answer: match (&states[n], refusing.contains(&n)) {
+                            (_, false) => RowAnswer::Accepted,
+                            (Some(state), true) => RowAnswer::Refused(state),
+                            (None, true) => RowAnswer::Missing,
+                        },
+                    })
+                    .collect();
+                match commit_refused(&rows, request.owner, request.token, retried) {
+                    CommitRefusal::Landed(landed) => {
+                        for (row, fence) in request.rows.iter().zip(landed) {
+                            if let Some(fence) = fence {
+                                self.set_fence(row.key, fence);
+                            }
+                        }
+                        Cancelled::Answer(CommitAnswer::Done)
+                    }
+                    CommitRefusal::Retry(adopted) => {
+                        for (row, fence) in request.rows.iter().zip(adopted) {
+                            self.set_fence(row.key, fence);
+                        }
+                        Cancelled::Retry
+                    }
+                    CommitRefusal::Lost { .. } => Cancelled::Answer(CommitAnswer::Lost),
+                }
+            }
+            Verdict::UserRefused { unit, action, code } => {
+                let at = layout
+                    .units
+                    .iter()
+                    .take_while(|(of, _)| *of != unit)
+                    .map(|(_, actions)| actions)
+                    .sum::<usize>()
+                    + action;
+                let reason = reasons.get(at);
+                self.rows_unmoved(request);
+                Cancelled::Answer(CommitAnswer::UserRefused(UserRefusal {
+                    unit,
+                    action,
+                    code,
+                    message: reason.and_then(|r| r.message()).map(str::to_owned),
+                    item: reason.and_then(|r| r.item()).cloned(),
+                }))
+            }
+            Verdict::RowInvalid { row, code } => {
+                self.rows_unmoved(request);
+                let key = request.rows[row].key;
+                Cancelled::Answer(CommitAnswer::Failed(LeaseError::Store {
+                    key: key.clone(),
+                    operation: "commit",
+                    message: format!(
+                        "DynamoDB found this lease row's update invalid ({code}); nothing of the \
+                         commit was applied"
+                    ),
+                }))
+            }
+            // Nothing was applied, and the rows' conditions may not have been evaluated: each
+            // fence stays as it was.
+            Verdict::NotApplied => Cancelled::Answer(CommitAnswer::NotApplied),
+        }
+    }
+
+    /// The rows' conditions held and nothing was written: each fence is what it was, certain.
+    fn rows_unmoved(&self, request: &CommitRequest<'_>) {
+        for row in &request.rows {
+            self.set_fence(
+                row.key,
+                self.fence(row.key).answered(rules::Answer::Refused),
+            );
+        }
+    }
+}
+
+/// What a cancelled commit leads to.
+enum Cancelled {
+    Answer(CommitAnswer),
+    /// Send it again under the adopted counters.
+    Retry,
+}
+
+#[cfg(test)]
+mod tests;

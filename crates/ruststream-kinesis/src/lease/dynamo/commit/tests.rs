@@ -1,0 +1,318 @@
+//! Commits on the local stack (moto): the cases of the store suite for transactions,
+//! made with the store's own calls and read back from the tables. Runs when
+//! `KINESIS_TEST_ENDPOINT` names the local stack.
+
+use aws_sdk_dynamodb::types::ConditionCheck;
+
+use super::*;
+
+const A: &str = "commit-owner-a";
+const LEASE: Duration = Duration::from_secs(10);
+
+/// A lease table and a table of counts (key `id`) on the local stack; `None` without it.
+async fn stack(name: &str) -> Option<(DynamoLeaseStore, String)> {
+    let endpoint = std::env::var("KINESIS_TEST_ENDPOINT").ok()?;
+    let config = crate::local_stack_config(endpoint);
+    let store = DynamoLeaseStore::new(&config, format!("{name}-{}", epoch_millis()));
+    store
+        .create_table()
+        .await
+        .expect("the lease table is created");
+    let counts = format!("{name}-counts-{}", epoch_millis());
+    store
+        .client
+        .create_table()
+        .table_name(&counts)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("a definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("a key"),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("the counts table is created");
+    Some((store, counts))
+}
+
+/// `ADD applied :one` on the count of `id`.
+fn count(counts: &str, id: &str) -> TransactWriteItem {
+    let update = Update::builder()
+        .table_name(counts)
+        .key("id", AttributeValue::S(id.to_owned()))
+        .update_expression("ADD applied :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
+        .build()
+        .expect("an update");
+    TransactWriteItem::builder().update(update).build()
+}
+
+/// How often the count of `id` was applied (0: never).
+async fn applied(store: &DynamoLeaseStore, counts: &str, id: &str) -> u64 {
+    let item = store
+        .client
+        .get_item()
+        .table_name(counts)
+        .key("id", AttributeValue::S(id.to_owned()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("a read")
+        .item
+        .unwrap_or_default();
+    number_attribute(&item, "applied")
+        .expect("a number")
+        .unwrap_or(0)
+}
+
+fn row<'a>(key: &'a LeaseKey, checkpoint: &'a str) -> CommitRow<'a> {
+    CommitRow {
+        key,
+        checkpoint,
+        behind_ms: Some(3),
+        expiry_ms: epoch_millis() + 10_000,
+        prior: None,
+    }
+}
+
+fn request<'a>(
+    token: &'a str,
+    request_token: &'a str,
+    units: Vec<(UnitId, Vec<TransactWriteItem>)>,
+    rows: Vec<CommitRow<'a>>,
+) -> CommitRequest<'a> {
+    CommitRequest {
+        owner: A,
+        token,
+        request_token,
+        units,
+        rows,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_lands_whole_and_its_resend_after_a_lost_answer_lands_once() {
+    let Some((store, counts)) = stack("commit-lands").await else {
+        return;
+    };
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store.acquire(&key, A, LEASE).await.expect("taken");
+    let seen = store.fence(&key).counter.expect("the take's counter");
+    let commit = request(
+        "t1",
+        "t1-00",
+        vec![(UnitId(1), vec![count(&counts, "r1")])],
+        vec![row(&key, "100")],
+    );
+    assert!(matches!(store.commit(&commit).await, CommitAnswer::Done));
+    let written = store.read(&key).await.unwrap().expect("the row");
+    assert_eq!(
+        (
+            written.counter,
+            written.checkpoint.as_deref(),
+            written.commit_token.as_deref()
+        ),
+        (seen + 1, Some("100"), Some("t1"))
+    );
+    assert_eq!(written.behind_ms, Some(3));
+    assert_eq!(applied(&store, &counts, "r1").await, 1);
+    // Its answer was lost: the store object knows only that a write had no answer. The resend
+    // (moto evaluates it again) is refused by the counter it moved, and the row's token shows it
+    // landed: a success, and nothing applied twice.
+    store.set_fence(
+        &key,
+        Fence {
+            counter: Some(seen),
+            uncertain: true,
+        },
+    );
+    assert!(matches!(store.commit(&commit).await, CommitAnswer::Done));
+    assert_eq!(applied(&store, &counts, "r1").await, 1, "counted once");
+    assert_eq!(store.fence(&key).counter, Some(seen + 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_on_a_lease_that_moved_applies_nothing() {
+    let Some((store, counts)) = stack("commit-moved").await else {
+        return;
+    };
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store.acquire(&key, A, LEASE).await.expect("taken");
+    // Another instance took the shard (its lease lapsed by their clock): owner and counter moved.
+    store
+        .client
+        .update_item()
+        .table_name(store.table())
+        .key(KEY, AttributeValue::S(key.row_key()))
+        .update_expression("SET lease_owner = :b ADD lease_counter :one")
+        .expression_attribute_values(":b", string("commit-owner-b"))
+        .expression_attribute_values(":one", number(1))
+        .send()
+        .await
+        .expect("moved");
+    let commit = request(
+        "t1",
+        "t1-00",
+        vec![(UnitId(1), vec![count(&counts, "r2")])],
+        vec![row(&key, "100")],
+    );
+    assert!(matches!(store.commit(&commit).await, CommitAnswer::Lost));
+    assert_eq!(applied(&store, &counts, "r2").await, 0, "nothing applied");
+    let row = store.read(&key).await.unwrap().expect("the row");
+    assert_ne!(
+        row.checkpoint.as_deref(),
+        Some("100"),
+        "the row did not move"
+    );
+    assert_eq!(row.commit_token, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_units_own_condition_refuses_the_whole_commit_naming_its_write() {
+    let Some((store, counts)) = stack("commit-user").await else {
+        return;
+    };
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store.acquire(&key, A, LEASE).await.expect("taken");
+    let seen = store.fence(&key).counter;
+    let first = request(
+        "t1",
+        "t1-00",
+        vec![(UnitId(1), vec![count(&counts, "r3")])],
+        vec![row(&key, "100")],
+    );
+    assert!(matches!(store.commit(&first).await, CommitAnswer::Done));
+    // Unit 2 counts r4 and checks that r3 was never counted: it was.
+    let check = ConditionCheck::builder()
+        .table_name(&counts)
+        .key("id", AttributeValue::S("r3".to_owned()))
+        .condition_expression("attribute_not_exists(applied)")
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .expect("a check");
+    let second = request(
+        "t2",
+        "t2-00",
+        vec![(
+            UnitId(2),
+            vec![
+                count(&counts, "r4"),
+                TransactWriteItem::builder().condition_check(check).build(),
+            ],
+        )],
+        vec![row(&key, "200")],
+    );
+    let CommitAnswer::UserRefused(refusal) = store.commit(&second).await else {
+        panic!("a unit's condition refuses it");
+    };
+    assert_eq!(
+        (refusal.unit, refusal.action, refusal.code.as_str()),
+        (UnitId(2), 1, "ConditionalCheckFailed")
+    );
+    assert_eq!(applied(&store, &counts, "r4").await, 0, "nothing applied");
+    let row = store.read(&key).await.unwrap().expect("the row");
+    assert_eq!(
+        (row.checkpoint.as_deref(), row.commit_token.as_deref()),
+        (Some("100"), Some("t1")),
+        "the row did not move"
+    );
+    assert_eq!(store.fence(&key).counter, seen.map(|seen| seen + 1));
+    assert!(!store.fence(&key).uncertain);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_over_two_shards_moves_both_rows_in_one_request() {
+    let Some((store, counts)) = stack("commit-two").await else {
+        return;
+    };
+    let (first, second) = (
+        LeaseKey::new("orders", "shardId-000000000000"),
+        LeaseKey::new("orders", "shardId-000000000001"),
+    );
+    store.acquire(&first, A, LEASE).await.expect("taken");
+    store.acquire(&second, A, LEASE).await.expect("taken");
+    let commit = request(
+        "t1",
+        "t1-00",
+        vec![
+            (UnitId(1), vec![count(&counts, "r5")]),
+            (UnitId(2), vec![count(&counts, "r6")]),
+        ],
+        vec![row(&first, "100"), row(&second, "700")],
+    );
+    assert!(matches!(store.commit(&commit).await, CommitAnswer::Done));
+    for (key, checkpoint) in [(&first, "100"), (&second, "700")] {
+        let row = store.read(key).await.unwrap().expect("the row");
+        assert_eq!(
+            (row.checkpoint.as_deref(), row.commit_token.as_deref()),
+            (Some(checkpoint), Some("t1"))
+        );
+    }
+    assert_eq!(applied(&store, &counts, "r5").await, 1);
+    assert_eq!(applied(&store, &counts, "r6").await, 1);
+    // The second row moved meanwhile (another owner): the next commit over both applies nothing.
+    store
+        .client
+        .update_item()
+        .table_name(store.table())
+        .key(KEY, AttributeValue::S(second.row_key()))
+        .update_expression("SET lease_owner = :b ADD lease_counter :one")
+        .expression_attribute_values(":b", string("commit-owner-b"))
+        .expression_attribute_values(":one", number(1))
+        .send()
+        .await
+        .expect("moved");
+    let next = request(
+        "t2",
+        "t2-00",
+        vec![(UnitId(3), vec![count(&counts, "r7")])],
+        vec![row(&first, "101"), row(&second, "701")],
+    );
+    assert!(matches!(store.commit(&next).await, CommitAnswer::Lost));
+    assert_eq!(applied(&store, &counts, "r7").await, 0);
+    let row = store.read(&first).await.unwrap().expect("the row");
+    assert_eq!(
+        row.checkpoint.as_deref(),
+        Some("100"),
+        "the first row did not move either"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_never_wrote_the_row_commits_nothing_and_says_why() {
+    let Some((store, counts)) = stack("commit-unknown").await else {
+        return;
+    };
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store.acquire(&key, A, LEASE).await.expect("taken");
+    // Another store object of the same owner (another process) knows no counter of the row: a
+    // commit conditioned on the owner alone could land twice, so none is sent.
+    let stranger = DynamoLeaseStore {
+        fences: Arc::default(),
+        ..store.clone()
+    };
+    let commit = request(
+        "t1",
+        "t1-00",
+        vec![(UnitId(1), vec![count(&counts, "r8")])],
+        vec![row(&key, "100")],
+    );
+    let CommitAnswer::Failed(error) = stranger.commit(&commit).await else {
+        panic!("no commit without the counter");
+    };
+    let said = error.to_string();
+    assert!(
+        said.contains(&key.to_string()) && said.contains("never wrote this row"),
+        "{said}"
+    );
+    assert_eq!(applied(&store, &counts, "r8").await, 0);
+}
