@@ -74,6 +74,21 @@ async fn applied(store: &DynamoLeaseStore, counts: &str, id: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Another instance takes `key`'s row: its owner and counter move.
+async fn taken_away(store: &DynamoLeaseStore, key: &LeaseKey) {
+    store
+        .client
+        .update_item()
+        .table_name(store.table())
+        .key(KEY, AttributeValue::S(key.row_key()))
+        .update_expression("SET lease_owner = :b ADD lease_counter :one")
+        .expression_attribute_values(":b", string("commit-owner-b"))
+        .expression_attribute_values(":one", number(1))
+        .send()
+        .await
+        .expect("moved");
+}
+
 fn row<'a>(key: &'a LeaseKey, checkpoint: &'a str) -> CommitRow<'a> {
     CommitRow {
         key,
@@ -148,17 +163,7 @@ async fn a_commit_on_a_lease_that_moved_applies_nothing() {
     let key = LeaseKey::new("orders", "shardId-000000000000");
     store.acquire(&key, A, LEASE).await.expect("taken");
     // Another instance took the shard (its lease lapsed by their clock): owner and counter moved.
-    store
-        .client
-        .update_item()
-        .table_name(store.table())
-        .key(KEY, AttributeValue::S(key.row_key()))
-        .update_expression("SET lease_owner = :b ADD lease_counter :one")
-        .expression_attribute_values(":b", string("commit-owner-b"))
-        .expression_attribute_values(":one", number(1))
-        .send()
-        .await
-        .expect("moved");
+    taken_away(&store, &key).await;
     let commit = request(
         "t1",
         "t1-00",
@@ -260,17 +265,7 @@ async fn a_commit_over_two_shards_moves_both_rows_in_one_request() {
     assert_eq!(applied(&store, &counts, "r5").await, 1);
     assert_eq!(applied(&store, &counts, "r6").await, 1);
     // The second row moved meanwhile (another owner): the next commit over both applies nothing.
-    store
-        .client
-        .update_item()
-        .table_name(store.table())
-        .key(KEY, AttributeValue::S(second.row_key()))
-        .update_expression("SET lease_owner = :b ADD lease_counter :one")
-        .expression_attribute_values(":b", string("commit-owner-b"))
-        .expression_attribute_values(":one", number(1))
-        .send()
-        .await
-        .expect("moved");
+    taken_away(&store, &second).await;
     let next = request(
         "t2",
         "t2-00",
