@@ -91,11 +91,8 @@ pub(crate) enum Held<'a> {
         expiry_ms: u64,
     },
     #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "exactly once is built in steps; its machines send it next"
-        )
+        not(any(test, feature = "dynamodb-lease")),
+        expect(dead_code, reason = "only a DynamoDB store commits")
     )]
     /// An exactly-once commit: the checkpoint (with how far behind the reader was) and the lease
     /// renewed to `expiry_ms`, written in the same transaction as the handler's writes, under

@@ -73,6 +73,11 @@ impl DynamoLeaseStore {
     /// holding the token the writer knew) is retried once under their counters, as a new
     /// request.
     pub(crate) async fn commit(&self, request: &CommitRequest<'_>) -> CommitAnswer {
+        if let [row] = request.rows.as_slice()
+            && request.units.iter().all(|(_, items)| items.is_empty())
+        {
+            return self.commit_alone(request, row).await;
+        }
         let mut retried = false;
         let mut request_token = request.request_token.to_owned();
         loop {
@@ -83,14 +88,7 @@ impl DynamoLeaseStore {
                 .zip(&fences)
                 .find_map(|(row, fence)| fence.counter.is_none().then_some(row))
             {
-                return CommitAnswer::Failed(LeaseError::Store {
-                    key: row.key.clone(),
-                    operation: "commit",
-                    message: "a commit is conditioned on the counter this store object's own \
-                              last write left in the row, and it never wrote this row: take the \
-                              shard through the store that commits"
-                        .to_owned(),
-                });
+                return CommitAnswer::Failed(self.no_counter(row.key));
             }
             let actions = self.commit_actions(request, &fences);
             let unanswered: Vec<Unanswered<'_>> = request
@@ -151,6 +149,67 @@ impl DynamoLeaseStore {
         }
     }
 
+    /// A commit of one row and no writes: the same conditional update as one `UpdateItem`, at
+    /// half a transaction's write units. It is still a commit: conditioned on the counter, and
+    /// the row keeps its token.
+    async fn commit_alone(&self, request: &CommitRequest<'_>, row: &CommitRow<'_>) -> CommitAnswer {
+        if self.fence(row.key).counter.is_none() {
+            return CommitAnswer::Failed(self.no_counter(row.key));
+        }
+        let write = rules::Held::Commit {
+            checkpoint: row.checkpoint,
+            behind_ms: row.behind_ms,
+            expiry_ms: row.expiry_ms,
+            token: request.token,
+            prior: row.prior,
+        };
+        let (update, values) = Self::row_update(request, row);
+        let written = self
+            .held_update(
+                row.key,
+                request.owner,
+                HeldWrite {
+                    operation: "commit",
+                    update: &update,
+                    values,
+                    returns: ReturnValue::UpdatedNew,
+                    effect: write.effect(request.owner),
+                    also: "",
+                },
+            )
+            .await;
+        match written {
+            Ok(_) => CommitAnswer::Done,
+            Err(error) if error.is_fenced() => CommitAnswer::Lost,
+            Err(error) => CommitAnswer::Failed(error),
+        }
+    }
+
+    /// A row's update expression and its values, but `:seen` (the fence's).
+    fn row_update(request: &CommitRequest<'_>, row: &CommitRow<'_>) -> (String, Item) {
+        let (set, remove, mut values) = checkpoint_update(row.checkpoint, row.behind_ms);
+        values.insert(":me".to_owned(), string(request.owner));
+        values.insert(":expiry".to_owned(), number(row.expiry_ms));
+        values.insert(":token".to_owned(), string(request.token));
+        values.insert(":one".to_owned(), number(1));
+        let update = format!(
+            "SET {set}, {EXPIRY} = :expiry, {COMMIT_TOKEN} = :token ADD {COUNTER} :one{remove}"
+        );
+        (update, values)
+    }
+
+    /// The error of a commit of a row this store object never wrote.
+    fn no_counter(&self, key: &LeaseKey) -> LeaseError {
+        LeaseError::Store {
+            key: key.clone(),
+            operation: "commit",
+            message: "a commit is conditioned on the counter this store object's own last write \
+                      left in the row, and it never wrote this row: take the shard through the \
+                      store that commits"
+                .to_owned(),
+        }
+    }
+
     /// The request's actions: the units' writes in order, then one conditional update per row.
     fn commit_actions(
         &self,
@@ -163,24 +222,20 @@ impl DynamoLeaseStore {
             .flat_map(|(_, items)| items.iter().cloned())
             .collect();
         for (row, fence) in request.rows.iter().zip(fences) {
-            let (set, remove, mut values) = checkpoint_update(row.checkpoint, row.behind_ms);
-            values.insert(":me".to_owned(), string(request.owner));
+            let (update, mut values) = Self::row_update(request, row);
             values.insert(
                 ":seen".to_owned(),
                 number(fence.counter.unwrap_or_default()),
             );
-            values.insert(":expiry".to_owned(), number(row.expiry_ms));
-            values.insert(":token".to_owned(), string(request.token));
-            values.insert(":one".to_owned(), number(1));
             let update = Update::builder()
                 .table_name(self.table())
                 .key(KEY, AttributeValue::S(row.key.row_key()))
-                .update_expression(format!(
-                    "SET {set}, {EXPIRY} = :expiry, {COMMIT_TOKEN} = :token ADD {COUNTER} :one{remove}"
-                ))
+                .update_expression(update)
                 .condition_expression(HELD_AT_CONDITION)
                 .set_expression_attribute_values(Some(values))
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
                 .build()
                 .expect("table, key and update expression are set");
             actions.push(TransactWriteItem::builder().update(update).build());

@@ -57,6 +57,9 @@ impl DynamoLeaseStore {
             },
             Err(WriteError::Failed(_)) => rules::Answer::Failed,
             Err(WriteError::Refused(_)) => rules::Answer::Refused,
+            // Rejected whole, and no condition was judged: the fence stays as it was (an earlier
+            // write without an answer may still land).
+            Err(WriteError::NotApplied(_)) => return,
         };
         self.set_fence(key, self.fence(key).answered(answer));
     }
@@ -232,6 +235,12 @@ impl DynamoLeaseStore {
                 Some(UpdateItemError::ConditionalCheckFailedException(refused)) => {
                     Err(WriteError::Refused(refused.item.clone()))
                 }
+                // Another request on the row was in progress (a transaction of this store's,
+                // committing): this write was rejected whole, and is retried as a failure is,
+                // never taken for a lost lease.
+                Some(UpdateItemError::TransactionConflictException(_)) => {
+                    Err(WriteError::NotApplied(self.failure(key, operation, &error)))
+                }
                 _ => Err(WriteError::Failed(self.failure(key, operation, &error))),
             },
         }
@@ -259,7 +268,7 @@ impl DynamoLeaseStore {
                 key: key.clone(),
                 owner: owner.to_owned(),
             },
-            WriteError::Failed(error) => error,
+            WriteError::Failed(error) | WriteError::NotApplied(error) => error,
         }
     }
 
@@ -356,7 +365,7 @@ impl DynamoLeaseStore {
                 "acquire",
                 "the take was refused, and DynamoDB did not return the row that refused it",
             )),
-            Err(WriteError::Failed(error)) => Err(error),
+            Err(WriteError::Failed(error) | WriteError::NotApplied(error)) => Err(error),
         }
     }
 
@@ -479,7 +488,7 @@ impl DynamoLeaseStore {
                 self.remember(key);
                 Ok(None)
             }
-            Err(WriteError::Failed(error)) => Err(error),
+            Err(WriteError::Failed(error) | WriteError::NotApplied(error)) => Err(error),
         }
     }
 
@@ -786,6 +795,6 @@ fn recorded(written: Result<Item, WriteError>) -> Result<bool, LeaseError> {
     match written {
         Ok(_) => Ok(true),
         Err(WriteError::Refused(_)) => Ok(false),
-        Err(WriteError::Failed(error)) => Err(error),
+        Err(WriteError::Failed(error) | WriteError::NotApplied(error)) => Err(error),
     }
 }

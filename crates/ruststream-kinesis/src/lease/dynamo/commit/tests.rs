@@ -153,6 +153,18 @@ async fn a_commit_lands_whole_and_its_resend_after_a_lost_answer_lands_once() {
     assert!(matches!(store.commit(&commit).await, CommitAnswer::Done));
     assert_eq!(applied(&store, &counts, "r1").await, 1, "counted once");
     assert_eq!(store.fence(&key).counter, Some(seen + 1));
+    // A commit without writes (a seek's position, records that staged nothing): one update.
+    let alone = request("t2", "t2-00", Vec::new(), vec![row(&key, "101")]);
+    assert!(matches!(store.commit(&alone).await, CommitAnswer::Done));
+    let written = store.read(&key).await.unwrap().expect("the row");
+    assert_eq!(
+        (
+            written.counter,
+            written.checkpoint.as_deref(),
+            written.commit_token.as_deref()
+        ),
+        (seen + 2, Some("101"), Some("t2"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
