@@ -59,6 +59,16 @@ fn store(
     (DynamoLeaseStore::new(&config, "leases"), seen)
 }
 
+/// Takes shard 0 of `orders` as `me` through `store`: its key.
+async fn held_by_me(store: &DynamoLeaseStore) -> LeaseKey {
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store
+        .acquire(&key, "me", Duration::from_secs(10))
+        .await
+        .unwrap();
+    key
+}
+
 fn taken(body: &Value) -> Reply {
     let values = &body["ExpressionAttributeValues"];
     Reply::ok(json!({ "Attributes": row(Some("me"), &values[":expiry"], 1, "TRIM_HORIZON") }))
@@ -77,11 +87,7 @@ async fn a_renewal_whose_lost_answer_was_applied_is_a_renewal_not_a_lost_lease()
             "TRIM_HORIZON",
         )),
     });
-    let key = LeaseKey::new("orders", "shardId-000000000000");
-    store
-        .acquire(&key, "me", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let key = held_by_me(&store).await;
     let renewed = store
         .renew(&key, "me", Duration::from_secs(10))
         .await
@@ -120,11 +126,7 @@ async fn a_checkpoint_whose_connection_broke_after_it_landed_is_written() {
             }
         }
     });
-    let key = LeaseKey::new("orders", "shardId-000000000000");
-    store
-        .acquire(&key, "me", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let key = held_by_me(&store).await;
     store
         .checkpoint_and_renew(&key, "me", "42", Duration::from_secs(10))
         .await
@@ -141,11 +143,7 @@ async fn a_refusal_by_a_row_another_owner_wrote_is_a_lost_lease() {
         // Another instance took the row meanwhile: same counter step, another owner.
         _ => refused(row(Some("other"), &json!({ "N": "1" }), 2, "TRIM_HORIZON")),
     });
-    let key = LeaseKey::new("orders", "shardId-000000000000");
-    store
-        .acquire(&key, "me", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let key = held_by_me(&store).await;
     let err = store
         .renew(&key, "me", Duration::from_secs(10))
         .await
@@ -167,11 +165,7 @@ async fn a_refusal_by_our_own_row_that_moved_twice_is_a_lost_lease() {
             "TRIM_HORIZON",
         )),
     });
-    let key = LeaseKey::new("orders", "shardId-000000000000");
-    store
-        .acquire(&key, "me", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let key = held_by_me(&store).await;
     assert!(
         store
             .renew(&key, "me", Duration::from_secs(10))
@@ -268,11 +262,7 @@ async fn a_renewal_meeting_a_commit_in_progress_fails_and_leaves_the_fence_certa
             "com.amazonaws.dynamodb.v20120810#TransactionConflictException",
         ),
     });
-    let key = LeaseKey::new("orders", "shardId-000000000000");
-    store
-        .acquire(&key, "me", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let key = held_by_me(&store).await;
     let before = store.fence(&key);
     let err = store
         .renew(&key, "me", Duration::from_secs(10))
@@ -309,11 +299,7 @@ async fn a_commit_meeting_a_write_in_progress_is_not_applied_and_sent_again_late
         other => Reply::error(400, &format!("Unexpected{other}")),
     });
     let store = DynamoLeaseStore::new(&config, "leases");
-    let key = LeaseKey::new("orders", "shardId-000000000000");
-    store
-        .acquire(&key, "me", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let key = held_by_me(&store).await;
     let before = store.fence(&key);
     let item = aws_sdk_dynamodb::types::TransactWriteItem::builder()
         .put(
@@ -365,11 +351,7 @@ async fn a_commit_without_writes_is_one_conditional_update_that_keeps_its_token(
         0 => taken(body),
         _ => Reply::ok(json!({ "Attributes": { "lease_counter": { "N": "2" } } })),
     });
-    let key = LeaseKey::new("orders", "shardId-000000000000");
-    store
-        .acquire(&key, "me", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let key = held_by_me(&store).await;
     let request = CommitRequest {
         owner: "me",
         token: "t1",
