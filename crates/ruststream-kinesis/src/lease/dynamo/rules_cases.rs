@@ -4,6 +4,9 @@
 //! row unchanged, where they refuse). A rule changed in `rules.rs` and not in the expressions
 //! fails here, naming the case. Runs when `KINESIS_TEST_ENDPOINT` names the local stack.
 
+use aws_sdk_dynamodb::types::TransactWriteItem;
+
+use super::commit::{CommitAnswer, CommitRequest, CommitRow};
 use super::*;
 use crate::lease::{Handoff, rules};
 
@@ -87,9 +90,18 @@ enum Call {
     Delete {
         counter: u64,
     },
+    /// An exactly-once commit at the counter `seen`: with a staged write (a transaction), or
+    /// none (one update).
+    Commit {
+        seen: u64,
+        writes: bool,
+    },
 }
 
-const CALLS: [Call; 12] = [
+/// The token the commits of the cases write.
+const TOKEN: &str = "rules-commit-token";
+
+const CALLS: [Call; 16] = [
     Call::Take,
     Call::TakeSeen,
     Call::Renew { seen: None },
@@ -102,6 +114,22 @@ const CALLS: [Call; 12] = [
     Call::Ask,
     Call::Withdraw,
     Call::Delete { counter: 4 },
+    Call::Commit {
+        seen: 4,
+        writes: true,
+    },
+    Call::Commit {
+        seen: 3,
+        writes: true,
+    },
+    Call::Commit {
+        seen: 4,
+        writes: false,
+    },
+    Call::Commit {
+        seen: 3,
+        writes: false,
+    },
 ];
 
 impl Call {
@@ -128,6 +156,16 @@ impl Call {
                 },
             ),
             Self::Release => (None, rules::Held::Release),
+            Self::Commit { seen, .. } => (
+                Some(seen),
+                rules::Held::Commit {
+                    checkpoint: "500",
+                    behind_ms: Some(7),
+                    expiry_ms: now_ms + lease_ms,
+                    token: TOKEN,
+                    prior: None,
+                },
+            ),
             Self::HandOver => (
                 None,
                 rules::Held::hand_over(C, Some("300"), now_ms, lease_ms),
@@ -163,7 +201,8 @@ impl Call {
             | Self::Checkpoint
             | Self::CheckpointRenewing
             | Self::Release
-            | Self::HandOver => unreachable!("a held write"),
+            | Self::HandOver
+            | Self::Commit { .. } => unreachable!("a held write"),
         }
     }
 
@@ -228,7 +267,82 @@ impl Call {
                 .delete(key, counter)
                 .await
                 .expect("the local stack answers"),
+            Self::Commit { seen, writes } => {
+                store.set_fence(
+                    key,
+                    Fence {
+                        counter: Some(seen),
+                        uncertain: false,
+                    },
+                );
+                let staged = writes.then(|| effect_write(store, key));
+                let request = CommitRequest {
+                    owner: A,
+                    token: TOKEN,
+                    request_token: "rules-commit-token-00",
+                    units: staged
+                        .map(|item| (crate::commit::UnitId(1), vec![item]))
+                        .into_iter()
+                        .collect(),
+                    rows: vec![CommitRow {
+                        key,
+                        checkpoint: "500",
+                        behind_ms: Some(7),
+                        expiry_ms: now_ms + millis(LEASE),
+                        prior: None,
+                    }],
+                };
+                matches!(store.commit(&request).await, CommitAnswer::Done)
+            }
         }
+    }
+}
+
+/// The key of the item a case's commit writes beside its row (in the same table).
+fn effect_key(key: &LeaseKey) -> String {
+    format!("effect-of-{}", key.row_key())
+}
+
+/// A commit's staged write: puts the item of [`effect_key`].
+fn effect_write(store: &DynamoLeaseStore, key: &LeaseKey) -> TransactWriteItem {
+    let put = aws_sdk_dynamodb::types::Put::builder()
+        .table_name(store.table())
+        .item(KEY, string(&effect_key(key)))
+        .build()
+        .expect("a put");
+    TransactWriteItem::builder().put(put).build()
+}
+
+/// Whether the item of [`effect_key`] was written.
+async fn effect_written(store: &DynamoLeaseStore, key: &LeaseKey) -> bool {
+    store
+        .client
+        .get_item()
+        .table_name(store.table())
+        .key(KEY, string(&effect_key(key)))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("a read")
+        .item
+        .is_some()
+}
+
+impl Call {
+    /// Checks what a call leaves beside its row: a commit's staged write landed exactly when
+    /// the row moved. `Some` says what differs.
+    async fn beside(self, store: &DynamoLeaseStore, key: &LeaseKey, moved: bool) -> Option<String> {
+        let Self::Commit { writes: true, .. } = self else {
+            return None;
+        };
+        let written = effect_written(store, key).await;
+        (written != moved).then(|| {
+            format!(
+                "its staged write {} while the row {}",
+                if written { "landed" } else { "did not land" },
+                if moved { "moved" } else { "did not move" },
+            )
+        })
     }
 }
 
@@ -247,6 +361,9 @@ fn item_of(key: &LeaseKey, row: &LeaseState) -> Item {
     }
     if let Some(behind) = row.behind_ms {
         item.insert(CHECKPOINT_BEHIND.to_owned(), number(behind));
+    }
+    if let Some(token) = &row.commit_token {
+        item.insert(COMMIT_TOKEN.to_owned(), string(token));
     }
     if let Some(asked) = &row.handoff {
         item.insert(HANDOFF_TO.to_owned(), string(&asked.to));
@@ -335,6 +452,9 @@ async fn every_call_on_every_row_leaves_what_the_rules_say() {
                 failures.push(format!(
                     "{case}: the row is {after:?}, the rules leave {left:?}"
                 ));
+            }
+            if let Some(differs) = call.beside(&store, &key, expected.is_some()).await {
+                failures.push(format!("{case}: {differs}"));
             }
         }
     }
