@@ -44,8 +44,8 @@ pub(crate) struct CommitRequest<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct UserRefusal {
     pub(crate) unit: UnitId,
-    /// The refusing write, among the unit's.
-    pub(crate) action: usize,
+    /// The refusing write, among the unit's (`None`: the request as a whole was invalid).
+    pub(crate) action: Option<usize>,
     pub(crate) code: String,
     pub(crate) message: Option<String>,
     /// The item as it stood, where the write asked for it.
@@ -69,83 +69,108 @@ pub(crate) enum CommitAnswer {
 
 impl DynamoLeaseStore {
     /// Commits `request`: one `TransactWriteItems` of the units' writes and one update per lease
-    /// row. A refusal by rows still ours after one of this store's writes had no answer (and
-    /// holding the token the writer knew) is retried once under their counters, as a new
-    /// request.
+    /// row, sent once. A refusal by rows still ours after one of this store's writes had no
+    /// answer (and holding the token the writer knew) adopts their counters and answers
+    /// [`CommitAnswer::NotApplied`]: the lease sends the commit again as a new attempt, under a
+    /// new request token (a request token is never sent twice with different conditions).
     pub(crate) async fn commit(&self, request: &CommitRequest<'_>) -> CommitAnswer {
+        let Some(first) = request.rows.first() else {
+            // Writes with no lease row would be conditioned on nothing: never sent.
+            return CommitAnswer::Failed(LeaseError::Store {
+                key: LeaseKey::new("", ""),
+                operation: "commit",
+                message: "a commit names no lease row; nothing was sent".to_owned(),
+            });
+        };
         if let [row] = request.rows.as_slice()
             && request.units.iter().all(|(_, items)| items.is_empty())
         {
             return self.commit_alone(request, row).await;
         }
-        let mut retried = false;
-        let mut request_token = request.request_token.to_owned();
-        loop {
-            let fences: Vec<Fence> = request.rows.iter().map(|row| self.fence(row.key)).collect();
-            if let Some(row) = request
-                .rows
-                .iter()
-                .zip(&fences)
-                .find_map(|(row, fence)| fence.counter.is_none().then_some(row))
+        let fences: Vec<Fence> = request.rows.iter().map(|row| self.fence(row.key)).collect();
+        if let Some(row) = request
+            .rows
+            .iter()
+            .zip(&fences)
+            .find_map(|(row, fence)| fence.counter.is_none().then_some(row))
+        {
+            return CommitAnswer::Failed(self.no_counter(row.key));
+        }
+        let actions = self.commit_actions(request, &fences);
+        let count = actions.len();
+        let unanswered: Vec<Unanswered<'_>> = request
+            .rows
+            .iter()
+            .map(|row| Unanswered::arm(self, row.key))
+            .collect();
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(actions))
+            .client_request_token(request.request_token)
+            .send()
+            .await;
+        unanswered.into_iter().for_each(Unanswered::disarm);
+        let error = match sent {
+            Ok(_) => {
+                // Each row's condition was its counter: the commit left it one further on.
+                for (row, fence) in request.rows.iter().zip(&fences) {
+                    self.set_fence(
+                        row.key,
+                        Fence {
+                            counter: fence.counter.map(|seen| seen + 1),
+                            uncertain: false,
+                        },
+                    );
+                }
+                return CommitAnswer::Done;
+            }
+            Err(error) => error,
+        };
+        match error.as_service_error() {
+            Some(TransactWriteItemsError::TransactionCanceledException(cancelled))
+                if cancelled.cancellation_reasons().len() == count =>
             {
-                return CommitAnswer::Failed(self.no_counter(row.key));
+                self.cancelled(request, &fences, cancelled.cancellation_reasons())
+                    .await
             }
-            let actions = self.commit_actions(request, &fences);
-            let unanswered: Vec<Unanswered<'_>> = request
-                .rows
-                .iter()
-                .map(|row| Unanswered::arm(self, row.key))
-                .collect();
-            let sent = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(actions))
-                .client_request_token(&request_token)
-                .send()
-                .await;
-            unanswered.into_iter().for_each(Unanswered::disarm);
-            let error = match sent {
-                Ok(_) => {
-                    // Each row's condition was its counter: the commit left it one further on.
-                    for (row, fence) in request.rows.iter().zip(&fences) {
-                        self.set_fence(
-                            row.key,
-                            Fence {
-                                counter: fence.counter.map(|seen| seen + 1),
-                                uncertain: false,
-                            },
-                        );
-                    }
-                    return CommitAnswer::Done;
-                }
-                Err(error) => error,
-            };
-            let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
-                error.as_service_error()
-            else {
-                for row in &request.rows {
-                    self.set_fence(row.key, self.fence(row.key).answered(rules::Answer::Failed));
-                }
-                let key = request.rows.first().map(|row| row.key);
-                return CommitAnswer::Failed(match key {
-                    Some(key) => self.failure(key, "commit", &error),
-                    None => LeaseError::Store {
-                        key: LeaseKey::new("", ""),
-                        operation: "commit",
-                        message: error.to_string(),
-                    },
-                });
-            };
-            let reasons = cancelled.cancellation_reasons();
-            match self.cancelled(request, &fences, reasons, retried) {
-                Cancelled::Answer(answer) => return answer,
-                Cancelled::Retry => {
-                    retried = true;
-                    // Another condition (the adopted counters): another request token, so that
-                    // DynamoDB never sees one token with two requests.
-                    request_token.push('r');
+            Some(TransactWriteItemsError::IdempotentParameterMismatchException(_)) => {
+                // This token went with another request before: a bug of ours. That request
+                // may have landed; the rows tell after the next attempt, under a new token.
+                tracing::error!(
+                    token = request.request_token,
+                    "commit token sent twice with different requests; sending a new attempt"
+                );
+                self.uncertain(request);
+                CommitAnswer::NotApplied
+            }
+            Some(invalid) if invalid.code() == Some("ValidationException") => {
+                // The request as a whole is invalid (an expression, a size): nothing applied.
+                // The first unit is handed back; alone, it commits or shows its fault.
+                match request.units.first() {
+                    Some((unit, _)) => CommitAnswer::UserRefused(UserRefusal {
+                        unit: *unit,
+                        action: None,
+                        code: "ValidationException".to_owned(),
+                        message: invalid.message().map(str::to_owned),
+                        item: None,
+                    }),
+                    None => CommitAnswer::Failed(self.failure(first.key, "commit", &error)),
                 }
             }
+            // No answer to trust (a transport failure, a timeout, a cancellation whose reasons
+            // do not name every action): it may have landed.
+            _ => {
+                self.uncertain(request);
+                CommitAnswer::Failed(self.failure(first.key, "commit", &error))
+            }
+        }
+    }
+
+    /// Each row's fence after a commit with no answer to trust: it may have landed.
+    fn uncertain(&self, request: &CommitRequest<'_>) {
+        for row in &request.rows {
+            self.set_fence(row.key, self.fence(row.key).answered(rules::Answer::Failed));
         }
     }
 
@@ -243,14 +268,14 @@ impl DynamoLeaseStore {
         actions
     }
 
-    /// What a cancelled commit means, from its reasons; the fences moved accordingly.
-    fn cancelled(
+    /// What a cancelled commit means, from its reasons (one per action); the fences moved
+    /// accordingly.
+    async fn cancelled(
         &self,
         request: &CommitRequest<'_>,
         fences: &[Fence],
         reasons: &[aws_sdk_dynamodb::types::CancellationReason],
-        retried: bool,
-    ) -> Cancelled {
+    ) -> CommitAnswer {
         let codes: Vec<Reason> = reasons
             .iter()
             .map(|reason| Reason::from_code(reason.code()))
@@ -268,48 +293,13 @@ impl DynamoLeaseStore {
             .iter()
             .map(|(_, actions)| actions)
             .sum::<usize>();
+        let rows_passed = codes[first_row..]
+            .iter()
+            .all(|code| *code == Reason::Passed);
         match judge(&codes, &layout) {
             Verdict::Rows(refusing) => {
-                let states: Vec<Option<LeaseState>> = (0..request.rows.len())
-                    .map(|row| {
-                        refusing
-                            .contains(&row)
-                            .then(|| reasons.get(first_row + row).and_then(|r| r.item()))
-                            .flatten()
-                            .and_then(|item| state_of(item).ok())
-                    })
-                    .collect();
-                let rows: Vec<RowRefusal<'_>> = request
-                    .rows
-                    .iter()
-                    .enumerate()
-                    .map(|(n, row)| RowRefusal {
-                        fence: fences[n],
-                        prior: row.prior,
-                        answer: match (&states[n], refusing.contains(&n)) {
-                            (_, false) => RowAnswer::Accepted,
-                            (Some(state), true) => RowAnswer::Refused(state),
-                            (None, true) => RowAnswer::Missing,
-                        },
-                    })
-                    .collect();
-                match commit_refused(&rows, request.owner, request.token, retried) {
-                    CommitRefusal::Landed(landed) => {
-                        for (row, fence) in request.rows.iter().zip(landed) {
-                            if let Some(fence) = fence {
-                                self.set_fence(row.key, fence);
-                            }
-                        }
-                        Cancelled::Answer(CommitAnswer::Done)
-                    }
-                    CommitRefusal::Retry(adopted) => {
-                        for (row, fence) in request.rows.iter().zip(adopted) {
-                            self.set_fence(row.key, fence);
-                        }
-                        Cancelled::Retry
-                    }
-                    CommitRefusal::Lost { .. } => Cancelled::Answer(CommitAnswer::Lost),
-                }
+                self.rows_refused(request, fences, reasons, first_row, &refusing)
+                    .await
             }
             Verdict::UserRefused { unit, action, code } => {
                 let at = layout
@@ -320,30 +310,101 @@ impl DynamoLeaseStore {
                     .sum::<usize>()
                     + action;
                 let reason = reasons.get(at);
-                self.rows_unmoved(request);
-                Cancelled::Answer(CommitAnswer::UserRefused(UserRefusal {
+                if rows_passed {
+                    self.rows_unmoved(request);
+                }
+                CommitAnswer::UserRefused(UserRefusal {
                     unit,
-                    action,
+                    action: Some(action),
                     code,
                     message: reason.and_then(|r| r.message()).map(str::to_owned),
                     item: reason.and_then(|r| r.item()).cloned(),
-                }))
+                })
             }
+            // Our own row's update is invalid: a bug of this crate's, which no resend mends.
+            // The shard stops as with a lost lease; nothing was applied.
             Verdict::RowInvalid { row, code } => {
-                self.rows_unmoved(request);
-                let key = request.rows[row].key;
-                Cancelled::Answer(CommitAnswer::Failed(LeaseError::Store {
-                    key: key.clone(),
-                    operation: "commit",
-                    message: format!(
-                        "DynamoDB found this lease row's update invalid ({code}); nothing of the \
-                         commit was applied"
-                    ),
-                }))
+                tracing::error!(
+                    key = %request.rows[row].key,
+                    code,
+                    "DynamoDB found a lease row's commit update invalid; the shard stops"
+                );
+                CommitAnswer::Lost
             }
             // Nothing was applied, and the rows' conditions may not have been evaluated: each
             // fence stays as it was.
-            Verdict::NotApplied => Cancelled::Answer(CommitAnswer::NotApplied),
+            Verdict::NotApplied => CommitAnswer::NotApplied,
+        }
+    }
+
+    /// A commit some of whose rows refused (`refusing`, among the request's rows): the rows they
+    /// returned (read again, consistently, where the reason carries none or one unreadable)
+    /// say whether an earlier attempt landed, the lease moved, or one of our own writes landed.
+    async fn rows_refused(
+        &self,
+        request: &CommitRequest<'_>,
+        fences: &[Fence],
+        reasons: &[aws_sdk_dynamodb::types::CancellationReason],
+        first_row: usize,
+        refusing: &[usize],
+    ) -> CommitAnswer {
+        let mut states: Vec<Option<LeaseState>> = Vec::with_capacity(request.rows.len());
+        for (n, row) in request.rows.iter().enumerate() {
+            if !refusing.contains(&n) {
+                states.push(None);
+                continue;
+            }
+            let returned = reasons
+                .get(first_row + n)
+                .and_then(|reason| reason.item())
+                .and_then(|item| state_of(item).ok());
+            let state = match returned {
+                Some(state) => Some(state),
+                None => match self.read_row(row.key).await {
+                    Ok(state) => state,
+                    Err(error) => {
+                        self.uncertain(request);
+                        return CommitAnswer::Failed(error);
+                    }
+                },
+            };
+            states.push(state);
+        }
+        let rows: Vec<RowRefusal<'_>> = request
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(n, row)| RowRefusal {
+                fence: fences[n],
+                prior: row.prior,
+                answer: match (&states[n], refusing.contains(&n)) {
+                    (_, false) => RowAnswer::Accepted,
+                    (Some(state), true) => RowAnswer::Refused(state),
+                    (None, true) => RowAnswer::Missing,
+                },
+            })
+            .collect();
+        match commit_refused(&rows, request.owner, request.token, false) {
+            CommitRefusal::Landed(landed) => {
+                for (row, fence) in request.rows.iter().zip(landed) {
+                    match fence {
+                        Some(fence) => self.set_fence(row.key, fence),
+                        // Moved by the commit and since: its next write tells.
+                        None => self.set_fence(
+                            row.key,
+                            self.fence(row.key).answered(rules::Answer::Failed),
+                        ),
+                    }
+                }
+                CommitAnswer::Done
+            }
+            CommitRefusal::Retry(adopted) => {
+                for (row, fence) in request.rows.iter().zip(adopted) {
+                    self.set_fence(row.key, fence);
+                }
+                CommitAnswer::NotApplied
+            }
+            CommitRefusal::Lost { .. } => CommitAnswer::Lost,
         }
     }
 
@@ -356,13 +417,6 @@ impl DynamoLeaseStore {
             );
         }
     }
-}
-
-/// What a cancelled commit leads to.
-enum Cancelled {
-    Answer(CommitAnswer),
-    /// Send it again under the adopted counters.
-    Retry,
 }
 
 #[cfg(test)]

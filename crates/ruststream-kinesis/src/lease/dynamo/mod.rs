@@ -238,9 +238,6 @@ enum WriteError {
     Refused(Option<Item>),
     /// The call failed.
     Failed(LeaseError),
-    /// Rejected whole before any condition was judged (a transaction in progress on the item):
-    /// certainly not applied.
-    NotApplied(LeaseError),
 }
 
 impl DynamoLeaseStore {

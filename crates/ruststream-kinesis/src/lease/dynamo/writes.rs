@@ -57,9 +57,6 @@ impl DynamoLeaseStore {
             },
             Err(WriteError::Failed(_)) => rules::Answer::Failed,
             Err(WriteError::Refused(_)) => rules::Answer::Refused,
-            // Rejected whole, and no condition was judged: the fence stays as it was (an earlier
-            // write without an answer may still land).
-            Err(WriteError::NotApplied(_)) => return,
         };
         self.set_fence(key, self.fence(key).answered(answer));
     }
@@ -235,12 +232,10 @@ impl DynamoLeaseStore {
                 Some(UpdateItemError::ConditionalCheckFailedException(refused)) => {
                     Err(WriteError::Refused(refused.item.clone()))
                 }
-                // Another request on the row was in progress (a transaction of this store's,
-                // committing): this write was rejected whole, and is retried as a failure is,
-                // never taken for a lost lease.
-                Some(UpdateItemError::TransactionConflictException(_)) => {
-                    Err(WriteError::NotApplied(self.failure(key, operation, &error)))
-                }
+                // Another request on the row in progress (a transaction of this store's,
+                // committing) rejects this attempt whole; an earlier attempt of the SDK's may
+                // still have landed, so it is a failure like any other: retried, and never
+                // taken for a lost lease.
                 _ => Err(WriteError::Failed(self.failure(key, operation, &error))),
             },
         }
@@ -268,7 +263,7 @@ impl DynamoLeaseStore {
                 key: key.clone(),
                 owner: owner.to_owned(),
             },
-            WriteError::Failed(error) | WriteError::NotApplied(error) => error,
+            WriteError::Failed(error) => error,
         }
     }
 
@@ -365,7 +360,7 @@ impl DynamoLeaseStore {
                 "acquire",
                 "the take was refused, and DynamoDB did not return the row that refused it",
             )),
-            Err(WriteError::Failed(error) | WriteError::NotApplied(error)) => Err(error),
+            Err(WriteError::Failed(error)) => Err(error),
         }
     }
 
@@ -488,7 +483,7 @@ impl DynamoLeaseStore {
                 self.remember(key);
                 Ok(None)
             }
-            Err(WriteError::Failed(error) | WriteError::NotApplied(error)) => Err(error),
+            Err(WriteError::Failed(error)) => Err(error),
         }
     }
 
@@ -795,6 +790,6 @@ fn recorded(written: Result<Item, WriteError>) -> Result<bool, LeaseError> {
     match written {
         Ok(_) => Ok(true),
         Err(WriteError::Refused(_)) => Ok(false),
-        Err(WriteError::Failed(error) | WriteError::NotApplied(error)) => Err(error),
+        Err(WriteError::Failed(error)) => Err(error),
     }
 }

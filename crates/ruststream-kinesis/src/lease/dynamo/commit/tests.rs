@@ -165,6 +165,19 @@ async fn a_commit_lands_whole_and_its_resend_after_a_lost_answer_lands_once() {
         ),
         (seen + 2, Some("101"), Some("t2"))
     );
+    // Its answer lost too: the resend is one update, refused by its own landing and known by
+    // its token.
+    store.set_fence(
+        &key,
+        Fence {
+            counter: Some(seen + 1),
+            uncertain: true,
+        },
+    );
+    assert!(matches!(store.commit(&alone).await, CommitAnswer::Done));
+    let again = store.read(&key).await.unwrap().expect("the row");
+    assert_eq!(again.counter, seen + 2, "not written twice");
+    assert_eq!(store.fence(&key).counter, Some(seen + 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,12 +241,20 @@ async fn a_units_own_condition_refuses_the_whole_commit_naming_its_write() {
         )],
         vec![row(&key, "200")],
     );
+    // A write of ours before had no answer: the row's reason (None) settles it.
+    store.set_fence(
+        &key,
+        Fence {
+            counter: seen.map(|seen| seen + 1),
+            uncertain: true,
+        },
+    );
     let CommitAnswer::UserRefused(refusal) = store.commit(&second).await else {
         panic!("a unit's condition refuses it");
     };
     assert_eq!(
         (refusal.unit, refusal.action, refusal.code.as_str()),
-        (UnitId(2), 1, "ConditionalCheckFailed")
+        (UnitId(2), Some(1), "ConditionalCheckFailed")
     );
     assert_eq!(applied(&store, &counts, "r4").await, 0, "nothing applied");
     let row = store.read(&key).await.unwrap().expect("the row");
@@ -243,7 +264,10 @@ async fn a_units_own_condition_refuses_the_whole_commit_naming_its_write() {
         "the row did not move"
     );
     assert_eq!(store.fence(&key).counter, seen.map(|seen| seen + 1));
-    assert!(!store.fence(&key).uncertain);
+    assert!(
+        !store.fence(&key).uncertain,
+        "every row's condition held: the counter is known again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
