@@ -464,11 +464,17 @@ impl Sim {
         // Exactly once: the records after the target are asked for again, effects included;
         // those before it are let go, the seeking handling's own included (its settle comes
         // after the seek: what it staged is dropped with the old position).
-        *self.seek_epochs.entry(shard).or_default() += 1;
-        self.effects_let_go
-            .retain(|&(of, idx)| of != shard || idx < target);
-        self.effects_let_go
-            .extend((0..target).map(|idx| (shard, idx)));
+        let epoch = self.seek_epochs.entry(shard).or_default();
+        let before = *epoch;
+        *epoch += 1;
+        let after = *epoch;
+        let mut let_go: HashSet<usize> = self
+            .effects_let_go
+            .get(&(shard, before))
+            .map(|set| set.iter().copied().filter(|&idx| idx < target).collect())
+            .unwrap_or_default();
+        let_go.extend(0..target);
+        self.effects_let_go.insert((shard, after), Arc::new(let_go));
         // What the seek skips forward is not owed any more; what it goes back over is read again.
         for idx in 0..target {
             if self.waive(shard, idx) {

@@ -136,6 +136,13 @@ impl Sim {
         let wall = self.wall(i);
         let token = self.token();
         let inc = self.insts[i].inc;
+        // The shard's seek epoch, which a commit folded now is judged by.
+        let epoch = self.insts[i]
+            .sessions
+            .get(&sid)
+            .and_then(|s| self.seek_epochs.get(&s.shard))
+            .copied()
+            .unwrap_or(0);
         let Some(s) = self.session(i, sid) else {
             return;
         };
@@ -166,11 +173,13 @@ impl Sim {
                     Write::Commit(commit) => {
                         let token: Arc<str> = Arc::from(commit.token.base());
                         // A resend keeps the first send's moment: the expiry is from its clock.
-                        let first_sent = match &s.commit_sent {
-                            Some((sent_token, at)) if *sent_token == token => *at,
-                            _ => now,
+                        let (first_sent, epoch) = match &s.commit_sent {
+                            Some((sent_token, at, folded)) if *sent_token == token => {
+                                (*at, *folded)
+                            }
+                            _ => (now, epoch),
                         };
-                        s.commit_sent = Some((Arc::clone(&token), first_sent));
+                        s.commit_sent = Some((Arc::clone(&token), first_sent, epoch));
                         OpKind::Commit {
                             checkpoint: Arc::clone(&commit.checkpoint),
                             expiry_ms: commit.expiry_ms,
@@ -179,6 +188,7 @@ impl Sim {
                             units: Arc::clone(&commit.units),
                             first_sent,
                             prior: commit.prior.clone(),
+                            epoch,
                         }
                     }
                 };
@@ -280,7 +290,7 @@ impl Sim {
         };
         // A commit's grant counts from its first send, whose clock its expiry is from.
         let sent = match (write, &s.commit_sent) {
-            (Write::Commit(_), Some((_, first_sent))) => *first_sent,
+            (Write::Commit(_), Some((_, first_sent, _))) => *first_sent,
             _ => sent,
         };
         if let (Write::Commit(commit), Answer::Done) = (write, answer) {

@@ -28,7 +28,7 @@ impl Sim {
             unit_effects: HashMap::new(),
             applied: HashMap::new(),
             applied_records: HashSet::new(),
-            effects_let_go: HashSet::new(),
+            effects_let_go: HashMap::new(),
             honoured: HashSet::new(),
             seek_epochs: HashMap::new(),
             next_unit: 0,

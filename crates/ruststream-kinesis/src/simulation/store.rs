@@ -613,7 +613,11 @@ impl Sim {
                         if self.cfg.exactly_once
                             && (matches!(op.kind, OpKind::Commit { .. }) || finishes)
                         {
-                            self.check_effects_covered(shard, old, new);
+                            let epoch = match &op.kind {
+                                OpKind::Commit { epoch, .. } => *epoch,
+                                _ => self.seek_epochs.get(&shard).copied().unwrap_or(0),
+                            };
+                            self.check_effects_covered(shard, old, new, epoch);
                         }
                     }
                     OpKind::Release { cover, stopping } => {
@@ -712,10 +716,15 @@ impl Sim {
     /// Invariant 8b: a checkpoint that moves from `old` to `new` (a commit, or `SHARD_END`)
     /// passes no owed record that stages an effect whose effect was never applied: the effects
     /// and the checkpoint move together.
-    fn check_effects_covered(&mut self, shard: usize, old: Mark, new: Mark) {
+    fn check_effects_covered(&mut self, shard: usize, old: Mark, new: Mark, epoch: u32) {
         if new <= old {
             return;
         }
+        let let_go = self
+            .effects_let_go
+            .get(&(shard, epoch))
+            .cloned()
+            .unwrap_or_default();
         let (from, to) = (
             self.stream.next_after(shard, old),
             self.stream.next_after(shard, new),
@@ -724,7 +733,7 @@ impl Sim {
             self.ghost[shard].owed.get(idx).copied().unwrap_or(false)
                 && self.stages(shard, idx)
                 && !self.applied_records.contains(&(shard, idx))
-                && !self.effects_let_go.contains(&(shard, idx))
+                && !let_go.contains(&idx)
         });
         if let Some(idx) = missing {
             self.fail(format!(

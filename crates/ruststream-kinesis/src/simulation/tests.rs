@@ -656,3 +656,14 @@ fn a_unit_refused_by_its_own_condition_holds_the_checkpoint_until_it_commits() {
     let stats = replays_clean(1_796_407_566_450_677_816, &no_tweak);
     assert!(stats.user_refusals > 0 && stats.commits > 0, "{stats:?}");
 }
+
+/// Exactly once, the checker's own mistake (found by the test command's run at fdf5f49): a commit
+/// folded after a seek forward, unanswered across a seek back, landed after it and moved the
+/// checkpoint past records the first seek had let go and the second asked for again; the seek
+/// back's own position commits after it. A commit is judged by what its shard's seek epoch had
+/// let go when it was folded.
+#[test]
+fn a_commit_folded_before_a_seek_back_is_judged_by_what_its_epoch_let_go() {
+    let stats = replays_clean(1_796_409_040_667_823_976, &no_tweak);
+    assert!(stats.seeks > 1 && stats.commits > 0, "{stats:?}");
+}

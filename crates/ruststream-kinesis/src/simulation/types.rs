@@ -281,6 +281,8 @@ pub(super) enum OpKind {
         units: Arc<[UnitId]>,
         first_sent: Time,
         prior: Option<Arc<str>>,
+        /// The shard's seek epoch when the commit was folded.
+        epoch: u32,
     },
 }
 
@@ -646,7 +648,9 @@ pub(super) struct Session {
     /// how many events it sends before it ends (its five minutes).
     pub(super) subscription: Option<(usize, u32)>,
     /// Exactly once: the token of the commit last sent, and when it was first sent.
-    pub(super) commit_sent: Option<(Arc<str>, Time)>,
+    /// Exactly once: the token of the commit last sent, when it was first sent, and its shard's
+    /// seek epoch then (what the fold took was settled under it).
+    pub(super) commit_sent: Option<(Arc<str>, Time, u32)>,
 }
 
 /// What the coordinator's driver gathers for `Rounds` while its calls are in flight: the rows
@@ -1037,8 +1041,9 @@ pub(super) struct Sim {
     pub(super) applied: HashMap<EffectId, u32>,
     /// The records with an effect applied, in any seek epoch.
     pub(super) applied_records: HashSet<(usize, usize)>,
-    /// The records a seek let go before its target, until a seek goes back over them.
-    pub(super) effects_let_go: HashSet<(usize, usize)>,
+    /// Per shard and seek epoch, the records a seek let go before its target (until a later
+    /// seek goes back over them): a commit folded in an epoch is judged by that epoch's.
+    pub(super) effects_let_go: HashMap<(usize, u32), Arc<HashSet<usize>>>,
     pub(super) honoured: HashSet<Arc<str>>,
     pub(super) seek_epochs: HashMap<usize, u32>,
     pub(super) next_unit: u64,
