@@ -20,6 +20,18 @@ struct Pending<S> {
     staged: Option<Box<S>>,
 }
 
+/// What a delivery's staged part weighs in memory (exactly once: the bytes of its writes), so a
+/// shard bounds what it holds uncommitted.
+pub(crate) trait Weighed {
+    fn weight(&self) -> usize;
+}
+
+impl Weighed for () {
+    fn weight(&self) -> usize {
+        0
+    }
+}
+
 /// The settled prefix of one shard's deliveries.
 ///
 /// At least once, the prefix leaves the watermark as it grows, and its end is the checkpoint to
@@ -37,6 +49,8 @@ pub(crate) struct Watermark<S = ()> {
     ready: usize,
     /// How many of those staged writes.
     ready_staged: usize,
+    /// What every delivery's staged part held here weighs, all told.
+    staged_weight: usize,
 }
 
 impl<S> Default for Watermark<S> {
@@ -47,11 +61,12 @@ impl<S> Default for Watermark<S> {
             pending: VecDeque::new(),
             ready: 0,
             ready_staged: 0,
+            staged_weight: 0,
         }
     }
 }
 
-impl<S> Watermark<S> {
+impl<S: Weighed> Watermark<S> {
     /// Records a delivery whose settling lets the checkpoint record `sequence`, and returns its
     /// ticket.
     pub(crate) fn push(&mut self, sequence: Arc<str>) -> Ticket {
@@ -97,7 +112,10 @@ impl<S> Watermark<S> {
         };
         let entry = &mut self.pending[offset];
         entry.settled = true;
+        let weight = staged.as_ref().map_or(0, Weighed::weight);
+        let before = entry.staged.as_deref().map_or(0, Weighed::weight);
         entry.staged = staged.map(Box::new);
+        self.staged_weight = self.staged_weight - before + weight;
         let before = self.ready;
         while let Some(entry) = self.pending.get(self.ready).filter(|entry| entry.settled) {
             self.ready_staged += usize::from(entry.staged.is_some());
@@ -126,6 +144,7 @@ impl<S> Watermark<S> {
         for _ in 0..entries.min(self.ready) {
             if let Some(entry) = self.pending.pop_front() {
                 self.ready_staged -= usize::from(entry.staged.is_some());
+                self.staged_weight -= entry.staged.as_deref().map_or(0, Weighed::weight);
                 self.ready -= 1;
                 self.base += 1;
             }
@@ -140,6 +159,7 @@ impl<S> Watermark<S> {
         let entry = &mut self.pending[offset];
         entry.settled = false;
         let staged = entry.staged.take().map(|staged| *staged);
+        self.staged_weight -= staged.as_ref().map_or(0, Weighed::weight);
         if offset < self.ready {
             self.ready = offset;
             self.ready_staged = self
@@ -195,6 +215,12 @@ impl<S> Watermark<S> {
         self.pending.clear();
         self.ready = 0;
         self.ready_staged = 0;
+        self.staged_weight = 0;
+    }
+
+    /// Exactly once: what the staged parts held here weigh, all told.
+    pub(crate) fn staged_weight(&self) -> usize {
+        self.staged_weight
     }
 }
 

@@ -32,6 +32,10 @@ impl Limits {
     pub(crate) const ROW_BYTES: usize = 1_024;
 }
 
+/// How much a shard holds of staged writes not yet committed before it reads no further (its
+/// read-ahead window counts as full): what a slow or refused commit can make a shard hold.
+pub(crate) const STAGED_BYTES_CAP: usize = 16 * 1024 * 1024;
+
 /// A unit of work, by the number the driver gave it: unique within a subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct UnitId(pub(crate) u64);

@@ -449,9 +449,12 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.in_flight == 0 && !self.refused
     }
 
-    /// Whether the window has room for one more delivery.
+    /// Whether the window has room for one more delivery: fewer deliveries than the window
+    /// held, and (exactly once) less than [`STAGED_BYTES_CAP`](crate::commit::STAGED_BYTES_CAP)
+    /// of staged writes waiting for their commit.
     fn has_room(&self) -> bool {
         self.watermark.unsettled() < self.window
+            && self.watermark.staged_weight() < crate::commit::STAGED_BYTES_CAP
     }
 
     /// What a delivery leaving flight gives the reader.

@@ -50,6 +50,12 @@ fn a_double_settlement_moves_nothing() {
 /// A stand-in for what a handling staged.
 type Staged = &'static str;
 
+impl Weighed for Staged {
+    fn weight(&self) -> usize {
+        self.len()
+    }
+}
+
 fn staged_mark(n: u32) -> (Watermark<Staged>, Vec<Ticket>) {
     let mut mark = Watermark::default();
     let tickets = (1..=n).map(|n| mark.push(seq(n))).collect();
@@ -109,7 +115,11 @@ fn exactly_once_a_refused_delivery_holds_back_every_later_one_until_settled_agai
     assert!(mark.settle_staged(t[2], Some("c2")));
     assert_eq!(mark.ready(), (4, 4));
     assert_eq!(run(&mark)[2], ("3".to_owned(), Some("c2")));
+    assert_eq!(mark.staged_weight(), 5, "a, b, c2, d");
+    mark.committed(2);
+    assert_eq!(mark.staged_weight(), 3, "c2, d");
     mark.reset();
     assert_eq!((mark.ready(), mark.unsettled()), ((0, 0), 0));
+    assert_eq!(mark.staged_weight(), 0);
     assert_eq!(mark.unsettle(t[0]), None, "a ticket of the old generation");
 }

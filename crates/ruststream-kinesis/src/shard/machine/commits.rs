@@ -22,6 +22,12 @@ pub(crate) struct Staged<R> {
     pub(crate) attempts: u64,
 }
 
+impl<R> crate::watermark::Weighed for Staged<R> {
+    fn weight(&self) -> usize {
+        self.size.bytes
+    }
+}
+
 /// How a unit's commit ended, for the driver (its writes, its handler's refusal).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CommitNews {

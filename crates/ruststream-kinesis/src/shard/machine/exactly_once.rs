@@ -304,3 +304,29 @@ fn a_commit_unresolved_across_a_seek_is_resent_and_touches_nothing_of_the_new_po
     );
     assert_eq!(position.token, sent.token.next());
 }
+
+#[test]
+fn staged_writes_past_the_cap_fill_the_window_until_their_commit() {
+    let mut machine = committing();
+    // Behind the shard's newest record: it would read on.
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 5_000);
+    let t = hand_out(&mut machine, Duration::ZERO);
+    let heavy = Staged {
+        size: UnitSize {
+            bytes: crate::commit::STAGED_BYTES_CAP,
+            ..staged(1, 1, "1").size
+        },
+        ..staged(1, 1, "1")
+    };
+    machine.settle_staged(t[0], Some(heavy), false).unwrap();
+    assert!(machine.is_window_full(), "16 MiB wait for their commit");
+    assert!(matches!(next(&mut machine, S), ReadStep::Wait(None)));
+    commit(&mut machine, S);
+    machine.write_answered(S, Answer::Done);
+    assert!(machine.take_reader_wake());
+    assert!(!machine.is_window_full());
+    assert!(matches!(
+        next(&mut machine, S),
+        ReadStep::Call(Call::GetRecords(_))
+    ));
+}
