@@ -141,7 +141,7 @@ impl DynamoLeaseStore {
                     token = request.request_token,
                     "commit token sent twice with different requests; sending a new attempt"
                 );
-                self.uncertain(request);
+                self.rows_answered(request, rules::Answer::Failed);
                 CommitAnswer::NotApplied
             }
             Some(invalid) if invalid.code() == Some("ValidationException") => {
@@ -161,16 +161,17 @@ impl DynamoLeaseStore {
             // No answer to trust (a transport failure, a timeout, a cancellation whose reasons
             // do not name every action): it may have landed.
             _ => {
-                self.uncertain(request);
+                self.rows_answered(request, rules::Answer::Failed);
                 CommitAnswer::Failed(self.failure(first.key, "commit", &error))
             }
         }
     }
 
-    /// Each row's fence after a commit with no answer to trust: it may have landed.
-    fn uncertain(&self, request: &CommitRequest<'_>) {
+    /// Each row's fence after a commit answered so (`Failed`: no answer to trust, it may have
+    /// landed; `Refused`: the rows' conditions held and nothing was written).
+    fn rows_answered(&self, request: &CommitRequest<'_>, answer: rules::Answer) {
         for row in &request.rows {
-            self.set_fence(row.key, self.fence(row.key).answered(rules::Answer::Failed));
+            self.set_fence(row.key, self.fence(row.key).answered(answer));
         }
     }
 
@@ -311,7 +312,7 @@ impl DynamoLeaseStore {
                     + action;
                 let reason = reasons.get(at);
                 if rows_passed {
-                    self.rows_unmoved(request);
+                    self.rows_answered(request, rules::Answer::Refused);
                 }
                 CommitAnswer::UserRefused(UserRefusal {
                     unit,
@@ -363,7 +364,7 @@ impl DynamoLeaseStore {
                 None => match self.read_row(row.key).await {
                     Ok(state) => state,
                     Err(error) => {
-                        self.uncertain(request);
+                        self.rows_answered(request, rules::Answer::Failed);
                         return CommitAnswer::Failed(error);
                     }
                 },
@@ -405,16 +406,6 @@ impl DynamoLeaseStore {
                 CommitAnswer::NotApplied
             }
             CommitRefusal::Lost { .. } => CommitAnswer::Lost,
-        }
-    }
-
-    /// The rows' conditions held and nothing was written: each fence is what it was, certain.
-    fn rows_unmoved(&self, request: &CommitRequest<'_>) {
-        for row in &request.rows {
-            self.set_fence(
-                row.key,
-                self.fence(row.key).answered(rules::Answer::Refused),
-            );
         }
     }
 }

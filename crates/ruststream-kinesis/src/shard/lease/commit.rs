@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use super::{Answer, Close, Lost, MIN_RETRY, Moment, Next, Phase, ShardLease, Write};
+use super::{Answer, Close, Lost, Moment, Next, Phase, ShardLease, Write};
 use crate::commit::{CommitToken, UnitId};
 use crate::lease::millis;
 
@@ -230,6 +230,7 @@ impl<T: Moment> ShardLease<T> {
 
     /// The store answered `commit` at `now`.
     pub(super) fn commit_answered(&mut self, now: T, commit: Commit, answer: Answer) {
+        let retry = self.retry_wait(now);
         let Some(commits) = &mut self.committing else {
             return;
         };
@@ -258,17 +259,14 @@ impl<T: Moment> ShardLease<T> {
                 // A shard read to its end no longer is: a delivery of it goes back, and only a
                 // release may follow (the next owner delivers it again).
                 if self.phase == Phase::Closing(Close::Finished) {
-                    self.phase = Phase::Closing(Close::Release);
-                    self.finish_abandoned = true;
+                    self.abandon_finish();
                 }
             }
             Answer::Failed | Answer::NotApplied => {
-                let left = self.valid_until.saturating_since(now);
-                if left <= MIN_RETRY {
+                let Some(wait) = retry else {
                     self.lose(Lost::RanOut);
                     return;
-                }
-                let wait = (self.timings.renew() / 3).min(left / 2).max(MIN_RETRY / 2);
+                };
                 let mut again = unresolved;
                 // A certain non-application is a new attempt; a send without an answer is
                 // repeated byte for byte.

@@ -308,16 +308,6 @@ impl<T: Moment> ShardLease<T> {
                 self.sealed = true;
                 let pending = self.pending.take();
                 match (how, pending) {
-                    // Exactly once, the commits carried every checkpoint: hand the row over
-                    // without one.
-                    (Close::HandOver, _) if self.hand_to.is_some() && self.committing.is_some() => {
-                        let to = self.hand_to.clone().expect("checked above");
-                        self.phase = Phase::Releasing { written: false };
-                        Write::HandOver {
-                            to,
-                            checkpoint: None,
-                        }
-                    }
                     // SHARD_END covers every settled record; a checkpoint still pending would
                     // land after it and move the shard back.
                     (Close::Finished, _) => {
@@ -394,15 +384,10 @@ impl<T: Moment> ShardLease<T> {
             (Write::Renew | Write::Checkpoint { .. }, Answer::Refused) => self.lose(Lost::Refused),
             // Closing: the final writes go out next, conditioned on the row as every write is.
             (Write::Renew, Answer::Failed) if matches!(self.phase, Phase::Closing(_)) => {}
-            (Write::Renew, Answer::Failed) => {
-                let left = self.valid_until.saturating_since(now);
-                if left <= MIN_RETRY {
-                    self.lose(Lost::RanOut);
-                } else {
-                    let wait = (self.timings.renew() / 3).min(left / 2).max(MIN_RETRY / 2);
-                    self.next_renewal = now + wait;
-                }
-            }
+            (Write::Renew, Answer::Failed) => match self.retry_wait(now) {
+                Some(wait) => self.next_renewal = now + wait,
+                None => self.lose(Lost::RanOut),
+            },
             (Write::Checkpoint { checkpoint, .. }, Answer::Failed) => {
                 // Sent again, unless a newer one replaced it meanwhile or a seek dropped it.
                 if flight.restore {
@@ -488,6 +473,21 @@ impl<T: Moment> ShardLease<T> {
             .max(sent_ms.saturating_add(millis(self.timings.usable_lease())));
     }
 
+    /// How long after `now` a renewing write that failed is sent again: a third of the renewal
+    /// interval, at most half the lease left, at least half of [`MIN_RETRY`]; `None` when too
+    /// little of the lease is left for another try.
+    fn retry_wait(&self, now: T) -> Option<Duration> {
+        let left = self.valid_until.saturating_since(now);
+        (left > MIN_RETRY).then(|| (self.timings.renew() / 3).min(left / 2).max(MIN_RETRY / 2))
+    }
+
+    /// A shard read to its end closes as a release instead (a delivery of it went back): its
+    /// `SHARD_END` is never written, and the ending says so.
+    fn abandon_finish(&mut self) {
+        self.phase = Phase::Closing(Close::Release);
+        self.finish_abandoned = true;
+    }
+
     fn lose(&mut self, how: Lost) {
         self.news.push(match how {
             Lost::Refused => LeaseNews::Refused,
@@ -570,8 +570,7 @@ impl<T: Moment> ShardLease<T> {
     /// ending says so.
     pub(crate) fn close_unfinished(&mut self) {
         if self.phase == Phase::Holding {
-            self.phase = Phase::Closing(Close::Release);
-            self.finish_abandoned = true;
+            self.abandon_finish();
         }
     }
 
