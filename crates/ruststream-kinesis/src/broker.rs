@@ -561,6 +561,7 @@ impl ConnectedKinesisBroker {
                 ),
             });
         }
+        crate::live::exactly_once::refusal(&self.instance, &source)?;
         let registration = self.register(name).await?;
         let capacity = usize::try_from(source.batch_size).unwrap_or(1000).max(64);
         self.read(source, registration, capacity).await

@@ -163,11 +163,15 @@ fn the_stream_settings_table_says_the_defaults() {
                 assert!(stream.fan_out.is_none());
                 assert_eq!(said, "off (polling)");
             }
+            "exactly_once" => {
+                assert!(!stream.is_exactly_once());
+                assert_eq!(said, "off (at least once)");
+            }
             other => panic!("a stream setting the check does not know: {other:?}"),
         }
         seen.insert(setting);
     }
-    assert_eq!(seen.len(), 8, "every setting has its row: {seen:?}");
+    assert_eq!(seen.len(), 9, "every setting has its row: {seen:?}");
 }
 
 #[test]

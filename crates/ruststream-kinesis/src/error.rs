@@ -271,6 +271,43 @@ pub enum KinesisError {
         /// Why.
         reason: String,
     },
+    /// An exactly-once subscription ([`KinesisStream::exactly_once`](crate::KinesisStream))
+    /// cannot hold its promise where it would run: the start fails.
+    #[error("stream {stream:?}: exactly once cannot hold here: {refusal}")]
+    ExactlyOnce {
+        /// The stream.
+        stream: String,
+        /// Why, and the fix.
+        refusal: ExactlyOnceRefusal,
+    },
+}
+
+/// Why an exactly-once subscription cannot start ([`KinesisError::ExactlyOnce`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ExactlyOnceRefusal {
+    /// The lease store cannot commit a handler's DynamoDB writes with its rows (a
+    /// `MemoryLeaseStore`, whose rows live in this process, or a store of your own).
+    #[error(
+        "the lease store ({store}) cannot commit DynamoDB writes with its lease rows; give the \
+         broker a DynamoLeaseStore (KinesisBroker::new().lease_store(..)) in the account and \
+         region of the handler's tables (in process, under TestApp, exactly once does not run \
+         yet)"
+    )]
+    StoreCannotCommit {
+        /// The store, as it describes itself.
+        store: String,
+    },
+    /// The lease outlasts the ten minutes DynamoDB keeps a transaction's request token, so a
+    /// resent commit could no longer be recognised by it.
+    #[error(
+        "a lease of {lease:?} is longer than exactly once allows (9 minutes: DynamoDB keeps a \
+         transaction's ClientRequestToken for 10); set a shorter LeaseTimings"
+    )]
+    LeaseTooLong {
+        /// The lease.
+        lease: std::time::Duration,
+    },
 }
 
 impl KinesisError {
@@ -332,6 +369,7 @@ mod tests {
             KinesisError::ConsumerNotActive { .. } => "ConsumerNotActive",
             KinesisError::ConsumerLimit { .. } => "ConsumerLimit",
             KinesisError::Seek { .. } => "Seek",
+            KinesisError::ExactlyOnce { .. } => "ExactlyOnce",
         };
         format!("KinesisError::{variant}")
     }
@@ -413,6 +451,12 @@ mod tests {
             KinesisError::Seek {
                 stream: text(),
                 reason: text(),
+            },
+            KinesisError::ExactlyOnce {
+                stream: text(),
+                refusal: ExactlyOnceRefusal::LeaseTooLong {
+                    lease: std::time::Duration::ZERO,
+                },
             },
             lease(LeaseError::Held {
                 key: key(),

@@ -80,13 +80,6 @@
 
 mod broker;
 mod clock;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "exactly once is built in steps; its machines use this next"
-    )
-)]
 mod commit;
 mod coordinator;
 mod delivery;
@@ -118,7 +111,9 @@ pub use delivery::context::{
 pub use delivery::message::KinesisMessage;
 pub use delivery::seeker::KinesisSeeker;
 pub use delivery::subscriber::KinesisSubscriber;
-pub use error::KinesisError;
+#[cfg(feature = "dynamodb-lease")]
+pub use delivery::writes::{CommitRefused, DynamoWrites, StageError, StagedWrites};
+pub use error::{ExactlyOnceRefusal, KinesisError};
 #[cfg(feature = "dynamodb-lease")]
 pub use lease::DynamoLeaseStore;
 pub use lease::{
@@ -155,6 +150,10 @@ mod guide {
     struct GettingStarted;
     #[doc = include_str!("../../../docs/src/checkpoints.md")]
     struct Checkpoints;
+    #[doc = include_str!("../../../docs/src/exactly-once.md")]
+    struct ExactlyOnce;
+    #[doc = include_str!("../../../docs/src/ru/exactly-once.md")]
+    struct ExactlyOnceRu;
     #[doc = include_str!("../../../docs/src/describing.md")]
     struct Describing;
     #[doc = include_str!("../../../docs/src/enhanced-fan-out.md")]

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Which delivery of which generation a settlement is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Ticket {
     pub(crate) generation: u64,
     index: u64,
@@ -216,6 +216,14 @@ impl<S: Weighed> Watermark<S> {
         self.ready = 0;
         self.ready_staged = 0;
         self.staged_weight = 0;
+    }
+
+    /// Exactly once: every staged part held here, settled in order or not.
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn staged(&self) -> impl Iterator<Item = &S> {
+        self.pending
+            .iter()
+            .filter_map(|entry| entry.staged.as_deref())
     }
 
     /// Exactly once: what the staged parts held here weigh, all told.

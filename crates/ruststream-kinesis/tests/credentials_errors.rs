@@ -30,7 +30,7 @@ use ruststream_kinesis::{
 };
 
 /// Every variant of the two error types, as `Type::Variant`.
-const EVERY_VARIANT: [&str; 26] = [
+const EVERY_VARIANT: [&str; 27] = [
     "KinesisError::Config",
     "KinesisError::InvalidStreamName",
     "KinesisError::InvalidPartitionKey",
@@ -49,6 +49,7 @@ const EVERY_VARIANT: [&str; 26] = [
     "KinesisError::ConsumerNotActive",
     "KinesisError::ConsumerLimit",
     "KinesisError::Seek",
+    "KinesisError::ExactlyOnce",
     "LeaseError::Held",
     "LeaseError::Lost",
     "LeaseError::Deleted",
@@ -177,6 +178,23 @@ async fn no_error_of_any_variant_carries_a_credential() {
         .await
         .unwrap_err();
     gallery.kinesis(&err);
+    // Exactly once with a lease longer than DynamoDB keeps a transaction's request token.
+    let long_lease = KinesisBroker::from_config(config.clone())
+        .lease_store(Arc::clone(&store) as Arc<dyn LeaseStore>)
+        .lease_timings(
+            ruststream_kinesis::LeaseTimings::new(Duration::from_secs(600), Duration::from_secs(3))
+                .unwrap(),
+        )
+        .connect()
+        .await
+        .unwrap();
+    let err = KinesisStream::new("orders")
+        .exactly_once()
+        .subscribe(&long_lease)
+        .await
+        .unwrap_err();
+    gallery.kinesis(&err);
+    long_lease.shutdown().await.unwrap();
 
     // Names: a stream name Kinesis rejects, a stream that does not exist, a second subscription.
     let err = KinesisStream::new("bad name")

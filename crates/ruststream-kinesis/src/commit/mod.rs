@@ -5,6 +5,15 @@
 //! A *unit* commits as a whole: one delivery, or one batch of a batch handler. Its DynamoDB
 //! writes stay with the driver; the machines see only their weight ([`UnitSize`]), so the
 //! decisions here run the same in the simulation as live.
+// The transaction's limits and answers are read by the DynamoDB store and the staging of
+// writes, both of feature `dynamodb-lease`; the machines and the simulation use the rest.
+#![cfg_attr(
+    not(feature = "dynamodb-lease"),
+    allow(
+        dead_code,
+        reason = "the DynamoDB side of exactly once is built with feature dynamodb-lease"
+    )
+)]
 
 pub(crate) mod fold;
 pub(crate) mod outcome;

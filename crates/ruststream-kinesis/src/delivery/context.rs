@@ -26,6 +26,9 @@ pub struct KinesisContext {
     pub position: KinesisPosition,
     /// The subscription's seeker.
     pub seeker: KinesisSeeker,
+    /// What the handling stages to commit exactly once ([`DynamoWrites`](crate::DynamoWrites)).
+    #[cfg(feature = "dynamodb-lease")]
+    pub writes: crate::StagedWrites,
 }
 
 impl BuildContext<KinesisMessage> for KinesisContext {
@@ -37,6 +40,8 @@ impl BuildContext<KinesisMessage> for KinesisContext {
             partition_key: Arc::clone(&msg.record.partition_key),
             position: msg.position(),
             seeker: msg.seeker.clone(),
+            #[cfg(feature = "dynamodb-lease")]
+            writes: msg.writes.clone(),
         }
     }
 }

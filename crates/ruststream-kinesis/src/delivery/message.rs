@@ -21,6 +21,17 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
     /// The handler is done with the record: the shard's checkpoint may pass it.
     fn on_settle(&self, ticket: Ticket) -> Result<(), AckError>;
 
+    /// Exactly once: the handler is done with `record` (delivered `attempt` times so far), and
+    /// what its handling staged in `writes` commits with the checkpoint that passes it.
+    #[cfg(feature = "dynamodb-lease")]
+    fn on_commit(
+        &self,
+        ticket: Ticket,
+        record: &Record,
+        attempt: u64,
+        writes: &crate::StagedWrites,
+    ) -> Result<(), AckError>;
+
     /// The record never reached its handler: it moves nothing, and the shard's next owner (or
     /// the seek that made it stale) delivers it again.
     fn on_forget(&self, ticket: Ticket);
@@ -114,6 +125,9 @@ pub struct KinesisMessage {
     /// Why the delivery may no longer reach a handler, once that was found.
     pub(crate) refused: OnceLock<CodecError>,
     pub(crate) settle: Option<Hold>,
+    /// What the handling stages to commit with the checkpoint (exactly once).
+    #[cfg(feature = "dynamodb-lease")]
+    pub(crate) writes: crate::StagedWrites,
 }
 
 /// Why a delivery was kept from its handler: a lapsed lease or a seek, never the payload.
@@ -132,6 +146,8 @@ impl KinesisMessage {
         settle: Hold,
     ) -> Self {
         Self {
+            #[cfg(feature = "dynamodb-lease")]
+            writes: crate::StagedWrites::default(),
             record,
             stream,
             shard,
@@ -140,6 +156,13 @@ impl KinesisMessage {
             refused: OnceLock::new(),
             settle: Some(settle),
         }
+    }
+
+    /// The delivery with what its handling stages committed exactly once: `writes`.
+    #[cfg(feature = "dynamodb-lease")]
+    pub(crate) fn with_writes(mut self, writes: crate::StagedWrites) -> Self {
+        self.writes = writes;
+        self
     }
 
     /// The stream the record was read from.
@@ -194,13 +217,28 @@ impl KinesisMessage {
             // moves no checkpoint. The shard's next owner, or the seek, delivers it.
             return self.forget();
         }
-        self.settle
-            .take()
-            .map_or(Ok(()), |hold| hold.target.on_settle(hold.ticket))
+        let Some(hold) = self.settle.take() else {
+            return Ok(());
+        };
+        #[cfg(feature = "dynamodb-lease")]
+        if self.writes.is_exactly_once() {
+            return hold
+                .target
+                .on_commit(hold.ticket, &self.record, self.attempt, &self.writes);
+        }
+        hold.target.on_settle(hold.ticket)
+    }
+
+    /// Lets go of what the handling staged: it never commits (the record was dropped or handed
+    /// back), and staging more fails.
+    fn drop_writes(&self) {
+        #[cfg(feature = "dynamodb-lease")]
+        drop(self.writes.seal());
     }
 
     /// Lets go of a delivery that was withheld from its handler, settling nothing.
     fn forget(&mut self) -> Result<(), AckError> {
+        self.drop_writes();
         if let Some(hold) = self.settle.take() {
             hold.target.on_forget(hold.ticket);
         }
@@ -212,6 +250,7 @@ impl KinesisMessage {
         if self.refused.get().is_some() {
             return self.forget();
         }
+        self.drop_writes();
         let record = self.record.clone();
         match self.settle.take() {
             Some(hold) => hold
@@ -326,6 +365,8 @@ impl IncomingMessage for KinesisMessage {
         if requeue {
             return self.hand_back(Duration::ZERO);
         }
+        // Dropped: the checkpoint passes the record, and nothing it staged commits.
+        self.drop_writes();
         self.settle_now()
     }
 

@@ -17,6 +17,8 @@ mod store;
 #[cfg(any(test, feature = "store-suite"))]
 pub mod suite;
 mod timed;
+#[cfg(feature = "dynamodb-lease")]
+mod transactions;
 
 #[cfg(feature = "dynamodb-lease")]
 mod dynamo;
@@ -25,6 +27,8 @@ pub(crate) use clock::millis;
 pub use clock::{SKEW_TOLERANCE, epoch_millis};
 #[cfg(feature = "dynamodb-lease")]
 pub use dynamo::DynamoLeaseStore;
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) use dynamo::commit::{CommitAnswer, CommitRequest, CommitRow};
 pub use error::LeaseError;
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
@@ -35,3 +39,5 @@ pub use state::{HANDOFF_REQUEST_LIFETIME, Handoff, LeaseState, SHARD_END, SHARD_
 pub(crate) use state::{split_within, within_checkpoint};
 pub use store::{LeaseFuture, LeaseStore};
 pub(crate) use timed::Timed;
+#[cfg(feature = "dynamodb-lease")]
+pub use transactions::Transactions;

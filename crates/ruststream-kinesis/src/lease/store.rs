@@ -301,6 +301,15 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// Exactly once: the transactions that commit a handler's DynamoDB writes with this
+    /// store's lease rows. `DynamoLeaseStore` answers them; a store that wraps another forwards
+    /// the inner store's answer. Provided as `None`: an exactly-once subscription on such a store
+    /// fails the start.
+    #[cfg(feature = "dynamodb-lease")]
+    fn transactions(&self) -> Option<super::Transactions> {
+        None
+    }
+
     /// Where the rows live, for the messages that name it: `DynamoLeaseStore` answers its
     /// table's name. Provided as `None`.
     fn table_name(&self) -> Option<&str> {

@@ -244,6 +244,71 @@ impl LeaseStore for Timed {
     fn table_name(&self) -> Option<&str> {
         self.inner.table_name()
     }
+
+    #[cfg(feature = "dynamodb-lease")]
+    fn transactions(&self) -> Option<super::Transactions> {
+        let inner = self.inner.transactions()?;
+        Some(super::Transactions::new(Arc::new(TimedCommits {
+            inner,
+            bound: self.bound,
+            meters: self.meters.clone(),
+        })))
+    }
+}
+
+/// The inner store's transactions, each commit bounded and counted as the store's other calls
+/// are: one cut off at the bound may still land, and its resend is recognised by the row.
+#[cfg(feature = "dynamodb-lease")]
+#[derive(Debug)]
+struct TimedCommits {
+    inner: super::Transactions,
+    bound: Duration,
+    meters: Meters,
+}
+
+#[cfg(feature = "dynamodb-lease")]
+impl super::transactions::CommitStore for TimedCommits {
+    fn commit<'a>(
+        &'a self,
+        request: &'a super::dynamo::commit::CommitRequest<'a>,
+    ) -> super::transactions::CommitFuture<'a> {
+        use super::dynamo::commit::CommitAnswer;
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            let (answer, outcome) =
+                match tokio::time::timeout(self.bound, self.inner.commit(request)).await {
+                    Ok(CommitAnswer::Failed(err)) => {
+                        (CommitAnswer::Failed(err), CallOutcome::Failed)
+                    }
+                    Ok(CommitAnswer::Lost) => (CommitAnswer::Lost, CallOutcome::Refused),
+                    Ok(CommitAnswer::NotApplied) => {
+                        (CommitAnswer::NotApplied, CallOutcome::NotApplied)
+                    }
+                    Ok(CommitAnswer::Split) => (CommitAnswer::Split, CallOutcome::UserRefused),
+                    Ok(CommitAnswer::UserRefused(refusal)) => {
+                        (CommitAnswer::UserRefused(refusal), CallOutcome::UserRefused)
+                    }
+                    Ok(CommitAnswer::Done) => (CommitAnswer::Done, CallOutcome::Ok),
+                    Err(_) => (
+                        CommitAnswer::Failed(LeaseError::Store {
+                            key: request
+                                .rows
+                                .first()
+                                .map_or_else(|| LeaseKey::new("", ""), |row| row.key.clone()),
+                            operation: "commit",
+                            message: format!(
+                                "no answer within {:?} (the renewal interval); the commit may \
+                                 still land, and its resend is recognised by the row's token",
+                                self.bound
+                            ),
+                        }),
+                        CallOutcome::TimedOut,
+                    ),
+                };
+            self.meters.store_call("commit", outcome, started.elapsed());
+            answer
+        })
+    }
 }
 
 impl Timed {

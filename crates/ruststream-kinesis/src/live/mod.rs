@@ -1,10 +1,11 @@
 //! The live subscription, on tokio: its state ([`subscription`]), the driver of the pure
 //! [`coordinator`](crate::coordinator) machines ([`coordinator`]: the listing rounds, the
 //! handover poll, the takes and the seeks), what the readers and the seeks tell that driver
-//! ([`heard`]), and the tasks of each held shard ([`reader`]: they execute what the
+//! ([`heard`]), what an exactly-once subscription needs to start ([`exactly_once`]), and the tasks of each held shard ([`reader`]: they execute what the
 //! [`shard`](crate::shard) machine asks).
 
 pub(crate) mod coordinator;
+pub(crate) mod exactly_once;
 pub(crate) mod heard;
 pub(crate) mod pause;
 pub(crate) mod reader;

@@ -113,6 +113,16 @@ impl Instance {
         &self.closed
     }
 
+    /// The lease store, as the broker was given it.
+    pub(crate) fn store(&self) -> &Arc<dyn LeaseStore> {
+        &self.store
+    }
+
+    /// How this instance holds leases.
+    pub(crate) fn timings(&self) -> LeaseTimings {
+        self.timings
+    }
+
     /// Whether the broker was shut down.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
@@ -145,6 +155,11 @@ pub(crate) struct Subscription {
     pub(super) stall_after: Duration,
     /// The enhanced fan-out consumer the shards are read through; `None`: polling.
     pub(super) fan_out: Option<Consumer>,
+    /// Whether handlers' staged writes commit with the checkpoint (exactly once).
+    pub(super) exactly_once: bool,
+    /// The store's transactions, which commit them (exactly once only).
+    #[cfg(feature = "dynamodb-lease")]
+    pub(super) transactions: Option<crate::lease::Transactions>,
     pub(super) tx: mpsc::Sender<Item>,
     pub(super) cancel: CancellationToken,
     /// Whether the instance is paused (an earlier run under its owner id is alive), shared by
@@ -196,13 +211,23 @@ impl Subscription {
         let coordinator = Coordinator::new(timings, source.initial.clone())
             .with_balancing(balance)
             .with_incarnation(incarnation);
+        let store: Arc<dyn LeaseStore> = Arc::new(Timed::new(
+            store,
+            timings.store_call_timeout(),
+            meters.clone(),
+        ));
+        #[cfg(feature = "dynamodb-lease")]
+        let transactions = if source.exactly_once {
+            store.transactions()
+        } else {
+            None
+        };
         let sub = Arc::new(Self {
             heard: Mutex::default(),
-            store: Arc::new(Timed::new(
-                store,
-                timings.store_call_timeout(),
-                meters.clone(),
-            )),
+            store,
+            exactly_once: source.exactly_once,
+            #[cfg(feature = "dynamodb-lease")]
+            transactions,
             upkeeps: Upkeeps::start(&stream, &meters),
             stream,
             kinesis,

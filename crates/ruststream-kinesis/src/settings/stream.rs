@@ -75,6 +75,8 @@ pub struct KinesisStream {
     pub(crate) initial: crate::KinesisPosition,
     pub(crate) fan_out: Option<FanOut>,
     pub(crate) stall_after: Duration,
+    /// Whether a handler's staged DynamoDB writes commit with the checkpoint (exactly once).
+    pub(crate) exactly_once: bool,
 }
 
 /// An enhanced fan-out consumer a subscription reads through.
@@ -108,6 +110,7 @@ impl KinesisStream {
             initial: crate::KinesisPosition::Latest,
             fan_out: None,
             stall_after: DEFAULT_STALL_AFTER,
+            exactly_once: false,
         }
     }
 
@@ -308,6 +311,38 @@ impl KinesisStream {
             fan_out.register = false;
         }
         self
+    }
+
+    /// Exactly once into DynamoDB: what a handler stages through
+    /// [`DynamoWrites`](crate::DynamoWrites) commits when it acknowledges the record, together with
+    /// the checkpoint that covers it, in one `TransactWriteItems` whose lease-row update is
+    /// conditioned on this instance's lease (its owner and counter). A committed record is never
+    /// handled again by any instance; a commit refused because the lease moved applies nothing
+    /// and stops the shard's reader; a commit refused by one of the handling's own writes
+    /// applies nothing and delivers the record again, its handler reading why off
+    /// [`StagedWrites::refused`](crate::StagedWrites::refused). Records of a shard commit in
+    /// order. The lease store must be a [`DynamoLeaseStore`](crate::DynamoLeaseStore) in the
+    /// account and region of the handler's tables: another store fails the start.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ruststream_kinesis::KinesisStream;
+    ///
+    /// let orders = KinesisStream::new("orders").exactly_once();
+    /// assert!(orders.is_exactly_once());
+    /// ```
+    #[cfg(feature = "dynamodb-lease")]
+    #[must_use]
+    pub fn exactly_once(mut self) -> Self {
+        self.exactly_once = true;
+        self
+    }
+
+    /// Whether the subscription commits exactly once ([`exactly_once`](Self::exactly_once)).
+    #[must_use]
+    pub fn is_exactly_once(&self) -> bool {
+        self.exactly_once
     }
 
     /// The enhanced fan-out consumer's name, when the stream is read with enhanced fan-out.

@@ -639,9 +639,10 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// The store write the lease's driver sends next at `now`, or how long it waits.
     pub(crate) fn next_write(&mut self, now: T, now_ms: u64) -> Next<T> {
         let watermark = &self.watermark;
+        let solo = self.lease.folds_solo();
         let next = self
             .lease
-            .next_folding(now, now_ms, || commits::fold_ready(watermark));
+            .next_folding(now, now_ms, || commits::fold_ready(watermark, solo));
         if let Next::Send(Write::Checkpoint { .. } | Write::Final(_) | Write::HandOver { .. }) =
             next
         {

@@ -8,6 +8,8 @@ pub(crate) mod lease;
 pub(crate) mod machine;
 pub(crate) mod pace;
 pub(crate) mod read;
+#[cfg(feature = "dynamodb-lease")]
+mod units;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -31,9 +33,10 @@ pub(crate) use harness::Harness;
 #[cfg(test)]
 pub(crate) use lease::Lost;
 pub(crate) use lease::{Answer, Close, Ending, LeaseNews, Next, ShardLease, Write};
-#[cfg(test)]
-pub(crate) use machine::{CommitNews, Staged};
-pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, ShardMachine, Stall};
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) use machine::CommitNews;
+pub(crate) use machine::Staged;
+pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, Settled, ShardMachine, Stall};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 
 /// One shard this instance holds the lease of.
@@ -53,6 +56,10 @@ pub(crate) struct ShardHandle {
     broker_closed: Arc<AtomicBool>,
     /// What the shard tells `TestApp`'s harness (in process; nothing from the service).
     harness: Harness,
+    /// Exactly once: the writes of the units the machine holds, and the refusals its
+    /// redeliveries carry. Locked after the machine when both are, never before.
+    #[cfg(feature = "dynamodb-lease")]
+    units: Mutex<units::Units>,
     /// The handle itself, for a redelivery's timer on the harness.
     #[cfg_attr(
         not(feature = "testing"),
@@ -132,6 +139,8 @@ impl ShardHandle {
             ended: Notify::new(),
             broker_closed,
             harness,
+            #[cfg(feature = "dynamodb-lease")]
+            units: Mutex::default(),
             me,
         }
     }
@@ -218,8 +227,24 @@ impl ShardHandle {
     /// no longer be checkpointed (the lease is lost, the shard was handed back) is refused: the
     /// shard's next owner delivers the record again.
     pub(crate) fn settle(&self, ticket: Ticket) -> Result<(), KinesisError> {
+        self.settle_staged(ticket, None)
+    }
+
+    /// Settles one delivery with what its handling staged (exactly once; `None`: nothing),
+    /// refused as [`settle`](Self::settle) is.
+    fn settle_staged(
+        &self,
+        ticket: Ticket,
+        staged: Option<Staged<Record>>,
+    ) -> Result<(), KinesisError> {
         let closed = self.closed();
-        let settled = self.lock().settle(ticket, closed);
+        let settled = self.lock().settle_staged(ticket, staged, closed);
+        self.settle_answered(settled)
+    }
+
+    /// Says what a settle came to: the harness is told, whoever must act is woken, and a
+    /// refusal becomes the error that names why.
+    fn settle_answered(&self, settled: Result<Settled, Refusal>) -> Result<(), KinesisError> {
         self.harness.settled();
         match settled {
             Ok(settled) => {
@@ -377,7 +402,16 @@ impl ShardHandle {
             let stall = machine.stall_check(now, stall_after);
             let moving = row.is_some_and(|row| machine.row_seen(row, owner, now, epoch_millis()));
             let news = machine.take_news();
-            (ended, moving, Answered { news, lag, stall })
+            let room = machine.take_reader_wake();
+            let commits = machine.take_commit_news();
+            #[cfg(feature = "dynamodb-lease")]
+            if self.units_answered(&machine, commits) {
+                // A unit refused by its own write is due again, its refusal in place.
+                self.handed_back.notify_one();
+            }
+            #[cfg(not(feature = "dynamodb-lease"))]
+            debug_assert!(commits.is_empty(), "no lease commits without transactions");
+            (ended, moving || room, Answered { news, lag, stall })
         };
         if ended {
             self.halted();
@@ -414,6 +448,18 @@ impl ShardHandle {
 impl Settlement for ShardHandle {
     fn on_settle(&self, ticket: Ticket) -> Result<(), AckError> {
         self.settle(ticket)
+            .map_err(|err| AckError::Broker(Box::new(err)))
+    }
+
+    #[cfg(feature = "dynamodb-lease")]
+    fn on_commit(
+        &self,
+        ticket: Ticket,
+        record: &Record,
+        attempt: u64,
+        writes: &crate::StagedWrites,
+    ) -> Result<(), AckError> {
+        self.settle_writes(ticket, record, attempt, writes)
             .map_err(|err| AckError::Broker(Box::new(err)))
     }
 
@@ -455,8 +501,21 @@ mod tests {
     /// The handle of a shard taken just now (`closed`: the broker's shutdown flag), and the
     /// tickets of `sequences`, read and handed out.
     fn taken(closed: &Arc<AtomicBool>, sequences: &[&str]) -> (ShardHandle, Vec<Ticket>) {
-        let machine = ShardMachine::new(
+        leased(
             ShardLease::taken(LeaseTimings::default(), Instant::now(), epoch_millis()),
+            closed,
+            sequences,
+        )
+    }
+
+    /// [`taken`], the shard held by `lease`.
+    fn leased(
+        lease: ShardLease<Instant>,
+        closed: &Arc<AtomicBool>,
+        sequences: &[&str],
+    ) -> (ShardHandle, Vec<Ticket>) {
+        let machine = ShardMachine::new(
+            lease,
             ReadSettings {
                 batch_size: 100,
                 pace: crate::shard::pace::Pace::service(Duration::from_secs(1)),
@@ -507,6 +566,52 @@ mod tests {
             .hand_back(record("1"), tickets[0], 1, Duration::ZERO)
             .unwrap_err();
         assert!(matches!(err, KinesisError::ShutDown { .. }), "{err}");
+    }
+
+    /// Exactly once: a handling's writes are kept while the machine holds its unit, and let go
+    /// when it does not (a settle a seek made stale, units a seek dropped).
+    #[cfg(feature = "dynamodb-lease")]
+    #[test]
+    fn writes_the_machine_no_longer_holds_are_let_go() {
+        use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
+
+        let closed = Arc::new(AtomicBool::new(false));
+        let lease = ShardLease::taken(LeaseTimings::default(), Instant::now(), epoch_millis())
+            .committing(1);
+        let (handle, tickets) = leased(lease, &closed, &["1", "2", "3"]);
+        let staging = |sequence: &str| {
+            let (shard, sequence): (Arc<str>, Arc<str>) =
+                ("shardId-000000000000".into(), sequence.into());
+            let writes = crate::StagedWrites::exactly_once((&shard, &sequence), None);
+            let check = ConditionCheck::builder()
+                .table_name("counts")
+                .key("id", AttributeValue::S(sequence.to_string()))
+                .condition_expression("attribute_exists(id)")
+                .build()
+                .unwrap();
+            writes
+                .stage(TransactWriteItem::builder().condition_check(check).build())
+                .unwrap();
+            writes
+        };
+        // Settled out of order: held, waiting for the first delivery.
+        handle
+            .settle_writes(tickets[1], &record("2"), 1, &staging("2"))
+            .unwrap();
+        assert_eq!(handle.units_kept(), (1, 0));
+        // A seek drops it; the next answer lets its writes go.
+        assert!(handle.seek(
+            ShardIterator::service("sought"),
+            ShardStart::At(crate::KinesisPosition::TrimHorizon),
+            Arc::from("0"),
+        ));
+        handle.answer(Answer::Done, None, "pod-a", Duration::ZERO);
+        assert_eq!(handle.units_kept(), (0, 0));
+        // A settle the seek made stale takes nothing.
+        handle
+            .settle_writes(tickets[2], &record("3"), 1, &staging("3"))
+            .unwrap();
+        assert_eq!(handle.units_kept(), (0, 0));
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]

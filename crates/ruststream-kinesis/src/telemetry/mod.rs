@@ -89,6 +89,20 @@ pub(crate) enum CallOutcome {
     Failed,
     /// No answer within the bound (the renewal interval); the call may still land.
     TimedOut,
+    /// An exactly-once commit certainly not applied, and sent again (a transaction conflict,
+    /// throttling).
+    #[cfg_attr(
+        not(feature = "dynamodb-lease"),
+        expect(dead_code, reason = "only a transaction answers it")
+    )]
+    NotApplied,
+    /// An exactly-once commit refused by one of the handler's own writes (its condition, a
+    /// validation): nothing applied, the record delivered again.
+    #[cfg_attr(
+        not(feature = "dynamodb-lease"),
+        expect(dead_code, reason = "only a transaction answers it")
+    )]
+    UserRefused,
 }
 
 impl CallOutcome {
@@ -99,6 +113,8 @@ impl CallOutcome {
             Self::Refused => Some("refused"),
             Self::Failed => Some("failed"),
             Self::TimedOut => Some("timeout"),
+            Self::NotApplied => Some("not_applied"),
+            Self::UserRefused => Some("user_refused"),
         }
     }
 }

@@ -63,6 +63,9 @@ pub(crate) enum CommitAnswer {
     NotApplied,
     /// A unit's own write refused: nothing was applied.
     UserRefused(UserRefusal),
+    /// The request of several units was refused as a whole, naming none (a request-level
+    /// validation): nothing was applied; committed one at a time, the unit at fault shows.
+    Split,
     /// No answer to trust (transport, a timeout, an error of DynamoDB's): it may have landed.
     Failed(LeaseError),
 }
@@ -146,16 +149,18 @@ impl DynamoLeaseStore {
             }
             Some(invalid) if invalid.code() == Some("ValidationException") => {
                 // The request as a whole is invalid (an expression, a size): nothing applied.
-                // The first unit is handed back; alone, it commits or shows its fault.
-                match request.units.first() {
-                    Some((unit, _)) => CommitAnswer::UserRefused(UserRefusal {
+                // Of several units none is blamed: they commit one at a time, and the one at
+                // fault is refused alone.
+                match request.units.as_slice() {
+                    [] => CommitAnswer::Failed(self.failure(first.key, "commit", &error)),
+                    [_, _, ..] => CommitAnswer::Split,
+                    [(unit, _)] => CommitAnswer::UserRefused(UserRefusal {
                         unit: *unit,
                         action: None,
                         code: "ValidationException".to_owned(),
                         message: invalid.message().map(str::to_owned),
                         item: None,
                     }),
-                    None => CommitAnswer::Failed(self.failure(first.key, "commit", &error)),
                 }
             }
             // No answer to trust (a transport failure, a timeout, a cancellation whose reasons

@@ -16,13 +16,6 @@ use aws_sdk_dynamodb::types::{
 };
 
 mod check;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "exactly once is built in steps; its live driver commits next"
-    )
-)]
 pub(crate) mod commit;
 mod item;
 mod notice;
@@ -643,6 +636,10 @@ impl DynamoLeaseStore {
 }
 
 impl LeaseStore for DynamoLeaseStore {
+    fn transactions(&self) -> Option<crate::lease::Transactions> {
+        Some(crate::lease::Transactions::new(Arc::new(self.clone())))
+    }
+
     fn acquire<'a>(
         &'a self,
         key: &'a LeaseKey,

@@ -122,12 +122,12 @@ impl Subscription {
         let harness = crate::shard::Harness::of(self.kinesis.tap(&iterator));
         #[cfg(not(feature = "testing"))]
         let harness = crate::shard::Harness::default();
-        let mut machine = ShardMachine::new(
-            ShardLease::taken(self.timings, sent, sent_ms),
-            self.read,
-            iterator,
-            resume,
-        );
+        let mut lease = ShardLease::taken(self.timings, sent, sent_ms);
+        if self.exactly_once {
+            // Random per take: the tokens of this lease's commits are told from any other's.
+            lease = lease.committing(rand::random());
+        }
+        let mut machine = ShardMachine::new(lease, self.read, iterator, resume);
         if shard.closed {
             machine.shard_closed();
         }

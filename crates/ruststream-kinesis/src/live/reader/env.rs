@@ -25,6 +25,10 @@ impl ShardEnv {
             event_silence: home.read.pace.event_silence,
             stall_after: home.stall_after,
             fan_out: home.fan_out.clone(),
+            #[cfg(feature = "dynamodb-lease")]
+            exactly_once: home.exactly_once,
+            #[cfg(feature = "dynamodb-lease")]
+            transactions: home.transactions.clone(),
             tx: home.tx.clone(),
             home: Arc::clone(home),
         }

@@ -36,6 +36,7 @@ use crate::telemetry::{ReadRetry, ShardCount, ShardMeters};
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 mod buffers;
+mod commit;
 mod env;
 mod news;
 
@@ -59,6 +60,12 @@ pub(crate) struct ShardEnv {
     stall_after: Duration,
     /// The enhanced fan-out consumer the shard is read through; `None`: polling.
     fan_out: Option<Consumer>,
+    /// Whether handlers' staged writes commit with the checkpoint (exactly once).
+    #[cfg(feature = "dynamodb-lease")]
+    exactly_once: bool,
+    /// The store's transactions, which commit them (exactly once only).
+    #[cfg(feature = "dynamodb-lease")]
+    transactions: Option<crate::lease::Transactions>,
     tx: mpsc::Sender<Item>,
     /// The subscription the shard is read for.
     home: Arc<Subscription>,
@@ -148,7 +155,7 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
                 // No timer stays registered while the store answers (a paused clock would
                 // jump to it).
                 timer = None;
-                let (answer, row) = send(&env, key, &write).await;
+                let (answer, row) = send(&env, &handle, key, &write).await;
                 let answered = handle.answer(answer, row.as_ref(), &env.owner, env.stall_after);
                 say_news(&env, &answered.news);
                 env.meters.checkpoint_lag(answered.lag);
@@ -193,7 +200,12 @@ async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cance
 }
 
 /// Sends `write` to the store: how it was answered, and the row a renewing write answered with.
-async fn send(env: &ShardEnv, key: &LeaseKey, write: &Write) -> (Answer, Option<LeaseState>) {
+async fn send(
+    env: &ShardEnv,
+    handle: &ShardHandle,
+    key: &LeaseKey,
+    write: &Write,
+) -> (Answer, Option<LeaseState>) {
     let (store, owner, lease) = (&env.store, &env.owner, env.lease);
     let answered = match write {
         Write::Renew => store.renew(key, owner, lease).await.map(Some),
@@ -219,26 +231,12 @@ async fn send(env: &ShardEnv, key: &LeaseKey, write: &Write) -> (Answer, Option<
             .instrument(tracing::info_span!("lease_hand_over", to = %to))
             .await
             .map(|()| None),
-        // No live reader commits yet (exactly once is built in steps: its live driver is
-        // next). Should a committing lease reach one, nothing is written and the shard stops.
-        Write::Commit(commit) => Err(crate::LeaseError::Store {
-            key: key.clone(),
-            operation: "commit",
-            message: format!(
-                "commit {} has no transaction store in this build; nothing was written",
-                commit.token.base()
-            ),
-        }),
+        Write::Commit(commit) => return commit::send(env, handle, key, commit).await,
     };
     match answered {
         Ok(row) => (Answer::Done, row),
         // What a refusal means (lost, or lost while handing back) is the machine's to say.
-        Err(err) if err.is_fenced() || matches!(write, Write::Commit(_)) => {
-            if !err.is_fenced() {
-                env.lease_failed(err);
-            }
-            (Answer::Refused, None)
-        }
+        Err(err) if err.is_fenced() => (Answer::Refused, None),
         Err(err) => {
             // Reported; what follows is the machine's (a retry, or after a final write that did
             // not land, the lease left to lapse: the next owner reads on from the last
@@ -323,13 +321,25 @@ fn deliver(
     ticket: crate::watermark::Ticket,
     attempt: u64,
 ) -> KinesisMessage {
-    KinesisMessage::new(
+    #[cfg(feature = "dynamodb-lease")]
+    let writes = env.exactly_once.then(|| {
+        crate::StagedWrites::exactly_once(
+            (&env.shard, &record.sequence),
+            handle.take_refusal(ticket),
+        )
+    });
+    let message = KinesisMessage::new(
         record,
         (Arc::clone(&env.stream), Arc::clone(&env.shard)),
         attempt,
         KinesisSeeker::new(Arc::clone(&env.home) as Arc<dyn Source>),
         Hold::new(Arc::clone(handle) as Arc<dyn Settlement>, ticket),
-    )
+    );
+    #[cfg(feature = "dynamodb-lease")]
+    if let Some(writes) = writes {
+        return message.with_writes(writes);
+    }
+    message
 }
 
 /// What tells the reader of a write to its shard: the tap's news in process; from the

@@ -92,6 +92,9 @@ pub(super) struct Committing<T> {
     pub(super) ready_writes: bool,
     pub(super) unresolved: Option<Unresolved<T>>,
     pub(super) outcomes: Vec<Outcome>,
+    /// A commit of several units was refused as a whole: each commit takes one unit with writes
+    /// until one lands.
+    pub(super) solo: bool,
 }
 
 impl<T> Committing<T> {
@@ -104,6 +107,7 @@ impl<T> Committing<T> {
             ready_writes: false,
             unresolved: None,
             outcomes: Vec::new(),
+            solo: false,
         }
     }
 
@@ -119,13 +123,6 @@ impl<T: Moment> ShardLease<T> {
     /// Exactly once from now on: settled deliveries commit with their writes, under tokens of
     /// `nonce` (drawn when the lease was taken, so that no two leases share one).
     #[must_use]
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "exactly once is built in steps; its live driver uses this next"
-        )
-    )]
     pub(crate) fn committing(mut self, nonce: u64) -> Self {
         self.committing = Some(Committing::new(nonce));
         self
@@ -143,6 +140,12 @@ impl<T: Moment> ShardLease<T> {
             commits.ready = ready;
             commits.ready_writes = ready_writes;
         }
+    }
+
+    /// Whether the next commit takes at most one unit with writes: one of several was refused
+    /// as a whole, and which is at fault is found by committing them one at a time.
+    pub(crate) fn folds_solo(&self) -> bool {
+        self.committing.as_ref().is_some_and(|commits| commits.solo)
     }
 
     /// The units of the commit sent and not answered for good (none: no commit is).
@@ -239,6 +242,7 @@ impl<T: Moment> ShardLease<T> {
         };
         match answer {
             Answer::Done => {
+                commits.solo = false;
                 commits.landed = Some(Arc::from(commit.token.base()));
                 commits.resolved(Outcome::Committed {
                     covers: commit.covers,
@@ -251,6 +255,13 @@ impl<T: Moment> ShardLease<T> {
                 self.checkpoint_due = now + self.timings.checkpoint_interval();
             }
             Answer::Refused => self.lose(Lost::Refused),
+            Answer::Split => {
+                // Certainly not applied, so the same deliveries fold again, under a new token,
+                // one unit at a time.
+                commits.unresolved = None;
+                commits.token = commits.token.next();
+                commits.solo = true;
+            }
             Answer::UserRefused(unit) => {
                 commits.resolved(Outcome::Refused {
                     covers: commit.covers,

@@ -105,13 +105,24 @@ pub(crate) enum Answer {
     NotApplied,
     /// A commit's unit's own write refused (its condition, or a validation): nothing applied.
     #[cfg_attr(
-        not(test),
+        not(any(test, feature = "dynamodb-lease")),
         expect(
             dead_code,
-            reason = "exactly once is built in steps; its live driver uses this next"
+            reason = "only the DynamoDB store (feature dynamodb-lease) and the simulation answer it"
         )
     )]
     UserRefused(UnitId),
+    /// A commit of several units refused as a whole, naming none (a request-level validation):
+    /// nothing applied. Its units commit one at a time from now on, until one lands, so that
+    /// the unit at fault is the one refused.
+    #[cfg_attr(
+        not(any(test, feature = "dynamodb-lease")),
+        expect(
+            dead_code,
+            reason = "only the DynamoDB store (feature dynamodb-lease) answers it"
+        )
+    )]
+    Split,
 }
 
 impl Answer {
@@ -119,7 +130,7 @@ impl Answer {
     /// as a failure is, and a unit's refusal cannot concern it.
     fn of_plain_write(self) -> Self {
         match self {
-            Self::NotApplied | Self::UserRefused(_) => Self::Failed,
+            Self::NotApplied | Self::UserRefused(_) | Self::Split => Self::Failed,
             other => other,
         }
     }

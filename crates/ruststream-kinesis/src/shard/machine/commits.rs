@@ -42,13 +42,21 @@ pub(crate) enum CommitNews {
 }
 
 /// The next commit's share of the settled prefix: the longest run from its head that fits one
-/// transaction with the shard's lease row (`None`: nothing settled waits).
-pub(super) fn fold_ready<R>(watermark: &Watermark<Staged<R>>) -> Option<Folded> {
+/// transaction with the shard's lease row, through its first unit with writes when `solo`
+/// (`None`: nothing settled waits).
+pub(super) fn fold_ready<R>(watermark: &Watermark<Staged<R>>, solo: bool) -> Option<Folded> {
     let empty = UnitSize::empty();
     let sizes = watermark
         .ready_run()
         .map(|(_, staged)| staged.map_or(&empty, |staged| &staged.size));
-    let entries = fold(sizes, 1, Limits::DYNAMODB);
+    let mut entries = fold(sizes, 1, Limits::DYNAMODB);
+    if solo
+        && let Some(first) = watermark
+            .ready_run()
+            .position(|(_, staged)| staged.is_some())
+    {
+        entries = entries.min(first + 1);
+    }
     let (checkpoint, _) = watermark.ready_run().nth(entries.checked_sub(1)?)?;
     let units = watermark
         .ready_run()
@@ -87,6 +95,26 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             checkpoint: grew,
             wake_reader: self.wakes_reader(),
         })
+    }
+
+    /// Whether the machine still holds `unit`: staged in the watermark, or in the commit not yet
+    /// answered for good. The driver keeps the writes of no other unit.
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn holds_unit(&self, unit: UnitId) -> bool {
+        self.watermark.staged().any(|staged| staged.unit == unit)
+            || self.lease.unresolved_units().contains(&unit)
+    }
+
+    /// Whether the delivery under `ticket` waits to be delivered again.
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn redelivers(&self, ticket: Ticket) -> bool {
+        self.retries.iter().any(|waiting| waiting.ticket == ticket)
+    }
+
+    /// Whether the lease commits (exactly once).
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn is_committing(&self) -> bool {
+        self.lease.is_committing()
     }
 
     /// A seek drops the settled units no commit took yet: the driver forgets their writes.
@@ -163,25 +191,11 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// Whether a commit gave the reader what it waits for (room in the window) since the last
     /// call: the driver wakes it.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "exactly once is built in steps; its live driver uses this next"
-        )
-    )]
     pub(crate) fn take_reader_wake(&mut self) -> bool {
         std::mem::take(&mut self.commit_woke_reader)
     }
 
     /// How the commits ended since the last call, for the driver.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "exactly once is built in steps; its live driver uses this next"
-        )
-    )]
     pub(crate) fn take_commit_news(&mut self) -> Vec<CommitNews> {
         std::mem::take(&mut self.commit_news)
     }

@@ -330,3 +330,45 @@ fn staged_writes_past_the_cap_fill_the_window_until_their_commit() {
         ReadStep::Call(Call::GetRecords(_))
     ));
 }
+
+#[test]
+fn a_commit_refused_as_a_whole_commits_its_units_one_at_a_time_until_one_lands() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2", "3"]);
+    machine.settle_staged(t[0], None, false).unwrap();
+    machine
+        .settle_staged(t[1], Some(staged(2, 1, "2")), false)
+        .unwrap();
+    machine
+        .settle_staged(t[2], Some(staged(3, 1, "3")), false)
+        .unwrap();
+    let whole = commit(&mut machine, S / 10);
+    assert_eq!(whole.units, units(&[2, 3]));
+    machine.write_answered(S / 5, Answer::Split);
+    assert!(
+        machine.take_commit_news().is_empty(),
+        "no unit is blamed, none handed back"
+    );
+    // Through the first unit with writes only, under a new token.
+    let alone = commit(&mut machine, S / 5);
+    assert_eq!(
+        (
+            &*alone.checkpoint,
+            alone.units.clone(),
+            alone.covers.entries
+        ),
+        ("2", units(&[2]), 2)
+    );
+    assert_ne!(alone.token, whole.token);
+    machine.write_answered(S / 4, Answer::Done);
+    assert_eq!(
+        machine.take_commit_news(),
+        [CommitNews::Committed(units(&[2]))]
+    );
+    // One landed: the next commit folds as many as fit again.
+    let rest = commit(&mut machine, S / 4);
+    assert_eq!((&*rest.checkpoint, rest.units.clone()), ("3", units(&[3])));
+    machine.write_answered(S / 3, Answer::UserRefused(UnitId(3)));
+    assert_eq!(machine.take_commit_news(), [CommitNews::Refused(UnitId(3))]);
+    assert!(!machine.is_drained(), "the unit at fault comes again");
+}

@@ -196,6 +196,25 @@ async fn a_request_invalid_as_a_whole_hands_its_first_unit_back() {
 }
 
 #[tokio::test]
+async fn a_request_of_several_units_invalid_as_a_whole_blames_none_of_them() {
+    let (store, _) = commit_store(json!({}), |_, _| {
+        Reply::error(400, "com.amazon.coral.validate#ValidationException")
+    });
+    let key = held_by_me(&store).await;
+    let before = store.fence(&key);
+    let mut request = one_unit(&key, "t1", "t1-00");
+    let second = request.units[0].1.clone();
+    request.units.push((UnitId(2), second));
+    let answer = store.commit(&request).await;
+    assert!(matches!(answer, CommitAnswer::Split), "{answer:?}");
+    assert_eq!(
+        store.fence(&key),
+        before,
+        "nothing applied: the fence stands"
+    );
+}
+
+#[tokio::test]
 async fn a_commit_naming_no_row_is_never_sent() {
     let (store, seen) = commit_store(json!({}), |_, _| Reply::ok(json!({})));
     let key = LeaseKey::new("orders", "shardId-000000000000");

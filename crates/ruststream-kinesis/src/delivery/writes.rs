@@ -1,0 +1,437 @@
+//! Exactly once into DynamoDB, the handler's side: the writes a handling stages
+//! ([`StagedWrites`], read through the context key [`DynamoWrites`]), checked against the limits
+//! of one transaction as they are staged, and what a refused commit tells the record's next
+//! delivery ([`CommitRefused`]).
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use ruststream::{ContextField, Field};
+
+use crate::KinesisContext;
+use crate::commit::fold::{Exceeded, fits};
+use crate::commit::{ItemRef, Limits, UnitSize};
+
+/// `Ctx<DynamoWrites>` in a handler binds the delivery's [`StagedWrites`]; without macros,
+/// `ctx.context(DynamoWrites)`. Under [`KinesisStream::exactly_once`](crate::KinesisStream::exactly_once)
+/// what a handling stages commits with the checkpoint that covers its record, in one
+/// DynamoDB transaction conditioned on this instance's lease.
+///
+/// # Examples
+///
+/// ```
+/// use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+/// use ruststream_kinesis::prelude::*;
+/// use ruststream_kinesis::DynamoWrites;
+/// use serde::Deserialize;
+///
+/// #[derive(Debug, Deserialize)]
+/// struct Order {
+///     id: u64,
+/// }
+///
+/// /// Counts each order once in the table `order-counts`, whatever crashes in between.
+/// #[subscriber(KinesisStream::new("orders").exactly_once())]
+/// async fn count(order: &Order, Ctx(writes): Ctx<DynamoWrites>) -> HandlerOutcome {
+///     let update = Update::builder()
+///         .table_name("order-counts")
+///         .key("id", AttributeValue::S(order.id.to_string()))
+///         .update_expression("ADD applied :one")
+///         .expression_attribute_values(":one", AttributeValue::N("1".into()))
+///         .build()
+///         .expect("table, key and expression are set");
+///     match writes.stage(TransactWriteItem::builder().update(update).build()) {
+///         Ok(()) => HandlerOutcome::ack(),
+///         // A limit of one transaction: the error names it.
+///         Err(_) => HandlerOutcome::retry(),
+///     }
+/// }
+/// # let _ = count;
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct DynamoWrites;
+
+impl ContextField for DynamoWrites {
+    type Context = KinesisContext;
+    type Value = StagedWrites;
+    fn read(self, src: &KinesisContext) -> StagedWrites {
+        src.writes.clone()
+    }
+}
+
+impl Field<KinesisContext> for DynamoWrites {
+    type Value<'a> = &'a StagedWrites;
+    fn get(self, src: &KinesisContext) -> &StagedWrites {
+        &src.writes
+    }
+}
+
+/// The DynamoDB writes one handling stages. They commit when the handler acknowledges the
+/// record, together with the checkpoint that covers it, in one `TransactWriteItems` whose
+/// lease-row update is conditioned on this instance's lease: both land or neither does. A
+/// handler that hands the record back (`retry`, a drop unsettled) commits nothing of it, and
+/// `nack(false)` (a drop) lets the checkpoint pass it with nothing staged.
+#[derive(Debug, Clone, Default)]
+pub struct StagedWrites {
+    /// `None` in a subscription read at least once (nothing to clone per delivery there).
+    staging: Option<Arc<Staging>>,
+}
+
+#[derive(Debug)]
+struct Staging {
+    shard: Arc<str>,
+    sequence: Arc<str>,
+    /// `None` once the delivery settled: what was staged went to its commit.
+    open: Mutex<Option<Open>>,
+    /// Why this record's previous commit was refused, if it was.
+    refused: Option<Arc<CommitRefused>>,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    writes: Vec<TransactWriteItem>,
+    size: UnitSize,
+}
+
+/// Why a write could not be staged. Nothing of it was staged, and what was staged before stays.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StageError {
+    /// The subscription does not commit exactly once.
+    #[error(
+        "the handler's subscription is not exactly once, so a staged write would never commit; \
+         mount it with KinesisStream::new(..).exactly_once()"
+    )]
+    NotExactlyOnce,
+    /// The delivery was settled (its commit is under way) or handed back (its writes were let
+    /// go).
+    #[error(
+        "the delivery of sequence number {sequence} in shard {shard} was settled or handed \
+         back; stage its writes before acknowledging it"
+    )]
+    Sealed {
+        /// The shard.
+        shard: String,
+        /// The record's sequence number.
+        sequence: String,
+    },
+    /// The write names no action, or more than one (put, update, delete, condition check).
+    #[error(
+        "a TransactWriteItem carries exactly one of put, update, delete and condition_check; \
+         this one carries {found}"
+    )]
+    NotOneAction {
+        /// How many it carries.
+        found: usize,
+    },
+    /// More writes than one transaction holds beside the lease row.
+    #[error(
+        "a handling stages at most {limit} writes (DynamoDB's 100 actions per transaction, one \
+         of them the lease row); this one would stage {staged}: split the work over records, or \
+         write the rest outside the transaction"
+    )]
+    TooManyActions {
+        /// The most writes one handling stages.
+        limit: usize,
+        /// How many it would have staged with this one.
+        staged: usize,
+    },
+    /// More bytes than one transaction holds beside the lease row.
+    #[error(
+        "a handling stages at most {limit_bytes} bytes (DynamoDB's 4 MB per transaction, less \
+         the lease row); this one would stage about {bytes}"
+    )]
+    TooLarge {
+        /// The most bytes one handling stages.
+        limit_bytes: usize,
+        /// About how many it would have staged with this one.
+        bytes: usize,
+    },
+    /// Two writes of one handling on one item: DynamoDB refuses such a transaction.
+    #[error(
+        "table {table:?}: two writes on the item with key {key}; a transaction writes an item \
+         once (merge them into one update)"
+    )]
+    TwoActionsOnOneItem {
+        /// The table.
+        table: String,
+        /// The item's key.
+        key: String,
+    },
+}
+
+/// A commit refused by one of its own writes (a condition check that failed, an invalid
+/// write): nothing of it was applied. The record is delivered again, and its handler reads this
+/// off [`StagedWrites::refused`]; the registration's failure policy (retry, dead letter)
+/// decides what follows.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+#[error(
+    "stream {stream:?}, shard {shard}: the commit of sequence number {sequence} was refused by \
+     {code}{}{}; nothing of it was applied",
+    table.as_ref().map(|table| format!(" on table {table:?}")).unwrap_or_default(),
+    message.as_ref().map(|message| format!(" ({message})")).unwrap_or_default()
+)]
+pub struct CommitRefused {
+    /// The stream.
+    pub stream: String,
+    /// The shard.
+    pub shard: String,
+    /// The record's sequence number.
+    pub sequence: String,
+    /// The refusing write, by its place among the writes the handling staged (`None`: the
+    /// request as a whole was invalid).
+    pub action: Option<usize>,
+    /// The table of the refusing write.
+    pub table: Option<String>,
+    /// DynamoDB's code (`ConditionalCheckFailed`, `ValidationError`, ...).
+    pub code: String,
+    /// DynamoDB's message.
+    pub message: Option<String>,
+    /// The item as it stood, where the write asked for it
+    /// (`ReturnValuesOnConditionCheckFailure`).
+    pub item: Option<HashMap<String, AttributeValue>>,
+}
+
+impl StagedWrites {
+    /// Stages `item`, to commit with the checkpoint that covers this record. Fails, staging
+    /// nothing, when the subscription is not exactly once, the delivery was settled, or the
+    /// writes would exceed what one transaction holds.
+    ///
+    /// # Errors
+    ///
+    /// A [`StageError`] naming the limit or the mistake.
+    pub fn stage(&self, item: TransactWriteItem) -> Result<(), StageError> {
+        let Some(staging) = &self.staging else {
+            return Err(StageError::NotExactlyOnce);
+        };
+        let mut open = staging.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(open) = open.as_mut() else {
+            return Err(StageError::Sealed {
+                shard: staging.shard.to_string(),
+                sequence: staging.sequence.to_string(),
+            });
+        };
+        let action = Action::of(&item)?;
+        if let Some(key) = action.key_text()
+            && open
+                .writes
+                .iter()
+                .filter_map(|staged| Action::of(staged).ok())
+                .any(|staged| {
+                    staged.table == action.table && staged.key_text() == Some(key.clone())
+                })
+        {
+            return Err(StageError::TwoActionsOnOneItem {
+                table: action.table.to_owned(),
+                key,
+            });
+        }
+        let mut size = open.size.clone();
+        size.actions += 1;
+        size.bytes += action.bytes;
+        size.items = size
+            .items
+            .iter()
+            .copied()
+            .chain([action.item_ref()])
+            .collect();
+        fits(&size, 1, Limits::DYNAMODB).map_err(|exceeded| match exceeded {
+            Exceeded::Actions { limit, staged } => StageError::TooManyActions { limit, staged },
+            Exceeded::Bytes { limit, staged } => StageError::TooLarge {
+                limit_bytes: limit,
+                bytes: staged,
+            },
+        })?;
+        open.size = size;
+        open.writes.push(item);
+        Ok(())
+    }
+
+    /// Why this record's previous commit was refused by one of its writes, if it was: the
+    /// record comes again after such a refusal.
+    #[must_use]
+    pub fn refused(&self) -> Option<&CommitRefused> {
+        self.staging.as_ref()?.refused.as_deref()
+    }
+
+    /// How many writes are staged.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.staging.as_ref().map_or(0, |staging| {
+            staging
+                .open
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .map_or(0, |open| open.writes.len())
+        })
+    }
+
+    /// Whether nothing is staged.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The writes of the delivery of `sequence` from `shard`, read by an exactly-once
+    /// subscription; `refused`: why its previous commit was refused.
+    pub(crate) fn exactly_once(
+        (shard, sequence): (&Arc<str>, &Arc<str>),
+        refused: Option<Arc<CommitRefused>>,
+    ) -> Self {
+        Self {
+            staging: Some(Arc::new(Staging {
+                shard: Arc::clone(shard),
+                sequence: Arc::clone(sequence),
+                open: Mutex::new(Some(Open::default())),
+                refused,
+            })),
+        }
+    }
+
+    /// Whether the delivery commits what it staged.
+    pub(crate) fn is_exactly_once(&self) -> bool {
+        self.staging.is_some()
+    }
+
+    /// Ends the staging (its delivery settled): what was staged, and what it weighs. Staging
+    /// after this fails.
+    pub(crate) fn seal(&self) -> (Vec<TransactWriteItem>, UnitSize) {
+        let open = self.staging.as_ref().and_then(|staging| {
+            staging
+                .open
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        });
+        open.map(|open| (open.writes, open.size))
+            .unwrap_or_default()
+    }
+}
+
+/// One staged write as the limits see it: its table, its key (where the write names it), and
+/// about how many bytes it weighs.
+struct Action<'a> {
+    table: &'a str,
+    key: Option<&'a HashMap<String, AttributeValue>>,
+    bytes: usize,
+}
+
+impl<'a> Action<'a> {
+    fn of(item: &'a TransactWriteItem) -> Result<Self, StageError> {
+        let mut found = Vec::new();
+        if let Some(put) = item.put() {
+            found.push(Self {
+                table: put.table_name(),
+                key: None,
+                bytes: map_bytes(put.item())
+                    + expression_bytes(
+                        put.condition_expression(),
+                        put.expression_attribute_values(),
+                    ),
+            });
+        }
+        if let Some(update) = item.update() {
+            found.push(Self {
+                table: update.table_name(),
+                key: Some(update.key()),
+                bytes: map_bytes(update.key())
+                    + update.update_expression().len()
+                    + expression_bytes(
+                        update.condition_expression(),
+                        update.expression_attribute_values(),
+                    ),
+            });
+        }
+        if let Some(delete) = item.delete() {
+            found.push(Self {
+                table: delete.table_name(),
+                key: Some(delete.key()),
+                bytes: map_bytes(delete.key())
+                    + expression_bytes(
+                        delete.condition_expression(),
+                        delete.expression_attribute_values(),
+                    ),
+            });
+        }
+        if let Some(check) = item.condition_check() {
+            found.push(Self {
+                table: check.table_name(),
+                key: Some(check.key()),
+                bytes: map_bytes(check.key())
+                    + expression_bytes(
+                        Some(check.condition_expression()),
+                        check.expression_attribute_values(),
+                    ),
+            });
+        }
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            found => Err(StageError::NotOneAction { found }),
+        }
+    }
+
+    /// The key as text, its attributes in order (`None`: a put, whose key the table's schema
+    /// says).
+    fn key_text(&self) -> Option<String> {
+        let key = self.key?;
+        let mut parts: Vec<String> = key
+            .iter()
+            .map(|(name, value)| format!("{name}={value:?}"))
+            .collect();
+        parts.sort();
+        Some(parts.join(", "))
+    }
+
+    /// The item as the fold compares items across units: a put, whose key is not known here,
+    /// clashes with every item of its table.
+    fn item_ref(&self) -> ItemRef {
+        ItemRef {
+            table: hash_of(self.table),
+            key: self.key_text().map(hash_of),
+        }
+    }
+}
+
+fn hash_of(value: impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A fixed allowance per write for its table name and the request's framing.
+const ACTION_OVERHEAD_BYTES: usize = 300;
+
+fn expression_bytes(
+    condition: Option<&str>,
+    values: Option<&HashMap<String, AttributeValue>>,
+) -> usize {
+    ACTION_OVERHEAD_BYTES + condition.map_or(0, str::len) + values.map_or(0, map_bytes)
+}
+
+fn map_bytes(map: &HashMap<String, AttributeValue>) -> usize {
+    map.iter()
+        .map(|(name, value)| name.len() + value_bytes(value))
+        .sum()
+}
+
+/// About what DynamoDB counts a value as (its item size rules), rounded up.
+fn value_bytes(value: &AttributeValue) -> usize {
+    match value {
+        AttributeValue::S(text) | AttributeValue::N(text) => text.len(),
+        AttributeValue::B(blob) => blob.as_ref().len(),
+        AttributeValue::Ss(texts) | AttributeValue::Ns(texts) => {
+            texts.iter().map(String::len).sum()
+        }
+        AttributeValue::Bs(blobs) => blobs.iter().map(|blob| blob.as_ref().len()).sum(),
+        AttributeValue::M(map) => 3 + map_bytes(map),
+        AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value_bytes(v)).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,46 @@
+//! What an exactly-once subscription needs before it starts: a lease store that commits a
+//! handler's DynamoDB writes with its rows, and a lease short enough for a resent commit to be
+//! recognised by its request token.
+
+use std::time::Duration;
+
+use crate::live::subscription::Instance;
+use crate::{ExactlyOnceRefusal, KinesisError, KinesisStream};
+
+/// The longest lease exactly once allows: DynamoDB keeps a transaction's `ClientRequestToken`
+/// for ten minutes, and a commit is resent only while its lease lasts.
+pub(crate) const MAX_EXACTLY_ONCE_LEASE: Duration = Duration::from_secs(9 * 60);
+
+/// Why `source` cannot start exactly once on `instance`, if it cannot.
+pub(crate) fn refusal(instance: &Instance, source: &KinesisStream) -> Result<(), KinesisError> {
+    if !source.exactly_once {
+        return Ok(());
+    }
+    let refused = |refusal| {
+        Err(KinesisError::ExactlyOnce {
+            stream: source.name.to_string(),
+            refusal,
+        })
+    };
+    let store = instance.store();
+    #[cfg(feature = "dynamodb-lease")]
+    let commits = store.transactions().is_some();
+    #[cfg(not(feature = "dynamodb-lease"))]
+    let commits = false;
+    if !commits {
+        // The store as it names itself: its type (a Debug of its rows would be the whole table).
+        let described = format!("{store:?}");
+        let name = described
+            .split([' ', '{', '('])
+            .next()
+            .unwrap_or("a store of your own");
+        return refused(ExactlyOnceRefusal::StoreCannotCommit {
+            store: name.to_owned(),
+        });
+    }
+    let lease = instance.timings().lease();
+    if lease > MAX_EXACTLY_ONCE_LEASE {
+        return refused(ExactlyOnceRefusal::LeaseTooLong { lease });
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! Exactly once, the driver's side of a shard: the DynamoDB writes of each unit the machine
+//! holds by its [`UnitId`] (the machine sees only their weight), from the settle that staged
+//! them until their commit lands, is refused or is dropped by a seek; and the refusal a unit's
+//! next delivery carries.
+
+use std::collections::HashMap;
+use std::sync::{Arc, MutexGuard, PoisonError};
+
+use aws_sdk_dynamodb::types::TransactWriteItem;
+
+use super::{ShardHandle, ShardMachine, Staged};
+use crate::commit::UnitId;
+use crate::delivery::record::Record;
+use crate::shard::CommitNews;
+use crate::watermark::Ticket;
+use crate::{CommitRefused, KinesisError, StagedWrites};
+
+/// One unit's writes, with the delivery they came from.
+#[derive(Debug)]
+struct Kept {
+    ticket: Ticket,
+    sequence: Arc<str>,
+    writes: Vec<TransactWriteItem>,
+    /// Why its commit was refused, once the store said so.
+    refused: Option<CommitRefused>,
+}
+
+/// The writes of a shard's units, and the refusals its redeliveries carry.
+#[derive(Debug, Default)]
+pub(crate) struct Units {
+    next: u64,
+    kept: HashMap<UnitId, Kept>,
+    /// By the ticket of the delivery to come again: why its last commit was refused.
+    refusals: HashMap<Ticket, Arc<CommitRefused>>,
+}
+
+impl Units {
+    /// Keeps `writes`, staged by the delivery of `sequence` under `ticket`, as a new unit.
+    pub(crate) fn keep(
+        &mut self,
+        ticket: Ticket,
+        sequence: Arc<str>,
+        writes: Vec<TransactWriteItem>,
+    ) -> UnitId {
+        let unit = UnitId(self.next);
+        self.next += 1;
+        self.kept.insert(
+            unit,
+            Kept {
+                ticket,
+                sequence,
+                writes,
+                refused: None,
+            },
+        );
+        unit
+    }
+
+    /// Forgets `unit` (its settle was refused).
+    pub(crate) fn forget(&mut self, unit: UnitId) {
+        self.kept.remove(&unit);
+    }
+
+    /// The writes of `units`, in order, for a commit (a resend sends the same again); `None`
+    /// when one of them is not kept.
+    pub(crate) fn writes_of(
+        &self,
+        units: &[UnitId],
+    ) -> Option<Vec<(UnitId, Vec<TransactWriteItem>)>> {
+        units
+            .iter()
+            .map(|unit| Some((*unit, self.kept.get(unit)?.writes.clone())))
+            .collect()
+    }
+
+    /// The sequence number of `unit`'s record.
+    pub(crate) fn sequence_of(&self, unit: UnitId) -> Option<Arc<str>> {
+        self.kept.get(&unit).map(|kept| Arc::clone(&kept.sequence))
+    }
+
+    /// The store refused `unit`'s commit for `why`.
+    pub(crate) fn refused(&mut self, unit: UnitId, why: CommitRefused) {
+        if let Some(kept) = self.kept.get_mut(&unit) {
+            kept.refused = Some(why);
+        }
+    }
+
+    /// Applies how the machine says commits ended: committed and dropped units' writes are let
+    /// go; a refused unit's refusal waits for its next delivery. Whether a unit was refused (its
+    /// redelivery is due).
+    pub(crate) fn apply(&mut self, news: Vec<CommitNews>) -> bool {
+        let mut refused = false;
+        for one in news {
+            match one {
+                CommitNews::Committed(units) => {
+                    for unit in units.iter() {
+                        self.kept.remove(unit);
+                    }
+                }
+                CommitNews::Dropped(units) => {
+                    for unit in &units {
+                        self.kept.remove(unit);
+                    }
+                }
+                CommitNews::Refused(unit) => {
+                    refused = true;
+                    if let Some(kept) = self.kept.remove(&unit)
+                        && let Some(why) = kept.refused
+                    {
+                        self.refusals.insert(kept.ticket, Arc::new(why));
+                    }
+                }
+            }
+        }
+        refused
+    }
+
+    /// Why the last commit of the delivery under `ticket` was refused, for its next delivery.
+    pub(crate) fn take_refusal(&mut self, ticket: Ticket) -> Option<Arc<CommitRefused>> {
+        self.refusals.remove(&ticket)
+    }
+
+    /// How many units' writes and refusals are kept.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> (usize, usize) {
+        (self.kept.len(), self.refusals.len())
+    }
+
+    /// Keeps only the units `held` says are held, and the refusals of deliveries that
+    /// `redelivered` says come again.
+    fn retain(&mut self, held: impl Fn(UnitId) -> bool, redelivered: impl Fn(Ticket) -> bool) {
+        self.kept.retain(|unit, _| held(*unit));
+        self.refusals.retain(|ticket, _| redelivered(*ticket));
+    }
+}
+
+/// Exactly once, what the shard's tasks and deliveries do with the units' writes. The units are
+/// locked only under the machine's lock, so that the machine and the units agree on which units
+/// are held.
+impl ShardHandle {
+    fn units(&self) -> MutexGuard<'_, Units> {
+        self.units.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Settles the delivery of `record` (its `attempts`th so far) under `ticket` with what its
+    /// handling staged in `writes`, which staging can no longer add to; refused as
+    /// [`settle`](Self::settle) is. Writes the machine did not take (a refused settle, a
+    /// delivery a seek made stale) are let go at once.
+    pub(crate) fn settle_writes(
+        &self,
+        ticket: Ticket,
+        record: &Record,
+        attempts: u64,
+        writes: &StagedWrites,
+    ) -> Result<(), KinesisError> {
+        let (staged, size) = writes.seal();
+        if staged.is_empty() {
+            return self.settle(ticket);
+        }
+        let closed = self.closed();
+        let settled = {
+            let mut machine = self.lock();
+            let mut units = self.units();
+            let unit = units.keep(ticket, Arc::clone(&record.sequence), staged);
+            let staged = Staged {
+                unit,
+                size,
+                record: record.clone(),
+                attempts,
+            };
+            let settled = machine.settle_staged(ticket, Some(staged), closed);
+            if !machine.holds_unit(unit) {
+                units.forget(unit);
+            }
+            settled
+        };
+        self.settle_answered(settled)
+    }
+
+    /// The writes of `units`, in order, for their commit; `None` when one is not kept (a bug:
+    /// the commit must then not be sent, or it would move the checkpoint past writes that
+    /// never landed).
+    pub(crate) fn writes_of(
+        &self,
+        units: &[UnitId],
+    ) -> Option<Vec<(UnitId, Vec<TransactWriteItem>)>> {
+        let _machine = self.lock();
+        self.units().writes_of(units)
+    }
+
+    /// The store refused `unit`'s commit: `why` (given the unit's record's sequence number)
+    /// waits for the machine to hand the unit back, and goes with its next delivery.
+    pub(crate) fn commit_refused(
+        &self,
+        unit: UnitId,
+        why: impl FnOnce(Option<Arc<str>>) -> CommitRefused,
+    ) -> CommitRefused {
+        let _machine = self.lock();
+        let mut units = self.units();
+        let why = why(units.sequence_of(unit));
+        units.refused(unit, why.clone());
+        why
+    }
+
+    /// Applies how commits ended (`news`, from a lease write's answer, under the machine's lock
+    /// `machine`): committed and dropped units' writes are let go, a refused unit's refusal
+    /// waits for its redelivery, and whatever the machine no longer holds is let go too (units
+    /// a seek dropped, a refusal whose delivery is not coming again here). Whether a unit was
+    /// refused: its redelivery is due now.
+    pub(super) fn units_answered(
+        &self,
+        machine: &ShardMachine<crate::clock::Instant, Record>,
+        news: Vec<CommitNews>,
+    ) -> bool {
+        if !machine.is_committing() {
+            return false;
+        }
+        let mut units = self.units();
+        let refused = units.apply(news);
+        units.retain(
+            |unit| machine.holds_unit(unit),
+            |ticket| machine.redelivers(ticket),
+        );
+        refused
+    }
+
+    /// Why the last commit of the delivery under `ticket` was refused, for its next delivery.
+    pub(crate) fn take_refusal(&self, ticket: Ticket) -> Option<Arc<CommitRefused>> {
+        self.units().take_refusal(ticket)
+    }
+}
+
+#[cfg(test)]
+impl ShardHandle {
+    /// How many units' writes and refusals the handle keeps.
+    pub(crate) fn units_kept(&self) -> (usize, usize) {
+        self.units().kept()
+    }
+}

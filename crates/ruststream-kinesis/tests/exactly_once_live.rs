@@ -1,0 +1,444 @@
+//! Exactly once into DynamoDB, live on the local stack: what a handling stages commits with the
+//! checkpoint in one transaction (each record counted once, across a restart); a commit refused
+//! by the handling's own condition applies nothing and comes again with why; a commit after the
+//! lease was taken applies nothing; and the start refuses what cannot hold the promise.
+#![cfg(all(feature = "dynamodb-lease", feature = "testing", feature = "metrics"))]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, KeySchemaElement, KeyType,
+    ScalarAttributeType, TransactWriteItem, Update,
+};
+use ruststream::{
+    Broker, BuildContext, ConnectedBroker, Field, IncomingMessage, Subscriber, SubscriptionSource,
+};
+use ruststream_kinesis::{
+    ConnectedKinesisBroker, DynamoLeaseStore, DynamoWrites, ExactlyOnceRefusal, KinesisContext,
+    KinesisError, KinesisMessage, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings,
+    StagedWrites,
+};
+
+use common::instances::{publish_all, table, timings};
+
+/// A table of counts keyed `id` (S), on demand.
+async fn counts_table(config: &aws_config::SdkConfig) -> (aws_sdk_dynamodb::Client, String) {
+    let client = aws_sdk_dynamodb::Client::new(config);
+    let name = common::unique("counts");
+    client
+        .create_table()
+        .table_name(&name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    (client, name)
+}
+
+/// Counts `id` once: `ADD applied :one`.
+fn count(table: &str, id: &str) -> TransactWriteItem {
+    let update = Update::builder()
+        .table_name(table)
+        .key("id", AttributeValue::S(id.to_owned()))
+        .update_expression("ADD applied :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .build()
+        .unwrap();
+    TransactWriteItem::builder().update(update).build()
+}
+
+/// Every count in `table`, by id.
+async fn counts(client: &aws_sdk_dynamodb::Client, table: &str) -> HashMap<String, u64> {
+    let scanned = client
+        .scan()
+        .table_name(table)
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap();
+    scanned
+        .items()
+        .iter()
+        .map(|item| {
+            let id = item["id"].as_s().unwrap().clone();
+            let applied = item["applied"].as_n().unwrap().parse().unwrap();
+            (id, applied)
+        })
+        .collect()
+}
+
+/// Waits until `table` counts `ids` ids, within a minute; the counts.
+async fn counted(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    ids: usize,
+) -> HashMap<String, u64> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = counts(client, table).await;
+        if now.len() >= ids || tokio::time::Instant::now() > deadline {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// What a handler stages, read off its delivery as `Ctx<DynamoWrites>` binds it.
+fn writes_of(msg: &KinesisMessage) -> StagedWrites {
+    let ctx = KinesisContext::build(msg);
+    DynamoWrites.get(&ctx).clone()
+}
+
+fn exactly_once(stream: &str, shards: u32) -> KinesisStream {
+    common::instances::stream_of(stream, shards)
+        .initial_position(ruststream_kinesis::KinesisPosition::TrimHorizon)
+        .exactly_once()
+}
+
+/// One instance (`pod-a`) reading a new stream of one shard exactly once, its leases in a new
+/// table, beside a new table of counts.
+struct Reading {
+    client: aws_sdk_dynamodb::Client,
+    counts: String,
+    store: DynamoLeaseStore,
+    stream: String,
+    connected: ConnectedKinesisBroker,
+    subscriber: KinesisSubscriber,
+    /// What the instance counts (`lease_table.commit` by how each commit ended).
+    metrics: prometheus::Registry,
+}
+
+async fn reading(url: &str, prefix: &str) -> Reading {
+    let (config, store) = table(url).await;
+    let (client, counts) = counts_table(&config).await;
+    let stream = common::unique(prefix);
+    let metrics = prometheus::Registry::new();
+    let connected = common::broker_with(url, Arc::new(store.clone()))
+        .owner_id("pod-a")
+        .lease_timings(timings())
+        .metrics(ruststream_kinesis::KinesisMetrics::register(&metrics).unwrap())
+        .connect()
+        .await
+        .unwrap();
+    let subscriber = exactly_once(&stream, 1)
+        .subscribe(&connected)
+        .await
+        .unwrap();
+    Reading {
+        client,
+        counts,
+        store,
+        stream,
+        connected,
+        subscriber,
+        metrics,
+    }
+}
+
+/// How many commits ended with `error_type` (empty: landed), as `/metrics` shows them.
+fn commits_ended(metrics: &prometheus::Registry, error_type: &str) -> u64 {
+    metrics
+        .gather()
+        .iter()
+        .filter(|family| family.name() == "messaging_client_operation_duration_seconds")
+        .flat_map(|family| family.get_metric())
+        .filter(|metric| {
+            let label = |name: &str| {
+                metric
+                    .get_label()
+                    .iter()
+                    .find(|label| label.name() == name)
+                    .map(|label| label.value().to_owned())
+                    .unwrap_or_default()
+            };
+            label("operation") == "lease_table.commit" && label("error_type") == error_type
+        })
+        .map(|metric| metric.get_histogram().get_sample_count())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_record_is_counted_once_with_its_checkpoint_across_a_restart() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (config, store) = table(&url).await;
+    let (client, counts_name) = counts_table(&config).await;
+    let stream = common::unique("exactly-once");
+    let shared: Arc<dyn LeaseStore> = Arc::new(store.clone());
+    let first: Vec<String> = (0..30).map(|i| format!("first-{i}")).collect();
+    let second: Vec<String> = (0..20).map(|i| format!("second-{i}")).collect();
+    let mut deliveries = Vec::new();
+    for (run, bodies) in [&first, &second].into_iter().enumerate() {
+        let broker = common::broker_with(&url, Arc::clone(&shared))
+            .owner_id(format!("pod-{run}"))
+            .lease_timings(timings());
+        let connected = broker.connect().await.unwrap();
+        let mut subscriber = exactly_once(&stream, 2)
+            .subscribe(&connected)
+            .await
+            .unwrap();
+        publish_all(&url, &stream, bodies.clone()).await;
+        let mut stream_of = Box::pin(subscriber.stream());
+        let mut seen = 0;
+        while seen < bodies.len() {
+            let msg = common::next_delivery(&mut stream_of).await;
+            let id = String::from_utf8_lossy(msg.payload()).into_owned();
+            writes_of(&msg).stage(count(&counts_name, &id)).unwrap();
+            deliveries.push(id);
+            msg.ack().await.unwrap();
+            seen += 1;
+        }
+        let total = first.len() + if run == 0 { 0 } else { second.len() };
+        let now = counted(&client, &counts_name, total).await;
+        assert_eq!(now.len(), total, "every record handled so far is counted");
+        drop(stream_of);
+        drop(subscriber);
+        connected.shutdown().await.unwrap();
+    }
+    let now = counts(&client, &counts_name).await;
+    for id in first.iter().chain(&second) {
+        assert_eq!(
+            now.get(id),
+            Some(&1),
+            "{id} is counted exactly once: {now:?}"
+        );
+    }
+    assert_eq!(
+        deliveries.len(),
+        first.len() + second.len(),
+        "the restarted instance handles none of what the first committed"
+    );
+    let rows = store.rows().await.unwrap();
+    let committed = rows
+        .iter()
+        .filter(|(key, row)| key.stream() == stream && row.commit_token.is_some())
+        .count();
+    assert!(
+        committed >= 1,
+        "the rows' checkpoints moved by commits: {rows:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_refused_by_its_own_condition_applies_nothing_and_comes_again_with_why() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let Reading {
+        client,
+        counts: counts_name,
+        stream,
+        connected,
+        mut subscriber,
+        metrics,
+        ..
+    } = reading(&url, "exactly-once-refused").await;
+    publish_all(&url, &stream, ["gated".to_owned(), "after".to_owned()]).await;
+    let mut deliveries = Box::pin(subscriber.stream());
+
+    // The first handling stages a condition that fails (the gate item does not exist).
+    let msg = common::next_delivery(&mut deliveries).await;
+    assert_eq!(msg.payload(), b"gated");
+    let writes = writes_of(&msg);
+    assert!(writes.refused().is_none());
+    let gate = ConditionCheck::builder()
+        .table_name(&counts_name)
+        .key("id", AttributeValue::S("gate".into()))
+        .condition_expression("attribute_exists(id)")
+        .build()
+        .unwrap();
+    writes
+        .stage(TransactWriteItem::builder().condition_check(gate).build())
+        .unwrap();
+    writes.stage(count(&counts_name, "gated")).unwrap();
+    msg.ack().await.unwrap();
+
+    // The next record may be delivered meanwhile: it waits behind the refused one, and is
+    // acked with its count.
+    let mut after_acked = false;
+    let again = loop {
+        let msg = common::next_delivery(&mut deliveries).await;
+        if msg.payload() == b"after" {
+            assert!(!after_acked, "the later record is delivered once");
+            writes_of(&msg).stage(count(&counts_name, "after")).unwrap();
+            msg.ack().await.unwrap();
+            after_acked = true;
+            continue;
+        }
+        break msg;
+    };
+    assert_eq!(again.payload(), b"gated");
+    assert_eq!(again.redelivery_count(), Some(2));
+    let writes = writes_of(&again);
+    let why = writes.refused().expect("the redelivery says why").clone();
+    assert_eq!(why.code, "ConditionalCheckFailed", "{why}");
+    assert_eq!(why.action, Some(0), "{why}");
+    assert_eq!(why.table.as_deref(), Some(counts_name.as_str()), "{why}");
+    assert_eq!(why.shard, again.shard_id());
+    assert_eq!(
+        commits_ended(&metrics, "user_refused"),
+        1,
+        "counted by how it ended"
+    );
+    assert!(
+        counts(&client, &counts_name).await.is_empty(),
+        "nothing of the refused commit, nor of the record behind it, was applied"
+    );
+    writes.stage(count(&counts_name, "gated")).unwrap();
+    again.ack().await.unwrap();
+    if !after_acked {
+        let msg = common::next_delivery(&mut deliveries).await;
+        assert_eq!(msg.payload(), b"after");
+        writes_of(&msg).stage(count(&counts_name, "after")).unwrap();
+        msg.ack().await.unwrap();
+    }
+    let now = counted(&client, &counts_name, 2).await;
+    assert_eq!(now.get("gated"), Some(&1), "{now:?}");
+    assert_eq!(now.get("after"), Some(&1), "{now:?}");
+    drop(deliveries);
+    drop(subscriber);
+    connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_after_the_lease_was_taken_applies_nothing() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let Reading {
+        client,
+        counts: counts_name,
+        store,
+        stream,
+        connected,
+        mut subscriber,
+        metrics,
+    } = reading(&url, "exactly-once-stolen").await;
+    publish_all(&url, &stream, ["kept".to_owned(), "stolen".to_owned()]).await;
+    let mut deliveries = Box::pin(subscriber.stream());
+    // While the lease is ours, a commit lands.
+    let msg = common::next_delivery(&mut deliveries).await;
+    assert_eq!(msg.payload(), b"kept");
+    writes_of(&msg).stage(count(&counts_name, "kept")).unwrap();
+    msg.ack().await.unwrap();
+    assert_eq!(
+        counted(&client, &counts_name, 1).await.get("kept"),
+        Some(&1)
+    );
+    let msg = common::next_delivery(&mut deliveries).await;
+    assert_eq!(msg.payload(), b"stolen");
+    // Another instance takes the row while the handler works (as a take after a pause would).
+    let key = format!("{stream}:{}", msg.shard_id());
+    client
+        .update_item()
+        .table_name(store.table_name().unwrap())
+        .key("lease_key", AttributeValue::S(key.clone()))
+        .update_expression("SET lease_owner = :thief, lease_expiry = :later ADD lease_counter :one")
+        .expression_attribute_values(":thief", AttributeValue::S("pod-b".into()))
+        .expression_attribute_values(
+            ":later",
+            AttributeValue::N((ruststream_kinesis::epoch_millis() + 600_000).to_string()),
+        )
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .send()
+        .await
+        .unwrap();
+    writes_of(&msg)
+        .stage(count(&counts_name, "stolen"))
+        .unwrap();
+    let _ = msg.ack().await;
+    // The commit goes out at once; give it several renewal intervals.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let now = counts(&client, &counts_name).await;
+    assert_eq!(
+        now,
+        HashMap::from([("kept".to_owned(), 1)]),
+        "a commit the row refused applied nothing"
+    );
+    let rows = store.rows().await.unwrap();
+    let (_, row) = rows
+        .iter()
+        .find(|(row_key, _)| row_key.to_string() == key)
+        .expect("the row");
+    assert_eq!(row.owner.as_deref(), Some("pod-b"), "{row:?}");
+    assert!(
+        row.checkpoint.is_some() && row.commit_token.is_some(),
+        "the row holds the first commit only: {row:?}"
+    );
+    assert!(commits_ended(&metrics, "") >= 1, "the first commit landed");
+    assert_eq!(
+        commits_ended(&metrics, "refused"),
+        1,
+        "the commit after the theft was sent, and the row refused it"
+    );
+    drop(deliveries);
+    drop(subscriber);
+    connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_refuses_what_cannot_hold_exactly_once() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let stream = common::unique("exactly-once-refusals");
+    // The default store keeps its rows in this process: no DynamoDB write commits with them.
+    let connected = common::broker(&url).connect().await.unwrap();
+    let refused = exactly_once(&stream, 1).subscribe(&connected).await;
+    match refused {
+        Err(KinesisError::ExactlyOnce {
+            stream: named,
+            refusal: ExactlyOnceRefusal::StoreCannotCommit { store },
+        }) => {
+            assert_eq!(named, stream);
+            assert_eq!(store, "MemoryLeaseStore");
+        }
+        other => panic!("refused for the store: {other:?}"),
+    }
+    connected.shutdown().await.unwrap();
+
+    // A lease longer than DynamoDB keeps a request token.
+    let (_, store) = table(&url).await;
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let long = LeaseTimings::new(Duration::from_secs(600), Duration::from_secs(3)).unwrap();
+    let connected = common::broker_with(&url, store)
+        .lease_timings(long)
+        .connect()
+        .await
+        .unwrap();
+    let refused = exactly_once(&stream, 1).subscribe(&connected).await;
+    let Err(err) = refused else {
+        panic!("refused for the lease");
+    };
+    assert!(
+        matches!(
+            err,
+            KinesisError::ExactlyOnce {
+                refusal: ExactlyOnceRefusal::LeaseTooLong { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("LeaseTimings"), "{err}");
+    connected.shutdown().await.unwrap();
+}
