@@ -335,6 +335,12 @@ impl LeaseStore for CountingStore {
         self.inner.table_name()
     }
 
+    // Exactly once commits through the inner store's transactions (not counted here: the
+    // broker's `lease_table.commit` metric counts them).
+    fn transactions(&self) -> Option<ruststream_kinesis::lease::Transactions> {
+        self.inner.transactions()
+    }
+
     fn ask_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,

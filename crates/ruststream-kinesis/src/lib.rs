@@ -115,7 +115,7 @@ pub use delivery::subscriber::KinesisSubscriber;
 pub use delivery::writes::{CommitRefused, DynamoWrites, StageError, StagedWrites};
 pub use error::{ExactlyOnceRefusal, KinesisError};
 #[cfg(feature = "dynamodb-lease")]
-pub use lease::DynamoLeaseStore;
+pub use lease::{DynamoLeaseStore, Transactions};
 pub use lease::{
     HANDOFF_REQUEST_LIFETIME, Handoff, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore,
     MemoryLeaseStore, Notice, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE, epoch_millis,

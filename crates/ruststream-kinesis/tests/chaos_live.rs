@@ -11,6 +11,11 @@
 //! - after an instance is killed or frozen, every shard it was reading is read again by
 //!   another instance within lease + skew tolerance + listing interval (plus slack for calls).
 //!
+//! The same chaos runs a second time with the subscription exactly once
+//! (`KinesisStream::exactly_once()`): each handling stages `ADD applied :one` on the record's
+//! item of a counts table, and the checker also asserts that every record written is counted
+//! exactly once, while deliveries may repeat.
+//!
 //! A failing run prints its seed (`CHAOS_SEED` replays the same chaos) and where its log is.
 #![cfg(feature = "dynamodb-lease")]
 
@@ -22,13 +27,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ruststream::prelude::*;
 use ruststream::{Broker, ConnectedBroker, OutgoingMessage, Publisher};
 use ruststream_kinesis::{
-    DynamoLeaseStore, KinesisBroker, KinesisContext, KinesisOptions, KinesisStream, LeaseTimings,
-    SequenceNumber, ShardId,
+    DynamoLeaseStore, DynamoWrites, KinesisBroker, KinesisContext, KinesisOptions, KinesisStream,
+    LeaseTimings, SequenceNumber, ShardId,
 };
 use serde_json::json;
 
@@ -65,8 +71,22 @@ fn now_ms() -> u64 {
 // ---------------------------------------------------------------------------------------------
 // The instance, in a child process
 
-/// Prints a line for every record it handles, then acknowledges it.
-struct Logger;
+/// How many tables the counts are spread over. moto copies every table a transaction writes to
+/// before applying it (its rollback), so one table of thousands of counts makes each commit
+/// slower as the run goes, until the instances' lease calls time out.
+const COUNT_TABLES: u64 = 16;
+
+/// The table of the tables named `prefix` that counts `record` (`r<n>`).
+fn counts_table_of(prefix: &str, record: &str) -> String {
+    let n: u64 = record.trim_start_matches('r').parse().unwrap_or(0);
+    format!("{prefix}-{}", n % COUNT_TABLES)
+}
+
+/// Prints a line for every record it handles, then acknowledges it; exactly once, it first
+/// stages the record's count into its table of the counts tables named `counts`.
+struct Logger {
+    counts: Option<String>,
+}
 
 impl Handle<String, (), (), KinesisContext> for Logger {
     async fn handle(
@@ -77,6 +97,18 @@ impl Handle<String, (), (), KinesisContext> for Logger {
     ) -> Result<(), HandlerOutcome> {
         let shard = ctx.context(ShardId).to_owned();
         let sequence = ctx.context(SequenceNumber).to_owned();
+        if let Some(counts) = &self.counts {
+            let update = Update::builder()
+                .table_name(counts_table_of(counts, body))
+                .key("id", AttributeValue::S(body.clone()))
+                .update_expression("ADD applied :one")
+                .expression_attribute_values(":one", AttributeValue::N("1".into()))
+                .build()
+                .unwrap();
+            ctx.context(DynamoWrites)
+                .stage(TransactWriteItem::builder().update(update).build())
+                .unwrap();
+        }
         println!("H {shard} {sequence} {body} {}", now_ms());
         Ok(())
     }
@@ -90,9 +122,11 @@ fn chaos_child() {
         return;
     };
     let parts: Vec<&str> = spec.split('|').collect();
-    let [url, table, stream, owner, client] = parts[..] else {
+    let [url, table, stream, owner, client, counts] = parts[..] else {
         panic!("bad CHAOS_CHILD {spec}")
     };
+    // `-`: at least once; else the table each record is counted into, exactly once.
+    let counts = (counts != "-").then(|| counts.to_owned());
     // libtest has printed `test chaos_child ... ` without a newline: end that line, so the
     // first record's line stands on its own.
     println!();
@@ -111,10 +145,13 @@ fn chaos_child() {
             .lease_store(store)
             .owner_id(owner)
             .lease_timings(timings());
-        let source =
+        let mut source =
             KinesisStream::new(stream.to_owned()).poll_interval(Duration::from_millis(200));
+        if counts.is_some() {
+            source = source.exactly_once();
+        }
         let app = RustStream::new(AppInfo::new("chaos", "0.1.0")).with_broker(broker, move |b| {
-            b.include(subscriber(source, Logger).build());
+            b.include(subscriber(source, Logger { counts }).build());
         });
         // Until SIGTERM: then the stop, which releases the leases.
         app.run().await.unwrap();
@@ -171,6 +208,8 @@ struct Setup {
     table: String,
     stream: String,
     dir: std::path::PathBuf,
+    /// Exactly once: the table each record is counted into.
+    counts: Option<String>,
 }
 
 fn spawn(
@@ -194,8 +233,11 @@ fn spawn(
         .env(
             "CHAOS_CHILD",
             format!(
-                "{}|{}|{}|{owner}|{client}",
-                setup.url, setup.table, setup.stream
+                "{}|{}|{}|{owner}|{client}|{}",
+                setup.url,
+                setup.table,
+                setup.stream,
+                setup.counts.as_deref().unwrap_or("-")
             ),
         )
         .env("RUST_LOG", "info")
@@ -315,9 +357,24 @@ async fn produce(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_loses_nothing_and_never_overlaps_tenures() {
+    chaos(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_exactly_once_counts_each_record_once() {
+    chaos(true).await;
+}
+
+/// One chaos run at a time: two would share the machine's two cores, and the takeover bound.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs the chaos (`exactly_once`: with each record counted into a table through the
+/// subscription's commits) and checks it.
+async fn chaos(exactly_once: bool) {
     let Some(url) = common::endpoint() else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().await;
     let seed: u64 = std::env::var("CHAOS_SEED")
         .ok()
         .and_then(|seed| seed.parse().ok())
@@ -328,11 +385,17 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
         .unwrap_or(120);
     let mut rng = StdRng::seed_from_u64(seed);
     let table = common::unique("chaos");
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{seed}"));
+    let mode = if exactly_once {
+        "exactly-once"
+    } else {
+        "at-least-once"
+    };
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{mode}-{seed}"));
     std::fs::create_dir_all(&dir).unwrap();
     let log_path = dir.join("run.log");
     println!(
-        "chaos: seed {seed}, {seconds} s, log {}",
+        "chaos ({mode}): seed {seed}, {seconds} s, log {}",
         log_path.display()
     );
 
@@ -341,6 +404,11 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
         .create_table()
         .await
         .unwrap();
+    let counts = if exactly_once {
+        Some(counts_tables(&config, &format!("{table}-counts")).await)
+    } else {
+        None
+    };
     let stream = table.clone();
     let raw = common::raw_kinesis(&url);
     common::create_stream(&raw, &stream, i32::try_from(SHARDS).unwrap()).await;
@@ -349,6 +417,7 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
         table: table.clone(),
         stream: stream.clone(),
         dir: dir.clone(),
+        counts: counts.clone(),
     };
     let log: SharedLog = Arc::default();
     let mut generation = 0u32;
@@ -487,7 +556,12 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
             .iter()
             .map(|h| h.record.clone())
             .collect();
-        if written.iter().all(|record| handled.contains(record))
+        // Exactly once, until every record is also counted: a handling's commit follows it.
+        let committed = match &counts {
+            Some(counts) => counted(&config, counts).await.len() >= written.len(),
+            None => true,
+        };
+        if (committed && written.iter().all(|record| handled.contains(record)))
             || tokio::time::Instant::now() > handled_all
         {
             break;
@@ -510,13 +584,17 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
         writeln!(file, "{line}").unwrap();
     }
     let mut verdict = check(&written, &log);
+    if let Some(counts) = &counts {
+        let counted = counted(&config, counts).await;
+        verdict.failures.extend(counted_once(&written, &counted));
+    }
     if !verdict.lost.is_empty() {
         for line in locate(&url, &stream, &verdict.lost).await {
             verdict.failures.push(format!("  {line}"));
         }
     }
     println!(
-        "chaos: seed {seed}: {} records written, {} handlings, {} duplicates ({} explained), {} disruptions; \
+        "chaos ({mode}): seed {seed}: {} records written, {} handlings, {} duplicates ({} explained), {} disruptions; \
          takeovers after a kill or freeze: worst {} ms; log {}",
         written.len(),
         log.handled.len(),
@@ -535,6 +613,97 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
         log_path.display(),
         verdict.failures.join("\n")
     );
+}
+
+/// The tables of counts named `prefix` ([`COUNT_TABLES`] of them, keyed `id` (S), on demand):
+/// their prefix.
+async fn counts_tables(config: &aws_config::SdkConfig, prefix: &str) -> String {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let client = aws_sdk_dynamodb::Client::new(config);
+    for n in 0..COUNT_TABLES {
+        client
+            .create_table()
+            .table_name(format!("{prefix}-{n}"))
+            .billing_mode(BillingMode::PayPerRequest)
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name("id")
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .unwrap(),
+            )
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("id")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    prefix.to_owned()
+}
+
+/// Every count in the tables named `counts`, by record.
+async fn counted(config: &aws_config::SdkConfig, counts: &str) -> HashMap<String, u64> {
+    let client = aws_sdk_dynamodb::Client::new(config);
+    let mut counted = HashMap::new();
+    for n in 0..COUNT_TABLES {
+        let mut start = None;
+        loop {
+            let page = client
+                .scan()
+                .table_name(format!("{counts}-{n}"))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            for item in page.items() {
+                let id = item["id"].as_s().unwrap().clone();
+                let applied = item["applied"].as_n().unwrap().parse().unwrap();
+                counted.insert(id, applied);
+            }
+            start = page.last_evaluated_key().cloned();
+            if start.is_none() {
+                break;
+            }
+        }
+    }
+    counted
+}
+
+/// Exactly once: every record written counted once, and nothing else counted.
+fn counted_once(written: &[String], counted: &HashMap<String, u64>) -> Vec<String> {
+    let mut failures = Vec::new();
+    let wrong: Vec<String> = written
+        .iter()
+        .filter_map(|record| match counted.get(record) {
+            Some(1) => None,
+            other => Some(format!("{record}: {other:?}")),
+        })
+        .collect();
+    if !wrong.is_empty() {
+        failures.push(format!(
+            "{} records not counted exactly once (record: count): {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(20)]
+        ));
+    }
+    let strays = counted.keys().filter(|id| !written.contains(id)).count();
+    if strays > 0 {
+        failures.push(format!("{strays} counted records were never written"));
+    }
+    println!(
+        "chaos (exactly-once): {} records counted, {} not exactly once",
+        counted.len(),
+        wrong.len()
+    );
+    failures
 }
 
 /// Where `records` lie in `stream`: for each, its shard and sequence number, read from every
