@@ -66,6 +66,9 @@ pub struct KinesisBroker {
     /// The streams `TestApp` runs on, shared by every connection of this broker and its clones.
     #[cfg(feature = "testing")]
     in_process: Arc<InProcessKinesis>,
+    /// What exactly-once subscriptions commit under `TestApp`, shared like `in_process`.
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    in_process_commits: crate::lease::InProcessCommits,
 }
 
 /// Says what the broker reaches and how it shares leases, never a credential: the endpoint
@@ -121,6 +124,8 @@ impl KinesisBroker {
             meters: Meters::default(),
             #[cfg(feature = "testing")]
             in_process: Arc::default(),
+            #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+            in_process_commits: crate::lease::InProcessCommits::default(),
         }
     }
 
@@ -350,6 +355,63 @@ impl KinesisBroker {
         &self.owner
     }
 
+    /// In process (`TestApp`): what the exactly-once subscriptions of this broker and its clones
+    /// committed. No DynamoDB runs in process: a commit moves the in-process lease row and
+    /// records the handlings' staged writes here, for the test to read; a test may have commits
+    /// refused ([`InProcessCommits::refuse_when`](crate::InProcessCommits::refuse_when)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+    /// use ruststream::testing::TestApp;
+    /// use ruststream_kinesis::prelude::*;
+    /// use ruststream_kinesis::DynamoWrites;
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Debug, Deserialize, Serialize, Outgoing)]
+    /// #[outgoing(name = "orders")]
+    /// struct Order {
+    ///     id: u64,
+    /// }
+    ///
+    /// #[subscriber(KinesisStream::new("orders").create_if_missing(1).exactly_once())]
+    /// async fn count(order: &Order, Ctx(writes): Ctx<DynamoWrites>) -> HandlerOutcome {
+    ///     let update = Update::builder()
+    ///         .table_name("order-counts")
+    ///         .key("id", AttributeValue::S(order.id.to_string()))
+    ///         .update_expression("ADD applied :one")
+    ///         .expression_attribute_values(":one", AttributeValue::N("1".into()))
+    ///         .build()
+    ///         .expect("table, key and expression are set");
+    ///     match writes.stage(TransactWriteItem::builder().update(update).build()) {
+    ///         Ok(()) => HandlerOutcome::ack(),
+    ///         Err(_) => HandlerOutcome::retry(),
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let broker = KinesisBroker::new();
+    /// let app = RustStream::new(AppInfo::new("warehouse", "0.1.0"))
+    ///     .with_broker(broker.clone(), |b| {
+    ///         b.include(count);
+    ///     });
+    /// let tb = TestApp::start(app).await?;
+    /// tb.broker::<KinesisBroker>().message(&Order { id: 7 }).publish().await?;
+    /// // The publish returns once the handling's commit landed.
+    /// let writes = broker.in_process_commits().writes();
+    /// assert_eq!(writes.len(), 1);
+    /// assert_eq!(writes[0].update().unwrap().table_name(), "order-counts");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    #[must_use]
+    pub fn in_process_commits(&self) -> crate::lease::InProcessCommits {
+        self.in_process_commits.clone()
+    }
+
     /// Balancing with the handover poll off, a handed-off shard is found by
     /// its new owner at its next listing only, and the row the holder wrote for it lasts one
     /// lease: a listing interval longer than the lease lets it lapse first, and the move undoes
@@ -502,7 +564,11 @@ impl ruststream::testing::InProcess for KinesisBroker {
         // (a test consults no lease store), with leases no paused clock's jump outlives.
         self.timings_fit_balancing()?;
         let mut broker = self.metered();
-        broker.store = Arc::new(MemoryLeaseStore::new());
+        #[cfg(feature = "dynamodb-lease")]
+        let store = MemoryLeaseStore::committing(broker.in_process_commits.clone());
+        #[cfg(not(feature = "dynamodb-lease"))]
+        let store = MemoryLeaseStore::new();
+        broker.store = Arc::new(store);
         broker.timings = broker.timings.in_process();
         Ok(broker.connected(kinesis))
     }

@@ -291,8 +291,7 @@ pub enum ExactlyOnceRefusal {
     #[error(
         "the lease store ({store}) cannot commit DynamoDB writes with its lease rows; give the \
          broker a DynamoLeaseStore (KinesisBroker::new().lease_store(..)) in the account and \
-         region of the handler's tables (in process, under TestApp, exactly once does not run \
-         yet)"
+         region of the handler's tables"
     )]
     StoreCannotCommit {
         /// The store, as it describes itself.

@@ -120,6 +120,8 @@ pub use lease::{
     HANDOFF_REQUEST_LIFETIME, Handoff, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore,
     MemoryLeaseStore, Notice, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE, epoch_millis,
 };
+#[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+pub use lease::{InProcessCommit, InProcessCommits};
 pub use local_stack::local_stack_config;
 pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, KinesisPublisher};
 pub use settings::position::KinesisPosition;

@@ -307,26 +307,3 @@ async fn an_input_to_a_stream_nobody_declared_is_refused_and_owes_nothing() {
     );
     tb.shutdown().await.unwrap();
 }
-
-/// In process the store is a `MemoryLeaseStore`, which commits no DynamoDB writes: an
-/// exactly-once subscription fails the start with the error that names it, rather than running
-/// at least once under a promise it cannot keep.
-#[cfg(feature = "dynamodb-lease")]
-#[tokio::test]
-async fn an_exactly_once_subscription_is_refused_in_process_naming_why() {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let source = KinesisStream::new("reader-exactly-once")
-        .create_if_missing(1)
-        .exactly_once();
-    let started = TestApp::start(app(KinesisBroker::new(), source, &calls, |_| {
-        HandlerOutcome::ack()
-    }))
-    .await;
-    let Err(err) = started else {
-        panic!("the start is refused");
-    };
-    let err = err.to_string();
-    assert!(err.contains("exactly once"), "{err}");
-    assert!(err.contains("MemoryLeaseStore"), "{err}");
-    assert!(err.contains("TestApp"), "{err}");
-}

@@ -32,6 +32,10 @@ pub struct MemoryLeaseStore {
     rows: Arc<Mutex<HashMap<LeaseKey, LeaseState>>>,
     /// Each stream's notice.
     notices: Arc<Mutex<HashMap<String, Notice>>>,
+    /// In process (`TestApp`), the journal its exactly-once commits are recorded in; `None`: it
+    /// commits nothing (a store given to a live broker).
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    commits: Option<super::InProcessCommits>,
 }
 
 impl MemoryLeaseStore {
@@ -51,6 +55,15 @@ impl MemoryLeaseStore {
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         rows
+    }
+
+    /// The store of a connection in process, whose exactly-once commits go to `commits`.
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    pub(crate) fn committing(commits: super::InProcessCommits) -> Self {
+        Self {
+            commits: Some(commits),
+            ..Self::default()
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, LeaseState>> {
@@ -121,6 +134,23 @@ impl MemoryLeaseStore {
 }
 
 impl LeaseStore for MemoryLeaseStore {
+    /// In process only (`TestApp`): commits move the rows and are recorded for the test. A
+    /// store given to a live broker has none, and an exactly-once subscription on it fails the
+    /// start.
+    #[cfg(feature = "dynamodb-lease")]
+    fn transactions(&self) -> Option<super::Transactions> {
+        #[cfg(feature = "testing")]
+        if let Some(journal) = &self.commits {
+            return Some(super::Transactions::new(Arc::new(
+                super::journal::MemoryCommits {
+                    rows: Arc::clone(&self.rows),
+                    journal: journal.clone(),
+                },
+            )));
+        }
+        None
+    }
+
     fn acquire<'a>(
         &'a self,
         key: &'a LeaseKey,

@@ -8,6 +8,8 @@
 
 mod clock;
 mod error;
+#[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+mod journal;
 mod key;
 mod memory;
 mod notice;
@@ -27,9 +29,9 @@ pub(crate) use clock::millis;
 pub use clock::{SKEW_TOLERANCE, epoch_millis};
 #[cfg(feature = "dynamodb-lease")]
 pub use dynamo::DynamoLeaseStore;
-#[cfg(feature = "dynamodb-lease")]
-pub(crate) use dynamo::commit::{CommitAnswer, CommitRequest, CommitRow};
 pub use error::LeaseError;
+#[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+pub use journal::{InProcessCommit, InProcessCommits};
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
 pub use notice::Notice;
@@ -41,3 +43,5 @@ pub use store::{LeaseFuture, LeaseStore};
 pub(crate) use timed::Timed;
 #[cfg(feature = "dynamodb-lease")]
 pub use transactions::Transactions;
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) use transactions::{CommitAnswer, CommitRequest, CommitRow};

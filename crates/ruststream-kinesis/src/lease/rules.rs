@@ -495,21 +495,17 @@ pub(crate) fn stale_before(asked_ms: u64) -> u64 {
 
 #[cfg(any(test, feature = "dynamodb-lease"))]
 #[cfg_attr(
-    not(test),
-    expect(
+    not(any(test, feature = "testing")),
+    allow(
         dead_code,
-        reason = "exactly once is built in steps; its stores apply these next"
+        reason = "a commit's rows are applied by the simulation and the in-process store only"
     )
 )]
 mod commit;
 #[cfg(any(test, feature = "dynamodb-lease"))]
-#[expect(
-    unused_imports,
-    reason = "exactly once is built in steps; its stores apply these next"
-)]
-pub(crate) use commit::{
-    CommitRefusal, RowAnswer, RowCommit, RowRefusal, commit_refused, commit_rows,
-};
+pub(crate) use commit::{CommitRefusal, RowAnswer, RowRefusal, commit_refused};
+#[cfg(any(test, all(feature = "testing", feature = "dynamodb-lease")))]
+pub(crate) use commit::{RowCommit, commit_rows};
 
 #[cfg(test)]
 mod tests;

@@ -270,9 +270,9 @@ struct TimedCommits {
 impl super::transactions::CommitStore for TimedCommits {
     fn commit<'a>(
         &'a self,
-        request: &'a super::dynamo::commit::CommitRequest<'a>,
+        request: &'a super::transactions::CommitRequest<'a>,
     ) -> super::transactions::CommitFuture<'a> {
-        use super::dynamo::commit::CommitAnswer;
+        use super::transactions::CommitAnswer;
         Box::pin(async move {
             let started = std::time::Instant::now();
             let (answer, outcome) =

@@ -239,13 +239,20 @@ impl ShardHandle {
     ) -> Result<(), KinesisError> {
         let closed = self.closed();
         let settled = self.lock().settle_staged(ticket, staged, closed);
-        self.settle_answered(settled)
+        self.settle_answered(settled, true)
     }
 
-    /// Says what a settle came to: the harness is told, whoever must act is woken, and a
-    /// refusal becomes the error that names why.
-    fn settle_answered(&self, settled: Result<Settled, Refusal>) -> Result<(), KinesisError> {
-        self.harness.settled();
+    /// Says what a settle came to: the harness is told (`harness`: here, else where the writes
+    /// it kept are let go), whoever must act is woken, and a refusal becomes the error that
+    /// names why.
+    fn settle_answered(
+        &self,
+        settled: Result<Settled, Refusal>,
+        harness: bool,
+    ) -> Result<(), KinesisError> {
+        if harness {
+            self.harness.settled();
+        }
         match settled {
             Ok(settled) => {
                 if settled.checkpoint {

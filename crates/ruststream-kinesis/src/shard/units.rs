@@ -23,6 +23,18 @@ struct Kept {
     writes: Vec<TransactWriteItem>,
     /// Why its commit was refused, once the store said so.
     refused: Option<CommitRefused>,
+    /// In process, the harness counts the settle that kept it as work owed until its commit
+    /// ends (`TestApp`'s publish returns once the effects committed, or the record comes back).
+    owes_harness: bool,
+}
+
+/// What letting units go leaves the harness to hear.
+#[derive(Debug, Default)]
+pub(crate) struct LetGo {
+    /// Settles whose harness unit is let go now.
+    pub(crate) settled: usize,
+    /// Tickets of units refused by their own writes: delivered again, if the machine says so.
+    pub(crate) refused: Vec<Ticket>,
 }
 
 /// The writes of a shard's units, and the refusals its redeliveries carry.
@@ -51,9 +63,17 @@ impl Units {
                 sequence,
                 writes,
                 refused: None,
+                owes_harness: false,
             },
         );
         unit
+    }
+
+    /// The harness counts `unit`'s settle as owed until the unit is let go.
+    pub(crate) fn owe_harness(&mut self, unit: UnitId) {
+        if let Some(kept) = self.kept.get_mut(&unit) {
+            kept.owes_harness = true;
+        }
     }
 
     /// Forgets `unit` (its settle was refused).
@@ -86,33 +106,37 @@ impl Units {
     }
 
     /// Applies how the machine says commits ended: committed and dropped units' writes are let
-    /// go; a refused unit's refusal waits for its next delivery. Whether a unit was refused (its
-    /// redelivery is due).
-    pub(crate) fn apply(&mut self, news: Vec<CommitNews>) -> bool {
-        let mut refused = false;
+    /// go; a refused unit's refusal waits for its next delivery.
+    pub(crate) fn apply(&mut self, news: Vec<CommitNews>, let_go: &mut LetGo) {
         for one in news {
             match one {
                 CommitNews::Committed(units) => {
                     for unit in units.iter() {
-                        self.kept.remove(unit);
+                        self.let_go(*unit, let_go);
                     }
                 }
                 CommitNews::Dropped(units) => {
                     for unit in &units {
-                        self.kept.remove(unit);
+                        self.let_go(*unit, let_go);
                     }
                 }
                 CommitNews::Refused(unit) => {
-                    refused = true;
-                    if let Some(kept) = self.kept.remove(&unit)
-                        && let Some(why) = kept.refused
-                    {
-                        self.refusals.insert(kept.ticket, Arc::new(why));
+                    if let Some(kept) = self.let_go(unit, let_go) {
+                        let_go.refused.push(kept.ticket);
+                        if let Some(why) = kept.refused {
+                            self.refusals.insert(kept.ticket, Arc::new(why));
+                        }
                     }
                 }
             }
         }
-        refused
+    }
+
+    /// Lets `unit` go, counting its harness unit.
+    fn let_go(&mut self, unit: UnitId, let_go: &mut LetGo) -> Option<Kept> {
+        let kept = self.kept.remove(&unit)?;
+        let_go.settled += usize::from(kept.owes_harness);
+        Some(kept)
     }
 
     /// Why the last commit of the delivery under `ticket` was refused, for its next delivery.
@@ -128,8 +152,19 @@ impl Units {
 
     /// Keeps only the units `held` says are held, and the refusals of deliveries that
     /// `redelivered` says come again.
-    fn retain(&mut self, held: impl Fn(UnitId) -> bool, redelivered: impl Fn(Ticket) -> bool) {
-        self.kept.retain(|unit, _| held(*unit));
+    fn retain(
+        &mut self,
+        held: impl Fn(UnitId) -> bool,
+        redelivered: impl Fn(Ticket) -> bool,
+        let_go: &mut LetGo,
+    ) {
+        self.kept.retain(|unit, kept| {
+            let keep = held(*unit);
+            if !keep {
+                let_go.settled += usize::from(kept.owes_harness);
+            }
+            keep
+        });
         self.refusals.retain(|ticket, _| redelivered(*ticket));
     }
 }
@@ -169,12 +204,15 @@ impl ShardHandle {
                 attempts,
             };
             let settled = machine.settle_staged(ticket, Some(staged), closed);
-            if !machine.holds_unit(unit) {
+            if machine.holds_unit(unit) {
+                units.owe_harness(unit);
+            } else {
                 units.forget(unit);
+                self.harness.settled();
             }
             settled
         };
-        self.settle_answered(settled)
+        self.settle_answered(settled, false)
     }
 
     /// The writes of `units`, in order, for their commit; `None` when one is not kept (a bug:
@@ -205,8 +243,9 @@ impl ShardHandle {
     /// Applies how commits ended (`news`, from a lease write's answer, under the machine's lock
     /// `machine`): committed and dropped units' writes are let go, a refused unit's refusal
     /// waits for its redelivery, and whatever the machine no longer holds is let go too (units
-    /// a seek dropped, a refusal whose delivery is not coming again here). Whether a unit was
-    /// refused: its redelivery is due now.
+    /// a seek dropped, a refusal whose delivery is not coming again here). In process the
+    /// harness hears of a refused record coming back before its settle is let go. Whether a
+    /// unit comes back: its redelivery is due now.
     pub(super) fn units_answered(
         &self,
         machine: &ShardMachine<crate::clock::Instant, Record>,
@@ -215,13 +254,39 @@ impl ShardHandle {
         if !machine.is_committing() {
             return false;
         }
+        let mut let_go = LetGo::default();
         let mut units = self.units();
-        let refused = units.apply(news);
+        units.apply(news, &mut let_go);
         units.retain(
             |unit| machine.holds_unit(unit),
             |ticket| machine.redelivers(ticket),
+            &mut let_go,
         );
-        refused
+        drop(units);
+        let mut back = false;
+        for ticket in let_go.refused {
+            if machine.redelivers(ticket) {
+                self.harness.coming_back();
+                back = true;
+            }
+        }
+        for _ in 0..let_go.settled {
+            self.harness.settled();
+        }
+        back
+    }
+
+    /// The shard's reader ended: every unit is let go, and in process the harness hears that
+    /// their settles owe nothing more (a commit of theirs will not come).
+    pub(crate) fn units_ended(&self) {
+        let mut let_go = LetGo::default();
+        {
+            let _machine = self.lock();
+            self.units().retain(|_| false, |_| false, &mut let_go);
+        }
+        for _ in 0..let_go.settled {
+            self.harness.settled();
+        }
     }
 
     /// Why the last commit of the delivery under `ticket` was refused, for its next delivery.

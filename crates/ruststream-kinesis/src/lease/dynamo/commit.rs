@@ -13,62 +13,9 @@ use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 
 use super::writes::Unanswered;
 use super::*;
-use crate::commit::UnitId;
 use crate::commit::outcome::{Layout, Reason, Verdict, judge};
 use crate::lease::rules::{CommitRefusal, RowAnswer, RowRefusal, commit_refused};
-
-/// One lease row of a commit: the checkpoint it moves to (with how far behind the reader was),
-/// the expiry it writes, and the commit token the row holds at the counter the commit is
-/// conditioned on, as far as the writer knows (`None`: not known).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CommitRow<'a> {
-    pub(crate) key: &'a LeaseKey,
-    pub(crate) checkpoint: &'a str,
-    pub(crate) behind_ms: Option<u64>,
-    pub(crate) expiry_ms: u64,
-    pub(crate) prior: Option<&'a str>,
-}
-
-/// One commit: `owner`'s rows, the units' staged writes in order, the commit's token (the row
-/// keeps it) and the request token of this attempt.
-#[derive(Debug, Clone)]
-pub(crate) struct CommitRequest<'a> {
-    pub(crate) owner: &'a str,
-    pub(crate) token: &'a str,
-    pub(crate) request_token: &'a str,
-    pub(crate) units: Vec<(UnitId, Vec<TransactWriteItem>)>,
-    pub(crate) rows: Vec<CommitRow<'a>>,
-}
-
-/// A unit's own write refused the commit: which, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct UserRefusal {
-    pub(crate) unit: UnitId,
-    /// The refusing write, among the unit's (`None`: the request as a whole was invalid).
-    pub(crate) action: Option<usize>,
-    pub(crate) code: String,
-    pub(crate) message: Option<String>,
-    /// The item as it stood, where the write asked for it.
-    pub(crate) item: Option<Item>,
-}
-
-/// How a commit was answered.
-#[derive(Debug)]
-pub(crate) enum CommitAnswer {
-    /// It landed (or an earlier attempt of it did): the writes and the rows, together.
-    Done,
-    /// A lease row is no longer this owner's: nothing was applied.
-    Lost,
-    /// Nothing was applied, and nothing refused for good (a conflict, throttling).
-    NotApplied,
-    /// A unit's own write refused: nothing was applied.
-    UserRefused(UserRefusal),
-    /// The request of several units was refused as a whole, naming none (a request-level
-    /// validation): nothing was applied; committed one at a time, the unit at fault shows.
-    Split,
-    /// No answer to trust (transport, a timeout, an error of DynamoDB's): it may have landed.
-    Failed(LeaseError),
-}
+pub(crate) use crate::lease::transactions::{CommitAnswer, CommitRequest, CommitRow, UserRefusal};
 
 impl DynamoLeaseStore {
     /// Commits `request`: one `TransactWriteItems` of the units' writes and one update per lease
@@ -417,3 +364,12 @@ impl DynamoLeaseStore {
 
 #[cfg(test)]
 mod tests;
+
+impl crate::lease::transactions::CommitStore for DynamoLeaseStore {
+    fn commit<'a>(
+        &'a self,
+        request: &'a CommitRequest<'a>,
+    ) -> crate::lease::transactions::CommitFuture<'a> {
+        Box::pin(DynamoLeaseStore::commit(self, request))
+    }
+}

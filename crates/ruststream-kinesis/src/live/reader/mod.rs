@@ -109,6 +109,9 @@ pub(crate) async fn run(reader: Reader) {
         reader.finish(stop).await
     };
     let finished = together(writer, redeliver, reading).await;
+    // Exactly once: what was settled and never committed is the next owner's to deliver again.
+    #[cfg(feature = "dynamodb-lease")]
+    reader.handle.units_ended();
     // In process: what the reader still owes the harness is delivered by no one now.
     #[cfg(feature = "testing")]
     if let Some(tap) = reader.handle.harness().tap() {

@@ -5,6 +5,7 @@
 use aws_sdk_dynamodb::types::ConditionCheck;
 
 use super::*;
+use crate::commit::UnitId;
 
 const A: &str = "commit-owner-a";
 const LEASE: Duration = Duration::from_secs(10);

@@ -1,0 +1,161 @@
+//! Exactly once under `TestApp`: no DynamoDB runs, and the in-process store commits what each
+//! handling staged with its checkpoint, recorded for the test (`KinesisBroker::in_process_commits`).
+//! A publish returns once its handling committed; a retried handling commits once; a commit
+//! refused by its own write applies nothing and comes again with why.
+#![cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use ruststream::prelude::*;
+use ruststream::testing::TestApp;
+use ruststream_kinesis::{DynamoWrites, KinesisBroker, KinesisContext, KinesisStream};
+
+/// Counts `id` once: `ADD applied :one`.
+fn count(id: &str) -> TransactWriteItem {
+    let update = Update::builder()
+        .table_name("counts")
+        .key("id", AttributeValue::S(id.to_owned()))
+        .update_expression("ADD applied :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .build()
+        .unwrap();
+    TransactWriteItem::builder().update(update).build()
+}
+
+/// The ids the committed writes count, in order.
+fn counted(broker: &KinesisBroker) -> Vec<String> {
+    broker
+        .in_process_commits()
+        .writes()
+        .iter()
+        .map(|write| write.update().unwrap().key()["id"].as_s().unwrap().clone())
+        .collect()
+}
+
+/// Stages the count of each body; what `outcome` says of each call (numbered from 0) after it;
+/// every refusal it was shown.
+#[derive(Clone)]
+struct Counter {
+    calls: Arc<AtomicUsize>,
+    refusals: Arc<Mutex<Vec<String>>>,
+    outcome: fn(usize) -> HandlerOutcome,
+}
+
+impl Handle<String, (), (), KinesisContext> for Counter {
+    async fn handle(
+        &self,
+        body: &String,
+        _outs: &(),
+        ctx: &mut Context<'_, KinesisContext>,
+    ) -> Result<(), HandlerOutcome> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        let writes = ctx.context(DynamoWrites);
+        if let Some(refused) = writes.refused() {
+            self.refusals.lock().unwrap().push(refused.code.clone());
+        }
+        writes.stage(count(body)).unwrap();
+        let outcome = (self.outcome)(call);
+        if outcome.is_ack() {
+            Ok(())
+        } else {
+            Err(outcome)
+        }
+    }
+}
+
+async fn started(broker: &KinesisBroker, counter: &Counter) -> TestApp<()> {
+    let source = KinesisStream::new("counts-in-process")
+        .create_if_missing(2)
+        .exactly_once();
+    let handler = counter.clone();
+    let app =
+        RustStream::new(AppInfo::new("counter", "0.1.0")).with_broker(broker.clone(), move |b| {
+            b.include(subscriber(source, handler).build());
+        });
+    TestApp::start(app).await.unwrap()
+}
+
+fn counter(outcome: fn(usize) -> HandlerOutcome) -> Counter {
+    Counter {
+        calls: Arc::default(),
+        refusals: Arc::default(),
+        outcome,
+    }
+}
+
+async fn publish(tb: &TestApp<()>, body: &str) {
+    tb.broker::<KinesisBroker>()
+        .message(&body.to_owned())
+        .to("counts-in-process")
+        .publish()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn each_publish_returns_once_its_handling_committed_what_it_staged() {
+    let broker = KinesisBroker::new();
+    let counter = counter(|_| HandlerOutcome::ack());
+    let tb = started(&broker, &counter).await;
+    for (n, id) in ["a", "b", "c"].into_iter().enumerate() {
+        publish(&tb, id).await;
+        assert_eq!(
+            counted(&broker).len(),
+            n + 1,
+            "{id} committed before its publish returned"
+        );
+    }
+    let mut ids = counted(&broker);
+    ids.sort();
+    assert_eq!(ids, ["a", "b", "c"]);
+    for commit in broker.in_process_commits().committed() {
+        assert_eq!(commit.stream, "counts-in-process");
+        assert!(!commit.checkpoint.is_empty() && !commit.token.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_retried_handling_commits_only_what_its_last_attempt_staged() {
+    let broker = KinesisBroker::new();
+    let counter = counter(|call| {
+        if call == 0 {
+            HandlerOutcome::retry()
+        } else {
+            HandlerOutcome::ack()
+        }
+    });
+    let tb = started(&broker, &counter).await;
+    publish(&tb, "once").await;
+    assert_eq!(counter.calls.load(Ordering::SeqCst), 2, "handled twice");
+    assert_eq!(counted(&broker), ["once"], "committed once");
+}
+
+#[tokio::test]
+async fn a_commit_refused_by_its_own_write_applies_nothing_and_comes_again_with_why() {
+    let broker = KinesisBroker::new();
+    let refused_once = Arc::new(AtomicUsize::new(0));
+    let refusing = Arc::clone(&refused_once);
+    broker.in_process_commits().refuse_when(move |_| {
+        (refusing.fetch_add(1, Ordering::SeqCst) == 0).then(|| "ConditionalCheckFailed".to_owned())
+    });
+    let counter = counter(|_| HandlerOutcome::ack());
+    let tb = started(&broker, &counter).await;
+    publish(&tb, "gated").await;
+    assert_eq!(
+        counter.calls.load(Ordering::SeqCst),
+        2,
+        "delivered again after the refusal, before the publish returned"
+    );
+    assert_eq!(
+        *counter.refusals.lock().unwrap(),
+        ["ConditionalCheckFailed"],
+        "the redelivery says why"
+    );
+    assert_eq!(
+        counted(&broker),
+        ["gated"],
+        "the refused commit applied nothing"
+    );
+}
