@@ -19,6 +19,7 @@ mod balance;
 mod consume;
 mod consume_aggregated;
 mod counting;
+mod exactly_once;
 mod fan_out;
 mod growth;
 mod handover;
@@ -91,6 +92,9 @@ enum Command {
     /// One instance reading 4, 16 and 48 shards under the same load per shard: CPU s per million
     /// records, lease-table writes per shard per minute, memory per shard.
     Growth,
+    /// Exactly once into DynamoDB ÷ at least once: records/s on one shard, a count per record
+    /// staged and committed with the checkpoint, against an UpdateItem per record.
+    ExactlyOnce,
     /// Lease-table writes per shard per minute: idle, loaded (default 1 s cadence), a write per
     /// move, a 1.5 s cadence; the handover poll's calls per standby instance.
     Writes,
@@ -275,6 +279,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "takeover",
             "balance",
             "growth",
+            "exactly-once",
         ],
         "consume" => &["consume"],
         "checkpoints" => &["checkpoints"],
@@ -347,6 +352,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "takeover" => handover::crash(&stack, opts).await,
             "balance" => balance::run(&stack, opts).await,
             "growth" => growth::run(&stack, opts).await,
+            "exactly-once" => exactly_once::run(&stack, opts).await,
             _ => unreachable!("every step is known"),
         };
         eprintln!(

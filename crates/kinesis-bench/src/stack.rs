@@ -129,14 +129,27 @@ impl Stack {
 
     /// How many Kinesis records `name` holds, read from the oldest in every shard.
     pub async fn count_records(&self, name: &str) -> Result<usize, Error> {
-        use aws_sdk_kinesis::types::ShardIteratorType;
         let mut count = 0;
         for (shard, _) in self.shards(name).await? {
+            count += self.read_shard(name, &shard).await?.0;
+        }
+        Ok(count)
+    }
+
+    /// How many records `shard` of `name` holds, and the sequence number of its newest.
+    pub async fn read_shard(
+        &self,
+        name: &str,
+        shard: &str,
+    ) -> Result<(usize, Option<String>), Error> {
+        use aws_sdk_kinesis::types::ShardIteratorType;
+        let (mut count, mut last) = (0, None);
+        {
             let out = self
                 .kinesis
                 .get_shard_iterator()
                 .stream_name(name)
-                .shard_id(&shard)
+                .shard_id(shard)
                 .shard_iterator_type(ShardIteratorType::TrimHorizon)
                 .send()
                 .await
@@ -150,13 +163,14 @@ impl Stack {
                     .send()
                     .await
                     .map_err(|err| format!("GetRecords {name}: {}", sdk(err)))?;
-                if !out.records().is_empty() {
+                if let Some(newest) = out.records().last() {
                     count += out.records().len();
+                    last = Some(newest.sequence_number().to_owned());
                     iterator = out.next_shard_iterator().map(str::to_owned);
                 }
             }
         }
-        Ok(count)
+        Ok((count, last))
     }
 
     /// The open shards of `name`, each with the lowest hash key that lands in it.
