@@ -703,6 +703,12 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.lease.is_lost()
     }
 
+    /// Whether a shard read to its end closes as a release instead (a delivery of it went back).
+    #[cfg(test)]
+    pub(crate) fn finish_abandoned(&self) -> bool {
+        self.lease.finish_abandoned()
+    }
+
     /// Hands the shard back `how`: after the write in flight, the final writes.
     pub(crate) fn close(&mut self, how: Close) {
         if how == Close::Finished && !(self.watermark.all_settled() && self.retries.is_empty()) {

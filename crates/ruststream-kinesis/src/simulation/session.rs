@@ -323,7 +323,11 @@ impl Sim {
             }
         }
         let held = !s.machine.is_lost();
+        let finishing = !s.machine.finish_abandoned();
         s.machine.write_answered(now, answer);
+        if finishing && s.machine.finish_abandoned() {
+            self.stats.finishes_abandoned += 1;
+        }
         if held && s.machine.ending() == Some(Ending::Lost(Lost::RanOut)) {
             self.stats.lapsed_by_clock += 1;
         }
@@ -339,6 +343,7 @@ impl Sim {
             self.redeliver_drive(i, sid);
         }
         if wake_reader {
+            self.stats.commit_reader_wakes += 1;
             self.reader_wake(i, sid, false);
         }
         // `write_lease`: the row a renewing write answered shows a handoff asked of it.

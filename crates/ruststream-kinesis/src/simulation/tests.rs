@@ -667,3 +667,31 @@ fn a_commit_folded_before_a_seek_back_is_judged_by_what_its_epoch_let_go() {
     let stats = replays_clean(1_796_409_040_667_823_976, &no_tweak);
     assert!(stats.seeks > 1 && stats.commits > 0, "{stats:?}");
 }
+
+/// Exactly once, the no-wedge check: committed deliveries leave the window at their commit, and
+/// a reader waiting for room must be woken by the commit's answer. With the wake taken out of
+/// `ShardMachine::apply_outcomes` (by hand, 2026-12-04) this schedule wedged: "270 of 271 records
+/// were never acked, and no record was acked nor settled prefix grew for 99.592s", its one reader
+/// waiting for room in a window of one. Pinned: commits still wake waiting readers here.
+#[test]
+fn a_reader_waiting_for_room_is_woken_by_the_commit_that_empties_its_window() {
+    let stats = replays_clean(1_796_421_377_465_430_830, &no_tweak);
+    assert!(
+        stats.commit_reader_wakes > 0 && stats.commits > 0,
+        "{stats:?}"
+    );
+}
+
+/// Exactly once: a unit refused by its own condition while its shard, read to its end, writes
+/// its final commit, goes back; the shard then closes as a release, never `SHARD_END`. With the
+/// lease's `abandon_finish` taken out of that refusal (by hand, 2026-12-04) this schedule failed
+/// with "shard 5's checkpoint moved from Seq(1280) to End past record #14, whose effect was never
+/// applied". Pinned: finishes are still abandoned here, and units refused.
+#[test]
+fn a_unit_refused_while_its_shard_finishes_leaves_the_shard_unfinished() {
+    let stats = replays_clean(1_796_421_400_784_995_994, &no_tweak);
+    assert!(
+        stats.finishes_abandoned > 0 && stats.user_refusals > 0,
+        "{stats:?}"
+    );
+}

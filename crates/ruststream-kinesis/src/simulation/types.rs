@@ -934,6 +934,11 @@ pub(super) struct Stats {
     /// Resent commits the store refused by the counter their first attempt moved, recognised as
     /// landed by the row's token.
     pub(super) commit_resends_recognised: u64,
+    /// Commits whose answer gave a waiting reader room (committed deliveries leave the window).
+    pub(super) commit_reader_wakes: u64,
+    /// Shards read to their end that closed as a release instead, a delivery of theirs having
+    /// gone back (a unit refused while finishing, or a refusal before the close).
+    pub(super) finishes_abandoned: u64,
 }
 
 impl Stats {
@@ -1000,6 +1005,8 @@ impl Stats {
         self.commits += o.commits;
         self.effects += o.effects;
         self.user_refusals += o.user_refusals;
+        self.commit_reader_wakes += o.commit_reader_wakes;
+        self.finishes_abandoned += o.finishes_abandoned;
         self.tokens_honoured += o.tokens_honoured;
         self.commit_resends_recognised += o.commit_resends_recognised;
     }

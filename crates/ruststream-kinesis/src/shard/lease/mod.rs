@@ -607,6 +607,12 @@ impl<T: Moment> ShardLease<T> {
         self.phase != Phase::Holding
     }
 
+    /// Whether a shard read to its end closes as a release instead (a delivery of it went back).
+    #[cfg(test)]
+    pub(crate) fn finish_abandoned(&self) -> bool {
+        self.finish_abandoned
+    }
+
     /// What happened to the lease since the last call, for the driver to say.
     pub(crate) fn take_news(&mut self) -> Vec<LeaseNews> {
         std::mem::take(&mut self.news)
