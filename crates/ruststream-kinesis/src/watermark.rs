@@ -226,6 +226,12 @@ impl<S: Weighed> Watermark<S> {
             .filter_map(|entry| entry.staged.as_deref())
     }
 
+    /// Exactly once: what the delivery under `ticket` staged, if it is held here.
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn staged_at(&self, ticket: Ticket) -> Option<&S> {
+        self.pending[self.offset(ticket)?].staged.as_deref()
+    }
+
     /// Exactly once: what the staged parts held here weigh, all told.
     pub(crate) fn staged_weight(&self) -> usize {
         self.staged_weight

@@ -27,7 +27,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ruststream::prelude::*;
@@ -98,15 +97,8 @@ impl Handle<String, (), (), KinesisContext> for Logger {
         let shard = ctx.context(ShardId).to_owned();
         let sequence = ctx.context(SequenceNumber).to_owned();
         if let Some(counts) = &self.counts {
-            let update = Update::builder()
-                .table_name(counts_table_of(counts, body))
-                .key("id", AttributeValue::S(body.clone()))
-                .update_expression("ADD applied :one")
-                .expression_attribute_values(":one", AttributeValue::N("1".into()))
-                .build()
-                .unwrap();
             ctx.context(DynamoWrites)
-                .stage(TransactWriteItem::builder().update(update).build())
+                .stage(common::counts::count(&counts_table_of(counts, body), body))
                 .unwrap();
         }
         println!("H {shard} {sequence} {body} {}", now_ms());
@@ -615,35 +607,11 @@ async fn chaos(exactly_once: bool) {
     );
 }
 
-/// The tables of counts named `prefix` ([`COUNT_TABLES`] of them, keyed `id` (S), on demand):
-/// their prefix.
+/// The tables of counts named `prefix` ([`COUNT_TABLES`] of them): their prefix.
 async fn counts_tables(config: &aws_config::SdkConfig, prefix: &str) -> String {
-    use aws_sdk_dynamodb::types::{
-        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    };
     let client = aws_sdk_dynamodb::Client::new(config);
     for n in 0..COUNT_TABLES {
-        client
-            .create_table()
-            .table_name(format!("{prefix}-{n}"))
-            .billing_mode(BillingMode::PayPerRequest)
-            .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name("id")
-                    .key_type(KeyType::Hash)
-                    .build()
-                    .unwrap(),
-            )
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("id")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .unwrap(),
-            )
-            .send()
-            .await
-            .unwrap();
+        common::counts::create(&client, &format!("{prefix}-{n}")).await;
     }
     prefix.to_owned()
 }
@@ -653,26 +621,7 @@ async fn counted(config: &aws_config::SdkConfig, counts: &str) -> HashMap<String
     let client = aws_sdk_dynamodb::Client::new(config);
     let mut counted = HashMap::new();
     for n in 0..COUNT_TABLES {
-        let mut start = None;
-        loop {
-            let page = client
-                .scan()
-                .table_name(format!("{counts}-{n}"))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .unwrap();
-            for item in page.items() {
-                let id = item["id"].as_s().unwrap().clone();
-                let applied = item["applied"].as_n().unwrap().parse().unwrap();
-                counted.insert(id, applied);
-            }
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                break;
-            }
-        }
+        counted.extend(common::counts::read(&client, &format!("{counts}-{n}")).await);
     }
     counted
 }

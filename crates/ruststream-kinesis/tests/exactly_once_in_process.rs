@@ -4,25 +4,14 @@
 //! refused by its own write applies nothing and comes again with why.
 #![cfg(all(feature = "testing", feature = "dynamodb-lease"))]
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use ruststream::prelude::*;
 use ruststream::testing::TestApp;
 use ruststream_kinesis::{DynamoWrites, KinesisBroker, KinesisContext, KinesisStream};
-
-/// Counts `id` once: `ADD applied :one`.
-fn count(id: &str) -> TransactWriteItem {
-    let update = Update::builder()
-        .table_name("counts")
-        .key("id", AttributeValue::S(id.to_owned()))
-        .update_expression("ADD applied :one")
-        .expression_attribute_values(":one", AttributeValue::N("1".into()))
-        .build()
-        .unwrap();
-    TransactWriteItem::builder().update(update).build()
-}
 
 /// The ids the committed writes count, in order.
 fn counted(broker: &KinesisBroker) -> Vec<String> {
@@ -55,7 +44,7 @@ impl Handle<String, (), (), KinesisContext> for Counter {
         if let Some(refused) = writes.refused() {
             self.refusals.lock().unwrap().push(refused.code.clone());
         }
-        writes.stage(count(body)).unwrap();
+        writes.stage(common::counts::count("counts", body)).unwrap();
         let outcome = (self.outcome)(call);
         if outcome.is_ack() {
             Ok(())

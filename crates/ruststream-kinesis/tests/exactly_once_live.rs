@@ -10,10 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, KeySchemaElement, KeyType,
-    ScalarAttributeType, TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
 use ruststream::{
     Broker, BuildContext, ConnectedBroker, Field, IncomingMessage, Subscriber, SubscriptionSource,
 };
@@ -23,66 +20,15 @@ use ruststream_kinesis::{
     StagedWrites,
 };
 
+use common::counts::{count, read as counts};
 use common::instances::{publish_all, table, timings};
 
-/// A table of counts keyed `id` (S), on demand.
+/// A new table of counts, and a client of the stack's DynamoDB.
 async fn counts_table(config: &aws_config::SdkConfig) -> (aws_sdk_dynamodb::Client, String) {
     let client = aws_sdk_dynamodb::Client::new(config);
     let name = common::unique("counts");
-    client
-        .create_table()
-        .table_name(&name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()
-                .unwrap(),
-        )
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    common::counts::create(&client, &name).await;
     (client, name)
-}
-
-/// Counts `id` once: `ADD applied :one`.
-fn count(table: &str, id: &str) -> TransactWriteItem {
-    let update = Update::builder()
-        .table_name(table)
-        .key("id", AttributeValue::S(id.to_owned()))
-        .update_expression("ADD applied :one")
-        .expression_attribute_values(":one", AttributeValue::N("1".into()))
-        .build()
-        .unwrap();
-    TransactWriteItem::builder().update(update).build()
-}
-
-/// Every count in `table`, by id.
-async fn counts(client: &aws_sdk_dynamodb::Client, table: &str) -> HashMap<String, u64> {
-    let scanned = client
-        .scan()
-        .table_name(table)
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap();
-    scanned
-        .items()
-        .iter()
-        .map(|item| {
-            let id = item["id"].as_s().unwrap().clone();
-            let applied = item["applied"].as_n().unwrap().parse().unwrap();
-            (id, applied)
-        })
-        .collect()
 }
 
 /// Waits until `table` counts `ids` ids, within a minute; the counts.

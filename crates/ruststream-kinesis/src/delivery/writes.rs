@@ -92,7 +92,13 @@ struct Staging {
 #[derive(Debug, Default)]
 struct Open {
     writes: Vec<TransactWriteItem>,
-    size: UnitSize,
+    /// About what the writes weigh.
+    bytes: usize,
+    /// The items the writes touch, as the fold compares them across units: a put, whose key is
+    /// not known here, clashes with every item of its table.
+    items: Vec<ItemRef>,
+    /// Each keyed write's table and key, as text: a second write on one of them is refused.
+    keyed: Vec<(String, String)>,
 }
 
 /// Why a write could not be staged. Nothing of it was staged, and what was staged before stays.
@@ -215,29 +221,23 @@ impl StagedWrites {
             });
         };
         let action = Action::of(&item)?;
-        if let Some(key) = action.key_text()
+        let key = action.key_text();
+        if let Some(key) = &key
             && open
-                .writes
+                .keyed
                 .iter()
-                .filter_map(|staged| Action::of(staged).ok())
-                .any(|staged| {
-                    staged.table == action.table && staged.key_text() == Some(key.clone())
-                })
+                .any(|(table, staged)| table == action.table && staged == key)
         {
             return Err(StageError::TwoActionsOnOneItem {
                 table: action.table.to_owned(),
-                key,
+                key: key.clone(),
             });
         }
-        let mut size = open.size.clone();
-        size.actions += 1;
-        size.bytes += action.bytes;
-        size.items = size
-            .items
-            .iter()
-            .copied()
-            .chain([action.item_ref()])
-            .collect();
+        let size = UnitSize {
+            actions: open.writes.len() + 1,
+            bytes: open.bytes + action.bytes,
+            items: Arc::default(),
+        };
         fits(&size, 1, Limits::DYNAMODB).map_err(|exceeded| match exceeded {
             Exceeded::Actions { limit, staged } => StageError::TooManyActions { limit, staged },
             Exceeded::Bytes { limit, staged } => StageError::TooLarge {
@@ -245,7 +245,14 @@ impl StagedWrites {
                 bytes: staged,
             },
         })?;
-        open.size = size;
+        open.bytes = size.bytes;
+        open.items.push(ItemRef {
+            table: hash_of(action.table),
+            key: key.as_ref().map(hash_of),
+        });
+        if let Some(key) = key {
+            open.keyed.push((action.table.to_owned(), key));
+        }
         open.writes.push(item);
         Ok(())
     }
@@ -307,9 +314,21 @@ impl StagedWrites {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take()
         });
-        open.map(|open| (open.writes, open.size))
-            .unwrap_or_default()
+        open.map(|open| {
+            let size = UnitSize {
+                actions: open.writes.len(),
+                bytes: open.bytes,
+                items: open.items.into(),
+            };
+            (open.writes, size)
+        })
+        .unwrap_or_default()
     }
+}
+
+/// The table `write` writes to (`None`: it carries no action, or several).
+pub(crate) fn table_of(write: &TransactWriteItem) -> Option<&str> {
+    Action::of(write).ok().map(|action| action.table)
 }
 
 /// One staged write as the limits see it: its table, its key (where the write names it), and
@@ -384,15 +403,6 @@ impl<'a> Action<'a> {
             .collect();
         parts.sort();
         Some(parts.join(", "))
-    }
-
-    /// The item as the fold compares items across units: a put, whose key is not known here,
-    /// clashes with every item of its table.
-    fn item_ref(&self) -> ItemRef {
-        ItemRef {
-            table: hash_of(self.table),
-            key: self.key_text().map(hash_of),
-        }
     }
 }
 

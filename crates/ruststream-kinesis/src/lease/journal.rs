@@ -153,9 +153,8 @@ impl MemoryCommits {
             let Ok(written) = rules::commit_rows(&commits) else {
                 return CommitAnswer::Lost;
             };
-            let keys: Vec<LeaseKey> = request.rows.iter().map(|row| row.key.clone()).collect();
-            for (key, state) in keys.iter().zip(written) {
-                rows.insert(key.clone(), state);
+            for (row, state) in request.rows.iter().zip(written) {
+                rows.insert(row.key.clone(), state);
             }
             // One row per commit (units across shards are not committed yet).
             if let Some(row) = request.rows.first() {

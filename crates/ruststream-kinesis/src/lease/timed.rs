@@ -37,16 +37,15 @@ impl Timed {
         call: impl Future<Output = Result<T, LeaseError>>,
         timed_out: impl FnOnce() -> LeaseError,
     ) -> Result<T, LeaseError> {
-        let started = std::time::Instant::now();
-        let (answer, outcome) = match tokio::time::timeout(self.bound, call).await {
-            Ok(Ok(answer)) => (Ok(answer), CallOutcome::Ok),
-            Ok(Err(err)) if err.is_fenced() => (Err(err), CallOutcome::Refused),
-            Ok(Err(err)) => (Err(err), CallOutcome::Failed),
-            Err(_) => (Err(timed_out()), CallOutcome::TimedOut),
+        let outcome = |answer: &Result<T, LeaseError>| match answer {
+            Ok(_) => CallOutcome::Ok,
+            Err(err) if err.is_fenced() => CallOutcome::Refused,
+            Err(_) => CallOutcome::Failed,
         };
-        self.meters
-            .store_call(operation, outcome, started.elapsed());
-        answer
+        within(self.bound, &self.meters, operation, call, outcome, || {
+            Err(timed_out())
+        })
+        .await
     }
 
     fn bounded<'a, T: Send + 'a>(
@@ -273,42 +272,58 @@ impl super::transactions::CommitStore for TimedCommits {
         request: &'a super::transactions::CommitRequest<'a>,
     ) -> super::transactions::CommitFuture<'a> {
         use super::transactions::CommitAnswer;
-        Box::pin(async move {
-            let started = std::time::Instant::now();
-            let (answer, outcome) =
-                match tokio::time::timeout(self.bound, self.inner.commit(request)).await {
-                    Ok(CommitAnswer::Failed(err)) => {
-                        (CommitAnswer::Failed(err), CallOutcome::Failed)
-                    }
-                    Ok(CommitAnswer::Lost) => (CommitAnswer::Lost, CallOutcome::Refused),
-                    Ok(CommitAnswer::NotApplied) => {
-                        (CommitAnswer::NotApplied, CallOutcome::NotApplied)
-                    }
-                    Ok(CommitAnswer::Split) => (CommitAnswer::Split, CallOutcome::UserRefused),
-                    Ok(CommitAnswer::UserRefused(refusal)) => {
-                        (CommitAnswer::UserRefused(refusal), CallOutcome::UserRefused)
-                    }
-                    Ok(CommitAnswer::Done) => (CommitAnswer::Done, CallOutcome::Ok),
-                    Err(_) => (
-                        CommitAnswer::Failed(LeaseError::Store {
-                            key: request
-                                .rows
-                                .first()
-                                .map_or_else(|| LeaseKey::new("", ""), |row| row.key.clone()),
-                            operation: "commit",
-                            message: format!(
-                                "no answer within {:?} (the renewal interval); the commit may \
-                                 still land, and its resend is recognised by the row's token",
-                                self.bound
-                            ),
-                        }),
-                        CallOutcome::TimedOut,
-                    ),
-                };
-            self.meters.store_call("commit", outcome, started.elapsed());
-            answer
-        })
+        let outcome = |answer: &CommitAnswer| match answer {
+            CommitAnswer::Done => CallOutcome::Ok,
+            CommitAnswer::Lost => CallOutcome::Refused,
+            CommitAnswer::NotApplied => CallOutcome::NotApplied,
+            CommitAnswer::Split | CommitAnswer::UserRefused(_) => CallOutcome::UserRefused,
+            CommitAnswer::Failed(_) => CallOutcome::Failed,
+        };
+        let timed_out = move || {
+            CommitAnswer::Failed(LeaseError::Store {
+                key: request
+                    .rows
+                    .first()
+                    .map_or_else(|| LeaseKey::new("", ""), |row| row.key.clone()),
+                operation: "commit",
+                message: format!(
+                    "no answer within {:?} (the renewal interval); the commit may still land, \
+                     and its resend is recognised by the row's token",
+                    self.bound
+                ),
+            })
+        };
+        Box::pin(within(
+            self.bound,
+            &self.meters,
+            "commit",
+            self.inner.commit(request),
+            outcome,
+            timed_out,
+        ))
     }
+}
+
+/// Runs `call` within `bound` and counts how it ended (`outcome`) as the store call `operation`;
+/// a call cut off at the bound answers `timed_out()`.
+async fn within<T>(
+    bound: Duration,
+    meters: &Meters,
+    operation: &'static str,
+    call: impl Future<Output = T>,
+    outcome: impl FnOnce(&T) -> CallOutcome,
+    timed_out: impl FnOnce() -> T,
+) -> T {
+    let started = std::time::Instant::now();
+    let (answer, outcome) = match tokio::time::timeout(bound, call).await {
+        Ok(answer) => {
+            let outcome = outcome(&answer);
+            (answer, outcome)
+        }
+        Err(_) => (timed_out(), CallOutcome::TimedOut),
+    };
+    meters.store_call(operation, outcome, started.elapsed());
+    answer
 }
 
 impl Timed {

@@ -98,6 +98,11 @@ impl Units {
         self.kept.get(&unit).map(|kept| Arc::clone(&kept.sequence))
     }
 
+    /// Whether no unit's writes and no refusal are kept.
+    fn is_empty(&self) -> bool {
+        self.kept.is_empty() && self.refusals.is_empty()
+    }
+
     /// The store refused `unit`'s commit for `why`.
     pub(crate) fn refused(&mut self, unit: UnitId, why: CommitRefused) {
         if let Some(kept) = self.kept.get_mut(&unit) {
@@ -204,7 +209,7 @@ impl ShardHandle {
                 attempts,
             };
             let settled = machine.settle_staged(ticket, Some(staged), closed);
-            if machine.holds_unit(unit) {
+            if machine.holds_staged(ticket, unit) {
                 units.owe_harness(unit);
             } else {
                 units.forget(unit);
@@ -251,14 +256,16 @@ impl ShardHandle {
         machine: &ShardMachine<crate::clock::Instant, Record>,
         news: Vec<CommitNews>,
     ) -> bool {
-        if !machine.is_committing() {
+        let mut units = self.units();
+        if !machine.is_committing() || units.is_empty() {
+            // No writes kept: nothing to let go (the news is of units with no writes).
             return false;
         }
         let mut let_go = LetGo::default();
-        let mut units = self.units();
+        let held = machine.held_units();
         units.apply(news, &mut let_go);
         units.retain(
-            |unit| machine.holds_unit(unit),
+            |unit| held.contains(&unit),
             |ticket| machine.redelivers(ticket),
             &mut let_go,
         );

@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub mod captured;
+#[cfg(feature = "dynamodb-lease")]
+pub mod counts;
 pub mod faults;
 pub mod injector;
 #[cfg(all(feature = "dynamodb-lease", feature = "testing"))]

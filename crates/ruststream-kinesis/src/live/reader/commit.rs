@@ -67,7 +67,8 @@ pub(super) async fn send(
                     .iter()
                     .find(|(staged, _)| *staged == unit)
                     .and_then(|(_, writes)| writes.get(action))
-                    .and_then(table_of)
+                    .and_then(crate::delivery::writes::table_of)
+                    .map(str::to_owned)
             });
             let why = handle.commit_refused(unit, |sequence| crate::CommitRefused {
                 stream: env.stream.to_string(),
@@ -121,16 +122,4 @@ fn not_sent(env: &ShardEnv, key: &LeaseKey, commit: &Commit) -> (Answer, Option<
         ),
     });
     (Answer::Refused, None)
-}
-
-/// The table `write` writes to.
-#[cfg(feature = "dynamodb-lease")]
-fn table_of(write: &aws_sdk_dynamodb::types::TransactWriteItem) -> Option<String> {
-    let table = write
-        .put()
-        .map(|put| put.table_name())
-        .or_else(|| write.update().map(|update| update.table_name()))
-        .or_else(|| write.delete().map(|delete| delete.table_name()))
-        .or_else(|| write.condition_check().map(|check| check.table_name()))?;
-    Some(table.to_owned())
 }

@@ -97,12 +97,23 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         })
     }
 
-    /// Whether the machine still holds `unit`: staged in the watermark, or in the commit not yet
+    /// The units the machine still holds: staged in the watermark, or in the commit not yet
     /// answered for good. The driver keeps the writes of no other unit.
     #[cfg(any(test, feature = "dynamodb-lease"))]
-    pub(crate) fn holds_unit(&self, unit: UnitId) -> bool {
-        self.watermark.staged().any(|staged| staged.unit == unit)
-            || self.lease.unresolved_units().contains(&unit)
+    pub(crate) fn held_units(&self) -> std::collections::HashSet<UnitId> {
+        self.watermark
+            .staged()
+            .map(|staged| staged.unit)
+            .chain(self.lease.unresolved_units().iter().copied())
+            .collect()
+    }
+
+    /// Whether the delivery under `ticket` holds `unit` staged (its settle took it).
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn holds_staged(&self, ticket: Ticket, unit: UnitId) -> bool {
+        self.watermark
+            .staged_at(ticket)
+            .is_some_and(|staged| staged.unit == unit)
     }
 
     /// Whether the delivery under `ticket` waits to be delivered again.
