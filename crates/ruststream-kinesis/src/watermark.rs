@@ -172,18 +172,25 @@ impl<S: Weighed> Watermark<S> {
         staged
     }
 
-    /// Exactly once: the ticket of the delivery of the settled prefix whose staged part `find`
-    /// picks.
-    pub(crate) fn ready_ticket(&self, mut find: impl FnMut(&S) -> bool) -> Option<Ticket> {
-        let offset = self
-            .pending
+    /// Exactly once: the tickets of the settled deliveries whose staged part `find` picks, in
+    /// order (a batch's records of this shard stage one unit together).
+    pub(crate) fn settled_tickets(&self, mut find: impl FnMut(&S) -> bool) -> Vec<Ticket> {
+        self.pending
             .iter()
-            .take(self.ready)
-            .position(|entry| entry.staged.as_deref().is_some_and(&mut find))?;
-        Some(Ticket {
-            generation: self.generation,
-            index: self.base + offset as u64,
-        })
+            .enumerate()
+            .filter(|(_, entry)| entry.settled && entry.staged.as_deref().is_some_and(&mut find))
+            .map(|(offset, _)| Ticket {
+                generation: self.generation,
+                index: self.base + offset as u64,
+            })
+            .collect()
+    }
+
+    /// Whether the delivery under `ticket` is held here (of this generation, not yet settled
+    /// for good).
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn holds(&self, ticket: Ticket) -> bool {
+        self.offset(ticket).is_some()
     }
 
     /// The current generation.

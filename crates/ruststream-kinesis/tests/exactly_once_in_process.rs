@@ -148,3 +148,88 @@ async fn a_commit_refused_by_its_own_write_applies_nothing_and_comes_again_with_
         "the refused commit applied nothing"
     );
 }
+
+/// Stages the count of each body of a batch; records each batch's bodies.
+#[derive(Clone, Default)]
+struct BatchCounter {
+    batches: Arc<Mutex<Vec<Vec<String>>>>,
+    /// Retries the last record of the first batch of several.
+    retry_first: bool,
+}
+
+impl Handle<[String], (), (), ruststream_kinesis::KinesisBatchContext> for BatchCounter {
+    async fn handle(
+        &self,
+        batch: &[String],
+        _outs: &(),
+        ctx: &mut Context<'_, ruststream_kinesis::KinesisBatchContext>,
+    ) -> Result<(), Vec<HandlerOutcome>> {
+        let writes = ctx.context(DynamoWrites);
+        for body in batch {
+            writes.stage(common::counts::count("counts", body)).unwrap();
+        }
+        let first_of_several = {
+            let mut batches = self.batches.lock().unwrap();
+            let first = batch.len() > 1 && batches.iter().all(|seen| seen.len() == 1);
+            batches.push(batch.to_vec());
+            first
+        };
+        if self.retry_first && first_of_several {
+            let mut outcomes: Vec<HandlerOutcome> =
+                batch.iter().map(|_| HandlerOutcome::ack()).collect();
+            outcomes.pop();
+            outcomes.push(HandlerOutcome::retry());
+            return Err(outcomes);
+        }
+        Ok(())
+    }
+}
+
+async fn started_batches(broker: &KinesisBroker, counter: &BatchCounter) -> TestApp<()> {
+    let source = KinesisStream::new("counts-in-process")
+        .create_if_missing(1)
+        .max_wait(std::time::Duration::from_millis(500))
+        .exactly_once();
+    let handler = counter.clone();
+    let app =
+        RustStream::new(AppInfo::new("counter", "0.1.0")).with_broker(broker.clone(), move |b| {
+            b.include(
+                subscriber(source, handler)
+                    .batch(std::num::NonZeroUsize::new(8).unwrap())
+                    .build(),
+            );
+        });
+    TestApp::start(app).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_commits_what_it_staged_and_one_retried_record_sends_it_all_back() {
+    let broker = KinesisBroker::new();
+    let counter = BatchCounter {
+        retry_first: true,
+        ..BatchCounter::default()
+    };
+    let tb = started_batches(&broker, &counter).await;
+    let bodies = ["a", "b", "c", "d"];
+    futures::future::join_all(bodies.iter().map(|body| publish(&tb, body))).await;
+    let batches = counter.batches.lock().unwrap().clone();
+    let first = batches
+        .iter()
+        .find(|batch| batch.len() > 1)
+        .unwrap_or_else(|| panic!("the publishes gathered into a batch of several: {batches:?}"));
+    let at = batches.iter().position(|batch| batch == first).unwrap();
+    for body in first {
+        assert!(
+            batches[at + 1..]
+                .iter()
+                .any(|later| later == &vec![body.clone()]),
+            "{body} came again alone after its batch went back: {batches:?}"
+        );
+    }
+    let mut ids = counted(&broker);
+    ids.sort();
+    assert_eq!(
+        ids, bodies,
+        "each counted once: the batch sent back applied nothing"
+    );
+}

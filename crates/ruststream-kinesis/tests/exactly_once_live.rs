@@ -11,13 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
+use futures::StreamExt as _;
 use ruststream::{
-    Broker, BuildContext, ConnectedBroker, Field, IncomingMessage, Subscriber, SubscriptionSource,
+    BatchSubscriber, Broker, BuildBatchContext, BuildContext, ConnectedBroker, Field,
+    IncomingMessage, Subscriber, SubscriptionSource,
 };
 use ruststream_kinesis::{
-    ConnectedKinesisBroker, DynamoLeaseStore, DynamoWrites, ExactlyOnceRefusal, KinesisContext,
-    KinesisError, KinesisMessage, KinesisStream, KinesisSubscriber, LeaseStore, LeaseTimings,
-    StagedWrites,
+    ConnectedKinesisBroker, DynamoLeaseStore, DynamoWrites, ExactlyOnceRefusal,
+    KinesisBatchContext, KinesisContext, KinesisError, KinesisMessage, KinesisStream,
+    KinesisSubscriber, LeaseStore, LeaseTimings, StagedWrites,
 };
 
 use common::counts::{count, read as counts};
@@ -72,7 +74,7 @@ struct Reading {
     metrics: prometheus::Registry,
 }
 
-async fn reading(url: &str, prefix: &str) -> Reading {
+async fn reading(url: &str, prefix: &str, shards: u32) -> Reading {
     let (config, store) = table(url).await;
     let (client, counts) = counts_table(&config).await;
     let stream = common::unique(prefix);
@@ -84,7 +86,7 @@ async fn reading(url: &str, prefix: &str) -> Reading {
         .connect()
         .await
         .unwrap();
-    let subscriber = exactly_once(&stream, 1)
+    let subscriber = exactly_once(&stream, shards)
         .subscribe(&connected)
         .await
         .unwrap();
@@ -197,7 +199,7 @@ async fn a_commit_refused_by_its_own_condition_applies_nothing_and_comes_again_w
         mut subscriber,
         metrics,
         ..
-    } = reading(&url, "exactly-once-refused").await;
+    } = reading(&url, "exactly-once-refused", 1).await;
     publish_all(&url, &stream, ["gated".to_owned(), "after".to_owned()]).await;
     let mut deliveries = Box::pin(subscriber.stream());
 
@@ -278,7 +280,7 @@ async fn a_commit_after_the_lease_was_taken_applies_nothing() {
         connected,
         mut subscriber,
         metrics,
-    } = reading(&url, "exactly-once-stolen").await;
+    } = reading(&url, "exactly-once-stolen", 1).await;
     publish_all(&url, &stream, ["kept".to_owned(), "stolen".to_owned()]).await;
     let mut deliveries = Box::pin(subscriber.stream());
     // While the lease is ours, a commit lands.
@@ -337,6 +339,96 @@ async fn a_commit_after_the_lease_was_taken_applies_nothing() {
         "the commit after the theft was sent, and the row refused it"
     );
     drop(deliveries);
+    drop(subscriber);
+    connected.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_commits_whole_with_its_shards_checkpoint_and_a_retried_record_sends_it_all_back() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let Reading {
+        client,
+        counts: counts_name,
+        stream,
+        connected,
+        mut subscriber,
+        ..
+    } = reading(&url, "exactly-once-batches", 2).await;
+    let bodies: Vec<String> = (0..40).map(|i| format!("batched-{i}")).collect();
+    publish_all(&url, &stream, bodies.clone()).await;
+    let mut batches = Box::pin(subscriber.batches(std::num::NonZeroUsize::new(16).unwrap()));
+    let mut done: HashMap<String, u64> = HashMap::new();
+    let mut sent_back: Vec<String> = Vec::new();
+    let mut several = 0;
+    while done.len() < bodies.len() {
+        let batch = match tokio::time::timeout(Duration::from_secs(30), batches.next()).await {
+            Ok(Some(Ok(batch))) => batch,
+            Ok(Some(Err(err))) => {
+                eprintln!("subscription reported: {err}");
+                continue;
+            }
+            other => panic!(
+                "no batch within 30 s ({} of 40 done): {other:?}",
+                done.len()
+            ),
+        };
+        let shard = batch[0].shard_id().to_owned();
+        assert!(
+            batch.iter().all(|msg| msg.shard_id() == shard),
+            "a batch holds one shard's records"
+        );
+        let again = batch.iter().any(|msg| msg.redelivery_count() > Some(1));
+        assert!(
+            !again || batch.len() == 1,
+            "a record delivered again comes alone"
+        );
+        several += usize::from(batch.len() > 1);
+        let ids: Vec<String> = batch
+            .iter()
+            .map(|msg| String::from_utf8_lossy(msg.payload()).into_owned())
+            .collect();
+        let ctx = KinesisBatchContext::build(&batch[0]);
+        let writes = DynamoWrites.get(&ctx);
+        for id in &ids {
+            writes.stage(count(&counts_name, id)).unwrap();
+        }
+        if sent_back.is_empty() && batch.len() > 1 {
+            // The handler retries its last record: nothing of the batch commits, and every
+            // record of it comes again, the acknowledged ones too.
+            sent_back.clone_from(&ids);
+            let mut members = batch.into_iter();
+            let last = members.next_back().unwrap();
+            for msg in members {
+                msg.ack().await.unwrap();
+            }
+            last.nack(true).await.unwrap();
+            continue;
+        }
+        for (msg, id) in batch.into_iter().zip(ids) {
+            *done.entry(id).or_default() += msg.redelivery_count().unwrap();
+            msg.ack().await.unwrap();
+        }
+    }
+    assert!(several >= 1, "some batch held several records");
+    assert!(sent_back.len() > 1, "a batch of several was sent back");
+    for id in &sent_back {
+        assert_eq!(
+            done.get(id),
+            Some(&2),
+            "{id} came again and was handled alone"
+        );
+    }
+    let now = counted(&client, &counts_name, bodies.len()).await;
+    for id in &bodies {
+        assert_eq!(
+            now.get(id),
+            Some(&1),
+            "{id} is counted exactly once: {now:?}"
+        );
+    }
+    drop(batches);
     drop(subscriber);
     connected.shutdown().await.unwrap();
 }

@@ -88,12 +88,19 @@ impl BuildContext<KinesisMessage> for KinesisContext {
 pub struct KinesisBatchContext {
     /// The subscription's seeker.
     pub seeker: KinesisSeeker,
+    /// What the batch stages to commit exactly once ([`DynamoWrites`](crate::DynamoWrites)):
+    /// under [`exactly_once`](crate::KinesisStream::exactly_once) a batch holds records of one
+    /// shard, and what it stages commits with all of them or with none.
+    #[cfg(feature = "dynamodb-lease")]
+    pub writes: crate::StagedWrites,
 }
 
 impl BuildBatchContext<KinesisMessage> for KinesisBatchContext {
     fn build(first: &KinesisMessage) -> Self {
         Self {
             seeker: first.seeker.clone(),
+            #[cfg(feature = "dynamodb-lease")]
+            writes: first.writes.clone(),
         }
     }
 }

@@ -6,94 +6,14 @@ use std::time::Duration;
 use ruststream::codec::CodecError;
 use ruststream::{AckError, HeaderMap, IncomingMessage, Positioned};
 
+#[cfg(feature = "dynamodb-lease")]
+use crate::delivery::batch::{InBatch, Verdict};
 use crate::delivery::record::Record;
-use crate::watermark::Ticket;
+use crate::delivery::settlement::{Hold, Standing};
 use crate::{KinesisError, KinesisPosition, KinesisSeeker};
 
 /// What a subscription's channel carries: a delivery, or an error to report.
 pub(crate) type Item = Result<KinesisMessage, KinesisError>;
-
-/// What a delivery settles against: the shard that read it, its
-/// [`ShardHandle`](crate::shard) (its watermark and lease), live or in process. A trait so the
-/// delivery side imports no driver. Each delivery holds it beside its [`Ticket`], and hands both
-/// to exactly one of `on_settle`, `on_forget` and `on_hand_back`.
-pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
-    /// The handler is done with the record: the shard's checkpoint may pass it.
-    fn on_settle(&self, ticket: Ticket) -> Result<(), AckError>;
-
-    /// Exactly once: the handler is done with `record` (delivered `attempt` times so far), and
-    /// what its handling staged in `writes` commits with the checkpoint that passes it.
-    #[cfg(feature = "dynamodb-lease")]
-    fn on_commit(
-        &self,
-        ticket: Ticket,
-        record: &Record,
-        attempt: u64,
-        writes: &crate::StagedWrites,
-    ) -> Result<(), AckError>;
-
-    /// The record never reached its handler: it moves nothing, and the shard's next owner (or
-    /// the seek that made it stale) delivers it again.
-    fn on_forget(&self, ticket: Ticket);
-
-    /// Delivers `record` again after `delay`; it was delivered `attempt` times so far, and
-    /// stays unsettled meanwhile.
-    fn on_hand_back(
-        &self,
-        ticket: Ticket,
-        record: Record,
-        attempt: u64,
-        delay: Duration,
-    ) -> Result<(), AckError>;
-
-    /// Whether the record may still reach a handler now. A shard whose lease ran out by this
-    /// instance's clock stops here, which also ends its reader.
-    fn standing(&self, ticket: Ticket) -> Standing;
-}
-
-/// A delivery's hold on what it settles against, released once.
-#[derive(Debug)]
-pub(crate) struct Hold {
-    target: Arc<dyn Settlement>,
-    ticket: Ticket,
-}
-
-impl Hold {
-    /// A hold on `target` for the delivery with `ticket`.
-    pub(crate) fn new(target: Arc<dyn Settlement>, ticket: Ticket) -> Self {
-        Self { target, ticket }
-    }
-}
-
-/// How a delivery stands where its handler starts: whether it may still reach it. The shard's
-/// machine answers it ([`ShardMachine::standing`](crate::shard::ShardMachine::standing)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Standing {
-    Current,
-    /// Its shard stopped: its lease is lost, or its reader is handing it back.
-    Stopped,
-    /// Its shard's lease ran out by this instance's clock.
-    RanOut,
-    /// A seek moved its shard after it was read.
-    Stale,
-}
-
-impl Standing {
-    /// Whether a delivery of this standing may reach its handler, where the runtime pulls it
-    /// (the subscriber's filter) and again where its handler starts: only a current one. A
-    /// delivery of a stopped shard, of a lease that ran out by this instance's clock, or of a
-    /// position a seek left behind is withheld. The one rule both checks share, and the
-    /// simulation with them.
-    pub(crate) fn reaches_handler(self) -> bool {
-        self == Self::Current
-    }
-
-    /// Whether finding a delivery of this standing stops its shard: its lease ran out by this
-    /// instance's clock, and another instance may hold the shard by now.
-    pub(crate) fn stops_shard(self) -> bool {
-        self == Self::RanOut
-    }
-}
 
 /// One record delivered from a shard.
 ///
@@ -128,6 +48,9 @@ pub struct KinesisMessage {
     /// What the handling stages to commit with the checkpoint (exactly once).
     #[cfg(feature = "dynamodb-lease")]
     pub(crate) writes: crate::StagedWrites,
+    /// Exactly once, in a batch of several records of its shard: the unit they settle as.
+    #[cfg(feature = "dynamodb-lease")]
+    pub(crate) batch: Option<InBatch>,
 }
 
 /// Why a delivery was kept from its handler: a lapsed lease or a seek, never the payload.
@@ -148,6 +71,8 @@ impl KinesisMessage {
         Self {
             #[cfg(feature = "dynamodb-lease")]
             writes: crate::StagedWrites::default(),
+            #[cfg(feature = "dynamodb-lease")]
+            batch: None,
             record,
             stream,
             shard,
@@ -221,6 +146,11 @@ impl KinesisMessage {
             return Ok(());
         };
         #[cfg(feature = "dynamodb-lease")]
+        let hold = match self.to_batch(hold, Verdict::Settle) {
+            Ok(settled) => return settled,
+            Err(hold) => hold,
+        };
+        #[cfg(feature = "dynamodb-lease")]
         if self.writes.is_exactly_once() {
             return hold
                 .target
@@ -229,17 +159,36 @@ impl KinesisMessage {
         hold.target.on_settle(hold.ticket)
     }
 
+    /// Exactly once, a record of a batch: its settlement by `verdict` goes to its batch's unit,
+    /// which settles the batch with its last record (`Err`: not in a batch, the hold back).
+    #[cfg(feature = "dynamodb-lease")]
+    fn to_batch(&self, hold: Hold, verdict: Verdict) -> Result<Result<(), AckError>, Hold> {
+        match &self.batch {
+            Some(batch) => {
+                Ok(batch.settled(hold, &self.record, self.attempt, verdict, &self.writes))
+            }
+            None => Err(hold),
+        }
+    }
+
     /// Lets go of what the handling staged: it never commits (the record was dropped or handed
-    /// back), and staging more fails.
+    /// back), and staging more fails. A batch's writes are its unit's to let go.
     fn drop_writes(&self) {
         #[cfg(feature = "dynamodb-lease")]
-        drop(self.writes.seal());
+        if self.batch.is_none() {
+            drop(self.writes.seal());
+        }
     }
 
     /// Lets go of a delivery that was withheld from its handler, settling nothing.
     fn forget(&mut self) -> Result<(), AckError> {
         self.drop_writes();
         if let Some(hold) = self.settle.take() {
+            #[cfg(feature = "dynamodb-lease")]
+            let hold = match self.to_batch(hold, Verdict::Forget) {
+                Ok(settled) => return settled,
+                Err(hold) => hold,
+            };
             hold.target.on_forget(hold.ticket);
         }
         Ok(())
@@ -251,13 +200,16 @@ impl KinesisMessage {
             return self.forget();
         }
         self.drop_writes();
-        let record = self.record.clone();
-        match self.settle.take() {
-            Some(hold) => hold
-                .target
-                .on_hand_back(hold.ticket, record, self.attempt, delay),
-            None => Ok(()),
-        }
+        let Some(hold) = self.settle.take() else {
+            return Ok(());
+        };
+        #[cfg(feature = "dynamodb-lease")]
+        let hold = match self.to_batch(hold, Verdict::Back(delay)) {
+            Ok(settled) => return settled,
+            Err(hold) => hold,
+        };
+        hold.target
+            .on_hand_back(hold.ticket, self.record.clone(), self.attempt, delay)
     }
 
     /// Whether this delivery may still reach its handler (the filter in front of the handlers
@@ -365,7 +317,8 @@ impl IncomingMessage for KinesisMessage {
         if requeue {
             return self.hand_back(Duration::ZERO);
         }
-        // Dropped: the checkpoint passes the record, and nothing it staged commits.
+        // Dropped: the checkpoint passes the record, and nothing it staged commits (in a batch,
+        // what the batch staged commits with its other records).
         self.drop_writes();
         self.settle_now()
     }

@@ -1,12 +1,16 @@
 //! What a handler sees: a delivery ([`message`]) and the record it carries ([`record`]), what it
-//! settles against ([`message::Settlement`]), the handler's context ([`context`]), the subscriber
-//! in front of the handlers ([`subscriber`]), and the seeker a handler moves a subscription with
-//! ([`seeker`]); under exactly once, the DynamoDB writes a handling stages ([`writes`]).
+//! settles against ([`settlement`]), the handler's context ([`context`]), the subscriber in
+//! front of the handlers ([`subscriber`]), and the seeker a handler moves a subscription with
+//! ([`seeker`]); under exactly once, the DynamoDB writes a handling stages ([`writes`]) and the
+//! batch whose records of one shard settle as one unit ([`batch`]).
 
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) mod batch;
 pub(crate) mod context;
 pub(crate) mod message;
 pub(crate) mod record;
 pub(crate) mod seeker;
+pub(crate) mod settlement;
 pub(crate) mod subscriber;
 #[cfg(feature = "dynamodb-lease")]
 pub(crate) mod writes;

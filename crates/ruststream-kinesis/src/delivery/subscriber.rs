@@ -8,6 +8,8 @@ use futures::{Stream, StreamExt};
 use ruststream::{BatchSubscriber, BufferedSubscriber, Seekable, Subscriber};
 use tokio::sync::mpsc;
 
+#[cfg(feature = "dynamodb-lease")]
+use crate::delivery::batch::InBatch;
 use crate::delivery::message::Item;
 use crate::delivery::seeker::Source;
 use crate::registry::StreamRegistration;
@@ -55,8 +57,67 @@ impl BatchSubscriber for KinesisSubscriber {
         &mut self,
         size: NonZeroUsize,
     ) -> impl Stream<Item = Result<Vec<KinesisMessage>, KinesisError>> + Send + '_ {
+        #[cfg(feature = "dynamodb-lease")]
+        return self
+            .buffered
+            .batches(size)
+            .flat_map(|batch| futures::stream::iter(units_of(batch)));
+        #[cfg(not(feature = "dynamodb-lease"))]
         self.buffered.batches(size)
     }
+}
+
+/// A batch the runtime reads, or the error in its place.
+#[cfg(feature = "dynamodb-lease")]
+type Batch = Result<Vec<KinesisMessage>, KinesisError>;
+
+/// Exactly once, the framework's batch as the batches a handler gets: one per shard, whose
+/// records make one unit (what the batch stages commits with all of them, with the shard's
+/// checkpoint, or with none), and each record delivered again in a batch of its own, first.
+/// At least once, the batch as it is.
+///
+/// A batch spans one shard so that its commit is one shard's: no shard's commit or handover
+/// waits on another's. A record delivered again comes alone so that a unit's records are
+/// consecutive in their shard: a unit never waits for records held by a later unit.
+#[cfg(feature = "dynamodb-lease")]
+fn units_of(batch: Batch) -> Vec<Batch> {
+    let batch = match batch {
+        Ok(batch) if batch.iter().any(|msg| msg.writes.is_exactly_once()) => batch,
+        other => return vec![other],
+    };
+    let mut out: Vec<Batch> = Vec::new();
+    let mut fresh: Vec<Vec<KinesisMessage>> = Vec::new();
+    for msg in batch {
+        let Some(hold) = msg.settle.as_ref().filter(|_| msg.attempt == 1) else {
+            out.push(Ok(vec![msg]));
+            continue;
+        };
+        let shard = fresh.iter_mut().find(|group| {
+            group[0]
+                .settle
+                .as_ref()
+                .is_some_and(|first| Arc::ptr_eq(&first.target, &hold.target))
+        });
+        match shard {
+            Some(group) => group.push(msg),
+            None => fresh.push(vec![msg]),
+        }
+    }
+    for mut group in fresh {
+        if let [.., last] = group.as_slice()
+            && group.len() > 1
+        {
+            let writes =
+                crate::StagedWrites::exactly_once((&last.shard, &last.record.sequence), None);
+            let places = InBatch::unit_of(group.len());
+            for (msg, place) in group.iter_mut().zip(places) {
+                msg.writes = writes.clone();
+                msg.batch = Some(place);
+            }
+        }
+        out.push(Ok(group));
+    }
+    out
 }
 
 impl Seekable for KinesisSubscriber {

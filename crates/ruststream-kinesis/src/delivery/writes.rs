@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use ruststream::{ContextField, Field};
 
-use crate::KinesisContext;
 use crate::commit::fold::{Exceeded, fits};
 use crate::commit::{ItemRef, Limits, UnitSize};
+use crate::{KinesisBatchContext, KinesisContext};
 
 /// `Ctx<DynamoWrites>` in a handler binds the delivery's [`StagedWrites`]; without macros,
 /// `ctx.context(DynamoWrites)`. Under [`KinesisStream::exactly_once`](crate::KinesisStream::exactly_once)
@@ -64,6 +64,14 @@ impl ContextField for DynamoWrites {
 impl Field<KinesisContext> for DynamoWrites {
     type Value<'a> = &'a StagedWrites;
     fn get(self, src: &KinesisContext) -> &StagedWrites {
+        &src.writes
+    }
+}
+
+/// A batch body reads the batch's writes with `ctx.context(DynamoWrites)`.
+impl Field<KinesisBatchContext> for DynamoWrites {
+    type Value<'a> = &'a StagedWrites;
+    fn get(self, src: &KinesisBatchContext) -> &StagedWrites {
         &src.writes
     }
 }

@@ -12,13 +12,15 @@ use std::time::Duration;
 use super::lease::{Answer, Close, Ending, LeaseNews, Moment, Next, ShardLease, Write};
 use super::read::{Call, Fetch, ReadSettings, ReadState, Sequenced, Stop, Want};
 use crate::LeaseState;
-use crate::delivery::message::Standing;
+use crate::delivery::settlement::Standing;
 use crate::kinesis::iterator::ShardIterator;
 use crate::settings::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
 
 mod commits;
 
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) use commits::Member;
 pub(crate) use commits::{CommitNews, Staged};
 
 /// A record a handler handed back (`nack(true)`, `nack_after`, or dropped unsettled), waiting to

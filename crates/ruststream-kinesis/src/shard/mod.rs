@@ -22,8 +22,8 @@ use tokio::sync::futures::Notified;
 
 use ruststream::AckError;
 
-use crate::delivery::message::{Settlement, Standing};
 use crate::delivery::record::Record;
+use crate::delivery::settlement::{Settlement, Standing};
 use crate::kinesis::iterator::ShardIterator;
 use crate::lease::LeaseKey;
 use crate::settings::position::ShardStart;
@@ -35,6 +35,8 @@ pub(crate) use lease::Lost;
 pub(crate) use lease::{Answer, Close, Ending, LeaseNews, Next, ShardLease, Write};
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use machine::CommitNews;
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) use machine::Member;
 pub(crate) use machine::Staged;
 pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, Settled, ShardMachine, Stall};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
@@ -467,6 +469,24 @@ impl Settlement for ShardHandle {
         writes: &crate::StagedWrites,
     ) -> Result<(), AckError> {
         self.settle_writes(ticket, record, attempt, writes)
+            .map_err(|err| AckError::Broker(Box::new(err)))
+    }
+
+    #[cfg(feature = "dynamodb-lease")]
+    fn on_commit_batch(
+        &self,
+        members: Vec<(Ticket, Record, u64)>,
+        writes: &crate::StagedWrites,
+    ) -> Result<(), AckError> {
+        let members = members
+            .into_iter()
+            .map(|(ticket, record, attempts)| Member {
+                ticket,
+                record,
+                attempts,
+            })
+            .collect();
+        self.settle_batch(members, writes)
             .map_err(|err| AckError::Broker(Box::new(err)))
     }
 

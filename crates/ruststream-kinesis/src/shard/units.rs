@@ -5,27 +5,30 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
 
-use super::{ShardHandle, ShardMachine, Staged};
+use super::{Member, ShardHandle, ShardMachine, Staged};
 use crate::commit::UnitId;
 use crate::delivery::record::Record;
 use crate::shard::CommitNews;
 use crate::watermark::Ticket;
 use crate::{CommitRefused, KinesisError, StagedWrites};
 
-/// One unit's writes, with the delivery they came from.
+/// One unit's writes, with the deliveries they came from (one, or a batch's records of this
+/// shard).
 #[derive(Debug)]
 struct Kept {
-    ticket: Ticket,
+    tickets: Vec<Ticket>,
+    /// The sequence number of its (last) record.
     sequence: Arc<str>,
     writes: Vec<TransactWriteItem>,
     /// Why its commit was refused, once the store said so.
     refused: Option<CommitRefused>,
-    /// In process, the harness counts the settle that kept it as work owed until its commit
+    /// In process, the harness counts the settles that kept it as work owed until its commit
     /// ends (`TestApp`'s publish returns once the effects committed, or the record comes back).
-    owes_harness: bool,
+    owes_harness: usize,
 }
 
 /// What letting units go leaves the harness to hear.
@@ -47,10 +50,11 @@ pub(crate) struct Units {
 }
 
 impl Units {
-    /// Keeps `writes`, staged by the delivery of `sequence` under `ticket`, as a new unit.
+    /// Keeps `writes`, staged by the deliveries under `tickets` (the last of sequence number
+    /// `sequence`), as a new unit.
     pub(crate) fn keep(
         &mut self,
-        ticket: Ticket,
+        tickets: Vec<Ticket>,
         sequence: Arc<str>,
         writes: Vec<TransactWriteItem>,
     ) -> UnitId {
@@ -59,20 +63,20 @@ impl Units {
         self.kept.insert(
             unit,
             Kept {
-                ticket,
+                tickets,
                 sequence,
                 writes,
                 refused: None,
-                owes_harness: false,
+                owes_harness: 0,
             },
         );
         unit
     }
 
-    /// The harness counts `unit`'s settle as owed until the unit is let go.
+    /// The harness counts `unit`'s settles (one per delivery) as owed until the unit is let go.
     pub(crate) fn owe_harness(&mut self, unit: UnitId) {
         if let Some(kept) = self.kept.get_mut(&unit) {
-            kept.owes_harness = true;
+            kept.owes_harness = kept.tickets.len();
         }
     }
 
@@ -127,9 +131,12 @@ impl Units {
                 }
                 CommitNews::Refused(unit) => {
                     if let Some(kept) = self.let_go(unit, let_go) {
-                        let_go.refused.push(kept.ticket);
-                        if let Some(why) = kept.refused {
-                            self.refusals.insert(kept.ticket, Arc::new(why));
+                        let why = kept.refused.map(Arc::new);
+                        for ticket in kept.tickets {
+                            let_go.refused.push(ticket);
+                            if let Some(why) = &why {
+                                self.refusals.insert(ticket, Arc::clone(why));
+                            }
                         }
                     }
                 }
@@ -140,7 +147,7 @@ impl Units {
     /// Lets `unit` go, counting its harness unit.
     fn let_go(&mut self, unit: UnitId, let_go: &mut LetGo) -> Option<Kept> {
         let kept = self.kept.remove(&unit)?;
-        let_go.settled += usize::from(kept.owes_harness);
+        let_go.settled += kept.owes_harness;
         Some(kept)
     }
 
@@ -166,7 +173,7 @@ impl Units {
         self.kept.retain(|unit, kept| {
             let keep = held(*unit);
             if !keep {
-                let_go.settled += usize::from(kept.owes_harness);
+                let_go.settled += kept.owes_harness;
             }
             keep
         });
@@ -201,12 +208,13 @@ impl ShardHandle {
         let settled = {
             let mut machine = self.lock();
             let mut units = self.units();
-            let unit = units.keep(ticket, Arc::clone(&record.sequence), staged);
+            let unit = units.keep(vec![ticket], Arc::clone(&record.sequence), staged);
             let staged = Staged {
                 unit,
                 size,
                 record: record.clone(),
                 attempts,
+                members: 1,
             };
             let settled = machine.settle_staged(ticket, Some(staged), closed);
             if machine.holds_staged(ticket, unit) {
@@ -218,6 +226,66 @@ impl ShardHandle {
             settled
         };
         self.settle_answered(settled, false)
+    }
+
+    /// Settles at once the deliveries of a batch's records of this shard (`members`, in order)
+    /// with what the batch's handling staged in `writes`: they commit together or not at all.
+    /// Without writes each settles alone. When a seek made one of them stale, every one is
+    /// handed back (the stale ones are forgotten, the others come again, each alone): the
+    /// batch's writes never commit.
+    pub(crate) fn settle_batch(
+        &self,
+        members: Vec<Member<Record>>,
+        writes: &StagedWrites,
+    ) -> Result<(), KinesisError> {
+        let (staged, size) = writes.seal();
+        if staged.is_empty() {
+            return members
+                .into_iter()
+                .map(|member| self.settle(member.ticket))
+                .fold(Ok(()), Result::and);
+        }
+        let closed = self.closed();
+        let Some(sequence) = members.last().map(|last| Arc::clone(&last.record.sequence)) else {
+            return Ok(());
+        };
+        let tickets: Vec<Ticket> = members.iter().map(|member| member.ticket).collect();
+        let settled = {
+            let mut machine = self.lock();
+            if machine.holds_all(tickets.iter().copied()) {
+                let mut units = self.units();
+                let unit = units.keep(tickets.clone(), sequence, staged);
+                let settled = machine.settle_unit(unit, size, members, closed);
+                if tickets
+                    .iter()
+                    .all(|ticket| machine.holds_staged(*ticket, unit))
+                {
+                    units.owe_harness(unit);
+                } else {
+                    units.forget(unit);
+                    for _ in &tickets {
+                        self.harness.settled();
+                    }
+                }
+                Ok(settled)
+            } else {
+                Err(members)
+            }
+        };
+        match settled {
+            Ok(settled) => self.settle_answered(settled, false),
+            Err(members) => members
+                .into_iter()
+                .map(|member| {
+                    self.hand_back(
+                        member.record,
+                        member.ticket,
+                        member.attempts,
+                        Duration::ZERO,
+                    )
+                })
+                .fold(Ok(()), Result::and),
+        }
     }
 
     /// The writes of `units`, in order, for their commit; `None` when one is not kept (a bug:

@@ -167,6 +167,9 @@ pub(super) struct Config {
     /// Whether the store answers a resent commit token with success without applying it again
     /// (DynamoDB), or evaluates it again (moto): the row's `commit_token` then tells it landed.
     pub(super) token_honoured: bool,
+    /// Exactly once, the handler takes batches of at most this many records (1: one at a time):
+    /// a batch's first deliveries of one shard settle as one unit.
+    pub(super) handler_batch: usize,
 }
 
 impl Config {
@@ -279,6 +282,7 @@ impl Config {
             stage_every: usize::MAX,
             p_user_refuse: 0.0,
             token_honoured: false,
+            handler_batch: 1,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)
@@ -295,6 +299,7 @@ impl Config {
         self.stage_every = [2, 5, usize::MAX][side.random_range(0..3)];
         self.p_user_refuse = [0.0, 0.02, 0.1][side.random_range(0..3)];
         self.token_honoured = side.random_bool(0.5);
+        self.handler_batch = [1, 1, 4, 16][side.random_range(0..4)];
         self
     }
 

@@ -208,21 +208,21 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::commit::{ItemRef, UnitId, UnitSize};
+use crate::commit::{ItemRef, Limits, UnitId, UnitSize};
 use crate::coordinator::machine::Coordinator;
 use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as RoundStep};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::coordinator::twins::Incarnation;
-use crate::delivery::message::Standing;
+use crate::delivery::settlement::Standing;
 use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::shards::ShardInfo;
 use crate::lease::{LeaseState, Notice, rules};
 use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{
-    Answer, Call, Close, CommitNews, Ending, Fetch, HandedBack, Lost, Next, ReadSettings, ReadStep,
-    Redeliver, ShardLease, ShardMachine, Staged, Stop, Write,
+    Answer, Call, Close, CommitNews, Ending, Fetch, HandedBack, Lost, Member, Next, ReadSettings,
+    ReadStep, Redeliver, ShardLease, ShardMachine, Staged, Stop, Write,
 };
 use crate::watermark::Ticket;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};

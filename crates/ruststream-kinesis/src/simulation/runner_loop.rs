@@ -88,11 +88,20 @@ impl Sim {
                 at: self.now,
                 message: format!(
                     "at least once: {} of {} records were never acked, and no record was acked \
-                     nor settled prefix grew for {:?} (shard#index: {}); open sessions: [{}]",
+                     nor settled prefix grew for {:?} (shard#index: {}); in flight: {:?}; \
+                     batches: {:?}; open sessions: [{}]",
                     self.written - self.acked,
                     self.written,
                     self.now.saturating_sub(self.last_progress),
                     missing.join(", "),
+                    self.insts
+                        .iter()
+                        .map(|inst| (inst.in_flight, inst.channel.len()))
+                        .collect::<Vec<_>>(),
+                    self.insts
+                        .iter()
+                        .map(|inst| &inst.batches)
+                        .collect::<Vec<_>>(),
                     open.join("; ")
                 ),
             });

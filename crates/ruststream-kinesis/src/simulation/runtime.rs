@@ -37,6 +37,7 @@ impl Sim {
                 return;
             }
             self.insts[i].in_flight += 1;
+            self.batch_pulls(i, msg);
             if self.rng.random_bool(self.cfg.p_hold) {
                 // The runtime holds it in a lane behind a slow handler.
                 let held = ms(self
@@ -50,6 +51,10 @@ impl Sim {
             if self.failure.is_some() {
                 return;
             }
+        }
+        // A batch holds what one pull gave it.
+        for batch in self.insts[i].batches.values_mut() {
+            batch.open = false;
         }
         if popped {
             // A sender blocked on the full channel gets its room.
@@ -98,6 +103,9 @@ impl Sim {
             self.stats.withheld += 1;
             if standing.stops_shard() {
                 self.stop(i, msg.sid);
+            }
+            if self.batch_member_done(i, msg, true) {
+                return;
             }
             self.forget(i, msg);
             self.insts[i].in_flight -= 1;
@@ -269,6 +277,10 @@ impl Sim {
             self.seeks_left -= 1;
             self.handler_seeks(i, msg);
         }
+        if self.batch_member_done(i, msg, false) {
+            // A batch's record: the batch settles it, with the others, or hands it back.
+            return;
+        }
         if self.rng.random_bool(self.cfg.p_retry) {
             // `nack(true)` (or dropped unsettled): `ShardHandle::hand_back` keeps it unsettled,
             // and the redelivery task sends it again on its session, unless the shard stopped.
@@ -325,35 +337,233 @@ impl Sim {
     /// Exactly once: what the handling of `msg` staged, if its record stages an effect: one write
     /// on its own item, the effect of the record in its shard's current seek epoch.
     fn staged(&mut self, msg: &Msg) -> Option<Staged<SimRecord>> {
-        if !self.stages(msg.shard, msg.idx) {
-            return None;
-        }
-        let key = msg.shard * 1_000_003 + msg.idx;
-        let unit = UnitId(self.next_unit);
-        self.next_unit += 1;
-        let epoch = self.seek_epochs.get(&msg.shard).copied().unwrap_or(0);
-        self.unit_effects.insert(
-            unit,
-            EffectId {
-                shard: msg.shard,
-                idx: msg.idx,
-                epoch,
-            },
-        );
+        let (unit, size) = self.unit_of(std::slice::from_ref(msg))?;
         Some(Staged {
             unit,
-            size: UnitSize {
-                actions: 1,
-                bytes: 100,
-                items: [ItemRef {
-                    table: 1,
-                    key: Some(key as u64),
-                }]
-                .into(),
-            },
+            size,
             record: self.stream.record(msg.shard, msg.idx),
             attempts: 1,
+            members: 1,
         })
+    }
+
+    /// Exactly once: the unit the handling of `msgs` (one record, or a batch's of one shard)
+    /// stages, if any of them stages an effect: one write on each one's own item, the effects of
+    /// the records in their shard's current seek epoch.
+    fn unit_of(&mut self, msgs: &[Msg]) -> Option<(UnitId, UnitSize)> {
+        let staging: Vec<&Msg> = msgs
+            .iter()
+            .filter(|msg| self.stages(msg.shard, msg.idx))
+            .collect();
+        if staging.is_empty() {
+            return None;
+        }
+        let unit = UnitId(self.next_unit);
+        self.next_unit += 1;
+        let effects = staging
+            .iter()
+            .map(|msg| EffectId {
+                shard: msg.shard,
+                idx: msg.idx,
+                epoch: self.seek_epochs.get(&msg.shard).copied().unwrap_or(0),
+            })
+            .collect();
+        self.unit_effects.insert(unit, effects);
+        // A batch's records stage one to forty writes each (at most 99 all told, as staging
+        // allows), so that a commit's fold meets the limits of a transaction at a batch, not
+        // only between units of one record.
+        let writes = |msg: &Msg| {
+            if msgs.len() > 1 {
+                1 + (msg.shard * 31 + msg.idx) % 40
+            } else {
+                1
+            }
+        };
+        let items: Arc<[ItemRef]> = staging
+            .iter()
+            .flat_map(|msg| {
+                let key = (msg.shard * 1_000_003 + msg.idx) as u64;
+                (0..writes(msg)).map(move |n| ItemRef {
+                    table: 1,
+                    key: Some(key * 64 + n as u64),
+                })
+            })
+            .take(Limits::DYNAMODB.actions - 1)
+            .collect();
+        let size = UnitSize {
+            actions: items.len(),
+            bytes: 100 * items.len(),
+            items,
+        };
+        Some((unit, size))
+    }
+
+    /// Exactly once, the runtime pulls `msg` for a batch handler: a first delivery joins the
+    /// batch this pull is filling for its session when it follows that batch's last record,
+    /// else it starts a batch of its own (`KinesisSubscriber::batches`: a batch holds one
+    /// shard's records, and a record delivered again comes alone).
+    fn batch_pulls(&mut self, i: usize, msg: Msg) {
+        if !self.cfg.exactly_once || self.cfg.handler_batch < 2 || msg.redelivery {
+            return;
+        }
+        let inst = &mut self.insts[i];
+        let limit = self.cfg.handler_batch;
+        let joins = inst.batches.iter_mut().find(|(_, batch)| {
+            batch.open
+                && batch.sid == msg.sid
+                && batch.size < limit
+                && batch.last.idx + 1 == msg.idx
+                && batch.last.ticket.generation == msg.ticket.generation
+        });
+        let id = match joins {
+            Some((&id, batch)) => {
+                batch.size += 1;
+                batch.last = msg;
+                id
+            }
+            None => {
+                let id = self.next_batch;
+                self.next_batch += 1;
+                inst.batches.insert(
+                    id,
+                    Batch {
+                        sid: msg.sid,
+                        last: msg,
+                        size: 1,
+                        done: Vec::new(),
+                        withheld: false,
+                        open: true,
+                    },
+                );
+                id
+            }
+        };
+        inst.batch_of
+            .insert((msg.sid, msg.ticket.generation, msg.idx as u64), id);
+    }
+
+    /// Exactly once, `msg` of a batch was handled (or `withheld` from its handler): it stays in
+    /// flight until the last record of its batch is done, which settles the batch. Whether
+    /// `msg` belongs to a batch.
+    fn batch_member_done(&mut self, i: usize, msg: Msg, withheld: bool) -> bool {
+        let key = (msg.sid, msg.ticket.generation, msg.idx as u64);
+        let Some(id) = self.insts[i].batch_of.remove(&key) else {
+            return false;
+        };
+        if !withheld {
+            // `handler_done` let it out of flight: the batch holds it in.
+            self.insts[i].in_flight += 1;
+        }
+        let Some(batch) = self.insts[i].batches.get_mut(&id) else {
+            return false;
+        };
+        batch.withheld |= withheld;
+        batch.done.push(msg);
+        if batch.done.len() < batch.size {
+            return true;
+        }
+        let Some(batch) = self.insts[i].batches.remove(&id) else {
+            return true;
+        };
+        self.batch_done(i, batch);
+        true
+    }
+
+    /// Exactly once, a batch's records of session `sid` go back, each to come again alone: its
+    /// handler retried one of them (`retried`: after the retry delay), or a seek made one stale.
+    fn batch_back(&mut self, i: usize, sid: u64, held: &[Msg], retried: bool) {
+        self.stats.handed_back += held.len() as u64;
+        let now = self.now;
+        let delay = if retried {
+            self.cfg.retry_delay
+        } else {
+            Duration::ZERO
+        };
+        let mut kept = false;
+        for msg in held {
+            let record = self.stream.record(msg.shard, msg.idx);
+            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                break;
+            };
+            match s
+                .machine
+                .hand_back(now, record, msg.ticket, 1, delay, false)
+            {
+                HandedBack::Kept => kept = true,
+                HandedBack::Forgotten { wake_reader } => {
+                    if wake_reader {
+                        self.reader_wake(i, sid, false);
+                    }
+                }
+                HandedBack::Refused => unreachable!("the simulated broker does not shut down"),
+            }
+        }
+        if kept {
+            self.redeliver_drive(i, sid);
+        }
+        self.after_handler(i);
+    }
+
+    /// Exactly once, a batch settles the records it holds as one unit
+    /// (`delivery/batch.rs`, `ShardHandle::settle_batch`): handed back whole when its handler
+    /// retries one of them (`p_retry`), or when a seek made one stale; else settled at once with
+    /// what they staged (`ShardMachine::settle_unit`), or each alone when none staged.
+    fn batch_done(&mut self, i: usize, batch: Batch) {
+        let (sid, mut held) = (batch.sid, batch.done);
+        held.sort_by_key(|msg| msg.idx);
+        self.insts[i].in_flight -= held.len();
+        if batch.withheld {
+            return self.batch_back(i, sid, &held, false);
+        }
+        let retried = self.rng.random_bool(self.cfg.p_retry);
+        let unit = if retried { None } else { self.unit_of(&held) };
+        let tickets: Vec<Ticket> = held.iter().map(|msg| msg.ticket).collect();
+        let whole = unit.is_none()
+            || self.insts[i]
+                .sessions
+                .get(&sid)
+                .is_some_and(|s| s.machine.holds_all(tickets.iter().copied()));
+        if retried || !whole {
+            return self.batch_back(i, sid, &held, retried);
+        }
+        for msg in &held {
+            self.mark_acked(msg.shard, msg.idx);
+        }
+        let stream = &self.stream;
+        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+            self.after_handler(i);
+            return;
+        };
+        let settled = match unit {
+            Some((unit, size)) => {
+                self.stats.batches += 1;
+                let members = held
+                    .iter()
+                    .map(|msg| Member {
+                        ticket: msg.ticket,
+                        record: stream.record(msg.shard, msg.idx),
+                        attempts: 1,
+                    })
+                    .collect();
+                s.machine.settle_unit(unit, size, members, false).ok()
+            }
+            None => held.iter().fold(None, |last, msg| {
+                s.machine
+                    .settle_staged(msg.ticket, None, false)
+                    .ok()
+                    .or(last)
+            }),
+        };
+        if let Some(settled) = settled {
+            self.last_progress = self.now;
+            if settled.checkpoint {
+                self.lease_wake(i, sid);
+            }
+            if settled.wake_reader {
+                self.reader_wake(i, sid, false);
+            }
+        }
+        self.after_handler(i);
     }
 
     /// Whether a handling of record `idx` of `shard` stages an effect (exactly once).

@@ -26,6 +26,7 @@ impl Sim {
             fences: HashMap::new(),
             seek_floors: HashMap::new(),
             unit_effects: HashMap::new(),
+            next_batch: 0,
             applied: HashMap::new(),
             applied_records: HashSet::new(),
             effects_let_go: HashMap::new(),
@@ -192,6 +193,8 @@ impl Sim {
                 channel: VecDeque::new(),
                 in_flight: 0,
                 dispatch_pending: false,
+                batches: BTreeMap::new(),
+                batch_of: BTreeMap::new(),
             });
             // Instances open one after another, after the early reshards.
             let early = if self.cfg.early_reshards > 0 {

@@ -689,26 +689,28 @@ impl Sim {
             self.honoured.insert(Arc::clone(request));
         }
         for unit in units {
-            let Some(&effect) = self.unit_effects.get(unit) else {
+            let Some(effects) = self.unit_effects.get(unit).cloned() else {
                 self.fail(format!(
                     "exactly once: commit {request} names unit {unit:?}, never staged"
                 ));
                 return;
             };
-            let applied = {
-                let applied = self.applied.entry(effect).or_default();
-                *applied += 1;
-                *applied
-            };
-            self.stats.effects += 1;
-            self.applied_records.insert((effect.shard, effect.idx));
-            if applied > 1 {
-                self.fail(format!(
+            for effect in effects {
+                let applied = {
+                    let applied = self.applied.entry(effect).or_default();
+                    *applied += 1;
+                    *applied
+                };
+                self.stats.effects += 1;
+                self.applied_records.insert((effect.shard, effect.idx));
+                if applied > 1 {
+                    self.fail(format!(
                     "exactly once: the effect of record #{} of shard {} (seek epoch {}) was applied \
                      {applied} times, the last by commit {request} (unit {unit:?})",
                     effect.idx, effect.shard, effect.epoch
                 ));
-                return;
+                    return;
+                }
             }
         }
     }

@@ -742,6 +742,27 @@ pub(super) struct Inst {
     pub(super) channel: VecDeque<Msg>,
     pub(super) in_flight: usize,
     pub(super) dispatch_pending: bool,
+    /// Exactly once, the batches handlers hold, by number: consecutive first deliveries of one
+    /// session the runtime pulled together, settled as one unit once all were handled.
+    pub(super) batches: BTreeMap<u64, Batch>,
+    /// The batch each delivery belongs to, by session and ticket.
+    pub(super) batch_of: BTreeMap<(u64, u64, u64), u64>,
+}
+
+/// Exactly once, a batch handler's batch: its records of one session, pulled together.
+#[derive(Debug)]
+pub(super) struct Batch {
+    pub(super) sid: u64,
+    /// Its last record, which the next one pulled joins if it follows.
+    pub(super) last: Msg,
+    /// How many records it holds.
+    pub(super) size: usize,
+    /// The records handled so far (or withheld from the handler).
+    pub(super) done: Vec<Msg>,
+    /// One of them was withheld from the handler: the batch goes back whole.
+    pub(super) withheld: bool,
+    /// Whether records pulled later may still join it (only within one dispatch).
+    pub(super) open: bool,
 }
 
 #[derive(Debug, Default)]
@@ -939,6 +960,8 @@ pub(super) struct Stats {
     /// Shards read to their end that closed as a release instead, a delivery of theirs having
     /// gone back (a unit refused while finishing, or a refusal before the close).
     pub(super) finishes_abandoned: u64,
+    /// Batches of several records that settled as one unit with what they staged.
+    pub(super) batches: u64,
 }
 
 impl Stats {
@@ -1007,6 +1030,7 @@ impl Stats {
         self.user_refusals += o.user_refusals;
         self.commit_reader_wakes += o.commit_reader_wakes;
         self.finishes_abandoned += o.finishes_abandoned;
+        self.batches += o.batches;
         self.tokens_honoured += o.tokens_honoured;
         self.commit_resends_recognised += o.commit_resends_recognised;
     }
@@ -1044,7 +1068,9 @@ pub(super) struct Sim {
     /// Exactly once: each staged unit's effect, the effects the store applied (how often), the
     /// request tokens it remembers (when it honours them), each shard's seek epoch, and the
     /// next unit's number.
-    pub(super) unit_effects: HashMap<UnitId, EffectId>,
+    pub(super) unit_effects: HashMap<UnitId, Vec<EffectId>>,
+    /// The number of the next batch a handler takes.
+    pub(super) next_batch: u64,
     pub(super) applied: HashMap<EffectId, u32>,
     /// The records with an effect applied, in any seek epoch.
     pub(super) applied_records: HashSet<(usize, usize)>,

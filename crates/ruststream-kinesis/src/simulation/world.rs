@@ -221,6 +221,8 @@ impl Sim {
         inst.sessions.clear();
         inst.running.clear();
         inst.channel.clear();
+        inst.batches.clear();
+        inst.batch_of.clear();
         inst.in_flight = 0;
         inst.dispatch_pending = false;
         inst.coord = Coord::new(&self.cfg, self.now, inst.run);
@@ -314,6 +316,8 @@ impl Sim {
             channel: VecDeque::new(),
             in_flight: 0,
             dispatch_pending: false,
+            batches: BTreeMap::new(),
+            batch_of: BTreeMap::new(),
         };
         self.insts.push(slot);
         let inst = &mut self.insts[i];

@@ -17,9 +17,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tracing::Instrument;
 
 use crate::clock::{Instant, sleep_until};
-use crate::delivery::message::{Hold, Item, Settlement};
+use crate::delivery::message::Item;
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
+use crate::delivery::settlement::{Hold, Settlement};
 use crate::kinesis::api::{Fetched, FetchedRecord};
 use crate::kinesis::calls::{Events, Kinesis};
 use crate::kinesis::fan_out::{Consumer, Event, Refused};

@@ -3,6 +3,7 @@
 //! the longest run of it that fits one transaction, and a unit whose commit was refused is
 //! delivered again under its own ticket, holding back every later delivery of the shard.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Redelivery, Refusal, Settled, ShardMachine};
@@ -14,10 +15,24 @@ use crate::watermark::{Ticket, Watermark};
 /// What a delivery's handling staged, kept by the machine until its commit: the unit, what its
 /// writes weigh, and the record with its attempts, to deliver it again should the commit be
 /// refused by the unit's own write.
+///
+/// A batch's records of one shard make one unit of several deliveries: each holds the unit, and
+/// the last of them its `size`; the others weigh nothing. A commit takes all of them or none.
 #[derive(Debug)]
 pub(crate) struct Staged<R> {
     pub(crate) unit: UnitId,
     pub(crate) size: UnitSize,
+    pub(crate) record: R,
+    pub(crate) attempts: u64,
+    /// How many deliveries of this shard the unit holds (1: a single record's handling).
+    pub(crate) members: usize,
+}
+
+/// One delivery of a unit of several: a batch's record, settled with the others at once.
+#[cfg(any(test, feature = "dynamodb-lease"))]
+#[derive(Debug)]
+pub(crate) struct Member<R> {
+    pub(crate) ticket: Ticket,
     pub(crate) record: R,
     pub(crate) attempts: u64,
 }
@@ -55,22 +70,55 @@ pub(super) fn fold_ready<R>(watermark: &Watermark<Staged<R>>, solo: bool) -> Opt
             .ready_run()
             .position(|(_, staged)| staged.is_some())
     {
-        entries = entries.min(first + 1);
+        let unit = watermark.ready_run().nth(first)?.1?.unit;
+        let last = watermark
+            .ready_run()
+            .enumerate()
+            .filter(|(_, (_, staged))| staged.is_some_and(|staged| staged.unit == unit))
+            .last()?
+            .0;
+        entries = entries.min(last + 1);
     }
+    let entries = whole_units(watermark, entries);
     let (checkpoint, _) = watermark.ready_run().nth(entries.checked_sub(1)?)?;
-    let units = watermark
-        .ready_run()
-        .take(entries)
-        .filter_map(|(_, staged)| staged.map(|staged| staged.unit))
-        .collect();
+    let mut units: Vec<UnitId> = Vec::new();
+    for (_, staged) in watermark.ready_run().take(entries) {
+        if let Some(staged) = staged
+            && units.last() != Some(&staged.unit)
+        {
+            units.push(staged.unit);
+        }
+    }
     Some(Folded {
         checkpoint: Arc::clone(checkpoint),
-        units,
+        units: units.into(),
         covers: Covers {
             generation: watermark.generation(),
             entries,
         },
     })
+}
+
+/// The longest run of at most `upto` entries of the settled prefix that splits no unit of
+/// several deliveries: a commit that took some of a batch's records without its writes would
+/// move the checkpoint past effects that never land.
+fn whole_units<R>(watermark: &Watermark<Staged<R>>, upto: usize) -> usize {
+    // Units of one delivery, the common case, allocate nothing here.
+    let mut open: HashMap<UnitId, usize> = HashMap::new();
+    let mut whole = 0;
+    for (at, (_, staged)) in watermark.ready_run().take(upto).enumerate() {
+        if let Some(staged) = staged.filter(|staged| staged.members > 1) {
+            let left = open.entry(staged.unit).or_insert(staged.members);
+            *left -= 1;
+            if *left == 0 {
+                open.remove(&staged.unit);
+            }
+        }
+        if open.is_empty() {
+            whole = at + 1;
+        }
+    }
+    whole
 }
 
 impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
@@ -87,14 +135,20 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         }
         self.leave_flight(broker_closed)?;
         let grew = self.watermark.settle_staged(ticket, staged);
+        Ok(self.staged_settled(grew))
+    }
+
+    /// What a settle under exactly once gave: the lease hears that the prefix waiting for its
+    /// commit `grew`.
+    fn staged_settled(&mut self, grew: bool) -> Settled {
         if grew {
             self.ready_to_lease();
         }
-        Ok(Settled {
+        Settled {
             grown_to: None,
             checkpoint: grew,
             wake_reader: self.wakes_reader(),
-        })
+        }
     }
 
     /// The units the machine still holds: staged in the watermark, or in the commit not yet
@@ -106,6 +160,57 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             .map(|staged| staged.unit)
             .chain(self.lease.unresolved_units().iter().copied())
             .collect()
+    }
+
+    /// Whether every delivery under `tickets` is held (none was made stale by a seek): a
+    /// batch's records settle as one unit only then ([`settle_unit`](Self::settle_unit)).
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn holds_all(&self, tickets: impl IntoIterator<Item = Ticket>) -> bool {
+        tickets
+            .into_iter()
+            .all(|ticket| self.watermark.holds(ticket))
+    }
+
+    /// Exactly once: settles at once the deliveries of one unit (a batch's records of this
+    /// shard, in order) with what the batch's handling staged, weighing `size`: no commit takes
+    /// some of them without the others. The caller checked, under the same lock, that every one
+    /// is held ([`holds_all`](Self::holds_all)); one that is not is left out of the unit, which
+    /// then never waits for it. Refused as [`settle`](Self::settle) is.
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn settle_unit(
+        &mut self,
+        unit: UnitId,
+        size: UnitSize,
+        members: Vec<Member<R>>,
+        broker_closed: bool,
+    ) -> Result<Settled, Refusal> {
+        let mut refusal = Ok(());
+        for _ in &members {
+            refusal = refusal.and(self.leave_flight(broker_closed));
+        }
+        refusal?;
+        let members: Vec<Member<R>> = members
+            .into_iter()
+            .filter(|member| self.watermark.holds(member.ticket))
+            .collect();
+        let count = members.len();
+        let mut size = Some(size);
+        let mut grew = false;
+        for (at, member) in members.into_iter().enumerate() {
+            let staged = Staged {
+                unit,
+                size: if at + 1 == count {
+                    size.take().unwrap_or_default()
+                } else {
+                    UnitSize::empty()
+                },
+                record: member.record,
+                attempts: member.attempts,
+                members: count,
+            };
+            grew |= self.watermark.settle_staged(member.ticket, Some(staged));
+        }
+        Ok(self.staged_settled(grew))
     }
 
     /// Whether the delivery under `ticket` holds `unit` staged (its settle took it).
@@ -131,12 +236,15 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// A seek drops the settled units no commit took yet: the driver forgets their writes.
     pub(super) fn drop_staged(&mut self) {
         let sent = self.lease.unresolved_units();
-        let dropped: Vec<UnitId> = self
-            .watermark
-            .ready_run()
-            .filter_map(|(_, staged)| staged.map(|staged| staged.unit))
-            .filter(|unit| !sent.contains(unit))
-            .collect();
+        let mut dropped: Vec<UnitId> = Vec::new();
+        for (_, staged) in self.watermark.ready_run() {
+            if let Some(staged) = staged
+                && !sent.contains(&staged.unit)
+                && dropped.last() != Some(&staged.unit)
+            {
+                dropped.push(staged.unit);
+            }
+        }
         if !dropped.is_empty() {
             self.commit_news.push(CommitNews::Dropped(dropped));
         }
@@ -173,31 +281,31 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.ready_to_lease();
     }
 
-    /// `unit`'s delivery goes back: unsettled under its ticket, to be delivered again now, or
-    /// left to the shard's next owner when the shard is being handed back.
+    /// `unit`'s deliveries go back: unsettled under their tickets, to be delivered again now
+    /// (each alone: a batch's records come back one at a time), or left to the shard's next
+    /// owner when the shard is being handed back.
     fn give_back(&mut self, now: T, unit: UnitId) {
-        let Some(ticket) = self.watermark.ready_ticket(|staged| staged.unit == unit) else {
-            return;
-        };
-        let Some(staged) = self.watermark.unsettle(ticket) else {
-            return;
-        };
-        if self.lease.is_halted() {
-            // Its next owner delivers it again: a handoff no longer covers every delivery.
-            self.handed_over_drained = false;
-            return;
+        for ticket in self.watermark.settled_tickets(|staged| staged.unit == unit) {
+            let Some(staged) = self.watermark.unsettle(ticket) else {
+                continue;
+            };
+            if self.lease.is_halted() {
+                // Its next owner delivers it again: a handoff no longer covers every delivery.
+                self.handed_over_drained = false;
+                continue;
+            }
+            self.in_flight += 1;
+            let at = self.retries.partition_point(|waiting| waiting.due <= now);
+            self.retries.insert(
+                at,
+                Redelivery {
+                    record: staged.record,
+                    ticket,
+                    attempts: staged.attempts,
+                    due: now,
+                },
+            );
         }
-        self.in_flight += 1;
-        let at = self.retries.partition_point(|waiting| waiting.due <= now);
-        self.retries.insert(
-            at,
-            Redelivery {
-                record: staged.record,
-                ticket,
-                attempts: staged.attempts,
-                due: now,
-            },
-        );
     }
 
     /// Whether a commit gave the reader what it waits for (room in the window) since the last

@@ -40,6 +40,7 @@ fn staged(unit: u64, actions: usize, record: &str) -> Staged<Rec> {
         },
         record: rec(record),
         attempts: 1,
+        members: 1,
     }
 }
 
@@ -371,4 +372,121 @@ fn a_commit_refused_as_a_whole_commits_its_units_one_at_a_time_until_one_lands()
     machine.write_answered(S / 3, Answer::UserRefused(UnitId(3)));
     assert_eq!(machine.take_commit_news(), [CommitNews::Refused(UnitId(3))]);
     assert!(!machine.is_drained(), "the unit at fault comes again");
+}
+
+/// Unit `unit` of a batch: the records under `tickets`, staging `actions` writes together.
+fn batch(
+    machine: &mut ShardMachine<Duration, Rec>,
+    unit: u64,
+    actions: usize,
+    tickets: &[(Ticket, &str)],
+) -> Settled {
+    let members = tickets
+        .iter()
+        .map(|(ticket, record)| Member {
+            ticket: *ticket,
+            record: rec(record),
+            attempts: 1,
+        })
+        .collect();
+    machine
+        .settle_unit(
+            UnitId(unit),
+            staged(unit, actions, "-").size,
+            members,
+            false,
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_batch_unit_commits_whole_and_the_limits_never_split_it() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2", "3", "4"]);
+    machine
+        .settle_staged(t[0], Some(staged(1, 60, "1")), false)
+        .unwrap();
+    assert!(
+        batch(
+            &mut machine,
+            2,
+            40,
+            &[(t[1], "2"), (t[2], "3"), (t[3], "4")]
+        )
+        .checkpoint
+    );
+    // 60 + 40 + the row is over 100: the batch's first records fit, its writes do not, so the
+    // first commit stops before the batch rather than inside it.
+    let first = commit(&mut machine, S / 10);
+    assert_eq!(
+        (
+            &*first.checkpoint,
+            first.units.clone(),
+            first.covers.entries
+        ),
+        ("1", units(&[1]), 1)
+    );
+    machine.write_answered(S / 10, Answer::Done);
+    let second = commit(&mut machine, S / 10);
+    assert_eq!(
+        (
+            &*second.checkpoint,
+            second.units.clone(),
+            second.covers.entries
+        ),
+        ("4", units(&[2]), 3)
+    );
+    machine.write_answered(S / 5, Answer::Done);
+    assert!(machine.is_drained());
+}
+
+#[test]
+fn a_batch_refused_by_its_own_write_comes_back_record_by_record() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2", "3"]);
+    batch(&mut machine, 5, 2, &[(t[0], "1"), (t[1], "2"), (t[2], "3")]);
+    let sent = commit(&mut machine, S / 10);
+    assert_eq!((&*sent.checkpoint, sent.units.clone()), ("3", units(&[5])));
+    machine.write_answered(S / 5, Answer::UserRefused(UnitId(5)));
+    assert_eq!(machine.take_commit_news(), [CommitNews::Refused(UnitId(5))]);
+    let mut again = Vec::new();
+    while let Redeliver::Deliver(one) = machine.next_redelivery(S / 5, ms(S / 5)) {
+        again.push((one.record.clone(), one.ticket));
+    }
+    assert_eq!(
+        again,
+        [(rec("1"), t[0]), (rec("2"), t[1]), (rec("3"), t[2])],
+        "every record of the batch comes again, in order"
+    );
+    assert!(matches!(
+        machine.next_write(S / 5, ms(S / 5)),
+        Next::Wait(_)
+    ));
+    // Each handled again alone: they commit as the singletons they are now.
+    for (n, ticket) in t.iter().enumerate() {
+        let id = 10 + n as u64;
+        machine
+            .settle_staged(*ticket, Some(staged(id, 1, "x")), false)
+            .unwrap();
+    }
+    let rest = commit(&mut machine, S / 4);
+    assert_eq!(
+        (&*rest.checkpoint, rest.units.clone()),
+        ("3", units(&[10, 11, 12]))
+    );
+}
+
+#[test]
+fn a_solo_commit_takes_a_whole_batch() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2", "3"]);
+    batch(&mut machine, 1, 1, &[(t[0], "1"), (t[1], "2")]);
+    machine
+        .settle_staged(t[2], Some(staged(2, 1, "3")), false)
+        .unwrap();
+    commit(&mut machine, S / 10);
+    // Refused as a whole: one unit with writes at a time, a batch being one.
+    machine.write_answered(S / 10, Answer::Split);
+    let solo = commit(&mut machine, S / 10);
+    assert_eq!((&*solo.checkpoint, solo.units.clone()), ("2", units(&[1])));
 }
