@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -20,12 +21,15 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, TransactWriteItem, Update,
 };
 use ruststream_kinesis::prelude::*;
-use ruststream_kinesis::{DynamoWrites, KinesisPosition, LeaseKey};
+use ruststream_kinesis::{DynamoWrites, KinesisBatchContext, KinesisPosition, LeaseKey};
 
 use crate::report::Figure;
 use crate::service::{BenchRecord, body};
 use crate::stack::{Stack, unique};
 use crate::{Error, Options};
+
+mod crash;
+pub use crash::child_command;
 
 /// Tables the counts are spread over.
 const TABLES: u64 = 16;
@@ -36,6 +40,8 @@ struct Bench {
     prefix: String,
     dynamo: aws_sdk_dynamodb::Client,
     written: AtomicU64,
+    /// Records A's batch handler handled (staged), deliveries again included.
+    handled: AtomicU64,
 }
 
 /// The side that runs (one at a time): its stream and what its handlers need.
@@ -77,12 +83,62 @@ async fn exactly_once(record: &BenchRecord, Ctx(writes): Ctx<DynamoWrites>) -> H
     }
 }
 
-/// B: writes the count, then acknowledges.
-#[subscriber(KinesisStream::new(stream()))]
-async fn at_least_once(record: &BenchRecord) -> HandlerOutcome {
+/// A, batch handler: stages the count of each record of the batch; they commit with the
+/// shard's checkpoint, in one transaction a batch.
+#[derive(Clone)]
+struct StageBatch;
+
+impl Handle<[BenchRecord], (), (), KinesisBatchContext> for StageBatch {
+    async fn handle(
+        &self,
+        batch: &[BenchRecord],
+        _outs: &(),
+        ctx: &mut Context<'_, KinesisBatchContext>,
+    ) -> Result<(), Vec<HandlerOutcome>> {
+        let writes = ctx.context(DynamoWrites);
+        let bench = bench();
+        for record in batch {
+            let update = count(&bench.prefix, record.id);
+            if writes
+                .stage(TransactWriteItem::builder().update(update).build())
+                .is_err()
+            {
+                return Err(batch.iter().map(|_| HandlerOutcome::retry()).collect());
+            }
+        }
+        bench
+            .handled
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// B, batch handler: writes the count of each record of the batch, one `UpdateItem` after the
+/// other, then acknowledges the batch.
+#[derive(Clone)]
+struct WriteBatch;
+
+impl Handle<[BenchRecord], (), (), KinesisBatchContext> for WriteBatch {
+    async fn handle(
+        &self,
+        batch: &[BenchRecord],
+        _outs: &(),
+        _ctx: &mut Context<'_, KinesisBatchContext>,
+    ) -> Result<(), Vec<HandlerOutcome>> {
+        for record in batch {
+            if write_count(record.id).await.is_err() {
+                return Err(batch.iter().map(|_| HandlerOutcome::retry()).collect());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// B's write of record `id`'s count, counted once it landed.
+async fn write_count(id: u64) -> Result<(), Error> {
     let bench = bench();
-    let update = count(&bench.prefix, record.id);
-    let sent = bench
+    let update = count(&bench.prefix, id);
+    bench
         .dynamo
         .update_item()
         .table_name(update.table_name())
@@ -90,12 +146,17 @@ async fn at_least_once(record: &BenchRecord) -> HandlerOutcome {
         .update_expression(update.update_expression())
         .set_expression_attribute_values(update.expression_attribute_values().cloned())
         .send()
-        .await;
-    match sent {
-        Ok(_) => {
-            bench.written.fetch_add(1, Ordering::Relaxed);
-            HandlerOutcome::ack()
-        }
+        .await
+        .map_err(|err| format!("UpdateItem: {}", crate::stack::sdk(err)))?;
+    bench.written.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// B: writes the count, then acknowledges.
+#[subscriber(KinesisStream::new(stream()))]
+async fn at_least_once(record: &BenchRecord) -> HandlerOutcome {
+    match write_count(record.id).await {
+        Ok(()) => HandlerOutcome::ack(),
         Err(_) => HandlerOutcome::retry(),
     }
 }
@@ -169,7 +230,60 @@ struct Side {
     counted_more: usize,
 }
 
-async fn run_side(stack: &Stack, records: u64, exactly: bool) -> Result<Side, Error> {
+/// The records a batch handler takes at most: what one transaction holds beside the lease row.
+const BATCH: usize = 99;
+
+/// The service on `stream` (read from its start) through `broker`: A (`exactly`) or B, with a
+/// single-record handler or a batch handler (`batches`).
+fn app(broker: KinesisBroker, stream: &str, exactly: bool, batches: bool) -> RustStream {
+    let stream = stream.to_owned();
+    RustStream::new(AppInfo::new("kinesis-bench", "0.1.0"))
+        .on_startup(async move |()| Ok::<_, Infallible>(()))
+        .with_broker(broker, move |b| {
+            let batch = NonZeroUsize::new(BATCH).expect("a batch holds records");
+            let source = KinesisStream::new(stream).initial_position(KinesisPosition::TrimHorizon);
+            match (exactly, batches) {
+                (true, false) => {
+                    b.include(exactly_once.start_at(KinesisPosition::TrimHorizon));
+                }
+                (false, false) => {
+                    b.include(at_least_once.start_at(KinesisPosition::TrimHorizon));
+                }
+                (true, true) => {
+                    b.include(
+                        subscriber(source.exactly_once(), StageBatch)
+                            .batch(batch)
+                            .build(),
+                    );
+                }
+                (false, true) => {
+                    b.include(subscriber(source, WriteBatch).batch(batch).build());
+                }
+            }
+        })
+}
+
+/// Sets the side that runs next: its stream, and its counts' tables under `prefix`.
+fn set_side(stack: &Stack, stream: &str, prefix: &str) -> Arc<Bench> {
+    let side = Arc::new(Bench {
+        prefix: prefix.to_owned(),
+        dynamo: stack.dynamo.clone(),
+        written: AtomicU64::new(0),
+        handled: AtomicU64::new(0),
+    });
+    SIDE.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .replace(Arc::clone(&side));
+    stream.clone_into(&mut STREAM.lock().unwrap_or_else(PoisonError::into_inner));
+    side
+}
+
+async fn run_side(
+    stack: &Stack,
+    records: u64,
+    exactly: bool,
+    batches: bool,
+) -> Result<Side, Error> {
     let stream = unique(if exactly { "bench-eo" } else { "bench-alo" });
     stack.create_stream(&stream, 1).await?;
     stack.fill(&stream, records, body).await?;
@@ -182,25 +296,9 @@ async fn run_side(stack: &Stack, records: u64, exactly: bool) -> Result<Side, Er
     let prefix = unique("bench-counts");
     count_tables(stack, &prefix).await?;
     let store = stack.table("bench-eo-leases").await?;
-    let side_bench = Arc::new(Bench {
-        prefix: prefix.clone(),
-        dynamo: stack.dynamo.clone(),
-        written: AtomicU64::new(0),
-    });
-    SIDE.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .replace(Arc::clone(&side_bench));
-    *STREAM.lock().unwrap_or_else(PoisonError::into_inner) = stream.clone();
+    let side_bench = set_side(stack, &stream, &prefix);
     let broker = stack.broker(Arc::new(store.clone()), &unique("bench-eo"));
-    let app = RustStream::new(AppInfo::new("kinesis-bench", "0.1.0"))
-        .on_startup(async move |()| Ok::<_, Infallible>(()))
-        .with_broker(broker, move |b| {
-            if exactly {
-                b.include(exactly_once.start_at(KinesisPosition::TrimHorizon));
-            } else {
-                b.include(at_least_once.start_at(KinesisPosition::TrimHorizon));
-            }
-        });
+    let app = app(broker, &stream, exactly, batches);
     let started = Instant::now();
     let running = app.start().await?;
     let key = LeaseKey::new(stream.as_str(), last.as_str());
@@ -239,25 +337,42 @@ async fn run_side(stack: &Stack, records: u64, exactly: bool) -> Result<Side, Er
 
 pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let records = if opts.quick { 500 } else { 2_000 };
-    let a = run_side(stack, records, true).await?;
-    let b = run_side(stack, records, false).await?;
-    let mut figure = Figure::new("exactly once ÷ at least once", "exactly-once");
-    let ratio = a.per_second / b.per_second;
-    figure.measured = format!(
-        "{ratio:.2} ({:.0} ÷ {:.0} records/s, one shard, one record per handling)",
-        a.per_second, b.per_second
-    );
-    figure.target = "≥ 0.5".to_owned();
-    figure.pass = Some(ratio >= 0.5 && a.counted_more == 0);
-    figure.detail(format!(
-        "{records} records pre-filled in one shard; A: a single-record handler stages `ADD applied :one` on the record's item through DynamoWrites under exactly_once(), measured from the start to the lease row's checkpoint at the last record; B: the same handler, at least once, writes it with one UpdateItem and acknowledges after it (each write awaited in the handler), measured to the last write; counts spread over {TABLES} tables (moto copies every table a transaction writes to)"
-    ));
-    figure.detail(format!(
-        "counted once: A {} of {records} (more than once: {}), B {} of {records} (more than once: {})",
-        a.counted_once, a.counted_more, b.counted_once, b.counted_more
-    ));
-    figure.detail(
-        "write units per record, modelled (items under 1 KB): A 2 + 2/n with n records per transaction (a transactional write costs twice a plain one), B 1 plus the checkpoint writes at the 1 s cadence",
-    );
-    Ok(vec![figure])
+    let mut figures = Vec::new();
+    for batches in [false, true] {
+        let a = run_side(stack, records, true, batches).await?;
+        let b = run_side(stack, records, false, batches).await?;
+        let handler = if batches {
+            format!("a batch handler of at most {BATCH} records")
+        } else {
+            "a single-record handler".to_owned()
+        };
+        let mut figure = Figure::new(
+            if batches {
+                "exactly once ÷ at least once, batch handler"
+            } else {
+                "exactly once ÷ at least once"
+            },
+            "exactly-once",
+        );
+        let ratio = a.per_second / b.per_second;
+        figure.measured = format!(
+            "{ratio:.2} ({:.0} ÷ {:.0} records/s, one shard, {handler})",
+            a.per_second, b.per_second
+        );
+        figure.target = "≥ 0.5".to_owned();
+        figure.pass = Some(ratio >= 0.5 && a.counted_more == 0);
+        figure.detail(format!(
+            "{records} records pre-filled in one shard; A: {handler} stages `ADD applied :one` on each record's item through DynamoWrites under exactly_once(), measured from the start to the lease row's checkpoint at the last record; B: the same handler, at least once, writes it with one UpdateItem per record and acknowledges after it (each write awaited in turn), measured to the last write; counts spread over {TABLES} tables (moto copies every table a transaction writes to)"
+        ));
+        figure.detail(format!(
+            "counted once: A {} of {records} (more than once: {}), B {} of {records} (more than once: {})",
+            a.counted_once, a.counted_more, b.counted_once, b.counted_more
+        ));
+        figure.detail(
+            "write units per record, modelled (items under 1 KB): A 2 + 2/n with n records per transaction (a transactional write costs twice a plain one), B 1 plus the checkpoint writes at the 1 s cadence",
+        );
+        figures.push(figure);
+    }
+    figures.push(crash::run(stack, records).await?);
+    Ok(figures)
 }

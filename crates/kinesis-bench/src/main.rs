@@ -127,6 +127,9 @@ enum Command {
     /// Internal: an instance of `growth` (STREAM SHARDS BACKLOG WARMUP WINDOW).
     #[value(hide = true)]
     GrowthChild,
+    /// Internal: the killed instance of `exactly-once` (TABLE STREAM PREFIX OWNER).
+    #[value(hide = true)]
+    ExactlyOnceChild,
 }
 
 impl Command {
@@ -141,7 +144,11 @@ impl Command {
     fn internal(self) -> bool {
         matches!(
             self,
-            Self::InProcessRegion | Self::Child | Self::MemoryChild | Self::GrowthChild
+            Self::InProcessRegion
+                | Self::Child
+                | Self::MemoryChild
+                | Self::GrowthChild
+                | Self::ExactlyOnceChild
         )
     }
 }
@@ -204,6 +211,7 @@ fn main() -> ExitCode {
         Command::Child => return run_async(handover::child_command(opts)),
         Command::MemoryChild => return run_async(memory::child_command(opts)),
         Command::GrowthChild => return run_async(growth::child_command(opts)),
+        Command::ExactlyOnceChild => return run_async(exactly_once::child_command(opts)),
         _ => {}
     }
     let command = command.name();
