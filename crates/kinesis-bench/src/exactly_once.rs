@@ -85,53 +85,38 @@ async fn exactly_once(record: &BenchRecord, Ctx(writes): Ctx<DynamoWrites>) -> H
 
 /// A, batch handler: stages the count of each record of the batch; they commit with the
 /// shard's checkpoint, in one transaction a batch.
-#[derive(Clone)]
-struct StageBatch;
-
-impl Handle<[BenchRecord], (), (), KinesisBatchContext> for StageBatch {
-    async fn handle(
-        &self,
-        batch: &[BenchRecord],
-        _outs: &(),
-        ctx: &mut Context<'_, KinesisBatchContext>,
-    ) -> Result<(), Vec<HandlerOutcome>> {
-        let writes = ctx.context(DynamoWrites);
-        let bench = bench();
-        for record in batch {
-            let update = count(&bench.prefix, record.id);
-            if writes
-                .stage(TransactWriteItem::builder().update(update).build())
-                .is_err()
-            {
-                return Err(batch.iter().map(|_| HandlerOutcome::retry()).collect());
-            }
+#[subscriber(KinesisStream::new(stream()).exactly_once())]
+async fn stage_batch(
+    batch: &[BenchRecord],
+    ctx: &mut Context<'_, KinesisBatchContext>,
+) -> HandlerOutcome {
+    let writes = ctx.context(DynamoWrites);
+    let bench = bench();
+    for record in batch {
+        let update = count(&bench.prefix, record.id);
+        if writes
+            .stage(TransactWriteItem::builder().update(update).build())
+            .is_err()
+        {
+            return HandlerOutcome::retry();
         }
-        bench
-            .handled
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        Ok(())
     }
+    bench
+        .handled
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+    HandlerOutcome::ack()
 }
 
 /// B, batch handler: writes the count of each record of the batch, one `UpdateItem` after the
 /// other, then acknowledges the batch.
-#[derive(Clone)]
-struct WriteBatch;
-
-impl Handle<[BenchRecord], (), (), KinesisBatchContext> for WriteBatch {
-    async fn handle(
-        &self,
-        batch: &[BenchRecord],
-        _outs: &(),
-        _ctx: &mut Context<'_, KinesisBatchContext>,
-    ) -> Result<(), Vec<HandlerOutcome>> {
-        for record in batch {
-            if write_count(record.id).await.is_err() {
-                return Err(batch.iter().map(|_| HandlerOutcome::retry()).collect());
-            }
+#[subscriber(KinesisStream::new(stream()))]
+async fn write_batch(batch: &[BenchRecord]) -> HandlerOutcome {
+    for record in batch {
+        if write_count(record.id).await.is_err() {
+            return HandlerOutcome::retry();
         }
-        Ok(())
     }
+    HandlerOutcome::ack()
 }
 
 /// B's write of record `id`'s count, counted once it landed.
@@ -234,37 +219,34 @@ struct Side {
 const BATCH: usize = 99;
 
 /// The service on `stream` (read from its start) through `broker`: A (`exactly`) or B, with a
-/// single-record handler or a batch handler (`batches`).
+/// single-record handler or a batch handler (`batches`). The handlers' mounts read the stream
+/// set here.
 fn app(broker: KinesisBroker, stream: &str, exactly: bool, batches: bool) -> RustStream {
-    let stream = stream.to_owned();
+    stream.clone_into(&mut STREAM.lock().unwrap_or_else(PoisonError::into_inner));
     RustStream::new(AppInfo::new("kinesis-bench", "0.1.0"))
         .on_startup(async move |()| Ok::<_, Infallible>(()))
         .with_broker(broker, move |b| {
             let batch = NonZeroUsize::new(BATCH).expect("a batch holds records");
-            let source = KinesisStream::new(stream).initial_position(KinesisPosition::TrimHorizon);
+            let start = KinesisPosition::TrimHorizon;
             match (exactly, batches) {
                 (true, false) => {
-                    b.include(exactly_once.start_at(KinesisPosition::TrimHorizon));
+                    b.include(exactly_once.start_at(start));
                 }
                 (false, false) => {
-                    b.include(at_least_once.start_at(KinesisPosition::TrimHorizon));
+                    b.include(at_least_once.start_at(start));
                 }
                 (true, true) => {
-                    b.include(
-                        subscriber(source.exactly_once(), StageBatch)
-                            .batch(batch)
-                            .build(),
-                    );
+                    b.include(stage_batch.batch(batch).start_at(start));
                 }
                 (false, true) => {
-                    b.include(subscriber(source, WriteBatch).batch(batch).build());
+                    b.include(write_batch.batch(batch).start_at(start));
                 }
             }
         })
 }
 
-/// Sets the side that runs next: its stream, and its counts' tables under `prefix`.
-fn set_side(stack: &Stack, stream: &str, prefix: &str) -> Arc<Bench> {
+/// Sets the side that runs next: its counts' tables under `prefix`.
+fn set_side(stack: &Stack, prefix: &str) -> Arc<Bench> {
     let side = Arc::new(Bench {
         prefix: prefix.to_owned(),
         dynamo: stack.dynamo.clone(),
@@ -274,7 +256,6 @@ fn set_side(stack: &Stack, stream: &str, prefix: &str) -> Arc<Bench> {
     SIDE.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .replace(Arc::clone(&side));
-    stream.clone_into(&mut STREAM.lock().unwrap_or_else(PoisonError::into_inner));
     side
 }
 
@@ -296,7 +277,7 @@ async fn run_side(
     let prefix = unique("bench-counts");
     count_tables(stack, &prefix).await?;
     let store = stack.table("bench-eo-leases").await?;
-    let side_bench = set_side(stack, &stream, &prefix);
+    let side_bench = set_side(stack, &prefix);
     let broker = stack.broker(Arc::new(store.clone()), &unique("bench-eo"));
     let app = app(broker, &stream, exactly, batches);
     let started = Instant::now();

@@ -186,6 +186,19 @@ impl<S: Weighed> Watermark<S> {
             .collect()
     }
 
+    /// Whether `tickets` are consecutive deliveries of this generation, in order: a batch's
+    /// records of one shard, as its unit holds them.
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn consecutive(&self, tickets: impl IntoIterator<Item = Ticket>) -> bool {
+        let mut next: Option<u64> = None;
+        tickets.into_iter().all(|ticket| {
+            let follows = ticket.generation == self.generation
+                && next.is_none_or(|index| index == ticket.index);
+            next = Some(ticket.index + 1);
+            follows
+        })
+    }
+
     /// Whether the delivery under `ticket` is held here (of this generation, not yet settled
     /// for good).
     #[cfg(any(test, feature = "dynamodb-lease"))]

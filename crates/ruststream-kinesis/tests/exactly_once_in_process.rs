@@ -155,6 +155,8 @@ struct BatchCounter {
     batches: Arc<Mutex<Vec<Vec<String>>>>,
     /// Retries the last record of the first batch of several.
     retry_first: bool,
+    /// Fails every batch as a whole after staging (every record dropped).
+    fail_all: bool,
 }
 
 impl Handle<[String], (), (), ruststream_kinesis::KinesisBatchContext> for BatchCounter {
@@ -174,6 +176,9 @@ impl Handle<[String], (), (), ruststream_kinesis::KinesisBatchContext> for Batch
             batches.push(batch.to_vec());
             first
         };
+        if self.fail_all {
+            return Err(batch.iter().map(|_| HandlerOutcome::drop()).collect());
+        }
         if self.retry_first && first_of_several {
             let mut outcomes: Vec<HandlerOutcome> =
                 batch.iter().map(|_| HandlerOutcome::ack()).collect();
@@ -231,5 +236,26 @@ async fn a_batch_commits_what_it_staged_and_one_retried_record_sends_it_all_back
     assert_eq!(
         ids, bodies,
         "each counted once: the batch sent back applied nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_that_fails_as_a_whole_commits_nothing_it_staged() {
+    let broker = KinesisBroker::new();
+    let counter = BatchCounter {
+        fail_all: true,
+        ..BatchCounter::default()
+    };
+    let tb = started_batches(&broker, &counter).await;
+    futures::future::join_all(["x", "y", "z"].iter().map(|body| publish(&tb, body))).await;
+    let handled: usize = counter.batches.lock().unwrap().iter().map(Vec::len).sum();
+    assert_eq!(handled, 3, "each record handled once, then dropped");
+    assert!(
+        counted(&broker).is_empty(),
+        "a batch whose every record was dropped applies nothing it staged"
+    );
+    assert!(
+        !broker.in_process_commits().committed().is_empty(),
+        "its records' checkpoint moved all the same"
     );
 }

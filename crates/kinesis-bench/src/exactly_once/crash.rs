@@ -81,7 +81,7 @@ pub(super) async fn run(stack: &Stack, records: u64) -> Result<Figure, Error> {
         child_handled = handled_in(&line).unwrap_or(child_handled);
     }
 
-    let side = set_side(stack, &stream, &prefix);
+    let side = set_side(stack, &prefix);
     let leases: Arc<dyn LeaseStore> = Arc::new(store.clone());
     let killed = Instant::now();
     let running = app(stack.broker(leases, "bench-eo-b"), &stream, true, true)
@@ -148,7 +148,7 @@ pub async fn child_command(opts: Options) -> Result<(), Error> {
         return Err("usage: kinesis-bench exactly-once-child TABLE STREAM PREFIX OWNER".into());
     };
     let stack = Stack::new(&stack::endpoint());
-    let side = set_side(&stack, stream, prefix);
+    let side = set_side(&stack, prefix);
     let store: Arc<dyn LeaseStore> = Arc::new(DynamoLeaseStore::new(&stack.config, table.as_str()));
     let running = app(stack.broker(store, owner), stream, true, true)
         .start()

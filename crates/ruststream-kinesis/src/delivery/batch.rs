@@ -1,9 +1,10 @@
 //! Exactly once, a batch handler's records of one shard make one unit: what the batch stages
 //! commits with all of them or with none. Their settlements are gathered here until the last
-//! one; then the unit settles whole. Every record acknowledged (or dropped): they settle at
-//! once with the batch's writes. One handed back or withheld from the handler: nothing of the
-//! batch commits, and every record goes back (the acknowledged ones too, since their effects
-//! were in the batch's writes), to come again each in a batch of its own.
+//! one; then the unit settles whole ([`BatchEnd`]). Every record acknowledged or dropped, one at
+//! least acknowledged: they settle at once with the batch's writes. Every record dropped: they
+//! settle, and nothing the batch staged commits. One handed back or withheld from the handler:
+//! nothing of the batch commits, and every record goes back (the acknowledged ones too, since
+//! their effects were in the batch's writes), to come again each in a batch of its own.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -17,12 +18,57 @@ use crate::delivery::settlement::Hold;
 /// How the runtime settled one record of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Acknowledged, or dropped (`nack(false)`): the checkpoint may pass it with the batch.
-    Settle,
+    /// Acknowledged: the checkpoint may pass it with what the batch staged.
+    Ack,
+    /// Dropped (`nack(false)`: a handler's `drop()`, a batch body's `Err`, a dead letter): the
+    /// checkpoint may pass it.
+    Drop,
     /// Handed back, to come again after the delay.
     Back(Duration),
     /// Withheld from the handler (its lease ran out, a seek made it stale).
     Forget,
+}
+
+/// How a batch ends, once every record of it was settled: the one rule the driver and the
+/// simulation share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchEnd {
+    /// Every record acknowledged or dropped, one at least acknowledged: what the batch staged
+    /// commits with them all.
+    Commit,
+    /// Every record dropped (a batch body that failed as a whole, records dead-lettered): they
+    /// settle, and nothing the batch staged commits, as for a single record dropped.
+    Drop,
+    /// A record handed back or withheld: nothing of the batch commits, and every record goes
+    /// back ([`back`]).
+    Back,
+}
+
+impl BatchEnd {
+    /// How a batch whose records were settled by `verdicts` ends.
+    pub(crate) fn of(verdicts: impl IntoIterator<Item = Verdict>) -> Self {
+        let mut acked = false;
+        for verdict in verdicts {
+            match verdict {
+                Verdict::Ack => acked = true,
+                Verdict::Drop => {}
+                Verdict::Back(_) | Verdict::Forget => return Self::Back,
+            }
+        }
+        if acked { Self::Commit } else { Self::Drop }
+    }
+}
+
+/// Where a record of a batch that goes back goes, by its `verdict`: handed back after the delay
+/// (`Some`: an acknowledged or dropped one at once, since its effects were in the batch's
+/// writes), or forgotten (`None`: withheld from its handler, its shard's next owner or the seek
+/// delivers it).
+pub(crate) fn back(verdict: Verdict) -> Option<Duration> {
+    match verdict {
+        Verdict::Ack | Verdict::Drop => Some(Duration::ZERO),
+        Verdict::Back(delay) => Some(delay),
+        Verdict::Forget => None,
+    }
 }
 
 /// A delivery's place in its batch's unit.
@@ -108,43 +154,79 @@ impl InBatch {
         let Some(target) = all.first().map(|first| Arc::clone(&first.hold.target)) else {
             return Ok(());
         };
-        if all
-            .iter()
-            .all(|settling| settling.verdict == Verdict::Settle)
-        {
-            let members = all
-                .into_iter()
-                .map(|settling| (settling.hold.ticket, settling.record, settling.attempt))
-                .collect();
-            return target.on_commit_batch(members, writes);
+        match BatchEnd::of(all.iter().map(|settling| settling.verdict)) {
+            BatchEnd::Commit => {}
+            // Sealed, the writes are let go: the records settle with nothing staged.
+            BatchEnd::Drop => drop(writes.seal()),
+            BatchEnd::Back => {
+                drop(writes.seal());
+                let mut answer = Ok(());
+                for settling in all {
+                    let Settling {
+                        hold,
+                        record,
+                        attempt,
+                        verdict,
+                        ..
+                    } = settling;
+                    let settled = match back(verdict) {
+                        Some(delay) => {
+                            hold.target
+                                .on_hand_back(hold.ticket, record, attempt, delay)
+                        }
+                        None => {
+                            hold.target.on_forget(hold.ticket);
+                            Ok(())
+                        }
+                    };
+                    answer = answer.and(settled);
+                }
+                return answer;
+            }
         }
-        // Nothing of the batch commits; every record goes back.
-        drop(writes.seal());
-        let mut answer = Ok(());
-        for settling in all {
-            let Settling {
-                hold,
-                record,
-                attempt,
-                verdict,
-                ..
-            } = settling;
-            let settled = match verdict {
-                Verdict::Settle => {
-                    hold.target
-                        .on_hand_back(hold.ticket, record, attempt, Duration::ZERO)
-                }
-                Verdict::Back(delay) => {
-                    hold.target
-                        .on_hand_back(hold.ticket, record, attempt, delay)
-                }
-                Verdict::Forget => {
-                    hold.target.on_forget(hold.ticket);
-                    Ok(())
-                }
-            };
-            answer = answer.and(settled);
-        }
-        answer
+        let members = all
+            .into_iter()
+            .map(|settling| (settling.hold.ticket, settling.record, settling.attempt))
+            .collect();
+        target.on_commit_batch(members, writes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAIT: Duration = Duration::from_millis(200);
+
+    #[test]
+    fn a_batch_commits_when_one_record_at_least_was_acknowledged() {
+        assert_eq!(
+            BatchEnd::of([Verdict::Ack, Verdict::Drop, Verdict::Ack]),
+            BatchEnd::Commit
+        );
+        assert_eq!(BatchEnd::of([Verdict::Ack]), BatchEnd::Commit);
+    }
+
+    #[test]
+    fn a_batch_every_record_of_which_was_dropped_commits_nothing_it_staged() {
+        assert_eq!(BatchEnd::of([Verdict::Drop, Verdict::Drop]), BatchEnd::Drop);
+    }
+
+    #[test]
+    fn one_record_handed_back_or_withheld_sends_the_batch_back() {
+        assert_eq!(
+            BatchEnd::of([Verdict::Ack, Verdict::Back(WAIT), Verdict::Ack]),
+            BatchEnd::Back
+        );
+        assert_eq!(
+            BatchEnd::of([Verdict::Drop, Verdict::Forget]),
+            BatchEnd::Back
+        );
+        // The acknowledged and dropped records come again at once, the handed-back one after
+        // its delay, and the withheld one is left to whoever delivers it next.
+        assert_eq!(back(Verdict::Ack), Some(Duration::ZERO));
+        assert_eq!(back(Verdict::Drop), Some(Duration::ZERO));
+        assert_eq!(back(Verdict::Back(WAIT)), Some(WAIT));
+        assert_eq!(back(Verdict::Forget), None);
     }
 }

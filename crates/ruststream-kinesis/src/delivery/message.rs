@@ -135,7 +135,15 @@ impl KinesisMessage {
         self.record.arrived_ms
     }
 
-    fn settle_now(&mut self) -> Result<(), AckError> {
+    /// Settles the delivery: acknowledged, or dropped (`dropped`: `nack(false)`).
+    fn settle_now(
+        &mut self,
+        #[cfg_attr(
+            not(feature = "dynamodb-lease"),
+            allow(unused_variables, reason = "only a batch's unit tells the two apart")
+        )]
+        dropped: bool,
+    ) -> Result<(), AckError> {
         if self.refused.get().is_some() {
             // Withheld from its handler (its lease ran out, its shard is closing, a seek made it
             // stale): whatever the decode policy says of it, the record was not handled, so it
@@ -146,7 +154,7 @@ impl KinesisMessage {
             return Ok(());
         };
         #[cfg(feature = "dynamodb-lease")]
-        let hold = match self.to_batch(hold, Verdict::Settle) {
+        let hold = match self.to_batch(hold, if dropped { Verdict::Drop } else { Verdict::Ack }) {
             Ok(settled) => return settled,
             Err(hold) => hold,
         };
@@ -310,7 +318,7 @@ impl IncomingMessage for KinesisMessage {
     }
 
     async fn ack(mut self) -> Result<(), AckError> {
-        self.settle_now()
+        self.settle_now(false)
     }
 
     async fn nack(mut self, requeue: bool) -> Result<(), AckError> {
@@ -318,9 +326,10 @@ impl IncomingMessage for KinesisMessage {
             return self.hand_back(Duration::ZERO);
         }
         // Dropped: the checkpoint passes the record, and nothing it staged commits (in a batch,
-        // what the batch staged commits with its other records).
+        // its unit decides: the batch's writes commit when another record of it was acknowledged,
+        // and are let go when every one was dropped).
         self.drop_writes();
-        self.settle_now()
+        self.settle_now(true)
     }
 
     fn supports_nack_after(&self) -> bool {

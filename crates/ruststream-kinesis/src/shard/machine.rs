@@ -324,6 +324,14 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         true
     }
 
+    /// A renewing write of this shard was answered with `row` (exactly once, a row moved by a
+    /// commit this lease took for refused loses the lease: `ShardLease::commit_token_seen`).
+    /// Whether the lease ended.
+    pub(crate) fn row_answered(&mut self, row: &LeaseState) -> bool {
+        self.lease.commit_token_seen(row.commit_token.as_deref());
+        self.lease.ending().is_some()
+    }
+
     /// A renewing write of this shard answered `row` at `now` (`now_ms` by the wall clock): a
     /// handoff asked in it, still standing, on behalf of another instance than `owner`,
     /// starts the handoff ([`hand_over_asked`](Self::hand_over_asked)). Whether the reader is

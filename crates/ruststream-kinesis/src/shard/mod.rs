@@ -406,7 +406,10 @@ impl ShardHandle {
         let now = Instant::now();
         let (ended, moving, answered) = {
             let mut machine = self.lock();
-            let ended = machine.write_answered(now, answer);
+            let mut ended = machine.write_answered(now, answer);
+            if let Some(row) = row {
+                ended |= machine.row_answered(row);
+            }
             let lag = machine.checkpoint_lag();
             let stall = machine.stall_check(now, stall_after);
             let moving = row.is_some_and(|row| machine.row_seen(row, owner, now, epoch_millis()));

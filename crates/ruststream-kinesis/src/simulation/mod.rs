@@ -214,6 +214,7 @@ use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as RoundStep};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
 use crate::coordinator::twins::Incarnation;
+use crate::delivery::batch::{BatchEnd, Verdict, back};
 use crate::delivery::settlement::Standing;
 use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::shards::ShardInfo;
@@ -222,7 +223,7 @@ use crate::settings::position::ShardStart;
 use crate::shard::read::Sequenced;
 use crate::shard::{
     Answer, Call, Close, CommitNews, Ending, Fetch, HandedBack, Lost, Member, Next, ReadSettings,
-    ReadStep, Redeliver, ShardLease, ShardMachine, Staged, Stop, Write,
+    ReadStep, Redeliver, Settled, ShardLease, ShardMachine, Staged, Stop, Write,
 };
 use crate::watermark::Ticket;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};

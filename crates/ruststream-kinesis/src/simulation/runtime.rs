@@ -37,7 +37,10 @@ impl Sim {
                 return;
             }
             self.insts[i].in_flight += 1;
-            self.batch_pulls(i, msg);
+            if self.batch_pulls(i, msg) {
+                // It joined a batch, which holds one slot for all its records.
+                self.insts[i].in_flight -= 1;
+            }
             if self.rng.random_bool(self.cfg.p_hold) {
                 // The runtime holds it in a lane behind a slow handler.
                 let held = ms(self
@@ -401,10 +404,10 @@ impl Sim {
     /// Exactly once, the runtime pulls `msg` for a batch handler: a first delivery joins the
     /// batch this pull is filling for its session when it follows that batch's last record,
     /// else it starts a batch of its own (`KinesisSubscriber::batches`: a batch holds one
-    /// shard's records, and a record delivered again comes alone).
-    fn batch_pulls(&mut self, i: usize, msg: Msg) {
+    /// shard's records, and a record delivered again comes alone). Whether it joined one.
+    fn batch_pulls(&mut self, i: usize, msg: Msg) -> bool {
         if !self.cfg.exactly_once || self.cfg.handler_batch < 2 || msg.redelivery {
-            return;
+            return false;
         }
         let inst = &mut self.insts[i];
         let limit = self.cfg.handler_batch;
@@ -415,6 +418,7 @@ impl Sim {
                 && batch.last.idx + 1 == msg.idx
                 && batch.last.ticket.generation == msg.ticket.generation
         });
+        let joined = joins.is_some();
         let id = match joins {
             Some((&id, batch)) => {
                 batch.size += 1;
@@ -431,7 +435,6 @@ impl Sim {
                         last: msg,
                         size: 1,
                         done: Vec::new(),
-                        withheld: false,
                         open: true,
                     },
                 );
@@ -440,6 +443,7 @@ impl Sim {
         };
         inst.batch_of
             .insert((msg.sid, msg.ticket.generation, msg.idx as u64), id);
+        joined
     }
 
     /// Exactly once, `msg` of a batch was handled (or `withheld` from its handler): it stays in
@@ -451,14 +455,18 @@ impl Sim {
             return false;
         };
         if !withheld {
-            // `handler_done` let it out of flight: the batch holds it in.
+            // `handler_done` let its slot go: the batch holds it until it settles.
             self.insts[i].in_flight += 1;
         }
         let Some(batch) = self.insts[i].batches.get_mut(&id) else {
             return false;
         };
-        batch.withheld |= withheld;
-        batch.done.push(msg);
+        let verdict = if withheld {
+            Verdict::Forget
+        } else {
+            Verdict::Ack
+        };
+        batch.done.push((msg, verdict));
         if batch.done.len() < batch.size {
             return true;
         }
@@ -469,21 +477,21 @@ impl Sim {
         true
     }
 
-    /// Exactly once, a batch's records of session `sid` go back, each to come again alone: its
-    /// handler retried one of them (`retried`: after the retry delay), or a seek made one stale.
-    fn batch_back(&mut self, i: usize, sid: u64, held: &[Msg], retried: bool) {
+    /// Exactly once, a batch's records of session `sid` go back, each to come again alone
+    /// (`delivery/batch.rs`'s `back`): its handler retried one of them, a record was withheld
+    /// from it, or a seek made one stale.
+    fn batch_back(&mut self, i: usize, sid: u64, held: &[(Msg, Verdict)]) {
         self.stats.handed_back += held.len() as u64;
         let now = self.now;
-        let delay = if retried {
-            self.cfg.retry_delay
-        } else {
-            Duration::ZERO
-        };
         let mut kept = false;
-        for msg in held {
+        for &(msg, verdict) in held {
+            let Some(delay) = back(verdict) else {
+                self.forget(i, msg);
+                continue;
+            };
             let record = self.stream.record(msg.shard, msg.idx);
             let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-                break;
+                continue;
             };
             match s
                 .machine
@@ -509,22 +517,34 @@ impl Sim {
     /// retries one of them (`p_retry`), or when a seek made one stale; else settled at once with
     /// what they staged (`ShardMachine::settle_unit`), or each alone when none staged.
     fn batch_done(&mut self, i: usize, batch: Batch) {
-        let (sid, mut held) = (batch.sid, batch.done);
-        held.sort_by_key(|msg| msg.idx);
-        self.insts[i].in_flight -= held.len();
-        if batch.withheld {
-            return self.batch_back(i, sid, &held, false);
+        let (sid, mut settled) = (batch.sid, batch.done);
+        settled.sort_by_key(|(msg, _)| msg.idx);
+        // The batch's one slot.
+        self.insts[i].in_flight -= 1;
+        if self.rng.random_bool(self.cfg.p_retry)
+            && let Some((_, last)) = settled.last_mut()
+            && *last == Verdict::Ack
+        {
+            // Its handler retries its last record.
+            *last = Verdict::Back(self.cfg.retry_delay);
         }
-        let retried = self.rng.random_bool(self.cfg.p_retry);
-        let unit = if retried { None } else { self.unit_of(&held) };
+        match BatchEnd::of(settled.iter().map(|&(_, verdict)| verdict)) {
+            BatchEnd::Commit => {}
+            BatchEnd::Back => return self.batch_back(i, sid, &settled),
+            BatchEnd::Drop => unreachable!("the simulated handlers never drop a record"),
+        }
+        let held: Vec<Msg> = settled.iter().map(|&(msg, _)| msg).collect();
+        let unit = self.unit_of(&held);
         let tickets: Vec<Ticket> = held.iter().map(|msg| msg.ticket).collect();
         let whole = unit.is_none()
             || self.insts[i]
                 .sessions
                 .get(&sid)
                 .is_some_and(|s| s.machine.holds_all(tickets.iter().copied()));
-        if retried || !whole {
-            return self.batch_back(i, sid, &held, retried);
+        if !whole {
+            // `ShardHandle::settle_batch`: a seek made one stale; every one goes back at once.
+            let back: Vec<(Msg, Verdict)> = held.iter().map(|&msg| (msg, Verdict::Ack)).collect();
+            return self.batch_back(i, sid, &back);
         }
         for msg in &held {
             self.mark_acked(msg.shard, msg.idx);
@@ -547,11 +567,16 @@ impl Sim {
                     .collect();
                 s.machine.settle_unit(unit, size, members, false).ok()
             }
-            None => held.iter().fold(None, |last, msg| {
-                s.machine
-                    .settle_staged(msg.ticket, None, false)
-                    .ok()
-                    .or(last)
+            // Nothing staged: each settles alone (`ShardHandle::settle_batch`).
+            None => held.iter().fold(None, |all: Option<Settled>, msg| {
+                match (all, s.machine.settle_staged(msg.ticket, None, false).ok()) {
+                    (Some(all), Some(one)) => Some(Settled {
+                        grown_to: None,
+                        checkpoint: all.checkpoint || one.checkpoint,
+                        wake_reader: all.wake_reader || one.wake_reader,
+                    }),
+                    (all, one) => one.or(all),
+                }
             }),
         };
         if let Some(settled) = settled {

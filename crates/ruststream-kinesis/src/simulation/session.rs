@@ -325,6 +325,15 @@ impl Sim {
         let held = !s.machine.is_lost();
         let finishing = !s.machine.finish_abandoned();
         s.machine.write_answered(now, answer);
+        if let Res::Row(Some(row)) = res
+            && held
+            && s.machine.row_answered(row)
+            && s.machine.ending() == Some(Ending::Lost(Lost::Refused))
+        {
+            // A row moved by a commit of its own it took for refused: lost, as a refusal.
+            s.lost = true;
+            self.stats.late_commit_losses += 1;
+        }
         if finishing && s.machine.finish_abandoned() {
             self.stats.finishes_abandoned += 1;
         }

@@ -708,10 +708,28 @@ fn a_unit_refused_while_its_shard_finishes_leaves_the_shard_unfinished() {
 /// commit takes all of them or none. With `whole_units` taken out of the fold (by hand,
 /// 2026-12-05) a commit stopped inside a batch whose writes did not fit beside the units before
 /// it, moved the checkpoint past the batch's first records without their effects, and this
-/// schedule failed with "the effect of record #17 of shard 0 (seek epoch 1) was applied 2
-/// times". Pinned: batches of several records still settle and commit here.
+/// schedule failed with "the effect of record #3 of shard 1 (seek epoch 0) was applied 2 times"
+/// (found with "record #17 of shard 0" before a batch held one handler slot). Pinned: batches of
+/// several records still settle and commit here.
 #[test]
 fn a_commit_never_takes_part_of_a_batch() {
     let stats = replays_clean(1_796_428_246_699_411_640, &no_tweak);
     assert!(stats.batches > 0 && stats.commits > 0, "{stats:?}");
+}
+
+/// Exactly once: a commit whose first attempt had no answer was sent again, and its units' own
+/// write refused the resend; the units went back to be handled again, and then the first attempt
+/// landed late, moving the row. A renewal that adopted the counter it found (its own row, after
+/// an uncertain write) kept the lease, and the units' second handling committed: "the effect of
+/// record #4 of shard 2 (seek epoch 0) was applied 2 times" (found by a run of 10,000 schedules,
+/// 2026-12-05, there since the first exactly-once schedules). The renewal's row now holds
+/// another token than the lease's last landed commit: the lease is lost, and the next owner
+/// starts past that commit (`ShardLease::commit_token_seen`).
+#[test]
+fn a_commit_landing_late_after_its_units_went_back_loses_the_lease() {
+    let stats = replays_clean(1_796_430_514_199_928_204, &no_tweak);
+    assert!(
+        stats.late_commit_losses > 0 && stats.user_refusals > 0,
+        "{stats:?}"
+    );
 }

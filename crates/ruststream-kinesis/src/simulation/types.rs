@@ -749,7 +749,8 @@ pub(super) struct Inst {
     pub(super) batch_of: BTreeMap<(u64, u64, u64), u64>,
 }
 
-/// Exactly once, a batch handler's batch: its records of one session, pulled together.
+/// Exactly once, a batch handler's batch: its records of one session, pulled together. It holds
+/// one handler slot, however many records it holds.
 #[derive(Debug)]
 pub(super) struct Batch {
     pub(super) sid: u64,
@@ -757,10 +758,8 @@ pub(super) struct Batch {
     pub(super) last: Msg,
     /// How many records it holds.
     pub(super) size: usize,
-    /// The records handled so far (or withheld from the handler).
-    pub(super) done: Vec<Msg>,
-    /// One of them was withheld from the handler: the batch goes back whole.
-    pub(super) withheld: bool,
+    /// The records settled so far, each with how (`delivery/batch.rs`'s verdicts).
+    pub(super) done: Vec<(Msg, Verdict)>,
     /// Whether records pulled later may still join it (only within one dispatch).
     pub(super) open: bool,
 }
@@ -962,6 +961,8 @@ pub(super) struct Stats {
     pub(super) finishes_abandoned: u64,
     /// Batches of several records that settled as one unit with what they staged.
     pub(super) batches: u64,
+    /// Leases lost to a renewal's row moved by a commit of their own they took for refused.
+    pub(super) late_commit_losses: u64,
 }
 
 impl Stats {
@@ -1031,6 +1032,7 @@ impl Stats {
         self.commit_reader_wakes += o.commit_reader_wakes;
         self.finishes_abandoned += o.finishes_abandoned;
         self.batches += o.batches;
+        self.late_commit_losses += o.late_commit_losses;
         self.tokens_honoured += o.tokens_honoured;
         self.commit_resends_recognised += o.commit_resends_recognised;
     }

@@ -87,6 +87,9 @@ pub(super) struct Committing<T> {
     pub(super) token: CommitToken,
     /// The token of the last commit that landed.
     pub(super) landed: Option<Arc<str>>,
+    /// The token of the last commit its units' own write refused, since the last that landed:
+    /// an earlier attempt of it, sent without an answer, may still land late.
+    pub(super) refused: Option<Arc<str>>,
     /// Settled deliveries wait for a commit; some of them staged writes.
     pub(super) ready: bool,
     pub(super) ready_writes: bool,
@@ -103,6 +106,7 @@ impl<T> Committing<T> {
         Self {
             token: CommitToken { nonce, number: 0 },
             landed: None,
+            refused: None,
             ready: false,
             ready_writes: false,
             unresolved: None,
@@ -126,6 +130,29 @@ impl<T: Moment> ShardLease<T> {
     pub(crate) fn committing(mut self, nonce: u64) -> Self {
         self.committing = Some(Committing::new(nonce));
         self
+    }
+
+    /// A renewing write of this lease was answered with its row, whose commit token is `token`.
+    /// A row of ours holding another token than the last commit this lease knows landed was
+    /// moved by a commit of its own it took for refused: an earlier attempt of a commit whose
+    /// resend its units' own write refused, landing late. Those units went back to be handled
+    /// again, and their effects are in the row already; so the lease is lost here (nothing more
+    /// commits or checkpoints), and the shard's next owner starts at that commit's checkpoint.
+    /// No commit is in flight when a renewal is answered: nothing else is sent while one is
+    /// unresolved. Before the lease's first commit landed, the row's token is not known: then
+    /// only the token of the commit last refused tells.
+    pub(crate) fn commit_token_seen(&mut self, token: Option<&str>) {
+        let Some(commits) = &self.committing else {
+            return;
+        };
+        let moved = match (&commits.landed, &commits.refused) {
+            (_, Some(refused)) if token == Some(refused) => true,
+            (Some(landed), _) => token != Some(landed),
+            (None, _) => false,
+        };
+        if moved && !matches!(self.phase, Phase::Ended(_)) {
+            self.lose(Lost::Refused);
+        }
     }
 
     /// Whether the lease commits (exactly once).
@@ -244,6 +271,7 @@ impl<T: Moment> ShardLease<T> {
             Answer::Done => {
                 commits.solo = false;
                 commits.landed = Some(Arc::from(commit.token.base()));
+                commits.refused = None;
                 commits.resolved(Outcome::Committed {
                     covers: commit.covers,
                     units: commit.units,
@@ -263,6 +291,7 @@ impl<T: Moment> ShardLease<T> {
                 commits.solo = true;
             }
             Answer::UserRefused(unit) => {
+                commits.refused = Some(Arc::from(commit.token.base()));
                 commits.resolved(Outcome::Refused {
                     covers: commit.covers,
                     unit,

@@ -184,6 +184,13 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         members: Vec<Member<R>>,
         broker_closed: bool,
     ) -> Result<Settled, Refusal> {
+        // `whole_units` needs a unit's deliveries side by side: `KinesisSubscriber::batches`
+        // makes them so (one shard, first deliveries only, in order).
+        debug_assert!(
+            self.watermark
+                .consecutive(members.iter().map(|member| member.ticket)),
+            "a unit's deliveries are consecutive"
+        );
         let mut refusal = Ok(());
         for _ in &members {
             refusal = refusal.and(self.leave_flight(broker_closed));

@@ -490,3 +490,65 @@ fn a_solo_commit_takes_a_whole_batch() {
     let solo = commit(&mut machine, S / 10);
     assert_eq!((&*solo.checkpoint, solo.units.clone()), ("2", units(&[1])));
 }
+
+/// The row a renewal answers, holding the commit token `token`.
+fn row_with(token: Option<&str>) -> crate::LeaseState {
+    crate::LeaseState {
+        owner: Some("me".to_owned()),
+        expiry_ms: 60_000,
+        counter: 9,
+        checkpoint: Some("1".to_owned()),
+        behind_ms: None,
+        handoff: None,
+        commit_token: token.map(str::to_owned),
+    }
+}
+
+#[test]
+fn a_renewal_finding_a_commit_of_its_own_taken_for_refused_loses_the_lease() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1", "2"]);
+    machine
+        .settle_staged(t[0], Some(staged(1, 1, "1")), false)
+        .unwrap();
+    let landed = commit(&mut machine, S / 10);
+    machine.write_answered(S / 10, Answer::Done);
+    let ours = landed.token.base();
+    assert!(
+        !machine.row_answered(&row_with(Some(&ours))),
+        "the row holds the last commit that landed: the lease goes on"
+    );
+    machine
+        .settle_staged(t[1], Some(staged(2, 1, "2")), false)
+        .unwrap();
+    let refused = commit(&mut machine, S / 5);
+    machine.write_answered(S / 5, Answer::UserRefused(UnitId(2)));
+    // Unit 2 goes back to be handled again; then an earlier attempt of its commit lands late,
+    // and the next renewal's row shows it.
+    assert!(machine.row_answered(&row_with(Some(&refused.token.base()))));
+    assert_eq!(machine.ending(), Some(Ending::Lost(Lost::Refused)));
+    assert!(
+        matches!(
+            machine.next_write(S, ms(S)),
+            Next::Wait(None) | Next::Ended(_)
+        ),
+        "nothing more is written"
+    );
+}
+
+#[test]
+fn a_renewal_finding_the_first_commit_taken_for_refused_loses_the_lease_too() {
+    let mut machine = committing();
+    let t = delivered(&mut machine, &["1"]);
+    machine
+        .settle_staged(t[0], Some(staged(1, 1, "1")), false)
+        .unwrap();
+    let refused = commit(&mut machine, S / 10);
+    machine.write_answered(S / 10, Answer::UserRefused(UnitId(1)));
+    assert!(
+        !machine.row_answered(&row_with(Some("an earlier owner's"))),
+        "no commit of this lease landed: another token tells nothing"
+    );
+    assert!(machine.row_answered(&row_with(Some(&refused.token.base()))));
+    assert_eq!(machine.ending(), Some(Ending::Lost(Lost::Refused)));
+}
