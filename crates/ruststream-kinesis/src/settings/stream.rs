@@ -321,8 +321,11 @@ impl KinesisStream {
     /// and stops the shard's reader; a commit refused by one of the handling's own writes
     /// applies nothing and delivers the record again, its handler reading why off
     /// [`StagedWrites::refused`](crate::StagedWrites::refused). Records of a shard commit in
-    /// order. The lease store must be a [`DynamoLeaseStore`](crate::DynamoLeaseStore) in the
-    /// account and region of the handler's tables: another store fails the start.
+    /// order. A batch handler stages through its
+    /// [`KinesisBatchContext`](crate::KinesisBatchContext): a batch then holds records of one
+    /// shard, and what it stages commits with all of them or with none. The lease store must be
+    /// a [`DynamoLeaseStore`](crate::DynamoLeaseStore) in the account and region of the
+    /// handler's tables: another store fails the start.
     ///
     /// # Examples
     ///
