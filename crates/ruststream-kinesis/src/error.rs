@@ -307,6 +307,22 @@ pub enum ExactlyOnceRefusal {
         /// The lease.
         lease: std::time::Duration,
     },
+    /// The lease table is in another region than the broker: a commit runs in the lease
+    /// table's region, so a handler's tables named there would not be the ones the service
+    /// reads and writes elsewhere.
+    #[error(
+        "the lease table {table:?} is in region {lease_region}, the broker in {region}: a commit \
+         writes the handler's tables in the lease table's region; make the DynamoLeaseStore \
+         from the broker's config (DynamoLeaseStore::new(&config, ..))"
+    )]
+    OtherRegion {
+        /// The lease table.
+        table: String,
+        /// Its region.
+        lease_region: String,
+        /// The broker's.
+        region: String,
+    },
 }
 
 impl KinesisError {
@@ -455,6 +471,14 @@ mod tests {
                 stream: text(),
                 refusal: ExactlyOnceRefusal::LeaseTooLong {
                     lease: std::time::Duration::ZERO,
+                },
+            },
+            KinesisError::ExactlyOnce {
+                stream: text(),
+                refusal: ExactlyOnceRefusal::OtherRegion {
+                    table: text(),
+                    lease_region: text(),
+                    region: text(),
                 },
             },
             lease(LeaseError::Held {

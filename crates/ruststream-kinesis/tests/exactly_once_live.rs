@@ -479,4 +479,38 @@ async fn the_start_refuses_what_cannot_hold_exactly_once() {
     );
     assert!(err.to_string().contains("LeaseTimings"), "{err}");
     connected.shutdown().await.unwrap();
+
+    // A lease table in another region than the broker: a commit would write the handler's
+    // tables there.
+    let elsewhere = common::sdk_config(&url)
+        .to_builder()
+        .region(aws_config::Region::new("eu-west-1"))
+        .build();
+    let store = DynamoLeaseStore::new(&elsewhere, common::unique("leases-elsewhere"));
+    store.create_table().await.unwrap();
+    let table_name = store.table_name().unwrap().to_owned();
+    let connected = common::broker_with(&url, Arc::new(store))
+        .connect()
+        .await
+        .unwrap();
+    match exactly_once(&stream, 1).subscribe(&connected).await {
+        Err(KinesisError::ExactlyOnce {
+            refusal:
+                ExactlyOnceRefusal::OtherRegion {
+                    table,
+                    lease_region,
+                    region,
+                },
+            ..
+        }) => {
+            assert_eq!(table, table_name);
+            assert_eq!(lease_region, "eu-west-1");
+            assert_ne!(region, "eu-west-1");
+        }
+        other => panic!(
+            "refused for the region: {:?}",
+            other.map(|_| "the subscription started")
+        ),
+    }
+    connected.shutdown().await.unwrap();
 }

@@ -137,6 +137,16 @@ impl Kinesis {
 
     /// Whether records are pushed to readers as they are written (in process), so they read at
     /// [`Pace::pushed`](crate::shard::pace::Pace::pushed) rather than the service's pace.
+    /// The AWS region the service is read in (`None` in process).
+    #[cfg(feature = "dynamodb-lease")]
+    pub(crate) fn region(&self) -> Option<String> {
+        match self {
+            Self::Sdk(client) => client.config().region().map(ToString::to_string),
+            #[cfg(feature = "testing")]
+            Self::InProcess(..) => None,
+        }
+    }
+
     pub(crate) fn pushes(&self) -> bool {
         match self {
             Self::Sdk(_) => false,

@@ -267,6 +267,10 @@ struct TimedCommits {
 
 #[cfg(feature = "dynamodb-lease")]
 impl super::transactions::CommitStore for TimedCommits {
+    fn region(&self) -> Option<String> {
+        self.inner.region()
+    }
+
     fn commit<'a>(
         &'a self,
         request: &'a super::transactions::CommitRequest<'a>,

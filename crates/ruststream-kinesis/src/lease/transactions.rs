@@ -21,6 +21,12 @@ pub(crate) type CommitFuture<'a> = Pin<Box<dyn Future<Output = CommitAnswer> + S
 /// A store that commits a unit's writes with its lease rows in one transaction.
 pub(crate) trait CommitStore: Send + Sync + std::fmt::Debug {
     fn commit<'a>(&'a self, request: &'a CommitRequest<'a>) -> CommitFuture<'a>;
+
+    /// The AWS region its transactions run in (`None`: not an AWS one, or not known): a handler's
+    /// table named without an ARN is written there.
+    fn region(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The transactions of a lease store that commits a handler's writes with its lease rows
@@ -39,6 +45,11 @@ impl Transactions {
     /// Commits `request` (see [`DynamoLeaseStore::commit`](crate::DynamoLeaseStore)).
     pub(crate) fn commit<'a>(&'a self, request: &'a CommitRequest<'a>) -> CommitFuture<'a> {
         self.store.commit(request)
+    }
+
+    /// The AWS region the transactions run in, where the store knows it.
+    pub(crate) fn region(&self) -> Option<String> {
+        self.store.region()
     }
 }
 

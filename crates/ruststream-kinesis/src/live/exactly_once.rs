@@ -1,6 +1,6 @@
 //! What an exactly-once subscription needs before it starts: a lease store that commits a
-//! handler's DynamoDB writes with its rows, and a lease short enough for a resent commit to be
-//! recognised by its request token.
+//! handler's DynamoDB writes with its rows, in the broker's region, and a lease short enough for
+//! a resent commit to be recognised by its request token.
 
 use std::time::Duration;
 
@@ -24,7 +24,9 @@ pub(crate) fn refusal(instance: &Instance, source: &KinesisStream) -> Result<(),
     };
     let store = instance.store();
     #[cfg(feature = "dynamodb-lease")]
-    let commits = store.transactions().is_some();
+    let transactions = store.transactions();
+    #[cfg(feature = "dynamodb-lease")]
+    let commits = transactions.is_some();
     #[cfg(not(feature = "dynamodb-lease"))]
     let commits = false;
     if !commits {
@@ -42,6 +44,18 @@ pub(crate) fn refusal(instance: &Instance, source: &KinesisStream) -> Result<(),
     let lease = instance.timings().lease();
     if lease > MAX_EXACTLY_ONCE_LEASE && !instance.kinesis().pushes() {
         return refused(ExactlyOnceRefusal::LeaseTooLong { lease });
+    }
+    #[cfg(feature = "dynamodb-lease")]
+    if let (Some(lease_region), Some(region)) = (
+        transactions.and_then(|transactions| transactions.region()),
+        instance.kinesis().region(),
+    ) && lease_region != region
+    {
+        return refused(ExactlyOnceRefusal::OtherRegion {
+            table: store.table_name().unwrap_or("the lease table").to_owned(),
+            lease_region,
+            region,
+        });
     }
     Ok(())
 }

@@ -372,4 +372,8 @@ impl crate::lease::transactions::CommitStore for DynamoLeaseStore {
     ) -> crate::lease::transactions::CommitFuture<'a> {
         Box::pin(DynamoLeaseStore::commit(self, request))
     }
+
+    fn region(&self) -> Option<String> {
+        self.client.config().region().map(ToString::to_string)
+    }
 }
