@@ -207,6 +207,28 @@ async fn counts(stack: &Stack, prefix: &str) -> Result<HashMap<String, u64>, Err
     Ok(counts)
 }
 
+/// Whether the lease row of `key` holds `sequence` as its checkpoint: the shard committed
+/// through that record.
+async fn committed_through(
+    store: &DynamoLeaseStore,
+    key: &LeaseKey,
+    sequence: &str,
+) -> Result<bool, Error> {
+    Ok(store
+        .read(key)
+        .await?
+        .and_then(|row| row.checkpoint)
+        .is_some_and(|checkpoint| checkpoint == sequence))
+}
+
+/// Of `counts`, how many records were counted once, and how many more than once.
+fn tally(counts: &HashMap<String, u64>) -> (usize, usize) {
+    (
+        counts.values().filter(|&&n| n == 1).count(),
+        counts.values().filter(|&&n| n > 1).count(),
+    )
+}
+
 /// One side's run: the records per second from the start to the last record done, and whether
 /// every record was counted exactly once.
 struct Side {
@@ -291,11 +313,7 @@ async fn run_side(
     let deadline = started + Duration::from_secs(600);
     let done = loop {
         let finished = if exactly {
-            store
-                .read(&key)
-                .await?
-                .and_then(|row| row.checkpoint)
-                .is_some_and(|checkpoint| checkpoint == last_sequence)
+            committed_through(&store, &key, &last_sequence).await?
         } else {
             side_bench.written.load(Ordering::Relaxed) >= records
         };
@@ -308,11 +326,11 @@ async fn run_side(
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     running.shutdown().await?;
-    let counted = counts(stack, &prefix).await?;
+    let (counted_once, counted_more) = tally(&counts(stack, &prefix).await?);
     Ok(Side {
         per_second: records as f64 / done.as_secs_f64(),
-        counted_once: counted.values().filter(|&&n| n == 1).count(),
-        counted_more: counted.values().filter(|&&n| n > 1).count(),
+        counted_once,
+        counted_more,
     })
 }
 

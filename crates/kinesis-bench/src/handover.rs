@@ -3,13 +3,11 @@
 //! DynamoDB lease table, the first holding every shard under a steady producer; the time from
 //! the first one's shutdown (or SIGKILL) to the first record the second one handles.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ruststream_kinesis::prelude::App;
 use ruststream_kinesis::{DynamoLeaseStore, LeaseStore, LeaseTimings};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -200,24 +198,10 @@ pub async fn crash(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> 
 async fn crash_once(stack: &Stack) -> Result<Duration, Error> {
     let mut rig = Rig::new(stack, "bench-takeover").await?;
     let result = async {
-        let exe = std::env::current_exe()?;
-        let mut child = tokio::process::Command::new(exe)
-            .args(["child", rig.table.table(), &rig.stream, "bench-child"])
-            .env("KINESIS_TEST_ENDPOINT", &stack.url)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or("no stdout of the child")?;
-        let (lines_tx, mut lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if lines_tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (mut child, mut lines) = crate::child::spawn(
+            &stack.url,
+            &["child", rig.table.table(), &rig.stream, "bench-child"],
+        )?;
         wait_line(&mut lines, "READY", Duration::from_secs(60)).await?;
         let b = Probe::default();
         let running_b = instance(stack, &rig, "bench-b", &b).await?;

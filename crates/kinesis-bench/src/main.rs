@@ -16,6 +16,7 @@
 #![deny(unsafe_code)]
 
 mod balance;
+mod child;
 mod consume;
 mod consume_aggregated;
 mod counting;

@@ -4,16 +4,13 @@
 //! runs out and reads on. Records handled again (the child's handlings whose commit never landed,
 //! and the batches in flight) against effects applied twice (each count must be 1).
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ruststream_kinesis::{DynamoLeaseStore, LeaseKey, LeaseStore};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::mpsc;
 
-use super::{app, count_tables, counts, set_side};
+use super::{app, committed_through, count_tables, counts, set_side, tally};
 use crate::report::Figure;
 use crate::service::body;
 use crate::stack::{self, Stack, unique};
@@ -45,23 +42,10 @@ pub(super) async fn run(stack: &Stack, records: u64) -> Result<Figure, Error> {
         .ok_or("the store names no table")?
         .to_owned();
 
-    let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .args(["exactly-once-child", &table, &stream, &prefix, "bench-eo-a"])
-        .env("KINESIS_TEST_ENDPOINT", &stack.url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout of the child")?;
-    let (lines_tx, mut lines) = mpsc::unbounded_channel::<String>();
-    tokio::spawn(async move {
-        let mut reader = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut child, mut lines) = crate::child::spawn(
+        &stack.url,
+        &["exactly-once-child", &table, &stream, &prefix, "bench-eo-a"],
+    )?;
     let half = records / 2;
     let mut child_handled = 0;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
@@ -90,12 +74,7 @@ pub(super) async fn run(stack: &Stack, records: u64) -> Result<Figure, Error> {
     let key = LeaseKey::new(stream.as_str(), shard.as_str());
     let deadline = killed + Duration::from_secs(180);
     let finished = loop {
-        let done = store
-            .read(&key)
-            .await?
-            .and_then(|row| row.checkpoint)
-            .is_some_and(|checkpoint| checkpoint == last_sequence);
-        if done {
+        if committed_through(&store, &key, &last_sequence).await? {
             break killed.elapsed();
         }
         if Instant::now() > deadline {
@@ -105,9 +84,7 @@ pub(super) async fn run(stack: &Stack, records: u64) -> Result<Figure, Error> {
     };
     running.shutdown().await?;
     let taker_handled = side.handled.load(Ordering::Relaxed);
-    let counted = counts(stack, &prefix).await?;
-    let once = counted.values().filter(|&&n| n == 1).count();
-    let twice = counted.values().filter(|&&n| n > 1).count();
+    let (once, twice) = tally(&counts(stack, &prefix).await?);
     let again = (child_handled + taker_handled).saturating_sub(records);
 
     let mut figure = Figure::new("a crash, exactly once", "exactly-once");

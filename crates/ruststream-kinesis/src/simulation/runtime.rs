@@ -290,25 +290,9 @@ impl Sim {
             self.stats.handed_back += 1;
             // `hand_back`: a delivery of a stopped shard, or one a seek made stale, is forgotten;
             // the redelivery task sends a kept one again once due.
-            let now = self.now;
-            let delay = self.cfg.retry_delay;
-            let record = self.stream.record(msg.shard, msg.idx);
-            let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
-                self.after_handler(i);
-                return;
-            };
-            match s
-                .machine
-                .hand_back(now, record, msg.ticket, 1, delay, false)
-            {
+            if self.hand_back(i, msg, self.cfg.retry_delay) {
                 // `handle.handed_back.notify_one()`: the redelivery task asks again.
-                HandedBack::Kept => self.redeliver_drive(i, msg.sid),
-                HandedBack::Forgotten { wake_reader } => {
-                    if wake_reader {
-                        self.reader_wake(i, msg.sid, false);
-                    }
-                }
-                HandedBack::Refused => unreachable!("the simulated broker does not shut down"),
+                self.redeliver_drive(i, msg.sid);
             }
             self.after_handler(i);
             return;
@@ -477,33 +461,40 @@ impl Sim {
         true
     }
 
+    /// `ShardHandle::hand_back`: `msg` goes back to its session's machine, to come again after
+    /// `delay`; a delivery of a stopped shard, or one a seek made stale, is forgotten (waking
+    /// the reader where that gave it room). Whether it was kept, so the redelivery task asks.
+    fn hand_back(&mut self, i: usize, msg: Msg, delay: Duration) -> bool {
+        let now = self.now;
+        let record = self.stream.record(msg.shard, msg.idx);
+        let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) else {
+            return false;
+        };
+        match s
+            .machine
+            .hand_back(now, record, msg.ticket, 1, delay, false)
+        {
+            HandedBack::Kept => true,
+            HandedBack::Forgotten { wake_reader } => {
+                if wake_reader {
+                    self.reader_wake(i, msg.sid, false);
+                }
+                false
+            }
+            HandedBack::Refused => unreachable!("the simulated broker does not shut down"),
+        }
+    }
+
     /// Exactly once, a batch's records of session `sid` go back, each to come again alone
     /// (`delivery/batch.rs`'s `back`): its handler retried one of them, a record was withheld
     /// from it, or a seek made one stale.
     fn batch_back(&mut self, i: usize, sid: u64, held: &[(Msg, Verdict)]) {
         self.stats.handed_back += held.len() as u64;
-        let now = self.now;
         let mut kept = false;
         for &(msg, verdict) in held {
-            let Some(delay) = back(verdict) else {
-                self.forget(i, msg);
-                continue;
-            };
-            let record = self.stream.record(msg.shard, msg.idx);
-            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-                continue;
-            };
-            match s
-                .machine
-                .hand_back(now, record, msg.ticket, 1, delay, false)
-            {
-                HandedBack::Kept => kept = true,
-                HandedBack::Forgotten { wake_reader } => {
-                    if wake_reader {
-                        self.reader_wake(i, sid, false);
-                    }
-                }
-                HandedBack::Refused => unreachable!("the simulated broker does not shut down"),
+            match back(verdict) {
+                Some(delay) => kept |= self.hand_back(i, msg, delay),
+                None => self.forget(i, msg),
             }
         }
         if kept {
