@@ -2,13 +2,11 @@
 //! process of its own) holding 1 shard and one holding 16, each shard with a backlog far larger
 //! than what the instance may hold, and a handler slower than the stream, sampled every second.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_kinesis::prelude::App;
 use ruststream_kinesis::{LeaseTimings, MemoryLeaseStore};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::report::{Figure, median, thousands};
 use crate::service::{self, Mount, Probe};
@@ -70,18 +68,11 @@ pub async fn child_command(opts: Options) -> Result<(), Error> {
 
 /// One child's samples: `(second, bytes)`.
 async fn sample(stream: &str, seconds: u64, url: &str) -> Result<(Vec<(u64, u64)>, u64), Error> {
-    let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .args(["memory-child", stream, &seconds.to_string()])
-        .env("KINESIS_TEST_ENDPOINT", url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout of the child")?;
-    let mut lines = BufReader::new(stdout).lines();
+    let (mut child, mut lines) =
+        crate::child::spawn(url, &["memory-child", stream, &seconds.to_string()])?;
     let mut samples = Vec::new();
     let mut handled = 0;
-    while let Some(line) = lines.next_line().await? {
+    while let Some(line) = lines.recv().await {
         let parts: Vec<&str> = line.split_whitespace().collect();
         match parts[..] {
             ["RSS", second, bytes] => samples.push((second.parse()?, bytes.parse()?)),
