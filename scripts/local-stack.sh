@@ -23,7 +23,9 @@
 #   moto          127.0.0.1:4568  moto 5.2.1 server mode (DynamoDB) in .local-stack/venv
 # The same virtualenv has AWS's KPL aggregation library, aws-kinesis-agg 1.2.3 (PyPI), for the
 # interop tests of the KPL format (scripts/kpl-agg.py).
-# Both emulators keep everything in memory: each start is empty.
+# Both emulators keep everything in memory: each start is empty. Both answer ARNs in account
+# 123456789012 (moto's default; kinesis-mock is started with AWS_ACCOUNT_ID set to it). A request
+# with the header x-moto-account-id reaches another account in moto.
 #
 # Settings (environment): LOCAL_STACK_PORT (4566), LOCAL_STACK_KINESIS_PORT (4567),
 # LOCAL_STACK_KINESIS_TLS_PORT (4569), LOCAL_STACK_DYNAMODB_PORT (4568),
@@ -42,6 +44,9 @@ DYNAMODB_PORT="${LOCAL_STACK_DYNAMODB_PORT:-4568}"
 KINESIS_TLS_PORT="${LOCAL_STACK_KINESIS_TLS_PORT:-4569}"
 START_TIMEOUT="${LOCAL_STACK_START_TIMEOUT:-60}"
 SHARD_LIMIT="${LOCAL_STACK_SHARD_LIMIT:-200}"
+# One account for both emulators, moto's default (moto names it in every table's ARN): an
+# exactly-once subscription refuses a lease table in another account than its stream.
+ACCOUNT_ID=123456789012
 VERBOSE="${LOCAL_STACK_VERBOSE:-0}"
 
 KINESIS_LOCAL_VERSION=0.6.2
@@ -238,6 +243,7 @@ start_component() {
         CREATE_STREAM_DURATION=0ms \
         DELETE_STREAM_DURATION=0ms \
         SHARD_LIMIT="$SHARD_LIMIT" \
+        AWS_ACCOUNT_ID="$ACCOUNT_ID" \
         node "$KINESIS_JS"
       ;;
     dynamodb)

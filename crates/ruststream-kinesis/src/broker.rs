@@ -357,7 +357,8 @@ impl KinesisBroker {
 
     /// In process (`TestApp`): what the exactly-once subscriptions of this broker and its clones
     /// committed. No DynamoDB runs in process: a commit moves the in-process lease row and
-    /// records the handlings' staged writes here, for the test to read; a test may have commits
+    /// records the handlings' staged writes here, for the test to read, with each handling and
+    /// how it ended ([`InProcessCommits::handlings`](crate::InProcessCommits::handlings)); a test may have commits
     /// refused ([`InProcessCommits::refuse_when`](crate::InProcessCommits::refuse_when)).
     ///
     /// # Examples
@@ -366,7 +367,7 @@ impl KinesisBroker {
     /// use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
     /// use ruststream::testing::TestApp;
     /// use ruststream_kinesis::prelude::*;
-    /// use ruststream_kinesis::DynamoWrites;
+    /// use ruststream_kinesis::{DynamoWrites, HandlingOutcome};
     /// use serde::{Deserialize, Serialize};
     ///
     /// #[derive(Debug, Deserialize, Serialize, Outgoing)]
@@ -403,6 +404,11 @@ impl KinesisBroker {
     /// let writes = broker.in_process_commits().writes();
     /// assert_eq!(writes.len(), 1);
     /// assert_eq!(writes[0].update().unwrap().table_name(), "order-counts");
+    /// // Each handling: what it staged, and how it ended.
+    /// let handlings = broker.in_process_commits().handlings();
+    /// assert_eq!(handlings.len(), 1);
+    /// assert_eq!(handlings[0].outcome, HandlingOutcome::Committed);
+    /// assert_eq!(handlings[0].staged, writes);
     /// # Ok(())
     /// # }
     /// ```
@@ -570,7 +576,15 @@ impl ruststream::testing::InProcess for KinesisBroker {
         let store = MemoryLeaseStore::new();
         broker.store = Arc::new(store);
         broker.timings = broker.timings.in_process();
-        Ok(broker.connected(kinesis))
+        #[cfg(feature = "dynamodb-lease")]
+        let journal = broker.in_process_commits.clone();
+        let connected = broker.connected(kinesis);
+        #[cfg(feature = "dynamodb-lease")]
+        let connected = ConnectedKinesisBroker {
+            instance: connected.instance.with_journal(journal),
+            ..connected
+        };
+        Ok(connected)
     }
 }
 
@@ -647,6 +661,8 @@ impl ConnectedKinesisBroker {
         let stream_arn = kinesis
             .ensure_stream(name, source.create_if_missing)
             .await?;
+        #[cfg(feature = "dynamodb-lease")]
+        crate::live::exactly_once::account_refusal(&self.instance, &source, &stream_arn).await?;
         let fan_out = match &source.fan_out {
             Some(fan_out) => Some(
                 kinesis

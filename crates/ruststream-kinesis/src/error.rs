@@ -323,6 +323,23 @@ pub enum ExactlyOnceRefusal {
         /// The broker's.
         region: String,
     },
+    /// The lease table is in another AWS account than the stream: a commit runs in the lease
+    /// table's account, so a handler's tables named there would not be the service's.
+    #[error(
+        "the lease table {table:?} is in account {lease_account}, the stream {stream:?} in \
+         {stream_account}: a commit writes the handler's tables in the lease table's account; \
+         make the DynamoLeaseStore with the credentials of the stream's account"
+    )]
+    OtherAccount {
+        /// The lease table.
+        table: String,
+        /// Its account.
+        lease_account: String,
+        /// The stream.
+        stream: String,
+        /// The stream's account.
+        stream_account: String,
+    },
 }
 
 impl KinesisError {
@@ -479,6 +496,15 @@ mod tests {
                     table: text(),
                     lease_region: text(),
                     region: text(),
+                },
+            },
+            KinesisError::ExactlyOnce {
+                stream: text(),
+                refusal: ExactlyOnceRefusal::OtherAccount {
+                    table: text(),
+                    lease_account: text(),
+                    stream: text(),
+                    stream_account: text(),
                 },
             },
             lease(LeaseError::Held {

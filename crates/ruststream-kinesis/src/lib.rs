@@ -112,16 +112,18 @@ pub use delivery::message::KinesisMessage;
 pub use delivery::seeker::KinesisSeeker;
 pub use delivery::subscriber::KinesisSubscriber;
 #[cfg(feature = "dynamodb-lease")]
-pub use delivery::writes::{CommitRefused, DynamoWrites, StageError, StagedWrites};
+pub use delivery::writes::{DynamoWrites, StageError, StagedWrites};
 pub use error::{ExactlyOnceRefusal, KinesisError};
 #[cfg(feature = "dynamodb-lease")]
-pub use lease::{DynamoLeaseStore, Transactions};
+pub use lease::{CommitRefused, DynamoLeaseStore, Transactions};
 pub use lease::{
     HANDOFF_REQUEST_LIFETIME, Handoff, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore,
     MemoryLeaseStore, Notice, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE, epoch_millis,
 };
 #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
-pub use lease::{InProcessCommit, InProcessCommits};
+pub use lease::{
+    HandledRecord, HandlingOutcome, InProcessCommit, InProcessCommits, InProcessHandling,
+};
 pub use local_stack::local_stack_config;
 pub use publisher::{KinesisOptions, KinesisPublish, KinesisPublishSteps, KinesisPublisher};
 pub use settings::position::KinesisPosition;

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use ruststream::prelude::*;
 use ruststream::testing::TestApp;
-use ruststream_kinesis::{DynamoWrites, KinesisBroker, KinesisContext, KinesisStream};
+use ruststream_kinesis::{
+    DynamoWrites, HandlingOutcome, InProcessHandling, KinesisBroker, KinesisContext, KinesisStream,
+};
 
 /// The ids the committed writes count, in order.
 fn counted(broker: &KinesisBroker) -> Vec<String> {
@@ -20,6 +22,31 @@ fn counted(broker: &KinesisBroker) -> Vec<String> {
         .writes()
         .iter()
         .map(|write| write.update().unwrap().key()["id"].as_s().unwrap().clone())
+        .collect()
+}
+
+/// The ids a handling staged the count of.
+fn staged_ids(handling: &InProcessHandling) -> Vec<String> {
+    handling
+        .staged
+        .iter()
+        .map(|write| write.update().unwrap().key()["id"].as_s().unwrap().clone())
+        .collect()
+}
+
+/// Each handling as its attempt, the ids it staged and how it ended.
+fn handlings(broker: &KinesisBroker) -> Vec<(u64, Vec<String>, HandlingOutcome)> {
+    broker
+        .in_process_commits()
+        .handlings()
+        .iter()
+        .map(|handling| {
+            (
+                handling.attempt,
+                staged_ids(handling),
+                handling.outcome.clone(),
+            )
+        })
         .collect()
 }
 
@@ -103,6 +130,16 @@ async fn each_publish_returns_once_its_handling_committed_what_it_staged() {
         assert_eq!(commit.stream, "counts-in-process");
         assert!(!commit.checkpoint.is_empty() && !commit.token.is_empty());
     }
+    let seen = broker.in_process_commits().handlings();
+    assert_eq!(seen.len(), 3, "one handling a record: {seen:?}");
+    for (handling, id) in seen.iter().zip(["a", "b", "c"]) {
+        assert_eq!(staged_ids(handling), [id]);
+        assert_eq!(
+            (handling.attempt, handling.records.len(), &handling.outcome),
+            (1, 1, &HandlingOutcome::Committed)
+        );
+        assert_eq!(handling.stream, "counts-in-process");
+    }
 }
 
 #[tokio::test]
@@ -119,6 +156,15 @@ async fn a_retried_handling_commits_only_what_its_last_attempt_staged() {
     publish(&tb, "once").await;
     assert_eq!(counter.calls.load(Ordering::SeqCst), 2, "handled twice");
     assert_eq!(counted(&broker), ["once"], "committed once");
+    let once = vec!["once".to_owned()];
+    assert_eq!(
+        handlings(&broker),
+        [
+            (1, once.clone(), HandlingOutcome::HandedBack),
+            (2, once, HandlingOutcome::Committed),
+        ],
+        "each handling, what it staged, and that only the second committed"
+    );
 }
 
 #[tokio::test]
@@ -146,6 +192,20 @@ async fn a_commit_refused_by_its_own_write_applies_nothing_and_comes_again_with_
         counted(&broker),
         ["gated"],
         "the refused commit applied nothing"
+    );
+    let seen = handlings(&broker);
+    assert_eq!(seen.len(), 2, "two handlings: {seen:?}");
+    match &seen[0] {
+        (1, staged, HandlingOutcome::Refused(why)) => {
+            assert_eq!(staged, &["gated"]);
+            assert_eq!(why.code, "ConditionalCheckFailed");
+            assert_eq!(why.action, Some(0), "the refusing write, by its place");
+        }
+        other => panic!("the first handling's commit was refused: {other:?}"),
+    }
+    assert_eq!(
+        seen[1],
+        (2, vec!["gated".to_owned()], HandlingOutcome::Committed)
     );
 }
 
@@ -237,6 +297,26 @@ async fn a_batch_commits_what_it_staged_and_one_retried_record_sends_it_all_back
         ids, bodies,
         "each counted once: the batch sent back applied nothing"
     );
+    // The view shows the batch's one handling with all its records, sent back, then each
+    // record's handling alone, committed.
+    let seen = broker.in_process_commits().handlings();
+    let sent_back = seen
+        .iter()
+        .find(|handling| handling.records.len() > 1)
+        .unwrap_or_else(|| panic!("the batch of several is one handling: {seen:?}"));
+    assert_eq!(sent_back.outcome, HandlingOutcome::HandedBack);
+    assert_eq!(
+        staged_ids(sent_back),
+        *first,
+        "it staged one count a record"
+    );
+    let mut committed: Vec<String> = seen
+        .iter()
+        .filter(|handling| handling.outcome == HandlingOutcome::Committed)
+        .flat_map(staged_ids)
+        .collect();
+    committed.sort();
+    assert_eq!(committed, bodies, "each record's count committed once");
 }
 
 #[tokio::test]
@@ -257,5 +337,14 @@ async fn a_batch_that_fails_as_a_whole_commits_nothing_it_staged() {
     assert!(
         !broker.in_process_commits().committed().is_empty(),
         "its records' checkpoint moved all the same"
+    );
+    let seen = handlings(&broker);
+    assert!(
+        !seen.is_empty()
+            && seen
+                .iter()
+                .all(|(_, staged, outcome)| !staged.is_empty()
+                    && *outcome == HandlingOutcome::Dropped),
+        "each batch staged, and was dropped: {seen:?}"
     );
 }

@@ -487,30 +487,97 @@ async fn the_start_refuses_what_cannot_hold_exactly_once() {
         .region(aws_config::Region::new("eu-west-1"))
         .build();
     let store = DynamoLeaseStore::new(&elsewhere, common::unique("leases-elsewhere"));
-    store.create_table().await.unwrap();
-    let table_name = store.table_name().unwrap().to_owned();
-    let connected = common::broker_with(&url, Arc::new(store))
-        .connect()
-        .await
-        .unwrap();
-    match exactly_once(&stream, 1).subscribe(&connected).await {
-        Err(KinesisError::ExactlyOnce {
-            refusal:
-                ExactlyOnceRefusal::OtherRegion {
-                    table,
-                    lease_region,
-                    region,
-                },
-            ..
-        }) => {
+    match start_refusal(&url, &stream, store).await {
+        (
+            table_name,
+            Some(ExactlyOnceRefusal::OtherRegion {
+                table,
+                lease_region,
+                region,
+            }),
+        ) => {
             assert_eq!(table, table_name);
             assert_eq!(lease_region, "eu-west-1");
             assert_ne!(region, "eu-west-1");
         }
-        other => panic!(
-            "refused for the region: {:?}",
-            other.map(|_| "the subscription started")
-        ),
+        other => panic!("refused for the region: {other:?}"),
     }
+
+    // A lease table in another account than the stream (moto's x-moto-account-id): a commit
+    // would write the handler's tables there.
+    let config = aws_sdk_dynamodb::config::Builder::from(&common::sdk_config(&url))
+        .interceptor(OtherAccount)
+        .build();
+    let store = DynamoLeaseStore::from_client(
+        aws_sdk_dynamodb::Client::from_conf(config),
+        common::unique("leases-other-account"),
+    );
+    match start_refusal(&url, &stream, store).await {
+        (
+            table_name,
+            Some(ExactlyOnceRefusal::OtherAccount {
+                table,
+                lease_account,
+                stream: named,
+                stream_account,
+            }),
+        ) => {
+            assert_eq!(table, table_name);
+            assert_eq!(lease_account, OTHER_ACCOUNT);
+            assert_eq!(named, stream);
+            assert_ne!(stream_account, OTHER_ACCOUNT);
+        }
+        other => panic!("refused for the account: {other:?}"),
+    }
+}
+
+/// How an exactly-once subscription to `stream` starts on a broker whose leases are in `store`
+/// (its table created here): its table's name, and why the start was refused (`None`: it
+/// started).
+async fn start_refusal(
+    url: &str,
+    stream: &str,
+    store: DynamoLeaseStore,
+) -> (String, Option<ExactlyOnceRefusal>) {
+    store.create_table().await.unwrap();
+    let table_name = store.table_name().unwrap().to_owned();
+    let connected = common::broker_with(url, Arc::new(store))
+        .connect()
+        .await
+        .unwrap();
+    let refusal = match exactly_once(stream, 1).subscribe(&connected).await {
+        Ok(_) => None,
+        Err(KinesisError::ExactlyOnce { refusal, .. }) => Some(refusal),
+        Err(other) => panic!("refused for exactly once: {other}"),
+    };
     connected.shutdown().await.unwrap();
+    (table_name, refusal)
+}
+
+/// An account of moto's other than the local stack's.
+const OTHER_ACCOUNT: &str = "111122223333";
+
+/// Sends every DynamoDB request to [`OTHER_ACCOUNT`] in moto.
+#[derive(Debug)]
+struct OtherAccount;
+
+impl aws_sdk_dynamodb::config::Intercept for OtherAccount {
+    fn name(&self) -> &'static str {
+        "OtherAccount"
+    }
+
+    fn modify_before_signing(
+        &self,
+        context: &mut aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextMut<
+            '_,
+        >,
+        _components: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        context
+            .request_mut()
+            .headers_mut()
+            .insert("x-moto-account-id", OTHER_ACCOUNT);
+        Ok(())
+    }
 }

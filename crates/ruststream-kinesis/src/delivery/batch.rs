@@ -14,6 +14,7 @@ use ruststream::AckError;
 use crate::StagedWrites;
 use crate::delivery::record::Record;
 use crate::delivery::settlement::Hold;
+use crate::lease::HandlingOutcome;
 
 /// How the runtime settled one record of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,9 +158,9 @@ impl InBatch {
         match BatchEnd::of(all.iter().map(|settling| settling.verdict)) {
             BatchEnd::Commit => {}
             // Sealed, the writes are let go: the records settle with nothing staged.
-            BatchEnd::Drop => drop(writes.seal()),
+            BatchEnd::Drop => writes.let_go(HandlingOutcome::Dropped),
             BatchEnd::Back => {
-                drop(writes.seal());
+                writes.let_go(HandlingOutcome::HandedBack);
                 let mut answer = Ok(());
                 for settling in all {
                     let Settling {

@@ -53,6 +53,15 @@ pub struct KinesisMessage {
     pub(crate) batch: Option<InBatch>,
 }
 
+/// Why a delivery's staged writes are let go without a commit.
+#[derive(Debug, Clone, Copy)]
+enum LetGo {
+    /// It never reached its handler.
+    Withheld,
+    HandedBack,
+    Dropped,
+}
+
 /// Why a delivery was kept from its handler: a lapsed lease or a seek, never the payload.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -129,6 +138,15 @@ impl KinesisMessage {
         self.record.explicit_hash_key.as_deref()
     }
 
+    /// The record as the in-process view of handlings names it.
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    pub(crate) fn handled_record(&self) -> crate::HandledRecord {
+        crate::HandledRecord {
+            sequence: self.record.sequence.to_string(),
+            sub_sequence: self.record.sub_sequence,
+        }
+    }
+
     /// When Kinesis received the record, in milliseconds since the Unix epoch.
     #[must_use]
     pub fn arrived_ms(&self) -> Option<i64> {
@@ -179,18 +197,28 @@ impl KinesisMessage {
         }
     }
 
-    /// Lets go of what the handling staged: it never commits (the record was dropped or handed
-    /// back), and staging more fails. A batch's writes are its unit's to let go.
-    fn drop_writes(&self) {
+    /// Lets go of what the handling staged: it never commits (`why`: the record was withheld
+    /// from its handler, handed back or dropped), and staging more fails. A batch's writes are
+    /// its unit's to let go.
+    fn drop_writes(&self, why: LetGo) {
         #[cfg(feature = "dynamodb-lease")]
         if self.batch.is_none() {
-            drop(self.writes.seal());
+            match why {
+                // No handler saw it: there was no handling.
+                LetGo::Withheld => drop(self.writes.seal()),
+                LetGo::HandedBack => self
+                    .writes
+                    .let_go(crate::lease::HandlingOutcome::HandedBack),
+                LetGo::Dropped => self.writes.let_go(crate::lease::HandlingOutcome::Dropped),
+            }
         }
+        #[cfg(not(feature = "dynamodb-lease"))]
+        let _ = why;
     }
 
     /// Lets go of a delivery that was withheld from its handler, settling nothing.
     fn forget(&mut self) -> Result<(), AckError> {
-        self.drop_writes();
+        self.drop_writes(LetGo::Withheld);
         if let Some(hold) = self.settle.take() {
             #[cfg(feature = "dynamodb-lease")]
             let hold = match self.to_batch(hold, Verdict::Forget) {
@@ -207,7 +235,7 @@ impl KinesisMessage {
         if self.refused.get().is_some() {
             return self.forget();
         }
-        self.drop_writes();
+        self.drop_writes(LetGo::HandedBack);
         let Some(hold) = self.settle.take() else {
             return Ok(());
         };
@@ -328,7 +356,7 @@ impl IncomingMessage for KinesisMessage {
         // Dropped: the checkpoint passes the record, and nothing it staged commits (in a batch,
         // its unit decides: the batch's writes commit when another record of it was acknowledged,
         // and are let go when every one was dropped).
-        self.drop_writes();
+        self.drop_writes(LetGo::Dropped);
         self.settle_now(true)
     }
 

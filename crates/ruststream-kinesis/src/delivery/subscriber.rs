@@ -109,6 +109,16 @@ fn units_of(batch: Batch) -> Vec<Batch> {
         {
             let writes =
                 crate::StagedWrites::exactly_once((&last.shard, &last.record.sequence), None);
+            #[cfg(feature = "testing")]
+            let writes = match group[0].writes.journal() {
+                Some(journal) => writes.logged(crate::lease::HandlingSeed {
+                    journal,
+                    stream: Arc::clone(&last.stream),
+                    records: group.iter().map(KinesisMessage::handled_record).collect(),
+                    attempt: 1,
+                }),
+                None => writes,
+            };
             let places = InBatch::unit_of(group.len());
             for (msg, place) in group.iter_mut().zip(places) {
                 msg.writes = writes.clone();

@@ -14,6 +14,11 @@ use crate::commit::fold::{Exceeded, fits};
 use crate::commit::{ItemRef, Limits, UnitSize};
 use crate::{KinesisBatchContext, KinesisContext};
 
+mod handling;
+
+use crate::lease::{CommitRefused, HandlingOutcome};
+pub(crate) use handling::Handling;
+
 /// `Ctx<DynamoWrites>` in a handler binds the delivery's [`StagedWrites`]; without macros,
 /// `ctx.context(DynamoWrites)`. Under [`KinesisStream::exactly_once`](crate::KinesisStream::exactly_once)
 /// what a handling stages commits with the checkpoint that covers its record, in one
@@ -95,6 +100,9 @@ struct Staging {
     open: Mutex<Option<Open>>,
     /// Why this record's previous commit was refused, if it was.
     refused: Option<Arc<CommitRefused>>,
+    /// In process, where the handling is recorded once it ends (taken then).
+    #[cfg(feature = "testing")]
+    log: Mutex<Option<crate::lease::HandlingSeed>>,
 }
 
 #[derive(Debug, Default)]
@@ -174,39 +182,6 @@ pub enum StageError {
         /// The item's key.
         key: String,
     },
-}
-
-/// A commit refused by one of its own writes (a condition check that failed, an invalid
-/// write): nothing of it was applied. The record is delivered again, and its handler reads this
-/// off [`StagedWrites::refused`]; the registration's failure policy (retry, dead letter)
-/// decides what follows.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-#[error(
-    "stream {stream:?}, shard {shard}: the commit of sequence number {sequence} was refused by \
-     {code}{}{}; nothing of it was applied",
-    table.as_ref().map(|table| format!(" on table {table:?}")).unwrap_or_default(),
-    message.as_ref().map(|message| format!(" ({message})")).unwrap_or_default()
-)]
-pub struct CommitRefused {
-    /// The stream.
-    pub stream: String,
-    /// The shard.
-    pub shard: String,
-    /// The record's sequence number.
-    pub sequence: String,
-    /// The refusing write, by its place among the writes the handling staged (`None`: the
-    /// request as a whole was invalid).
-    pub action: Option<usize>,
-    /// The table of the refusing write.
-    pub table: Option<String>,
-    /// DynamoDB's code (`ConditionalCheckFailed`, `ValidationError`, ...).
-    pub code: String,
-    /// DynamoDB's message.
-    pub message: Option<String>,
-    /// The item as it stood, where the write asked for it
-    /// (`ReturnValuesOnConditionCheckFailure`).
-    pub item: Option<HashMap<String, AttributeValue>>,
 }
 
 impl StagedWrites {
@@ -303,8 +278,56 @@ impl StagedWrites {
                 sequence: Arc::clone(sequence),
                 open: Mutex::new(Some(Open::default())),
                 refused,
+                #[cfg(feature = "testing")]
+                log: Mutex::default(),
             })),
         }
+    }
+
+    /// In process: the handling is recorded with `seed` once it ends.
+    #[cfg(feature = "testing")]
+    pub(crate) fn logged(self, seed: crate::lease::HandlingSeed) -> Self {
+        if let Some(staging) = &self.staging {
+            *staging.log.lock().unwrap_or_else(PoisonError::into_inner) = Some(seed);
+        }
+        self
+    }
+
+    /// In process, the journal the handling is to be recorded in.
+    #[cfg(feature = "testing")]
+    pub(crate) fn journal(&self) -> Option<crate::InProcessCommits> {
+        let staging = self.staging.as_ref()?;
+        let log = staging.log.lock().unwrap_or_else(PoisonError::into_inner);
+        log.as_ref().map(|seed| seed.journal.clone())
+    }
+
+    /// The handling, which staged `staged` (what [`seal`](Self::seal) answered), stands at
+    /// `outcome`: recorded in process, and its entry answered for its ending to update.
+    pub(crate) fn handled(
+        &self,
+        staged: &[TransactWriteItem],
+        outcome: HandlingOutcome,
+    ) -> Handling {
+        #[cfg(feature = "testing")]
+        if let Some(staging) = &self.staging {
+            let seed = staging
+                .log
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            return Handling {
+                entry: seed.map(|seed| seed.record(&staging.shard, staged, outcome)),
+            };
+        }
+        let _ = (staged, outcome);
+        Handling::default()
+    }
+
+    /// Ends the staging of a handling that commits nothing (`outcome`: handed back or
+    /// dropped): what was staged is let go.
+    pub(crate) fn let_go(&self, outcome: HandlingOutcome) {
+        let (staged, _) = self.seal();
+        self.handled(&staged, outcome);
     }
 
     /// Whether the delivery commits what it staged.

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
 
+use super::HandlingOutcome;
 use super::rules::{self, RowCommit};
 use super::transactions::{CommitAnswer, CommitFuture, CommitRequest, CommitStore, UserRefusal};
 use super::{LeaseKey, LeaseState};
@@ -30,6 +31,7 @@ pub struct InProcessCommits {
 #[derive(Default)]
 struct Journal {
     committed: Vec<InProcessCommit>,
+    handlings: Vec<InProcessHandling>,
     refuse: Option<Arc<Refuse>>,
 }
 
@@ -38,6 +40,7 @@ impl std::fmt::Debug for InProcessCommits {
         let journal = self.lock();
         f.debug_struct("InProcessCommits")
             .field("committed", &journal.committed.len())
+            .field("handlings", &journal.handlings.len())
             .field("refusing", &journal.refuse.is_some())
             .finish()
     }
@@ -60,6 +63,88 @@ pub struct InProcessCommit {
     pub writes: Vec<TransactWriteItem>,
 }
 
+/// One handling in process: the records its handler was given (one, or a batch's records of one
+/// shard), what it staged, and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct InProcessHandling {
+    /// The stream.
+    pub stream: String,
+    /// The shard.
+    pub shard: String,
+    /// Its records, in order.
+    pub records: Vec<HandledRecord>,
+    /// How many times its record was delivered, this handling included (1 for a batch of
+    /// several: a record delivered again comes alone).
+    pub attempt: u64,
+    /// What it staged, in order.
+    pub staged: Vec<TransactWriteItem>,
+    /// How it ended.
+    pub outcome: HandlingOutcome,
+}
+
+/// A record a handling was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HandledRecord {
+    /// Its sequence number in its shard (a KPL aggregate's, for a user record in one).
+    pub sequence: String,
+    /// For a user record of a KPL aggregate, its index there; `None` for a plain record.
+    pub sub_sequence: Option<u64>,
+}
+
+/// Who a delivery's handling is recorded with, until it ends: the journal, and what the entry
+/// says of its records.
+#[derive(Debug)]
+pub(crate) struct HandlingSeed {
+    pub(crate) journal: InProcessCommits,
+    pub(crate) stream: Arc<str>,
+    pub(crate) records: Vec<HandledRecord>,
+    pub(crate) attempt: u64,
+}
+
+impl HandlingSeed {
+    /// Records the handling, which staged `staged` and stands at `outcome`, in its journal.
+    pub(crate) fn record(
+        self,
+        shard: &str,
+        staged: &[TransactWriteItem],
+        outcome: HandlingOutcome,
+    ) -> HandlingEntry {
+        let mut journal = self.journal.lock();
+        journal.handlings.push(InProcessHandling {
+            stream: self.stream.to_string(),
+            shard: shard.to_owned(),
+            records: self.records,
+            attempt: self.attempt,
+            staged: staged.to_vec(),
+            outcome,
+        });
+        let at = journal.handlings.len() - 1;
+        drop(journal);
+        HandlingEntry {
+            journal: self.journal,
+            at,
+        }
+    }
+}
+
+/// A handling recorded in a journal, whose ending updates it.
+#[derive(Debug, Clone)]
+pub(crate) struct HandlingEntry {
+    journal: InProcessCommits,
+    at: usize,
+}
+
+impl HandlingEntry {
+    /// The handling ended with `outcome`.
+    pub(crate) fn ended(&self, outcome: HandlingOutcome) {
+        if let Some(handling) = self.journal.lock().handlings.get_mut(self.at) {
+            handling.outcome = outcome;
+        }
+    }
+}
+
 impl InProcessCommits {
     fn lock(&self) -> MutexGuard<'_, Journal> {
         self.journal.lock().unwrap_or_else(PoisonError::into_inner)
@@ -69,6 +154,14 @@ impl InProcessCommits {
     #[must_use]
     pub fn committed(&self) -> Vec<InProcessCommit> {
         self.lock().committed.clone()
+    }
+
+    /// Every handling that settled or was handed back so far, in that order: what each staged
+    /// and how it ended. A publish returns once its handling ended, so what a test reads after
+    /// it is final (a record delivered again shows one handling per delivery).
+    #[must_use]
+    pub fn handlings(&self) -> Vec<InProcessHandling> {
+        self.lock().handlings.clone()
     }
 
     /// Every write committed so far, in the order they landed.

@@ -13,6 +13,8 @@ mod journal;
 mod key;
 mod memory;
 mod notice;
+#[cfg(feature = "dynamodb-lease")]
+mod outcome;
 pub(crate) mod rules;
 mod state;
 mod store;
@@ -31,12 +33,16 @@ pub use clock::{SKEW_TOLERANCE, epoch_millis};
 pub use dynamo::DynamoLeaseStore;
 pub use error::LeaseError;
 #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
-pub use journal::{InProcessCommit, InProcessCommits};
+pub use journal::{HandledRecord, InProcessCommit, InProcessCommits, InProcessHandling};
+#[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+pub(crate) use journal::{HandlingEntry, HandlingSeed};
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
 pub use notice::Notice;
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use notice::{NOTICE_SUFFIX, notice_key};
+#[cfg(feature = "dynamodb-lease")]
+pub use outcome::{CommitRefused, HandlingOutcome};
 pub use state::{HANDOFF_REQUEST_LIFETIME, Handoff, LeaseState, SHARD_END, SHARD_SKIPPED};
 pub(crate) use state::{split_within, within_checkpoint};
 pub use store::{LeaseFuture, LeaseStore};

@@ -271,6 +271,10 @@ impl super::transactions::CommitStore for TimedCommits {
         self.inner.region()
     }
 
+    fn table_arn(&self) -> super::transactions::ArnFuture<'_> {
+        Box::pin(self.inner.table_arn())
+    }
+
     fn commit<'a>(
         &'a self,
         request: &'a super::transactions::CommitRequest<'a>,

@@ -18,6 +18,9 @@ type Item = std::collections::HashMap<String, aws_sdk_dynamodb::types::Attribute
 /// What a commit's answer is awaited as.
 pub(crate) type CommitFuture<'a> = Pin<Box<dyn Future<Output = CommitAnswer> + Send + 'a>>;
 
+/// What a table's ARN is awaited as.
+pub(crate) type ArnFuture<'a> = Pin<Box<dyn Future<Output = Option<String>> + Send + 'a>>;
+
 /// A store that commits a unit's writes with its lease rows in one transaction.
 pub(crate) trait CommitStore: Send + Sync + std::fmt::Debug {
     fn commit<'a>(&'a self, request: &'a CommitRequest<'a>) -> CommitFuture<'a>;
@@ -26,6 +29,12 @@ pub(crate) trait CommitStore: Send + Sync + std::fmt::Debug {
     /// table named without an ARN is written there.
     fn region(&self) -> Option<String> {
         None
+    }
+
+    /// The ARN of the table its transactions condition the lease rows in (`None`: not known,
+    /// as where `DescribeTable` is not allowed): it names the table's account.
+    fn table_arn(&self) -> ArnFuture<'_> {
+        Box::pin(std::future::ready(None))
     }
 }
 
@@ -50,6 +59,11 @@ impl Transactions {
     /// The AWS region the transactions run in, where the store knows it.
     pub(crate) fn region(&self) -> Option<String> {
         self.store.region()
+    }
+
+    /// The lease table's ARN, where the store can tell it.
+    pub(crate) async fn table_arn(&self) -> Option<String> {
+        self.store.table_arn().await
     }
 }
 

@@ -1,6 +1,6 @@
 //! What an exactly-once subscription needs before it starts: a lease store that commits a
-//! handler's DynamoDB writes with its rows, in the broker's region, and a lease short enough for
-//! a resent commit to be recognised by its request token.
+//! handler's DynamoDB writes with its rows, in the broker's region and the stream's account, and
+//! a lease short enough for a resent commit to be recognised by its request token.
 
 use std::time::Duration;
 
@@ -58,4 +58,83 @@ pub(crate) fn refusal(instance: &Instance, source: &KinesisStream) -> Result<(),
         });
     }
     Ok(())
+}
+
+/// Why `source` cannot start exactly once on `instance` reading the stream `stream_arn`: a lease
+/// table in another account than the stream. Not known (the store cannot say, `DescribeTable`
+/// is not allowed), nothing is compared, and a WARN says so.
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) async fn account_refusal(
+    instance: &Instance,
+    source: &KinesisStream,
+    stream_arn: &str,
+) -> Result<(), KinesisError> {
+    if !source.exactly_once {
+        return Ok(());
+    }
+    let store = instance.store();
+    let Some(transactions) = store.transactions() else {
+        return Ok(());
+    };
+    let table = store.table_name().unwrap_or("the lease table").to_owned();
+    let Some(table_arn) = transactions.table_arn().await else {
+        if !instance.kinesis().pushes() {
+            tracing::warn!(
+                stream = %source.name,
+                table = %table,
+                "exactly once: the lease table's account is not known (DescribeTable did not \
+                 answer; allow dynamodb:DescribeTable on it), so it is not compared with the \
+                 stream's; a commit writes the handler's tables in the lease table's account"
+            );
+        }
+        return Ok(());
+    };
+    match (arn_account(&table_arn), arn_account(stream_arn)) {
+        (Some(lease_account), Some(stream_account)) if lease_account != stream_account => {
+            Err(KinesisError::ExactlyOnce {
+                stream: source.name.to_string(),
+                refusal: ExactlyOnceRefusal::OtherAccount {
+                    table,
+                    lease_account: lease_account.to_owned(),
+                    stream: source.name.to_string(),
+                    stream_account: stream_account.to_owned(),
+                },
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The account an ARN names (`arn:partition:service:region:account:resource`); `None` for
+/// text that is not an ARN or names none.
+#[cfg(feature = "dynamodb-lease")]
+fn arn_account(arn: &str) -> Option<&str> {
+    let mut parts = arn.splitn(6, ':');
+    (parts.next()? == "arn").then_some(())?;
+    let account = parts.nth(3)?;
+    (!account.is_empty() && parts.next().is_some()).then_some(account)
+}
+
+#[cfg(all(test, feature = "dynamodb-lease"))]
+mod tests {
+    use super::arn_account;
+
+    #[test]
+    fn an_arn_names_its_account() {
+        assert_eq!(
+            arn_account("arn:aws:dynamodb:us-east-1:123456789012:table/leases"),
+            Some("123456789012")
+        );
+        assert_eq!(
+            arn_account("arn:aws-cn:kinesis:cn-north-1:000000000000:stream/orders"),
+            Some("000000000000")
+        );
+        assert_eq!(arn_account("arn:aws:s3:::bucket"), None, "no account");
+        assert_eq!(arn_account("leases"), None, "not an ARN");
+        assert_eq!(
+            arn_account("arn:aws:dynamodb:us-east-1:1"),
+            None,
+            "no resource"
+        );
+    }
 }

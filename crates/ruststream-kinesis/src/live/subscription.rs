@@ -58,6 +58,9 @@ pub(crate) struct Instance {
     runtime: tokio::runtime::Handle,
     /// Whether the broker was shut down.
     closed: Arc<AtomicBool>,
+    /// In process, where exactly-once handlings are recorded.
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    journal: Option<crate::InProcessCommits>,
 }
 
 impl Instance {
@@ -85,6 +88,17 @@ impl Instance {
             tasks: TaskTracker::new(),
             runtime: tokio::runtime::Handle::current(),
             closed: Arc::new(AtomicBool::new(false)),
+            #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+            journal: None,
+        }
+    }
+
+    /// In process: the instance records its exactly-once handlings in `journal`.
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    pub(crate) fn with_journal(self, journal: crate::InProcessCommits) -> Self {
+        Self {
+            journal: Some(journal),
+            ..self
         }
     }
 
@@ -160,6 +174,9 @@ pub(crate) struct Subscription {
     /// The store's transactions, which commit them (exactly once only).
     #[cfg(feature = "dynamodb-lease")]
     pub(super) transactions: Option<crate::lease::Transactions>,
+    /// In process, where exactly-once handlings are recorded.
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    pub(super) journal: Option<crate::InProcessCommits>,
     pub(super) tx: mpsc::Sender<Item>,
     pub(super) cancel: CancellationToken,
     /// Whether the instance is paused (an earlier run under its owner id is alive), shared by
@@ -205,6 +222,8 @@ impl Subscription {
             tasks,
             runtime,
             closed,
+            #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+            journal,
         } = instance;
         let stream: Arc<str> = Arc::from(source.name.as_ref());
         let read = ReadSettings::of(source, fan_out.is_some(), kinesis.pushes());
@@ -228,6 +247,8 @@ impl Subscription {
             exactly_once: source.exactly_once,
             #[cfg(feature = "dynamodb-lease")]
             transactions,
+            #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+            journal,
             upkeeps: Upkeeps::start(&stream, &meters),
             stream,
             kinesis,

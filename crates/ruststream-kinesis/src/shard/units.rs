@@ -12,6 +12,8 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 use super::{Member, ShardHandle, ShardMachine, Staged};
 use crate::commit::UnitId;
 use crate::delivery::record::Record;
+use crate::delivery::writes::Handling;
+use crate::lease::HandlingOutcome;
 use crate::shard::CommitNews;
 use crate::watermark::Ticket;
 use crate::{CommitRefused, KinesisError, StagedWrites};
@@ -26,6 +28,8 @@ struct Kept {
     writes: Vec<TransactWriteItem>,
     /// Why its commit was refused, once the store said so.
     refused: Option<CommitRefused>,
+    /// Its handling, in process, which hears how the unit ended.
+    handling: Handling,
     /// In process, the harness counts the settles that kept it as work owed until its commit
     /// ends (`TestApp`'s publish returns once the effects committed, or the record comes back).
     owes_harness: usize,
@@ -57,6 +61,7 @@ impl Units {
         tickets: Vec<Ticket>,
         sequence: Arc<str>,
         writes: Vec<TransactWriteItem>,
+        handling: Handling,
     ) -> UnitId {
         let unit = UnitId(self.next);
         self.next += 1;
@@ -67,6 +72,7 @@ impl Units {
                 sequence,
                 writes,
                 refused: None,
+                handling,
                 owes_harness: 0,
             },
         );
@@ -82,7 +88,9 @@ impl Units {
 
     /// Forgets `unit` (its settle was refused).
     pub(crate) fn forget(&mut self, unit: UnitId) {
-        self.kept.remove(&unit);
+        if let Some(kept) = self.kept.remove(&unit) {
+            kept.handling.ended(HandlingOutcome::Abandoned);
+        }
     }
 
     /// The writes of `units`, in order, for a commit (a resend sends the same again); `None`
@@ -121,16 +129,20 @@ impl Units {
             match one {
                 CommitNews::Committed(units) => {
                     for unit in units.iter() {
-                        self.let_go(*unit, let_go);
+                        self.let_go(*unit, HandlingOutcome::Committed, let_go);
                     }
                 }
                 CommitNews::Dropped(units) => {
                     for unit in &units {
-                        self.let_go(*unit, let_go);
+                        self.let_go(*unit, HandlingOutcome::Abandoned, let_go);
                     }
                 }
                 CommitNews::Refused(unit) => {
-                    if let Some(kept) = self.let_go(unit, let_go) {
+                    let refused = self.kept.get(&unit).and_then(|kept| kept.refused.clone());
+                    let outcome = refused.map_or(HandlingOutcome::Abandoned, |why| {
+                        HandlingOutcome::Refused(Box::new(why))
+                    });
+                    if let Some(kept) = self.let_go(unit, outcome, let_go) {
                         let why = kept.refused.map(Arc::new);
                         for ticket in kept.tickets {
                             let_go.refused.push(ticket);
@@ -144,9 +156,15 @@ impl Units {
         }
     }
 
-    /// Lets `unit` go, counting its harness unit.
-    fn let_go(&mut self, unit: UnitId, let_go: &mut LetGo) -> Option<Kept> {
+    /// Lets `unit` go, ended with `outcome`, counting its harness unit.
+    fn let_go(
+        &mut self,
+        unit: UnitId,
+        outcome: HandlingOutcome,
+        let_go: &mut LetGo,
+    ) -> Option<Kept> {
         let kept = self.kept.remove(&unit)?;
+        kept.handling.ended(outcome);
         let_go.settled += kept.owes_harness;
         Some(kept)
     }
@@ -173,6 +191,7 @@ impl Units {
         self.kept.retain(|unit, kept| {
             let keep = held(*unit);
             if !keep {
+                kept.handling.ended(HandlingOutcome::Abandoned);
                 let_go.settled += kept.owes_harness;
             }
             keep
@@ -202,13 +221,14 @@ impl ShardHandle {
     ) -> Result<(), KinesisError> {
         let (staged, size) = writes.seal();
         if staged.is_empty() {
-            return self.settle(ticket);
+            return self.settle_unstaged([ticket], writes);
         }
+        let handling = writes.handled(&staged, HandlingOutcome::Pending);
         let closed = self.closed();
         let settled = {
             let mut machine = self.lock();
             let mut units = self.units();
-            let unit = units.keep(vec![ticket], Arc::clone(&record.sequence), staged);
+            let unit = units.keep(vec![ticket], Arc::clone(&record.sequence), staged, handling);
             let staged = Staged {
                 unit,
                 size,
@@ -240,10 +260,7 @@ impl ShardHandle {
     ) -> Result<(), KinesisError> {
         let (staged, size) = writes.seal();
         if staged.is_empty() {
-            return members
-                .into_iter()
-                .map(|member| self.settle(member.ticket))
-                .fold(Ok(()), Result::and);
+            return self.settle_unstaged(members.iter().map(|member| member.ticket), writes);
         }
         let closed = self.closed();
         let Some(sequence) = members.last().map(|last| Arc::clone(&last.record.sequence)) else {
@@ -253,8 +270,9 @@ impl ShardHandle {
         let settled = {
             let mut machine = self.lock();
             if machine.holds_all(tickets.iter().copied()) {
+                let handling = writes.handled(&staged, HandlingOutcome::Pending);
                 let mut units = self.units();
-                let unit = units.keep(tickets.clone(), sequence, staged);
+                let unit = units.keep(tickets.clone(), sequence, staged, handling);
                 let settled = machine.settle_unit(unit, size, members, closed);
                 if tickets
                     .iter()
@@ -269,6 +287,7 @@ impl ShardHandle {
                 }
                 Ok(settled)
             } else {
+                writes.handled(&staged, HandlingOutcome::HandedBack);
                 Err(members)
             }
         };
@@ -286,6 +305,26 @@ impl ShardHandle {
                 })
                 .fold(Ok(()), Result::and),
         }
+    }
+
+    /// Settles the deliveries under `tickets`, whose handling (`writes`) staged nothing: each
+    /// alone, its checkpoint moving with the shard's next commit.
+    fn settle_unstaged(
+        &self,
+        tickets: impl IntoIterator<Item = Ticket>,
+        writes: &StagedWrites,
+    ) -> Result<(), KinesisError> {
+        let settled = tickets
+            .into_iter()
+            .map(|ticket| self.settle(ticket))
+            .fold(Ok(()), Result::and);
+        let outcome = if settled.is_ok() {
+            HandlingOutcome::Acknowledged
+        } else {
+            HandlingOutcome::Abandoned
+        };
+        writes.handled(&[], outcome);
+        settled
     }
 
     /// The writes of `units`, in order, for their commit; `None` when one is not kept (a bug:

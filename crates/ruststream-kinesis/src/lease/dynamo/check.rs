@@ -115,7 +115,7 @@ impl DynamoLeaseStore {
 
     /// The table as `DescribeTable` answers within [`DESCRIBE_BOUND`]; `None` when it does not
     /// (a policy without `dynamodb:DescribeTable`, a table that does not exist, no answer).
-    async fn describe(&self) -> Option<aws_sdk_dynamodb::types::TableDescription> {
+    pub(super) async fn describe(&self) -> Option<aws_sdk_dynamodb::types::TableDescription> {
         let described = self.client.describe_table().table_name(self.table()).send();
         tokio::time::timeout(DESCRIBE_BOUND, described)
             .await

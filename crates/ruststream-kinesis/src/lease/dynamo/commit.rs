@@ -376,4 +376,8 @@ impl crate::lease::transactions::CommitStore for DynamoLeaseStore {
     fn region(&self) -> Option<String> {
         self.client.config().region().map(ToString::to_string)
     }
+
+    fn table_arn(&self) -> crate::lease::transactions::ArnFuture<'_> {
+        Box::pin(async move { self.describe().await?.table_arn().map(ToOwned::to_owned) })
+    }
 }

@@ -272,7 +272,30 @@ impl DynamoLeaseStore {
                 builder = builder.endpoint_resolver(Refused(refused));
             }
         }
-        let client = Client::from_conf(builder.build());
+        Self::from_client(Client::from_conf(builder.build()), table)
+    }
+
+    /// A store on `table`, reached through `client` as it is configured (its interceptors,
+    /// retries and timeouts; a subscription bounds each of its calls by the lease timings all
+    /// the same). Does no I/O.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// let config = SdkConfig::builder()
+    ///     .behavior_version(BehaviorVersion::latest())
+    ///     .region(Region::new("us-east-1"))
+    ///     .build();
+    /// let client = aws_sdk_dynamodb::Client::new(&config);
+    /// let store = DynamoLeaseStore::from_client(client, "warehouse-leases");
+    /// assert_eq!(store.table(), "warehouse-leases");
+    /// ```
+    #[must_use]
+    pub fn from_client(client: Client, table: impl Into<String>) -> Self {
+        let table: String = table.into();
         Self {
             client,
             table: table.into(),

@@ -341,6 +341,16 @@ fn deliver(
     );
     #[cfg(feature = "dynamodb-lease")]
     if let Some(writes) = writes {
+        #[cfg(feature = "testing")]
+        let writes = match env.home.journal.clone() {
+            Some(journal) => writes.logged(crate::lease::HandlingSeed {
+                journal,
+                stream: Arc::clone(&env.stream),
+                records: vec![message.handled_record()],
+                attempt,
+            }),
+            None => writes,
+        };
         return message.with_writes(writes);
     }
     message
