@@ -22,7 +22,8 @@
 // "client":"pod-a" (matches the token app/pod-a in User-Agent or x-amz-user-agent), "count":N,
 // "probability":0..1, "after":N, "action":{...}} with one action: {"latency_ms":ms}, {"status":5xx},
 // {"throttle":true}, {"apply_then_status":5xx}, {"apply_then_reset":true}, {"reset":true},
-// {"blackhole":true} (status actions take "error_type" and "message" too). The first rule that
+// {"blackhole":true} (status actions take "error_type" and "message" too, and DynamoDB's
+// "cancellation_reasons" for a TransactionCanceledException). The first rule that
 // matches and still acts decides; a request no rule can act on is streamed as without rules, and
 // with no rules the request path costs one length check. Health and /_faults are never faulted.
 // docs/src/fault-injector.md describes each field and action. Each fault that acts is logged when
@@ -304,6 +305,19 @@ const OPERATION = /^(\*|[A-Za-z0-9]+)$/;
 
 const isTrue = (v) => v === true;
 const isErrorStatus = (v) => Number.isInteger(v) && v >= 400 && v <= 599;
+const isNonEmptyString = (v) => typeof v === 'string' && v !== '';
+const isCancellationReasons = (v) =>
+  Array.isArray(v) &&
+  v.length > 0 &&
+  v.every(
+    (r) =>
+      r !== null &&
+      typeof r === 'object' &&
+      !Array.isArray(r) &&
+      isNonEmptyString(r.Code) &&
+      (r.Message === undefined || isNonEmptyString(r.Message)) &&
+      Object.keys(r).every((k) => k === 'Code' || k === 'Message'),
+  );
 
 // Each action: the check of its value, what that check wants (for the 400 answer), and the keys it
 // takes beside it in "action".
@@ -313,12 +327,16 @@ const ACTIONS = {
     wants: 'a number of milliseconds from 0 to 3600000',
     extras: [],
   },
-  status: { valid: isErrorStatus, wants: 'an HTTP status from 400 to 599', extras: ['error_type', 'message'] },
+  status: {
+    valid: isErrorStatus,
+    wants: 'an HTTP status from 400 to 599',
+    extras: ['error_type', 'message', 'cancellation_reasons'],
+  },
   throttle: { valid: isTrue, wants: 'true', extras: ['message'] },
   apply_then_status: {
     valid: isErrorStatus,
     wants: 'an HTTP status from 400 to 599',
-    extras: ['error_type', 'message'],
+    extras: ['error_type', 'message', 'cancellation_reasons'],
   },
   apply_then_reset: { valid: isTrue, wants: 'true', extras: [] },
   reset: { valid: isTrue, wants: 'true', extras: [] },
@@ -402,6 +420,16 @@ function parseRule(input) {
       const takes = spec.extras.length === 0 ? 'nothing else' : spec.extras.join(', ');
       throw new RuleError(`action.${key}`, `"action.${key}" does not go with ${kind} (it takes ${takes})`);
     }
+    if (key === 'cancellation_reasons') {
+      if (!isCancellationReasons(action[key])) {
+        throw new RuleError(
+          `action.${key}`,
+          `"action.${key}" must be a non-empty list of {"Code": "...", "Message": "..."} (Message optional), ` +
+            'one for each action of the transaction',
+        );
+      }
+      continue;
+    }
     if (typeof action[key] !== 'string' || action[key] === '') {
       throw new RuleError(`action.${key}`, `"action.${key}" must be a non-empty string`);
     }
@@ -417,6 +445,9 @@ function parseRule(input) {
     value: action[kind],
     errorType: action.error_type || (action[kind] === 503 ? 'ServiceUnavailable' : 'InternalFailure'),
     message: action.message || null,
+    // DynamoDB's TransactionCanceledException says why each action of the transaction was
+    // cancelled, in order: {"Code":"None"} for one that was not at fault.
+    cancellationReasons: action.cancellation_reasons || null,
     count,
     probability,
     after,
@@ -496,10 +527,12 @@ function readBody(req) {
 
 // An error in the AWS JSON protocol of the service the backend stands in for: Kinesis speaks
 // awsJson1_1 (a bare __type), DynamoDB awsJson1_0 (a __type with its namespace).
-function sendFaultError(res, backend, status, type, message) {
+function sendFaultError(res, backend, status, type, message, reasons) {
   if (backend === BACKENDS.dynamodb) {
     const qualified = type.includes('#') ? type : `com.amazonaws.dynamodb.v20120810#${type}`;
-    sendJson(res, status, { __type: qualified, message }, 'application/x-amz-json-1.0');
+    const body = { __type: qualified, message };
+    if (reasons) body.CancellationReasons = reasons;
+    sendJson(res, status, body, 'application/x-amz-json-1.0');
   } else {
     sendJson(res, status, { __type: type, message }, 'application/x-amz-json-1.1');
   }
@@ -507,8 +540,13 @@ function sendFaultError(res, backend, status, type, message) {
 
 function sendStatusFault(res, backend, f, applied) {
   const what = applied ? 'the request was applied; its answer was replaced by' : 'injected';
-  const message = f.message || `stack-router fault ${f.id}: ${what} HTTP ${f.value}`;
-  sendFaultError(res, backend, f.value, f.errorType, message);
+  // As DynamoDB words a cancelled transaction: the reasons' codes, in order.
+  const reasons = f.cancellationReasons;
+  const cancelled = reasons
+    ? `Transaction cancelled, please refer cancellation reasons for specific reasons [${reasons.map((r) => r.Code).join(', ')}]`
+    : null;
+  const message = f.message || cancelled || `stack-router fault ${f.id}: ${what} HTTP ${f.value}`;
+  sendFaultError(res, backend, f.value, f.errorType, message, reasons);
 }
 
 // Drops the client's connection with a TCP RST, so that it sees a connection reset (a plain destroy

@@ -363,6 +363,8 @@ impl DynamoLeaseStore {
 }
 
 #[cfg(test)]
+mod faults;
+#[cfg(test)]
 mod tests;
 
 impl crate::lease::transactions::CommitStore for DynamoLeaseStore {

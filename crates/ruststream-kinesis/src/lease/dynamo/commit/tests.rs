@@ -7,13 +7,17 @@ use aws_sdk_dynamodb::types::ConditionCheck;
 use super::*;
 use crate::commit::UnitId;
 
-const A: &str = "commit-owner-a";
-const LEASE: Duration = Duration::from_secs(10);
+pub(super) const A: &str = "commit-owner-a";
+pub(super) const LEASE: Duration = Duration::from_secs(10);
 
-/// A lease table and a table of counts (key `id`) on the local stack; `None` without it.
-async fn stack(name: &str) -> Option<(DynamoLeaseStore, String)> {
+/// A lease table and a table of counts (key `id`) on the local stack, reached as the client
+/// (SDK app name) `name`, which the fault injector's rules of a test name; `None` without it.
+pub(super) async fn stack(name: &str) -> Option<(DynamoLeaseStore, String)> {
     let endpoint = std::env::var("KINESIS_TEST_ENDPOINT").ok()?;
-    let config = crate::local_stack_config(endpoint);
+    let config = crate::local_stack_config(&endpoint)
+        .into_builder()
+        .app_name(aws_config::AppName::new(name.to_owned()).expect("a valid app name"))
+        .build();
     let store = DynamoLeaseStore::new(&config, format!("{name}-{}", epoch_millis()));
     store
         .create_table()
@@ -46,7 +50,7 @@ async fn stack(name: &str) -> Option<(DynamoLeaseStore, String)> {
 }
 
 /// `ADD applied :one` on the count of `id`.
-fn count(counts: &str, id: &str) -> TransactWriteItem {
+pub(super) fn count(counts: &str, id: &str) -> TransactWriteItem {
     let update = Update::builder()
         .table_name(counts)
         .key("id", AttributeValue::S(id.to_owned()))
@@ -58,7 +62,7 @@ fn count(counts: &str, id: &str) -> TransactWriteItem {
 }
 
 /// How often the count of `id` was applied (0: never).
-async fn applied(store: &DynamoLeaseStore, counts: &str, id: &str) -> u64 {
+pub(super) async fn applied(store: &DynamoLeaseStore, counts: &str, id: &str) -> u64 {
     let item = store
         .client
         .get_item()
@@ -90,7 +94,7 @@ async fn taken_away(store: &DynamoLeaseStore, key: &LeaseKey) {
         .expect("moved");
 }
 
-fn row<'a>(key: &'a LeaseKey, checkpoint: &'a str) -> CommitRow<'a> {
+pub(super) fn row<'a>(key: &'a LeaseKey, checkpoint: &'a str) -> CommitRow<'a> {
     CommitRow {
         key,
         checkpoint,
@@ -100,7 +104,7 @@ fn row<'a>(key: &'a LeaseKey, checkpoint: &'a str) -> CommitRow<'a> {
     }
 }
 
-fn request<'a>(
+pub(super) fn request<'a>(
     token: &'a str,
     request_token: &'a str,
     units: Vec<(UnitId, Vec<TransactWriteItem>)>,
