@@ -26,7 +26,7 @@ pub(super) fn is_key_mismatch(code: Option<&str>, message: Option<&str>) -> bool
 }
 
 /// How long the check waits for the `DescribeTable` that says what is wrong with a table.
-const DESCRIBE_BOUND: Duration = Duration::from_secs(2);
+pub(super) const DESCRIBE_BOUND: Duration = Duration::from_secs(2);
 
 impl DynamoLeaseStore {
     /// One consistent `GetItem` of a key no row has: a table that does not exist or is keyed

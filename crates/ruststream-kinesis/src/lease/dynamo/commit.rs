@@ -110,6 +110,23 @@ impl DynamoLeaseStore {
                     }),
                 }
             }
+            // A table missing, or one the role may not write: a handler's is blamed (its
+            // handling is refused, naming it); the lease table's fails as any other failure.
+            Some(rejected)
+                if matches!(
+                    rejected.code(),
+                    Some("ResourceNotFoundException" | "AccessDeniedException")
+                ) =>
+            {
+                let code = rejected.code().unwrap_or_default();
+                match self.blamed(request, code, rejected.message()).await {
+                    Some(refusal) => CommitAnswer::UserRefused(refusal),
+                    None => {
+                        self.rows_answered(request, rules::Answer::Failed);
+                        CommitAnswer::Failed(self.failure(first.key, "commit", &error))
+                    }
+                }
+            }
             // No answer to trust (a transport failure, a timeout, a cancellation whose reasons
             // do not name every action): it may have landed.
             _ => {
@@ -362,6 +379,7 @@ impl DynamoLeaseStore {
     }
 }
 
+mod blame;
 #[cfg(test)]
 mod faults;
 #[cfg(test)]

@@ -352,3 +352,55 @@ async fn a_store_that_never_wrote_the_row_commits_nothing_and_says_why() {
     );
     assert_eq!(applied(&store, &counts, "r8").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_to_a_missing_table_refuses_its_handling_naming_the_table() {
+    let Some((store, counts)) = stack("commit-missing-table").await else {
+        return;
+    };
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store.acquire(&key, A, LEASE).await.expect("taken");
+    let seen = store.fence(&key).counter;
+    let missing = format!("{counts}-never-created");
+    // DynamoDB rejects the request as a whole (ResourceNotFoundException), naming no table.
+    let commit = request(
+        "t1",
+        "t1-00",
+        vec![
+            (UnitId(1), vec![count(&counts, "r7")]),
+            (UnitId(2), vec![count(&counts, "r8"), count(&missing, "r8")]),
+        ],
+        vec![row(&key, "100")],
+    );
+    let CommitAnswer::UserRefused(refusal) = store.commit(&commit).await else {
+        panic!("the handling that named the missing table is refused");
+    };
+    assert_eq!(
+        (refusal.unit, refusal.action, refusal.code.as_str()),
+        (UnitId(2), Some(1), "ResourceNotFoundException")
+    );
+    let message = refusal.message.unwrap_or_default();
+    assert!(
+        message.contains(&missing) && message.contains("create it"),
+        "{message}"
+    );
+    assert_eq!(applied(&store, &counts, "r7").await, 0, "nothing applied");
+    let held = store.read(&key).await.unwrap().expect("the row");
+    assert_eq!((held.counter, held.commit_token), (seen.unwrap(), None));
+    // The lease table itself missing is no handling's fault: the commit fails as before.
+    store
+        .client
+        .delete_table()
+        .table_name(store.table())
+        .send()
+        .await
+        .expect("deleted");
+    let alone = request(
+        "t2",
+        "t2-00",
+        vec![(UnitId(3), vec![count(&counts, "r9")])],
+        vec![row(&key, "100")],
+    );
+    let answer = store.commit(&alone).await;
+    assert!(matches!(answer, CommitAnswer::Failed(_)), "{answer:?}");
+}

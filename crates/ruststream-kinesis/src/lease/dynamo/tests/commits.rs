@@ -265,3 +265,41 @@ async fn a_commit_without_writes_is_one_conditional_update_that_keeps_its_token(
     );
     assert_eq!(store.fence(&key).counter, Some(2));
 }
+
+#[tokio::test]
+async fn a_write_the_role_may_not_make_refuses_its_handling_naming_the_table() {
+    let denied = |table: &str| {
+        Reply::status(
+            400,
+            json!({
+                "__type": "com.amazonaws.dynamodb.v20120810#AccessDeniedException",
+                "message": format!(
+                    "User: arn:aws:sts::123456789012:assumed-role/reader/i-1 is not authorized \
+                     to perform: dynamodb:PutItem on resource: \
+                     arn:aws:dynamodb:us-east-1:123456789012:table/{table} because no \
+                     identity-based policy allows the dynamodb:PutItem action"
+                ),
+            }),
+        )
+    };
+    let (store, _) = commit_store(json!({}), move |n, _| match n {
+        0 => denied("counts"),
+        _ => denied("leases"),
+    });
+    let key = held_by_me(&store).await;
+    let CommitAnswer::UserRefused(refusal) = store.commit(&one_unit(&key, "t1", "t1-00")).await
+    else {
+        panic!("the handling that named the table is refused");
+    };
+    assert_eq!(
+        (refusal.unit, refusal.action, refusal.code.as_str()),
+        (UnitId(1), Some(0), "AccessDeniedException")
+    );
+    assert!(
+        refusal.message.unwrap_or_default().contains("\"counts\""),
+        "names the table"
+    );
+    // The lease table denied is no handling's fault: the commit fails, and may be sent again.
+    let answer = store.commit(&one_unit(&key, "t1", "t1-01")).await;
+    assert!(matches!(answer, CommitAnswer::Failed(_)), "{answer:?}");
+}
