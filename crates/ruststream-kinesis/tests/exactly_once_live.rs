@@ -186,6 +186,67 @@ async fn each_record_is_counted_once_with_its_checkpoint_across_a_restart() {
     );
 }
 
+/// A put of the count of `id` (1) into `table`.
+fn put_count(table: &str, id: &str) -> TransactWriteItem {
+    let put = aws_sdk_dynamodb::types::Put::builder()
+        .table_name(table)
+        .item("id", AttributeValue::S(id.to_owned()))
+        .item("applied", AttributeValue::N("1".to_owned()))
+        .build()
+        .unwrap();
+    TransactWriteItem::builder().put(put).build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlings_that_put_into_one_table_commit_together_once_its_key_is_known() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let Reading {
+        client,
+        counts: counts_name,
+        stream,
+        connected,
+        mut subscriber,
+        metrics,
+        ..
+    } = reading(&url, "exactly-once-puts", 1).await;
+    let mut deliveries = Box::pin(subscriber.stream());
+    // The first commit that puts into the table asks DynamoDB for its key.
+    publish_all(&url, &stream, ["warm-up".to_owned()]).await;
+    let msg = common::next_delivery(&mut deliveries).await;
+    writes_of(&msg)
+        .stage(put_count(&counts_name, "warm-up"))
+        .unwrap();
+    msg.ack().await.unwrap();
+    assert_eq!(counted(&client, &counts_name, 1).await.len(), 1);
+    let before = commits_ended(&metrics, "");
+    let bodies: Vec<String> = (0..60).map(|i| format!("put-{i}")).collect();
+    publish_all(&url, &stream, bodies.clone()).await;
+    for _ in &bodies {
+        let msg = common::next_delivery(&mut deliveries).await;
+        let id = String::from_utf8_lossy(msg.payload()).into_owned();
+        writes_of(&msg).stage(put_count(&counts_name, &id)).unwrap();
+        msg.ack().await.unwrap();
+    }
+    let now = counted(&client, &counts_name, bodies.len() + 1).await;
+    for id in &bodies {
+        assert_eq!(now.get(id), Some(&1), "{id} put once: {now:?}");
+    }
+    // Each put touches one item: the handlings acknowledged while a commit was in flight fold
+    // into the next one. A put counted as touching every item of its table would take one
+    // commit a record.
+    let commits = commits_ended(&metrics, "") - before;
+    assert!(
+        commits <= 30,
+        "{} records put in {commits} commits",
+        bodies.len()
+    );
+    drop(deliveries);
+    drop(subscriber);
+    connected.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_refused_by_its_own_condition_applies_nothing_and_comes_again_with_why() {
     let Some(url) = common::endpoint() else {

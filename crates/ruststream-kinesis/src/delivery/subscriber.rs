@@ -108,7 +108,8 @@ fn units_of(batch: Batch) -> Vec<Batch> {
             && group.len() > 1
         {
             let writes =
-                crate::StagedWrites::exactly_once((&last.shard, &last.record.sequence), None);
+                crate::StagedWrites::exactly_once((&last.shard, &last.record.sequence), None)
+                    .with_key_schemas(group[0].writes.key_schemas());
             #[cfg(feature = "testing")]
             let writes = match group[0].writes.journal() {
                 Some(journal) => writes.logged(crate::lease::HandlingSeed {

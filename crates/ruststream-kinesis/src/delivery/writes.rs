@@ -12,6 +12,7 @@ use ruststream::{ContextField, Field};
 
 use crate::commit::fold::{Exceeded, fits};
 use crate::commit::{ItemRef, Limits, UnitSize};
+use crate::lease::KeySchemas;
 use crate::{KinesisBatchContext, KinesisContext};
 
 mod handling;
@@ -103,6 +104,8 @@ struct Staging {
     /// In process, where the handling is recorded once it ends (taken then).
     #[cfg(feature = "testing")]
     log: Mutex<Option<crate::lease::HandlingSeed>>,
+    /// The key attributes of the tables puts name, as far as the lease store learnt them.
+    schemas: Option<KeySchemas>,
 }
 
 #[derive(Debug, Default)]
@@ -110,8 +113,8 @@ struct Open {
     writes: Vec<TransactWriteItem>,
     /// About what the writes weigh.
     bytes: usize,
-    /// The items the writes touch, as the fold compares them across units: a put, whose key is
-    /// not known here, clashes with every item of its table.
+    /// The items the writes touch, as the fold compares them across units: a put into a table
+    /// whose key is not known here clashes with every item of its table.
     items: Vec<ItemRef>,
     /// Each keyed write's table and key, as text: a second write on one of them is refused.
     keyed: Vec<(String, String)>,
@@ -204,7 +207,7 @@ impl StagedWrites {
             });
         };
         let action = Action::of(&item)?;
-        let key = action.key_text();
+        let key = action.key_text(staging.schemas.as_ref());
         if let Some(key) = &key
             && open
                 .keyed
@@ -280,8 +283,23 @@ impl StagedWrites {
                 refused,
                 #[cfg(feature = "testing")]
                 log: Mutex::default(),
+                schemas: None,
             })),
         }
+    }
+
+    /// The writes, staged knowing the keys of the tables in `schemas` (a put into one of them
+    /// touches one item).
+    pub(crate) fn with_key_schemas(mut self, schemas: Option<KeySchemas>) -> Self {
+        if let Some(staging) = self.staging.as_mut().and_then(Arc::get_mut) {
+            staging.schemas = schemas;
+        }
+        self
+    }
+
+    /// The key schemas these writes are staged knowing.
+    pub(crate) fn key_schemas(&self) -> Option<KeySchemas> {
+        self.staging.as_ref()?.schemas.clone()
     }
 
     /// In process: the handling is recorded with `seed` once it ends.
@@ -362,11 +380,12 @@ pub(crate) fn table_of(write: &TransactWriteItem) -> Option<&str> {
     Action::of(write).ok().map(|action| action.table)
 }
 
-/// One staged write as the limits see it: its table, its key (where the write names it), and
-/// about how many bytes it weighs.
+/// One staged write as the limits see it: its table, its key (where the write names it), a
+/// put's item, and about how many bytes it weighs.
 struct Action<'a> {
     table: &'a str,
     key: Option<&'a HashMap<String, AttributeValue>>,
+    put: Option<&'a HashMap<String, AttributeValue>>,
     bytes: usize,
 }
 
@@ -377,6 +396,7 @@ impl<'a> Action<'a> {
             found.push(Self {
                 table: put.table_name(),
                 key: None,
+                put: Some(put.item()),
                 bytes: map_bytes(put.item())
                     + expression_bytes(
                         put.condition_expression(),
@@ -388,6 +408,7 @@ impl<'a> Action<'a> {
             found.push(Self {
                 table: update.table_name(),
                 key: Some(update.key()),
+                put: None,
                 bytes: map_bytes(update.key())
                     + update.update_expression().len()
                     + expression_bytes(
@@ -400,6 +421,7 @@ impl<'a> Action<'a> {
             found.push(Self {
                 table: delete.table_name(),
                 key: Some(delete.key()),
+                put: None,
                 bytes: map_bytes(delete.key())
                     + expression_bytes(
                         delete.condition_expression(),
@@ -411,6 +433,7 @@ impl<'a> Action<'a> {
             found.push(Self {
                 table: check.table_name(),
                 key: Some(check.key()),
+                put: None,
                 bytes: map_bytes(check.key())
                     + expression_bytes(
                         Some(check.condition_expression()),
@@ -424,14 +447,23 @@ impl<'a> Action<'a> {
         }
     }
 
-    /// The key as text, its attributes in order (`None`: a put, whose key the table's schema
-    /// says).
-    fn key_text(&self) -> Option<String> {
-        let key = self.key?;
-        let mut parts: Vec<String> = key
-            .iter()
-            .map(|(name, value)| format!("{name}={value:?}"))
-            .collect();
+    /// The key as text, its attributes in order: the one the write names, or a put's item's
+    /// attributes that `schemas` says make its table's key (`None`: not known).
+    fn key_text(&self, schemas: Option<&KeySchemas>) -> Option<String> {
+        let mut parts: Vec<String> = match (self.key, self.put) {
+            (Some(key), _) => key
+                .iter()
+                .map(|(name, value)| format!("{name}={value:?}"))
+                .collect(),
+            (None, Some(item)) => {
+                let names = schemas?.key_of(self.table)?;
+                names
+                    .iter()
+                    .map(|name| Some(format!("{name}={:?}", item.get(name)?)))
+                    .collect::<Option<_>>()?
+            }
+            (None, None) => return None,
+        };
         parts.sort();
         Some(parts.join(", "))
     }

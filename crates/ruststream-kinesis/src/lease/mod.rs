@@ -11,6 +11,8 @@ mod error;
 #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
 mod journal;
 mod key;
+#[cfg(feature = "dynamodb-lease")]
+mod key_schemas;
 mod memory;
 mod notice;
 #[cfg(feature = "dynamodb-lease")]
@@ -37,6 +39,8 @@ pub use journal::{HandledRecord, InProcessCommit, InProcessCommits, InProcessHan
 #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
 pub(crate) use journal::{HandlingEntry, HandlingSeed};
 pub use key::LeaseKey;
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) use key_schemas::KeySchemas;
 pub use memory::MemoryLeaseStore;
 pub use notice::Notice;
 #[cfg(any(test, feature = "dynamodb-lease"))]

@@ -271,6 +271,10 @@ impl super::transactions::CommitStore for TimedCommits {
         self.inner.region()
     }
 
+    fn key_schemas(&self) -> Option<super::KeySchemas> {
+        self.inner.key_schemas()
+    }
+
     fn table_arn(&self) -> super::transactions::ArnFuture<'_> {
         Box::pin(self.inner.table_arn())
     }

@@ -31,6 +31,12 @@ pub(crate) trait CommitStore: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The key attributes of the tables its commits put items into, as far as it learnt them
+    /// (`None`: it learns none, and puts count as touching every item of their table).
+    fn key_schemas(&self) -> Option<super::KeySchemas> {
+        None
+    }
+
     /// The ARN of the table its transactions condition the lease rows in (`None`: not known,
     /// as where `DescribeTable` is not allowed): it names the table's account.
     fn table_arn(&self) -> ArnFuture<'_> {
@@ -59,6 +65,11 @@ impl Transactions {
     /// The AWS region the transactions run in, where the store knows it.
     pub(crate) fn region(&self) -> Option<String> {
         self.store.region()
+    }
+
+    /// The key attributes of the tables commits put items into, where the store learns them.
+    pub(crate) fn key_schemas(&self) -> Option<super::KeySchemas> {
+        self.store.key_schemas()
     }
 
     /// The lease table's ARN, where the store can tell it.

@@ -108,3 +108,50 @@ fn staging_after_the_settle_or_outside_exactly_once_fails_naming_why() {
     assert_eq!(err, StageError::NotExactlyOnce);
     assert!(err.to_string().contains("exactly_once()"), "{err}");
 }
+
+/// A put of item `id` into `counts`.
+fn put_count(id: &str) -> TransactWriteItem {
+    let put = Put::builder()
+        .table_name("counts")
+        .item("id", AttributeValue::S(id.to_owned()))
+        .item("applied", AttributeValue::N("1".into()))
+        .build()
+        .unwrap();
+    TransactWriteItem::builder().put(put).build()
+}
+
+#[test]
+fn a_put_into_a_table_whose_key_is_known_touches_one_item() {
+    let schemas = crate::lease::KeySchemas::default();
+    // Not known yet: the put touches every item of its table.
+    let unknown = staging().with_key_schemas(Some(schemas.clone()));
+    unknown.stage(put_count("r1")).unwrap();
+    let (_, size) = unknown.seal();
+    assert_eq!(size.items[0].key, None);
+    // Known (a commit asked DescribeTable): the item its key attributes name.
+    schemas.learn("counts", Some(vec!["id".to_owned()]));
+    let known = staging().with_key_schemas(Some(schemas.clone()));
+    known.stage(put_count("r1")).unwrap();
+    known.stage(put_count("r2")).unwrap();
+    let (_, size) = known.seal();
+    assert!(size.items.iter().all(|item| item.key.is_some()));
+    assert!(
+        !size.items[0].clashes(&size.items[1]),
+        "two items of one table fold together"
+    );
+    // Its key is the one an update of the item names: the two clash, and one handling may not
+    // stage both.
+    let twice = staging().with_key_schemas(Some(schemas));
+    twice.stage(put_count("r3")).unwrap();
+    let update = Update::builder()
+        .table_name("counts")
+        .key("id", AttributeValue::S("r3".to_owned()))
+        .update_expression("ADD applied :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .build()
+        .unwrap();
+    assert!(matches!(
+        twice.stage(TransactWriteItem::builder().update(update).build()),
+        Err(StageError::TwoActionsOnOneItem { .. })
+    ));
+}

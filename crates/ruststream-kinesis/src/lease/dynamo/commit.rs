@@ -46,6 +46,7 @@ impl DynamoLeaseStore {
         {
             return CommitAnswer::Failed(self.no_counter(row.key));
         }
+        self.learn_key_schemas(request).await;
         let actions = self.commit_actions(request, &fences);
         let count = actions.len();
         let unanswered: Vec<Unanswered<'_>> = request
@@ -382,6 +383,7 @@ impl DynamoLeaseStore {
 mod blame;
 #[cfg(test)]
 mod faults;
+mod schemas;
 #[cfg(test)]
 mod tests;
 
@@ -395,6 +397,10 @@ impl crate::lease::transactions::CommitStore for DynamoLeaseStore {
 
     fn region(&self) -> Option<String> {
         self.client.config().region().map(ToString::to_string)
+    }
+
+    fn key_schemas(&self) -> Option<crate::lease::KeySchemas> {
+        Some(self.key_schemas.clone())
     }
 
     fn table_arn(&self) -> crate::lease::transactions::ArnFuture<'_> {

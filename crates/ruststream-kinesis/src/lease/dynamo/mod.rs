@@ -194,6 +194,8 @@ pub struct DynamoLeaseStore {
     /// Per held row, the counter this store's last write left there, and whether a write of
     /// this store since then has an unknown outcome (it failed in transport, so it may still land).
     fences: Arc<Mutex<HashMap<LeaseKey, Fence>>>,
+    /// The key attributes of the tables handlers put items into (exactly once).
+    key_schemas: crate::lease::KeySchemas,
 }
 
 /// What a Scan of the table read.
@@ -304,6 +306,7 @@ impl DynamoLeaseStore {
             existing: Arc::default(),
             bare_rows: Arc::default(),
             fences: Arc::default(),
+            key_schemas: crate::lease::KeySchemas::default(),
         }
     }
 

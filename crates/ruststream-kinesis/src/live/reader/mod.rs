@@ -331,6 +331,11 @@ fn deliver(
             (&env.shard, &record.sequence),
             handle.take_refusal(ticket),
         )
+        .with_key_schemas(
+            env.transactions
+                .as_ref()
+                .and_then(crate::lease::Transactions::key_schemas),
+        )
     });
     let message = KinesisMessage::new(
         record,

@@ -2,7 +2,7 @@
 //! made with the store's own calls and read back from the tables. Runs when
 //! `KINESIS_TEST_ENDPOINT` names the local stack.
 
-use aws_sdk_dynamodb::types::ConditionCheck;
+use aws_sdk_dynamodb::types::{ConditionCheck, Put};
 
 use super::*;
 use crate::commit::UnitId;
@@ -403,4 +403,38 @@ async fn a_write_to_a_missing_table_refuses_its_handling_naming_the_table() {
     );
     let answer = store.commit(&alone).await;
     assert!(matches!(answer, CommitAnswer::Failed(_)), "{answer:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_puts_into_a_table_learns_its_key_once() {
+    let Some((store, counts)) = stack("commit-learns-key").await else {
+        return;
+    };
+    let key = LeaseKey::new("orders", "shardId-000000000000");
+    store.acquire(&key, A, LEASE).await.expect("taken");
+    let put = Put::builder()
+        .table_name(&counts)
+        .item("id", AttributeValue::S("r10".to_owned()))
+        .item("applied", AttributeValue::N("1".to_owned()))
+        .build()
+        .expect("a put");
+    assert!(store.key_schemas.unasked(&counts));
+    let commit = request(
+        "t1",
+        "t1-00",
+        vec![(
+            UnitId(1),
+            vec![TransactWriteItem::builder().put(put).build()],
+        )],
+        vec![row(&key, "100")],
+    );
+    assert!(matches!(store.commit(&commit).await, CommitAnswer::Done));
+    assert_eq!(applied(&store, &counts, "r10").await, 1);
+    assert_eq!(
+        store.key_schemas.key_of(&counts).as_deref(),
+        Some(&["id".to_owned()][..]),
+        "the handlings that stage puts after it know the key"
+    );
+    // The lease table is never asked about: nothing puts into it.
+    assert!(store.key_schemas.unasked(store.table()));
 }
