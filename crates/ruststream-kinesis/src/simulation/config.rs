@@ -170,6 +170,12 @@ pub(super) struct Config {
     /// Exactly once, the handler takes batches of at most this many records (1: one at a time):
     /// a batch's first deliveries of one shard settle as one unit.
     pub(super) handler_batch: usize,
+    /// Exactly once, the chance that a handling drops its record (`nack(false)`: the checkpoint
+    /// passes it with nothing it staged), or a batch's body fails as a whole (every record
+    /// dropped); drawn from a generator of its own (`drop_seed`), so the schedule's other
+    /// draws stay what they were.
+    pub(super) p_drop: f64,
+    pub(super) drop_seed: u64,
 }
 
 impl Config {
@@ -283,6 +289,8 @@ impl Config {
             p_user_refuse: 0.0,
             token_honoured: false,
             handler_batch: 1,
+            p_drop: 0.0,
+            drop_seed: 0,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)
@@ -300,6 +308,10 @@ impl Config {
         self.p_user_refuse = [0.0, 0.02, 0.1][side.random_range(0..3)];
         self.token_honoured = side.random_bool(0.5);
         self.handler_batch = [1, 1, 4, 16][side.random_range(0..4)];
+        if self.exactly_once {
+            self.p_drop = [0.0, 0.0, 0.05][side.random_range(0..3)];
+            self.drop_seed = side.random();
+        }
         self
     }
 

@@ -298,7 +298,14 @@ impl Sim {
             return;
         }
         self.mark_acked(msg.shard, msg.idx);
-        let staged = self.staged(&msg);
+        // `nack(false)` (`KinesisMessage::nack`): what it staged is let go, and it settles with
+        // nothing staged (`ShardHandle::settle_writes`).
+        let staged = if self.drops_now() {
+            self.dropped.insert((msg.shard, msg.idx));
+            None
+        } else {
+            self.staged(&msg)
+        };
         // `ShardHandle::settle`.
         let stream = &self.stream;
         if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
@@ -519,13 +526,27 @@ impl Sim {
             // Its handler retries its last record.
             *last = Verdict::Back(self.cfg.retry_delay);
         }
-        match BatchEnd::of(settled.iter().map(|&(_, verdict)| verdict)) {
-            BatchEnd::Commit => {}
-            BatchEnd::Back => return self.batch_back(i, sid, &settled),
-            BatchEnd::Drop => unreachable!("the simulated handlers never drop a record"),
+        if self.drops_now() {
+            // Its body failed as a whole (`Err`, dead letters): every record it was given is
+            // dropped.
+            for (_, verdict) in &mut settled {
+                if *verdict == Verdict::Ack {
+                    *verdict = Verdict::Drop;
+                }
+            }
         }
+        let dropped = match BatchEnd::of(settled.iter().map(|&(_, verdict)| verdict)) {
+            BatchEnd::Commit => false,
+            BatchEnd::Back => return self.batch_back(i, sid, &settled),
+            // What it staged is let go: each record settles alone with nothing staged.
+            BatchEnd::Drop => true,
+        };
         let held: Vec<Msg> = settled.iter().map(|&(msg, _)| msg).collect();
-        let unit = self.unit_of(&held);
+        if dropped {
+            self.dropped
+                .extend(held.iter().map(|msg| (msg.shard, msg.idx)));
+        }
+        let unit = if dropped { None } else { self.unit_of(&held) };
         let tickets: Vec<Ticket> = held.iter().map(|msg| msg.ticket).collect();
         let whole = unit.is_none()
             || self.insts[i]
@@ -580,6 +601,15 @@ impl Sim {
             }
         }
         self.after_handler(i);
+    }
+
+    /// Whether the handling that ends now drops its record (or its batch), by `Config::p_drop`.
+    fn drops_now(&mut self) -> bool {
+        let drops = self.cfg.p_drop > 0.0 && self.drops.random_bool(self.cfg.p_drop);
+        if drops {
+            self.stats.drops += 1;
+        }
+        drops
     }
 
     /// Whether a handling of record `idx` of `shard` stages an effect (exactly once).

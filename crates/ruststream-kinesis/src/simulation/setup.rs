@@ -13,6 +13,8 @@ impl Sim {
         let live_from = quiet_at + cfg.request_lifetime() + ms(1);
         let mut sim = Self {
             rng,
+            drops: StdRng::seed_from_u64(cfg.drop_seed),
+            dropped: HashSet::new(),
             now: Time::ZERO,
             seq: 0,
             token: 0,

@@ -716,8 +716,8 @@ impl Sim {
     }
 
     /// Invariant 8b: a checkpoint that moves from `old` to `new` (a commit, or `SHARD_END`)
-    /// passes no owed record that stages an effect whose effect was never applied: the effects
-    /// and the checkpoint move together.
+    /// passes no owed record that stages an effect whose effect was never applied, unless a
+    /// handling dropped it: the effects and the checkpoint move together.
     fn check_effects_covered(&mut self, shard: usize, old: Mark, new: Mark, epoch: u32) {
         if new <= old {
             return;
@@ -735,6 +735,7 @@ impl Sim {
             self.ghost[shard].owed.get(idx).copied().unwrap_or(false)
                 && self.stages(shard, idx)
                 && !self.applied_records.contains(&(shard, idx))
+                && !self.dropped.contains(&(shard, idx))
                 && !let_go.contains(&idx)
         });
         if let Some(idx) = missing {

@@ -961,6 +961,8 @@ pub(super) struct Stats {
     pub(super) finishes_abandoned: u64,
     /// Batches of several records that settled as one unit with what they staged.
     pub(super) batches: u64,
+    /// Handlings that dropped their record, and batches whose body failed as a whole.
+    pub(super) drops: u64,
     /// Leases lost to a renewal's row moved by a commit of their own they took for refused.
     pub(super) late_commit_losses: u64,
 }
@@ -1033,6 +1035,7 @@ impl Stats {
         self.finishes_abandoned += o.finishes_abandoned;
         self.batches += o.batches;
         self.late_commit_losses += o.late_commit_losses;
+        self.drops += o.drops;
         self.tokens_honoured += o.tokens_honoured;
         self.commit_resends_recognised += o.commit_resends_recognised;
     }
@@ -1048,6 +1051,11 @@ pub(super) struct Failure {
 pub(super) struct Sim {
     pub(super) cfg: Config,
     pub(super) rng: StdRng,
+    /// Decides which handlings drop their records (`Config::p_drop`).
+    pub(super) drops: StdRng,
+    /// Exactly once: the records a handling dropped (`nack(false)`): the checkpoint may pass them
+    /// with no effect applied.
+    pub(super) dropped: HashSet<(usize, usize)>,
     pub(super) now: Time,
     pub(super) seq: u64,
     pub(super) token: u64,
