@@ -215,6 +215,13 @@ async fn handlings_that_put_into_one_table_commit_together_once_its_key_is_known
     // The first commit that puts into the table asks DynamoDB for its key.
     publish_all(&url, &stream, ["warm-up".to_owned()]).await;
     let msg = common::next_delivery(&mut deliveries).await;
+    // The start learnt the lease table's region: a table named elsewhere by its ARN is refused
+    // where it is staged, since a transaction never spans regions.
+    let elsewhere = format!("arn:aws:dynamodb:eu-west-1:123456789012:table/{counts_name}");
+    assert!(matches!(
+        writes_of(&msg).stage(put_count(&elsewhere, "warm-up")),
+        Err(ruststream_kinesis::StageError::OtherRegion { .. })
+    ));
     writes_of(&msg)
         .stage(put_count(&counts_name, "warm-up"))
         .unwrap();

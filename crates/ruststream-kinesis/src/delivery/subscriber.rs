@@ -109,7 +109,7 @@ fn units_of(batch: Batch) -> Vec<Batch> {
         {
             let writes =
                 crate::StagedWrites::exactly_once((&last.shard, &last.record.sequence), None)
-                    .with_key_schemas(group[0].writes.key_schemas());
+                    .with_commit_tables(group[0].writes.commit_tables());
             #[cfg(feature = "testing")]
             let writes = match group[0].writes.journal() {
                 Some(journal) => writes.logged(crate::lease::HandlingSeed {

@@ -12,7 +12,7 @@ use ruststream::{ContextField, Field};
 
 use crate::commit::fold::{Exceeded, fits};
 use crate::commit::{ItemRef, Limits, UnitSize};
-use crate::lease::KeySchemas;
+use crate::lease::CommitTables;
 use crate::{KinesisBatchContext, KinesisContext};
 
 mod handling;
@@ -104,8 +104,9 @@ struct Staging {
     /// In process, where the handling is recorded once it ends (taken then).
     #[cfg(feature = "testing")]
     log: Mutex<Option<crate::lease::HandlingSeed>>,
-    /// The key attributes of the tables puts name, as far as the lease store learnt them.
-    schemas: Option<KeySchemas>,
+    /// What the lease store knows of the tables a commit writes (their keys, the lease table's
+    /// region).
+    schemas: Option<CommitTables>,
 }
 
 #[derive(Debug, Default)]
@@ -174,6 +175,21 @@ pub enum StageError {
         /// About how many it would have staged with this one.
         bytes: usize,
     },
+    /// A write names its table by an ARN in another region than the lease table: a commit runs
+    /// in the lease table's region, and a DynamoDB transaction never spans regions.
+    #[error(
+        "table {table:?} is in region {region}, and a commit runs in the lease table's region \
+         {lease_region} (a DynamoDB transaction never spans regions): keep the lease table in the \
+         region of the tables the handler writes, or write this one outside the transaction"
+    )]
+    OtherRegion {
+        /// The table, as the write names it.
+        table: String,
+        /// Its region.
+        region: String,
+        /// The lease table's region.
+        lease_region: String,
+    },
     /// Two writes of one handling on one item: DynamoDB refuses such a transaction.
     #[error(
         "table {table:?}: two writes on the item with key {key}; a transaction writes an item \
@@ -207,6 +223,17 @@ impl StagedWrites {
             });
         };
         let action = Action::of(&item)?;
+        if let Some((region, lease_region)) = staging
+            .schemas
+            .as_ref()
+            .and_then(|tables| tables.other_region(action.table))
+        {
+            return Err(StageError::OtherRegion {
+                table: action.table.to_owned(),
+                region,
+                lease_region,
+            });
+        }
         let key = action.key_text(staging.schemas.as_ref());
         if let Some(key) = &key
             && open
@@ -290,7 +317,7 @@ impl StagedWrites {
 
     /// The writes, staged knowing the keys of the tables in `schemas` (a put into one of them
     /// touches one item).
-    pub(crate) fn with_key_schemas(mut self, schemas: Option<KeySchemas>) -> Self {
+    pub(crate) fn with_commit_tables(mut self, schemas: Option<CommitTables>) -> Self {
         if let Some(staging) = self.staging.as_mut().and_then(Arc::get_mut) {
             staging.schemas = schemas;
         }
@@ -298,7 +325,7 @@ impl StagedWrites {
     }
 
     /// The key schemas these writes are staged knowing.
-    pub(crate) fn key_schemas(&self) -> Option<KeySchemas> {
+    pub(crate) fn commit_tables(&self) -> Option<CommitTables> {
         self.staging.as_ref()?.schemas.clone()
     }
 
@@ -449,7 +476,7 @@ impl<'a> Action<'a> {
 
     /// The key as text, its attributes in order: the one the write names, or a put's item's
     /// attributes that `schemas` says make its table's key (`None`: not known).
-    fn key_text(&self, schemas: Option<&KeySchemas>) -> Option<String> {
+    fn key_text(&self, schemas: Option<&CommitTables>) -> Option<String> {
         let mut parts: Vec<String> = match (self.key, self.put) {
             (Some(key), _) => key
                 .iter()

@@ -7,12 +7,12 @@
 //! instances share the shards of a stream.
 
 mod clock;
+#[cfg(feature = "dynamodb-lease")]
+mod commit_tables;
 mod error;
 #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
 mod journal;
 mod key;
-#[cfg(feature = "dynamodb-lease")]
-mod key_schemas;
 mod memory;
 mod notice;
 #[cfg(feature = "dynamodb-lease")]
@@ -32,6 +32,8 @@ mod dynamo;
 pub(crate) use clock::millis;
 pub use clock::{SKEW_TOLERANCE, epoch_millis};
 #[cfg(feature = "dynamodb-lease")]
+pub(crate) use commit_tables::{CommitTables, arn_part};
+#[cfg(feature = "dynamodb-lease")]
 pub use dynamo::DynamoLeaseStore;
 pub use error::LeaseError;
 #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
@@ -39,8 +41,6 @@ pub use journal::{HandledRecord, InProcessCommit, InProcessCommits, InProcessHan
 #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
 pub(crate) use journal::{HandlingEntry, HandlingSeed};
 pub use key::LeaseKey;
-#[cfg(feature = "dynamodb-lease")]
-pub(crate) use key_schemas::KeySchemas;
 pub use memory::MemoryLeaseStore;
 pub use notice::Notice;
 #[cfg(any(test, feature = "dynamodb-lease"))]

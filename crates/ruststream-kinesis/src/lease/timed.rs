@@ -271,8 +271,8 @@ impl super::transactions::CommitStore for TimedCommits {
         self.inner.region()
     }
 
-    fn key_schemas(&self) -> Option<super::KeySchemas> {
-        self.inner.key_schemas()
+    fn commit_tables(&self) -> Option<super::CommitTables> {
+        self.inner.commit_tables()
     }
 
     fn table_arn(&self) -> super::transactions::ArnFuture<'_> {

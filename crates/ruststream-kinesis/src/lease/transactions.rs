@@ -33,7 +33,7 @@ pub(crate) trait CommitStore: Send + Sync + std::fmt::Debug {
 
     /// The key attributes of the tables its commits put items into, as far as it learnt them
     /// (`None`: it learns none, and puts count as touching every item of their table).
-    fn key_schemas(&self) -> Option<super::KeySchemas> {
+    fn commit_tables(&self) -> Option<super::CommitTables> {
         None
     }
 
@@ -68,8 +68,8 @@ impl Transactions {
     }
 
     /// The key attributes of the tables commits put items into, where the store learns them.
-    pub(crate) fn key_schemas(&self) -> Option<super::KeySchemas> {
-        self.store.key_schemas()
+    pub(crate) fn commit_tables(&self) -> Option<super::CommitTables> {
+        self.store.commit_tables()
     }
 
     /// The lease table's ARN, where the store can tell it.

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "dynamodb-lease")]
+use crate::lease::arn_part;
 use crate::live::subscription::Instance;
 use crate::{ExactlyOnceRefusal, KinesisError, KinesisStream};
 
@@ -89,7 +91,7 @@ pub(crate) async fn account_refusal(
         }
         return Ok(());
     };
-    match (arn_account(&table_arn), arn_account(stream_arn)) {
+    match (arn_part(&table_arn, 4), arn_part(stream_arn, 4)) {
         (Some(lease_account), Some(stream_account)) if lease_account != stream_account => {
             Err(KinesisError::ExactlyOnce {
                 stream: source.name.to_string(),
@@ -102,39 +104,5 @@ pub(crate) async fn account_refusal(
             })
         }
         _ => Ok(()),
-    }
-}
-
-/// The account an ARN names (`arn:partition:service:region:account:resource`); `None` for
-/// text that is not an ARN or names none.
-#[cfg(feature = "dynamodb-lease")]
-fn arn_account(arn: &str) -> Option<&str> {
-    let mut parts = arn.splitn(6, ':');
-    (parts.next()? == "arn").then_some(())?;
-    let account = parts.nth(3)?;
-    (!account.is_empty() && parts.next().is_some()).then_some(account)
-}
-
-#[cfg(all(test, feature = "dynamodb-lease"))]
-mod tests {
-    use super::arn_account;
-
-    #[test]
-    fn an_arn_names_its_account() {
-        assert_eq!(
-            arn_account("arn:aws:dynamodb:us-east-1:123456789012:table/leases"),
-            Some("123456789012")
-        );
-        assert_eq!(
-            arn_account("arn:aws-cn:kinesis:cn-north-1:000000000000:stream/orders"),
-            Some("000000000000")
-        );
-        assert_eq!(arn_account("arn:aws:s3:::bucket"), None, "no account");
-        assert_eq!(arn_account("leases"), None, "not an ARN");
-        assert_eq!(
-            arn_account("arn:aws:dynamodb:us-east-1:1"),
-            None,
-            "no resource"
-        );
     }
 }

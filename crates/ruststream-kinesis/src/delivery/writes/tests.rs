@@ -122,15 +122,15 @@ fn put_count(id: &str) -> TransactWriteItem {
 
 #[test]
 fn a_put_into_a_table_whose_key_is_known_touches_one_item() {
-    let schemas = crate::lease::KeySchemas::default();
+    let schemas = crate::lease::CommitTables::default();
     // Not known yet: the put touches every item of its table.
-    let unknown = staging().with_key_schemas(Some(schemas.clone()));
+    let unknown = staging().with_commit_tables(Some(schemas.clone()));
     unknown.stage(put_count("r1")).unwrap();
     let (_, size) = unknown.seal();
     assert_eq!(size.items[0].key, None);
     // Known (a commit asked DescribeTable): the item its key attributes name.
     schemas.learn("counts", Some(vec!["id".to_owned()]));
-    let known = staging().with_key_schemas(Some(schemas.clone()));
+    let known = staging().with_commit_tables(Some(schemas.clone()));
     known.stage(put_count("r1")).unwrap();
     known.stage(put_count("r2")).unwrap();
     let (_, size) = known.seal();
@@ -141,7 +141,7 @@ fn a_put_into_a_table_whose_key_is_known_touches_one_item() {
     );
     // Its key is the one an update of the item names: the two clash, and one handling may not
     // stage both.
-    let twice = staging().with_key_schemas(Some(schemas));
+    let twice = staging().with_commit_tables(Some(schemas));
     twice.stage(put_count("r3")).unwrap();
     let update = Update::builder()
         .table_name("counts")
@@ -154,4 +154,35 @@ fn a_put_into_a_table_whose_key_is_known_touches_one_item() {
         twice.stage(TransactWriteItem::builder().update(update).build()),
         Err(StageError::TwoActionsOnOneItem { .. })
     ));
+}
+
+#[test]
+fn a_table_named_by_its_arn_in_another_region_than_the_lease_table_is_refused() {
+    let tables = crate::lease::CommitTables::default();
+    tables.lease_table_is("arn:aws:dynamodb:us-east-1:123456789012:table/leases");
+    let writes = staging().with_commit_tables(Some(tables));
+    let put = |table: &str| {
+        let put = Put::builder()
+            .table_name(table)
+            .item("id", AttributeValue::S("r1".to_owned()))
+            .build()
+            .unwrap();
+        TransactWriteItem::builder().put(put).build()
+    };
+    let elsewhere = "arn:aws:dynamodb:eu-west-1:123456789012:table/counts";
+    let err = writes.stage(put(elsewhere)).unwrap_err();
+    assert_eq!(
+        err,
+        StageError::OtherRegion {
+            table: elsewhere.to_owned(),
+            region: "eu-west-1".to_owned(),
+            lease_region: "us-east-1".to_owned(),
+        }
+    );
+    assert!(err.to_string().contains("never spans regions"), "{err}");
+    writes
+        .stage(put("arn:aws:dynamodb:us-east-1:123456789012:table/counts"))
+        .unwrap();
+    writes.stage(put("counts-by-name")).unwrap();
+    assert_eq!(writes.len(), 2, "the refused write staged nothing");
 }

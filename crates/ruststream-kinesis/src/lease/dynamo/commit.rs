@@ -399,11 +399,15 @@ impl crate::lease::transactions::CommitStore for DynamoLeaseStore {
         self.client.config().region().map(ToString::to_string)
     }
 
-    fn key_schemas(&self) -> Option<crate::lease::KeySchemas> {
-        Some(self.key_schemas.clone())
+    fn commit_tables(&self) -> Option<crate::lease::CommitTables> {
+        Some(self.commit_tables.clone())
     }
 
     fn table_arn(&self) -> crate::lease::transactions::ArnFuture<'_> {
-        Box::pin(async move { self.describe().await?.table_arn().map(ToOwned::to_owned) })
+        Box::pin(async move {
+            let arn = self.describe().await?.table_arn()?.to_owned();
+            self.commit_tables.lease_table_is(&arn);
+            Some(arn)
+        })
     }
 }

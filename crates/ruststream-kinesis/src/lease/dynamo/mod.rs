@@ -195,7 +195,7 @@ pub struct DynamoLeaseStore {
     /// this store since then has an unknown outcome (it failed in transport, so it may still land).
     fences: Arc<Mutex<HashMap<LeaseKey, Fence>>>,
     /// The key attributes of the tables handlers put items into (exactly once).
-    key_schemas: crate::lease::KeySchemas,
+    commit_tables: crate::lease::CommitTables,
 }
 
 /// What a Scan of the table read.
@@ -306,7 +306,7 @@ impl DynamoLeaseStore {
             existing: Arc::default(),
             bare_rows: Arc::default(),
             fences: Arc::default(),
-            key_schemas: crate::lease::KeySchemas::default(),
+            commit_tables: crate::lease::CommitTables::default(),
         }
     }
 

@@ -331,10 +331,10 @@ fn deliver(
             (&env.shard, &record.sequence),
             handle.take_refusal(ticket),
         )
-        .with_key_schemas(
+        .with_commit_tables(
             env.transactions
                 .as_ref()
-                .and_then(crate::lease::Transactions::key_schemas),
+                .and_then(crate::lease::Transactions::commit_tables),
         )
     });
     let message = KinesisMessage::new(

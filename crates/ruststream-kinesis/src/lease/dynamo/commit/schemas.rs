@@ -1,5 +1,5 @@
 //! The key attributes of the tables a commit puts items into, asked of `DescribeTable` once per
-//! table and kept for the handlings that stage puts after it (see `lease::KeySchemas`).
+//! table and kept for the handlings that stage puts after it (see `lease::CommitTables`).
 
 use super::*;
 
@@ -12,7 +12,7 @@ impl DynamoLeaseStore {
             let Some(table) = write.put().map(|put| put.table_name()) else {
                 continue;
             };
-            if !self.key_schemas.unasked(table) {
+            if !self.commit_tables.unasked(table) {
                 continue;
             }
             let described = self.client.describe_table().table_name(table).send();
@@ -34,7 +34,7 @@ impl DynamoLeaseStore {
                      items into it commit one at a time"
                 );
             }
-            self.key_schemas.learn(table, key);
+            self.commit_tables.learn(table, key);
         }
     }
 }

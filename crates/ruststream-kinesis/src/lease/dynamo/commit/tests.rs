@@ -418,7 +418,7 @@ async fn a_commit_that_puts_into_a_table_learns_its_key_once() {
         .item("applied", AttributeValue::N("1".to_owned()))
         .build()
         .expect("a put");
-    assert!(store.key_schemas.unasked(&counts));
+    assert!(store.commit_tables.unasked(&counts));
     let commit = request(
         "t1",
         "t1-00",
@@ -431,10 +431,10 @@ async fn a_commit_that_puts_into_a_table_learns_its_key_once() {
     assert!(matches!(store.commit(&commit).await, CommitAnswer::Done));
     assert_eq!(applied(&store, &counts, "r10").await, 1);
     assert_eq!(
-        store.key_schemas.key_of(&counts).as_deref(),
+        store.commit_tables.key_of(&counts).as_deref(),
         Some(&["id".to_owned()][..]),
         "the handlings that stage puts after it know the key"
     );
     // The lease table is never asked about: nothing puts into it.
-    assert!(store.key_schemas.unasked(store.table()));
+    assert!(store.commit_tables.unasked(store.table()));
 }
