@@ -402,11 +402,6 @@ impl StagedWrites {
     }
 }
 
-/// The table `write` writes to (`None`: it carries no action, or several).
-pub(crate) fn table_of(write: &TransactWriteItem) -> Option<&str> {
-    Action::of(write).ok().map(|action| action.table)
-}
-
 /// One staged write as the limits see it: its table, its key (where the write names it), a
 /// put's item, and about how many bytes it weighs.
 struct Action<'a> {

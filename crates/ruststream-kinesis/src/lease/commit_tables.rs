@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use aws_sdk_dynamodb::types::TransactWriteItem;
+
 /// A table's key attribute names.
 type Key = Arc<[String]>;
 
@@ -63,6 +65,21 @@ impl CommitTables {
     }
 }
 
+/// The table `write` writes to, as it names it (`None`: it carries no action, or several).
+pub(crate) fn table_of(write: &TransactWriteItem) -> Option<&str> {
+    let tables = [
+        write.put().map(|put| put.table_name()),
+        write.update().map(|update| update.table_name()),
+        write.delete().map(|delete| delete.table_name()),
+        write.condition_check().map(|check| check.table_name()),
+    ];
+    let mut named = tables.into_iter().flatten();
+    match (named.next(), named.next()) {
+        (Some(table), None) => Some(table),
+        _ => None,
+    }
+}
+
 /// Part `n` of an ARN (`arn:partition:service:region:account:resource`: 3 is the region, 4 the
 /// account); `None` for text that is not an ARN, or an empty part.
 pub(crate) fn arn_part(arn: &str, n: usize) -> Option<&str> {
@@ -75,7 +92,21 @@ pub(crate) fn arn_part(arn: &str, n: usize) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{CommitTables, arn_part};
+    use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
+
+    use super::{CommitTables, arn_part, table_of};
+
+    #[test]
+    fn a_write_names_the_table_of_its_one_action() {
+        let delete = Delete::builder()
+            .table_name("counts")
+            .key("id", AttributeValue::S("r1".to_owned()))
+            .build()
+            .unwrap();
+        let write = TransactWriteItem::builder().delete(delete).build();
+        assert_eq!(table_of(&write), Some("counts"));
+        assert_eq!(table_of(&TransactWriteItem::builder().build()), None);
+    }
 
     #[test]
     fn a_table_is_asked_about_once_and_its_key_shared_by_clones() {

@@ -32,7 +32,7 @@ mod dynamo;
 pub(crate) use clock::millis;
 pub use clock::{SKEW_TOLERANCE, epoch_millis};
 #[cfg(feature = "dynamodb-lease")]
-pub(crate) use commit_tables::{CommitTables, arn_part};
+pub(crate) use commit_tables::{CommitTables, arn_part, table_of};
 #[cfg(feature = "dynamodb-lease")]
 pub use dynamo::DynamoLeaseStore;
 pub use error::LeaseError;

@@ -67,7 +67,7 @@ pub(super) async fn send(
                     .iter()
                     .find(|(staged, _)| *staged == unit)
                     .and_then(|(_, writes)| writes.get(action))
-                    .and_then(crate::delivery::writes::table_of)
+                    .and_then(crate::lease::table_of)
                     .map(str::to_owned)
             });
             let why = handle.commit_refused(unit, |sequence| crate::CommitRefused {

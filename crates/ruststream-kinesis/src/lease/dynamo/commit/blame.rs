@@ -44,7 +44,7 @@ impl DynamoLeaseStore {
         }
         request.units.iter().find_map(|(unit, writes)| {
             let action = writes.iter().position(|write| {
-                crate::delivery::writes::table_of(write).is_some_and(|named| names(named, &table))
+                crate::lease::table_of(write).is_some_and(|named| names(named, &table))
             })?;
             Some(UserRefusal {
                 unit: *unit,
@@ -61,7 +61,7 @@ impl DynamoLeaseStore {
     async fn missing_table(&self, request: &CommitRequest<'_>) -> Option<String> {
         let mut asked: Vec<&str> = Vec::new();
         for write in request.units.iter().flat_map(|(_, writes)| writes) {
-            let Some(table) = crate::delivery::writes::table_of(write) else {
+            let Some(table) = crate::lease::table_of(write) else {
                 continue;
             };
             if asked.contains(&table) || self.is_lease_table(table) {
