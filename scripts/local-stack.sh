@@ -29,7 +29,7 @@
 #
 # Settings (environment): LOCAL_STACK_PORT (4566), LOCAL_STACK_KINESIS_PORT (4567),
 # LOCAL_STACK_KINESIS_TLS_PORT (4569), LOCAL_STACK_DYNAMODB_PORT (4568),
-# LOCAL_STACK_START_TIMEOUT (60 s), LOCAL_STACK_SHARD_LIMIT (200), LOCAL_STACK_DIR (.local-stack),
+# LOCAL_STACK_START_TIMEOUT (60 s), LOCAL_STACK_SHARD_LIMIT (1000: kinesis-bench cost opens 256 shards at once), LOCAL_STACK_DIR (.local-stack),
 # LOCAL_STACK_VERBOSE=1 (log every request in moto and the router). STACK_ROUTER_LOG_FAULTS=1 in the
 # environment of start logs each fault the router injects (it always logs fault rules added and removed).
 set -euo pipefail
@@ -43,7 +43,7 @@ KINESIS_PORT="${LOCAL_STACK_KINESIS_PORT:-4567}"
 DYNAMODB_PORT="${LOCAL_STACK_DYNAMODB_PORT:-4568}"
 KINESIS_TLS_PORT="${LOCAL_STACK_KINESIS_TLS_PORT:-4569}"
 START_TIMEOUT="${LOCAL_STACK_START_TIMEOUT:-60}"
-SHARD_LIMIT="${LOCAL_STACK_SHARD_LIMIT:-200}"
+SHARD_LIMIT="${LOCAL_STACK_SHARD_LIMIT:-1000}"
 # One account for both emulators, moto's default (moto names it in every table's ARN): an
 # exactly-once subscription refuses a lease table in another account than its stream.
 ACCOUNT_ID=123456789012

@@ -76,6 +76,30 @@ impl Call {
     }
 }
 
+/// An item's size by DynamoDB's rules: each attribute's name plus its value (a string's bytes;
+/// a number's significant digits halved, plus one).
+pub fn item_bytes(key: &str, row: &LeaseState) -> usize {
+    let number = |n: u64| n.to_string().len().div_ceil(2) + 1;
+    let mut bytes = "lease_key".len() + key.len();
+    if let Some(owner) = &row.owner {
+        bytes += "lease_owner".len() + owner.len();
+    }
+    bytes += "lease_expiry".len() + number(row.expiry_ms);
+    bytes += "lease_counter".len() + number(row.counter);
+    if let Some(checkpoint) = &row.checkpoint {
+        bytes += "checkpoint".len() + checkpoint.len();
+    }
+    bytes
+}
+
+/// A read unit of a strongly consistent read: 4 KB of items.
+pub const READ_UNIT_BYTES: usize = 4_096;
+
+/// Read units of one consistent read of `bytes` of items (at least one).
+pub fn read_units(bytes: usize) -> u64 {
+    bytes.div_ceil(READ_UNIT_BYTES).max(1) as u64
+}
+
 /// How many calls of each kind, in [`Call::ALL`] order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts(pub [u64; KINDS]);
@@ -123,6 +147,10 @@ impl Counts {
 pub struct CountingStore {
     inner: Arc<dyn LeaseStore>,
     calls: [AtomicU64; KINDS],
+    /// The bytes of the rows every `list` answered, by DynamoDB's item-size rules, and the read
+    /// units each answer cost (a consistent Scan: one per 4 KB of items, at least one).
+    listed_bytes: AtomicU64,
+    listed_units: AtomicU64,
     writes: Mutex<HashMap<String, Vec<Instant>>>,
     /// Answers that it keeps no notices (a store written against the five calls), so the
     /// handover poll reads the rows at every poll: the cost before the notice, for comparison.
@@ -134,6 +162,8 @@ impl CountingStore {
         Self {
             inner,
             calls: Default::default(),
+            listed_bytes: AtomicU64::new(0),
+            listed_units: AtomicU64::new(0),
             writes: Mutex::default(),
             hide_notices: false,
         }
@@ -180,6 +210,14 @@ impl CountingStore {
             })
             .collect();
         (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64)
+    }
+
+    /// The read units the `list` calls cost so far, and the bytes of rows they read.
+    pub fn listed(&self) -> (u64, u64) {
+        (
+            self.listed_units.load(Ordering::Relaxed),
+            self.listed_bytes.load(Ordering::Relaxed),
+        )
     }
 
     pub fn snapshot(&self) -> Counts {
@@ -271,7 +309,18 @@ impl LeaseStore for CountingStore {
 
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
         self.count(Call::List);
-        self.inner.list(stream)
+        Box::pin(async move {
+            let listed = self.inner.list(stream).await?;
+            let bytes: usize = listed
+                .iter()
+                .flatten()
+                .map(|(key, row)| item_bytes(&key.row_key(), row))
+                .sum();
+            self.listed_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+            self.listed_units
+                .fetch_add(read_units(bytes), Ordering::Relaxed);
+            Ok(listed)
+        })
     }
 
     fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {

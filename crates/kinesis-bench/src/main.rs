@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
-//! kinesis-bench consume | checkpoints | metrics-cost | fan-out | handover | takeover | balance | growth | writes | poll-cost | startup | publish | publish-aggregated
+//! kinesis-bench consume | checkpoints | metrics-cost | fan-out | handover | takeover | balance | growth | writes | poll-cost | cost | startup | publish | publish-aggregated
 //!               | consume-aggregated
 //!               | in-process | memory [--quick]
 //! ```
@@ -19,6 +19,7 @@ mod balance;
 mod child;
 mod consume;
 mod consume_aggregated;
+mod cost;
 mod counting;
 mod exactly_once;
 mod fan_out;
@@ -96,6 +97,11 @@ enum Command {
     /// Exactly once into DynamoDB ÷ at least once: records/s on one shard, a count per record
     /// staged and committed with the checkpoint, against an UpdateItem per record.
     ExactlyOnce,
+    /// What coordination costs as a fleet grows: lease-table and Kinesis control-plane calls
+    /// per instance per minute, idle and loaded, at 8, 64 and 256 shards with 1, 4 and 16
+    /// instances; units and dollars a month beside the KCL's computed figure (not in `all`:
+    /// about half an hour; --quick: 8 and 64 shards, 1 and 4 instances).
+    Cost,
     /// Lease-table writes per shard per minute: idle, loaded (default 1 s cadence), a write per
     /// move, a 1.5 s cadence; the handover poll's calls per standby instance.
     Writes,
@@ -362,6 +368,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
             "balance" => balance::run(&stack, opts).await,
             "growth" => growth::run(&stack, opts).await,
             "exactly-once" => exactly_once::run(&stack, opts).await,
+            "cost" => cost::run(&stack, opts).await,
             _ => unreachable!("every step is known"),
         };
         eprintln!(

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ruststream_kinesis::prelude::{App, RunningApp};
-use ruststream_kinesis::{DynamoLeaseStore, LeaseKey, LeaseState, LeaseStore, LeaseTimings};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseKey, LeaseStore, LeaseTimings};
 
-use crate::counting::{Call, CountingStore, Counts};
+use crate::counting::{Call, CountingStore, Counts, item_bytes, read_units as units};
 use crate::report::Figure;
 use crate::service::{self, Mount, Probe};
 use crate::stack::{Stack, unique};
@@ -21,29 +21,6 @@ use crate::{Error, Options, pause};
 const SHARDS: u32 = 4;
 /// Rows in the table, the stream's own included.
 const SIZES: [usize; 3] = [10, 100, 1_000];
-/// A read unit of a strongly consistent read: 4 KB of item.
-const UNIT_BYTES: usize = 4_096;
-
-/// An item's size by DynamoDB's rules: each attribute's name plus its value (a string's bytes;
-/// a number's significant digits halved, plus one).
-fn item_bytes(key: &str, row: &LeaseState) -> usize {
-    let number = |n: u64| n.to_string().len().div_ceil(2) + 1;
-    let mut bytes = "lease_key".len() + key.len();
-    if let Some(owner) = &row.owner {
-        bytes += "lease_owner".len() + owner.len();
-    }
-    bytes += "lease_expiry".len() + number(row.expiry_ms);
-    bytes += "lease_counter".len() + number(row.counter);
-    if let Some(checkpoint) = &row.checkpoint {
-        bytes += "checkpoint".len() + checkpoint.len();
-    }
-    bytes
-}
-
-/// Read units of one consistent read of `bytes` of items.
-fn units(bytes: usize) -> u64 {
-    bytes.div_ceil(UNIT_BYTES).max(1) as u64
-}
 
 /// Fills `table` with rows of other streams until it holds `rows` with the stream's own.
 async fn fill(table: &DynamoLeaseStore, rows: usize) -> Result<(), Error> {

@@ -257,6 +257,11 @@ pub struct Mount {
     pub metered: bool,
     /// Read with enhanced fan-out through this consumer.
     pub fan_out: Option<String>,
+    /// Count into the crate's Prometheus collectors registered in this registry, which the
+    /// figure reads (every Kinesis and lease-table call by operation).
+    pub registry: Option<prometheus::Registry>,
+    /// Balance the shards with the other instances (`KinesisBroker::balance_shards(true)`).
+    pub balance: bool,
 }
 
 impl Mount {
@@ -267,6 +272,8 @@ impl Mount {
             handler_batch: None,
             metered: false,
             fan_out: None,
+            registry: None,
+            balance: false,
         }
     }
 }
@@ -339,10 +346,19 @@ pub async fn app(
     let _building = BUILDING.lock().await;
     let handler_batch = mount.handler_batch;
     let metered = mount.metered;
+    let registry = mount.registry.clone();
+    let balance = mount.balance;
     let fan_out = mount.fan_out.is_some();
     *MOUNT.lock().unwrap_or_else(PoisonError::into_inner) = Some(mount);
-    let mut broker = stack.broker(store, owner).lease_timings(timings);
-    if metered {
+    let mut broker = stack
+        .broker(store, owner)
+        .lease_timings(timings)
+        .balance_shards(balance);
+    if let Some(registry) = registry {
+        let metrics = ruststream_kinesis::KinesisMetrics::register(&registry)
+            .expect("the figure's registry holds none of the series yet");
+        broker = broker.metrics(metrics);
+    } else if metered {
         let metrics = ruststream_kinesis::KinesisMetrics::register(&prometheus::Registry::new())
             .expect("a new registry has none of the series");
         broker = broker.metrics(metrics);
