@@ -149,6 +149,7 @@ impl Fleet {
                 Mount {
                     registry: Some(registry.clone()),
                     balance: true,
+                    from_start: false,
                     ..Mount::new(&stream)
                 },
                 Probe::default(),
@@ -325,44 +326,64 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
         (&[8, 64, 256], &[1, 4, 16], Duration::from_secs(60))
     };
     let mut measured = Vec::new();
-    for &shards in shard_counts {
+    let mut failed = Vec::new();
+    for &shards in shard_counts
+        .iter()
+        .filter(|&&shards| opts.shards.is_none_or(|only| only == shards))
+    {
         for &instances in instance_counts {
             for loaded in [false, true] {
-                let stop = CancellationToken::new();
-                let fleet = Fleet::start(stack, shards, instances, loaded, &stop).await?;
-                let Some(settled_in) = fleet.steady(shards, Duration::from_secs(180)).await else {
-                    stop.cancel();
-                    fleet.close(stack).await?;
-                    return Err(format!(
-                        "{instances} instances on {shards} shards did not settle within 180 s"
-                    )
-                    .into());
-                };
-                let before = fleet.tally();
-                eprintln!(
-                    "cost: {shards} shards, {instances} instances, {}: counting for {} s",
-                    if loaded { "loaded" } else { "idle" },
-                    window.as_secs()
+                let what = format!(
+                    "{shards} shards, {instances} instances, {}",
+                    if loaded { "loaded" } else { "idle" }
                 );
-                pause(window).await;
-                let tally = fleet.tally().since(&before);
-                stop.cancel();
-                fleet.close(stack).await?;
-                measured.push(Measured {
-                    shards,
-                    instances,
-                    loaded,
-                    window,
-                    settled_in,
-                    tally,
-                });
+                // One fleet that fails is a line of the figure; the others are still measured.
+                match measure(stack, (shards, instances, loaded), window).await {
+                    Ok(m) => {
+                        eprintln!("cost: {}", m.line());
+                        measured.push(m);
+                    }
+                    Err(err) => {
+                        eprintln!("cost: {what}: not measured: {err}");
+                        failed.push((shards, format!("{what}: not measured: {err}")));
+                    }
+                }
             }
         }
     }
-    Ok(figures(&measured, window))
+    Ok(figures(&measured, &failed, window))
 }
 
-fn figures(measured: &[Measured], window: Duration) -> Vec<Figure> {
+/// One fleet of `instances` on `shards` shards, idle or `loaded`, counted over `window` once
+/// steady.
+async fn measure(
+    stack: &Stack,
+    (shards, instances, loaded): (u32, usize, bool),
+    window: Duration,
+) -> Result<Measured, Error> {
+    let stop = CancellationToken::new();
+    let fleet = Fleet::start(stack, shards, instances, loaded, &stop).await?;
+    let Some(settled_in) = fleet.steady(shards, Duration::from_secs(180)).await else {
+        stop.cancel();
+        fleet.close(stack).await?;
+        return Err("did not settle within 180 s".into());
+    };
+    let before = fleet.tally();
+    pause(window).await;
+    let tally = fleet.tally().since(&before);
+    stop.cancel();
+    fleet.close(stack).await?;
+    Ok(Measured {
+        shards,
+        instances,
+        loaded,
+        window,
+        settled_in,
+        tally,
+    })
+}
+
+fn figures(measured: &[Measured], failed: &[(u32, String)], window: Duration) -> Vec<Figure> {
     let setup = format!(
         "each fleet on a stream and lease table of its own, default lease timings, \
          balance_shards(true); steady state \
@@ -377,6 +398,7 @@ fn figures(measured: &[Measured], window: Duration) -> Vec<Figure> {
     for shards in measured
         .iter()
         .map(|m| m.shards)
+        .chain(failed.iter().map(|(shards, _)| *shards))
         .collect::<std::collections::BTreeSet<_>>()
     {
         let of: Vec<&Measured> = measured.iter().filter(|m| m.shards == shards).collect();
@@ -404,6 +426,9 @@ fn figures(measured: &[Measured], window: Duration) -> Vec<Figure> {
         f.detail(setup.clone());
         for m in &of {
             f.detail(m.line());
+        }
+        for (_, why) in failed.iter().filter(|(of, _)| *of == shards) {
+            f.detail(why.clone());
         }
         f.detail(
             "KCL (computed, not measured): 18 renewals a lease a minute (a third of \

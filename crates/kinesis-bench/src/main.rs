@@ -62,6 +62,9 @@ struct Cli {
     /// Also write the report to FILE.
     #[arg(long, value_name = "FILE")]
     out: Option<String>,
+    /// `cost` only: the fleets on this many shards alone (8, 64 or 256).
+    #[arg(long, value_name = "N")]
+    shards: Option<u32>,
     /// The arguments of the internal commands (the child processes of some figures).
     #[arg(hide = true, trailing_var_arg = true, allow_hyphen_values = true)]
     rest: Vec<String>,
@@ -167,6 +170,8 @@ pub struct Options {
     pub out: Option<String>,
     /// Arguments after the command (the internal child commands take theirs here).
     pub rest: Vec<String>,
+    /// `cost`: the fleets on this many shards alone.
+    pub shards: Option<u32>,
 }
 
 /// Reads the command line: the command and its options; `Err` a clap error to print (for
@@ -189,6 +194,7 @@ where
             quick: cli.quick,
             out: cli.out,
             rest: cli.rest,
+            shards: cli.shards,
         },
     ))
 }

@@ -262,6 +262,9 @@ pub struct Mount {
     pub registry: Option<prometheus::Registry>,
     /// Balance the shards with the other instances (`KinesisBroker::balance_shards(true)`).
     pub balance: bool,
+    /// Seek every shard the instance holds to its start at startup (`start_at(TrimHorizon)`);
+    /// else shards without a checkpoint start at the stream's initial position (`Latest`).
+    pub from_start: bool,
 }
 
 impl Mount {
@@ -274,6 +277,7 @@ impl Mount {
             fan_out: None,
             registry: None,
             balance: false,
+            from_start: true,
         }
     }
 }
@@ -348,6 +352,7 @@ pub async fn app(
     let metered = mount.metered;
     let registry = mount.registry.clone();
     let balance = mount.balance;
+    let from_start = mount.from_start;
     let fan_out = mount.fan_out.is_some();
     *MOUNT.lock().unwrap_or_else(PoisonError::into_inner) = Some(mount);
     let mut broker = stack
@@ -369,8 +374,11 @@ pub async fn app(
             None if fan_out => {
                 b.include(handle_fan_out.start_at(KinesisPosition::TrimHorizon));
             }
-            None => {
+            None if from_start => {
                 b.include(handle.start_at(KinesisPosition::TrimHorizon));
+            }
+            None => {
+                b.include(handle);
             }
             Some(size) => {
                 b.include(

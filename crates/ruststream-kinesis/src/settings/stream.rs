@@ -325,7 +325,12 @@ impl KinesisStream {
     /// [`KinesisBatchContext`](crate::KinesisBatchContext): a batch then holds records of one
     /// shard, and what it stages commits with all of them or with none. The lease store must be
     /// a [`DynamoLeaseStore`](crate::DynamoLeaseStore) in the account and region of the
-    /// handler's tables: another store fails the start.
+    /// handler's tables: another store, a lease table in another region than the broker or in
+    /// another account than the stream fails the start
+    /// ([`ExactlyOnceRefusal`](crate::ExactlyOnceRefusal)), and a write naming a table by an ARN
+    /// in another region is refused where it is staged. In process (`TestApp`),
+    /// `KinesisBroker::in_process_commits` (feature `testing`) shows what each handling staged
+    /// and how it ended.
     ///
     /// # Examples
     ///
