@@ -106,7 +106,7 @@ struct Staging {
     log: Mutex<Option<crate::lease::HandlingSeed>>,
     /// What the lease store knows of the tables a commit writes (their keys, the lease table's
     /// region).
-    schemas: Option<CommitTables>,
+    tables: Option<CommitTables>,
 }
 
 #[derive(Debug, Default)]
@@ -224,7 +224,7 @@ impl StagedWrites {
         };
         let action = Action::of(&item)?;
         if let Some((region, lease_region)) = staging
-            .schemas
+            .tables
             .as_ref()
             .and_then(|tables| tables.other_region(action.table))
         {
@@ -234,7 +234,7 @@ impl StagedWrites {
                 lease_region,
             });
         }
-        let key = action.key_text(staging.schemas.as_ref());
+        let key = action.key_text(staging.tables.as_ref());
         if let Some(key) = &key
             && open
                 .keyed
@@ -310,23 +310,23 @@ impl StagedWrites {
                 refused,
                 #[cfg(feature = "testing")]
                 log: Mutex::default(),
-                schemas: None,
+                tables: None,
             })),
         }
     }
 
-    /// The writes, staged knowing the keys of the tables in `schemas` (a put into one of them
-    /// touches one item).
-    pub(crate) fn with_commit_tables(mut self, schemas: Option<CommitTables>) -> Self {
+    /// The writes, staged knowing what `tables` knows (a put into a table whose key it knows
+    /// touches one item; a table named by an ARN in another region is refused).
+    pub(crate) fn with_commit_tables(mut self, tables: Option<CommitTables>) -> Self {
         if let Some(staging) = self.staging.as_mut().and_then(Arc::get_mut) {
-            staging.schemas = schemas;
+            staging.tables = tables;
         }
         self
     }
 
-    /// The key schemas these writes are staged knowing.
+    /// What these writes are staged knowing of the tables a commit writes.
     pub(crate) fn commit_tables(&self) -> Option<CommitTables> {
-        self.staging.as_ref()?.schemas.clone()
+        self.staging.as_ref()?.tables.clone()
     }
 
     /// In process: the handling is recorded with `seed` once it ends.
@@ -470,15 +470,15 @@ impl<'a> Action<'a> {
     }
 
     /// The key as text, its attributes in order: the one the write names, or a put's item's
-    /// attributes that `schemas` says make its table's key (`None`: not known).
-    fn key_text(&self, schemas: Option<&CommitTables>) -> Option<String> {
+    /// attributes that `tables` says make its table's key (`None`: not known).
+    fn key_text(&self, tables: Option<&CommitTables>) -> Option<String> {
         let mut parts: Vec<String> = match (self.key, self.put) {
             (Some(key), _) => key
                 .iter()
                 .map(|(name, value)| format!("{name}={value:?}"))
                 .collect(),
             (None, Some(item)) => {
-                let names = schemas?.key_of(self.table)?;
+                let names = tables?.key_of(self.table)?;
                 names
                     .iter()
                     .map(|name| Some(format!("{name}={:?}", item.get(name)?)))

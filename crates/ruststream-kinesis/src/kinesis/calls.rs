@@ -135,8 +135,6 @@ impl Kinesis {
         }
     }
 
-    /// Whether records are pushed to readers as they are written (in process), so they read at
-    /// [`Pace::pushed`](crate::shard::pace::Pace::pushed) rather than the service's pace.
     /// The AWS region the service is read in (`None` in process).
     #[cfg(feature = "dynamodb-lease")]
     pub(crate) fn region(&self) -> Option<String> {
@@ -147,6 +145,8 @@ impl Kinesis {
         }
     }
 
+    /// Whether records are pushed to readers as they are written (in process), so they read at
+    /// [`Pace::pushed`](crate::shard::pace::Pace::pushed) rather than the service's pace.
     pub(crate) fn pushes(&self) -> bool {
         match self {
             Self::Sdk(_) => false,

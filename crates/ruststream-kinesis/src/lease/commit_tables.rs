@@ -19,26 +19,43 @@ type Key = Arc<[String]>;
 /// table's region once its ARN is known. Clones share one cache.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CommitTables {
-    keys: Arc<RwLock<HashMap<String, Option<Key>>>>,
-    lease_region: Arc<RwLock<Option<String>>>,
+    known: Arc<Known>,
+}
+
+#[derive(Debug, Default)]
+struct Known {
+    keys: RwLock<HashMap<String, Option<Key>>>,
+    lease_region: RwLock<Option<String>>,
 }
 
 impl CommitTables {
     /// The names of `table`'s key attributes, once known.
     pub(crate) fn key_of(&self, table: &str) -> Option<Key> {
-        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        let keys = self
+            .known
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         keys.get(table).cloned().flatten()
     }
 
     /// Whether `table` was never asked about.
     pub(crate) fn unasked(&self, table: &str) -> bool {
-        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        let keys = self
+            .known
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         !keys.contains_key(table)
     }
 
     /// What asking about `table` answered: its key attributes' names, or `None` for good.
     pub(crate) fn learn(&self, table: &str, key: Option<Vec<String>>) {
-        let mut keys = self.keys.write().unwrap_or_else(PoisonError::into_inner);
+        let mut keys = self
+            .known
+            .keys
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         keys.insert(table.to_owned(), key.map(Into::into));
     }
 
@@ -46,6 +63,7 @@ impl CommitTables {
     pub(crate) fn lease_table_is(&self, arn: &str) {
         if let Some(region) = arn_part(arn, 3) {
             *self
+                .known
                 .lease_region
                 .write()
                 .unwrap_or_else(PoisonError::into_inner) = Some(region.to_owned());
@@ -57,6 +75,7 @@ impl CommitTables {
     pub(crate) fn other_region(&self, table: &str) -> Option<(String, String)> {
         let region = arn_part(table, 3)?;
         let lease_region = self
+            .known
             .lease_region
             .read()
             .unwrap_or_else(PoisonError::into_inner)

@@ -4,6 +4,8 @@
 //! keyed instead (a policy without `dynamodb:DescribeTable` gets DynamoDB's own words), or that
 //! a table not found is still being created.
 
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::describe_table::{DescribeTableError, DescribeTableOutput};
 use aws_sdk_dynamodb::types::{AttributeDefinition, KeySchemaElement};
 
 use super::*;
@@ -26,7 +28,7 @@ pub(super) fn is_key_mismatch(code: Option<&str>, message: Option<&str>) -> bool
 }
 
 /// How long the check waits for the `DescribeTable` that says what is wrong with a table.
-pub(super) const DESCRIBE_BOUND: Duration = Duration::from_secs(2);
+const DESCRIBE_BOUND: Duration = Duration::from_secs(2);
 
 impl DynamoLeaseStore {
     /// One consistent `GetItem` of a key no row has: a table that does not exist or is keyed
@@ -113,15 +115,21 @@ impl DynamoLeaseStore {
         self.mismatch(keyed_by(schema, attributes))
     }
 
-    /// The table as `DescribeTable` answers within [`DESCRIBE_BOUND`]; `None` when it does not
-    /// (a policy without `dynamodb:DescribeTable`, a table that does not exist, no answer).
+    /// The lease table as `DescribeTable` answers within [`DESCRIBE_BOUND`]; `None` when it
+    /// does not (a policy without `dynamodb:DescribeTable`, a table that does not exist, no
+    /// answer).
     pub(super) async fn describe(&self) -> Option<aws_sdk_dynamodb::types::TableDescription> {
-        let described = self.client.describe_table().table_name(self.table()).send();
-        tokio::time::timeout(DESCRIBE_BOUND, described)
-            .await
-            .ok()?
-            .ok()?
-            .table
+        self.describe_table(self.table()).await?.ok()?.table
+    }
+
+    /// `DescribeTable` of `table` (a name or an ARN), bounded by [`DESCRIBE_BOUND`]: its answer,
+    /// or `None` when none came within it.
+    pub(super) async fn describe_table(
+        &self,
+        table: &str,
+    ) -> Option<Result<DescribeTableOutput, SdkError<DescribeTableError>>> {
+        let described = self.client.describe_table().table_name(table).send();
+        tokio::time::timeout(DESCRIBE_BOUND, described).await.ok()
     }
 }
 

@@ -194,7 +194,8 @@ pub struct DynamoLeaseStore {
     /// Per held row, the counter this store's last write left there, and whether a write of
     /// this store since then has an unknown outcome (it failed in transport, so it may still land).
     fences: Arc<Mutex<HashMap<LeaseKey, Fence>>>,
-    /// The key attributes of the tables handlers put items into (exactly once).
+    /// Exactly once: the key attributes of the tables handlers put items into, and this table's
+    /// region once it was described.
     commit_tables: crate::lease::CommitTables,
 }
 

@@ -29,6 +29,11 @@ impl ShardEnv {
             exactly_once: home.exactly_once,
             #[cfg(feature = "dynamodb-lease")]
             transactions: home.transactions.clone(),
+            #[cfg(feature = "dynamodb-lease")]
+            commit_tables: home
+                .transactions
+                .as_ref()
+                .and_then(crate::lease::Transactions::commit_tables),
             tx: home.tx.clone(),
             home: Arc::clone(home),
         }

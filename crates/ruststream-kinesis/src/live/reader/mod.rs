@@ -67,6 +67,10 @@ pub(crate) struct ShardEnv {
     /// The store's transactions, which commit them (exactly once only).
     #[cfg(feature = "dynamodb-lease")]
     transactions: Option<crate::lease::Transactions>,
+    /// What the store knows of the tables commits write, which every delivery's staging reads
+    /// (exactly once): asked of the store once, not at every delivery.
+    #[cfg(feature = "dynamodb-lease")]
+    commit_tables: Option<crate::lease::CommitTables>,
     tx: mpsc::Sender<Item>,
     /// The subscription the shard is read for.
     home: Arc<Subscription>,
@@ -331,11 +335,7 @@ fn deliver(
             (&env.shard, &record.sequence),
             handle.take_refusal(ticket),
         )
-        .with_commit_tables(
-            env.transactions
-                .as_ref()
-                .and_then(crate::lease::Transactions::commit_tables),
-        )
+        .with_commit_tables(env.commit_tables.clone())
     });
     let message = KinesisMessage::new(
         record,

@@ -6,6 +6,8 @@
 //! until the lease ran out, and then at every next owner's. Where it is the lease table, or
 //! cannot be told, the commit fails as before.
 
+use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
+
 use super::*;
 
 impl DynamoLeaseStore {
@@ -68,13 +70,14 @@ impl DynamoLeaseStore {
                 continue;
             }
             asked.push(table);
-            let described = self.client.describe_table().table_name(table).send();
-            let Ok(answer) = tokio::time::timeout(check::DESCRIBE_BOUND, described).await else {
+            let Some(answer) = self.describe_table(table).await else {
                 continue;
             };
-            let missing = answer.as_ref().err().and_then(|err| err.as_service_error()).is_some_and(
-                aws_sdk_dynamodb::operation::describe_table::DescribeTableError::is_resource_not_found_exception,
-            );
+            let missing = answer
+                .as_ref()
+                .err()
+                .and_then(|err| err.as_service_error())
+                .is_some_and(DescribeTableError::is_resource_not_found_exception);
             if missing {
                 return Some(table.to_owned());
             }

@@ -15,17 +15,18 @@ impl DynamoLeaseStore {
             if !self.commit_tables.unasked(table) {
                 continue;
             }
-            let described = self.client.describe_table().table_name(table).send();
-            let key = match tokio::time::timeout(check::DESCRIBE_BOUND, described).await {
-                Ok(Ok(answer)) => answer.table.map(|table| {
+            let key = self
+                .describe_table(table)
+                .await
+                .and_then(Result::ok)
+                .and_then(|answer| answer.table)
+                .map(|table| {
                     table
                         .key_schema()
                         .iter()
                         .map(|key| key.attribute_name().to_owned())
                         .collect()
-                }),
-                _ => None,
-            };
+                });
             if key.is_none() {
                 tracing::warn!(
                     table,
