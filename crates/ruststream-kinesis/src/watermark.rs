@@ -24,6 +24,12 @@ struct Pending<S> {
 /// shard bounds what it holds uncommitted.
 pub(crate) trait Weighed {
     fn weight(&self) -> usize;
+
+    /// Whether the part belongs to a unit that spans shards: a joint commit of every shard's
+    /// lease row commits it, never this shard's own.
+    fn joint(&self) -> bool {
+        false
+    }
 }
 
 impl Weighed for () {
@@ -51,6 +57,8 @@ pub(crate) struct Watermark<S = ()> {
     ready_staged: usize,
     /// What every delivery's staged part held here weighs, all told.
     staged_weight: usize,
+    /// How many deliveries held here staged a part of a unit that spans shards.
+    joint: usize,
 }
 
 impl<S> Default for Watermark<S> {
@@ -62,6 +70,7 @@ impl<S> Default for Watermark<S> {
             ready: 0,
             ready_staged: 0,
             staged_weight: 0,
+            joint: 0,
         }
     }
 }
@@ -114,8 +123,11 @@ impl<S: Weighed> Watermark<S> {
         entry.settled = true;
         let weight = staged.as_ref().map_or(0, Weighed::weight);
         let before = entry.staged.as_deref().map_or(0, Weighed::weight);
+        let joint = staged.as_ref().is_some_and(Weighed::joint);
+        let was_joint = entry.staged.as_deref().is_some_and(Weighed::joint);
         entry.staged = staged.map(Box::new);
         self.staged_weight = self.staged_weight - before + weight;
+        self.joint = self.joint - usize::from(was_joint) + usize::from(joint);
         let before = self.ready;
         while let Some(entry) = self.pending.get(self.ready).filter(|entry| entry.settled) {
             self.ready_staged += usize::from(entry.staged.is_some());
@@ -139,12 +151,31 @@ impl<S: Weighed> Watermark<S> {
         (self.ready, self.ready_staged)
     }
 
+    /// Exactly once: how many deliveries from the front of the settled prefix this shard's own
+    /// commits may take (those before the first part of a unit that spans shards), and how many
+    /// of them staged writes.
+    pub(crate) fn ready_own(&self) -> (usize, usize) {
+        if self.joint == 0 {
+            return self.ready();
+        }
+        let mut own = (0, 0);
+        for (_, staged) in self.ready_run() {
+            if staged.is_some_and(Weighed::joint) {
+                break;
+            }
+            own.0 += 1;
+            own.1 += usize::from(staged.is_some());
+        }
+        own
+    }
+
     /// Exactly once: a commit covered the first `entries` of the settled prefix; they leave.
     pub(crate) fn committed(&mut self, entries: usize) {
         for _ in 0..entries.min(self.ready) {
             if let Some(entry) = self.pending.pop_front() {
                 self.ready_staged -= usize::from(entry.staged.is_some());
                 self.staged_weight -= entry.staged.as_deref().map_or(0, Weighed::weight);
+                self.joint -= usize::from(entry.staged.as_deref().is_some_and(Weighed::joint));
                 self.ready -= 1;
                 self.base += 1;
             }
@@ -160,6 +191,7 @@ impl<S: Weighed> Watermark<S> {
         entry.settled = false;
         let staged = entry.staged.take().map(|staged| *staged);
         self.staged_weight -= staged.as_ref().map_or(0, Weighed::weight);
+        self.joint -= usize::from(staged.as_ref().is_some_and(Weighed::joint));
         if offset < self.ready {
             self.ready = offset;
             self.ready_staged = self
@@ -236,6 +268,7 @@ impl<S: Weighed> Watermark<S> {
         self.ready = 0;
         self.ready_staged = 0;
         self.staged_weight = 0;
+        self.joint = 0;
     }
 
     /// Exactly once: every staged part held here, settled in order or not.
@@ -250,6 +283,11 @@ impl<S: Weighed> Watermark<S> {
     #[cfg(any(test, feature = "dynamodb-lease"))]
     pub(crate) fn staged_at(&self, ticket: Ticket) -> Option<&S> {
         self.pending[self.offset(ticket)?].staged.as_deref()
+    }
+
+    /// Exactly once: whether a delivery held here staged a part of a unit that spans shards.
+    pub(crate) fn holds_joint(&self) -> bool {
+        self.joint > 0
     }
 
     /// Exactly once: what the staged parts held here weigh, all told.

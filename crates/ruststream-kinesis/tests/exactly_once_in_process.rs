@@ -251,8 +251,17 @@ impl Handle<[String], (), (), ruststream_kinesis::KinesisBatchContext> for Batch
 }
 
 async fn started_batches(broker: &KinesisBroker, counter: &BatchCounter) -> TestApp<()> {
+    started_batches_on(broker, counter, 1).await
+}
+
+/// [`started_batches`] on a stream of `shards` shards.
+async fn started_batches_on(
+    broker: &KinesisBroker,
+    counter: &BatchCounter,
+    shards: u32,
+) -> TestApp<()> {
     let source = KinesisStream::new("counts-in-process")
-        .create_if_missing(1)
+        .create_if_missing(shards)
         .max_wait(std::time::Duration::from_millis(500))
         .exactly_once();
     let handler = counter.clone();
@@ -317,6 +326,44 @@ async fn a_batch_commits_what_it_staged_and_one_retried_record_sends_it_all_back
         .collect();
     committed.sort();
     assert_eq!(committed, bodies, "each record's count committed once");
+}
+
+/// A batch of both shards' records is one handling, committed in one transaction that moves
+/// both shards' rows.
+#[tokio::test]
+async fn a_batch_of_two_shards_commits_once_in_one_transaction_with_both_rows() {
+    let broker = KinesisBroker::new();
+    let counter = BatchCounter::default();
+    let tb = started_batches_on(&broker, &counter, 2).await;
+    let mut bodies: Vec<String> = (0..24).map(|n| format!("spread-{n}")).collect();
+    futures::future::join_all(bodies.iter().map(|body| publish(&tb, body))).await;
+    let mut ids = counted(&broker);
+    ids.sort();
+    bodies.sort();
+    assert_eq!(ids, bodies, "each counted once");
+    let seen = broker.in_process_commits().handlings();
+    let spanning = seen
+        .iter()
+        .find(|handling| {
+            handling
+                .records
+                .iter()
+                .any(|record| record.shard != handling.records[0].shard)
+        })
+        .unwrap_or_else(|| panic!("a batch held both shards' records: {seen:?}"));
+    assert_eq!(spanning.outcome, HandlingOutcome::Committed);
+    let commits = broker.in_process_commits().committed();
+    let joint = commits
+        .iter()
+        .find(|commit| commit.writes == spanning.staged)
+        .unwrap_or_else(|| panic!("the batch's writes committed in one commit: {commits:?}"));
+    let mut shards: Vec<&str> = joint
+        .checkpoints
+        .iter()
+        .map(|(shard, _)| shard.as_str())
+        .collect();
+    shards.dedup();
+    assert_eq!(shards.len(), 2, "both rows moved with them: {joint:?}");
 }
 
 #[tokio::test]

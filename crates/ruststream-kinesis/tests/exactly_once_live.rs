@@ -411,14 +411,18 @@ async fn a_commit_after_the_lease_was_taken_applies_nothing() {
     connected.shutdown().await.unwrap();
 }
 
+/// A batch of two shards' records commits in one transaction with both rows: its writes
+/// land once and each shard's checkpoint passes its records (the design's §5, joint commits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_commits_whole_with_its_shards_checkpoint_and_a_retried_record_sends_it_all_back() {
+async fn a_batch_commits_whole_with_every_shards_checkpoint_and_a_retried_record_sends_it_all_back()
+{
     let Some(url) = common::endpoint() else {
         return;
     };
     let Reading {
         client,
         counts: counts_name,
+        store,
         stream,
         connected,
         mut subscriber,
@@ -430,6 +434,9 @@ async fn a_batch_commits_whole_with_its_shards_checkpoint_and_a_retried_record_s
     let mut done: HashMap<String, u64> = HashMap::new();
     let mut sent_back: Vec<String> = Vec::new();
     let mut several = 0;
+    let mut spanning = 0;
+    // Each shard's last record handled: where its checkpoint ends.
+    let mut last: HashMap<String, String> = HashMap::new();
     while done.len() < bodies.len() {
         let batch = match tokio::time::timeout(Duration::from_secs(30), batches.next()).await {
             Ok(Some(Ok(batch))) => batch,
@@ -442,17 +449,17 @@ async fn a_batch_commits_whole_with_its_shards_checkpoint_and_a_retried_record_s
                 done.len()
             ),
         };
-        let shard = batch[0].shard_id().to_owned();
-        assert!(
-            batch.iter().all(|msg| msg.shard_id() == shard),
-            "a batch holds one shard's records"
-        );
         let again = batch.iter().any(|msg| msg.redelivery_count() > Some(1));
         assert!(
             !again || batch.len() == 1,
             "a record delivered again comes alone"
         );
         several += usize::from(batch.len() > 1);
+        spanning += usize::from(
+            batch
+                .iter()
+                .any(|msg| msg.shard_id() != batch[0].shard_id()),
+        );
         let ids: Vec<String> = batch
             .iter()
             .map(|msg| String::from_utf8_lossy(msg.payload()).into_owned())
@@ -476,10 +483,17 @@ async fn a_batch_commits_whole_with_its_shards_checkpoint_and_a_retried_record_s
         }
         for (msg, id) in batch.into_iter().zip(ids) {
             *done.entry(id).or_default() += msg.redelivery_count().unwrap();
+            let shard = msg.shard_id().to_owned();
+            let sequence = msg.sequence_number().to_owned();
+            let at = last.entry(shard).or_default();
+            if at.len() < sequence.len() || (at.len() == sequence.len() && *at < sequence) {
+                *at = sequence;
+            }
             msg.ack().await.unwrap();
         }
     }
     assert!(several >= 1, "some batch held several records");
+    assert!(spanning >= 1, "some batch held records of both shards");
     assert!(sent_back.len() > 1, "a batch of several was sent back");
     for id in &sent_back {
         assert_eq!(
@@ -495,6 +509,29 @@ async fn a_batch_commits_whole_with_its_shards_checkpoint_and_a_retried_record_s
             Some(&1),
             "{id} is counted exactly once: {now:?}"
         );
+    }
+    // Every shard's checkpoint passes its last record: the joint commits moved both rows.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = store.list(&stream).await.unwrap().unwrap_or_default();
+        let behind: Vec<String> = last
+            .iter()
+            .filter(|(shard, sequence)| {
+                !rows.iter().any(|(key, row)| {
+                    key.shard() == shard.as_str()
+                        && row.checkpoint.as_deref() == Some(sequence.as_str())
+                })
+            })
+            .map(|(shard, sequence)| format!("{shard} short of {sequence}"))
+            .collect();
+        if behind.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "checkpoints behind after 30 s: {behind:?}; rows: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     drop(batches);
     drop(subscriber);

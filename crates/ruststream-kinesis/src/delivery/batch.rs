@@ -1,5 +1,6 @@
-//! Exactly once, a batch handler's records of one shard make one unit: what the batch stages
-//! commits with all of them or with none. Their settlements are gathered here until the last
+//! Exactly once, a batch handler's records make one unit: what the batch stages commits with all
+//! of them or with none (of one shard, with its checkpoint; of several, in one joint commit with
+//! every shard's). Their settlements are gathered here until the last
 //! one; then the unit settles whole ([`BatchEnd`]). Every record acknowledged or dropped, one at
 //! least acknowledged: they settle at once with the batch's writes. Every record dropped: they
 //! settle, and nothing the batch staged commits. One handed back or withheld from the handler:
@@ -13,7 +14,7 @@ use ruststream::AckError;
 
 use crate::StagedWrites;
 use crate::delivery::record::Record;
-use crate::delivery::settlement::Hold;
+use crate::delivery::settlement::{Hold, Parts};
 use crate::lease::HandlingOutcome;
 
 /// How the runtime settled one record of a batch.
@@ -185,11 +186,22 @@ impl InBatch {
                 return answer;
             }
         }
-        let members = all
-            .into_iter()
-            .map(|settling| (settling.hold.ticket, settling.record, settling.attempt))
-            .collect();
-        target.on_commit_batch(members, writes)
+        // By shard, in the batch's order: a batch of several shards commits jointly.
+        let mut parts: Parts = Vec::new();
+        for settling in all {
+            let member = (settling.hold.ticket, settling.record, settling.attempt);
+            match parts
+                .iter_mut()
+                .find(|(shard, _)| Arc::ptr_eq(shard, &settling.hold.target))
+            {
+                Some((_, members)) => members.push(member),
+                None => parts.push((settling.hold.target, vec![member])),
+            }
+        }
+        if let [(_, members)] = parts.as_mut_slice() {
+            return target.on_commit_batch(std::mem::take(members), writes);
+        }
+        target.on_commit_joint(parts, writes)
     }
 }
 

@@ -142,6 +142,7 @@ impl KinesisMessage {
     #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
     pub(crate) fn handled_record(&self) -> crate::HandledRecord {
         crate::HandledRecord {
+            shard: self.shard.to_string(),
             sequence: self.record.sequence.to_string(),
             sub_sequence: self.record.sub_sequence,
         }

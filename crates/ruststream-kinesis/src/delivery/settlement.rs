@@ -34,9 +34,20 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
     #[cfg(feature = "dynamodb-lease")]
     fn on_commit_batch(
         &self,
-        members: Vec<(Ticket, Record, u64)>,
+        members: Members,
         writes: &crate::StagedWrites,
     ) -> Result<(), AckError>;
+
+    /// Exactly once: a batch's records of several shards (`parts`: each shard, this one first,
+    /// with its records as in [`on_commit_batch`](Self::on_commit_batch)) were all acknowledged
+    /// or dropped: they settle at once in every shard, and what the batch staged in `writes`
+    /// commits in one transaction with every shard's checkpoint that passes them.
+    #[cfg(feature = "dynamodb-lease")]
+    fn on_commit_joint(&self, parts: Parts, writes: &crate::StagedWrites) -> Result<(), AckError>;
+
+    /// The shard itself, for the side that knows what it is (a joint commit's parts).
+    #[cfg(feature = "dynamodb-lease")]
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 
     /// The record never reached its handler: it moves nothing, and the shard's next owner (or
     /// the seek that made it stale) delivers it again.
@@ -56,6 +67,15 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
     /// instance's clock stops here, which also ends its reader.
     fn standing(&self, ticket: Ticket) -> Standing;
 }
+
+/// A batch's records of one shard, as they settle together: each ticket, record and attempts so
+/// far, in order.
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) type Members = Vec<(Ticket, Record, u64)>;
+
+/// A batch's records by shard, for a joint commit: each shard with its [`Members`].
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) type Parts = Vec<(Arc<dyn Settlement>, Members)>;
 
 /// A delivery's hold on what it settles against, released once.
 #[derive(Debug)]

@@ -71,14 +71,15 @@ impl BatchSubscriber for KinesisSubscriber {
 #[cfg(feature = "dynamodb-lease")]
 type Batch = Result<Vec<KinesisMessage>, KinesisError>;
 
-/// Exactly once, the framework's batch as the batches a handler gets: one per shard, whose
-/// records make one unit (what the batch stages commits with all of them, with the shard's
-/// checkpoint, or with none), and each record delivered again in a batch of its own, first.
-/// At least once, the batch as it is.
+/// Exactly once, the framework's batch as the batches a handler gets: its records delivered for
+/// the first time in one batch, whose records make one unit (what the batch stages commits with
+/// all of them, with the checkpoint of every shard among them, in one transaction, or with
+/// none), and each record delivered again in a batch of its own, first. At least once, the batch
+/// as it is.
 ///
-/// A batch spans one shard so that its commit is one shard's: no shard's commit or handover
-/// waits on another's. A record delivered again comes alone so that a unit's records are
-/// consecutive in their shard: a unit never waits for records held by a later unit.
+/// A record delivered again comes alone so that a unit's records are consecutive in each of
+/// its shards, and a unit never waits for records that a later unit holds: fresh records are
+/// consecutive in each shard, and units commit in each shard's order.
 #[cfg(feature = "dynamodb-lease")]
 fn units_of(batch: Batch) -> Vec<Batch> {
     let batch = match batch {
@@ -86,47 +87,44 @@ fn units_of(batch: Batch) -> Vec<Batch> {
         other => return vec![other],
     };
     let mut out: Vec<Batch> = Vec::new();
-    let mut fresh: Vec<Vec<KinesisMessage>> = Vec::new();
+    let mut fresh: Vec<KinesisMessage> = Vec::new();
     for msg in batch {
-        let Some(hold) = msg.settle.as_ref().filter(|_| msg.attempt == 1) else {
+        if msg.settle.is_some() && msg.attempt == 1 {
+            fresh.push(msg);
+        } else {
             out.push(Ok(vec![msg]));
-            continue;
-        };
-        let shard = fresh.iter_mut().find(|group| {
-            group[0]
-                .settle
-                .as_ref()
-                .is_some_and(|first| Arc::ptr_eq(&first.target, &hold.target))
-        });
-        match shard {
-            Some(group) => group.push(msg),
-            None => fresh.push(vec![msg]),
         }
     }
-    for mut group in fresh {
-        if let [.., last] = group.as_slice()
-            && group.len() > 1
-        {
-            let writes =
-                crate::StagedWrites::exactly_once((&last.shard, &last.record.sequence), None)
-                    .with_commit_tables(group[0].writes.commit_tables());
-            #[cfg(feature = "testing")]
-            let writes = match group[0].writes.journal() {
-                Some(journal) => writes.logged(crate::lease::HandlingSeed {
-                    journal,
-                    stream: Arc::clone(&last.stream),
-                    records: group.iter().map(KinesisMessage::handled_record).collect(),
-                    attempt: 1,
-                }),
-                None => writes,
-            };
-            let places = InBatch::unit_of(group.len());
-            for (msg, place) in group.iter_mut().zip(places) {
-                msg.writes = writes.clone();
-                msg.batch = Some(place);
+    if let [.., last] = fresh.as_slice()
+        && fresh.len() > 1
+    {
+        let mut shards: Vec<&Arc<dyn crate::delivery::settlement::Settlement>> = Vec::new();
+        for hold in fresh.iter().filter_map(|msg| msg.settle.as_ref()) {
+            if !shards.iter().any(|shard| Arc::ptr_eq(shard, &hold.target)) {
+                shards.push(&hold.target);
             }
         }
-        out.push(Ok(group));
+        let writes = crate::StagedWrites::exactly_once((&last.shard, &last.record.sequence), None)
+            .with_commit_tables(fresh[0].writes.commit_tables())
+            .spanning(shards.len());
+        #[cfg(feature = "testing")]
+        let writes = match fresh[0].writes.journal() {
+            Some(journal) => writes.logged(crate::lease::HandlingSeed {
+                journal,
+                stream: Arc::clone(&last.stream),
+                records: fresh.iter().map(KinesisMessage::handled_record).collect(),
+                attempt: 1,
+            }),
+            None => writes,
+        };
+        let places = InBatch::unit_of(fresh.len());
+        for (msg, place) in fresh.iter_mut().zip(places) {
+            msg.writes = writes.clone();
+            msg.batch = Some(place);
+        }
+    }
+    if !fresh.is_empty() {
+        out.push(Ok(fresh));
     }
     out
 }

@@ -107,6 +107,9 @@ struct Staging {
     /// What the lease store knows of the tables a commit writes (their keys, the lease table's
     /// region).
     tables: Option<CommitTables>,
+    /// How many lease rows the commit updates with the writes: one, or one per shard of a
+    /// batch that spans shards. Each takes one of the transaction's actions.
+    rows: usize,
 }
 
 #[derive(Debug, Default)]
@@ -152,11 +155,12 @@ pub enum StageError {
         /// How many it carries.
         found: usize,
     },
-    /// More writes than one transaction holds beside the lease row.
+    /// More writes than one transaction holds beside the lease rows.
     #[error(
         "a handling stages at most {limit} writes (DynamoDB's 100 actions per transaction, one \
-         of them the lease row); this one would stage {staged}: split the work over records, or \
-         write the rest outside the transaction"
+         of them per shard's lease row: one, or one per shard of a batch that spans shards); \
+         this one would stage {staged}: split the work over records, or write the rest outside \
+         the transaction"
     )]
     TooManyActions {
         /// The most writes one handling stages.
@@ -164,10 +168,10 @@ pub enum StageError {
         /// How many it would have staged with this one.
         staged: usize,
     },
-    /// More bytes than one transaction holds beside the lease row.
+    /// More bytes than one transaction holds beside the lease rows.
     #[error(
         "a handling stages at most {limit_bytes} bytes (DynamoDB's 4 MB per transaction, less \
-         the lease row); this one would stage about {bytes}"
+         the lease rows); this one would stage about {bytes}"
     )]
     TooLarge {
         /// The most bytes one handling stages.
@@ -251,7 +255,7 @@ impl StagedWrites {
             bytes: open.bytes + action.bytes,
             items: Arc::default(),
         };
-        fits(&size, 1, Limits::DYNAMODB).map_err(|exceeded| match exceeded {
+        fits(&size, staging.rows, Limits::DYNAMODB).map_err(|exceeded| match exceeded {
             Exceeded::Actions { limit, staged } => StageError::TooManyActions { limit, staged },
             Exceeded::Bytes { limit, staged } => StageError::TooLarge {
                 limit_bytes: limit,
@@ -311,6 +315,7 @@ impl StagedWrites {
                 #[cfg(feature = "testing")]
                 log: Mutex::default(),
                 tables: None,
+                rows: 1,
             })),
         }
     }
@@ -320,6 +325,16 @@ impl StagedWrites {
     pub(crate) fn with_commit_tables(mut self, tables: Option<CommitTables>) -> Self {
         if let Some(staging) = self.staging.as_mut().and_then(Arc::get_mut) {
             staging.tables = tables;
+        }
+        self
+    }
+
+    /// The writes of a batch of `shards` shards: its commit updates as many lease rows, each of
+    /// which takes one action of the transaction.
+    #[cfg(feature = "dynamodb-lease")]
+    pub(crate) fn spanning(mut self, shards: usize) -> Self {
+        if let Some(staging) = self.staging.as_mut().and_then(Arc::get_mut) {
+            staging.rows = shards.max(1);
         }
         self
     }

@@ -53,24 +53,27 @@ impl std::fmt::Debug for InProcessCommits {
 pub struct InProcessCommit {
     /// The stream.
     pub stream: String,
-    /// The shard.
+    /// The shard (of a commit of several shards, the first of them).
     pub shard: String,
     /// The checkpoint the commit moved the shard's row to.
     pub checkpoint: String,
+    /// Every shard whose row the commit moved, with the checkpoint it moved it to: one, or one
+    /// per shard of a batch that spans shards (committed in one transaction).
+    pub checkpoints: Vec<(String, String)>,
     /// The commit's token, which the row keeps.
     pub token: String,
     /// The writes the handlings it covers staged, in order.
     pub writes: Vec<TransactWriteItem>,
 }
 
-/// One handling in process: the records its handler was given (one, or a batch's records of one
-/// shard), what it staged, and how it ended.
+/// One handling in process: the records its handler was given (one, or a batch's records, of
+/// one shard or of several), what it staged, and how it ended.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct InProcessHandling {
     /// The stream.
     pub stream: String,
-    /// The shard.
+    /// The shard (of a batch of several shards, its last record's; each record names its own).
     pub shard: String,
     /// Its records, in order.
     pub records: Vec<HandledRecord>,
@@ -87,6 +90,8 @@ pub struct InProcessHandling {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HandledRecord {
+    /// Its shard.
+    pub shard: String,
     /// Its sequence number in its shard (a KPL aggregate's, for a user record in one).
     pub sequence: String,
     /// For a user record of a KPL aggregate, its index there; `None` for a plain record.
@@ -249,12 +254,16 @@ impl MemoryCommits {
             for (row, state) in request.rows.iter().zip(written) {
                 rows.insert(row.key.clone(), state);
             }
-            // One row per commit (units across shards are not committed yet).
             if let Some(row) = request.rows.first() {
                 self.journal.lock().committed.push(InProcessCommit {
                     stream: row.key.stream().to_owned(),
                     shard: row.key.shard().to_owned(),
                     checkpoint: row.checkpoint.to_owned(),
+                    checkpoints: request
+                        .rows
+                        .iter()
+                        .map(|row| (row.key.shard().to_owned(), row.checkpoint.to_owned()))
+                        .collect(),
                     token: request.token.to_owned(),
                     writes: request
                         .units

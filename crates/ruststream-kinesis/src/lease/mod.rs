@@ -54,4 +54,4 @@ pub(crate) use timed::Timed;
 #[cfg(feature = "dynamodb-lease")]
 pub use transactions::Transactions;
 #[cfg(feature = "dynamodb-lease")]
-pub(crate) use transactions::{CommitAnswer, CommitRequest, CommitRow};
+pub(crate) use transactions::{CommitAnswer, CommitRequest, CommitRow, UserRefusal};

@@ -7,6 +7,8 @@
 pub(crate) mod coordinator;
 pub(crate) mod exactly_once;
 pub(crate) mod heard;
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) mod joint;
 pub(crate) mod pause;
 pub(crate) mod reader;
 pub(crate) mod subscription;

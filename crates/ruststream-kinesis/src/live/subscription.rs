@@ -174,6 +174,9 @@ pub(crate) struct Subscription {
     /// The store's transactions, which commit them (exactly once only).
     #[cfg(feature = "dynamodb-lease")]
     pub(super) transactions: Option<crate::lease::Transactions>,
+    /// Exactly once, the units of batches that span shards, waiting for their joint commit.
+    #[cfg(feature = "dynamodb-lease")]
+    pub(super) joints: Option<Arc<crate::shard::Joints>>,
     /// In process, where exactly-once handlings are recorded.
     #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
     pub(super) journal: Option<crate::InProcessCommits>,
@@ -245,6 +248,8 @@ impl Subscription {
             heard: Mutex::default(),
             store,
             exactly_once: source.exactly_once,
+            #[cfg(feature = "dynamodb-lease")]
+            joints: transactions.as_ref().map(|_| Arc::default()),
             #[cfg(feature = "dynamodb-lease")]
             transactions,
             #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]

@@ -18,10 +18,14 @@ use crate::settings::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
 
 mod commits;
+#[cfg(any(test, feature = "dynamodb-lease"))]
+mod joint;
 
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use commits::Member;
 pub(crate) use commits::{CommitNews, Staged};
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) use joint::Part;
 
 /// A record a handler handed back (`nack(true)`, `nack_after`, or dropped unsettled), waiting to
 /// be delivered again.
@@ -453,10 +457,12 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.watermark.generation()
     }
 
-    /// Whether every delivery was settled (or dropped after a seek or a stop), and none was
-    /// refused by the broker's shutdown.
+    /// Whether every delivery was settled (or dropped after a seek or a stop), none was refused
+    /// by the broker's shutdown, and (exactly once) none waits for a joint commit with other
+    /// shards: a handoff waits for those within its drain, and a shard read to its end for them
+    /// to commit or come back, so that neither hands over a batch's records uncommitted.
     fn drained(&self) -> bool {
-        self.in_flight == 0 && !self.refused
+        self.in_flight == 0 && !self.refused && !self.watermark.holds_joint()
     }
 
     /// Whether the window has room for one more delivery: fewer deliveries than the window
@@ -721,10 +727,15 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// Hands the shard back `how`: after the write in flight, the final writes.
     pub(crate) fn close(&mut self, how: Close) {
-        if how == Close::Finished && !(self.watermark.all_settled() && self.retries.is_empty()) {
+        let whole = self.watermark.all_settled()
+            && self.retries.is_empty()
+            && !self.watermark.holds_joint();
+        if how == Close::Finished && !whole {
             // Exactly once, a unit's commit was refused between the reader's end and its close:
             // the delivery went back, so the shard is not read to its end by this instance. Its
-            // next owner delivers it again; no SHARD_END passes it.
+            // next owner delivers it again; no SHARD_END passes it. A batch's records that wait
+            // for a joint commit with other shards never commit once the shard closes: they are
+            // the next owner's too.
             self.lease.close_unfinished();
             return;
         }

@@ -4,6 +4,10 @@
 //! machine's; this file reads the clocks and wakes whoever must act.
 
 mod harness;
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) mod joint;
+#[cfg(feature = "dynamodb-lease")]
+mod joints;
 pub(crate) mod lease;
 pub(crate) mod machine;
 pub(crate) mod pace;
@@ -30,6 +34,8 @@ use crate::settings::position::ShardStart;
 use crate::watermark::Ticket;
 use crate::{KinesisError, epoch_millis};
 pub(crate) use harness::Harness;
+#[cfg(feature = "dynamodb-lease")]
+pub(crate) use joints::{Joints, Step as JointStep};
 #[cfg(test)]
 pub(crate) use lease::Lost;
 pub(crate) use lease::{Answer, Close, Ending, LeaseNews, Next, ShardLease, Write};
@@ -62,6 +68,10 @@ pub(crate) struct ShardHandle {
     /// redeliveries carry. Locked after the machine when both are, never before.
     #[cfg(feature = "dynamodb-lease")]
     units: Mutex<units::Units>,
+    /// Exactly once, the subscription's units that span shards, which a batch of this shard's
+    /// and others' records joins.
+    #[cfg(feature = "dynamodb-lease")]
+    joints: std::sync::OnceLock<Arc<Joints>>,
     /// The handle itself, for a redelivery's timer on the harness.
     #[cfg_attr(
         not(feature = "testing"),
@@ -143,6 +153,8 @@ impl ShardHandle {
             harness,
             #[cfg(feature = "dynamodb-lease")]
             units: Mutex::default(),
+            #[cfg(feature = "dynamodb-lease")]
+            joints: std::sync::OnceLock::new(),
             me,
         }
     }
@@ -358,6 +370,7 @@ impl ShardHandle {
         if applied {
             self.read_wake.notify_one();
             self.handed_back.notify_one();
+            self.poke_joints();
         }
         applied
     }
@@ -431,7 +444,23 @@ impl ShardHandle {
         if moving {
             self.read_wake.notify_one();
         }
+        self.poke_joints();
         answered
+    }
+
+    /// Exactly once, this shard's batches that span shards commit through `joints`.
+    #[cfg(feature = "dynamodb-lease")]
+    pub(crate) fn join(&self, joints: Arc<Joints>) {
+        let _ = self.joints.set(joints);
+    }
+
+    /// A unit that spans shards may be able to go on (this shard's write slot is free, its
+    /// settled prefix moved, it closes or was sought): its committer looks again.
+    fn poke_joints(&self) {
+        #[cfg(feature = "dynamodb-lease")]
+        if let Some(joints) = self.joints.get() {
+            joints.poke();
+        }
     }
 
     /// Hands the shard back `how` and waits until its lease writer sent the final writes (the
@@ -451,6 +480,7 @@ impl ShardHandle {
                 }
             }
             self.wake.notify_one();
+            self.poke_joints();
             ended.await;
         }
     }
@@ -473,6 +503,57 @@ impl Settlement for ShardHandle {
     ) -> Result<(), AckError> {
         self.settle_writes(ticket, record, attempt, writes)
             .map_err(|err| AckError::Broker(Box::new(err)))
+    }
+
+    #[cfg(feature = "dynamodb-lease")]
+    fn on_commit_joint(
+        &self,
+        parts: crate::delivery::settlement::Parts,
+        writes: &crate::StagedWrites,
+    ) -> Result<(), AckError> {
+        let members = |members: crate::delivery::settlement::Members| -> Vec<Member<Record>> {
+            members
+                .into_iter()
+                .map(|(ticket, record, attempts)| Member {
+                    ticket,
+                    record,
+                    attempts,
+                })
+                .collect()
+        };
+        let parts: Option<joints::Parts> = parts
+            .into_iter()
+            .map(|(shard, of)| Some((shard.as_any().downcast::<Self>().ok()?, members(of))))
+            .collect();
+        let Some(parts) = parts else {
+            unreachable!("every delivery settles against a ShardHandle");
+        };
+        let Some(joints) = self.joints.get() else {
+            // A batch of several shards with no committer to send it (the start refuses an
+            // exactly-once subscription without transactions): it goes back, and commits
+            // nothing.
+            for (handle, members) in parts {
+                for member in members {
+                    let _ = handle.hand_back(
+                        member.record,
+                        member.ticket,
+                        member.attempts,
+                        Duration::ZERO,
+                    );
+                }
+            }
+            return Err(AckError::Broker(Box::new(KinesisError::ShutDown {
+                what: "committing a batch of several shards (no joint committer)",
+            })));
+        };
+        joints
+            .settle(parts, writes)
+            .map_err(|err| AckError::Broker(Box::new(err)))
+    }
+
+    #[cfg(feature = "dynamodb-lease")]
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 
     #[cfg(feature = "dynamodb-lease")]

@@ -235,6 +235,7 @@ impl ShardHandle {
                 record: record.clone(),
                 attempts,
                 members: 1,
+                joint: false,
             };
             let settled = machine.settle_staged(ticket, Some(staged), closed);
             if machine.holds_staged(ticket, unit) {
@@ -314,17 +315,10 @@ impl ShardHandle {
         tickets: impl IntoIterator<Item = Ticket>,
         writes: &StagedWrites,
     ) -> Result<(), KinesisError> {
-        let settled = tickets
-            .into_iter()
-            .map(|ticket| self.settle(ticket))
-            .fold(Ok(()), Result::and);
-        let outcome = if settled.is_ok() {
-            HandlingOutcome::Acknowledged
-        } else {
-            HandlingOutcome::Abandoned
-        };
-        writes.handled(&[], outcome);
-        settled
+        settled_alone(
+            tickets.into_iter().map(|ticket| self.settle(ticket)),
+            writes,
+        )
     }
 
     /// The writes of `units`, in order, for their commit; `None` when one is not kept (a bug:
@@ -391,13 +385,15 @@ impl ShardHandle {
     }
 
     /// The shard's reader ended: every unit is let go, and in process the harness hears that
-    /// their settles owe nothing more (a commit of theirs will not come).
+    /// their settles owe nothing more (a commit of theirs will not come). A unit that spans
+    /// shards is its committer's to give back.
     pub(crate) fn units_ended(&self) {
         let mut let_go = LetGo::default();
         {
             let _machine = self.lock();
             self.units().retain(|_| false, |_| false, &mut let_go);
         }
+        self.poke_joints();
         for _ in 0..let_go.settled {
             self.harness.settled();
         }
@@ -407,6 +403,28 @@ impl ShardHandle {
     pub(crate) fn take_refusal(&self, ticket: Ticket) -> Option<Arc<CommitRefused>> {
         self.units().take_refusal(ticket)
     }
+
+    /// The delivery under `ticket`, delivered again, carries `why` its unit's joint commit was
+    /// refused (under the machine's lock).
+    pub(super) fn carry_refusal(&self, ticket: Ticket, why: Arc<CommitRefused>) {
+        self.units().refusals.insert(ticket, why);
+    }
+}
+
+/// What settling deliveries each alone (`settles`), whose handling (`writes`) staged nothing,
+/// came to: the handling is recorded acknowledged, or abandoned where a settle was refused.
+pub(super) fn settled_alone(
+    settles: impl Iterator<Item = Result<(), KinesisError>>,
+    writes: &StagedWrites,
+) -> Result<(), KinesisError> {
+    let settled = settles.fold(Ok(()), Result::and);
+    let outcome = if settled.is_ok() {
+        HandlingOutcome::Acknowledged
+    } else {
+        HandlingOutcome::Abandoned
+    };
+    writes.handled(&[], outcome);
+    settled
 }
 
 #[cfg(test)]

@@ -176,6 +176,9 @@ pub(super) struct Config {
     /// draws stay what they were.
     pub(super) p_drop: f64,
     pub(super) drop_seed: u64,
+    /// Exactly once, a batch holds records of several shards, committed in one joint commit
+    /// with every shard's row (`shard::joint`); else one shard's.
+    pub(super) joint_batches: bool,
 }
 
 impl Config {
@@ -291,6 +294,7 @@ impl Config {
             handler_batch: 1,
             p_drop: 0.0,
             drop_seed: 0,
+            joint_batches: false,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)
@@ -311,6 +315,7 @@ impl Config {
         if self.exactly_once {
             self.p_drop = [0.0, 0.0, 0.05][side.random_range(0..3)];
             self.drop_seed = side.random();
+            self.joint_batches = self.handler_batch > 1 && side.random_bool(0.5);
         }
         self
     }

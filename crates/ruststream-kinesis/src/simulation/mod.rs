@@ -199,7 +199,7 @@
 //! panics with `seed=<s>`, the invariant, the schedule's settings and its last events.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as Atomic};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -231,6 +231,7 @@ use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};
 mod checks;
 mod config;
 mod coordinator;
+mod joint;
 mod runner_loop;
 mod runtime;
 mod session;

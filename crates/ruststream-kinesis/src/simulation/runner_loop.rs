@@ -224,6 +224,17 @@ impl Sim {
                     self.redeliver_drive(inst, sid);
                 }
             }
+            Ev::Joint {
+                inst, unit, token, ..
+            } => {
+                if self.insts[inst]
+                    .joints
+                    .get(&unit)
+                    .is_some_and(|pending| pending.timer == token)
+                {
+                    self.joint_drive(inst, unit);
+                }
+            }
             Ev::HandlerStart { inst, msg, .. } => self.handler_start(inst, msg),
             Ev::Handler { inst, msg, .. } => self.handler_done(inst, msg),
             Ev::Dispatch { inst, .. } => self.dispatch(inst),

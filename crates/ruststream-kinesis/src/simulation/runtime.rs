@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// How long a batch of several shards stays open to records pulled later.
+const JOINT_GATHER: Duration = Duration::from_millis(200);
+
 impl Sim {
     // ----- the runtime: channel, filter, handlers -------------------------------------------
 
@@ -55,9 +58,11 @@ impl Sim {
                 return;
             }
         }
-        // A batch holds what one pull gave it.
+        // A batch holds what one pull gave it; one of several shards gathers a little longer
+        // (`KinesisStream::max_wait`), so that other shards' records join it.
+        let (now, joint) = (self.now, self.cfg.joint_batches);
         for batch in self.insts[i].batches.values_mut() {
-            batch.open = false;
+            batch.open = joint && now < batch.opened + JOINT_GATHER;
         }
         if popped {
             // A sender blocked on the full channel gets its room.
@@ -331,20 +336,21 @@ impl Sim {
     /// Exactly once: what the handling of `msg` staged, if its record stages an effect: one write
     /// on its own item, the effect of the record in its shard's current seek epoch.
     fn staged(&mut self, msg: &Msg) -> Option<Staged<SimRecord>> {
-        let (unit, size) = self.unit_of(std::slice::from_ref(msg))?;
+        let (unit, size) = self.unit_of(std::slice::from_ref(msg), 1)?;
         Some(Staged {
             unit,
             size,
             record: self.stream.record(msg.shard, msg.idx),
             attempts: 1,
             members: 1,
+            joint: false,
         })
     }
 
-    /// Exactly once: the unit the handling of `msgs` (one record, or a batch's of one shard)
-    /// stages, if any of them stages an effect: one write on each one's own item, the effects of
-    /// the records in their shard's current seek epoch.
-    fn unit_of(&mut self, msgs: &[Msg]) -> Option<(UnitId, UnitSize)> {
+    /// Exactly once: the unit the handling of `msgs` (one record, or a batch's of `shards`
+    /// shards) stages, if any of them stages an effect: one write on each one's own item, the
+    /// effects of the records in their shard's current seek epoch.
+    fn unit_of(&mut self, msgs: &[Msg], shards: usize) -> Option<(UnitId, UnitSize)> {
         let staging: Vec<&Msg> = msgs
             .iter()
             .filter(|msg| self.stages(msg.shard, msg.idx))
@@ -382,7 +388,7 @@ impl Sim {
                     key: Some(key * 64 + n as u64),
                 })
             })
-            .take(Limits::DYNAMODB.actions - 1)
+            .take(Limits::DYNAMODB.actions - shards)
             .collect();
         let size = UnitSize {
             actions: items.len(),
@@ -402,18 +408,23 @@ impl Sim {
         }
         let inst = &mut self.insts[i];
         let limit = self.cfg.handler_batch;
+        let joint = self.cfg.joint_batches;
         let joins = inst.batches.iter_mut().find(|(_, batch)| {
-            batch.open
-                && batch.sid == msg.sid
-                && batch.size < limit
-                && batch.last.idx + 1 == msg.idx
-                && batch.last.ticket.generation == msg.ticket.generation
+            let follows = match batch.lasts.iter().find(|last| last.sid == msg.sid) {
+                Some(last) => {
+                    last.idx + 1 == msg.idx && last.ticket.generation == msg.ticket.generation
+                }
+                // `KinesisSubscriber::batches`: a batch of several shards under joint commits.
+                None => joint,
+            };
+            batch.open && batch.size < limit && follows
         });
         let joined = joins.is_some();
         let id = match joins {
             Some((&id, batch)) => {
                 batch.size += 1;
-                batch.last = msg;
+                batch.lasts.retain(|last| last.sid != msg.sid);
+                batch.lasts.push(msg);
                 id
             }
             None => {
@@ -422,8 +433,8 @@ impl Sim {
                 inst.batches.insert(
                     id,
                     Batch {
-                        sid: msg.sid,
-                        last: msg,
+                        lasts: vec![msg],
+                        opened: self.now,
                         size: 1,
                         done: Vec::new(),
                         open: true,
@@ -492,19 +503,23 @@ impl Sim {
         }
     }
 
-    /// Exactly once, a batch's records of session `sid` go back, each to come again alone
+    /// Exactly once, a batch's records go back, each to come again alone
     /// (`delivery/batch.rs`'s `back`): its handler retried one of them, a record was withheld
     /// from it, or a seek made one stale.
-    fn batch_back(&mut self, i: usize, sid: u64, held: &[(Msg, Verdict)]) {
+    fn batch_back(&mut self, i: usize, held: &[(Msg, Verdict)]) {
         self.stats.handed_back += held.len() as u64;
-        let mut kept = false;
+        let mut kept: BTreeSet<u64> = BTreeSet::new();
         for &(msg, verdict) in held {
             match back(verdict) {
-                Some(delay) => kept |= self.hand_back(i, msg, delay),
+                Some(delay) => {
+                    if self.hand_back(i, msg, delay) {
+                        kept.insert(msg.sid);
+                    }
+                }
                 None => self.forget(i, msg),
             }
         }
-        if kept {
+        for sid in kept {
             self.redeliver_drive(i, sid);
         }
         self.after_handler(i);
@@ -513,10 +528,11 @@ impl Sim {
     /// Exactly once, a batch settles the records it holds as one unit
     /// (`delivery/batch.rs`, `ShardHandle::settle_batch`): handed back whole when its handler
     /// retries one of them (`p_retry`), or when a seek made one stale; else settled at once with
-    /// what they staged (`ShardMachine::settle_unit`), or each alone when none staged.
+    /// what they staged (`ShardMachine::settle_unit`; a unit of several shards waits for its
+    /// joint commit, `shard::joint`), or each alone when none staged.
     fn batch_done(&mut self, i: usize, batch: Batch) {
-        let (sid, mut settled) = (batch.sid, batch.done);
-        settled.sort_by_key(|(msg, _)| msg.idx);
+        let mut settled = batch.done;
+        settled.sort_by_key(|(msg, _)| (msg.sid, msg.idx));
         // The batch's one slot.
         self.insts[i].in_flight -= 1;
         if self.rng.random_bool(self.cfg.p_retry)
@@ -537,7 +553,7 @@ impl Sim {
         }
         let dropped = match BatchEnd::of(settled.iter().map(|&(_, verdict)| verdict)) {
             BatchEnd::Commit => false,
-            BatchEnd::Back => return self.batch_back(i, sid, &settled),
+            BatchEnd::Back => return self.batch_back(i, &settled),
             // What it staged is let go: each record settles alone with nothing staged.
             BatchEnd::Drop => true,
         };
@@ -546,59 +562,89 @@ impl Sim {
             self.dropped
                 .extend(held.iter().map(|msg| (msg.shard, msg.idx)));
         }
-        let unit = if dropped { None } else { self.unit_of(&held) };
-        let tickets: Vec<Ticket> = held.iter().map(|msg| msg.ticket).collect();
+        let sids: BTreeSet<u64> = held.iter().map(|msg| msg.sid).collect();
+        let unit = if dropped {
+            None
+        } else {
+            self.unit_of(&held, sids.len())
+        };
         let whole = unit.is_none()
-            || self.insts[i]
-                .sessions
-                .get(&sid)
-                .is_some_and(|s| s.machine.holds_all(tickets.iter().copied()));
+            || sids.iter().all(|&sid| {
+                self.insts[i].sessions.get(&sid).is_some_and(|s| {
+                    s.machine.holds_all(
+                        held.iter()
+                            .filter(|msg| msg.sid == sid)
+                            .map(|msg| msg.ticket),
+                    )
+                })
+            });
         if !whole {
             // `ShardHandle::settle_batch`: a seek made one stale; every one goes back at once.
             let back: Vec<(Msg, Verdict)> = held.iter().map(|&msg| (msg, Verdict::Ack)).collect();
-            return self.batch_back(i, sid, &back);
+            return self.batch_back(i, &back);
         }
         for msg in &held {
             self.mark_acked(msg.shard, msg.idx);
         }
-        let stream = &self.stream;
-        let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
-            self.after_handler(i);
-            return;
-        };
-        let settled = match unit {
-            Some((unit, size)) => {
-                self.stats.batches += 1;
-                let members = held
-                    .iter()
-                    .map(|msg| Member {
-                        ticket: msg.ticket,
-                        record: stream.record(msg.shard, msg.idx),
-                        attempts: 1,
-                    })
-                    .collect();
-                s.machine.settle_unit(unit, size, members, false).ok()
-            }
-            // Nothing staged: each settles alone (`ShardHandle::settle_batch`).
-            None => held.iter().fold(None, |all: Option<Settled>, msg| {
-                match (all, s.machine.settle_staged(msg.ticket, None, false).ok()) {
-                    (Some(all), Some(one)) => Some(Settled {
-                        grown_to: None,
-                        checkpoint: all.checkpoint || one.checkpoint,
-                        wake_reader: all.wake_reader || one.wake_reader,
-                    }),
-                    (all, one) => one.or(all),
+        if unit.is_some() {
+            self.stats.batches += 1;
+        }
+        let joint = sids.len() > 1;
+        for &sid in &sids {
+            let mine: Vec<Msg> = held.iter().filter(|msg| msg.sid == sid).copied().collect();
+            let stream = &self.stream;
+            let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
+                continue;
+            };
+            let settled = match &unit {
+                Some((unit, size)) => {
+                    let members = mine
+                        .iter()
+                        .map(|msg| Member {
+                            ticket: msg.ticket,
+                            record: stream.record(msg.shard, msg.idx),
+                            attempts: 1,
+                        })
+                        .collect();
+                    s.machine
+                        .settle_part(*unit, size.clone(), members, joint, false)
+                        .ok()
                 }
-            }),
-        };
-        if let Some(settled) = settled {
-            self.last_progress = self.now;
-            if settled.checkpoint {
-                self.lease_wake(i, sid);
+                // Nothing staged: each settles alone (`ShardHandle::settle_batch`).
+                None => mine.iter().fold(None, |all: Option<Settled>, msg| {
+                    match (all, s.machine.settle_staged(msg.ticket, None, false).ok()) {
+                        (Some(all), Some(one)) => Some(Settled {
+                            grown_to: None,
+                            checkpoint: all.checkpoint || one.checkpoint,
+                            wake_reader: all.wake_reader || one.wake_reader,
+                        }),
+                        (all, one) => one.or(all),
+                    }
+                }),
+            };
+            if let Some(settled) = settled {
+                self.last_progress = self.now;
+                if settled.checkpoint {
+                    self.lease_wake(i, sid);
+                }
+                if settled.wake_reader {
+                    self.reader_wake(i, sid, false);
+                }
             }
-            if settled.wake_reader {
-                self.reader_wake(i, sid, false);
-            }
+        }
+        if joint && let Some((unit, _)) = unit {
+            self.stats.joint_units += 1;
+            self.insts[i].joints.insert(
+                unit,
+                JointUnit {
+                    sids: sids.into_iter().collect(),
+                    in_flight: false,
+                    first_sent: None,
+                    epochs: Vec::new(),
+                    timer: 0,
+                },
+            );
+            self.joint_drive(i, unit);
         }
         self.after_handler(i);
     }
@@ -749,5 +795,7 @@ impl Sim {
         s.last_idx = None;
         s.handled_upto = None;
         self.reader_wake(i, sid, false);
+        // The seek dropped its units: one that spans shards goes back everywhere.
+        self.joints_drive(i);
     }
 }

@@ -126,6 +126,7 @@ impl Sim {
         self.sid_inst.remove(&sid);
         self.log(|| format!("i{i} session {sid} of shard {shard} ended (finished: {finished})"));
         self.reader_ended(i, shard, finished);
+        self.joints_drive(i);
     }
 
     // `reader::write_lease`: it asks the session's `ShardLease` what to do, sends the write the
@@ -340,21 +341,7 @@ impl Sim {
         if held && s.machine.ending() == Some(Ending::Lost(Lost::RanOut)) {
             self.stats.lapsed_by_clock += 1;
         }
-        // Exactly once: a unit refused by its own condition comes back on its session.
-        let refused = s
-            .machine
-            .take_commit_news()
-            .iter()
-            .any(|news| matches!(news, CommitNews::Refused(_)));
-        let wake_reader = s.machine.take_reader_wake();
-        if refused {
-            self.stats.user_refusals += 1;
-            self.redeliver_drive(i, sid);
-        }
-        if wake_reader {
-            self.stats.commit_reader_wakes += 1;
-            self.reader_wake(i, sid, false);
-        }
+        self.commit_news_heard(i, sid);
         // `write_lease`: the row a renewing write answered shows a handoff asked of it.
         let asked = match res {
             Res::Row(Some(row)) => {
@@ -372,6 +359,32 @@ impl Sim {
             self.reader_wake(i, sid, false);
         }
         self.lease_drive(i, sid);
+        // The shard's write slot is free again, or its settled prefix moved on: a unit that
+        // spans shards may commit now.
+        self.joints_drive(i);
+    }
+
+    /// Exactly once, what the commits of session `sid` came to since the last answer: a unit
+    /// refused by its own condition comes back on its session, and a reader waiting for room
+    /// is woken.
+    pub(super) fn commit_news_heard(&mut self, i: usize, sid: u64) {
+        let Some(s) = self.session(i, sid) else {
+            return;
+        };
+        let refused = s
+            .machine
+            .take_commit_news()
+            .iter()
+            .any(|news| matches!(news, CommitNews::Refused(_)));
+        let wake_reader = s.machine.take_reader_wake();
+        if refused {
+            self.stats.user_refusals += 1;
+            self.redeliver_drive(i, sid);
+        }
+        if wake_reader {
+            self.stats.commit_reader_wakes += 1;
+            self.reader_wake(i, sid, false);
+        }
     }
 
     // `Reader::read`: it asks the session's machine what to do, makes the Kinesis call it names
@@ -746,5 +759,7 @@ impl Sim {
             return;
         }
         self.lease_wake(i, sid);
+        // A closing shard sends no part of a joint commit: its units go back everywhere.
+        self.joints_drive(i);
     }
 }

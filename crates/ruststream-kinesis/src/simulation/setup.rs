@@ -197,6 +197,7 @@ impl Sim {
                 dispatch_pending: false,
                 batches: BTreeMap::new(),
                 batch_of: BTreeMap::new(),
+                joints: BTreeMap::new(),
             });
             // Instances open one after another, after the early reshards.
             let early = if self.cfg.early_reshards > 0 {

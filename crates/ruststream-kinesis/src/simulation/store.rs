@@ -167,7 +167,8 @@ impl Sim {
             | OpKind::Announce { .. }
             | OpKind::Withdraw
             | OpKind::AskHandoff { .. }
-            | OpKind::Delete { .. } => return None,
+            | OpKind::Delete { .. }
+            | OpKind::Joint { .. } => return None,
         })
     }
 
@@ -306,6 +307,7 @@ impl Sim {
             return Res::Failed;
         }
         match &op.kind {
+            OpKind::Joint { .. } => self.apply_joint(op),
             OpKind::Delete { counter } => {
                 let row = &mut self.rows[shard];
                 let deletable = row.state.as_ref().is_some_and(|state| {
@@ -580,31 +582,13 @@ impl Sim {
                     OpKind::Checkpoint(checkpoint)
                     | OpKind::CheckpointRenew(checkpoint)
                     | OpKind::Commit { checkpoint, .. } => {
-                        let old = Mark::of(before.checkpoint.as_deref());
-                        let new = Mark::of(Some(checkpoint));
-                        // A seek of the session that writes may take its checkpoint back, no
-                        // further than the record before its target.
-                        let floor = self.seek_floors.get(&op.sid).copied();
-                        if before.is_skipped() {
-                            self.fail(format!(
-                                "skipped: shard {shard} was marked never to be read, and session \
-                                 {} checkpointed {checkpoint} over the mark",
-                                op.sid
-                            ));
+                        let (old, new) = (
+                            Mark::of(before.checkpoint.as_deref()),
+                            Mark::of(Some(checkpoint)),
+                        );
+                        let finished = state.is_finished();
+                        if !self.checkpoint_moves(shard, op.sid, &before, checkpoint, finished) {
                             return Res::Ok;
-                        }
-                        if new < old && floor.is_none_or(|floor| new < floor) {
-                            let was = before.checkpoint.clone();
-                            self.fail(format!(
-                                "monotonic: shard {shard}'s checkpoint moved back from {was:?} \
-                                 to {checkpoint} (session {})",
-                                op.sid
-                            ));
-                            return Res::Ok;
-                        }
-                        if state.is_finished() {
-                            // Its children open: balancing converges anew.
-                            self.reshaped_at = self.reshaped_at.max(self.now);
                         }
                         if let OpKind::Commit { units, request, .. } = &op.kind {
                             self.commit_applied(units, request);
@@ -669,7 +653,8 @@ impl Sim {
                     | OpKind::Announce { .. }
                     | OpKind::Withdraw
                     | OpKind::AskHandoff { .. }
-                    | OpKind::Delete { .. } => unreachable!(),
+                    | OpKind::Delete { .. }
+                    | OpKind::Joint { .. } => unreachable!(),
                 }
                 // A renewing write answers the row as written, where its holder sees a handoff
                 // asked.
@@ -682,9 +667,48 @@ impl Sim {
         }
     }
 
+    /// A checkpoint write of session `sid` moved shard `shard`'s row from `before` to
+    /// `checkpoint` (`finished`: the row now says `SHARD_END`): the checks of a row never marked
+    /// skipped and of a checkpoint that moves back only as far as the session's seeks allow.
+    /// Whether they held.
+    pub(super) fn checkpoint_moves(
+        &mut self,
+        shard: usize,
+        sid: u64,
+        before: &LeaseState,
+        checkpoint: &str,
+        finished: bool,
+    ) -> bool {
+        let old = Mark::of(before.checkpoint.as_deref());
+        let new = Mark::of(Some(checkpoint));
+        // A seek of the session that writes may take its checkpoint back, no further than the
+        // record before its target.
+        let floor = self.seek_floors.get(&sid).copied();
+        if before.is_skipped() {
+            self.fail(format!(
+                "skipped: shard {shard} was marked never to be read, and session {sid} \
+                 checkpointed {checkpoint} over the mark"
+            ));
+            return false;
+        }
+        if new < old && floor.is_none_or(|floor| new < floor) {
+            let was = before.checkpoint.clone();
+            self.fail(format!(
+                "monotonic: shard {shard}'s checkpoint moved back from {was:?} to {checkpoint} \
+                 (session {sid})"
+            ));
+            return false;
+        }
+        if finished {
+            // Its children open: balancing converges anew.
+            self.reshaped_at = self.reshaped_at.max(self.now);
+        }
+        true
+    }
+
     /// A commit landed: its units' effects are applied with it, in the same step. Invariant 8:
     /// no effect is applied twice (in one seek epoch of its shard).
-    fn commit_applied(&mut self, units: &[UnitId], request: &Arc<str>) {
+    pub(super) fn commit_applied(&mut self, units: &[UnitId], request: &Arc<str>) {
         if self.cfg.token_honoured {
             self.honoured.insert(Arc::clone(request));
         }
@@ -718,7 +742,7 @@ impl Sim {
     /// Invariant 8b: a checkpoint that moves from `old` to `new` (a commit, or `SHARD_END`)
     /// passes no owed record that stages an effect whose effect was never applied, unless a
     /// handling dropped it: the effects and the checkpoint move together.
-    fn check_effects_covered(&mut self, shard: usize, old: Mark, new: Mark, epoch: u32) {
+    pub(super) fn check_effects_covered(&mut self, shard: usize, old: Mark, new: Mark, epoch: u32) {
         if new <= old {
             return;
         }
@@ -795,6 +819,7 @@ impl Sim {
             }
             Cont::TakeRelease { shard, sid } => self.take_released(i, sid, shard),
             Cont::Lease { sid, write, sent } => self.lease_answered(i, sid, &write, sent, &res),
+            Cont::Joint { unit, token, rows } => self.joint_answered(i, unit, &token, &rows, res),
         }
     }
 }

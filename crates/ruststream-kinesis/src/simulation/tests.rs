@@ -734,3 +734,13 @@ fn a_commit_landing_late_after_its_units_went_back_loses_the_lease() {
         "{stats:?}"
     );
 }
+
+/// Exactly once, a unit that spans shards: with each shard's own commits taking their part of it
+/// (the fold not stopping before it), this schedule failed with "the effect of record #9 of
+/// shard 0 (seek epoch 0) was applied 2 times" (found by hand, 2026-12-05, the day joint commits
+/// landed). Pinned: batches of several shards still commit jointly here.
+#[test]
+fn a_unit_spanning_shards_commits_only_in_its_joint_commit() {
+    let stats = replays_clean(1_796_451_834_084_276_888, &no_tweak);
+    assert!(stats.joint_commits > 0, "{stats:?}");
+}

@@ -284,6 +284,46 @@ pub(super) enum OpKind {
         /// The shard's seek epoch when the commit was folded.
         epoch: u32,
     },
+    /// `TransactWriteItems` of a joint commit (a unit that spans shards, `shard::joint`): the
+    /// effects of `unit` and every row's checkpoint and expiry under `token`, sent as `request`.
+    /// Each row carries the fence its store object knew when it was sent.
+    Joint {
+        rows: Arc<[JointRow]>,
+        token: Arc<str>,
+        request: Arc<str>,
+        unit: UnitId,
+        first_sent: Time,
+    },
+}
+
+/// One lease row of a joint commit.
+#[derive(Debug, Clone)]
+pub(super) struct JointRow {
+    pub(super) shard: usize,
+    pub(super) sid: u64,
+    pub(super) checkpoint: Arc<str>,
+    pub(super) expiry_ms: u64,
+    pub(super) prior: Option<Arc<str>>,
+    /// The shard's seek epoch when the part was reserved.
+    pub(super) epoch: u32,
+    /// The commit's condition on the row: the counter the store object's last write left, and
+    /// whether one of its writes had no answer.
+    pub(super) fence: Fence,
+}
+
+/// Exactly once, a unit that spans shards, waiting for (or in) its joint commit: the sessions
+/// of its parts (ascending), and its request in flight.
+#[derive(Debug, Clone)]
+pub(super) struct JointUnit {
+    pub(super) sids: Vec<u64>,
+    /// Whether its request is in flight, and when the commit was first sent (the rows' expiry
+    /// is from that moment's clock).
+    pub(super) in_flight: bool,
+    pub(super) first_sent: Option<Time>,
+    /// Each part's shard's seek epoch when the commit was first sent.
+    pub(super) epochs: Vec<u32>,
+    /// The token of the committer's pending wake-up for a resend.
+    pub(super) timer: u64,
 }
 
 /// One store call as it travels to the store.
@@ -340,6 +380,8 @@ pub(super) enum Res {
     Failed,
     /// A commit refused by this unit's own condition: nothing applied.
     UserRefused(UnitId),
+    /// A joint commit refused by a row: every row of it as it stood (`None`: missing).
+    JointFenced(Vec<Option<LeaseState>>),
 }
 
 /// One handling's effect: its record, and the shard's seek epoch (a seek back asks for the
@@ -398,6 +440,12 @@ pub(super) enum Cont {
         write: Write,
         sent: Time,
     },
+    /// The joint commit of `unit`, of these rows.
+    Joint {
+        unit: UnitId,
+        token: Arc<str>,
+        rows: Arc<[JointRow]>,
+    },
 }
 
 /// A delivery in the channel or in a handler.
@@ -440,6 +488,13 @@ pub(super) enum Ev {
         inst: usize,
         inc: u32,
         sid: u64,
+        token: u64,
+    },
+    /// The joint committer's timer: a joint commit of `unit` is due again.
+    Joint {
+        inst: usize,
+        inc: u32,
+        unit: UnitId,
         token: u64,
     },
     /// `reader::redeliver`'s timer: the first record handed back falls due.
@@ -517,6 +572,7 @@ impl Ev {
             | Self::Lease { inst, inc, .. }
             | Self::Reader { inst, inc, .. }
             | Self::Redeliver { inst, inc, .. }
+            | Self::Joint { inst, inc, .. }
             | Self::Handler { inst, inc, .. }
             | Self::HandlerStart { inst, inc, .. }
             | Self::Dispatch { inst, inc } => Some((inst, inc)),
@@ -747,15 +803,19 @@ pub(super) struct Inst {
     pub(super) batches: BTreeMap<u64, Batch>,
     /// The batch each delivery belongs to, by session and ticket.
     pub(super) batch_of: BTreeMap<(u64, u64, u64), u64>,
+    /// Exactly once, the units that span shards, waiting for their joint commit.
+    pub(super) joints: BTreeMap<UnitId, JointUnit>,
 }
 
 /// Exactly once, a batch handler's batch: its records of one session, pulled together. It holds
 /// one handler slot, however many records it holds.
 #[derive(Debug)]
 pub(super) struct Batch {
-    pub(super) sid: u64,
-    /// Its last record, which the next one pulled joins if it follows.
-    pub(super) last: Msg,
+    /// Its last record of each session, which the next one of that session pulled joins if it
+    /// follows (of one session, unless batches span shards: `Config::joint_batches`).
+    pub(super) lasts: Vec<Msg>,
+    /// When its first record was pulled.
+    pub(super) opened: Time,
     /// How many records it holds.
     pub(super) size: usize,
     /// The records settled so far, each with how (`delivery/batch.rs`'s verdicts).
@@ -965,6 +1025,11 @@ pub(super) struct Stats {
     pub(super) drops: u64,
     /// Leases lost to a renewal's row moved by a commit of their own they took for refused.
     pub(super) late_commit_losses: u64,
+    /// Units of batches that spanned shards, the joint commits of them that landed, and the
+    /// units abandoned because a shard could no longer send its part.
+    pub(super) joint_units: u64,
+    pub(super) joint_commits: u64,
+    pub(super) joints_abandoned: u64,
 }
 
 impl Stats {
@@ -1038,6 +1103,9 @@ impl Stats {
         self.drops += o.drops;
         self.tokens_honoured += o.tokens_honoured;
         self.commit_resends_recognised += o.commit_resends_recognised;
+        self.joint_units += o.joint_units;
+        self.joint_commits += o.joint_commits;
+        self.joints_abandoned += o.joints_abandoned;
     }
 }
 

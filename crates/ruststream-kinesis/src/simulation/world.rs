@@ -223,6 +223,7 @@ impl Sim {
         inst.channel.clear();
         inst.batches.clear();
         inst.batch_of.clear();
+        inst.joints.clear();
         inst.in_flight = 0;
         inst.dispatch_pending = false;
         inst.coord = Coord::new(&self.cfg, self.now, inst.run);
@@ -318,6 +319,7 @@ impl Sim {
             dispatch_pending: false,
             batches: BTreeMap::new(),
             batch_of: BTreeMap::new(),
+            joints: BTreeMap::new(),
         };
         self.insts.push(slot);
         let inst = &mut self.insts[i];

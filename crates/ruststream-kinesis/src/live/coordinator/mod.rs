@@ -132,6 +132,10 @@ impl Subscription {
             machine.shard_closed();
         }
         let handle = ShardHandle::shared(key, Arc::clone(&self.broker_closed), machine, harness);
+        #[cfg(feature = "dynamodb-lease")]
+        if let Some(joints) = &self.joints {
+            handle.join(Arc::clone(joints));
+        }
         let cancel = self.cancel.child_token();
         lock(&self.running).insert(
             Arc::clone(&shard.id),
@@ -186,6 +190,14 @@ pub(crate) async fn start(
             what: "opening a subscription",
         })??;
     sub.spawn(run(Arc::clone(&sub), machines));
+    #[cfg(feature = "dynamodb-lease")]
+    if let (Some(joints), Some(transactions)) = (&sub.joints, &sub.transactions) {
+        sub.spawn(crate::live::joint::commit_joints(
+            Arc::clone(&sub),
+            Arc::clone(joints),
+            transactions.clone(),
+        ));
+    }
     Ok(sub)
 }
 

@@ -78,6 +78,9 @@ pub(super) struct Unresolved<T> {
     /// Its first send, by each clock: the lease it grants counts from there.
     pub(super) first_sent: T,
     pub(super) first_sent_ms: u64,
+    /// A part of a joint commit (a unit that spans shards): sent, and sent again, by the joint
+    /// committer with every part's row, never by this lease's own driver.
+    pub(super) joint: bool,
 }
 
 /// The lease's commits.
@@ -205,11 +208,13 @@ impl<T: Moment> ShardLease<T> {
         fold: impl FnOnce() -> Option<Folded>,
     ) -> Option<Next<T>> {
         let closing = matches!(self.phase, Phase::Closing(_));
-        let lease_ms = millis(self.timings.lease());
-        let behind_ms = self.behind_ms;
         let timer = self.next_timer();
         let commits = self.committing.as_mut()?;
         if let Some(unresolved) = &mut commits.unresolved {
+            if unresolved.joint {
+                // The joint committer sends it again, with the other shards' rows.
+                return Some(Next::Wait(None));
+            }
             let due = unresolved.due.unwrap_or(now);
             if now < due {
                 return Some(Next::Wait(Some(due)));
@@ -239,8 +244,26 @@ impl<T: Moment> ShardLease<T> {
                 },
             },
         };
+        let commit = self.open_commit(folded, None, now, now_ms, false)?;
+        Some(Next::Send(Write::Commit(commit)))
+    }
+
+    /// The commit of `folded` first sent at `now` (`now_ms` by the wall clock), under `token`
+    /// (`None`: this lease's next one), unresolved from now on (`joint`: a part of a joint
+    /// commit, which the joint committer sends).
+    pub(super) fn open_commit(
+        &mut self,
+        folded: Folded,
+        token: Option<CommitToken>,
+        now: T,
+        now_ms: u64,
+        joint: bool,
+    ) -> Option<Commit> {
+        let lease_ms = millis(self.timings.lease());
+        let behind_ms = self.behind_ms;
+        let commits = self.committing.as_mut()?;
         let commit = Commit {
-            token: commits.token,
+            token: token.unwrap_or(commits.token),
             attempt: 0,
             checkpoint: folded.checkpoint,
             behind_ms,
@@ -254,8 +277,9 @@ impl<T: Moment> ShardLease<T> {
             due: None,
             first_sent: now,
             first_sent_ms: now_ms,
+            joint,
         });
-        Some(Next::Send(Write::Commit(commit)))
+        Some(commit)
     }
 
     /// The store answered `commit` at `now`.

@@ -36,6 +36,8 @@ use crate::lease::millis;
 use crate::{LeaseTimings, SHARD_END};
 
 mod commit;
+#[cfg(any(test, feature = "dynamodb-lease"))]
+mod joint;
 mod news;
 
 use commit::Committing;

@@ -26,6 +26,9 @@ pub(crate) struct Staged<R> {
     pub(crate) attempts: u64,
     /// How many deliveries of this shard the unit holds (1: a single record's handling).
     pub(crate) members: usize,
+    /// The unit spans shards: a joint commit with every shard's lease row commits it
+    /// (`shard::joint`), never this shard's own commits.
+    pub(crate) joint: bool,
 }
 
 /// One delivery of a unit of several: a batch's record, settled with the others at once.
@@ -40,6 +43,10 @@ pub(crate) struct Member<R> {
 impl<R> crate::watermark::Weighed for Staged<R> {
     fn weight(&self) -> usize {
         self.size.bytes
+    }
+
+    fn joint(&self) -> bool {
+        self.joint
     }
 }
 
@@ -61,8 +68,11 @@ pub(crate) enum CommitNews {
 /// (`None`: nothing settled waits).
 pub(super) fn fold_ready<R>(watermark: &Watermark<Staged<R>>, solo: bool) -> Option<Folded> {
     let empty = UnitSize::empty();
+    // A unit that spans shards is committed by a joint commit: this shard's own stop before it.
+    let (own, _) = watermark.ready_own();
     let sizes = watermark
         .ready_run()
+        .take(own)
         .map(|(_, staged)| staged.map_or(&empty, |staged| &staged.size));
     let mut entries = fold(sizes, 1, Limits::DYNAMODB);
     if solo
@@ -184,6 +194,21 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         members: Vec<Member<R>>,
         broker_closed: bool,
     ) -> Result<Settled, Refusal> {
+        self.settle_part(unit, size, members, false, broker_closed)
+    }
+
+    /// [`settle_unit`](Self::settle_unit), of a unit that spans shards when `joint`: its
+    /// commit is then a joint one ([`crate::shard::joint`]), and `size` is what the whole unit
+    /// weighs (its writes are held once, by the committer).
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn settle_part(
+        &mut self,
+        unit: UnitId,
+        size: UnitSize,
+        members: Vec<Member<R>>,
+        joint: bool,
+        broker_closed: bool,
+    ) -> Result<Settled, Refusal> {
         // `whole_units` needs a unit's deliveries side by side: `KinesisSubscriber::batches`
         // makes them so (one shard, first deliveries only, in order).
         debug_assert!(
@@ -214,6 +239,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                 record: member.record,
                 attempts: member.attempts,
                 members: count,
+                joint,
             };
             grew |= self.watermark.settle_staged(member.ticket, Some(staged));
         }
@@ -257,9 +283,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         }
     }
 
-    /// Tells the lease what waits for a commit.
+    /// Tells the lease what waits for its own commit (not a joint one's).
     pub(super) fn ready_to_lease(&mut self) {
-        let (ready, staged) = self.watermark.ready();
+        let (ready, staged) = self.watermark.ready_own();
         self.lease.commit_ready(ready > 0, staged > 0);
     }
 
@@ -291,7 +317,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// `unit`'s deliveries go back: unsettled under their tickets, to be delivered again now
     /// (each alone: a batch's records come back one at a time), or left to the shard's next
     /// owner when the shard is being handed back.
-    fn give_back(&mut self, now: T, unit: UnitId) {
+    pub(super) fn give_back(&mut self, now: T, unit: UnitId) {
         for ticket in self.watermark.settled_tickets(|staged| staged.unit == unit) {
             let Some(staged) = self.watermark.unsettle(ticket) else {
                 continue;

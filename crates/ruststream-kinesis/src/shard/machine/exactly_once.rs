@@ -41,6 +41,7 @@ fn staged(unit: u64, actions: usize, record: &str) -> Staged<Rec> {
         record: rec(record),
         attempts: 1,
         members: 1,
+        joint: false,
     }
 }
 
@@ -374,6 +375,18 @@ fn a_commit_refused_as_a_whole_commits_its_units_one_at_a_time_until_one_lands()
     assert!(!machine.is_drained(), "the unit at fault comes again");
 }
 
+/// The deliveries under `tickets`, first delivered, as a unit's members.
+fn members(tickets: &[(Ticket, &str)]) -> Vec<Member<Rec>> {
+    tickets
+        .iter()
+        .map(|(ticket, record)| Member {
+            ticket: *ticket,
+            record: rec(record),
+            attempts: 1,
+        })
+        .collect()
+}
+
 /// Unit `unit` of a batch: the records under `tickets`, staging `actions` writes together.
 fn batch(
     machine: &mut ShardMachine<Duration, Rec>,
@@ -381,19 +394,11 @@ fn batch(
     actions: usize,
     tickets: &[(Ticket, &str)],
 ) -> Settled {
-    let members = tickets
-        .iter()
-        .map(|(ticket, record)| Member {
-            ticket: *ticket,
-            record: rec(record),
-            attempts: 1,
-        })
-        .collect();
     machine
         .settle_unit(
             UnitId(unit),
             staged(unit, actions, "-").size,
-            members,
+            members(tickets),
             false,
         )
         .unwrap()
@@ -552,3 +557,6 @@ fn a_renewal_finding_the_first_commit_taken_for_refused_loses_the_lease_too() {
     assert!(machine.row_answered(&row_with(Some(&refused.token.base()))));
     assert_eq!(machine.ending(), Some(Ending::Lost(Lost::Refused)));
 }
+
+#[path = "tests/spanning.rs"]
+mod spanning;

@@ -1,0 +1,94 @@
+//! Exactly once, the committer of a subscription's units that span shards: it sends the joint
+//! commit the book ([`Joints`]) says goes out, one transaction of the unit's writes and every
+//! shard's row, and hands the answer back; it sleeps until a resend is due or a shard wakes it.
+//! It decides nothing (`shard::joint` does), and it runs until the subscription ends with no
+//! unit left waiting.
+
+use std::sync::Arc;
+
+use crate::clock::sleep_until;
+use crate::lease::{CommitAnswer, CommitRequest, CommitRow, Transactions};
+use crate::live::subscription::Subscription;
+use crate::shard::{Answer, JointStep, Joints};
+
+/// Runs the committer of `home`'s joint commits, sent through `transactions`.
+pub(crate) async fn commit_joints(
+    home: Arc<Subscription>,
+    joints: Arc<Joints>,
+    transactions: Transactions,
+) {
+    loop {
+        let woken = joints.woken();
+        let mut woken = std::pin::pin!(woken);
+        woken.as_mut().enable();
+        match joints.step() {
+            JointStep::Send { unit, rows, writes } => {
+                let Some((_, first)) = rows.first() else {
+                    continue;
+                };
+                let (token, request_token) =
+                    (first.token.base(), first.token.request(first.attempt));
+                let request = CommitRequest {
+                    owner: &home.owner,
+                    token: &token,
+                    request_token: &request_token,
+                    units: vec![(unit, writes)],
+                    rows: rows
+                        .iter()
+                        .map(|(key, commit)| CommitRow {
+                            key,
+                            checkpoint: &commit.checkpoint,
+                            behind_ms: commit.behind_ms,
+                            expiry_ms: commit.expiry_ms,
+                            prior: commit.prior.as_deref(),
+                        })
+                        .collect(),
+                };
+                let (answer, refusal) = match transactions.commit(&request).await {
+                    CommitAnswer::Done => (Answer::Done, None),
+                    CommitAnswer::Lost => {
+                        tracing::info!(
+                            stream = %home.stream,
+                            token = %token,
+                            shards = rows.len(),
+                            "a lease row refused a joint commit: nothing of it was applied, and \
+                             every shard of it stops (the answer does not name the row)"
+                        );
+                        (Answer::Refused, None)
+                    }
+                    CommitAnswer::NotApplied => (Answer::NotApplied, None),
+                    // One unit: a request refused as a whole is refused by it.
+                    CommitAnswer::Split => (Answer::Failed, None),
+                    CommitAnswer::UserRefused(refusal) => {
+                        (Answer::UserRefused(unit), Some(refusal))
+                    }
+                    CommitAnswer::Failed(error) => {
+                        home.report(home.lease_error(rows[0].0.shard(), error));
+                        (Answer::Failed, None)
+                    }
+                };
+                if let Some(why) = joints.answered(&home.stream, unit, answer, refusal) {
+                    tracing::warn!(
+                        error = %why,
+                        "a joint commit of a batch of several shards was refused by one of its \
+                         own writes; its records are delivered again, each alone, and their \
+                         handler reads why off StagedWrites::refused"
+                    );
+                }
+            }
+            JointStep::Wait(until) => {
+                if home.cancel.is_cancelled() && joints.is_idle() {
+                    return;
+                }
+                let cancelled = home.cancel.cancelled();
+                tokio::select! {
+                    () = woken => {}
+                    () = sleep_until(until) => {}
+                    // Once the subscription ends, its shards close: look again at once, and
+                    // stop when no unit waits.
+                    () = cancelled, if !home.cancel.is_cancelled() => {}
+                }
+            }
+        }
+    }
+}

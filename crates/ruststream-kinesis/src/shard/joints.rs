@@ -1,0 +1,368 @@
+//! Exactly once, a subscription's units that span shards (a batch handler's batch of several
+//! shards' records), from their settle until their joint commit lands, is refused, or can never
+//! be sent: their writes, their parts (each shard's handle and deliveries), and the wake of the
+//! committer that sends them (`live/joint.rs`). What goes out and what an answer means is
+//! [`joint`](super::joint)'s, over the parts' machines locked together in shard order; the
+//! committer holds no lock while a request is on its way.
+//!
+//! Locks: this book's, then the machines' (in shard order). A shard's own tasks never hold a
+//! machine's lock while they take the book's: they only wake the committer.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
+
+use super::joint::{self, JointNext};
+use super::lease::Commit;
+use super::{Answer, Member, ShardHandle, ShardMachine};
+use crate::clock::Instant;
+use crate::commit::UnitId;
+use crate::delivery::record::Record;
+use crate::delivery::writes::Handling;
+use crate::lease::{HandlingOutcome, LeaseKey, UserRefusal};
+use crate::watermark::Ticket;
+use crate::{CommitRefused, KinesisError, StagedWrites, epoch_millis};
+
+/// A joint unit's number sets this bit: apart from every shard's own units, which each shard
+/// numbers from zero.
+const JOINT: u64 = 1 << 63;
+
+/// The units of one subscription that span shards, and their committer's wake.
+#[derive(Debug, Default)]
+pub(crate) struct Joints {
+    next: AtomicU64,
+    pending: Mutex<BTreeMap<UnitId, Pending>>,
+    /// How many units wait: a shard's write answered wakes the committer only then.
+    waiting: AtomicUsize,
+    wake: Notify,
+}
+
+#[derive(Debug)]
+struct Pending {
+    /// In shard order.
+    parts: Vec<Part>,
+    writes: Vec<TransactWriteItem>,
+    handling: Handling,
+    /// The batch's last record, which a refusal names.
+    shard: Arc<str>,
+    sequence: Arc<str>,
+    in_flight: bool,
+}
+
+#[derive(Debug)]
+struct Part {
+    handle: Arc<ShardHandle>,
+    tickets: Vec<Ticket>,
+}
+
+/// A batch's records by shard: each shard's handle, and its records in order.
+pub(crate) type Parts = Vec<(Arc<ShardHandle>, Vec<Member<Record>>)>;
+
+/// What the committer does next.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Send the joint commit of `unit`: its writes and one update per row, each shard's commit.
+    Send {
+        unit: UnitId,
+        rows: Vec<(LeaseKey, Commit)>,
+        writes: Vec<TransactWriteItem>,
+    },
+    /// Nothing before this moment (`None`: before a wake).
+    Wait(Option<Instant>),
+}
+
+impl Joints {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<UnitId, Pending>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The committer's next wake.
+    pub(crate) fn woken(&self) -> Notified<'_> {
+        self.wake.notified()
+    }
+
+    /// Something a unit may wait for happened in a shard (a write answered, a close, a seek, a
+    /// reader's end): the committer looks again, if a unit waits.
+    pub(crate) fn poke(&self) {
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Whether no unit waits.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) == 0
+    }
+
+    /// Settles a batch's records of several shards (`parts`: each shard's handle and its
+    /// records, in order) with what the batch staged in `writes`: in every shard at once, as
+    /// one unit that commits jointly. Without writes each settles alone; when a seek made one of
+    /// them stale, every one is handed back (the batch's writes never commit). A shard that
+    /// refuses its part (handed back meanwhile) answers for the settle, and the unit then never
+    /// commits: the committer gives it back in the other shards.
+    pub(crate) fn settle(
+        &self,
+        mut parts: Parts,
+        writes: &StagedWrites,
+    ) -> Result<(), KinesisError> {
+        parts.sort_by(|(one, _), (other, _)| one.key().cmp(other.key()));
+        let (staged, size) = writes.seal();
+        if staged.is_empty() {
+            let settles = parts.iter().flat_map(|(handle, members)| {
+                members.iter().map(|member| handle.settle(member.ticket))
+            });
+            return super::units::settled_alone(settles, writes);
+        }
+        let (Some(first), Some(last)) = (
+            parts.first().map(|(handle, _)| Arc::clone(handle)),
+            parts.last().and_then(|(handle, members)| {
+                let last = members.last()?;
+                Some((
+                    Arc::from(handle.key().shard()),
+                    Arc::clone(&last.record.sequence),
+                ))
+            }),
+        ) else {
+            return Ok(());
+        };
+        let closed = first.closed();
+        let handles: Vec<Arc<ShardHandle>> =
+            parts.iter().map(|(handle, _)| Arc::clone(handle)).collect();
+        let mut machines: Vec<_> = handles.iter().map(|handle| handle.lock()).collect();
+        let whole = machines.iter().zip(&parts).all(|(machine, (_, members))| {
+            machine.holds_all(members.iter().map(|member| member.ticket))
+        });
+        if !whole {
+            drop(machines);
+            writes.handled(&staged, HandlingOutcome::HandedBack);
+            return parts
+                .into_iter()
+                .flat_map(|(handle, members)| {
+                    members.into_iter().map(move |m| (Arc::clone(&handle), m))
+                })
+                .map(|(handle, member)| {
+                    handle.hand_back(
+                        member.record,
+                        member.ticket,
+                        member.attempts,
+                        Duration::ZERO,
+                    )
+                })
+                .fold(Ok(()), Result::and);
+        }
+        let unit = UnitId(JOINT | self.next.fetch_add(1, Ordering::Relaxed));
+        let mut settled = Vec::with_capacity(parts.len());
+        let mut kept = Vec::with_capacity(parts.len());
+        for ((handle, members), machine) in parts.into_iter().zip(machines.iter_mut()) {
+            let tickets = members.iter().map(|member| member.ticket).collect();
+            settled.push(machine.settle_part(unit, size.clone(), members, true, closed));
+            kept.push(Part { handle, tickets });
+        }
+        drop(machines);
+        let handling = writes.handled(&staged, HandlingOutcome::Pending);
+        let answers: Vec<_> = kept
+            .iter()
+            .map(|part| Arc::clone(&part.handle))
+            .zip(settled)
+            .collect();
+        self.lock().insert(
+            unit,
+            Pending {
+                parts: kept,
+                writes: staged,
+                handling,
+                shard: last.0,
+                sequence: last.1,
+                in_flight: false,
+            },
+        );
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        self.wake.notify_one();
+        // The unit owes each settle's harness unit until it ends.
+        answers
+            .into_iter()
+            .map(|(handle, settled)| handle.settle_answered(settled, false))
+            .fold(Ok(()), Result::and)
+    }
+
+    /// What the committer does next: the first unit whose commit goes out now, or when the
+    /// earliest is due again. A unit that can never commit is given back in every shard here.
+    pub(crate) fn step(&self) -> Step {
+        let mut pending = self.lock();
+        let mut earliest: Option<Instant> = None;
+        let units: Vec<UnitId> = pending.keys().copied().collect();
+        for unit in units {
+            let Some(entry) = pending.get_mut(&unit).filter(|entry| !entry.in_flight) else {
+                continue;
+            };
+            let (next, comes_back) = entry.with_machines(|machines, tickets| {
+                let next = joint::next(unit, machines, Instant::now(), epoch_millis());
+                let back = matches!(next, JointNext::Abandoned { .. })
+                    .then(|| coming_back(machines, tickets))
+                    .unwrap_or_default();
+                (next, back)
+            });
+            match next {
+                JointNext::Send(rows) => {
+                    entry.in_flight = true;
+                    let rows = entry
+                        .parts
+                        .iter()
+                        .map(|part| part.handle.key().clone())
+                        .zip(rows)
+                        .collect();
+                    return Step::Send {
+                        unit,
+                        rows,
+                        writes: entry.writes.clone(),
+                    };
+                }
+                JointNext::Wait(Some(at)) => {
+                    earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
+                }
+                JointNext::Wait(None) => {}
+                JointNext::Abandoned { .. } => {
+                    if let Some(entry) = pending.remove(&unit) {
+                        self.waiting.fetch_sub(1, Ordering::AcqRel);
+                        entry.handling.ended(HandlingOutcome::HandedBack);
+                        entry.ended(&comes_back, false);
+                    }
+                }
+            }
+        }
+        Step::Wait(earliest)
+    }
+
+    /// The store answered the joint commit of `unit` of `stream` with `answer` (`refusal`: the
+    /// unit's own write that refused it): every part hears it. Answers the refusal as the
+    /// handler reads it, for the committer to say.
+    pub(crate) fn answered(
+        &self,
+        stream: &str,
+        unit: UnitId,
+        answer: Answer,
+        refusal: Option<UserRefusal>,
+    ) -> Option<CommitRefused> {
+        let mut pending = self.lock();
+        let entry = pending.get_mut(&unit)?;
+        entry.in_flight = false;
+        let why = refusal.map(|refusal| CommitRefused {
+            stream: stream.to_owned(),
+            shard: entry.shard.to_string(),
+            sequence: entry.sequence.to_string(),
+            action: refusal.action,
+            table: refusal
+                .action
+                .and_then(|action| entry.writes.get(action))
+                .and_then(crate::lease::table_of)
+                .map(str::to_owned),
+            code: refusal.code,
+            message: refusal.message,
+            item: refusal.item,
+        });
+        let carried = why.clone().map(Arc::new);
+        let parts: Vec<Arc<ShardHandle>> = entry
+            .parts
+            .iter()
+            .map(|part| Arc::clone(&part.handle))
+            .collect();
+        let (resolved, comes_back) = entry.with_machines(|machines, tickets| {
+            let resolved = joint::answered(unit, machines, Instant::now(), answer);
+            let back = coming_back(machines, tickets);
+            for ((machine, handle), tickets) in machines.iter_mut().zip(&parts).zip(tickets) {
+                // The shard's own units hear nothing of a joint commit; its news is taken here.
+                let news = machine.take_commit_news();
+                handle.units_answered(machine, news);
+                if let Some(why) = &carried {
+                    for ticket in tickets.iter().filter(|ticket| machine.redelivers(**ticket)) {
+                        handle.carry_refusal(*ticket, Arc::clone(why));
+                    }
+                }
+                if machine.take_reader_wake() {
+                    handle.read_wake.notify_one();
+                }
+            }
+            (resolved, back)
+        });
+        if resolved && let Some(entry) = pending.remove(&unit) {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            entry.handling.ended(match (&why, answer) {
+                (_, Answer::Done) => HandlingOutcome::Committed,
+                (Some(why), _) => HandlingOutcome::Refused(Box::new(why.clone())),
+                _ => HandlingOutcome::Abandoned,
+            });
+            entry.ended(&comes_back, true);
+        } else if let Some(entry) = pending.get(&unit) {
+            entry.wake_parts(false);
+        }
+        why
+    }
+}
+
+impl Pending {
+    /// Runs `decide` over the parts' machines, locked together in shard order, with each part's
+    /// tickets.
+    fn with_machines<A>(
+        &self,
+        decide: impl FnOnce(&mut [&mut ShardMachine<Instant, Record>], &[&[Ticket]]) -> A,
+    ) -> A {
+        let mut guards: Vec<_> = self.parts.iter().map(|part| part.handle.lock()).collect();
+        let mut machines: Vec<&mut ShardMachine<Instant, Record>> =
+            guards.iter_mut().map(|guard| &mut **guard).collect();
+        let tickets: Vec<&[Ticket]> = self.parts.iter().map(|part| &part.tickets[..]).collect();
+        decide(&mut machines, &tickets)
+    }
+
+    /// The unit ended (committed, refused, or given back: `comes_back` says, per part, which of
+    /// its deliveries come again): each settle's harness unit is let go, and every part's tasks
+    /// look again (`answered`: its writer already heard the answer).
+    fn ended(&self, comes_back: &[Vec<Ticket>], answered: bool) {
+        for (part, back) in self.parts.iter().zip(comes_back) {
+            for _ in back {
+                part.handle.harness.coming_back();
+            }
+            for _ in &part.tickets {
+                part.handle.harness.settled();
+            }
+        }
+        self.wake_parts(!answered || comes_back.iter().any(|back| !back.is_empty()));
+    }
+
+    /// Wakes every part's writer (its slot is free, or its own commits may go on), its
+    /// redelivery task when `redeliver`, and whoever waits for a part whose lease ended.
+    fn wake_parts(&self, redeliver: bool) {
+        for part in &self.parts {
+            part.handle.wake.notify_one();
+            if redeliver {
+                part.handle.handed_back.notify_one();
+            }
+            if part.handle.lock().ending().is_some() {
+                part.handle.halted();
+            }
+        }
+    }
+}
+
+/// Of each part's deliveries under `tickets`, those that come again (given back to be
+/// delivered anew).
+fn coming_back(
+    machines: &[&mut ShardMachine<Instant, Record>],
+    tickets: &[&[Ticket]],
+) -> Vec<Vec<Ticket>> {
+    machines
+        .iter()
+        .zip(tickets)
+        .map(|(machine, tickets)| {
+            tickets
+                .iter()
+                .copied()
+                .filter(|ticket| machine.redelivers(*ticket))
+                .collect()
+        })
+        .collect()
+}
