@@ -89,8 +89,9 @@ pub struct KinesisBatchContext {
     /// The subscription's seeker.
     pub seeker: KinesisSeeker,
     /// What the batch stages to commit exactly once ([`DynamoWrites`](crate::DynamoWrites)):
-    /// under [`exactly_once`](crate::KinesisStream::exactly_once) a batch holds records of one
-    /// shard, and what it stages commits with all of them or with none.
+    /// under [`exactly_once`](crate::KinesisStream::exactly_once) what it stages commits with all
+    /// of its records or with none, in one transaction with the checkpoint of every shard among
+    /// them.
     #[cfg(feature = "dynamodb-lease")]
     pub writes: crate::StagedWrites,
 }

@@ -2,7 +2,7 @@
 //! settles against ([`settlement`]), the handler's context ([`context`]), the subscriber in
 //! front of the handlers ([`subscriber`]), and the seeker a handler moves a subscription with
 //! ([`seeker`]); under exactly once, the DynamoDB writes a handling stages ([`writes`]) and the
-//! batch whose records of one shard settle as one unit ([`batch`]).
+//! batch whose records settle as one unit ([`batch`]).
 
 #[cfg(feature = "dynamodb-lease")]
 pub(crate) mod batch;

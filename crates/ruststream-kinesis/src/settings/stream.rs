@@ -322,8 +322,9 @@ impl KinesisStream {
     /// applies nothing and delivers the record again, its handler reading why off
     /// [`StagedWrites::refused`](crate::StagedWrites::refused). Records of a shard commit in
     /// order. A batch handler stages through its
-    /// [`KinesisBatchContext`](crate::KinesisBatchContext): a batch then holds records of one
-    /// shard, and what it stages commits with all of them or with none. The lease store must be
+    /// [`KinesisBatchContext`](crate::KinesisBatchContext): what it stages commits with all of
+    /// its records or with none, in one transaction with the checkpoint of every shard among
+    /// them. The lease store must be
     /// a [`DynamoLeaseStore`](crate::DynamoLeaseStore) in the account and region of the
     /// handler's tables: another store, a lease table in another region than the broker or in
     /// another account than the stream fails the start

@@ -10,9 +10,13 @@
 //! - its answer is every part's: landed, each row's checkpoint passes the unit; refused by the
 //!   unit's own write, the unit goes back in every shard; refused by a row, every part's lease is
 //!   lost (the answer does not say which row refused, and a lost lease only stops a reader);
-//!   without an answer, every part sends it again, unchanged, when the earliest is due;
-//! - a part that can no longer send (its lease ended or closes, a seek dropped the unit) means
-//!   the unit never commits: its deliveries go back in every shard, each to come again alone;
+//!   without an answer, every part sends it again, unchanged, when the earliest part is due
+//!   (the one whose lease has least left);
+//! - a part that can no longer send (its lease ended or closes, a seek dropped the unit), or a
+//!   unit not sent within the handoff drain of its settle (a record of one of its shards handed
+//!   back for long, a handler that hangs), means the unit never commits: its deliveries go back
+//!   in every shard, each to come again alone, so no shard's checkpoint waits on another's for
+//!   good;
 //!   once sent, a part whose lease ended leaves the commit unresolvable, so every other part's
 //!   lease is lost too (the next owners start at the rows' checkpoints, which agree).
 
@@ -31,15 +35,20 @@ pub(crate) enum JointNext<T> {
     /// the unit's deliveries settle in every shard.
     Wait(Option<T>),
     /// The unit never commits: its deliveries went back wherever they were held (`back`: some
-    /// come again now, to be delivered again).
-    Abandoned { back: bool },
+    /// come again now, to be delivered again), or (`lost`) its commit was sent and can no longer
+    /// be resolved, so every part's lease is lost.
+    Abandoned { back: bool, lost: bool },
 }
 
 /// What to do next at `now` (`now_ms` by the wall clock) for `unit`, whose deliveries every
-/// machine of `parts` holds (settled, in each).
+/// machine of `parts` holds (settled, in each) since `since`. A unit not sent by the time its
+/// first part's handoff drain has passed since then is given back everywhere: a record of one
+/// shard handed back for long, or a handler that hangs, must not hold back another shard's
+/// checkpoint for good.
 pub(crate) fn next<T: Moment, R: Sequenced>(
     unit: UnitId,
     parts: &mut [&mut ShardMachine<T, R>],
+    since: T,
     now: T,
     now_ms: u64,
 ) -> JointNext<T> {
@@ -67,14 +76,16 @@ pub(crate) fn next<T: Moment, R: Sequenced>(
         if now < due {
             return JointNext::Wait(Some(due));
         }
+        // Due at the earliest part's moment: each part's own wait is shorter the less of its
+        // lease is left, and the request is the same for all.
         let rows: Option<Vec<Commit>> = parts
             .iter_mut()
             .map(|part| part.resend_part(now, now_ms))
             .collect();
         return match rows {
             Some(rows) => JointNext::Send(rows),
-            // Not every part could send it again (a bug: each was due): nothing is sent, and
-            // the commit stays unresolved in every part until its leases run out.
+            // Not every part could send it again (none is in flight, each waits: a bug):
+            // nothing is sent, and the commit is unresolvable.
             None => abandon(unit, parts, now),
         };
     }
@@ -82,7 +93,14 @@ pub(crate) fn next<T: Moment, R: Sequenced>(
         return abandon(unit, parts, now);
     }
     if states.iter().any(|state| *state != Part::Ready) {
-        return JointNext::Wait(None);
+        let Some(patience) = parts.first().map(|part| part.handoff_drain()) else {
+            return JointNext::Wait(None);
+        };
+        let deadline = since + patience;
+        if now >= deadline {
+            return abandon(unit, parts, now);
+        }
+        return JointNext::Wait(Some(deadline));
     }
     let mut rows: Vec<Commit> = Vec::with_capacity(parts.len());
     for part in parts.iter_mut() {
@@ -129,10 +147,10 @@ pub(crate) fn abandon<T: Moment, R: Sequenced>(
     parts: &mut [&mut ShardMachine<T, R>],
     now: T,
 ) -> JointNext<T> {
-    let mut back = false;
+    let (mut back, mut lost) = (false, false);
     for part in parts.iter_mut() {
-        part.part_lost(unit);
+        lost |= part.part_lost(unit);
         back |= part.abandon_part(unit, now);
     }
-    JointNext::Abandoned { back }
+    JointNext::Abandoned { back, lost }
 }

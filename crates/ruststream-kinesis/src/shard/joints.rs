@@ -36,10 +36,18 @@ const JOINT: u64 = 1 << 63;
 #[derive(Debug, Default)]
 pub(crate) struct Joints {
     next: AtomicU64,
-    pending: Mutex<BTreeMap<UnitId, Pending>>,
+    pending: Mutex<Book>,
     /// How many units wait: a shard's write answered wakes the committer only then.
     waiting: AtomicUsize,
     wake: Notify,
+}
+
+/// The units waiting, and whether the committer ended (a unit settled later is given back at
+/// once: nothing would send it).
+#[derive(Debug, Default)]
+struct Book {
+    units: BTreeMap<UnitId, Pending>,
+    closed: bool,
 }
 
 #[derive(Debug)]
@@ -51,6 +59,8 @@ struct Pending {
     /// The batch's last record, which a refusal names.
     shard: Arc<str>,
     sequence: Arc<str>,
+    /// When it settled in every shard: it waits for its parts at most a handoff drain.
+    since: Instant,
     in_flight: bool,
 }
 
@@ -77,8 +87,21 @@ pub(crate) enum Step {
 }
 
 impl Joints {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<UnitId, Pending>> {
+    fn lock(&self) -> MutexGuard<'_, Book> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes the committer: a joint commit was answered.
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The committer ends, if no unit waits: a unit settled from now on is given back at once.
+    /// Whether it ended.
+    pub(crate) fn close(&self) -> bool {
+        let mut book = self.lock();
+        book.closed = book.units.is_empty();
+        book.closed
     }
 
     /// The committer's next wake.
@@ -92,11 +115,6 @@ impl Joints {
         if self.waiting.load(Ordering::Acquire) > 0 {
             self.wake.notify_one();
         }
-    }
-
-    /// Whether no unit waits.
-    pub(crate) fn is_idle(&self) -> bool {
-        self.waiting.load(Ordering::Acquire) == 0
     }
 
     /// Settles a batch's records of several shards (`parts`: each shard's handle and its
@@ -170,19 +188,32 @@ impl Joints {
             .map(|part| Arc::clone(&part.handle))
             .zip(settled)
             .collect();
-        self.lock().insert(
-            unit,
-            Pending {
-                parts: kept,
-                writes: staged,
-                handling,
-                shard: last.0,
-                sequence: last.1,
-                in_flight: false,
-            },
-        );
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        self.wake.notify_one();
+        let entry = Pending {
+            parts: kept,
+            writes: staged,
+            handling,
+            shard: last.0,
+            sequence: last.1,
+            since: Instant::now(),
+            in_flight: false,
+        };
+        let mut book = self.lock();
+        if book.closed {
+            // The committer ended (the subscription is closing): nothing would send it.
+            let back = entry.with_machines(|machines, parts| {
+                let abandoned = joint::abandon(unit, machines, Instant::now());
+                coming_back(machines, parts);
+                abandoned
+            });
+            drop(book);
+            entry.handling.ended(HandlingOutcome::HandedBack);
+            entry.ended(matches!(back, JointNext::Abandoned { back: true, .. }));
+        } else {
+            book.units.insert(unit, entry);
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+            drop(book);
+            self.wake.notify_one();
+        }
         // The unit owes each settle's harness unit until it ends.
         answers
             .into_iter()
@@ -193,19 +224,20 @@ impl Joints {
     /// What the committer does next: the first unit whose commit goes out now, or when the
     /// earliest is due again. A unit that can never commit is given back in every shard here.
     pub(crate) fn step(&self) -> Step {
-        let mut pending = self.lock();
+        let mut book = self.lock();
         let mut earliest: Option<Instant> = None;
-        let units: Vec<UnitId> = pending.keys().copied().collect();
+        let units: Vec<UnitId> = book.units.keys().copied().collect();
         for unit in units {
-            let Some(entry) = pending.get_mut(&unit).filter(|entry| !entry.in_flight) else {
+            let Some(entry) = book.units.get_mut(&unit).filter(|entry| !entry.in_flight) else {
                 continue;
             };
-            let (next, comes_back) = entry.with_machines(|machines, tickets| {
-                let next = joint::next(unit, machines, Instant::now(), epoch_millis());
-                let back = matches!(next, JointNext::Abandoned { .. })
-                    .then(|| coming_back(machines, tickets))
-                    .unwrap_or_default();
-                (next, back)
+            let since = entry.since;
+            let next = entry.with_machines(|machines, parts| {
+                let next = joint::next(unit, machines, since, Instant::now(), epoch_millis());
+                if matches!(next, JointNext::Abandoned { .. }) {
+                    coming_back(machines, parts);
+                }
+                next
             });
             match next {
                 JointNext::Send(rows) => {
@@ -226,11 +258,16 @@ impl Joints {
                     earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
                 }
                 JointNext::Wait(None) => {}
-                JointNext::Abandoned { .. } => {
-                    if let Some(entry) = pending.remove(&unit) {
+                JointNext::Abandoned { back, lost } => {
+                    if let Some(entry) = book.units.remove(&unit) {
                         self.waiting.fetch_sub(1, Ordering::AcqRel);
-                        entry.handling.ended(HandlingOutcome::HandedBack);
-                        entry.ended(&comes_back, false);
+                        // Sent, it may have landed: the rows say, to whoever takes the shards.
+                        entry.handling.ended(if lost {
+                            HandlingOutcome::Abandoned
+                        } else {
+                            HandlingOutcome::HandedBack
+                        });
+                        entry.ended(back);
                     }
                 }
             }
@@ -248,8 +285,8 @@ impl Joints {
         answer: Answer,
         refusal: Option<UserRefusal>,
     ) -> Option<CommitRefused> {
-        let mut pending = self.lock();
-        let entry = pending.get_mut(&unit)?;
+        let mut book = self.lock();
+        let entry = book.units.get_mut(&unit)?;
         entry.in_flight = false;
         let why = refusal.map(|refusal| CommitRefused {
             stream: stream.to_owned(),
@@ -266,38 +303,36 @@ impl Joints {
             item: refusal.item,
         });
         let carried = why.clone().map(Arc::new);
-        let parts: Vec<Arc<ShardHandle>> = entry
-            .parts
-            .iter()
-            .map(|part| Arc::clone(&part.handle))
-            .collect();
-        let (resolved, comes_back) = entry.with_machines(|machines, tickets| {
+        let (resolved, back) = entry.with_machines(|machines, parts| {
             let resolved = joint::answered(unit, machines, Instant::now(), answer);
-            let back = coming_back(machines, tickets);
-            for ((machine, handle), tickets) in machines.iter_mut().zip(&parts).zip(tickets) {
+            for (machine, part) in machines.iter_mut().zip(parts) {
                 // The shard's own units hear nothing of a joint commit; its news is taken here.
                 let news = machine.take_commit_news();
-                handle.units_answered(machine, news);
+                part.handle.units_answered(machine, news);
                 if let Some(why) = &carried {
-                    for ticket in tickets.iter().filter(|ticket| machine.redelivers(**ticket)) {
-                        handle.carry_refusal(*ticket, Arc::clone(why));
+                    for ticket in part
+                        .tickets
+                        .iter()
+                        .filter(|ticket| machine.redelivers(**ticket))
+                    {
+                        part.handle.carry_refusal(*ticket, Arc::clone(why));
                     }
                 }
                 if machine.take_reader_wake() {
-                    handle.read_wake.notify_one();
+                    part.handle.read_wake.notify_one();
                 }
             }
-            (resolved, back)
+            (resolved, coming_back(machines, parts))
         });
-        if resolved && let Some(entry) = pending.remove(&unit) {
+        if resolved && let Some(entry) = book.units.remove(&unit) {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             entry.handling.ended(match (&why, answer) {
                 (_, Answer::Done) => HandlingOutcome::Committed,
                 (Some(why), _) => HandlingOutcome::Refused(Box::new(why.clone())),
                 _ => HandlingOutcome::Abandoned,
             });
-            entry.ended(&comes_back, true);
-        } else if let Some(entry) = pending.get(&unit) {
+            entry.ended(back);
+        } else if let Some(entry) = book.units.get(&unit) {
             entry.wake_parts(false);
         }
         why
@@ -305,32 +340,27 @@ impl Joints {
 }
 
 impl Pending {
-    /// Runs `decide` over the parts' machines, locked together in shard order, with each part's
-    /// tickets.
+    /// Runs `decide` over the parts' machines, locked together in shard order, beside the
+    /// parts.
     fn with_machines<A>(
         &self,
-        decide: impl FnOnce(&mut [&mut ShardMachine<Instant, Record>], &[&[Ticket]]) -> A,
+        decide: impl FnOnce(&mut [&mut ShardMachine<Instant, Record>], &[Part]) -> A,
     ) -> A {
         let mut guards: Vec<_> = self.parts.iter().map(|part| part.handle.lock()).collect();
         let mut machines: Vec<&mut ShardMachine<Instant, Record>> =
             guards.iter_mut().map(|guard| &mut **guard).collect();
-        let tickets: Vec<&[Ticket]> = self.parts.iter().map(|part| &part.tickets[..]).collect();
-        decide(&mut machines, &tickets)
+        decide(&mut machines, &self.parts)
     }
 
-    /// The unit ended (committed, refused, or given back: `comes_back` says, per part, which of
-    /// its deliveries come again): each settle's harness unit is let go, and every part's tasks
-    /// look again (`answered`: its writer already heard the answer).
-    fn ended(&self, comes_back: &[Vec<Ticket>], answered: bool) {
-        for (part, back) in self.parts.iter().zip(comes_back) {
-            for _ in back {
-                part.handle.harness.coming_back();
-            }
+    /// The unit ended (committed, refused, or given back; `back`: some of its deliveries come
+    /// again): each settle's harness unit is let go, and every part's tasks look again.
+    fn ended(&self, back: bool) {
+        for part in &self.parts {
             for _ in &part.tickets {
                 part.handle.harness.settled();
             }
         }
-        self.wake_parts(!answered || comes_back.iter().any(|back| !back.is_empty()));
+        self.wake_parts(back);
     }
 
     /// Wakes every part's writer (its slot is free, or its own commits may go on), its
@@ -348,21 +378,19 @@ impl Pending {
     }
 }
 
-/// Of each part's deliveries under `tickets`, those that come again (given back to be
-/// delivered anew).
-fn coming_back(
-    machines: &[&mut ShardMachine<Instant, Record>],
-    tickets: &[&[Ticket]],
-) -> Vec<Vec<Ticket>> {
-    machines
-        .iter()
-        .zip(tickets)
-        .map(|(machine, tickets)| {
-            tickets
-                .iter()
-                .copied()
-                .filter(|ticket| machine.redelivers(*ticket))
-                .collect()
-        })
-        .collect()
+/// Of each part's deliveries, those given back to come again: the harness hears each now,
+/// under the machines' locks, before their redelivery can go out. Whether there was one.
+fn coming_back(machines: &[&mut ShardMachine<Instant, Record>], parts: &[Part]) -> bool {
+    let mut back = false;
+    for (machine, part) in machines.iter().zip(parts) {
+        for _ in part
+            .tickets
+            .iter()
+            .filter(|ticket| machine.redelivers(**ticket))
+        {
+            part.handle.harness.coming_back();
+            back = true;
+        }
+    }
+    back
 }

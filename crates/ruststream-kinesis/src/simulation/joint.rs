@@ -24,7 +24,7 @@ impl Sim {
         if pending.in_flight {
             return;
         }
-        let sids = pending.sids.clone();
+        let (sids, since) = (pending.sids.clone(), pending.since);
         let (now, wall) = (self.now, self.wall(i));
         let inst = &mut self.insts[i];
         // A part whose shard's reader ended: the unit can never commit.
@@ -33,7 +33,7 @@ impl Sim {
         let next = if missing {
             joint::abandon(unit, &mut parts, now)
         } else {
-            joint::next(unit, &mut parts, now, wall)
+            joint::next(unit, &mut parts, since, now, wall)
         };
         match next {
             JointNext::Send(rows) => self.joint_send(i, unit, &sids, &rows),
@@ -54,7 +54,7 @@ impl Sim {
                 );
             }
             JointNext::Wait(None) => {}
-            JointNext::Abandoned { back } => {
+            JointNext::Abandoned { back, .. } => {
                 self.insts[i].joints.remove(&unit);
                 self.stats.joints_abandoned += 1;
                 self.log(|| format!("i{i} gives joint unit {unit:?} back"));

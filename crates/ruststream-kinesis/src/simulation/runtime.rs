@@ -638,6 +638,7 @@ impl Sim {
                 unit,
                 JointUnit {
                     sids: sids.into_iter().collect(),
+                    since: self.now,
                     in_flight: false,
                     first_sent: None,
                     epochs: Vec::new(),

@@ -316,6 +316,8 @@ pub(super) struct JointRow {
 #[derive(Debug, Clone)]
 pub(super) struct JointUnit {
     pub(super) sids: Vec<u64>,
+    /// When it settled in every shard.
+    pub(super) since: Time,
     /// Whether its request is in flight, and when the commit was first sent (the rows' expiry
     /// is from that moment's clock).
     pub(super) in_flight: bool,

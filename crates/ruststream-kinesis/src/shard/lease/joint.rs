@@ -53,14 +53,15 @@ impl<T: Moment> ShardLease<T> {
     }
 
     /// Sends this lease's part of the unresolved joint commit again at `now` (unchanged, or a
-    /// new attempt after a certain non-application, as its answer decided). `None` when none is
-    /// due.
+    /// new attempt after a certain non-application, as its answer decided), whether or not its
+    /// own wait is over: the committer sends at the earliest part's moment. `None` when none
+    /// waits to be sent again.
     pub(crate) fn resend_joint(&mut self, now: T, now_ms: u64) -> Option<Commit> {
         if self.in_flight.is_some() || !matches!(self.phase, Phase::Holding | Phase::Closing(_)) {
             return None;
         }
         let unresolved = self.committing.as_mut()?.unresolved.as_mut()?;
-        if !unresolved.joint || unresolved.due.is_none_or(|due| now < due) {
+        if !unresolved.joint || unresolved.due.is_none() {
             return None;
         }
         unresolved.due = None;
@@ -73,7 +74,7 @@ impl<T: Moment> ShardLease<T> {
     /// never be resolved (it may have landed), so this lease is lost too, as one whose commit ran
     /// out of time is: nothing more is written, and the next owner starts at the row's
     /// checkpoint.
-    pub(crate) fn joint_part_lost(&mut self, unit: UnitId) {
+    pub(crate) fn joint_part_lost(&mut self, unit: UnitId) -> bool {
         let joint = self
             .committing
             .as_ref()
@@ -82,6 +83,8 @@ impl<T: Moment> ShardLease<T> {
         if joint && !matches!(self.phase, Phase::Ended(_)) {
             self.in_flight = None;
             self.lose(Lost::RanOut);
+            return true;
         }
+        false
     }
 }

@@ -87,7 +87,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.lease.reserve_joint(folded, token, now, now_ms)
     }
 
-    /// Sends this shard's part of the unresolved joint commit again at `now`, when it is due.
+    /// Sends this shard's part of the unresolved joint commit again at `now`, once its answer
+    /// came (the committer sends it at the earliest part's moment).
     pub(crate) fn resend_part(&mut self, now: T, now_ms: u64) -> Option<Commit> {
         self.lease.resend_joint(now, now_ms)
     }
@@ -106,8 +107,14 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     }
 
     /// Another shard of `unit`'s joint commit, unresolved here, lost its lease: this one is
-    /// lost too. Nothing happens where `unit` is not unresolved.
-    pub(crate) fn part_lost(&mut self, unit: UnitId) {
-        self.lease.joint_part_lost(unit);
+    /// lost too. Nothing happens where `unit` is not unresolved. Whether this lease was lost now.
+    pub(crate) fn part_lost(&mut self, unit: UnitId) -> bool {
+        self.lease.joint_part_lost(unit)
+    }
+
+    /// How long a handoff waits for deliveries: how long a unit that spans shards waits for all
+    /// its parts before it is given back.
+    pub(crate) fn handoff_drain(&self) -> std::time::Duration {
+        self.lease.handoff_drain()
     }
 }
