@@ -14,7 +14,10 @@
 //! The same chaos runs a second time with the subscription exactly once
 //! (`KinesisStream::exactly_once()`): each handling stages `ADD applied :one` on the record's
 //! item of a counts table, and the checker also asserts that every record written is counted
-//! exactly once, while deliveries may repeat.
+//! exactly once, while deliveries may repeat. A third run does the same with a batch handler,
+//! whose batches gather several shards' records and commit each in one joint transaction; its
+//! body cannot name each record's shard, so the checker finds the records in the stream after
+//! the run.
 //!
 //! A failing run prints its seed (`CHAOS_SEED` replays the same chaos) and where its log is.
 #![cfg(feature = "dynamodb-lease")]
@@ -32,8 +35,8 @@ use rand::{Rng, SeedableRng};
 use ruststream::prelude::*;
 use ruststream::{Broker, ConnectedBroker, OutgoingMessage, Publisher};
 use ruststream_kinesis::{
-    DynamoLeaseStore, DynamoWrites, KinesisBroker, KinesisContext, KinesisOptions, KinesisStream,
-    LeaseTimings, SequenceNumber, ShardId,
+    DynamoLeaseStore, DynamoWrites, KinesisBatchContext, KinesisBroker, KinesisContext,
+    KinesisOptions, KinesisStream, LeaseTimings, SequenceNumber, ShardId,
 };
 use serde_json::json;
 
@@ -106,6 +109,54 @@ impl Handle<String, (), (), KinesisContext> for Logger {
     }
 }
 
+/// Exactly once with batches: prints a line for every record of a batch (its shard and sequence
+/// number unknown to a batch body: `-`), after staging each record's count.
+struct BatchLogger {
+    counts: String,
+}
+
+impl Handle<[String], (), (), KinesisBatchContext> for BatchLogger {
+    async fn handle(
+        &self,
+        batch: &[String],
+        _outs: &(),
+        ctx: &mut Context<'_, KinesisBatchContext>,
+    ) -> Result<(), Vec<HandlerOutcome>> {
+        let writes = ctx.context(DynamoWrites);
+        for body in batch {
+            writes
+                .stage(common::counts::count(
+                    &counts_table_of(&self.counts, body),
+                    body,
+                ))
+                .unwrap();
+        }
+        for body in batch {
+            println!("H - - {body} {}", now_ms());
+        }
+        Ok(())
+    }
+}
+
+/// How a chaos run's instances handle records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    AtLeastOnce,
+    ExactlyOnce,
+    /// Exactly once, with a batch handler of at most 16 records.
+    ExactlyOnceBatches,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::AtLeastOnce => "at-least-once",
+            Self::ExactlyOnce => "exactly-once",
+            Self::ExactlyOnceBatches => "exactly-once-batches",
+        }
+    }
+}
+
 /// One instance of the chaos test, run by the parent in a child process; idle unless
 /// `CHAOS_CHILD` is set.
 #[test]
@@ -117,8 +168,12 @@ fn chaos_child() {
     let [url, table, stream, owner, client, counts] = parts[..] else {
         panic!("bad CHAOS_CHILD {spec}")
     };
-    // `-`: at least once; else the table each record is counted into, exactly once.
-    let counts = (counts != "-").then(|| counts.to_owned());
+    // `-`: at least once; else the table each record is counted into, exactly once, by a
+    // batch handler when it says `batch:` first.
+    let (batches, counts) = match counts.strip_prefix("batch:") {
+        Some(counts) => (true, Some(counts.to_owned())),
+        None => (false, (counts != "-").then(|| counts.to_owned())),
+    };
     // libtest has printed `test chaos_child ... ` without a newline: end that line, so the
     // first record's line stands on its own.
     println!();
@@ -143,7 +198,18 @@ fn chaos_child() {
             source = source.exactly_once();
         }
         let app = RustStream::new(AppInfo::new("chaos", "0.1.0")).with_broker(broker, move |b| {
-            b.include(subscriber(source, Logger { counts }).build());
+            match counts {
+                Some(counts) if batches => {
+                    b.include(
+                        subscriber(source, BatchLogger { counts })
+                            .batch(std::num::NonZeroUsize::new(16).unwrap())
+                            .build(),
+                    );
+                }
+                counts => {
+                    b.include(subscriber(source, Logger { counts }).build());
+                }
+            }
         });
         // Until SIGTERM: then the stop, which releases the leases.
         app.run().await.unwrap();
@@ -202,6 +268,7 @@ struct Setup {
     dir: std::path::PathBuf,
     /// Exactly once: the table each record is counted into.
     counts: Option<String>,
+    mode: Mode,
 }
 
 fn spawn(
@@ -229,7 +296,11 @@ fn spawn(
                 setup.url,
                 setup.table,
                 setup.stream,
-                setup.counts.as_deref().unwrap_or("-")
+                match (&setup.counts, setup.mode) {
+                    (Some(counts), Mode::ExactlyOnceBatches) => format!("batch:{counts}"),
+                    (Some(counts), _) => counts.clone(),
+                    (None, _) => "-".to_owned(),
+                }
             ),
         )
         .env("RUST_LOG", "info")
@@ -247,6 +318,7 @@ fn spawn(
             // A record's line, wherever the harness's own output left it on the line.
             let line = line
                 .find("H shardId")
+                .or_else(|| line.find("H - - "))
                 .map_or(line.as_str(), |at| &line[at..]);
             let fields: Vec<&str> = line.split_whitespace().collect();
             if let ["H", shard, sequence, record, at_ms] = fields[..] {
@@ -349,20 +421,26 @@ async fn produce(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_loses_nothing_and_never_overlaps_tenures() {
-    chaos(false).await;
+    chaos(Mode::AtLeastOnce).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_exactly_once_counts_each_record_once() {
-    chaos(true).await;
+    chaos(Mode::ExactlyOnce).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_exactly_once_batches_of_several_shards_count_each_record_once() {
+    chaos(Mode::ExactlyOnceBatches).await;
 }
 
 /// One chaos run at a time: two would share the machine's two cores, and the takeover bound.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Runs the chaos (`exactly_once`: with each record counted into a table through the
+/// Runs the chaos (exactly once: with each record counted into a table through the
 /// subscription's commits) and checks it.
-async fn chaos(exactly_once: bool) {
+async fn chaos(mode: Mode) {
+    let exactly_once = mode != Mode::AtLeastOnce;
     let Some(url) = common::endpoint() else {
         return;
     };
@@ -377,17 +455,13 @@ async fn chaos(exactly_once: bool) {
         .unwrap_or(120);
     let mut rng = StdRng::seed_from_u64(seed);
     let table = common::unique("chaos");
-    let mode = if exactly_once {
-        "exactly-once"
-    } else {
-        "at-least-once"
-    };
-    let dir =
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{mode}-{seed}"));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("chaos-{}-{seed}", mode.name()));
     std::fs::create_dir_all(&dir).unwrap();
     let log_path = dir.join("run.log");
     println!(
-        "chaos ({mode}): seed {seed}, {seconds} s, log {}",
+        "chaos ({}): seed {seed}, {seconds} s, log {}",
+        mode.name(),
         log_path.display()
     );
 
@@ -410,6 +484,7 @@ async fn chaos(exactly_once: bool) {
         stream: stream.clone(),
         dir: dir.clone(),
         counts: counts.clone(),
+        mode,
     };
     let log: SharedLog = Arc::default();
     let mut generation = 0u32;
@@ -568,7 +643,17 @@ async fn chaos(exactly_once: bool) {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let log = log.lock().unwrap().clone();
+    let mut log = log.lock().unwrap().clone();
+    if mode == Mode::ExactlyOnceBatches {
+        // A batch body names no record's shard: the stream does.
+        let places = places(&url, &stream).await;
+        for handled in &mut log.handled {
+            if let Some((shard, sequence, _)) = places.get(&handled.record) {
+                handled.shard.clone_from(shard);
+                handled.sequence.clone_from(sequence);
+            }
+        }
+    }
     let mut file = std::fs::File::create(&log_path).unwrap();
     let mut lines = log.lines.clone();
     lines.sort();
@@ -576,6 +661,16 @@ async fn chaos(exactly_once: bool) {
         writeln!(file, "{line}").unwrap();
     }
     let mut verdict = check(&written, &log);
+    if mode == Mode::ExactlyOnceBatches {
+        // The instances' logs say how many batches of several shards committed jointly.
+        let joint = joint_commits(&dir);
+        println!("chaos (exactly-once-batches): {joint} joint commits landed");
+        if joint == 0 {
+            verdict
+                .failures
+                .push("no batch of several shards committed jointly".to_owned());
+        }
+    }
     if let Some(counts) = &counts {
         let counted = counted(&config, counts).await;
         verdict.failures.extend(counted_once(&written, &counted));
@@ -586,8 +681,9 @@ async fn chaos(exactly_once: bool) {
         }
     }
     println!(
-        "chaos ({mode}): seed {seed}: {} records written, {} handlings, {} duplicates ({} explained), {} disruptions; \
+        "chaos ({}): seed {seed}: {} records written, {} handlings, {} duplicates ({} explained), {} disruptions; \
          takeovers after a kill or freeze: worst {} ms; log {}",
+        mode.name(),
         written.len(),
         log.handled.len(),
         verdict.duplicates,
@@ -605,6 +701,17 @@ async fn chaos(exactly_once: bool) {
         log_path.display(),
         verdict.failures.join("\n")
     );
+}
+
+/// How many joint commits (batches of several shards) landed, by the instances' logs in `dir`.
+fn joint_commits(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "stderr"))
+        .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+        .map(|text| text.matches("a joint commit landed").count())
+        .sum()
 }
 
 /// The tables of counts named `prefix` ([`COUNT_TABLES`] of them): their prefix.
@@ -658,9 +765,23 @@ fn counted_once(written: &[String], counted: &HashMap<String, u64>) -> Vec<Strin
 /// Where `records` lie in `stream`: for each, its shard and sequence number, read from every
 /// shard's oldest record on; what a failing run prints beside the log.
 async fn locate(url: &str, stream: &str, records: &[String]) -> Vec<String> {
+    let places = places(url, stream).await;
+    records
+        .iter()
+        .filter_map(|record| {
+            let (shard, sequence, arrived) = places.get(record)?;
+            Some(format!(
+                "{record} is in {shard} at {sequence} (arrived {arrived:?})"
+            ))
+        })
+        .collect()
+}
+
+/// Every record of `stream`, by its body: its shard, sequence number and arrival, read from
+/// every shard's oldest record on.
+async fn places(url: &str, stream: &str) -> HashMap<String, (String, String, Option<i64>)> {
     let raw = common::raw_kinesis(url);
-    let wanted: HashSet<&str> = records.iter().map(String::as_str).collect();
-    let mut found = Vec::new();
+    let mut found = HashMap::new();
     let listed = raw.list_shards().stream_name(stream).send().await.unwrap();
     for shard in listed.shards() {
         let mut iterator = raw
@@ -683,16 +804,16 @@ async fn locate(url: &str, stream: &str, records: &[String]) -> Vec<String> {
             for record in out.records() {
                 let body: String =
                     serde_json::from_slice(record.data().as_ref()).unwrap_or_default();
-                if wanted.contains(body.as_str()) {
-                    found.push(format!(
-                        "{body} is in {} at {} (arrived {:?})",
-                        shard.shard_id(),
-                        record.sequence_number(),
+                found.insert(
+                    body,
+                    (
+                        shard.shard_id().to_owned(),
+                        record.sequence_number().to_owned(),
                         record
                             .approximate_arrival_timestamp()
-                            .and_then(|t| t.to_millis().ok())
-                    ));
-                }
+                            .and_then(|t| t.to_millis().ok()),
+                    ),
+                );
             }
             if out.records().is_empty() && out.millis_behind_latest() == Some(0) {
                 break;

@@ -82,7 +82,15 @@ async fn send(home: &Subscription, joints: &Joints, transactions: &Transactions,
             .collect(),
     };
     let (answer, refusal) = match transactions.commit(&request).await {
-        CommitAnswer::Done => (Answer::Done, None),
+        CommitAnswer::Done => {
+            tracing::debug!(
+                stream = %home.stream,
+                token = %token,
+                shards = rows.len(),
+                "a joint commit landed"
+            );
+            (Answer::Done, None)
+        }
         CommitAnswer::Lost => {
             tracing::info!(
                 stream = %home.stream,
