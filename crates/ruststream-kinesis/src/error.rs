@@ -415,6 +415,7 @@ mod tests {
             LeaseError::TableMismatch { .. } => "TableMismatch",
             LeaseError::LegacyRow { .. } => "LegacyRow",
             LeaseError::OtherApplication { .. } => "OtherApplication",
+            LeaseError::Throttled { .. } => "Throttled",
             LeaseError::Store { .. } => "Store",
         };
         format!("LeaseError::{variant}")
@@ -549,6 +550,11 @@ mod tests {
                 key: key(),
                 ours: None,
                 theirs: text(),
+            }),
+            lease(LeaseError::Throttled {
+                key: key(),
+                operation: "",
+                code: text(),
             }),
             lease(LeaseError::Store {
                 key: key(),

@@ -30,7 +30,7 @@ use ruststream_kinesis::{
 };
 
 /// Every variant of the two error types, as `Type::Variant`.
-const EVERY_VARIANT: [&str; 27] = [
+const EVERY_VARIANT: [&str; 28] = [
     "KinesisError::Config",
     "KinesisError::InvalidStreamName",
     "KinesisError::InvalidPartitionKey",
@@ -57,6 +57,7 @@ const EVERY_VARIANT: [&str; 27] = [
     "LeaseError::TableMismatch",
     "LeaseError::LegacyRow",
     "LeaseError::OtherApplication",
+    "LeaseError::Throttled",
     "LeaseError::Store",
 ];
 
@@ -549,6 +550,14 @@ async fn lease_store_errors(
     ));
     gallery.lease(&store.read(&key).await.unwrap_err());
     faults.remove(failing);
+
+    // Throttled past the SDK's retries (three attempts).
+    let throttled =
+        faults.add(Rule::on(Service::DynamoDb, "UpdateItem", Action::Throttle).times(3));
+    let err = store.renew(&key, "pod-a", lease).await.unwrap_err();
+    assert!(err.is_throttled() && !err.is_fenced(), "{err}");
+    gallery.lease(&err);
+    faults.remove(throttled);
 }
 
 /// The fault injector's answer to a request it refuses: a `ValidationException`, applying

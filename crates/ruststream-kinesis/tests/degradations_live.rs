@@ -216,6 +216,34 @@ async fn a_shard_that_delivers_nothing_while_records_wait_is_a_stall() {
     connected.shutdown().await.unwrap();
 }
 
+/// `broker`, counting into `registry`, connected and reading a new stream of one shard named
+/// after `prefix` from its oldest record.
+async fn metered(
+    broker: ruststream_kinesis::KinesisBroker,
+    registry: &prometheus::Registry,
+    prefix: &str,
+) -> (
+    ruststream_kinesis::ConnectedKinesisBroker,
+    String,
+    ruststream_kinesis::KinesisSubscriber,
+) {
+    let connected = broker
+        .lease_timings(timings())
+        .metrics(KinesisMetrics::register(registry).unwrap())
+        .connect()
+        .await
+        .unwrap();
+    let stream = common::unique(prefix);
+    let subscriber = KinesisStream::new(stream.clone())
+        .create_if_missing(1)
+        .initial_position(KinesisPosition::TrimHorizon)
+        .poll_interval(Duration::from_millis(200))
+        .subscribe(&connected)
+        .await
+        .unwrap();
+    (connected, stream, subscriber)
+}
+
 /// Every Kinesis call is an operation in `messaging_client_operation_duration_seconds`, its
 /// error type the service's error code: here reads throttled by the router, as Kinesis does
 /// when a shard's five reads a second are spent.
@@ -226,20 +254,8 @@ async fn a_throttled_read_is_an_operation_with_the_services_error_code() {
     };
     let faults = Faults::new(&url);
     let registry = prometheus::Registry::new();
-    let connected = ruststream_kinesis::KinesisBroker::from_config(faults.sdk_config())
-        .lease_timings(timings())
-        .metrics(KinesisMetrics::register(&registry).unwrap())
-        .connect()
-        .await
-        .unwrap();
-    let stream = common::unique("throttled-op");
-    let mut subscriber = KinesisStream::new(stream.clone())
-        .create_if_missing(1)
-        .initial_position(KinesisPosition::TrimHorizon)
-        .poll_interval(Duration::from_millis(200))
-        .subscribe(&connected)
-        .await
-        .unwrap();
+    let broker = ruststream_kinesis::KinesisBroker::from_config(faults.sdk_config());
+    let (connected, stream, mut subscriber) = metered(broker, &registry, "throttled-op").await;
     let throttled = faults.add(Rule::on(Service::Kinesis, "GetRecords", Action::Throttle).times(4));
     publish_all(&url, &stream, ["one".to_owned()]).await;
     let mut deliveries = pin!(subscriber.stream());
@@ -264,5 +280,63 @@ async fn a_throttled_read_is_an_operation_with_the_services_error_code() {
     let failed = calls("ProvisionedThroughputExceededException").unwrap_or(0.0);
     assert!(failed >= 1.0, "throttled GetRecords calls: {failed}");
     assert!(calls("").is_some_and(|answered| answered >= 1.0));
+    connected.shutdown().await.unwrap();
+}
+
+/// A lease-table call DynamoDB throttles past the SDK's retries is counted `throttled` (not
+/// `failed`, never `refused`) and tried again: the lease is kept, and the shard reads on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_lease_call_is_counted_throttled_and_the_lease_is_kept() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let faults = Faults::new(&url);
+    let (_, created) = common::instances::table(&url).await;
+    let table = created.table_name().unwrap().to_owned();
+    let store = DynamoLeaseStore::new(&faults.sdk_config(), &table);
+    let registry = prometheus::Registry::new();
+    let broker = ruststream_kinesis::KinesisBroker::from_config(faults.sdk_config())
+        .lease_store(Arc::new(store.clone()))
+        .owner_id("pod-throttled");
+    let (connected, stream, mut subscriber) = metered(broker, &registry, "throttled-lease").await;
+    let mut deliveries = pin!(subscriber.stream());
+    publish_all(&url, &stream, ["before".to_owned()]).await;
+    common::next_delivery(&mut deliveries)
+        .await
+        .ack()
+        .await
+        .unwrap();
+    // The next renewal (or checkpoint) is throttled on each of the SDK's three attempts.
+    let throttled =
+        faults.add(Rule::on(Service::DynamoDb, "UpdateItem", Action::Throttle).times(3));
+    let counted = |error: &str| {
+        series(
+            &registry,
+            "messaging_client_operation_duration_seconds_count",
+            &[
+                "operation=\"lease_table.",
+                &format!("error_type=\"{error}\""),
+            ],
+        )
+    };
+    assert!(
+        until(Duration::from_secs(15), || counted("throttled").is_some()).await,
+        "a throttled lease call is counted as such: timeout {:?}, failed {:?}, hits {}",
+        counted("timeout"),
+        counted("failed"),
+        faults.hits(throttled)
+    );
+    assert_eq!(faults.hits(throttled), 3);
+    assert_eq!(counted("refused"), None, "throttling is never a lost lease");
+    publish_all(&url, &stream, ["after".to_owned()]).await;
+    let after = common::next_delivery(&mut deliveries).await;
+    assert_eq!(after.payload(), b"after", "the shard reads on");
+    after.ack().await.unwrap();
+    let rows = store.list(&stream).await.unwrap().unwrap_or_default();
+    assert!(
+        rows.iter()
+            .all(|(_, row)| row.owner.as_deref() == Some("pod-throttled")),
+        "the lease is kept: {rows:?}"
+    );
     connected.shutdown().await.unwrap();
 }

@@ -133,6 +133,25 @@ pub enum LeaseError {
         /// The application named in the row.
         theirs: String,
     },
+    /// The store refused the call for want of capacity (DynamoDB's
+    /// `ProvisionedThroughputExceededException`, `ThrottlingException` or
+    /// `RequestLimitExceeded`, after the SDK's own retries): nothing was written, and the caller
+    /// tries again after its backoff. Never a lost lease; a lease whose renewals stay throttled
+    /// runs out by its holder's clock, as with any failure.
+    #[error(
+        "lease store call {operation} for {key} was throttled ({code}); it is tried again. The \
+         lease table takes fewer writes a second than the fleet sends: an on-demand table \
+         starts at about 4,000 and grows as it is used, a provisioned one needs more write \
+         capacity"
+    )]
+    Throttled {
+        /// The row.
+        key: LeaseKey,
+        /// The call, as for [`LeaseError::Store`].
+        operation: &'static str,
+        /// DynamoDB's code.
+        code: String,
+    },
     /// The store could not be reached or answered an error.
     #[error("lease store call {operation} for {key} failed: {message}")]
     Store {
@@ -165,5 +184,12 @@ impl LeaseError {
             self,
             Self::Held { .. } | Self::Lost { .. } | Self::Deleted { .. }
         )
+    }
+
+    /// Whether the store refused the call for want of capacity ([`LeaseError::Throttled`]):
+    /// tried again, and counted as `throttled`.
+    #[must_use]
+    pub fn is_throttled(&self) -> bool {
+        matches!(self, Self::Throttled { .. })
     }
 }

@@ -40,6 +40,7 @@ impl Timed {
         let outcome = |answer: &Result<T, LeaseError>| match answer {
             Ok(_) => CallOutcome::Ok,
             Err(err) if err.is_fenced() => CallOutcome::Refused,
+            Err(err) if err.is_throttled() => CallOutcome::Throttled,
             Err(_) => CallOutcome::Failed,
         };
         within(self.bound, &self.meters, operation, call, outcome, || {

@@ -87,6 +87,8 @@ pub(crate) enum CallOutcome {
     Refused,
     /// The call failed: an error from the store.
     Failed,
+    /// The store refused the call for want of capacity (throttling): tried again.
+    Throttled,
     /// No answer within the bound (the renewal interval); the call may still land.
     TimedOut,
     /// An exactly-once commit certainly not applied, and sent again (a transaction conflict,
@@ -112,6 +114,7 @@ impl CallOutcome {
             Self::Ok => None,
             Self::Refused => Some("refused"),
             Self::Failed => Some("failed"),
+            Self::Throttled => Some("throttled"),
             Self::TimedOut => Some("timeout"),
             Self::NotApplied => Some("not_applied"),
             Self::UserRefused => Some("user_refused"),

@@ -28,7 +28,7 @@ const CALL_BUCKETS: &[f64] = &[
 ///
 /// | Series | Type | Labels | What it counts |
 /// |---|---|---|---|
-/// | `messaging_client_operation_duration_seconds` | histogram | `operation`, `error_type` | every Kinesis call (`operation` its API name: `GetRecords`, `ListShards`, `PutRecords`, ...) and every lease-table call (`lease_table.renew`, `lease_table.checkpoint`, ...); `error_type` empty when it answered, else the service's error code (`ProvisionedThroughputExceededException`, ...), `timeout`, `failed`, or `refused` (a conditional write lost to another owner: a fence working) |
+/// | `messaging_client_operation_duration_seconds` | histogram | `operation`, `error_type` | every Kinesis call (`operation` its API name: `GetRecords`, `ListShards`, `PutRecords`, ...) and every lease-table call (`lease_table.renew`, `lease_table.checkpoint`, ...); `error_type` empty when it answered, else the service's error code (`ProvisionedThroughputExceededException`, ...), `timeout`, `failed`, `throttled` (a lease-table call refused for want of capacity, tried again), or `refused` (a conditional write lost to another owner: a fence working) |
 /// | `messaging_client_consumed_messages_total` | counter | `stream`, `shard` | messages read from the shard: user records, a KPL aggregate's each |
 /// | `messaging_client_sent_messages_total` | counter | `stream`, `error_type` | publishes answered: `error_type` empty when written, `failed` when not (refused before any write too) |
 /// | `aws_kinesis_shard_behind_seconds` | gauge | `stream`, `shard` | how far the last read of the shard was behind its newest record (`MillisBehindLatest`), while this instance reads it |

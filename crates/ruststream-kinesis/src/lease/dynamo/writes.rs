@@ -153,6 +153,13 @@ impl DynamoLeaseStore {
                 error.message().unwrap_or_default()
             ));
         }
+        if let Some(code) = error.code().filter(|code| is_throttling(code)) {
+            return LeaseError::Throttled {
+                key: key.clone(),
+                operation,
+                code: code.to_owned(),
+            };
+        }
         let message = match (error.code(), error.message()) {
             (Some(code), Some(message)) => format!("{code}: {message}"),
             (Some(code), None) => code.to_owned(),
@@ -792,4 +799,12 @@ fn recorded(written: Result<Item, WriteError>) -> Result<bool, LeaseError> {
         Err(WriteError::Refused(_)) => Ok(false),
         Err(WriteError::Failed(error)) => Err(error),
     }
+}
+
+/// Whether DynamoDB's error `code` says it refused a call for want of capacity.
+fn is_throttling(code: &str) -> bool {
+    matches!(
+        code,
+        "ProvisionedThroughputExceededException" | "ThrottlingException" | "RequestLimitExceeded"
+    )
 }
