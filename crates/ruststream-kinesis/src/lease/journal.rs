@@ -248,8 +248,9 @@ impl MemoryCommits {
                     }
                 })
                 .collect();
-            let Ok(written) = rules::commit_rows(&commits) else {
-                return CommitAnswer::Lost;
+            let written = match rules::commit_rows(&commits) {
+                Ok(written) => written,
+                Err(row) => return CommitAnswer::Lost { rows: vec![row] },
             };
             for (row, state) in request.rows.iter().zip(written) {
                 rows.insert(row.key.clone(), state);

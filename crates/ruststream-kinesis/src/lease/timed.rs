@@ -287,7 +287,7 @@ impl super::transactions::CommitStore for TimedCommits {
         use super::transactions::CommitAnswer;
         let outcome = |answer: &CommitAnswer| match answer {
             CommitAnswer::Done => CallOutcome::Ok,
-            CommitAnswer::Lost => CallOutcome::Refused,
+            CommitAnswer::Lost { .. } => CallOutcome::Refused,
             CommitAnswer::NotApplied => CallOutcome::NotApplied,
             CommitAnswer::Split | CommitAnswer::UserRefused(_) => CallOutcome::UserRefused,
             CommitAnswer::Failed(_) => CallOutcome::Failed,

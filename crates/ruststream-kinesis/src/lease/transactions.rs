@@ -118,8 +118,9 @@ pub(crate) struct UserRefusal {
 pub(crate) enum CommitAnswer {
     /// It landed (or an earlier attempt of it did): the writes and the rows, together.
     Done,
-    /// A lease row is no longer this owner's: nothing was applied.
-    Lost,
+    /// A lease row is no longer this owner's: nothing was applied. `rows`: which of the
+    /// request's rows (their places; every one when empty).
+    Lost { rows: Vec<usize> },
     /// Nothing was applied, and nothing refused for good (a conflict, throttling).
     NotApplied,
     /// A unit's own write refused: nothing was applied.

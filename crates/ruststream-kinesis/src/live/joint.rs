@@ -81,6 +81,7 @@ async fn send(home: &Subscription, joints: &Joints, transactions: &Transactions,
             })
             .collect(),
     };
+    let mut lost = Vec::new();
     let (answer, refusal) = match transactions.commit(&request).await {
         CommitAnswer::Done => {
             tracing::debug!(
@@ -91,14 +92,20 @@ async fn send(home: &Subscription, joints: &Joints, transactions: &Transactions,
             );
             (Answer::Done, None)
         }
-        CommitAnswer::Lost => {
+        CommitAnswer::Lost { rows: refusing } => {
+            let shards: Vec<&str> = refusing
+                .iter()
+                .filter_map(|at| rows.get(*at))
+                .map(|(key, _)| key.shard())
+                .collect();
             tracing::info!(
                 stream = %home.stream,
                 token = %token,
-                shards = rows.len(),
-                "a lease row refused a joint commit: nothing of it was applied, and every shard \
-                 of it stops (the answer does not name the row)"
+                shards = ?shards,
+                "a lease row refused a joint commit: another instance holds those shards, nothing \
+                 of the commit was applied, and its records come again in the others"
             );
+            lost = refusing;
             (Answer::Refused, None)
         }
         CommitAnswer::NotApplied => (Answer::NotApplied, None),
@@ -111,7 +118,7 @@ async fn send(home: &Subscription, joints: &Joints, transactions: &Transactions,
             (Answer::Failed, None)
         }
     };
-    if let Some(why) = joints.answered(&home.stream, unit, answer, refusal) {
+    if let Some(why) = joints.answered(&home.stream, unit, (answer, &lost), refusal) {
         tracing::warn!(
             error = %why,
             "a joint commit of a batch of several shards was refused by one of its own writes; \

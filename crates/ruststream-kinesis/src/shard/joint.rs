@@ -8,8 +8,8 @@
 //!   flight. Each part then takes its lease's write slot, so no renewal of a row moves the
 //!   counter the commit is conditioned on; a part not ready leaves every slot free;
 //! - its answer is every part's: landed, each row's checkpoint passes the unit; refused by the
-//!   unit's own write, the unit goes back in every shard; refused by a row, every part's lease is
-//!   lost (the answer does not say which row refused, and a lost lease only stops a reader);
+//!   unit's own write, the unit goes back in every shard; refused by a row, that shard's lease is
+//!   lost, and the unit goes back in the others (whose rows held: nothing was applied);
 //!   without an answer, every part sends it again, unchanged, when the earliest part is due
 //!   (the one whose lease has least left);
 //! - a part that can no longer send (its lease ended or closes, a seek dropped the unit), or a
@@ -113,18 +113,25 @@ pub(crate) fn next<T: Moment, R: Sequenced>(
     JointNext::Send(rows)
 }
 
-/// The store answered the joint commit of `unit` at `now`: every part hears `answer` (a row's
-/// refusal as each one's). Whether the commit is resolved: landed, refused, or unresolvable (a
-/// part's lease ran out waiting to send it again, and every other part's with it).
+/// The store answered the joint commit of `unit` at `now`: every part hears `answer`, but a
+/// row's refusal: the parts in `lost` (their places among `parts`; every part when `None`) lose
+/// their lease, and the others, whose rows held, give the unit back (nothing was applied).
+/// Whether the commit is resolved: landed, refused, or unresolvable (a part's lease ran out
+/// waiting to send it again, and every other part's with it).
 pub(crate) fn answered<T: Moment, R: Sequenced>(
     unit: UnitId,
     parts: &mut [&mut ShardMachine<T, R>],
     now: T,
     answer: Answer,
+    lost: Option<&[usize]>,
 ) -> bool {
-    for part in parts.iter_mut() {
+    for (at, part) in parts.iter_mut().enumerate() {
         if matches!(part.joint_part(unit), Part::Sent(None)) {
-            part.write_answered(now, answer);
+            let heard = match (answer, lost) {
+                (Answer::Refused, Some(lost)) if !lost.contains(&at) => Answer::UserRefused(unit),
+                (answer, _) => answer,
+            };
+            part.write_answered(now, heard);
         }
     }
     if !matches!(answer, Answer::Failed | Answer::NotApplied) {

@@ -275,16 +275,18 @@ impl Joints {
         Step::Wait(earliest)
     }
 
-    /// The store answered the joint commit of `unit` of `stream` with `answer` (`refusal`: the
-    /// unit's own write that refused it): every part hears it. Answers the refusal as the
+    /// The store answered the joint commit of `unit` of `stream` with `answer` (with the places
+    /// of the rows whose lease is lost, when a row refused it; `refusal`: the unit's own write
+    /// that refused it): every part hears it (`joint::answered`). Answers the refusal as the
     /// handler reads it, for the committer to say.
     pub(crate) fn answered(
         &self,
         stream: &str,
         unit: UnitId,
-        answer: Answer,
+        answer: (Answer, &[usize]),
         refusal: Option<UserRefusal>,
     ) -> Option<CommitRefused> {
+        let (answer, lost) = answer;
         let mut book = self.lock();
         let entry = book.units.get_mut(&unit)?;
         entry.in_flight = false;
@@ -304,7 +306,9 @@ impl Joints {
         });
         let carried = why.clone().map(Arc::new);
         let (resolved, back) = entry.with_machines(|machines, parts| {
-            let resolved = joint::answered(unit, machines, Instant::now(), answer);
+            // The store names the rows by their place in the request: the parts' order.
+            let lost = (!lost.is_empty()).then_some(lost);
+            let resolved = joint::answered(unit, machines, Instant::now(), answer, lost);
             for (machine, part) in machines.iter_mut().zip(parts) {
                 // The shard's own units hear nothing of a joint commit; its news is taken here.
                 let news = machine.take_commit_news();

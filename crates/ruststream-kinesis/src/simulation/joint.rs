@@ -227,6 +227,7 @@ impl Sim {
     ) {
         let inc = self.insts[i].inc;
         let owner = Arc::clone(&self.insts[i].owner);
+        let mut lost = Vec::new();
         let answer = match res {
             Res::Ok => {
                 for row in rows {
@@ -243,7 +244,11 @@ impl Sim {
             }
             // The rows' conditions held: each fence stays.
             Res::UserRefused(refused) => Answer::UserRefused(refused),
-            Res::JointFenced(states) => self.joint_refused(i, &owner, token, rows, &states),
+            Res::JointFenced(states) => {
+                let (answer, refusing) = self.joint_refused(i, &owner, token, rows, &states);
+                lost = refusing;
+                answer
+            }
             _ => {
                 for row in rows {
                     let fence = self
@@ -261,8 +266,25 @@ impl Sim {
         let first_sent = pending.first_sent.unwrap_or(self.now);
         let sids = pending.sids.clone();
         let now = self.now;
+        // The rows the store names, by their place among the parts still running.
+        let present: Vec<u64> = sids
+            .iter()
+            .copied()
+            .filter(|sid| self.insts[i].sessions.contains_key(sid))
+            .collect();
+        let lost_parts: Option<Vec<usize>> = (!lost.is_empty()).then(|| {
+            lost.iter()
+                .filter_map(|&at| rows.get(at))
+                .filter_map(|row| present.iter().position(|&sid| sid == row.sid))
+                .collect()
+        });
+        let lost_sids: Vec<u64> = lost
+            .iter()
+            .filter_map(|&at| rows.get(at))
+            .map(|row| row.sid)
+            .collect();
         let mut parts = parts_of(&mut self.insts[i], &sids);
-        let resolved = joint::answered(unit, &mut parts, now, answer);
+        let resolved = joint::answered(unit, &mut parts, now, answer, lost_parts.as_deref());
         drop(parts);
         if resolved {
             self.insts[i].joints.remove(&unit);
@@ -283,7 +305,9 @@ impl Sim {
                     }
                     self.last_progress = now;
                 }
-                Answer::Refused => s.lost = true,
+                Answer::Refused if lost_sids.is_empty() || lost_sids.contains(&sid) => {
+                    s.lost = true;
+                }
                 _ => {}
             }
             self.commit_news_heard(i, sid);
@@ -296,7 +320,8 @@ impl Sim {
     }
 
     /// A joint commit under `token` refused by a row: `rules::commit_refused` over the rows as
-    /// they stood (`states`), the fences moved as `DynamoLeaseStore::rows_refused` moves them.
+    /// they stood (`states`), the fences moved as `DynamoLeaseStore::rows_refused` moves them;
+    /// with the places of the rows whose lease is lost.
     fn joint_refused(
         &mut self,
         i: usize,
@@ -304,7 +329,7 @@ impl Sim {
         token: &str,
         rows: &[JointRow],
         states: &[Option<LeaseState>],
-    ) -> Answer {
+    ) -> (Answer, Vec<usize>) {
         let inc = self.insts[i].inc;
         let refusals: Vec<rules::RowRefusal<'_>> = rows
             .iter()
@@ -343,16 +368,16 @@ impl Sim {
                     self.fences.insert((i, inc, row.shard), fence);
                 }
                 self.stats.commit_resends_recognised += 1;
-                Answer::Done
+                (Answer::Done, Vec::new())
             }
             rules::CommitRefusal::Retry(fences) => {
                 for (row, fence) in rows.iter().zip(fences) {
                     self.fences.insert((i, inc, row.shard), fence);
                 }
                 self.stats.fence_retries += 1;
-                Answer::NotApplied
+                (Answer::NotApplied, Vec::new())
             }
-            rules::CommitRefusal::Lost { .. } => Answer::Refused,
+            rules::CommitRefusal::Lost { rows } => (Answer::Refused, rows),
         }
     }
 }

@@ -176,7 +176,7 @@ impl DynamoLeaseStore {
             .await;
         match written {
             Ok(_) => CommitAnswer::Done,
-            Err(error) if error.is_fenced() => CommitAnswer::Lost,
+            Err(error) if error.is_fenced() => CommitAnswer::Lost { rows: vec![0] },
             Err(error) => CommitAnswer::Failed(error),
         }
     }
@@ -300,7 +300,7 @@ impl DynamoLeaseStore {
                     code,
                     "DynamoDB found a lease row's commit update invalid; the shard stops"
                 );
-                CommitAnswer::Lost
+                CommitAnswer::Lost { rows: vec![row] }
             }
             // Nothing was applied, and the rows' conditions may not have been evaluated: each
             // fence stays as it was.
@@ -375,7 +375,7 @@ impl DynamoLeaseStore {
                 }
                 CommitAnswer::NotApplied
             }
-            CommitRefusal::Lost { .. } => CommitAnswer::Lost,
+            CommitRefusal::Lost { rows } => CommitAnswer::Lost { rows },
         }
     }
 }

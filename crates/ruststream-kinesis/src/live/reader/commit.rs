@@ -41,7 +41,7 @@ pub(super) async fn send(
     };
     let answer = match transactions.commit(&request).await {
         CommitAnswer::Done => Answer::Done,
-        CommitAnswer::Lost => {
+        CommitAnswer::Lost { .. } => {
             tracing::info!(
                 token = %token,
                 "the lease row refused the commit: another instance holds the shard, and nothing \

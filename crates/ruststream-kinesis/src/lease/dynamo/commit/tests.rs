@@ -200,7 +200,10 @@ async fn a_commit_on_a_lease_that_moved_applies_nothing() {
         vec![(UnitId(1), vec![count(&counts, "r2")])],
         vec![row(&key, "100")],
     );
-    assert!(matches!(store.commit(&commit).await, CommitAnswer::Lost));
+    assert!(matches!(
+        store.commit(&commit).await,
+        CommitAnswer::Lost { .. }
+    ));
     assert_eq!(applied(&store, &counts, "r2").await, 0, "nothing applied");
     let row = store.read(&key).await.unwrap().expect("the row");
     assert_ne!(
@@ -313,7 +316,10 @@ async fn a_commit_over_two_shards_moves_both_rows_in_one_request() {
         vec![(UnitId(3), vec![count(&counts, "r7")])],
         vec![row(&first, "101"), row(&second, "701")],
     );
-    assert!(matches!(store.commit(&next).await, CommitAnswer::Lost));
+    match store.commit(&next).await {
+        CommitAnswer::Lost { rows } => assert_eq!(rows, [1], "the answer names the second row"),
+        other => panic!("the second row's lease is lost: {other:?}"),
+    }
     assert_eq!(applied(&store, &counts, "r7").await, 0);
     let row = store.read(&first).await.unwrap().expect("the row");
     assert_eq!(

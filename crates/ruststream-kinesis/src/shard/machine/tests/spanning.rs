@@ -79,7 +79,7 @@ fn answer(
     now: Duration,
     answer: Answer,
 ) -> bool {
-    joint::answered(JOINT, &mut [a, b], now, answer)
+    joint::answered(JOINT, &mut [a, b], now, answer, None)
 }
 
 /// The rows of a joint commit sent at `now`.
@@ -214,11 +214,30 @@ fn a_joint_commit_refused_by_the_units_own_write_sends_it_back_in_every_shard() 
 }
 
 #[test]
-fn a_row_refusing_the_joint_commit_loses_every_part() {
+fn a_row_refusing_the_joint_commit_loses_every_part_when_the_answer_names_none() {
     let (mut a, mut b) = parts_ready();
     sent(&mut a, &mut b, S / 5);
     assert!(answer(&mut a, &mut b, S / 2, Answer::Refused));
     assert!(a.is_lost() && b.is_lost());
+}
+
+#[test]
+fn a_row_refusing_the_joint_commit_loses_its_shard_and_the_others_give_the_unit_back() {
+    let (mut a, mut b) = parts_ready();
+    sent(&mut a, &mut b, S / 5);
+    // B's row refused: another instance holds B. A's row held, and nothing was applied.
+    assert!(joint::answered(
+        JOINT,
+        &mut [&mut a, &mut b],
+        S / 2,
+        Answer::Refused,
+        Some(&[1])
+    ));
+    assert!(b.is_lost());
+    assert!(!a.is_lost(), "A keeps its lease");
+    assert_eq!(a.waiting_to_come_back(), 1, "A's record comes again, alone");
+    // A commits on by itself: its record again, alone, then its own commits.
+    assert_eq!(a.next_write(S / 2, ms(S / 2)), Next::Wait(Some(3 * S)));
 }
 
 #[test]
