@@ -179,6 +179,10 @@ pub(super) struct Config {
     /// Exactly once, a batch holds records of several shards, committed in one joint commit
     /// with every shard's row (`shard::joint`); else one shard's.
     pub(super) joint_batches: bool,
+    /// The coordinators delete rows after the live grace and read the rows for hygiene at the
+    /// live cadence (a fleet scenario, `simulation/fleet.rs`); else after a short grace, at
+    /// every round.
+    pub(super) live_hygiene: bool,
 }
 
 impl Config {
@@ -295,6 +299,7 @@ impl Config {
             p_drop: 0.0,
             drop_seed: 0,
             joint_batches: false,
+            live_hygiene: false,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)

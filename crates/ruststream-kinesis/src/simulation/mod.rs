@@ -231,6 +231,7 @@ use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};
 mod checks;
 mod config;
 mod coordinator;
+mod fleet;
 mod joint;
 mod runner_loop;
 mod runtime;

@@ -54,6 +54,7 @@ impl Sim {
             trace: None,
             full_trace: false,
             stats: Stats::default(),
+            calls: None,
             cfg,
         };
         sim.setup();

@@ -8,6 +8,7 @@ impl Sim {
 
     /// Sends a store call: it lands (or not) and answers (or times out) later.
     pub(super) fn send(&mut self, i: usize, sid: u64, shard: usize, kind: OpKind, cont: Cont) {
+        self.count_call(&kind);
         let mut op = Op {
             inst: i,
             inc: self.insts[i].inc,

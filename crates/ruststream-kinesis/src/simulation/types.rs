@@ -753,9 +753,13 @@ impl Coord {
                 if cfg.twin_check {
                     knows = knows.with_incarnation(run);
                 }
+                // The live grace and cadence (`Hygiene::new`) in a fleet scenario; else a short
+                // grace, so that deletions happen within a schedule.
+                if !cfg.live_hygiene {
+                    knows = knows.with_hygiene_grace(cfg.hygiene_grace());
+                }
                 knows
-            }
-            .with_hygiene_grace(cfg.hygiene_grace()),
+            },
             rounds: Rounds::new(
                 cfg.timings.listing_interval(),
                 cfg.timings.handover_poll_interval(),
@@ -1120,6 +1124,8 @@ pub(super) struct Failure {
 
 pub(super) struct Sim {
     pub(super) cfg: Config,
+    /// The store calls sent since [`Sim::count_calls_from`], by kind (`simulation/fleet.rs`).
+    pub(super) calls: Option<BTreeMap<&'static str, u64>>,
     pub(super) rng: StdRng,
     /// Decides which handlings drop their records (`Config::p_drop`).
     pub(super) drops: StdRng,

@@ -1,0 +1,165 @@
+//! A fleet in steady state, for what coordination costs (issue 29): instances on a stream with
+//! the default timings, no faults and no records after the first lease, run for some virtual
+//! minutes while every store call is counted by kind. The same machines run live, so the counts
+//! per minute are the live fleet's (`kinesis-bench cost`): the test holds them to the live
+//! figures where both exist.
+
+use super::*;
+
+impl Sim {
+    /// Counts the store calls sent from now on, by kind.
+    pub(super) fn count_calls_from(&mut self) {
+        self.calls = Some(BTreeMap::new());
+    }
+
+    /// Counts `kind`, if counting.
+    pub(super) fn count_call(&mut self, kind: &OpKind) {
+        let Some(calls) = &mut self.calls else {
+            return;
+        };
+        let name = match kind {
+            OpKind::Renew => "renew",
+            OpKind::CheckpointRenew(_) => "checkpoint+renew",
+            OpKind::Checkpoint(_) => "checkpoint",
+            OpKind::List => "list",
+            OpKind::Read => "read",
+            OpKind::Notice => "notice",
+            OpKind::Beat { .. } => "beat",
+            OpKind::Announce { .. } => "announce",
+            OpKind::Acquire => "acquire",
+            OpKind::Release { .. } => "release",
+            OpKind::Leave => "leave",
+            OpKind::Withdraw => "withdraw",
+            OpKind::AskHandoff { .. } => "ask_handoff",
+            OpKind::HandOver { .. } => "hand_over",
+            OpKind::Delete { .. } => "delete",
+            OpKind::Commit { .. } | OpKind::Joint { .. } => "commit",
+        };
+        *calls.entry(name).or_default() += 1;
+    }
+
+    /// Runs the schedule until `end` of virtual time, or its first failure.
+    pub(super) fn run_until(&mut self, end: Time) -> Result<(), Failure> {
+        while self
+            .queue
+            .peek()
+            .is_some_and(|Reverse(queued)| queued.at <= end)
+        {
+            let Some(Reverse(queued)) = self.queue.pop() else {
+                break;
+            };
+            self.now = queued.at;
+            self.stats.events += 1;
+            self.step(queued.ev);
+            if let Some(failure) = self.failure.take() {
+                return Err(failure);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A quiet fleet of `instances` balancing `shards` shards with the default timings: no fault,
+/// no reshard, no crash, records written during the first lease only.
+fn quiet_fleet(shards: usize, instances: usize) -> impl Fn(&mut Config, &mut StdRng) {
+    move |cfg: &mut Config, _: &mut StdRng| {
+        cfg.timings = LeaseTimings::default();
+        cfg.instances = instances;
+        cfg.initial_shards = shards;
+        cfg.chaos = Duration::ZERO;
+        cfg.p_fail = 0.0;
+        cfg.p_timeout = 0.0;
+        cfg.p_slow = 0.0;
+        cfg.p_kinesis = 0.0;
+        cfg.p_resend = 0.0;
+        cfg.p_expire = 0.0;
+        cfg.p_iterator_fails = 0.0;
+        cfg.p_retry = 0.0;
+        cfg.p_seek = 0.0;
+        cfg.seeks = 0;
+        cfg.reshards = 0;
+        cfg.early_reshards = 0;
+        cfg.crashes = 0;
+        cfg.stalls = 0;
+        cfg.shutdowns = 0;
+        cfg.partitions = 0;
+        cfg.clock_steps = 0;
+        cfg.resubscribes = 0;
+        cfg.quiet_fault = false;
+        cfg.malformed = 0;
+        cfg.retention = None;
+        cfg.notices = true;
+        cfg.twin_check = true;
+        cfg.balance = true;
+        cfg.fan_out = false;
+        cfg.exactly_once = false;
+        cfg.initial = KinesisPosition::TrimHorizon;
+        cfg.live_hygiene = true;
+        // A few records, handled at once: the fleet is idle long before it is counted.
+        cfg.write_gap_ms = (5_000, 5_000);
+        cfg.p_hold = 0.0;
+        cfg.workers = 4;
+        // One process's clock, as the live bench's fleet shares.
+        cfg.skew = Duration::ZERO;
+    }
+}
+
+/// The store calls of a quiet fleet of `instances` on `shards` shards per minute, counted from
+/// its second minute to its seventh.
+fn calls_per_minute(shards: usize, instances: usize) -> BTreeMap<&'static str, f64> {
+    let fleet = quiet_fleet(shards, instances);
+    let mut sim = Sim::new(7, &fleet);
+    let from = Duration::from_secs(120);
+    let minutes = 5;
+    sim.run_until(from)
+        .unwrap_or_else(|failure| panic!("the fleet settles: {}", failure.message));
+    sim.count_calls_from();
+    sim.run_until(from + Duration::from_secs(60 * minutes))
+        .unwrap_or_else(|failure| panic!("the fleet stays: {}", failure.message));
+    sim.calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(kind, count)| (kind, count as f64 / minutes as f64))
+        .collect()
+}
+
+/// The simulated fleet's calls per minute agree with the live fleet's where both exist:
+/// `kinesis-bench cost`, 8 shards, idle, 1 and 4 instances (the benchmarks page, "Coordination
+/// cost": renew 160, list 1, notice 20, beat 10; and renew 160, list 24, notice 240, beat 48).
+/// Within 15 %, or one call a minute: a beat is written at the first notice read that finds it
+/// running out within half a lease, 5 s after the last live and 5 to 6 s in the simulation,
+/// whose calls take 2 to 50 ms (42.6 beats a minute against 48 at 4 instances).
+#[test]
+fn a_quiet_fleet_calls_the_store_as_the_live_fleet_does() {
+    let agree = |simulated: f64, live: f64| (simulated - live).abs() <= (live * 0.15).max(1.0);
+    for (instances, live) in [
+        (
+            1,
+            [
+                ("renew", 160.0),
+                ("list", 1.0),
+                ("notice", 20.0),
+                ("beat", 10.0),
+            ],
+        ),
+        (
+            4,
+            [
+                ("renew", 160.0),
+                ("list", 24.0),
+                ("notice", 240.0),
+                ("beat", 48.0),
+            ],
+        ),
+    ] {
+        let simulated = calls_per_minute(8, instances);
+        for (kind, live) in live {
+            let count = simulated.get(kind).copied().unwrap_or(0.0);
+            assert!(
+                agree(count, live),
+                "8 shards, {instances} instances: {kind} {count} a minute simulated, {live} \
+                 live; every call: {simulated:?}"
+            );
+        }
+    }
+}
