@@ -551,10 +551,22 @@ async fn lease_store_errors(
     gallery.lease(&store.read(&key).await.unwrap_err());
     faults.remove(failing);
 
-    // Throttled past the SDK's retries (three attempts).
+    // Throttled past the SDK's retries (three attempts, backing off for less than the default
+    // so that they fit the call's bound).
+    let quick = DynamoLeaseStore::new(
+        &config
+            .to_builder()
+            .retry_config(
+                aws_config::retry::RetryConfig::standard()
+                    .with_initial_backoff(Duration::from_millis(50))
+                    .with_max_backoff(Duration::from_millis(200)),
+            )
+            .build(),
+        table,
+    );
     let throttled =
         faults.add(Rule::on(Service::DynamoDb, "UpdateItem", Action::Throttle).times(3));
-    let err = store.renew(&key, "pod-a", lease).await.unwrap_err();
+    let err = quick.renew(&key, "pod-a", lease).await.unwrap_err();
     assert!(err.is_throttled() && !err.is_fenced(), "{err}");
     gallery.lease(&err);
     faults.remove(throttled);

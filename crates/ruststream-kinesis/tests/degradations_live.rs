@@ -293,7 +293,19 @@ async fn a_throttled_lease_call_is_counted_throttled_and_the_lease_is_kept() {
     let faults = Faults::new(&url);
     let (_, created) = common::instances::table(&url).await;
     let table = created.table_name().unwrap().to_owned();
-    let store = DynamoLeaseStore::new(&faults.sdk_config(), &table);
+    // Retries that back off for less than the SDK's default (1 s, doubling): a throttled call's
+    // three attempts fit its bound (the renewal interval), so it answers as throttled rather than
+    // as a timeout.
+    let quick = faults
+        .sdk_config()
+        .into_builder()
+        .retry_config(
+            aws_config::retry::RetryConfig::standard()
+                .with_initial_backoff(Duration::from_millis(50))
+                .with_max_backoff(Duration::from_millis(200)),
+        )
+        .build();
+    let store = DynamoLeaseStore::new(&quick, &table);
     let registry = prometheus::Registry::new();
     let broker = ruststream_kinesis::KinesisBroker::from_config(faults.sdk_config())
         .lease_store(Arc::new(store.clone()))

@@ -239,11 +239,12 @@ enum WriteError {
 impl DynamoLeaseStore {
     /// A store on `table`, reached with `config` (account, region, credentials, endpoint). Does
     /// no I/O: a missing table shows at the first call, as [`LeaseError::TableMissing`]. Its
-    /// calls keep `config`'s retry mode and attempts, with backoffs of at most 50 ms then 500 ms,
-    /// and its timeouts where `config` sets none are the default renewal interval (half of it an
-    /// attempt): every attempt fits the lease's renewal, and a call throttled on each of them
-    /// answers [`LeaseError::Throttled`] (a timeout would leave the write uncertain).
-    /// [`from_client`](Self::from_client) keeps a client as it is.
+    /// calls keep `config`'s retries; its timeouts where `config` sets none are the default
+    /// renewal interval (half of it an attempt). A call throttled on each of its attempts answers
+    /// [`LeaseError::Throttled`] when they fit that bound: with the SDK's default backoffs (1 s,
+    /// doubling) they often do not, and it answers as a timeout; a configuration whose retries
+    /// back off for less (`RetryConfig::standard().with_initial_backoff(..)`) has throttling
+    /// answer as itself. [`from_client`](Self::from_client) keeps a client as it is.
     ///
     /// # Examples
     ///
@@ -268,11 +269,7 @@ impl DynamoLeaseStore {
             config.timeout_config(),
             crate::sdk::timeouts::STORE_CALL_BOUND,
         );
-        // Retries that fit the bound: a throttled call answers as throttled, not as a timeout.
-        let retries = crate::sdk::timeouts::store_retries(config.retry_config());
-        let mut builder = aws_sdk_dynamodb::config::Builder::from(config)
-            .timeout_config(timeouts)
-            .retry_config(retries);
+        let mut builder = aws_sdk_dynamodb::config::Builder::from(config).timeout_config(timeouts);
         match crate::sdk::endpoint::for_service(None, config, Service::DynamoDb) {
             Ok(Some(endpoint)) => builder = builder.endpoint_url(endpoint),
             Ok(None) => {}
