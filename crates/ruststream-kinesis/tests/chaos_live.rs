@@ -567,9 +567,21 @@ async fn chaos(mode: Mode) {
                     ),
                 );
                 let mut old = instances.remove(victim);
+                let stopping = now_ms();
                 signal(&old.child, "TERM");
                 let _ = old.child.wait();
                 note(&log, format!("{} {} stopped", now_ms(), old.incarnation));
+                if mode == Mode::ExactlyOnceBatches {
+                    // A stopping shard commits no batch of several shards: one handled and not
+                    // yet committed goes to the next owner, to be handled again (its effects
+                    // still apply once). A documented repeat, so it explains one.
+                    log.lock().unwrap().disruptions.push(Disruption {
+                        incarnation: old.incarnation.clone(),
+                        kind: "stopped",
+                        at_ms: stopping,
+                        until_ms: now_ms(),
+                    });
+                }
                 generation += 1;
                 let reuse = rng.random_bool(0.5);
                 instances.insert(victim, spawn(&setup, old.slot, generation, reuse, &log));
