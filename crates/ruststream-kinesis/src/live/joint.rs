@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::clock::sleep_until;
 use crate::commit::UnitId;
-use crate::lease::{CommitAnswer, CommitRequest, CommitRow, LeaseKey, Transactions};
+use crate::lease::{CommitAnswer, CommitRequest, LeaseKey, Transactions};
 use crate::live::subscription::Subscription;
 use crate::shard::lease::Commit;
 use crate::shard::{Answer, JointStep, Joints};
@@ -70,16 +70,7 @@ async fn send(home: &Subscription, joints: &Joints, transactions: &Transactions,
         token: &token,
         request_token: &request_token,
         units: vec![(unit, writes)],
-        rows: rows
-            .iter()
-            .map(|(key, commit)| CommitRow {
-                key,
-                checkpoint: &commit.checkpoint,
-                behind_ms: commit.behind_ms,
-                expiry_ms: commit.expiry_ms,
-                prior: commit.prior.as_deref(),
-            })
-            .collect(),
+        rows: rows.iter().map(|(key, commit)| commit.row(key)).collect(),
     };
     let mut lost = Vec::new();
     let (answer, refusal) = match transactions.commit(&request).await {
@@ -118,7 +109,7 @@ async fn send(home: &Subscription, joints: &Joints, transactions: &Transactions,
             (Answer::Failed, None)
         }
     };
-    if let Some(why) = joints.answered(&home.stream, unit, (answer, &lost), refusal) {
+    if let Some(why) = joints.answered(&home.stream, unit, answer, &lost, refusal) {
         tracing::warn!(
             error = %why,
             "a joint commit of a batch of several shards was refused by one of its own writes; \

@@ -158,20 +158,7 @@ impl Joints {
         if !whole {
             drop(machines);
             writes.handled(&staged, HandlingOutcome::HandedBack);
-            return parts
-                .into_iter()
-                .flat_map(|(handle, members)| {
-                    members.into_iter().map(move |m| (Arc::clone(&handle), m))
-                })
-                .map(|(handle, member)| {
-                    handle.hand_back(
-                        member.record,
-                        member.ticket,
-                        member.attempts,
-                        Duration::ZERO,
-                    )
-                })
-                .fold(Ok(()), Result::and);
+            return hand_all_back(parts);
         }
         let unit = UnitId(JOINT | self.next.fetch_add(1, Ordering::Relaxed));
         let mut settled = Vec::with_capacity(parts.len());
@@ -200,14 +187,13 @@ impl Joints {
         let mut book = self.lock();
         if book.closed {
             // The committer ended (the subscription is closing): nothing would send it.
-            let back = entry.with_machines(|machines, parts| {
+            let abandoned = entry.with_machines(|machines, parts| {
                 let abandoned = joint::abandon(unit, machines, Instant::now());
                 coming_back(machines, parts);
                 abandoned
             });
             drop(book);
-            entry.handling.ended(HandlingOutcome::HandedBack);
-            entry.ended(matches!(back, JointNext::Abandoned { back: true, .. }));
+            entry.given_back(abandoned);
         } else {
             book.units.insert(unit, entry);
             self.waiting.fetch_add(1, Ordering::AcqRel);
@@ -258,16 +244,10 @@ impl Joints {
                     earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
                 }
                 JointNext::Wait(None) => {}
-                JointNext::Abandoned { back, lost } => {
+                abandoned @ JointNext::Abandoned { .. } => {
                     if let Some(entry) = book.units.remove(&unit) {
                         self.waiting.fetch_sub(1, Ordering::AcqRel);
-                        // Sent, it may have landed: the rows say, to whoever takes the shards.
-                        entry.handling.ended(if lost {
-                            HandlingOutcome::Abandoned
-                        } else {
-                            HandlingOutcome::HandedBack
-                        });
-                        entry.ended(back);
+                        entry.given_back(abandoned);
                     }
                 }
             }
@@ -283,10 +263,10 @@ impl Joints {
         &self,
         stream: &str,
         unit: UnitId,
-        answer: (Answer, &[usize]),
+        answer: Answer,
+        lost: &[usize],
         refusal: Option<UserRefusal>,
     ) -> Option<CommitRefused> {
-        let (answer, lost) = answer;
         let mut book = self.lock();
         let entry = book.units.get_mut(&unit)?;
         entry.in_flight = false;
@@ -356,6 +336,21 @@ impl Pending {
         decide(&mut machines, &self.parts)
     }
 
+    /// The unit was given back everywhere (`abandoned`, as `joint::abandon` or `joint::next`
+    /// answered it): its handling ends handed back, or abandoned where its commit was sent (it
+    /// may have landed: the rows say, to whoever takes the shards).
+    fn given_back(self, abandoned: JointNext<Instant>) {
+        let JointNext::Abandoned { back, lost } = abandoned else {
+            return;
+        };
+        self.handling.ended(if lost {
+            HandlingOutcome::Abandoned
+        } else {
+            HandlingOutcome::HandedBack
+        });
+        self.ended(back);
+    }
+
     /// The unit ended (committed, refused, or given back; `back`: some of its deliveries come
     /// again): each settle's harness unit is let go, and every part's tasks look again.
     fn ended(&self, back: bool) {
@@ -380,6 +375,23 @@ impl Pending {
             }
         }
     }
+}
+
+/// Hands every record of `parts` back, to come again at once, each alone: a batch of several
+/// shards that commits nothing.
+pub(crate) fn hand_all_back(parts: Parts) -> Result<(), KinesisError> {
+    parts
+        .into_iter()
+        .flat_map(|(handle, members)| members.into_iter().map(move |m| (Arc::clone(&handle), m)))
+        .map(|(handle, member)| {
+            handle.hand_back(
+                member.record,
+                member.ticket,
+                member.attempts,
+                Duration::ZERO,
+            )
+        })
+        .fold(Ok(()), Result::and)
 }
 
 /// Of each part's deliveries, those given back to come again: the harness hears each now,

@@ -532,16 +532,7 @@ impl Settlement for ShardHandle {
             // A batch of several shards with no committer to send it (the start refuses an
             // exactly-once subscription without transactions): it goes back, and commits
             // nothing.
-            for (handle, members) in parts {
-                for member in members {
-                    let _ = handle.hand_back(
-                        member.record,
-                        member.ticket,
-                        member.attempts,
-                        Duration::ZERO,
-                    );
-                }
-            }
+            let _ = joints::hand_all_back(parts);
             return Err(AckError::Broker(Box::new(KinesisError::ShutDown {
                 what: "committing a batch of several shards (no joint committer)",
             })));

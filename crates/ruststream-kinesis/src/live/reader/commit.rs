@@ -19,7 +19,7 @@ pub(super) async fn send(
     key: &LeaseKey,
     commit: &Commit,
 ) -> (Answer, Option<LeaseState>) {
-    use crate::lease::{CommitAnswer, CommitRequest, CommitRow};
+    use crate::lease::{CommitAnswer, CommitRequest};
 
     let (Some(transactions), Some(units)) = (&env.transactions, handle.writes_of(&commit.units))
     else {
@@ -31,13 +31,7 @@ pub(super) async fn send(
         token: &token,
         request_token: &request_token,
         units,
-        rows: vec![CommitRow {
-            key,
-            checkpoint: &commit.checkpoint,
-            behind_ms: commit.behind_ms,
-            expiry_ms: commit.expiry_ms,
-            prior: commit.prior.as_deref(),
-        }],
+        rows: vec![commit.row(key)],
     };
     let answer = match transactions.commit(&request).await {
         CommitAnswer::Done => Answer::Done,

@@ -41,6 +41,23 @@ pub(crate) struct Commit {
     pub(crate) prior: Option<Arc<str>>,
 }
 
+#[cfg(feature = "dynamodb-lease")]
+impl Commit {
+    /// This commit's update of the row of `key`, as a request to the store names it.
+    pub(crate) fn row<'a>(
+        &'a self,
+        key: &'a crate::lease::LeaseKey,
+    ) -> crate::lease::CommitRow<'a> {
+        crate::lease::CommitRow {
+            key,
+            checkpoint: &self.checkpoint,
+            behind_ms: self.behind_ms,
+            expiry_ms: self.expiry_ms,
+            prior: self.prior.as_deref(),
+        }
+    }
+}
+
 /// Which settled deliveries a commit covers: the first `entries` of the settled prefix of the
 /// watermark's generation `generation` (none: a seek's recorded position).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
