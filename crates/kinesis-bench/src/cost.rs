@@ -325,14 +325,19 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     } else {
         (&[8, 64, 256], &[1, 4, 16], Duration::from_secs(60))
     };
+    let window = opts.window.map_or(window, Duration::from_secs);
+    let loads: &[bool] = if opts.idle { &[false] } else { &[false, true] };
     let mut measured = Vec::new();
     let mut failed = Vec::new();
     for &shards in shard_counts
         .iter()
         .filter(|&&shards| opts.shards.is_none_or(|only| only == shards))
     {
-        for &instances in instance_counts {
-            for loaded in [false, true] {
+        for &instances in instance_counts
+            .iter()
+            .filter(|&&instances| opts.instances.is_none_or(|only| only == instances))
+        {
+            for &loaded in loads {
                 let what = format!(
                     "{shards} shards, {instances} instances, {}",
                     if loaded { "loaded" } else { "idle" }

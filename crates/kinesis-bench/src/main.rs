@@ -65,6 +65,16 @@ struct Cli {
     /// `cost` only: the fleets on this many shards alone (8, 64 or 256).
     #[arg(long, value_name = "N")]
     shards: Option<u32>,
+    /// `cost` only: the fleets of this many instances alone (1, 4 or 16).
+    #[arg(long, value_name = "N")]
+    instances: Option<usize>,
+    /// `cost` only: idle fleets alone.
+    #[arg(long)]
+    idle: bool,
+    /// `cost` only: count over windows of this many seconds (default 60; 300 spans the
+    /// five-minute cadence at which every row is read).
+    #[arg(long, value_name = "SECS")]
+    window: Option<u64>,
     /// The arguments of the internal commands (the child processes of some figures).
     #[arg(hide = true, trailing_var_arg = true, allow_hyphen_values = true)]
     rest: Vec<String>,
@@ -172,6 +182,12 @@ pub struct Options {
     pub rest: Vec<String>,
     /// `cost`: the fleets on this many shards alone.
     pub shards: Option<u32>,
+    /// `cost`: the fleets of this many instances alone.
+    pub instances: Option<usize>,
+    /// `cost`: idle fleets alone.
+    pub idle: bool,
+    /// `cost`: the counting window, in seconds.
+    pub window: Option<u64>,
 }
 
 /// Reads the command line: the command and its options; `Err` a clap error to print (for
@@ -195,6 +211,9 @@ where
             out: cli.out,
             rest: cli.rest,
             shards: cli.shards,
+            instances: cli.instances,
+            idle: cli.idle,
+            window: cli.window,
         },
     ))
 }

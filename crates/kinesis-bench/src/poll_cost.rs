@@ -215,8 +215,8 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     f.detail(
         "the poll reads the stream's notice (one consistent GetItem of a row under 4 KB) every \
          second, and the shards' rows only when a release bumped it or a holder's beat lapsed; \
-         listing rounds (every 10 s by default) still Scan the table, which this figure leaves \
-         out",
+         listing rounds (every 10 s by default) Scan the table only when something changed, and \
+         at least every 5 minutes, which this figure leaves out (see `kinesis-bench cost`)",
     );
     figures.push(f);
     Ok(figures)

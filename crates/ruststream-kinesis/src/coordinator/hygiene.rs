@@ -21,9 +21,13 @@ use crate::shard::lease::Moment;
 const GRACE_LISTINGS: u32 = 30;
 /// The least grace, in leases: 100 s with the default 10 s lease.
 const GRACE_LEASES: u32 = 10;
-/// How many listing intervals apart a round reads the stream's rows for their own sake, when it
-/// needs none to decide its takes (an instance that reads every shard): 1 minute by default.
-const HYGIENE_LISTINGS: u32 = 6;
+/// How many listing intervals apart a round reads every row of the stream whatever else it
+/// knows (5 minutes by default): for their own sake, when it needs none to decide its takes (an
+/// instance that reads every shard), and to catch what no signal tells a round that plans on the
+/// rows it last read (`machine/steady.rs`: a row changed by hand, a bump that failed). A row is
+/// deleted at the first such read a grace after it became one no reader needs: 5 to 10 minutes
+/// after, by default, or sooner when a change has the rows read.
+const FULL_READ_LISTINGS: u32 = 30;
 
 /// A row to delete: the shard, and the counter it had when the round read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,14 +52,11 @@ impl<T: Moment> Hygiene<T> {
     /// With the grace period `timings` give ([`GRACE_LISTINGS`] listing intervals, and at least
     /// [`GRACE_LEASES`] leases, however short the listing interval: a take on its way lives no
     /// longer than a few of its bounds, a third of a lease each), reading the rows for their own
-    /// sake every [`HYGIENE_LISTINGS`] listing intervals.
+    /// sake every [`FULL_READ_LISTINGS`] listing intervals.
     pub(crate) fn new(timings: &LeaseTimings) -> Self {
         let grace =
             (timings.listing_interval() * GRACE_LISTINGS).max(timings.lease() * GRACE_LEASES);
-        Self {
-            every: timings.listing_interval() * HYGIENE_LISTINGS,
-            ..Self::with_grace(grace)
-        }
+        Self::with_grace_every(grace, timings.listing_interval() * FULL_READ_LISTINGS)
     }
 
     /// The grace period: no deletion comes sooner after a row became one no reader needs.
@@ -64,10 +65,16 @@ impl<T: Moment> Hygiene<T> {
     }
 
     /// With a grace period of `grace`, reading the rows for their own sake at every round.
+    #[cfg(test)]
     pub(crate) fn with_grace(grace: Duration) -> Self {
+        Self::with_grace_every(grace, Duration::ZERO)
+    }
+
+    /// With a grace period of `grace`, reading every row at least `every` apart.
+    pub(crate) fn with_grace_every(grace: Duration, every: Duration) -> Self {
         Self {
             grace,
-            every: Duration::ZERO,
+            every,
             since: HashMap::new(),
             last_full: None,
         }

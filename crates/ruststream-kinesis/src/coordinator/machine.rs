@@ -16,6 +16,7 @@ use super::plan::{self, Rows, TakeFor, Verdict};
 use super::twins::{Incarnation, TwinNews, Twins};
 use super::watch::{self, Noticed, Watch};
 use crate::kinesis::shards::ShardInfo;
+use crate::lease::request_stands;
 use crate::lease::{LeaseState, Notice};
 use crate::settings::position::ShardStart;
 use crate::shard::Stop;
@@ -100,6 +101,13 @@ pub(crate) struct Coordinator<T> {
     /// The instance is paused (an earlier run under its owner id is alive, as this subscription
     /// or another of the instance found): it takes nothing.
     paused: bool,
+    /// What the last read of every row saw besides the rows ([`steady`]).
+    rows_read: Option<steady::RowsRead>,
+    /// When the poll last read the stream's notice.
+    notice_at: Option<T>,
+    /// This instance did or heard something since the last read of every row that may have moved
+    /// the rows: the next round reads them.
+    news: bool,
 }
 
 impl<T: Moment> Coordinator<T> {
@@ -122,6 +130,9 @@ impl<T: Moment> Coordinator<T> {
             left_free: HashMap::new(),
             twins: None,
             paused: false,
+            rows_read: None,
+            notice_at: None,
+            news: false,
         }
     }
 
@@ -150,7 +161,11 @@ impl<T: Moment> Coordinator<T> {
     /// subscription of the instance.
     /// Answers whether that changed.
     pub(crate) fn set_paused(&mut self, paused: bool) -> bool {
-        std::mem::replace(&mut self.paused, paused) != paused
+        let changed = std::mem::replace(&mut self.paused, paused) != paused;
+        if changed {
+            self.heard_news();
+        }
+        changed
     }
 
     /// This run's record is being written at `now_ms`: the text to write, and the gone
@@ -214,13 +229,10 @@ impl<T: Moment> Coordinator<T> {
                 .and_then(|row| row.handoff_at(now_ms))
                 .is_some_and(|asked| asked.to == owner)
         });
-        let recorded = self.requested.iter().filter(|&(_, &asked_ms)| {
-            crate::Handoff {
-                to: owner.to_owned(),
-                asked_ms,
-            }
-            .is_live_at(now_ms)
-        });
+        let recorded = self
+            .requested
+            .iter()
+            .filter(|&(_, &asked_ms)| request_stands(asked_ms, now_ms));
         let mut asks: Vec<Arc<str>> = in_rows
             .map(|(shard, _)| shard)
             .chain(recorded.map(|(shard, _)| shard))
@@ -235,6 +247,7 @@ impl<T: Moment> Coordinator<T> {
     /// A request for a handoff of `shard` was recorded at `asked_ms`.
     pub(crate) fn requested(&mut self, shard: &Arc<str>, asked_ms: u64) {
         self.requested.insert(Arc::clone(shard), asked_ms);
+        self.heard_news();
     }
 
     /// The handoffs the last round asks for (once: taken out).
@@ -319,6 +332,7 @@ impl<T: Moment> Coordinator<T> {
     pub(crate) fn start_at(&mut self, initial: KinesisPosition) {
         self.initial = initial;
         self.skipped.clear();
+        self.heard_news();
     }
 
     /// The stream is gone: one created again under its name has shards of the same ids.
@@ -326,6 +340,7 @@ impl<T: Moment> Coordinator<T> {
         self.gone.clear();
         self.skipped.clear();
         self.finished.clear();
+        self.heard_news();
     }
 
     /// A listing answered: the shards it no longer shows are forgotten (they cannot be taken,
@@ -353,10 +368,11 @@ impl<T: Moment> Coordinator<T> {
             .collect()
     }
 
-    /// Deletes a row no reader needs after `grace` instead of the default.
+    /// Deletes a row no reader needs after `grace` instead of the default, and reads every row
+    /// at least `every` apart.
     #[cfg(test)]
-    pub(crate) fn with_hygiene_grace(mut self, grace: Duration) -> Self {
-        self.hygiene = Hygiene::with_grace(grace);
+    pub(crate) fn with_hygiene_grace(mut self, grace: Duration, every: Duration) -> Self {
+        self.hygiene = Hygiene::with_grace_every(grace, every);
         self
     }
 
@@ -414,6 +430,7 @@ impl<T: Moment> Coordinator<T> {
     /// The store keeps no notices.
     pub(crate) fn notices_unsupported(&mut self) {
         self.watch.unsupported();
+        self.heard_news();
     }
 
     /// How often the poll reads the notice while it waits for no shard: the renewal interval, so
@@ -441,6 +458,7 @@ impl<T: Moment> Coordinator<T> {
         });
         let (twin, record) = seen.map_or((None, false), |seen| (seen.news, seen.record));
         self.watch.notice_read(notice);
+        self.notice_seen(now);
         let paused = self.paused || matches!(twin, Some(TwinNews::Earlier(_)));
         if paused || self.timings.handover_poll_interval().is_zero() {
             // Paused (it takes nothing), or read for the twins alone (the handover poll is off).
@@ -607,11 +625,6 @@ impl<T: Moment> Coordinator<T> {
         self.hygiene.due(now)
     }
 
-    /// A round at `now` read every row of the stream.
-    pub(crate) fn read_all_rows(&mut self, now: T) {
-        self.hygiene.read_all(now);
-    }
-
     /// The rows the last round asks to delete (once: taken out).
     pub(crate) fn take_deletions(&mut self) -> Vec<Deletion> {
         std::mem::take(&mut self.deletions)
@@ -653,18 +666,21 @@ impl<T: Moment> Coordinator<T> {
             until: now + Duration::from_millis(wait),
         };
         self.backoff.insert(Arc::clone(shard), backoff);
+        self.heard_news();
         backoff
     }
 
     /// Never takes `shard` again while it stays listed: it left the stream while read.
     pub(crate) fn gone(&mut self, shard: &Arc<str>) {
         self.gone.insert(Arc::clone(shard));
+        self.heard_news();
     }
 
     /// The reader of `shard` stopped reading for `stop`, at `now`: a shard that left the stream
     /// is never taken again while listed, and one no iterator could be had for waits out a take
     /// backoff (`coin` draws its jitter) before this instance tries it again.
     pub(crate) fn reader_stopped(&mut self, shard: &Arc<str>, stop: Stop, now: T, coin: u64) {
+        self.heard_news();
         match stop {
             Stop::Gone => self.gone(shard),
             Stop::Unreadable => {
@@ -676,6 +692,7 @@ impl<T: Moment> Coordinator<T> {
 
     /// The reader of `shard` ended, `finished` when it read the shard to its end.
     pub(crate) fn reader_ended(&mut self, shard: &Arc<str>, finished: bool) {
+        self.heard_news();
         if finished {
             self.finished.insert(Arc::clone(shard));
         }
@@ -792,5 +809,6 @@ fn lapsed_for(rows: &Rows, shard: &Arc<str>, now_ms: u64) -> Option<Duration> {
     Some(Duration::from_millis(now_ms.saturating_sub(free_ms)))
 }
 
+mod steady;
 #[cfg(test)]
 mod tests;

@@ -9,8 +9,12 @@
 //!   several are due they win in that order.
 //! - A round lists the shards, reads the rows that matter (one `list` where the store can list
 //!   and answers, else a read per row), and takes what is takeable, pass after pass while a pass
-//!   marks shards skipped. The next listing is due a listing interval after the round began;
-//!   after the first round, both deadlines count from its end.
+//!   marks shards skipped. In steady state it reads no row: it plans on the rows it last read
+//!   while nothing says they moved, and reads them when the plan would take or ask for anything
+//!   (`machine/steady.rs` says when). A round woken, or due because the poll found a shard to
+//!   take, or after a round that took, asked for or deleted anything, reads them. The next
+//!   listing is due a listing interval after the round began; after the first round, both
+//!   deadlines count from its end.
 //! - The poll reads the stream's notice (one small row) and, when [`watch`](super::watch) says
 //!   the rows may have moved, the rows of the shards of the last listing that wait; it starts a
 //!   round when one of them is takeable now, and writes this instance's beat when the notice
@@ -115,6 +119,12 @@ enum Phase {
         poll: bool,
         asked: bool,
     },
+    /// A round of `listing` that needs the rows of `wanted` may plan on the rows as last read;
+    /// else they are listed.
+    Steady {
+        listing: Vec<ShardInfo>,
+        wanted: Vec<Arc<str>>,
+    },
     /// The rows `wanted` are to be read one by one (or being read: `asked`).
     Each {
         listing: Vec<ShardInfo>,
@@ -170,6 +180,13 @@ pub(crate) struct Rounds<T> {
     reading: HashSet<Arc<str>>,
     /// When the rows under way were asked for.
     rows_asked: T,
+    /// The next round reads the rows whatever it knows: it was woken or found due by the poll,
+    /// or the last round wrote to the table.
+    must_read: bool,
+    /// How many rounds planned on the rows as last read, reading none (the simulation counts
+    /// them).
+    #[cfg(test)]
+    steady_rounds: u64,
 }
 
 impl<T: Moment> Rounds<T> {
@@ -186,6 +203,9 @@ impl<T: Moment> Rounds<T> {
             phase: Phase::RoundDue,
             reading: HashSet::new(),
             rows_asked: now,
+            must_read: true,
+            #[cfg(test)]
+            steady_rounds: 0,
         }
     }
 
@@ -220,6 +240,12 @@ impl<T: Moment> Rounds<T> {
         self.looping
     }
 
+    /// How many rounds planned on the rows as last read, reading none.
+    #[cfg(test)]
+    pub(crate) fn steady_rounds(&self) -> u64 {
+        self.steady_rounds
+    }
+
     /// What to do at `now`, `reading` the shards being read now.
     pub(crate) fn next(
         &mut self,
@@ -247,7 +273,7 @@ impl<T: Moment> Rounds<T> {
     ) -> InPhase<T> {
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Idle => InPhase::Over,
-            Phase::RoundDue => InPhase::Step(self.round(reading, now)),
+            Phase::RoundDue => InPhase::Step(self.round(reading, now, true)),
             Phase::Noticed(after) => self.after_notice(after, coordinator, owner, now_ms),
             Phase::Asking(Some(asks)) => {
                 self.phase = Phase::Asking(None);
@@ -294,6 +320,26 @@ impl<T: Moment> Rounds<T> {
                     asked: true,
                 };
                 InPhase::Step(step)
+            }
+            Phase::Steady { listing, wanted } => {
+                let at = (now, now_ms);
+                if coordinator.passes_on_rows_read(&listing, &wanted, &self.reading, owner, at) {
+                    #[cfg(test)]
+                    {
+                        self.steady_rounds += 1;
+                    }
+                    if self.takes_over(coordinator, now) {
+                        return InPhase::Again;
+                    }
+                    return InPhase::Over;
+                }
+                self.phase = Phase::Rows {
+                    listing,
+                    wanted,
+                    poll: false,
+                    asked: false,
+                };
+                InPhase::Again
             }
             Phase::Passing(mut passes) => {
                 let to_take = passes.next(coordinator, &self.reading, owner, now, now_ms);
@@ -366,8 +412,9 @@ impl<T: Moment> Rounds<T> {
         if self.cancelled {
             return Step::Exit;
         }
-        if now >= self.next_listing || std::mem::take(&mut self.woken) {
-            return self.round(reading, now);
+        let woken = std::mem::take(&mut self.woken);
+        if now >= self.next_listing || woken {
+            return self.round(reading, now, woken);
         }
         let polling = !self.handover_poll.is_zero();
         // With the handover poll off, the notice is still read every renewal interval for
@@ -427,8 +474,10 @@ impl<T: Moment> Rounds<T> {
         Some(Step::ListRows)
     }
 
-    fn round(&mut self, reading: &HashSet<Arc<str>>, now: T) -> Step<T> {
+    /// A round at `now`, which reads the rows whatever it knows when `must_read`.
+    fn round(&mut self, reading: &HashSet<Arc<str>>, now: T, must_read: bool) -> Step<T> {
         self.woken = false;
+        self.must_read |= must_read;
         self.next_listing = now + self.listing_interval;
         self.reading = reading.clone();
         self.phase = Phase::Listing;
@@ -458,6 +507,7 @@ impl<T: Moment> Rounds<T> {
             return;
         }
         self.phase = Phase::Idle;
+        self.must_read = true;
         self.asks_over(coordinator, now);
     }
 
@@ -478,6 +528,7 @@ impl<T: Moment> Rounds<T> {
             // Not asked for: nothing changes.
             return;
         }
+        self.must_read = true;
         self.round_over(now);
     }
 
@@ -516,11 +567,15 @@ impl<T: Moment> Rounds<T> {
                 (now, 0),
             );
         }
-        self.phase = Phase::Rows {
-            listing,
-            wanted,
-            poll: false,
-            asked: false,
+        self.phase = if std::mem::take(&mut self.must_read) || !self.looping {
+            Phase::Rows {
+                listing,
+                wanted,
+                poll: false,
+                asked: false,
+            }
+        } else {
+            Phase::Steady { listing, wanted }
         };
     }
 
@@ -563,7 +618,7 @@ impl<T: Moment> Rounds<T> {
                 if poll {
                     self.poll_rows(coordinator, rows, owner, now, now_ms);
                 } else {
-                    coordinator.read_all_rows(now);
+                    coordinator.read_all_rows(&listing, now, now_ms);
                     self.rows_of_round(coordinator, listing, rows, &HashSet::new(), (now, now_ms));
                 }
             }
@@ -727,6 +782,7 @@ impl<T: Moment> Rounds<T> {
         let Phase::Taking(mut passes) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             unreachable!("checked above");
         };
+        self.must_read = true;
         if passes.passed(coordinator) {
             // Shards were marked never to be read: their children are decided at once.
             self.phase = Phase::Passing(passes);

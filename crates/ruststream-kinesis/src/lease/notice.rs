@@ -14,7 +14,9 @@ use super::SKEW_TOLERANCE;
 ///
 /// The row is a hint, never the authority: the shards' rows decide who may take what. A bump
 /// that is lost, or a beat that is not written, only means the waiting instances find the shard
-/// at their next listing round instead of their next poll.
+/// later than their next poll: at the next listing round that reads the rows (another sign of
+/// a change, such as the releaser's own next round or its beat lapsing, or the read of every
+/// row that comes at least every 30 listing intervals).
 ///
 /// # Examples
 ///

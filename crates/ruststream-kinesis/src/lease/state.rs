@@ -154,11 +154,13 @@ impl Handoff {
     /// asked less than [`HANDOFF_REQUEST_LIFETIME`] ago by the asker's.
     #[must_use]
     pub fn is_live_at(&self, now_ms: u64) -> bool {
-        now_ms
-            < self
-                .asked_ms
-                .saturating_add(super::millis(HANDOFF_REQUEST_LIFETIME))
+        request_stands(self.asked_ms, now_ms)
     }
+}
+
+/// Whether a request for a handoff asked at `asked_ms` still stands at `now_ms`.
+pub(crate) fn request_stands(asked_ms: u64, now_ms: u64) -> bool {
+    now_ms < asked_ms.saturating_add(super::millis(HANDOFF_REQUEST_LIFETIME))
 }
 
 impl LeaseState {

@@ -179,10 +179,14 @@ pub(super) struct Config {
     /// Exactly once, a batch holds records of several shards, committed in one joint commit
     /// with every shard's row (`shard::joint`); else one shard's.
     pub(super) joint_batches: bool,
-    /// The coordinators delete rows after the live grace and read the rows for hygiene at the
-    /// live cadence (a fleet scenario, `simulation/fleet.rs`); else after a short grace, at
-    /// every round.
+    /// The coordinators delete rows after the live grace and read every row at the live
+    /// cadence (a fleet scenario, `simulation/fleet.rs`); else after a short grace.
     pub(super) live_hygiene: bool,
+    /// With the short grace, how many listing intervals apart every row is read at least: in
+    /// between, rounds plan on the rows as last read while nothing says they moved
+    /// (`coordinator/machine/steady.rs`); 0: every round reads them, as every schedule did
+    /// before rounds planned on the rows as last read.
+    pub(super) full_read_listings: u32,
 }
 
 impl Config {
@@ -300,12 +304,23 @@ impl Config {
             drop_seed: 0,
             joint_batches: false,
             live_hygiene: false,
+            full_read_listings: 0,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)
         .with_fan_out(rng)
         .with_aggregates(rng)
         .with_twin_check(rng)
+        .with_steady_rounds(rng)
+    }
+
+    /// How often every row is read, from a generator of its own (as
+    /// [`with_balancing`](Self::with_balancing) draws): in a third of the schedules every round
+    /// reads them, as before rounds planned on the rows as last read.
+    fn with_steady_rounds(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0x57ea_d700);
+        self.full_read_listings = [0, 4, 30][side.random_range(0..3)];
+        self
     }
 
     /// Whether the sessions commit exactly once, and how, from a generator of its own (as

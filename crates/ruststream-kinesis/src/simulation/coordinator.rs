@@ -24,11 +24,14 @@ impl Sim {
                 return;
             }
             let polling = coord.rounds.is_polling();
+            let steady = coord.rounds.steady_rounds();
             let step = coord
                 .rounds
                 .next(&mut coord.knows, &reading, &owner, now, now_ms);
+            self.stats.steady_rounds += coord.rounds.steady_rounds() - steady;
             match step {
                 RoundStep::ListShards => {
+                    self.stats.rounds += 1;
                     // Answered at once: the listing is the stream's now.
                     let shards = if self.chaos() && self.rng.random_bool(self.cfg.p_kinesis) {
                         self.log(|| format!("i{i} ListShards failed"));

@@ -756,7 +756,10 @@ impl Coord {
                 // The live grace and cadence (`Hygiene::new`) in a fleet scenario; else a short
                 // grace, so that deletions happen within a schedule.
                 if !cfg.live_hygiene {
-                    knows = knows.with_hygiene_grace(cfg.hygiene_grace());
+                    knows = knows.with_hygiene_grace(
+                        cfg.hygiene_grace(),
+                        cfg.timings.listing_interval() * cfg.full_read_listings,
+                    );
                 }
                 knows
             },
@@ -1036,6 +1039,9 @@ pub(super) struct Stats {
     pub(super) joint_units: u64,
     pub(super) joint_commits: u64,
     pub(super) joints_abandoned: u64,
+    /// Listing rounds, and those that planned on the rows as last read, reading none.
+    pub(super) rounds: u64,
+    pub(super) steady_rounds: u64,
 }
 
 impl Stats {
@@ -1112,6 +1118,8 @@ impl Stats {
         self.joint_units += o.joint_units;
         self.joint_commits += o.joint_commits;
         self.joints_abandoned += o.joints_abandoned;
+        self.rounds += o.rounds;
+        self.steady_rounds += o.steady_rounds;
     }
 }
 

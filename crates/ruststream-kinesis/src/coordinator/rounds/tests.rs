@@ -721,3 +721,5 @@ fn with_the_handover_poll_off_the_notice_is_read_for_the_twins_alone() {
     let at = rig.look(first, NOW_MS + 3_000, others);
     assert!(matches!(rig.next(at), Step::Twin(TwinNews::Earlier(_))));
 }
+
+mod steady;

@@ -52,7 +52,8 @@ impl DynamoLeaseStore {
     }
 
     /// Bumps `stream`'s notice counter after a release; a failure is logged and left: the
-    /// waiting instances find the released shard at their next listing instead.
+    /// waiting instances find the released shard at a later listing round that reads the rows
+    /// instead (`Notice`'s docs say when).
     pub(super) async fn bump_notice(&self, stream: &str) {
         let sent = self
             .client
@@ -70,7 +71,7 @@ impl DynamoLeaseStore {
                 stream,
                 error = %crate::sdk::failure::described(&error),
                 "bumping the stream's notice after a release failed; other instances see the \
-                 release at their next listing"
+                 release at a later listing that reads the rows"
             );
         }
     }
