@@ -1,7 +1,7 @@
 //! The facts of the user guide that a program can hold against the code, checked on every test
 //! run so that they cannot drift: the features table against the manifest, the tables of
 //! defaults against the defaults themselves, the table of the lease store's calls against the
-//! trait, and the code blocks of the guide (each says its language; every Rust block is compiled,
+//! trait, how often every row is read (several instances, EN and RU), and the code blocks of the guide (each says its language; every Rust block is compiled,
 //! as a doctest of `guide` in `lib.rs` or as an example it includes).
 
 use std::collections::BTreeSet;
@@ -17,6 +17,8 @@ const LEASES: &str = include_str!("../../../docs/src/leases.md");
 const LEASES_RU: &str = include_str!("../../../docs/src/ru/leases.md");
 const LEASE_STORE: &str = include_str!("../../../docs/src/lease-store.md");
 const GETTING_STARTED: &str = include_str!("../../../docs/src/getting-started.md");
+const SEVERAL: &str = include_str!("../../../docs/src/several-instances.md");
+const SEVERAL_RU: &str = include_str!("../../../docs/src/ru/several-instances.md");
 
 /// The cells of the rows of the table whose header row starts with `header` (its first cell),
 /// the header and the rule left out.
@@ -299,4 +301,37 @@ fn every_dependency_line_names_the_crates_own_version() {
         "pages that depend on another version than the manifest's {version} (write `{wanted}`):\n{}",
         stale.join("\n")
     );
+}
+
+/// `text` with every run of white space one space: a phrase the page wraps still reads whole.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn the_several_instances_pages_say_how_often_every_row_is_read() {
+    let listings = crate::coordinator::hygiene::FULL_READ_LISTINGS;
+    let minutes = (LeaseTimings::default().listing_interval() * listings).as_secs() / 60;
+    for (page, said) in [
+        (
+            SEVERAL,
+            format!(
+                "Every row is read at least every {listings} listing intervals ({minutes} minutes)"
+            ),
+        ),
+        (
+            SEVERAL,
+            format!("at the latest every {listings} listing intervals ({minutes} minutes)"),
+        ),
+        (
+            SEVERAL_RU,
+            format!("не реже чем раз в {listings} интервалов запроса списка ({minutes} минут)"),
+        ),
+        (
+            SEVERAL_RU,
+            format!("самое позднее раз в {listings} интервалов запроса списка ({minutes} минут)"),
+        ),
+    ] {
+        assert!(one_line(page).contains(&said), "the page says: {said}");
+    }
 }

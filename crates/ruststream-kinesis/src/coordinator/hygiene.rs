@@ -27,7 +27,7 @@ const GRACE_LEASES: u32 = 10;
 /// rows it last read (`machine/steady.rs`: a row changed by hand, a bump that failed). A row is
 /// deleted at the first such read a grace after it became one no reader needs: 5 to 10 minutes
 /// after, by default, or sooner when a change has the rows read.
-const FULL_READ_LISTINGS: u32 = 30;
+pub(crate) const FULL_READ_LISTINGS: u32 = 30;
 
 /// A row to delete: the shard, and the counter it had when the round read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
