@@ -1,8 +1,9 @@
 //! The facts of the user guide that a program can hold against the code, checked on every test
 //! run so that they cannot drift: the features table against the manifest, the tables of
 //! defaults against the defaults themselves, the table of the lease store's calls against the
-//! trait, how often every row is read (several instances, EN and RU), and the code blocks of the guide (each says its language; every Rust block is compiled,
-//! as a doctest of `guide` in `lib.rs` or as an example it includes).
+//! trait, how often every row is read (several instances, EN and RU), and the code blocks of
+//! the guide (each says its language; every Rust block is compiled, as a doctest of `guide` in
+//! `lib.rs` or as an example it includes).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -632,6 +632,7 @@ impl<T: Moment> Coordinator<T> {
 
     /// A deletion the round asked for is over: `deleted` when the row is gone.
     pub(crate) fn deletion_answered(&mut self, shard: &str, deleted: bool) {
+        self.heard_news();
         if deleted {
             self.hygiene.deleted(shard);
         }

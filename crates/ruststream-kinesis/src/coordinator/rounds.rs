@@ -12,7 +12,8 @@
 //!   marks shards skipped. In steady state it reads no row: it plans on the rows it last read
 //!   while nothing says they moved, and reads them when the plan would take or ask for anything
 //!   (`machine/steady.rs` says when). A round woken, or due because the poll found a shard to
-//!   take, or after a round that took, asked for or deleted anything, reads them. The next
+//!   take, or after a round that took, asked for or deleted anything, reads them (each tells the
+//!   coordinator, as its own news does). The next
 //!   listing is due a listing interval after the round began; after the first round, both
 //!   deadlines count from its end.
 //! - The poll reads the stream's notice (one small row) and, when [`watch`](super::watch) says
@@ -180,9 +181,6 @@ pub(crate) struct Rounds<T> {
     reading: HashSet<Arc<str>>,
     /// When the rows under way were asked for.
     rows_asked: T,
-    /// The next round reads the rows whatever it knows: it was woken or found due by the poll,
-    /// or the last round wrote to the table.
-    must_read: bool,
     /// How many rounds planned on the rows as last read, reading none (the simulation counts
     /// them).
     #[cfg(test)]
@@ -203,7 +201,6 @@ impl<T: Moment> Rounds<T> {
             phase: Phase::RoundDue,
             reading: HashSet::new(),
             rows_asked: now,
-            must_read: true,
             #[cfg(test)]
             steady_rounds: 0,
         }
@@ -273,7 +270,11 @@ impl<T: Moment> Rounds<T> {
     ) -> InPhase<T> {
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Idle => InPhase::Over,
-            Phase::RoundDue => InPhase::Step(self.round(reading, now, true)),
+            Phase::RoundDue => {
+                // Due because the poll found a shard to take, or its rows were too old: read them.
+                coordinator.heard_news();
+                InPhase::Step(self.round(reading, now))
+            }
             Phase::Noticed(after) => self.after_notice(after, coordinator, owner, now_ms),
             Phase::Asking(Some(asks)) => {
                 self.phase = Phase::Asking(None);
@@ -412,9 +413,13 @@ impl<T: Moment> Rounds<T> {
         if self.cancelled {
             return Step::Exit;
         }
-        let woken = std::mem::take(&mut self.woken);
-        if now >= self.next_listing || woken {
-            return self.round(reading, now, woken);
+        if std::mem::take(&mut self.woken) {
+            // A reader ended or a shard was marked: the round reads the rows.
+            coordinator.heard_news();
+            return self.round(reading, now);
+        }
+        if now >= self.next_listing {
+            return self.round(reading, now);
         }
         let polling = !self.handover_poll.is_zero();
         // With the handover poll off, the notice is still read every renewal interval for
@@ -474,10 +479,8 @@ impl<T: Moment> Rounds<T> {
         Some(Step::ListRows)
     }
 
-    /// A round at `now`, which reads the rows whatever it knows when `must_read`.
-    fn round(&mut self, reading: &HashSet<Arc<str>>, now: T, must_read: bool) -> Step<T> {
+    fn round(&mut self, reading: &HashSet<Arc<str>>, now: T) -> Step<T> {
         self.woken = false;
-        self.must_read |= must_read;
         self.next_listing = now + self.listing_interval;
         self.reading = reading.clone();
         self.phase = Phase::Listing;
@@ -507,7 +510,7 @@ impl<T: Moment> Rounds<T> {
             return;
         }
         self.phase = Phase::Idle;
-        self.must_read = true;
+        coordinator.heard_news();
         self.asks_over(coordinator, now);
     }
 
@@ -528,7 +531,6 @@ impl<T: Moment> Rounds<T> {
             // Not asked for: nothing changes.
             return;
         }
-        self.must_read = true;
         self.round_over(now);
     }
 
@@ -567,7 +569,8 @@ impl<T: Moment> Rounds<T> {
                 (now, 0),
             );
         }
-        self.phase = if std::mem::take(&mut self.must_read) || !self.looping {
+        // The first round reads the rows; a later one may plan on them as last read.
+        self.phase = if !self.looping {
             Phase::Rows {
                 listing,
                 wanted,
@@ -782,7 +785,7 @@ impl<T: Moment> Rounds<T> {
         let Phase::Taking(mut passes) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             unreachable!("checked above");
         };
-        self.must_read = true;
+        coordinator.heard_news();
         if passes.passed(coordinator) {
             // Shards were marked never to be read: their children are decided at once.
             self.phase = Phase::Passing(passes);

@@ -6,8 +6,9 @@
 //! - the instances alive by their beats differ (one joined, stopped, or paused past its lease);
 //! - the listing differs (a shard opened, closed or left the stream);
 //! - this instance heard news of its own (a reader stopped or ended, a take failed, a seek, a
-//!   request for a handoff, a pause), or its last round took, asked or deleted anything
-//!   ([`Rounds`](super::super::rounds::Rounds) tells);
+//!   request for a handoff, a pause, a deletion answered), or its last round took, asked for
+//!   anything, was woken or was made due by the poll ([`Rounds`](super::super::rounds::Rounds)
+//!   tells);
 //! - a handoff this instance asked for still stands: the holder's hand-over bumps the notice,
 //!   but a bump is a call of its own after it and may fail, and the shard would wait, unread,
 //!   until the request runs out;
@@ -57,7 +58,7 @@ impl<T: Moment> Coordinator<T> {
     }
 
     /// Something this instance did or heard may have moved the rows: the next round reads them.
-    pub(super) fn heard_news(&mut self) {
+    pub(crate) fn heard_news(&mut self) {
         self.news = true;
     }
 
