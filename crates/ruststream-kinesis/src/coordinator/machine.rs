@@ -108,6 +108,19 @@ pub(crate) struct Coordinator<T> {
     /// This instance did or heard something since the last read of every row that may have moved
     /// the rows: the next round reads them.
     news: bool,
+    /// Counts the changes of what the poll's weighing depends on ([`weighed`]).
+    epoch: u64,
+    /// The poll's last weighing that found nothing takeable, while its answer may hold.
+    weighed: Option<weighed::Weighed<T>>,
+    /// How many polls skipped their weighing.
+    #[cfg(test)]
+    skipped_weighings: u64,
+    /// How many steady rounds skipped their plan.
+    #[cfg(test)]
+    skipped_plans: u64,
+    /// Every skipped weighing is checked ([`verifying_skips`](Self::verifying_skips)).
+    #[cfg(test)]
+    verify_skips: bool,
 }
 
 impl<T: Moment> Coordinator<T> {
@@ -133,6 +146,14 @@ impl<T: Moment> Coordinator<T> {
             rows_read: None,
             notice_at: None,
             news: false,
+            epoch: 0,
+            weighed: None,
+            #[cfg(test)]
+            skipped_weighings: 0,
+            #[cfg(test)]
+            skipped_plans: 0,
+            #[cfg(test)]
+            verify_skips: false,
         }
     }
 
@@ -300,13 +321,18 @@ impl<T: Moment> Coordinator<T> {
         let mine: HashSet<Arc<str>> = shares.free_for(&free).into_iter().collect();
         let grace = self.free_grace();
         let free_now: HashSet<&Arc<str>> = free.iter().collect();
+        let left_before = self.left_free.len();
         self.left_free.retain(|shard, _| free_now.contains(shard));
+        let mut left_changed = left_before != self.left_free.len();
         let left_free = &mut self.left_free;
         takeable.retain(|(shard, purpose)| {
             if *purpose == TakeFor::Skipping || handed(shard) || mine.contains(&shard.id) {
                 return true;
             }
-            let since = *left_free.entry(Arc::clone(&shard.id)).or_insert(now);
+            let since = *left_free.entry(Arc::clone(&shard.id)).or_insert_with(|| {
+                left_changed = true;
+                now
+            });
             // Still free a grace after this instance first left it, or after its lease lapsed:
             // nobody with room took it. (The instances' shares shift as they take: the one a
             // round left a lapsed shard to may leave it to this one at its own round, a listing
@@ -314,6 +340,9 @@ impl<T: Moment> Coordinator<T> {
             now.saturating_since(since) >= grace
                 || lapsed_for(rows, &shard.id, now_ms).is_some_and(|lapsed| lapsed >= grace)
         });
+        if left_changed {
+            self.changed();
+        }
         // With the handover poll off no notice is read: the rows are all this instance knows.
         let notices_read = !self.timings.handover_poll_interval().is_zero();
         if round && (self.watch.peers_known() || !notices_read) {
@@ -347,10 +376,14 @@ impl<T: Moment> Coordinator<T> {
     /// and a stream created again under the same name starts afresh).
     pub(crate) fn listed(&mut self, listing: &[ShardInfo]) {
         let listed: HashSet<&str> = listing.iter().map(|shard| shard.id.as_ref()).collect();
+        let before = (self.skipped.len(), self.gone.len(), self.backoff.len());
         self.skipped.retain(|shard| listed.contains(shard.as_ref()));
         self.gone.retain(|shard| listed.contains(shard.as_ref()));
         self.backoff
             .retain(|shard, _| listed.contains(shard.as_ref()));
+        if before != (self.skipped.len(), self.gone.len(), self.backoff.len()) {
+            self.changed();
+        }
     }
 
     /// The rows a decision on `listing` needs, `reading` aside: none when no shard waits.
@@ -395,6 +428,18 @@ impl<T: Moment> Coordinator<T> {
         }
         self.last_listing = listing.to_vec();
         self.watch.round_read(rows);
+        self.changed();
+    }
+
+    /// Whether the handover poll waits for a shard of the last listing (its
+    /// [`poll_wanted`](Self::poll_wanted) are not none), without building the list.
+    pub(crate) fn poll_waits(&self, reading: &HashSet<Arc<str>>) -> bool {
+        self.last_listing.iter().any(|shard| {
+            !reading.contains(&shard.id)
+                && !self.finished.contains(&shard.id)
+                && !self.skipped.contains(&shard.id)
+                && !self.gone.contains(&shard.id)
+        })
     }
 
     /// The shards of the last listing the handover poll reads the rows of, `reading` aside.
@@ -413,6 +458,7 @@ impl<T: Moment> Coordinator<T> {
         now_ms: u64,
     ) -> bool {
         self.watch.poll_read(&rows);
+        self.changed();
         self.takeable_now(rows, reading, owner, now, now_ms, false)
     }
 
@@ -468,8 +514,13 @@ impl<T: Moment> Coordinator<T> {
                 ..Noticed::default()
             };
         }
-        let watching = !self.poll_wanted(reading).is_empty();
+        let watching = self.poll_waits(reading);
+        let peers_known = self.watch.peers_known();
         self.watch.beats_read(notice, owner);
+        if peers_known != self.watch.peers_known() {
+            // Its handoffs may be asked for from now.
+            self.changed();
+        }
         let moved = self.watch.counter_moved(notice, watching);
         // A balancing instance always beats: the others count the instances by their beats.
         let beat = watch::beat_due(
@@ -480,11 +531,8 @@ impl<T: Moment> Coordinator<T> {
             &self.timings,
             now_ms,
         );
-        let read_rows = watching
-            && (moved || {
-                let hinted = self.watch.hinted_rows(notice, owner, now_ms);
-                self.takeable_now(hinted, reading, owner, now, now_ms, true)
-            });
+        let read_rows =
+            watching && (moved || self.hinted_takeable(notice, reading, owner, now, now_ms));
         Noticed {
             twin,
             record,
@@ -560,12 +608,16 @@ impl<T: Moment> Coordinator<T> {
                 Verdict::Take { fresh } => takeable.push((shard, TakeFor::Reading(fresh))),
                 Verdict::Skip => takeable.push((shard, TakeFor::Skipping)),
                 Verdict::Skipped => {
-                    self.skipped.insert(Arc::clone(&shard.id));
+                    if self.skipped.insert(Arc::clone(&shard.id)) {
+                        self.changed();
+                    }
                 }
                 // Finished: at `SHARD_END`, or closed without a row and its children moved on
                 // (its row deleted); either way for good.
                 Verdict::Finished => {
-                    self.finished.insert(Arc::clone(&shard.id));
+                    if self.finished.insert(Arc::clone(&shard.id)) {
+                        self.changed();
+                    }
                 }
                 Verdict::WaitForParents | Verdict::HeldElsewhere => {}
             }
@@ -583,6 +635,7 @@ impl<T: Moment> Coordinator<T> {
         purpose: &TakeFor,
         recorded: &str,
     ) -> AfterTake {
+        self.changed();
         match checkpoint {
             Some(SHARD_END) => {
                 self.finished.insert(Arc::clone(shard));
@@ -649,6 +702,7 @@ impl<T: Moment> Coordinator<T> {
     /// `shard` is read now: a backoff of its takes ends.
     pub(crate) fn took(&mut self, shard: &Arc<str>) {
         self.backoff.remove(shard);
+        self.changed();
     }
 
     /// Leaves `shard` alone for a backoff that doubles with each failure in a row, from `now`;
@@ -813,3 +867,4 @@ fn lapsed_for(rows: &Rows, shard: &Arc<str>, now_ms: u64) -> Option<Duration> {
 mod steady;
 #[cfg(test)]
 mod tests;
+mod weighed;

@@ -452,10 +452,9 @@ impl<T: Moment> Rounds<T> {
         reading: &HashSet<Arc<str>>,
         now: T,
     ) -> Option<Step<T>> {
-        let wanted = coordinator.poll_wanted(reading);
         if coordinator.uses_notices() {
             self.next_poll = now
-                + if wanted.is_empty() {
+                + if !coordinator.poll_waits(reading) {
                     coordinator.idle_poll_interval().max(self.handover_poll)
                 } else {
                     self.handover_poll
@@ -465,6 +464,7 @@ impl<T: Moment> Rounds<T> {
             return Some(Step::ReadNotice);
         }
         self.next_poll = now + self.handover_poll;
+        let wanted = coordinator.poll_wanted(reading);
         if wanted.is_empty() {
             return None;
         }
@@ -490,7 +490,7 @@ impl<T: Moment> Rounds<T> {
     /// The round's takes are over: its handoff requests, then its deletions follow (after the
     /// first round: that one hands the subscription out as soon as it can); whether they do.
     fn takes_over(&mut self, coordinator: &mut Coordinator<T>, now: T) -> bool {
-        if !self.handover_poll.is_zero() && !coordinator.poll_wanted(&self.reading).is_empty() {
+        if !self.handover_poll.is_zero() && coordinator.poll_waits(&self.reading) {
             // It waits for a shard now: the next poll a poll interval away at most, not the
             // renewal interval of an instance that waited for none.
             self.next_poll = self.next_poll.min(now + self.handover_poll);

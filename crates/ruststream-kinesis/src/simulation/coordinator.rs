@@ -25,10 +25,12 @@ impl Sim {
             }
             let polling = coord.rounds.is_polling();
             let steady = coord.rounds.steady_rounds();
+            let skipped = coord.knows.skipped_plans();
             let step = coord
                 .rounds
                 .next(&mut coord.knows, &reading, &owner, now, now_ms);
             self.stats.steady_rounds += coord.rounds.steady_rounds() - steady;
+            self.stats.skipped_plans += coord.knows.skipped_plans() - skipped;
             match step {
                 RoundStep::ListShards => {
                     self.stats.rounds += 1;
@@ -261,9 +263,12 @@ impl Sim {
             Res::Notice(notice) => NoticeRead::Notice(notice),
             _ => NoticeRead::Failed,
         };
+        let skipped = coord.knows.skipped_weighings();
         coord
             .rounds
             .notice_read(&mut coord.knows, read, &owner, now, now_ms);
+        self.stats.skipped_weighings += coord.knows.skipped_weighings() - skipped;
+        self.stats.notices_answered += 1;
         self.coord_drive(i);
     }
 

@@ -756,7 +756,8 @@ impl Coord {
                 // The live grace and cadence (`Hygiene::new`) in a fleet scenario; else a short
                 // grace, so that deletions happen within a schedule.
                 if !cfg.live_hygiene {
-                    knows = knows.with_hygiene_grace(
+                    // Every poll that skips its weighing is checked against one made anyway.
+                    knows = knows.verifying_skips().with_hygiene_grace(
                         cfg.hygiene_grace(),
                         cfg.timings.listing_interval() * cfg.full_read_listings,
                     );
@@ -1042,6 +1043,12 @@ pub(super) struct Stats {
     /// Listing rounds, and those that planned on the rows as last read, reading none.
     pub(super) rounds: u64,
     pub(super) steady_rounds: u64,
+    /// Steady rounds that skipped their plan (the last one's answer held).
+    pub(super) skipped_plans: u64,
+    /// Notices the polls read, and the polls among them that skipped weighing the shards (their
+    /// last answer held, `coordinator/machine/weighed.rs`).
+    pub(super) notices_answered: u64,
+    pub(super) skipped_weighings: u64,
 }
 
 impl Stats {
@@ -1120,6 +1127,9 @@ impl Stats {
         self.joints_abandoned += o.joints_abandoned;
         self.rounds += o.rounds;
         self.steady_rounds += o.steady_rounds;
+        self.skipped_plans += o.skipped_plans;
+        self.notices_answered += o.notices_answered;
+        self.skipped_weighings += o.skipped_weighings;
     }
 }
 

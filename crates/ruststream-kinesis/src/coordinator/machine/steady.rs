@@ -50,6 +50,7 @@ impl<T: Moment> Coordinator<T> {
     pub(crate) fn read_all_rows(&mut self, listing: &[ShardInfo], now: T, now_ms: u64) {
         self.hygiene.read_all(now);
         self.news = false;
+        self.changed();
         self.rows_read = self.notice_at.map(|_| RowsRead {
             counter: self.watch.notice().counter,
             instances: self.live_instances(now_ms),
@@ -60,6 +61,7 @@ impl<T: Moment> Coordinator<T> {
     /// Something this instance did or heard may have moved the rows: the next round reads them.
     pub(crate) fn heard_news(&mut self) {
         self.news = true;
+        self.changed();
     }
 
     /// The poll read the stream's notice at `now`.
@@ -85,16 +87,62 @@ impl<T: Moment> Coordinator<T> {
         if !self.rows_unchanged(listing, wanted, now, now_ms) {
             return false;
         }
-        let mut rows = self.watch.hinted_rows(self.watch.notice(), owner, now_ms);
-        plan::add_finished(&mut rows, &self.finished);
-        let mut passes = RoundPasses::new(listing.to_vec(), rows, &HashSet::new());
-        let takes = passes.next(self, reading, owner, now, now_ms);
-        if takes.is_empty() && self.asks.is_empty() {
+        // The last plan (or the poll's weighing) found nothing to take or ask for, and nothing
+        // it depends on moved since (`weighed`): no need to plan again.
+        if self.weighing_holds(reading, now, now_ms, true) {
+            #[cfg(test)]
+            {
+                self.skipped_plans += 1;
+            }
+            #[cfg(test)]
+            if self.verify_skips {
+                let epoch = self.epoch;
+                assert!(
+                    self.plans_nothing(listing, reading, owner, (now, now_ms))
+                        && self.epoch == epoch,
+                    "the round at {now_ms} skipped a plan whose answer changed"
+                );
+            }
+            return true;
+        }
+        let hinted = self.watch.hinted_rows(self.watch.notice(), owner, now_ms);
+        let until_ms = self.rows_change_at(&hinted, reading, owner, now_ms);
+        if self.plans_nothing_on(hinted, listing, reading, owner, (now, now_ms)) {
+            self.weighed_nothing(until_ms, reading, (now, now_ms), true);
             return true;
         }
         // Decided again on the rows the round now reads.
         self.asks.clear();
         false
+    }
+
+    /// Whether the plan on the rows as last read, hinted by the last notice's beats, takes and
+    /// asks for nothing.
+    #[cfg(test)]
+    fn plans_nothing(
+        &mut self,
+        listing: &[ShardInfo],
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        at: (T, u64),
+    ) -> bool {
+        let hinted = self.watch.hinted_rows(self.watch.notice(), owner, at.1);
+        self.plans_nothing_on(hinted, listing, reading, owner, at)
+    }
+
+    /// Whether the plan on `rows` takes and asks for nothing.
+    fn plans_nothing_on(
+        &mut self,
+        mut rows: plan::Rows,
+        listing: &[ShardInfo],
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        (now, now_ms): (T, u64),
+    ) -> bool {
+        plan::add_finished(&mut rows, &self.finished);
+        let mut passes = RoundPasses::new(listing.to_vec(), rows, &HashSet::new());
+        let takes = passes.next(self, reading, owner, now, now_ms);
+        takes.is_empty() && self.asks.is_empty()
     }
 
     /// Whether nothing that tells of a moved row moved since the last read of every row, and that
