@@ -237,7 +237,9 @@ impl KinesisBroker {
     ///
     /// Balancing, an instance takes free shards only up to its target (the floor or the ceiling
     /// of the open shards over the instances it counts), and while below it asks the instance
-    /// furthest above its own target for handoffs. The holder sees
+    /// furthest above its own target for handoffs. Just started, it takes no free shard until a
+    /// notice it reads shows its own beat (about a second; a lease at most), so a fleet started
+    /// together shares the shards rather than hand them over. The holder sees
     /// the request at its next renewal, hands out no more records of the shard, waits up to
     /// [`LeaseTimings::with_handoff_drain`] for its deliveries to settle, and hands the row over
     /// with its final checkpoint in one conditional write: a move whose every delivery settled

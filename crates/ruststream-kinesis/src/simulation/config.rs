@@ -187,6 +187,9 @@ pub(super) struct Config {
     /// (`coordinator/machine/steady.rs`); 0: every round reads them, as every schedule did
     /// before rounds planned on the rows as last read.
     pub(super) full_read_listings: u32,
+    /// A balancing instance takes no free shard before a notice shows its own beat (else from
+    /// its first plan, as schedules pinned before the wait were drawn).
+    pub(super) wait_for_peers: bool,
 }
 
 impl Config {
@@ -305,6 +308,7 @@ impl Config {
             joint_batches: false,
             live_hygiene: false,
             full_read_listings: 0,
+            wait_for_peers: true,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)

@@ -107,17 +107,30 @@ fn quiet_fleet(shards: usize, instances: usize) -> impl Fn(&mut Config, &mut Std
 /// The store calls of a quiet fleet of `instances` on `shards` shards per minute, counted from
 /// its second minute to its seventh.
 fn calls_per_minute(shards: usize, instances: usize) -> BTreeMap<&'static str, f64> {
-    fleet_calls(shards, instances).0
+    fleet_calls(shards, instances).calls
 }
 
-/// [`calls_per_minute`], and how many shards each instance reads at the end.
-fn fleet_calls(shards: usize, instances: usize) -> (BTreeMap<&'static str, f64>, Vec<usize>) {
+/// What a quiet fleet's run shows.
+struct FleetRun {
+    /// Store calls a minute once steady, by kind.
+    calls: BTreeMap<&'static str, f64>,
+    /// How many shards each instance reads at the end.
+    read: Vec<usize>,
+    /// Takes and hand-overs in the first two minutes (the start).
+    start_takes: u64,
+    start_hand_overs: u64,
+}
+
+/// [`calls_per_minute`], how many shards each instance reads at the end, and what the start
+/// cost.
+fn fleet_calls(shards: usize, instances: usize) -> FleetRun {
     let fleet = quiet_fleet(shards, instances);
     let mut sim = Sim::new(7, &fleet);
     let from = Duration::from_secs(120);
     let minutes = 5;
     sim.run_until(from)
         .unwrap_or_else(|failure| panic!("the fleet settles: {}", failure.message));
+    let (start_takes, start_hand_overs) = (sim.stats.takes, sim.stats.hand_overs);
     sim.count_calls_from();
     sim.run_until(from + Duration::from_secs(60 * minutes))
         .unwrap_or_else(|failure| panic!("the fleet stays: {}", failure.message));
@@ -128,7 +141,12 @@ fn fleet_calls(shards: usize, instances: usize) -> (BTreeMap<&'static str, f64>,
         .into_iter()
         .map(|(kind, count)| (kind, count as f64 / minutes as f64))
         .collect();
-    (calls, read)
+    FleetRun {
+        calls,
+        read,
+        start_takes,
+        start_hand_overs,
+    }
 }
 
 /// Runs the quiet fleet of `shards` and `instances` and holds it to what any size costs: every
@@ -138,7 +156,12 @@ fn fleet_calls(shards: usize, instances: usize) -> (BTreeMap<&'static str, f64>,
 /// the size. Prints the calls a minute, and how long the run took.
 fn holds_any_size(shards: usize, instances: usize) {
     let started = std::time::Instant::now();
-    let (calls, read) = fleet_calls(shards, instances);
+    let FleetRun {
+        calls,
+        read,
+        start_takes,
+        start_hand_overs,
+    } = fleet_calls(shards, instances);
     let per = |kind: &str| calls.get(kind).copied().unwrap_or(0.0);
     let (renewals, notices, lists) = (
         per("renew") / shards as f64,
@@ -147,8 +170,8 @@ fn holds_any_size(shards: usize, instances: usize) {
     );
     eprintln!(
         "{shards} shards, {instances} instances, a minute: {calls:?}; renewals a shard \
-         {renewals:.1}, notice reads an instance {notices:.1}, list Scans an instance {lists:.2} \
-         ({:.1} s to run)",
+         {renewals:.1}, notice reads an instance {notices:.1}, list Scans an instance {lists:.2}; \
+         the start: {start_takes} takes, {start_hand_overs} hand-overs ({:.1} s to run)",
         started.elapsed().as_secs_f64()
     );
     let (floor, ceiling) = (shards / instances, shards.div_ceil(instances));

@@ -577,8 +577,12 @@ fn a_shard_reached_after_everything_was_acked_gets_its_own_time_to_checkpoint() 
 /// of fencing had taken it for a take from under the live session.
 #[test]
 fn an_own_take_landing_late_behind_a_later_one_takes_nothing_from_its_session() {
-    // As drawn when it was found, before empty answers were modelled.
-    let stats = replays_clean(1_796_258_382_717_998_942, &|cfg, _| cfg.p_empty = 0.0);
+    // As drawn when it was found, before empty answers were modelled and before balancing
+    // instances waited for their peers' beats.
+    let stats = replays_clean(1_796_258_382_717_998_942, &|cfg, _| {
+        cfg.p_empty = 0.0;
+        cfg.wait_for_peers = false;
+    });
     assert!(
         stats.phantom_takes >= 1,
         "the late take still lands: {stats:?}"
@@ -730,7 +734,10 @@ fn a_commit_never_takes_part_of_a_batch() {
 /// starts past that commit (`ShardLease::commit_token_seen`).
 #[test]
 fn a_commit_landing_late_after_its_units_went_back_loses_the_lease() {
-    let stats = replays_clean(1_796_430_514_199_928_204, &no_tweak);
+    // As drawn when it was found, before balancing instances waited for their peers' beats.
+    let stats = replays_clean(1_796_430_514_199_928_204, &|cfg, _| {
+        cfg.wait_for_peers = false;
+    });
     assert!(
         stats.late_commit_losses > 0 && stats.user_refusals > 0,
         "{stats:?}"

@@ -753,6 +753,9 @@ impl Coord {
                 if cfg.twin_check {
                     knows = knows.with_incarnation(run);
                 }
+                if !cfg.wait_for_peers {
+                    knows = knows.without_waiting_for_peers();
+                }
                 // The live grace and cadence (`Hygiene::new`) in a fleet scenario; else a short
                 // grace, so that deletions happen within a schedule.
                 if !cfg.live_hygiene {

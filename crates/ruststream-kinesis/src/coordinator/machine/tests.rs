@@ -299,3 +299,54 @@ fn a_stopping_instance_withdraws_its_standing_requests_but_for_the_shards_it_rea
         vec![handed, asked]
     );
 }
+
+#[test]
+fn a_balancing_instance_takes_free_shards_once_it_knows_who_else_started_or_a_lease_later() {
+    let listing: Vec<ShardInfo> = (0..4)
+        .map(|n| shard(&format!("shardId-{n}"), &[], false))
+        .collect();
+    let rows = no_rows(&listing);
+    let none = HashSet::new();
+    let take = |coordinator: &mut Coordinator<Duration>, elapsed: Duration| {
+        let now_ms = NOW_MS + crate::lease::millis(elapsed);
+        coordinator
+            .shards_to_take(
+                &listing,
+                &rows,
+                &none,
+                |_| false,
+                OWNER,
+                (elapsed, now_ms),
+                true,
+            )
+            .len()
+    };
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon).with_balancing(true);
+    assert_eq!(
+        take(&mut coordinator, Duration::ZERO),
+        0,
+        "nobody's beat known yet"
+    );
+    // A notice shows its own beat, and pod-b's beside it: half the shards are its share.
+    let beats = Notice {
+        counter: 1,
+        beats: [
+            (OWNER.to_owned(), NOW_MS + 11_000),
+            ("pod-b".to_owned(), NOW_MS + 11_000),
+        ]
+        .into(),
+        ..Notice::default()
+    };
+    let second = Duration::from_secs(1);
+    coordinator.noticed(&beats, &none, OWNER, second, NOW_MS + 1_000);
+    assert_eq!(take(&mut coordinator, second), 2);
+    // An instance whose beat never shows waits a lease at most, then takes as one alone.
+    let mut unseen = self::coordinator(KinesisPosition::TrimHorizon).with_balancing(true);
+    let lease = LeaseTimings::default().lease();
+    assert_eq!(take(&mut unseen, Duration::ZERO), 0);
+    assert_eq!(take(&mut unseen, lease - Duration::from_millis(1)), 0);
+    assert_eq!(take(&mut unseen, lease), 4);
+    // Without balancing nothing waits.
+    let mut alone = self::coordinator(KinesisPosition::TrimHorizon);
+    assert_eq!(take(&mut alone, Duration::ZERO), 4);
+}

@@ -17,9 +17,12 @@
 //! A row held by an instance alive by its beat is not expired, whatever the rows say, for as
 //! long as that beat stays live; its lapse changes the set of live instances, which every poll
 //! compares. A crashed holder's shards are thus found as fast as before (lease, skew tolerance
-//! and one poll). The poll weighs again when any of it moved, and at least every listing
-//! interval: a time rule added later and forgotten here costs that long, never a wedge (the
-//! round plans every listing interval anyway).
+//! and one poll). The poll weighs again when any of it moved, when the wall clock stepped back
+//! past the weighing, and at least every 6 listing intervals (a minute); a steady round whose
+//! plan found nothing to take or ask for is kept alike, and the next steady round skips its
+//! plan while it holds. A time rule added later and forgotten here costs up to that minute (and
+//! every full read of the rows, 5 minutes apart, weighs again), never a wedge; the random
+//! schedules check every skip against a weighing made anyway (`verifying_skips`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -41,6 +44,8 @@ pub(super) struct Weighed<T> {
     /// The earliest moment a take backoff ends or a free shard left to others reaches its grace,
     /// and the latest the poll trusts the answer (a listing interval after the weighing).
     until: T,
+    /// When it weighed (epoch ms): a wall clock stepped back before it makes it stale.
+    at_ms: u64,
     /// The earliest moment (epoch ms) a row's time rule changes.
     until_ms: Option<u64>,
     /// A round's plan found nothing to ask for either (a poll does not look for handoffs).
@@ -125,6 +130,7 @@ impl<T: Moment> Coordinator<T> {
             live: self.watch.live_beats(now_ms).map(str::to_owned).collect(),
             reading: reading.clone(),
             until: self.own_change_at(now).map_or(latest, |at| at.min(latest)),
+            at_ms: now_ms,
             until_ms,
             asks_none,
         });
@@ -160,20 +166,26 @@ impl<T: Moment> Coordinator<T> {
                     || holder != owner && notice.is_alive(holder, now_ms)
             });
             if row.owner.is_some() && !kept_alive {
-                let expired = row.expiry_ms.saturating_add(skew).saturating_add(1);
-                moments.extend([expired, expired.saturating_add(grace_ms)]);
+                // `is_expired_at` turns a millisecond past expiry and skew; `lapsed_for` counts
+                // the grace from expiry and skew.
+                let free_ms = row.expiry_ms.saturating_add(skew);
+                moments.extend([free_ms.saturating_add(1), free_ms.saturating_add(grace_ms)]);
             }
         }
         moments.into_iter().filter(|&at| at > now_ms).min()
     }
 
-    /// The earliest moment after `now` a take backoff ends or a free shard left to others
-    /// reaches its grace.
+    /// The earliest moment after `now` a take backoff ends, a free shard left to others reaches
+    /// its grace, or a balancing instance stops waiting for its peers' beats.
     fn own_change_at(&self, now: T) -> Option<T> {
         let grace = self.free_grace();
         let backoffs = self.backoff.values().map(|backoff| backoff.until);
         let left = self.left_free.values().map(|&since| since + grace);
-        backoffs.chain(left).filter(|&at| at > now).min()
+        backoffs
+            .chain(left)
+            .chain(self.peers_wait_until())
+            .filter(|&at| at > now)
+            .min()
     }
 
     /// Weighs anyway at every poll that skips its weighing, and panics where the answer or
@@ -230,6 +242,7 @@ impl<T: Moment> Weighed<T> {
     ) -> bool {
         epoch == self.epoch
             && now < self.until
+            && self.at_ms <= now_ms
             && self.until_ms.is_none_or(|until| now_ms < until)
             && live.by_ref().eq(self.live.iter().map(String::as_str))
             && *reading == self.reading

@@ -244,3 +244,49 @@ fn a_steady_round_plans_once_and_again_when_its_answer_may_have_changed() {
     assert_eq!(round(&mut coordinator, again), (true, false));
     assert_eq!(round(&mut coordinator, again + 1), (true, true));
 }
+
+#[test]
+fn the_moments_kept_are_those_at_which_the_rules_turn() {
+    // pod-b's beat lapsed (at 9 s), and its lease as read ran out: the balance's grace after it
+    // is the moment that counts (a review found it kept a millisecond late).
+    let expiry_ms = START_MS + 20_000;
+    let coordinator = watching(expiry_ms).with_balancing(true);
+    let shard: Arc<str> = Arc::from("shardId-0");
+    let rows: Rows = [(Arc::clone(&shard), held(expiry_ms))].into();
+    let free_ms = expiry_ms + crate::lease::millis(SKEW_TOLERANCE);
+    let grace = coordinator.free_grace();
+    let now_ms = free_ms + 1;
+    let moment = coordinator
+        .rows_change_at(&rows, &HashSet::new(), OWNER, now_ms)
+        .expect("the grace is still to come");
+    let lapsed = |at_ms| super::super::lapsed_for(&rows, &shard, at_ms);
+    assert!(lapsed(moment).is_some_and(|lapsed| lapsed >= grace));
+    assert!(lapsed(moment - 1).is_some_and(|lapsed| lapsed < grace));
+    // Before the expiry, the expiry is the moment: `is_expired_at` turns then.
+    let before = coordinator
+        .rows_change_at(&rows, &HashSet::new(), OWNER, START_MS + 15_000)
+        .expect("the expiry is to come");
+    assert!(rows[&shard].as_ref().unwrap().is_expired_at(before));
+    assert!(!rows[&shard].as_ref().unwrap().is_expired_at(before - 1));
+}
+
+#[test]
+fn a_wall_clock_stepped_back_past_the_weighing_has_the_poll_weigh_again() {
+    let mut coordinator = watching(START_MS + 7_000);
+    let live = notice(Some(START_MS + 100_000));
+    let none = HashSet::new();
+    assert_eq!(
+        poll(&mut coordinator, Duration::from_secs(5), &live, &none),
+        (false, true)
+    );
+    let skipped = coordinator.skipped_weighings();
+    // A second later by the monotonic clock, two seconds earlier by the wall clock.
+    coordinator.noticed(
+        &live,
+        &none,
+        OWNER,
+        Duration::from_secs(6),
+        START_MS + 3_000,
+    );
+    assert_eq!(coordinator.skipped_weighings(), skipped, "weighed again");
+}
