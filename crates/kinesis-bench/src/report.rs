@@ -141,7 +141,15 @@ pub fn environment() -> Vec<String> {
             if dirty { " with uncommitted changes" } else { "" }
         ),
         format!("- machine: {cpu}, {cores} cores, {memory}, {kernel}"),
-        format!("- toolchain: {rustc}, release build"),
+        format!(
+            "- toolchain: {rustc}, {} build",
+            // The bench's own profile: a debug build's figures are not a release build's.
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+        ),
         "- stack: scripts/local-stack.sh (kinesis-mock 0.6.2 via kinesis-local, moto 5.2.1), on the same machine".to_owned(),
     ]
 }
