@@ -100,12 +100,31 @@ impl Sim {
                     return;
                 }
                 RoundStep::Twin(news) => {
-                    // No two runs of one owner id are alive at once here.
-                    self.fail(format!(
-                        "false twin: i{i} ({owner}) was told {news:?}, and no other run under \
-                         its owner id is alive"
-                    ));
-                    return;
+                    // No two runs of one owner id are alive at once here. An earlier run's record
+                    // can still show after this run's: a write of a run that stopped, landed
+                    // late, within the skews of this run's start (so `twins` cannot tell it
+                    // from a live run's, by design). This run then pauses, takes nothing, and
+                    // reads again a lease after its record landed with no answer (`Gone`); a
+                    // paused live instance also stops its readers, which this model leaves be.
+                    let run = self.insts[i].run;
+                    match news {
+                        TwinNews::Earlier(twin) if twin.mine == run && twin.theirs < run => {
+                            self.log(|| format!("i{i} pauses for a stopped run's late record"));
+                            self.stats.late_twin_pauses += 1;
+                            self.insts[i].coord.knows.set_paused(true);
+                        }
+                        TwinNews::Gone(twin) if twin.mine == run => {
+                            self.log(|| format!("i{i} reads again"));
+                            self.insts[i].coord.knows.set_paused(false);
+                        }
+                        _ => {
+                            self.fail(format!(
+                                "false twin: i{i} ({owner}) was told {news:?}, and no other run \
+                                 under its owner id is alive"
+                            ));
+                            return;
+                        }
+                    }
                 }
                 RoundStep::Ask(asks) => {
                     coord.round.asks_left = asks.len();

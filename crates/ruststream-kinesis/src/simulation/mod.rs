@@ -213,7 +213,7 @@ use crate::coordinator::machine::Coordinator;
 use crate::coordinator::plan::{Rows, TakeFor};
 use crate::coordinator::rounds::{Listed, NoticeRead, Rounds, Shards, Step as RoundStep};
 use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep, Told};
-use crate::coordinator::twins::Incarnation;
+use crate::coordinator::twins::{Incarnation, TwinNews};
 use crate::delivery::batch::{BatchEnd, Verdict, back};
 use crate::delivery::settlement::Standing;
 use crate::kinesis::iterator::ShardIterator;

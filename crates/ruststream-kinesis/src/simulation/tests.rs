@@ -753,3 +753,16 @@ fn a_unit_spanning_shards_commits_only_in_its_joint_commit() {
     let stats = replays_clean(1_796_451_834_084_276_888, &no_tweak);
     assert!(stats.joint_commits > 0, "{stats:?}");
 }
+
+/// A schedule CI's random run found (2026-12-05, ninth session; it failed as drawn on the code
+/// before that session too): i3's run announced itself, the write timed out, and i3 stopped;
+/// restarted 0.65 s later under the same owner id with its clock 1.3 s behind, the new run
+/// recorded itself, and the old run's write landed after it. Written within the skews of the new
+/// run's start, it cannot be told from a live earlier run's (`coordinator/twins.rs`), so the new
+/// run pauses and reads again once a lease passed with no answer; the simulation had taken any
+/// twin news for a false one. Pinned: the pause happens, and the schedule keeps every invariant.
+#[test]
+fn a_stopped_runs_record_landing_late_pauses_the_next_run_for_a_lease_at_most() {
+    let stats = replays_clean(1_796_479_614_648_512_501, &no_tweak);
+    assert!(stats.late_twin_pauses > 0, "{stats:?}");
+}

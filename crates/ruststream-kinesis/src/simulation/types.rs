@@ -1046,6 +1046,8 @@ pub(super) struct Stats {
     /// Listing rounds, and those that planned on the rows as last read, reading none.
     pub(super) rounds: u64,
     pub(super) steady_rounds: u64,
+    /// Runs that paused for a stopped run's record under their owner id that landed late.
+    pub(super) late_twin_pauses: u64,
     /// Steady rounds that skipped their plan (the last one's answer held).
     pub(super) skipped_plans: u64,
     /// Notices the polls read, and the polls among them that skipped weighing the shards (their
@@ -1131,6 +1133,7 @@ impl Stats {
         self.rounds += o.rounds;
         self.steady_rounds += o.steady_rounds;
         self.skipped_plans += o.skipped_plans;
+        self.late_twin_pauses += o.late_twin_pauses;
         self.notices_answered += o.notices_answered;
         self.skipped_weighings += o.skipped_weighings;
     }
