@@ -247,15 +247,20 @@ impl<T: Moment> Coordinator<T> {
 
     /// Until when [`waits_for_peers`](Self::waits_for_peers) may hold, while it may.
     pub(super) fn peers_wait_until(&self) -> Option<T> {
-        let notices_read = !self.timings.handover_poll_interval().is_zero();
         #[cfg(test)]
         if self.no_peers_wait {
             return None;
         }
-        if !self.balancing || !notices_read || self.watch.peers_known() {
+        if !self.balancing || !self.reads_notices_to_take() || self.watch.peers_known() {
             return None;
         }
         self.first_plan.map(|at| at + self.timings.lease())
+    }
+
+    /// Whether the handover poll is on, so the notices it reads (the beats, the counter) count in
+    /// what this instance takes; off, a notice is read for the twins alone.
+    fn reads_notices_to_take(&self) -> bool {
+        !self.timings.handover_poll_interval().is_zero()
     }
 
     /// How long a balancing instance leaves a free shard to the instances with room before it
@@ -391,8 +396,7 @@ impl<T: Moment> Coordinator<T> {
             self.changed();
         }
         // With the handover poll off no notice is read: the rows are all this instance knows.
-        let notices_read = !self.timings.handover_poll_interval().is_zero();
-        if round && (self.watch.peers_known() || !notices_read) {
+        if round && (self.watch.peers_known() || !self.reads_notices_to_take()) {
             // Paused, the instance takes nothing: a handoff asked for would only be handed back.
             self.asks = if self.paused {
                 Vec::new()
@@ -439,13 +443,15 @@ impl<T: Moment> Coordinator<T> {
         listing: &[ShardInfo],
         reading: &HashSet<Arc<str>>,
     ) -> Vec<Arc<str>> {
-        let mut settled = self.finished.clone();
-        settled.extend(self.skipped.iter().cloned());
-        settled.extend(self.gone.iter().cloned());
-        plan::rows_to_read(listing, reading, &settled, &self.finished)
+        plan::rows_to_read(listing, reading, |id| self.is_settled(id), &self.finished)
             .into_iter()
             .cloned()
             .collect()
+    }
+
+    /// Whether this instance never reads `shard` again: finished, skipped or gone.
+    fn is_settled(&self, shard: &Arc<str>) -> bool {
+        self.finished.contains(shard) || self.skipped.contains(shard) || self.gone.contains(shard)
     }
 
     /// Deletes a row no reader needs after `grace` instead of the default, and reads every row
@@ -481,12 +487,9 @@ impl<T: Moment> Coordinator<T> {
     /// Whether the handover poll waits for a shard of the last listing (its
     /// [`poll_wanted`](Self::poll_wanted) are not none), without building the list.
     pub(crate) fn poll_waits(&self, reading: &HashSet<Arc<str>>) -> bool {
-        self.last_listing.iter().any(|shard| {
-            !reading.contains(&shard.id)
-                && !self.finished.contains(&shard.id)
-                && !self.skipped.contains(&shard.id)
-                && !self.gone.contains(&shard.id)
-        })
+        self.last_listing
+            .iter()
+            .any(|shard| !reading.contains(&shard.id) && !self.is_settled(&shard.id))
     }
 
     /// The shards of the last listing the handover poll reads the rows of, `reading` aside.
@@ -553,7 +556,7 @@ impl<T: Moment> Coordinator<T> {
         self.watch.notice_read(notice);
         self.notice_seen(now);
         let paused = self.paused || matches!(twin, Some(TwinNews::Earlier(_)));
-        if paused || self.timings.handover_poll_interval().is_zero() {
+        if paused || !self.reads_notices_to_take() {
             // Paused (it takes nothing), or read for the twins alone (the handover poll is off).
             return Noticed {
                 twin,

@@ -41,8 +41,9 @@ pub(super) struct Weighed<T> {
     live: Vec<String>,
     /// The shards read.
     reading: HashSet<Arc<str>>,
-    /// The earliest moment a take backoff ends or a free shard left to others reaches its grace,
-    /// and the latest the poll trusts the answer (a listing interval after the weighing).
+    /// The earliest moment a take backoff ends, a free shard left to others reaches its grace or
+    /// the wait for the peers' beats ends, and at the latest [`TRUSTED_LISTINGS`] listing
+    /// intervals after the weighing.
     until: T,
     /// When it weighed (epoch ms): a wall clock stepped back before it makes it stale.
     at_ms: u64,
