@@ -336,3 +336,17 @@ fn the_several_instances_pages_say_how_often_every_row_is_read() {
         assert!(one_line(page).contains(&said), "the page says: {said}");
     }
 }
+
+#[test]
+fn the_several_instances_pages_say_the_fleets_take_budget() {
+    let budget = crate::coordinator::take_pace::FLEET_TAKES_PER_SECOND;
+    for (page, said) in [
+        (SEVERAL, format!("write at most {budget} takes a second")),
+        (
+            SEVERAL_RU,
+            format!("пишут не больше {budget} захватов в секунду"),
+        ),
+    ] {
+        assert!(one_line(page).contains(&said), "the page says: {said}");
+    }
+}

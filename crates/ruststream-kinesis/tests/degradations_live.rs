@@ -293,19 +293,7 @@ async fn a_throttled_lease_call_is_counted_throttled_and_the_lease_is_kept() {
     let faults = Faults::new(&url);
     let (_, created) = common::instances::table(&url).await;
     let table = created.table_name().unwrap().to_owned();
-    // Retries that back off for less than the SDK's default (1 s, doubling): a throttled call's
-    // three attempts fit its bound (the renewal interval), so it answers as throttled rather than
-    // as a timeout.
-    let quick = faults
-        .sdk_config()
-        .into_builder()
-        .retry_config(
-            aws_config::retry::RetryConfig::standard()
-                .with_initial_backoff(Duration::from_millis(50))
-                .with_max_backoff(Duration::from_millis(200)),
-        )
-        .build();
-    let store = DynamoLeaseStore::new(&quick, &table);
+    let store = quickly_retried_store(&faults, &table);
     let registry = prometheus::Registry::new();
     let broker = ruststream_kinesis::KinesisBroker::from_config(faults.sdk_config())
         .lease_store(Arc::new(store.clone()))
@@ -351,4 +339,113 @@ async fn a_throttled_lease_call_is_counted_throttled_and_the_lease_is_kept() {
         "the lease is kept: {rows:?}"
     );
     connected.shutdown().await.unwrap();
+}
+
+/// Takes the lease table throttles past the SDK's retries pause every take of the instance for
+/// a backoff, each a WARN naming the stream and the shard, counted `throttled` and never
+/// `refused`; once the table accepts writes again, every shard is taken and every record read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_takes_pause_warn_and_every_shard_is_read_once_the_table_accepts_writes() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    logs();
+    let faults = Faults::new(&url);
+    let (_, created) = common::instances::table(&url).await;
+    let table = created.table_name().unwrap().to_owned();
+    let store = quickly_retried_store(&faults, &table);
+    let stream = common::unique("throttled-takes");
+    let bodies: Vec<String> = (0..30).map(|n| format!("record-{n}")).collect();
+    {
+        // The stream (three shards) and its records first, with the in-process store: the takes
+        // are the first writes to the table.
+        let connected = common::broker(&url).connect().await.unwrap();
+        let _ = common::instances::stream_of(&stream, 3)
+            .subscribe(&connected)
+            .await
+            .unwrap();
+        connected.shutdown().await.unwrap();
+        publish_all(&url, &stream, bodies.clone()).await;
+    }
+    let registry = prometheus::Registry::new();
+    // Every write throttled while the subscription starts: its takes among them.
+    let throttled = faults.add(Rule::on(Service::DynamoDb, "UpdateItem", Action::Throttle));
+    let connected = ruststream_kinesis::KinesisBroker::from_config(faults.sdk_config())
+        .lease_store(Arc::new(store.clone()))
+        .owner_id("pod-throttled-takes")
+        .lease_timings(timings())
+        .metrics(KinesisMetrics::register(&registry).unwrap())
+        .connect()
+        .await
+        .unwrap();
+    let mut subscriber = KinesisStream::new(stream.clone())
+        .initial_position(KinesisPosition::TrimHorizon)
+        .poll_interval(Duration::from_millis(200))
+        .subscribe(&connected)
+        .await
+        .unwrap();
+    let acquires = |error: &str| {
+        series(
+            &registry,
+            "messaging_client_operation_duration_seconds_count",
+            &[
+                "operation=\"lease_table.acquire\"",
+                &format!("error_type=\"{error}\""),
+            ],
+        )
+    };
+    assert!(
+        until(Duration::from_secs(20), || acquires("throttled").is_some()).await,
+        "a throttled take is counted as such: timeout {:?}, failed {:?}, hits {}",
+        acquires("timeout"),
+        acquires("failed"),
+        faults.hits(throttled)
+    );
+    assert!(
+        until(Duration::from_secs(10), || {
+            !logged(&["the lease table throttled a take", &stream]).is_empty()
+        })
+        .await,
+        "a throttled take is a WARN naming the stream"
+    );
+    // The table accepts writes again: every shard is taken, every record read.
+    faults.remove(throttled);
+    let mut deliveries = pin!(subscriber.stream());
+    let mut read = std::collections::BTreeSet::new();
+    while read.len() < bodies.len() {
+        let delivery = common::next_delivery(&mut deliveries).await;
+        read.insert(String::from_utf8(delivery.payload().to_vec()).unwrap());
+        delivery.ack().await.unwrap();
+    }
+    assert_eq!(read, bodies.iter().cloned().collect());
+    assert_eq!(
+        acquires("refused"),
+        None,
+        "a throttled take is never a lost lease"
+    );
+    let rows = store.list(&stream).await.unwrap().unwrap_or_default();
+    assert!(
+        rows.len() == 3
+            && rows
+                .iter()
+                .all(|(_, row)| row.owner.as_deref() == Some("pod-throttled-takes")),
+        "every shard taken: {rows:?}"
+    );
+    connected.shutdown().await.unwrap();
+}
+
+/// A lease store on `table` whose SDK retries back off for less than the default (1 s,
+/// doubling): a throttled call's three attempts fit its bound (the renewal interval), so it
+/// answers as throttled rather than as a timeout.
+fn quickly_retried_store(faults: &Faults, table: &str) -> DynamoLeaseStore {
+    let quick = faults
+        .sdk_config()
+        .into_builder()
+        .retry_config(
+            aws_config::retry::RetryConfig::standard()
+                .with_initial_backoff(Duration::from_millis(50))
+                .with_max_backoff(Duration::from_millis(200)),
+        )
+        .build();
+    DynamoLeaseStore::new(&quick, table)
 }

@@ -2,10 +2,10 @@
 //! subscription knows of its stream's shards and every decision on it ([`machine`]), the verdict
 //! on each shard ([`plan`]), when a listing round or the handover poll runs and the order of
 //! their calls ([`rounds`]), which rows a round deletes ([`hygiene`]), whether another instance
-//! runs under this one's owner id ([`twins`]), what the handover poll
-//! keeps between listings so that it reads the rows only when they moved ([`watch`]), and one
-//! take's calls ([`take`]). `live/coordinator` executes them on tokio; the simulation drives the
-//! same types on a virtual clock.
+//! runs under this one's owner id ([`twins`]), what the handover poll keeps between listings so
+//! that it reads the rows only when they moved ([`watch`]), how fast it takes shards
+//! ([`take_pace`]), and one take's calls ([`take`]). `live/coordinator` executes them on tokio;
+//! the simulation drives the same types on a virtual clock.
 
 pub(crate) mod balance;
 pub(crate) mod hygiene;
@@ -13,5 +13,6 @@ pub(crate) mod machine;
 pub(crate) mod plan;
 pub(crate) mod rounds;
 pub(crate) mod take;
+pub(crate) mod take_pace;
 pub(crate) mod twins;
 pub(crate) mod watch;

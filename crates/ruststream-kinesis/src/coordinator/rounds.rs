@@ -16,6 +16,11 @@
 //!   coordinator, as its own news does). The next
 //!   listing is due a listing interval after the round began; after the first round, both
 //!   deadlines count from its end.
+//! - A round's takes go out as the [`take_pace`](super::take_pace) allows; when it allows no
+//!   more, the round's asks and deletions go ahead and it ends, its planned takes going out
+//!   between rounds and polls as the pace refills (so the poll, and the beat it writes, keep
+//!   running), until the next round plans again on the rows it reads. The poll counts them as
+//!   in hand: it does not start a round for them.
 //! - The poll reads the stream's notice (one small row) and, when [`watch`](super::watch) says
 //!   the rows may have moved, the rows of the shards of the last listing that wait; it starts a
 //!   round when one of them is takeable now, and writes this instance's beat when the notice
@@ -181,10 +186,16 @@ pub(crate) struct Rounds<T> {
     reading: HashSet<Arc<str>>,
     /// When the rows under way were asked for.
     rows_asked: T,
+    /// A round whose planned takes wait for the pace ([`take_pace`](super::take_pace)): they go
+    /// out between rounds and polls as it allows, until the next round plans again.
+    paced: Option<RoundPasses>,
     /// How many rounds planned on the rows as last read, reading none (the simulation counts
     /// them).
     #[cfg(test)]
     steady_rounds: u64,
+    /// How often a round's takes waited for the pace (the simulation counts them).
+    #[cfg(test)]
+    paced_waits: u64,
 }
 
 impl<T: Moment> Rounds<T> {
@@ -201,8 +212,11 @@ impl<T: Moment> Rounds<T> {
             phase: Phase::RoundDue,
             reading: HashSet::new(),
             rows_asked: now,
+            paced: None,
             #[cfg(test)]
             steady_rounds: 0,
+            #[cfg(test)]
+            paced_waits: 0,
         }
     }
 
@@ -243,6 +257,20 @@ impl<T: Moment> Rounds<T> {
         self.steady_rounds
     }
 
+    /// How often a round's takes waited for the pace.
+    #[cfg(test)]
+    pub(crate) fn paced_waits(&self) -> u64 {
+        self.paced_waits
+    }
+
+    /// How many planned takes wait for the pace.
+    #[cfg(test)]
+    pub(crate) fn paced_takes(&self) -> usize {
+        self.paced
+            .as_ref()
+            .map_or(0, |passes| passes.queued().count())
+    }
+
     /// What to do at `now`, `reading` the shards being read now.
     pub(crate) fn next(
         &mut self,
@@ -255,7 +283,11 @@ impl<T: Moment> Rounds<T> {
         match self.in_phase(coordinator, reading, owner, now, now_ms) {
             InPhase::Step(step) => step,
             InPhase::Again => self.next(coordinator, reading, owner, now, now_ms),
-            InPhase::Over => self.between(coordinator, reading, now),
+            InPhase::Over => match self.between(coordinator, reading, now, now_ms) {
+                Some(step) => step,
+                // The paced takes resume.
+                None => self.next(coordinator, reading, owner, now, now_ms),
+            },
         }
     }
 
@@ -343,10 +375,22 @@ impl<T: Moment> Rounds<T> {
                 InPhase::Again
             }
             Phase::Passing(mut passes) => {
-                let to_take = passes.next(coordinator, &self.reading, owner, now, now_ms);
+                let at = (now, now_ms);
+                let to_take = passes.next(coordinator, &self.reading, owner, at);
                 if !to_take.is_empty() {
                     self.phase = Phase::Taking(passes);
                     return InPhase::Step(Step::Take(to_take));
+                }
+                if passes.has_queued() {
+                    // The pace lets no take out now: the round's asks and deletions go ahead,
+                    // and its planned takes go out between rounds and polls as the pace allows
+                    // (a round that waited for them would keep the poll, and so the beat, from
+                    // running: 20 s at 10,000 shards).
+                    self.paced = Some(passes);
+                    #[cfg(test)]
+                    {
+                        self.paced_waits += 1;
+                    }
                 }
                 if self.takes_over(coordinator, now) {
                     return InPhase::Again;
@@ -403,23 +447,25 @@ impl<T: Moment> Rounds<T> {
         InPhase::Over
     }
 
-    /// Between phases: the next round or poll when one is due, else how long to wait for it.
+    /// Between phases: the next round or poll when one is due, else how long to wait for it;
+    /// `None`: the paced takes resume (ask again).
     fn between(
         &mut self,
         coordinator: &mut Coordinator<T>,
         reading: &HashSet<Arc<str>>,
         now: T,
-    ) -> Step<T> {
+        now_ms: u64,
+    ) -> Option<Step<T>> {
         if self.cancelled {
-            return Step::Exit;
+            return Some(Step::Exit);
         }
         if std::mem::take(&mut self.woken) {
             // A reader ended or a shard was marked: the round reads the rows.
             coordinator.heard_news();
-            return self.round(reading, now);
+            return Some(self.round(reading, now));
         }
         if now >= self.next_listing {
-            return self.round(reading, now);
+            return Some(self.round(reading, now));
         }
         let polling = !self.handover_poll.is_zero();
         // With the handover poll off, the notice is still read every renewal interval for
@@ -427,21 +473,44 @@ impl<T: Moment> Rounds<T> {
         let checking = !polling && coordinator.checks_twins();
         if checking && now >= self.next_poll {
             self.next_poll = now + coordinator.idle_poll_interval();
-            self.reading = reading.clone();
+            self.reading = self.in_hand(reading);
             self.phase = Phase::Notice;
-            return Step::ReadNotice;
+            return Some(Step::ReadNotice);
         }
         if polling
             && now >= self.next_poll
             && let Some(step) = self.poll(coordinator, reading, now)
         {
-            return step;
+            return Some(step);
         }
-        Step::Wait(Some(if polling || checking {
+        let mut until = if polling || checking {
             self.next_listing.min(self.next_poll)
         } else {
             self.next_listing
-        }))
+        };
+        if let Some(passes) = self.paced.take() {
+            if coordinator.is_paused() {
+                // An earlier run under this owner id is alive: this one takes nothing.
+            } else if coordinator.take_allowance(now, now_ms, passes.queued_len()) > 0 {
+                self.reading = reading.clone();
+                self.phase = Phase::Passing(passes);
+                return None;
+            } else {
+                until = until.min(coordinator.next_take_at(now, now_ms, passes.queued_len()));
+                self.paced = Some(passes);
+            }
+        }
+        Some(Step::Wait(Some(until)))
+    }
+
+    /// The shards being read, and those whose takes wait for the pace: the poll waits for
+    /// neither (the paced takes go out without a round).
+    fn in_hand(&self, reading: &HashSet<Arc<str>>) -> HashSet<Arc<str>> {
+        let mut in_hand = reading.clone();
+        if let Some(passes) = &self.paced {
+            in_hand.extend(passes.queued().cloned());
+        }
+        in_hand
     }
 
     /// The handover poll, due now: the notice read (which tells whose rows to read), or the rows
@@ -452,23 +521,24 @@ impl<T: Moment> Rounds<T> {
         reading: &HashSet<Arc<str>>,
         now: T,
     ) -> Option<Step<T>> {
+        let in_hand = self.in_hand(reading);
         if coordinator.uses_notices() {
             self.next_poll = now
-                + if !coordinator.poll_waits(reading) {
+                + if !coordinator.poll_waits(&in_hand) {
                     coordinator.idle_poll_interval().max(self.handover_poll)
                 } else {
                     self.handover_poll
                 };
-            self.reading = reading.clone();
+            self.reading = in_hand;
             self.phase = Phase::Notice;
             return Some(Step::ReadNotice);
         }
         self.next_poll = now + self.handover_poll;
-        let wanted = coordinator.poll_wanted(reading);
+        let wanted = coordinator.poll_wanted(&in_hand);
         if wanted.is_empty() {
             return None;
         }
-        self.reading = reading.clone();
+        self.reading = in_hand;
         self.phase = Phase::Rows {
             listing: Vec::new(),
             wanted,
@@ -481,6 +551,8 @@ impl<T: Moment> Rounds<T> {
 
     fn round(&mut self, reading: &HashSet<Arc<str>>, now: T) -> Step<T> {
         self.woken = false;
+        // The round plans again on the rows it reads.
+        self.paced = None;
         self.next_listing = now + self.listing_interval;
         self.reading = reading.clone();
         self.phase = Phase::Listing;

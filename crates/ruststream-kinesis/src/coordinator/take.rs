@@ -6,7 +6,8 @@
 //! ```text
 //! Acquire ─ok─> (Coordinator::after_take) ─read─> Iterator ─ok─> Read
 //!    │                  └─finished/skipped/unmarked─> Release ─> Over
-//!    └─refused─> Over                        Iterator ─refused─> Release ─> Over (backoff)
+//!    └─refused─> Over (throttled: every take paused)
+//!                                            Iterator ─refused─> Release ─> Over (backoff)
 //! ```
 
 use std::sync::Arc;
@@ -57,6 +58,9 @@ pub(crate) enum AcquireRefused {
     Unusable,
     /// The store failed; the next round tries again.
     Failed,
+    /// The store refused for want of capacity (`ProvisionedThroughputExceededException`):
+    /// every take of this instance pauses for a backoff, and the next round tries again.
+    Throttled,
 }
 
 /// Why `GetShardIterator` gave a take no iterator.
@@ -77,6 +81,8 @@ pub(crate) enum Told<T> {
     Report,
     /// Report it, and that the shard is left alone until the backoff ends.
     Backoff(TakeBackoff<T>),
+    /// Warn that the lease table throttled the take: every take pauses until then.
+    Throttled(T),
 }
 
 #[derive(Debug)]
@@ -160,7 +166,10 @@ impl<T: Moment> Take<T> {
             return Told::Nothing;
         }
         let checkpoint = match answer {
-            Ok(checkpoint) => checkpoint,
+            Ok(checkpoint) => {
+                coordinator.take_granted();
+                checkpoint
+            }
             Err(refused) => {
                 // Nothing is handed back: an acquire whose answer failed may still land, after a
                 // later take of this shard by this owner even, and a release sent now (which no
@@ -173,6 +182,9 @@ impl<T: Moment> Take<T> {
                 return match refused {
                     AcquireRefused::Fenced => Told::Nothing,
                     AcquireRefused::Failed => Told::Report,
+                    AcquireRefused::Throttled => {
+                        Told::Throttled(coordinator.take_throttled(now, coin))
+                    }
                     AcquireRefused::Unusable => {
                         Told::Backoff(coordinator.delay_take(&self.shard, now, coin))
                     }

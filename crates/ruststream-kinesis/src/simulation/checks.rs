@@ -24,13 +24,22 @@ impl Sim {
         }
         self.ghost[shard].handover = (step != Step::Delivery).then_some(handover);
         let took = millis(self.now.saturating_sub(handover.at));
-        let quiet = handover.at >= self.live_from && handover.taker_ready;
+        // Faults after the release: a throttled write pauses the takes for a backoff; a crashed
+        // instance's beat still counts it among those with room, which a balancing instance
+        // leaves the shard to for a grace (seed 1796486208142483111: the crash 0.5 s after the
+        // release, of the one instance with room, and the taker's start wait made it 4.2 s).
+        let faulted = |at: Option<Time>| at.is_some_and(|at| at >= handover.at);
+        let quiet = handover.at >= self.live_from
+            && handover.taker_ready
+            && !faulted(self.throttled_at)
+            && !faulted(self.crashed_at);
 
         let poll = self.cfg.timings.handover_poll_interval();
         // Balancing, the released shard may wait for the instance below its target, or for a
         // leaver's beat to go; one that nobody with room took is taken two polls later anyway.
         let polls = if self.cfg.balance { 3 } else { 1 };
-        if quiet && step == Step::Take && !poll.is_zero() && took > millis(poll) * polls + 1_000 {
+        let bound = millis(poll) * polls + 1_000 + self.pace_slack_ms();
+        if quiet && step == Step::Take && !poll.is_zero() && took > bound {
             // With no fault, the next poll of an instance ready to take sees the release (through
             // the bumped notice, or the rows of a store without notices).
             self.fail(format!(
@@ -46,6 +55,16 @@ impl Sim {
             &mut self.stats.handovers_polled
         };
         handovers.record(step, took, quiet);
+    }
+
+    /// How much later than unpaced a take may go out when the schedule paces its takes
+    /// (`Config::take_budget`): every shard of the stream taken ahead of it, at the slowest
+    /// instance's rate (the budget shared by every instance, one a second at least).
+    pub(super) fn pace_slack_ms(&self) -> u64 {
+        self.cfg.take_budget.map_or(0, |budget| {
+            let rate = (budget / self.cfg.instances as u64).max(1);
+            self.stream.shards.len() as u64 * 1_000 / rate
+        })
     }
 
     /// Whether `shard` no longer holds its children back: read to its end, trimmed out of the

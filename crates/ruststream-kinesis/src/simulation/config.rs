@@ -190,6 +190,12 @@ pub(super) struct Config {
     /// A balancing instance takes no free shard before a notice shows its own beat (else from
     /// its first plan, as schedules pinned before the wait were drawn).
     pub(super) wait_for_peers: bool,
+    /// How many writes a second the table accepts during the chaos phase (counted by whole
+    /// seconds of virtual time); those past it are refused as throttled, not applied. `None`:
+    /// no limit.
+    pub(super) table_write_rate: Option<u64>,
+    /// The fleet's takes a second (`coordinator/take_pace.rs`); `None`: the crate's.
+    pub(super) take_budget: Option<u64>,
 }
 
 impl Config {
@@ -309,6 +315,8 @@ impl Config {
             live_hygiene: false,
             full_read_listings: 0,
             wait_for_peers: true,
+            table_write_rate: None,
+            take_budget: None,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)
@@ -316,6 +324,22 @@ impl Config {
         .with_aggregates(rng)
         .with_twin_check(rng)
         .with_steady_rounds(rng)
+        .with_pace(rng)
+    }
+
+    /// How fast the fleet takes and the table writes, from a generator of its own (as
+    /// [`with_balancing`](Self::with_balancing) draws): in half the schedules the takes are
+    /// paced at a few a second (the crate's budget never paces a handful of shards), and in a
+    /// quarter the table throttles past a few writes a second while faults happen.
+    fn with_pace(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0x9ace_0f7a);
+        if side.random_bool(0.5) {
+            self.take_budget = Some(side.random_range(1..=6));
+        }
+        if side.random_bool(0.25) {
+            self.table_write_rate = Some(side.random_range(3..=20));
+        }
+        self
     }
 
     /// How often every row is read, from a generator of its own (as

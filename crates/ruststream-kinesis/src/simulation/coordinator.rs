@@ -25,11 +25,13 @@ impl Sim {
             }
             let polling = coord.rounds.is_polling();
             let steady = coord.rounds.steady_rounds();
+            let paced = coord.rounds.paced_waits();
             let skipped = coord.knows.skipped_plans();
             let step = coord
                 .rounds
                 .next(&mut coord.knows, &reading, &owner, now, now_ms);
             self.stats.steady_rounds += coord.rounds.steady_rounds() - steady;
+            self.stats.paced_waits += coord.rounds.paced_waits() - paced;
             self.stats.skipped_plans += coord.knows.skipped_plans() - skipped;
             match step {
                 RoundStep::ListShards => {
@@ -477,6 +479,7 @@ impl Sim {
             }
             Res::Granted(state) => return self.acquired(i, sid, shard, Ok(state.checkpoint)),
             Res::Fenced | Res::Deleted => Err(AcquireRefused::Fenced),
+            Res::Throttled => Err(AcquireRefused::Throttled),
             _ => Err(AcquireRefused::Failed),
         };
         self.acquired(i, sid, shard, answer.map(|()| None));
@@ -494,6 +497,7 @@ impl Sim {
         let answer = match res {
             Res::Ok => Ok(Some(start.to_string())),
             Res::Fenced => Err(AcquireRefused::Fenced),
+            Res::Throttled => Err(AcquireRefused::Throttled),
             _ => Err(AcquireRefused::Failed),
         };
         self.acquired(i, sid, shard, answer);

@@ -61,8 +61,13 @@ impl Sim {
 
 /// A quiet fleet of `instances` balancing `shards` shards with the default timings: no fault,
 /// no reshard, no crash, records written during the first lease only.
-fn quiet_fleet(shards: usize, instances: usize) -> impl Fn(&mut Config, &mut StdRng) {
+fn quiet_fleet(
+    shards: usize,
+    instances: usize,
+    take_budget: Option<u64>,
+) -> impl Fn(&mut Config, &mut StdRng) {
     move |cfg: &mut Config, _: &mut StdRng| {
+        cfg.take_budget = take_budget;
         cfg.timings = LeaseTimings::default();
         cfg.instances = instances;
         cfg.initial_shards = shards;
@@ -107,7 +112,7 @@ fn quiet_fleet(shards: usize, instances: usize) -> impl Fn(&mut Config, &mut Std
 /// The store calls of a quiet fleet of `instances` on `shards` shards per minute, counted from
 /// its second minute to its seventh.
 fn calls_per_minute(shards: usize, instances: usize) -> BTreeMap<&'static str, f64> {
-    fleet_calls(shards, instances).calls
+    fleet_calls(shards, instances, None).calls
 }
 
 /// What a quiet fleet's run shows.
@@ -121,30 +126,55 @@ struct FleetRun {
     start_hand_overs: u64,
     /// The first whole second of virtual time at which every shard was read.
     all_read_at: Option<Duration>,
+    /// The most writes the table took within one second of the start, and the takes the
+    /// instances paced.
+    start_peak_writes: u64,
+    start_paced: u64,
+    /// How many shards were read at each whole second of the start.
+    read_by_second: Vec<usize>,
+    /// The calls sent in the start's busiest second for writes, by kind.
+    busiest_second: BTreeMap<&'static str, u64>,
 }
 
 /// [`calls_per_minute`], how many shards each instance reads at the end, and what the start
 /// cost.
-fn fleet_calls(shards: usize, instances: usize) -> FleetRun {
-    let fleet = quiet_fleet(shards, instances);
+fn fleet_calls(shards: usize, instances: usize, take_budget: Option<u64>) -> FleetRun {
+    let fleet = quiet_fleet(shards, instances, take_budget);
     let mut sim = Sim::new(7, &fleet);
     let from = Duration::from_secs(120);
     let minutes = 5;
     let mut all_read_at = None;
+    let mut read_by_second = Vec::new();
+    let mut busiest_second = BTreeMap::new();
+    let writes = |calls: &BTreeMap<&'static str, u64>| -> u64 {
+        calls
+            .iter()
+            .filter(|(kind, _)| !matches!(**kind, "list" | "read" | "notice"))
+            .map(|(_, count)| count)
+            .sum()
+    };
     for second in 1..=from.as_secs() {
         let at = Duration::from_secs(second);
+        sim.count_calls_from();
         sim.run_until(at)
             .unwrap_or_else(|failure| panic!("the fleet settles: {}", failure.message));
+        let calls = sim.calls.take().unwrap_or_default();
+        if writes(&calls) > writes(&busiest_second) {
+            busiest_second = calls;
+        }
         if all_read_at.is_none() {
             let read: HashSet<usize> = sim
                 .insts
                 .iter()
                 .flat_map(|inst| inst.running.keys().copied())
                 .collect();
+            read_by_second.push(read.len());
             all_read_at = (read.len() == shards).then_some(at);
         }
     }
     let (start_takes, start_hand_overs) = (sim.stats.takes, sim.stats.hand_overs);
+    let (start_peak_writes, start_paced) =
+        (sim.stats.peak_writes_per_second, sim.stats.paced_waits);
     sim.count_calls_from();
     sim.run_until(from + Duration::from_secs(60 * minutes))
         .unwrap_or_else(|failure| panic!("the fleet stays: {}", failure.message));
@@ -161,16 +191,24 @@ fn fleet_calls(shards: usize, instances: usize) -> FleetRun {
         start_takes,
         start_hand_overs,
         all_read_at,
+        start_peak_writes,
+        start_paced,
+        read_by_second,
+        busiest_second,
     }
 }
 
+/// How many writes a second a fresh on-demand DynamoDB table accepts (its initial throughput).
+const FRESH_TABLE_WRITES_PER_SECOND: u64 = 4_000;
+
 /// Runs the quiet fleet of `shards` and `instances` and holds it to what any size costs: every
-/// shard read within a minute of the start (issue 29, item 4), each instance the floor or the
-/// ceiling of its share at the end; 20 renewals a shard a minute
+/// shard read within a minute of the start, never more writes a second than a fresh on-demand
+/// table accepts (issue 29, item 4), each instance the floor or the ceiling of its share at the
+/// end; 20 renewals a shard a minute
 /// (one every 3 s), 60 notice reads an instance (one a second), and every row read by each
 /// instance once or twice in five minutes (0.2 to 0.4 list calls a minute): no rate grows with
 /// the size. Prints the calls a minute, and how long the run took.
-fn holds_any_size(shards: usize, instances: usize) {
+fn holds_any_size(shards: usize, instances: usize, take_budget: Option<u64>) {
     let started = std::time::Instant::now();
     let FleetRun {
         calls,
@@ -178,7 +216,11 @@ fn holds_any_size(shards: usize, instances: usize) {
         start_takes,
         start_hand_overs,
         all_read_at,
-    } = fleet_calls(shards, instances);
+        start_peak_writes,
+        start_paced,
+        read_by_second,
+        busiest_second,
+    } = fleet_calls(shards, instances, take_budget);
     let per = |kind: &str| calls.get(kind).copied().unwrap_or(0.0);
     let (renewals, notices, lists) = (
         per("renew") / shards as f64,
@@ -189,12 +231,18 @@ fn holds_any_size(shards: usize, instances: usize) {
         "{shards} shards, {instances} instances, a minute: {calls:?}; renewals a shard \
          {renewals:.1}, notice reads an instance {notices:.1}, list Scans an instance {lists:.2}; \
          the start: every shard read after {all_read_at:?}, {start_takes} takes, \
-         {start_hand_overs} hand-overs ({:.1} s to run)",
+         {start_hand_overs} hand-overs, at most {start_peak_writes} writes a second, \
+         {start_paced} paced waits ({:.1} s to run); shards read at each second from the \
+         first: {read_by_second:?}; the busiest second's calls: {busiest_second:?}",
         started.elapsed().as_secs_f64()
     );
     assert!(
         all_read_at.is_some_and(|at| at <= Duration::from_secs(60)),
         "every shard read within a minute of the start: {all_read_at:?}"
+    );
+    assert!(
+        start_peak_writes <= FRESH_TABLE_WRITES_PER_SECOND,
+        "{start_peak_writes} writes in one second of the start"
     );
     let (floor, ceiling) = (shards / instances, shards.div_ceil(instances));
     assert!(
@@ -286,7 +334,7 @@ fn a_quiet_fleet_calls_the_store_as_the_live_fleet_does() {
 /// 6 s in debug); [`a_fleet_of_any_size`] runs 10,000 x 100 on demand.
 #[test]
 fn a_thousand_shards_cost_per_shard_and_instance_what_eight_do() {
-    holds_any_size(1_000, 10);
+    holds_any_size(1_000, 10, None);
 }
 
 /// A fleet of any size, on demand: `SIM_FLEET=10000x100 cargo test -p ruststream-kinesis
@@ -302,5 +350,10 @@ fn a_fleet_of_any_size() {
         .split_once('x')
         .and_then(|(shards, instances)| Some((shards.parse().ok()?, instances.parse().ok()?)))
         .unwrap_or_else(|| panic!("SIM_FLEET={size}: <shards>x<instances>, e.g. 10000x100"));
-    holds_any_size(shards, instances);
+    // `SIM_TAKE_BUDGET=<takes a second>` paces the fleet's takes at another budget than the
+    // crate's (a large one: unpaced, for a comparison).
+    let budget = std::env::var("SIM_TAKE_BUDGET")
+        .ok()
+        .map(|budget| budget.parse().expect("SIM_TAKE_BUDGET: takes a second"));
+    holds_any_size(shards, instances, budget);
 }

@@ -55,6 +55,9 @@ impl Sim {
             full_trace: false,
             stats: Stats::default(),
             calls: None,
+            write_second: (0, 0),
+            throttled_at: None,
+            crashed_at: None,
             cfg,
         };
         sim.setup();

@@ -67,7 +67,7 @@ impl Sim {
         let key = (i, op.inc, op.shard);
         let current = self.fence(i, op.inc, op.shard);
         let settled = match (&res, &row) {
-            (Res::Failed, _) => current.answered(rules::Answer::Failed),
+            (Res::Failed | Res::Throttled, _) => current.answered(rules::Answer::Failed),
             (Res::Fenced, _) => current.answered(rules::Answer::Refused),
             (_, Some(row)) => current.answered(rules::Answer::Written {
                 counter: row.counter,
@@ -189,22 +189,31 @@ impl Sim {
         let timeout = self.cfg.timeout;
         let timeout_ms = millis(timeout);
         let quick = |rng: &mut StdRng| ms(rng.random_range(1..=25));
-        let partitioned = self.now < self.insts[i].partitioned_until;
-        if partitioned || (chaos && self.rng.random_bool(self.cfg.p_fail)) {
-            // Not applied: refused at once, or never answered.
+        // Refused without being applied: throttled (at once), or failed (at once, or never
+        // answered).
+        let refused = if self.throttles(&op) {
+            Some((Res::Throttled, quick(&mut self.rng)))
+        } else if self.now < self.insts[i].partitioned_until
+            || (chaos && self.rng.random_bool(self.cfg.p_fail))
+        {
             self.stats.store_failures += 1;
             let after = if self.rng.random_bool(0.5) {
                 quick(&mut self.rng)
             } else {
                 timeout
             };
+            Some((Res::Failed, after))
+        } else {
+            None
+        };
+        if let Some((res, after)) = refused {
             self.push(
                 self.now + after,
                 Ev::Reply {
                     inst: i,
                     inc: op.inc,
                     cont,
-                    res: Res::Failed,
+                    res,
                     fence,
                 },
             );
@@ -288,6 +297,32 @@ impl Sim {
                 reply: Some((back, cont)),
             },
         );
+    }
+
+    /// Counts a write sent now in its second, and answers whether the table refuses it for want
+    /// of capacity (`Config::table_write_rate`): not applied, answered at once.
+    fn throttles(&mut self, op: &Op) -> bool {
+        if matches!(op.kind, OpKind::Read | OpKind::List | OpKind::Notice) {
+            return false;
+        }
+        let second = self.now.as_secs();
+        if self.write_second.0 != second {
+            self.write_second = (second, 0);
+        }
+        let sent = self.write_second.1;
+        // A fault of the chaos phase: the quiet phase shows the fleet recovers.
+        let throttled = self.chaos() && self.cfg.table_write_rate.is_some_and(|rate| sent >= rate);
+        if throttled {
+            self.throttled_at = Some(self.now);
+            self.stats.throttled_writes += 1;
+            if matches!(op.kind, OpKind::Acquire) {
+                self.stats.throttled_takes += 1;
+            }
+            return true;
+        }
+        self.write_second.1 = sent + 1;
+        self.stats.peak_writes_per_second = self.stats.peak_writes_per_second.max(sent + 1);
+        false
     }
 
     /// The store's conditional writes, as `MemoryLeaseStore` and `DynamoLeaseStore` make them,

@@ -384,6 +384,8 @@ pub(super) enum Res {
     UserRefused(UnitId),
     /// A joint commit refused by a row: every row of it as it stood (`None`: missing).
     JointFenced(Vec<Option<LeaseState>>),
+    /// Refused for want of capacity (`ProvisionedThroughputExceededException`): not applied.
+    Throttled,
 }
 
 /// One handling's effect: its record, and the shard's seek epoch (a seek back asks for the
@@ -756,6 +758,9 @@ impl Coord {
                 if !cfg.wait_for_peers {
                     knows = knows.without_waiting_for_peers();
                 }
+                if let Some(budget) = cfg.take_budget {
+                    knows = knows.with_take_budget(budget);
+                }
                 // The live grace and cadence (`Hygiene::new`) in a fleet scenario; else a short
                 // grace, so that deletions happen within a schedule.
                 if !cfg.live_hygiene {
@@ -1054,6 +1059,14 @@ pub(super) struct Stats {
     /// last answer held, `coordinator/machine/weighed.rs`).
     pub(super) notices_answered: u64,
     pub(super) skipped_weighings: u64,
+    /// Writes the table refused for want of capacity (`Config::table_write_rate`), and the takes
+    /// among them.
+    pub(super) throttled_writes: u64,
+    pub(super) throttled_takes: u64,
+    /// The most writes sent to the table within one whole second of virtual time.
+    pub(super) peak_writes_per_second: u64,
+    /// How often a round's takes waited for the pace (`coordinator/take_pace.rs`).
+    pub(super) paced_waits: u64,
 }
 
 impl Stats {
@@ -1136,6 +1149,10 @@ impl Stats {
         self.late_twin_pauses += o.late_twin_pauses;
         self.notices_answered += o.notices_answered;
         self.skipped_weighings += o.skipped_weighings;
+        self.throttled_writes += o.throttled_writes;
+        self.throttled_takes += o.throttled_takes;
+        self.paced_waits += o.paced_waits;
+        self.peak_writes_per_second = self.peak_writes_per_second.max(o.peak_writes_per_second);
     }
 }
 
@@ -1150,6 +1167,13 @@ pub(super) struct Sim {
     pub(super) cfg: Config,
     /// The store calls sent since [`Sim::count_calls_from`], by kind (`simulation/fleet.rs`).
     pub(super) calls: Option<BTreeMap<&'static str, u64>>,
+    /// The whole second of virtual time the table's writes are counted in, and how many were
+    /// sent in it (`Config::table_write_rate`).
+    pub(super) write_second: (u64, u64),
+    /// When the table last refused a write as throttled.
+    pub(super) throttled_at: Option<Time>,
+    /// When an instance last crashed.
+    pub(super) crashed_at: Option<Time>,
     pub(super) rng: StdRng,
     /// Decides which handlings drop their records (`Config::p_drop`).
     pub(super) drops: StdRng,

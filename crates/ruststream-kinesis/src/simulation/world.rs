@@ -261,6 +261,7 @@ impl Sim {
         let i = alive[self.rng.random_range(0..alive.len())];
         self.kill_process_but(i);
         self.kill(i);
+        self.crashed_at = Some(self.now);
         self.stats.crashes += 1;
         self.log(|| format!("i{i} crashes (restart: {restart})"));
         if restart && !quiet {

@@ -106,8 +106,9 @@ impl<T: Moment> Coordinator<T> {
             return true;
         }
         let hinted = self.watch.hinted_rows(self.watch.notice(), owner, now_ms);
-        let until_ms = self.rows_change_at(&hinted, reading, owner, now_ms);
-        if self.plans_nothing_on(hinted, listing, reading, owner, (now, now_ms)) {
+        if self.plans_nothing_on(hinted.clone(), listing, reading, owner, (now, now_ms)) {
+            // After the plan: the moments of the shards it left to others count their pace.
+            let until_ms = self.rows_change_at(&hinted, reading, owner, now_ms);
             self.weighed_nothing(until_ms, reading, (now, now_ms), true);
             return true;
         }
@@ -141,7 +142,7 @@ impl<T: Moment> Coordinator<T> {
     ) -> bool {
         plan::add_finished(&mut rows, &self.finished);
         let mut passes = RoundPasses::new(listing.to_vec(), rows, &HashSet::new());
-        let takes = passes.next(self, reading, owner, now, now_ms);
+        let takes = passes.plan(self, reading, owner, now, now_ms);
         takes.is_empty() && self.asks.is_empty()
     }
 

@@ -126,7 +126,7 @@ fn a_round_that_marks_never_read_parents_takes_their_children_in_another_pass() 
     let mut rows = no_rows(&listing);
     coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let mut passes = RoundPasses::new(listing, rows, &HashSet::new());
-    let first = passes.next(&mut coordinator, &reading, OWNER, Duration::ZERO, NOW_MS);
+    let first = passes.next(&mut coordinator, &reading, OWNER, (Duration::ZERO, NOW_MS));
     assert_eq!(first.len(), 1);
     assert_eq!(
         (&*first[0].0.id, &first[0].1),
@@ -147,7 +147,7 @@ fn a_round_that_marks_never_read_parents_takes_their_children_in_another_pass() 
         passes.passed(&coordinator),
         "a pass that marked is followed by another"
     );
-    let second = passes.next(&mut coordinator, &reading, OWNER, Duration::ZERO, NOW_MS);
+    let second = passes.next(&mut coordinator, &reading, OWNER, (Duration::ZERO, NOW_MS));
     assert_eq!(second.len(), 1);
     assert_eq!(&*second[0].0.id, "shardId-1");
     assert!(matches!(second[0].1, TakeFor::Reading(_)));

@@ -84,12 +84,15 @@ impl<T: Moment> Coordinator<T> {
             }
             return false;
         }
-        let hinted = self.watch.hinted_rows(notice, owner, now_ms);
-        let until_ms = self.rows_change_at(&hinted, reading, owner, now_ms);
-        if self.takeable_now(hinted, reading, owner, now, now_ms, true) {
+        let mut hinted = self.watch.hinted_rows(notice, owner, now_ms);
+        if self.takeable_now(&mut hinted, reading, owner, now, now_ms, true) {
             self.weighed = None;
             return true;
         }
+        // After the weighing: the moments of the shards it left to others count their pace (taken
+        // before, a shard left for the first time had none, and a lapsed one's moment was missed:
+        // the random schedules found it).
+        let until_ms = self.rows_change_at(&hinted, reading, owner, now_ms);
         self.weighed_nothing(until_ms, reading, (now, now_ms), false);
         false
     }
@@ -117,7 +120,7 @@ impl<T: Moment> Coordinator<T> {
 
     /// A weighing at `now` (`now_ms`) of the rows as last read found nothing to take (nor, where
     /// `asks_none`, to ask for); `until_ms` is when their time rules change it
-    /// ([`rows_change_at`](Self::rows_change_at), taken before it).
+    /// ([`rows_change_at`](Self::rows_change_at), taken after it).
     pub(super) fn weighed_nothing(
         &mut self,
         until_ms: Option<u64>,
@@ -169,8 +172,17 @@ impl<T: Moment> Coordinator<T> {
             if row.owner.is_some() && !kept_alive {
                 // `is_expired_at` turns a millisecond past expiry and skew; `lapsed_for` counts
                 // the grace from expiry and skew.
+                // A shard left to others waits the pace's time too (a shard not left yet waits
+                // less: an early moment, which only weighs sooner).
+                let paced_ms = self
+                    .left_free
+                    .get(shard)
+                    .map_or(0, |&(_, paced)| millis(paced));
                 let free_ms = row.expiry_ms.saturating_add(skew);
-                moments.extend([free_ms.saturating_add(1), free_ms.saturating_add(grace_ms)]);
+                moments.extend([
+                    free_ms.saturating_add(1),
+                    free_ms.saturating_add(grace_ms + paced_ms),
+                ]);
             }
         }
         moments.into_iter().filter(|&at| at > now_ms).min()
@@ -181,7 +193,10 @@ impl<T: Moment> Coordinator<T> {
     fn own_change_at(&self, now: T) -> Option<T> {
         let grace = self.free_grace();
         let backoffs = self.backoff.values().map(|backoff| backoff.until);
-        let left = self.left_free.values().map(|&since| since + grace);
+        let left = self
+            .left_free
+            .values()
+            .map(|&(since, paced)| since + grace + paced);
         backoffs
             .chain(left)
             .chain(self.peers_wait_until())
@@ -208,12 +223,12 @@ impl<T: Moment> Coordinator<T> {
         now_ms: u64,
     ) {
         let epoch = self.epoch;
-        let hinted = self.watch.hinted_rows(notice, owner, now_ms);
-        let takeable = self.takeable_now(hinted, reading, owner, now, now_ms, true);
+        let mut hinted = self.watch.hinted_rows(notice, owner, now_ms);
+        let takeable = self.takeable_now(&mut hinted, reading, owner, now, now_ms, true);
         assert!(
             !takeable && self.epoch == epoch,
             "the poll at {now_ms} skipped a weighing whose answer changed (takeable {takeable}, \
-             kept state changed {})",
+             kept state changed {}): rows {hinted:?}",
             self.epoch != epoch
         );
     }

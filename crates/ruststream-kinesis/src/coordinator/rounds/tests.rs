@@ -723,3 +723,91 @@ fn with_the_handover_poll_off_the_notice_is_read_for_the_twins_alone() {
 }
 
 mod steady;
+
+impl Rig {
+    /// A rig whose fleet takes `budget` shards a second, at `now` past its first listing of
+    /// `count` new shards and of a table with no rows: its round passes next.
+    fn listed_fresh(budget: u64, count: usize, now: Duration) -> Self {
+        let mut rig = Rig::new();
+        rig.coordinator = Coordinator::new(LeaseTimings::default(), KinesisPosition::TrimHorizon)
+            .with_take_budget(budget);
+        assert!(matches!(rig.next(now), Step::ListShards));
+        let listing: Vec<ShardInfo> = (0..count).map(|n| shard(&format!("shardId-{n}"))).collect();
+        rig.rounds
+            .listed(&mut rig.coordinator, Shards::Listed(listing), now);
+        assert!(matches!(rig.next(now), Step::ListRows));
+        rig.rounds.rows_listed(
+            &mut rig.coordinator,
+            Listed::Rows(Vec::new()),
+            OWNER,
+            now,
+            NOW_MS,
+        );
+        rig
+    }
+}
+
+#[test]
+fn a_rounds_takes_go_out_as_the_pace_allows_with_the_poll_between_and_the_next_round_plans_again() {
+    let now = Duration::ZERO;
+    // The fleet takes two shards a second, this instance alone: two at once, then one every 500 ms.
+    let mut rig = Rig::listed_fresh(2, 8, now);
+    let Step::Take(first) = rig.next(now) else {
+        panic!("the takes the pace allows go out");
+    };
+    assert_eq!(first.len(), 2, "{first:?}");
+    let end = Duration::from_millis(100);
+    rig.rounds.took(&mut rig.coordinator, end);
+    // The round is over (its asks and deletions went ahead); six takes wait for the pace.
+    let Step::Wait(Some(until)) = rig.next(end) else {
+        panic!("a wait for the pace");
+    };
+    assert_eq!(until, Duration::from_millis(500));
+    assert!(rig.rounds.first_round_over());
+    assert_eq!(rig.rounds.paced_takes(), 6);
+    let mut taken = first.len();
+    let mut at = until;
+    let mut polled = false;
+    while taken < 8 {
+        match rig.next(at) {
+            Step::Take(batch) => {
+                assert_eq!(batch.len(), 1, "one take a refill at {at:?}");
+                taken += batch.len();
+                rig.rounds.took(&mut rig.coordinator, at);
+            }
+            Step::ReadNotice => {
+                // The poll runs while takes wait for the pace.
+                polled = true;
+                rig.rounds.notice_read(
+                    &mut rig.coordinator,
+                    NoticeRead::Failed,
+                    OWNER,
+                    at,
+                    NOW_MS + millis(at),
+                );
+            }
+            Step::Wait(Some(next)) => {
+                assert!(next > at, "{next:?} after {at:?}");
+                at = next;
+            }
+            other => panic!("{other:?} at {at:?}"),
+        }
+        assert!(at < LISTING, "every take out before the next listing");
+    }
+    assert_eq!(rig.rounds.paced_takes(), 0);
+    assert!(polled, "the poll ran between the paced takes");
+    assert!(
+        at >= Duration::from_millis(3_000),
+        "six takes at two a second: {at:?}"
+    );
+
+    // A round due while takes wait plans again on the rows it reads: the queue goes.
+    let mut rig = Rig::listed_fresh(1, 30, now);
+    assert!(matches!(rig.next(now), Step::Take(batch) if batch.len() == 1));
+    rig.rounds.took(&mut rig.coordinator, end);
+    assert!(matches!(rig.next(end), Step::Wait(Some(_))));
+    assert_eq!(rig.rounds.paced_takes(), 29);
+    rig.rounds.wake();
+    assert!(matches!(rig.next(end), Step::ListShards), "a woken round");
+    assert_eq!(rig.rounds.paced_takes(), 0, "the round plans again");
+}

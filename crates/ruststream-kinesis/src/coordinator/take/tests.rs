@@ -222,3 +222,54 @@ fn an_answer_to_a_call_not_made_changes_nothing() {
     ));
     assert!(takeable_now(&mut coordinator, NOW));
 }
+
+#[test]
+fn a_throttled_acquire_hands_nothing_back_and_pauses_every_take_until_a_backoff_ends() {
+    let mut coordinator = coordinator();
+    assert!(coordinator.take_allowance(NOW, NOW_MS, 1) > 0);
+    let mut take = take(reading());
+    let told = take.acquired(&mut coordinator, Err(AcquireRefused::Throttled), NOW, 0);
+    let Told::Throttled(until) = told else {
+        panic!("a throttled take is told as such: {told:?}");
+    };
+    assert_eq!(
+        take.next(),
+        TakeStep::Over {
+            wake_coordinator: false
+        }
+    );
+    // Half the first backoff's ceiling (1 s) with this coin.
+    assert_eq!(until, NOW + Duration::from_millis(500));
+    assert_eq!(
+        coordinator.take_allowance(until - Duration::from_millis(1), NOW_MS, 1),
+        0
+    );
+    assert_eq!(
+        coordinator.next_take_at(NOW, NOW_MS, 1),
+        until + Duration::from_millis(2),
+        "one take's refill after the pause (500 a second, alone)"
+    );
+    // The shard is not left alone for a backoff of its own: the next round tries it.
+    assert!(takeable_now(&mut coordinator, until));
+    // Throttled again at once: the pause doubles; a granted take ends the row.
+    let mut again = take_at(until);
+    let Told::Throttled(longer) =
+        again.acquired(&mut coordinator, Err(AcquireRefused::Throttled), until, 0)
+    else {
+        panic!("throttled");
+    };
+    assert_eq!(longer, until + Duration::from_secs(1));
+    let mut granted = take_at(longer);
+    granted.acquired(&mut coordinator, Ok(Some("7")), longer, 0);
+    let mut after = take_at(longer);
+    let Told::Throttled(reset) =
+        after.acquired(&mut coordinator, Err(AcquireRefused::Throttled), longer, 0)
+    else {
+        panic!("throttled");
+    };
+    assert_eq!(reset, longer + Duration::from_millis(500), "the row ended");
+}
+
+fn take_at(now: Duration) -> Take<Duration> {
+    Take::new(Arc::from("shardId-0"), reading(), now, NOW_MS)
+}

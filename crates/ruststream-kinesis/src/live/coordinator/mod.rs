@@ -101,6 +101,18 @@ impl Subscription {
                 );
                 let _ = self.tx.try_send(Err(err));
             }
+            Told::Throttled(until) => {
+                // Counted as a throttled `acquire` in the lease-table call metrics.
+                tracing::warn!(
+                    stream = %self.stream,
+                    shard = %shard,
+                    retry_in_ms = crate::lease::millis(until.saturating_duration_since(Instant::now())),
+                    error = %err,
+                    "the lease table throttled a take: this instance's takes pause, and the shard \
+                     is tried again at a later round; a table that throttles often needs more \
+                     write capacity (or on-demand capacity)"
+                );
+            }
         }
     }
 

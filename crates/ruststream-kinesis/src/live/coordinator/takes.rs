@@ -166,6 +166,7 @@ impl Subscription {
             Answered::Acquired(answer) => {
                 let refused = answer.as_ref().err().map(|err| match err {
                     err if err.is_fenced() => AcquireRefused::Fenced,
+                    err if err.is_throttled() => AcquireRefused::Throttled,
                     LeaseError::LegacyRow { .. } | LeaseError::OtherApplication { .. } => {
                         AcquireRefused::Unusable
                     }
