@@ -13,7 +13,9 @@ use std::time::Duration;
 use super::balance::{self, Ask};
 use super::hygiene::{Deletion, Hygiene};
 use super::plan::{self, Rows, TakeFor, Verdict};
-use super::take_pace::{Share, TakePace};
+#[cfg(test)]
+use super::take_pace::take_backoff_ceiling;
+use super::take_pace::{Share, TakePace, take_backoff};
 use super::twins::{Incarnation, TwinNews, Twins};
 use super::watch::{self, Noticed, Watch};
 use crate::kinesis::shards::ShardInfo;
@@ -23,20 +25,6 @@ use crate::settings::position::ShardStart;
 use crate::shard::Stop;
 use crate::shard::lease::Moment;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED};
-
-/// The first wait after a take that failed once the lease was won (its iterator refused, a
-/// legacy row in the way); it doubles with each failure in a row, up to the longer of the lease
-/// and the listing interval (10 s by default): a shard whose takes failed during an outage is
-/// taken again no later than a lapsed lease would be.
-const TAKE_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The longest wait after `failures` failed takes of a shard in a row: doubling from
-/// [`TAKE_BACKOFF`], capped at `longest` (the longer of the lease and the listing interval).
-pub(crate) fn take_backoff_ceiling(failures: u32, longest: Duration) -> Duration {
-    TAKE_BACKOFF
-        .saturating_mul(1 << failures.saturating_sub(1).min(10))
-        .min(longest.max(TAKE_BACKOFF))
-}
 
 /// A shard whose takes keep failing after the lease was won: how often in a row, and when it
 /// may be tried again.
@@ -125,6 +113,8 @@ pub(crate) struct Coordinator<T> {
     /// How many shards were free to anyone (or handed to it) at a balancing instance's last
     /// round: what the takes it still has planned are a part of ([`take_pace`](super::take_pace)).
     free_seen: Option<usize>,
+    /// How often a seek moved where shards without a checkpoint start ([`start_at`](Self::start_at)).
+    starts_moved: u64,
     /// How many polls skipped their weighing.
     #[cfg(test)]
     skipped_weighings: u64,
@@ -167,6 +157,7 @@ impl<T: Moment> Coordinator<T> {
             weighed: None,
             pace: TakePace::default(),
             free_seen: None,
+            starts_moved: 0,
             #[cfg(test)]
             skipped_weighings: 0,
             #[cfg(test)]
@@ -439,7 +430,14 @@ impl<T: Moment> Coordinator<T> {
     pub(crate) fn start_at(&mut self, initial: KinesisPosition) {
         self.initial = initial;
         self.skipped.clear();
+        self.starts_moved = self.starts_moved.wrapping_add(1);
         self.heard_news();
+    }
+
+    /// How often a seek moved where shards without a checkpoint start: takes planned before the
+    /// last one would start at the old place.
+    pub(crate) fn starts_moved(&self) -> u64 {
+        self.starts_moved
     }
 
     /// The stream is gone: one created again under its name has shards of the same ids.
@@ -791,22 +789,20 @@ impl<T: Moment> Coordinator<T> {
             .backoff
             .get(shard)
             .map_or(1, |backoff| backoff.failures.saturating_add(1));
-        let ceiling = crate::lease::millis(take_backoff_ceiling(failures, longest));
-        let wait = ceiling / 2 + coin % (ceiling - ceiling / 2 + 1);
         let backoff = TakeBackoff {
             failures,
-            until: now + Duration::from_millis(wait),
+            until: now + take_backoff(failures, longest, coin),
         };
         self.backoff.insert(Arc::clone(shard), backoff);
         self.heard_news();
         backoff
     }
 
-    /// How many of the `wanted` takes this instance has planned may go out at `now`
-    /// ([`take_pace`](super::take_pace)): its share of the fleet's take budget at `now_ms`.
-    pub(crate) fn take_allowance(&mut self, now: T, now_ms: u64, wanted: usize) -> usize {
-        let share = self.take_share(now_ms, wanted);
-        self.pace.allowance(now, share).min(wanted)
+    /// How many takes may go out at `now` ([`take_pace`](super::take_pace)), `planned` by this
+    /// instance's last plan: its share of the fleet's take budget at `now_ms`.
+    pub(crate) fn take_allowance(&mut self, now: T, now_ms: u64, planned: usize) -> usize {
+        let share = self.take_share(now_ms, planned);
+        self.pace.allowance(now, share)
     }
 
     /// Paces takes at `budget` a second for the whole fleet (the simulation's schedules, whose
@@ -823,14 +819,16 @@ impl<T: Moment> Coordinator<T> {
         self.pace.spend(takes);
     }
 
-    /// When the next of the `wanted` takes may go out, asked at `now` with no allowance left.
-    pub(crate) fn next_take_at(&self, now: T, now_ms: u64, wanted: usize) -> T {
-        self.pace.next_at(now, self.take_share(now_ms, wanted))
+    /// When the next take may go out, asked at `now` with no allowance left, `planned` by this
+    /// instance's last plan.
+    pub(crate) fn next_take_at(&self, now: T, now_ms: u64, planned: usize) -> T {
+        self.pace.next_at(now, self.take_share(now_ms, planned))
     }
 
     /// The lease table throttled a take at `now`: every take pauses for a backoff (`coin` draws
-    /// its jitter). Answers until when.
-    pub(crate) fn take_throttled(&mut self, now: T, coin: u64) -> T {
+    /// its jitter). Answers until when, if this began the pause (`None`: a take sent before
+    /// it, answered during it).
+    pub(crate) fn take_throttled(&mut self, now: T, coin: u64) -> Option<T> {
         let longest = self.timings.lease().max(self.timings.listing_interval());
         self.pace.throttled(now, longest, coin)
     }
@@ -915,6 +913,11 @@ pub(crate) struct RoundPasses {
     queued: std::collections::VecDeque<(ShardInfo, TakeFor)>,
     /// A batch marked shards: another pass is planned once the queued takes went out.
     replan: bool,
+    /// How many takes the last pass planned: what the pace's share is taken from.
+    planned: usize,
+    /// Where shards without a checkpoint started when the last pass planned
+    /// ([`Coordinator::starts_moved`]).
+    starts: u64,
 }
 
 impl RoundPasses {
@@ -930,6 +933,8 @@ impl RoundPasses {
             passes: 0,
             queued: std::collections::VecDeque::new(),
             replan: false,
+            planned: 0,
+            starts: 0,
         }
     }
 
@@ -944,9 +949,13 @@ impl RoundPasses {
     ) -> Vec<(ShardInfo, TakeFor)> {
         if self.queued.is_empty() && (self.passes == 0 || std::mem::take(&mut self.replan)) {
             let planned = self.plan(coordinator, reading, owner, now, now_ms);
+            self.planned = planned.len();
+            self.starts = coordinator.starts_moved();
             self.queued = planned.into();
         }
-        let allowance = coordinator.take_allowance(now, now_ms, self.queued.len());
+        let allowance = coordinator
+            .take_allowance(now, now_ms, self.planned)
+            .min(self.queued.len());
         coordinator.spend_takes(allowance);
         let batch: Vec<(ShardInfo, TakeFor)> = self.queued.drain(..allowance).collect();
         self.marking = batch
@@ -967,9 +976,15 @@ impl RoundPasses {
         self.queued.iter().map(|(shard, _)| &shard.id)
     }
 
-    /// How many takes wait for the pace.
-    pub(crate) fn queued_len(&self) -> usize {
-        self.queued.len()
+    /// How many takes the last pass planned.
+    pub(crate) fn planned(&self) -> usize {
+        self.planned
+    }
+
+    /// Whether a seek moved where shards without a checkpoint start since the last pass
+    /// planned: its queued takes would start at the old place.
+    pub(crate) fn planned_before_a_seek<T: Moment>(&self, coordinator: &Coordinator<T>) -> bool {
+        self.starts != coordinator.starts_moved()
     }
 
     /// The takes of the next pass (none: the round is over).
@@ -1005,8 +1020,8 @@ impl RoundPasses {
         to_take
     }
 
-    /// The takes of a batch answered: whether more follow (queued takes, or another pass: the
-    /// batch marked shards, whose rows now read `SHARD_SKIPPED`).
+    /// The takes of a batch answered: whether another pass follows at once (the batch marked
+    /// shards, whose rows now read `SHARD_SKIPPED`, and no takes are queued).
     pub(crate) fn passed<T: Moment>(&mut self, coordinator: &Coordinator<T>) -> bool {
         self.passes += 1;
         let marked: Vec<Arc<str>> = std::mem::take(&mut self.marking)
@@ -1019,7 +1034,7 @@ impl RoundPasses {
             }
             self.replan = true;
         }
-        self.replan || !self.queued.is_empty()
+        self.replan && self.queued.is_empty()
     }
 }
 

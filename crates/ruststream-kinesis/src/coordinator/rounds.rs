@@ -489,14 +489,18 @@ impl<T: Moment> Rounds<T> {
             self.next_listing
         };
         if let Some(passes) = self.paced.take() {
+            if passes.planned_before_a_seek(coordinator) {
+                // Its takes would start where shards started before the seek: plan again.
+                return Some(self.round(reading, now));
+            }
             if coordinator.is_paused() {
                 // An earlier run under this owner id is alive: this one takes nothing.
-            } else if coordinator.take_allowance(now, now_ms, passes.queued_len()) > 0 {
+            } else if coordinator.take_allowance(now, now_ms, passes.planned()) > 0 {
                 self.reading = reading.clone();
                 self.phase = Phase::Passing(passes);
                 return None;
             } else {
-                until = until.min(coordinator.next_take_at(now, now_ms, passes.queued_len()));
+                until = until.min(coordinator.next_take_at(now, now_ms, passes.planned()));
                 self.paced = Some(passes);
             }
         }
@@ -862,6 +866,12 @@ impl<T: Moment> Rounds<T> {
             // Shards were marked never to be read: their children are decided at once.
             self.phase = Phase::Passing(passes);
         } else {
+            if passes.has_queued() {
+                // The next batch goes out from between the rounds, where a cancel, a pause and
+                // a round or poll due come first: a batch that lasted long enough for the pace
+                // to refill would otherwise chain into the next until the queue is empty.
+                self.paced = Some(passes);
+            }
             self.takes_over(coordinator, now);
         }
     }

@@ -182,9 +182,9 @@ impl<T: Moment> Take<T> {
                 return match refused {
                     AcquireRefused::Fenced => Told::Nothing,
                     AcquireRefused::Failed => Told::Report,
-                    AcquireRefused::Throttled => {
-                        Told::Throttled(coordinator.take_throttled(now, coin))
-                    }
+                    AcquireRefused::Throttled => coordinator
+                        .take_throttled(now, coin)
+                        .map_or(Told::Nothing, Told::Throttled),
                     AcquireRefused::Unusable => {
                         Told::Backoff(coordinator.delay_take(&self.shard, now, coin))
                     }

@@ -20,8 +20,29 @@
 
 use std::time::Duration;
 
-use super::machine::take_backoff_ceiling;
 use crate::shard::lease::Moment;
+
+/// The first wait after a take that failed once the lease was won (its iterator refused, a
+/// legacy row in the way); it doubles with each failure in a row, up to the longer of the lease
+/// and the listing interval (10 s by default): a shard whose takes failed during an outage is
+/// taken again no later than a lapsed lease would be.
+const TAKE_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest wait after `failures` failed takes of a shard in a row: doubling from
+/// [`TAKE_BACKOFF`], capped at `longest` (the longer of the lease and the listing interval).
+pub(crate) fn take_backoff_ceiling(failures: u32, longest: Duration) -> Duration {
+    TAKE_BACKOFF
+        .saturating_mul(1 << failures.saturating_sub(1).min(10))
+        .min(longest.max(TAKE_BACKOFF))
+}
+
+/// The wait after `failures` failed (or throttled) takes in a row: between half the ceiling
+/// ([`take_backoff_ceiling`]) and all of it, `coin` drawing where, so that instances failing
+/// together do not try again in step.
+pub(crate) fn take_backoff(failures: u32, longest: Duration, coin: u64) -> Duration {
+    let ceiling = crate::lease::millis(take_backoff_ceiling(failures, longest));
+    Duration::from_millis(ceiling / 2 + coin % (ceiling - ceiling / 2 + 1))
+}
 
 /// How many takes a second the instances of one stream's fleet write together: an eighth of
 /// what a fresh on-demand table accepts (4,000 writes a second), which leaves room for the
@@ -140,18 +161,20 @@ impl<T: Moment> TakePace<T> {
     }
 
     /// The lease table throttled a take at `now`: every take pauses for a backoff, doubling with
-    /// each throttled take in a row up to `longest`; `coin` draws its jitter. Answers when takes
-    /// go out again.
-    pub(crate) fn throttled(&mut self, now: T, longest: Duration, coin: u64) -> T {
+    /// each pause in a row up to `longest`; `coin` draws its jitter. Answers when takes go out
+    /// again, if this began a pause: a take of the same batch answered during the pause (sent
+    /// before it) neither lengthens it nor counts as another in a row.
+    pub(crate) fn throttled(&mut self, now: T, longest: Duration, coin: u64) -> Option<T> {
+        if self.at.is_some_and(|at| at > now) && self.throttles > 0 {
+            return None;
+        }
         self.throttles = self.throttles.saturating_add(1);
-        let ceiling = crate::lease::millis(take_backoff_ceiling(self.throttles, longest));
-        let wait = ceiling / 2 + coin % (ceiling - ceiling / 2 + 1);
-        let until = now + Duration::from_millis(wait);
+        let until = now + take_backoff(self.throttles, longest, coin);
         // Empty until then, and filling from then on: no burst when the pause ends.
         let paused = self.at.map_or(until, |at| at.max(until));
         self.at = Some(paused);
         self.micros = 0;
-        paused
+        Some(paused)
     }
 
     /// A take was granted: the throttled row is over.

@@ -195,8 +195,9 @@
 //! `cargo test -p ruststream-kinesis --lib simulation::` runs 1,000 schedules from a
 //! random base seed on every core (`-- --nocapture` prints the counts and the handover times).
 //! `SIM_SCHEDULES=n` runs `n`; `SIM_BASE_SEED=b` fixes the base; `SIM_SEED=s` replays one
-//! schedule, and `SIM_TRACE=1` with it prints its whole trace (with `-- --nocapture`). A failure
-//! panics with `seed=<s>`, the invariant, the schedule's settings and its last events.
+//! schedule, and `SIM_TRACE=1` with it prints its whole trace (with `-- --nocapture`);
+//! `SIM_FAN_OUT=1` with it replays a seed of the fan-out schedules. A failure panics with
+//! `seed=<s>`, the invariant, the schedule's settings and its last events.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};

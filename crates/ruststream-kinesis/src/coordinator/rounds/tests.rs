@@ -811,3 +811,39 @@ fn a_rounds_takes_go_out_as_the_pace_allows_with_the_poll_between_and_the_next_r
     assert!(matches!(rig.next(end), Step::ListShards), "a woken round");
     assert_eq!(rig.rounds.paced_takes(), 0, "the round plans again");
 }
+
+/// Found by review (eleventh session): a batch of takes that lasted long enough for the pace to
+/// refill went straight on to the next batch, and so on until the queue was empty, so a cancel
+/// (or a pause for an earlier run under the owner id, or a round due) between batches waited for
+/// the whole queue: 20 s at 10,000 shards and 10 instances. Every batch after a round's first
+/// goes out from between the rounds, where those come first.
+#[test]
+fn a_cancel_between_paced_batches_stops_the_takes_at_once() {
+    let now = Duration::ZERO;
+    let mut rig = Rig::listed_fresh(2, 8, now);
+    assert!(matches!(rig.next(now), Step::Take(batch) if batch.len() == 2));
+    // The batch took a second: the pace refilled two takes meanwhile.
+    let end = Duration::from_secs(1);
+    rig.rounds.cancel();
+    rig.rounds.took(&mut rig.coordinator, end);
+    let step = rig.next(end);
+    assert!(matches!(step, Step::Exit), "{step:?}");
+}
+
+/// Found by review (eleventh session): a seek made while no shard is held moves where shards
+/// without a checkpoint start, but takes queued for the pace had their start planned before it.
+/// The queue goes, and a round plans again.
+#[test]
+fn a_seek_while_takes_wait_for_the_pace_plans_them_again() {
+    let now = Duration::ZERO;
+    let mut rig = Rig::listed_fresh(1, 30, now);
+    assert!(matches!(rig.next(now), Step::Take(batch) if batch.len() == 1));
+    let end = Duration::from_millis(100);
+    rig.rounds.took(&mut rig.coordinator, end);
+    assert!(matches!(rig.next(end), Step::Wait(Some(_))));
+    assert_eq!(rig.rounds.paced_takes(), 29);
+    rig.coordinator.start_at(KinesisPosition::Latest);
+    let step = rig.next(end);
+    assert!(matches!(step, Step::ListShards), "{step:?}");
+    assert_eq!(rig.rounds.paced_takes(), 0, "the queue went");
+}

@@ -240,6 +240,16 @@ fn a_throttled_acquire_hands_nothing_back_and_pauses_every_take_until_a_backoff_
     );
     // Half the first backoff's ceiling (1 s) with this coin.
     assert_eq!(until, NOW + Duration::from_millis(500));
+    // Another take sent before the pause, throttled during it: no second pause (nor WARN).
+    assert_eq!(
+        take_at(NOW).acquired(
+            &mut coordinator,
+            Err(AcquireRefused::Throttled),
+            NOW + Duration::from_millis(10),
+            u64::MAX
+        ),
+        Told::Nothing
+    );
     assert_eq!(
         coordinator.take_allowance(until - Duration::from_millis(1), NOW_MS, 1),
         0

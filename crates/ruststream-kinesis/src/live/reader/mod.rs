@@ -415,11 +415,21 @@ impl Reader {
                 ReadStep::Deliver(record, ticket) => {
                     let message = deliver(&self.env, handle, record, ticket, 1);
                     // A delivery dropped unsent (a cancel) is handed back by its drop, and stays
-                    // unsettled: the shard is handed back without it.
-                    let sent = tokio::select! {
-                        biased;
-                        () = &mut cancelled => false,
-                        sent = self.env.tx.send(Ok(message)) => sent.is_ok(),
+                    // unsettled: the shard is handed back without it. The channel has room
+                    // most of the time: the send goes then without a wait, so without polling
+                    // the cancel's future (865 instructions a record in process, by callgrind).
+                    let sent = if self.cancel.is_cancelled() {
+                        false
+                    } else {
+                        match self.env.tx.try_send(Ok(message)) {
+                            Ok(()) => true,
+                            Err(mpsc::error::TrySendError::Closed(_)) => false,
+                            Err(mpsc::error::TrySendError::Full(message)) => tokio::select! {
+                                biased;
+                                () = &mut cancelled => false,
+                                sent = self.env.tx.send(message) => sent.is_ok(),
+                            },
+                        }
                     };
                     if !sent {
                         handle.cancel_reading();
@@ -428,16 +438,23 @@ impl Reader {
                 ReadStep::Wait(until) => {
                     #[cfg(feature = "testing")]
                     handle.release_if_quiet();
+                    if self.cancel.is_cancelled() {
+                        handle.cancel_reading();
+                        continue;
+                    }
                     let timer = sleep_until(until);
+                    // A stop comes first: checked by its flag above, and its future polled last
+                    // (in process a wake or news is often there already, and polling the
+                    // cancel's future costs more than the turn).
                     tokio::select! {
                         biased;
-                        () = &mut cancelled => handle.cancel_reading(),
                         () = &mut woken => woken.set(handle.reader_wake()),
                         () = &mut news => {
                             news.set(news_of.notified());
                             #[cfg(feature = "testing")]
                             handle.news();
                         }
+                        () = &mut cancelled => handle.cancel_reading(),
                         () = timer => {}
                     }
                 }
@@ -472,16 +489,30 @@ impl Reader {
         }
         let answered = {
             let mut fetch = pin!(self.call(call, events, buffers));
-            loop {
-                tokio::select! {
-                    // In this order, and no random draw: a stop comes first.
-                    biased;
-                    () = &mut cancelled => break Answered::Cancelled,
-                    fetch = &mut fetch => break Answered::Fetch(fetch),
-                    () = &mut woken, if awaits_event => {
-                        woken.set(handle.reader_wake());
-                        if handle.event_unwanted() {
-                            break Answered::Unwanted;
+            // A call that answers at once (in process, always) answers without the select: the
+            // cancel is checked by its flag, not by polling its future.
+            let first = if self.cancel.is_cancelled() {
+                Some(Answered::Cancelled)
+            } else {
+                match futures::poll!(fetch.as_mut()) {
+                    std::task::Poll::Ready(fetch) => Some(Answered::Fetch(fetch)),
+                    std::task::Poll::Pending => None,
+                }
+            };
+            if let Some(answered) = first {
+                answered
+            } else {
+                loop {
+                    tokio::select! {
+                        // In this order, and no random draw: a stop comes first.
+                        biased;
+                        () = &mut cancelled => break Answered::Cancelled,
+                        fetch = &mut fetch => break Answered::Fetch(fetch),
+                        () = &mut woken, if awaits_event => {
+                            woken.set(handle.reader_wake());
+                            if handle.event_unwanted() {
+                                break Answered::Unwanted;
+                            }
                         }
                     }
                 }
