@@ -422,7 +422,13 @@ impl Reader {
                         false
                     } else {
                         match self.env.tx.try_send(Ok(message)) {
-                            Ok(()) => true,
+                            Ok(()) => {
+                                // The awaited send counted against the task's budget, so a
+                                // batch of thousands handed out to a channel with room yielded
+                                // to the runtime every 128 records; this keeps that.
+                                tokio::task::consume_budget().await;
+                                true
+                            }
                             Err(mpsc::error::TrySendError::Closed(_)) => false,
                             Err(mpsc::error::TrySendError::Full(message)) => tokio::select! {
                                 biased;
