@@ -976,6 +976,11 @@ impl RoundPasses {
         self.queued.iter().map(|(shard, _)| &shard.id)
     }
 
+    /// The rows the passes planned on.
+    pub(crate) fn into_rows(self) -> Rows {
+        self.rows
+    }
+
     /// How many takes the last pass planned.
     pub(crate) fn planned(&self) -> usize {
         self.planned

@@ -381,17 +381,11 @@ impl<T: Moment> Rounds<T> {
                     self.phase = Phase::Taking(passes);
                     return InPhase::Step(Step::Take(to_take));
                 }
-                if passes.has_queued() {
-                    // The pace lets no take out now: the round's asks and deletions go ahead,
-                    // and its planned takes go out between rounds and polls as the pace allows
-                    // (a round that waited for them would keep the poll, and so the beat, from
-                    // running: 20 s at 10,000 shards).
-                    self.paced = Some(passes);
-                    #[cfg(test)]
-                    {
-                        self.paced_waits += 1;
-                    }
-                }
+                // The pace lets no take out now: the round's asks and deletions go ahead, and
+                // its planned takes go out between rounds and polls as the pace allows (a round
+                // that waited for them would keep the poll, and so the beat, from running: 20 s
+                // at 10,000 shards).
+                self.park(passes);
                 if self.takes_over(coordinator, now) {
                     return InPhase::Again;
                 }
@@ -505,6 +499,17 @@ impl<T: Moment> Rounds<T> {
             }
         }
         Some(Step::Wait(Some(until)))
+    }
+
+    /// Keeps `passes` for between the rounds if takes of theirs wait for the pace.
+    fn park(&mut self, passes: RoundPasses) {
+        if passes.has_queued() {
+            self.paced = Some(passes);
+            #[cfg(test)]
+            {
+                self.paced_waits += 1;
+            }
+        }
     }
 
     /// The shards being read, and those whose takes wait for the pace: the poll waits for
@@ -866,12 +871,10 @@ impl<T: Moment> Rounds<T> {
             // Shards were marked never to be read: their children are decided at once.
             self.phase = Phase::Passing(passes);
         } else {
-            if passes.has_queued() {
-                // The next batch goes out from between the rounds, where a cancel, a pause and
-                // a round or poll due come first: a batch that lasted long enough for the pace
-                // to refill would otherwise chain into the next until the queue is empty.
-                self.paced = Some(passes);
-            }
+            // The next batch goes out from between the rounds, where a cancel, a pause and a
+            // round or poll due come first: a batch that lasted long enough for the pace to
+            // refill would otherwise chain into the next until the queue is empty.
+            self.park(passes);
             self.takes_over(coordinator, now);
         }
     }

@@ -105,8 +105,8 @@ impl<T: Moment> Coordinator<T> {
             }
             return true;
         }
-        let hinted = self.watch.hinted_rows(self.watch.notice(), owner, now_ms);
-        if self.plans_nothing_on(hinted.clone(), listing, reading, owner, (now, now_ms)) {
+        let mut hinted = self.watch.hinted_rows(self.watch.notice(), owner, now_ms);
+        if self.plans_nothing_on(&mut hinted, listing, reading, owner, (now, now_ms)) {
             // After the plan: the moments of the shards it left to others count their pace.
             let until_ms = self.rows_change_at(&hinted, reading, owner, now_ms);
             self.weighed_nothing(until_ms, reading, (now, now_ms), true);
@@ -127,22 +127,24 @@ impl<T: Moment> Coordinator<T> {
         owner: &str,
         at: (T, u64),
     ) -> bool {
-        let hinted = self.watch.hinted_rows(self.watch.notice(), owner, at.1);
-        self.plans_nothing_on(hinted, listing, reading, owner, at)
+        let mut hinted = self.watch.hinted_rows(self.watch.notice(), owner, at.1);
+        self.plans_nothing_on(&mut hinted, listing, reading, owner, at)
     }
 
     /// Whether the plan on `rows` takes and asks for nothing.
     fn plans_nothing_on(
         &mut self,
-        mut rows: plan::Rows,
+        rows: &mut plan::Rows,
         listing: &[ShardInfo],
         reading: &HashSet<Arc<str>>,
         owner: &str,
         (now, now_ms): (T, u64),
     ) -> bool {
-        plan::add_finished(&mut rows, &self.finished);
-        let mut passes = RoundPasses::new(listing.to_vec(), rows, &HashSet::new());
+        plan::add_finished(rows, &self.finished);
+        let mut passes = RoundPasses::new(listing.to_vec(), std::mem::take(rows), &HashSet::new());
         let takes = passes.plan(self, reading, owner, now, now_ms);
+        // The rows go back to the caller, as planned on (finished shards added).
+        *rows = passes.into_rows();
         takes.is_empty() && self.asks.is_empty()
     }
 

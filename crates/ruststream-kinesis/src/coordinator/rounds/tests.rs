@@ -42,12 +42,16 @@ impl Rig {
 
     /// The first round at `now`: `ListShards` lists the one shard, and the rows' `list` is asked.
     fn first_listing(&mut self, now: Duration) {
+        self.first_listing_of(1, now);
+    }
+
+    /// The first round at `now`: `ListShards` lists `count` shards (`shardId-0`, ...), and the
+    /// rows' `list` is asked.
+    fn first_listing_of(&mut self, count: usize, now: Duration) {
         assert!(matches!(self.next(now), Step::ListShards));
-        self.rounds.listed(
-            &mut self.coordinator,
-            Shards::Listed(vec![shard("shardId-0")]),
-            now,
-        );
+        let listing: Vec<ShardInfo> = (0..count).map(|n| shard(&format!("shardId-{n}"))).collect();
+        self.rounds
+            .listed(&mut self.coordinator, Shards::Listed(listing), now);
         assert!(matches!(self.next(now), Step::ListRows));
     }
 
@@ -731,11 +735,7 @@ impl Rig {
         let mut rig = Rig::new();
         rig.coordinator = Coordinator::new(LeaseTimings::default(), KinesisPosition::TrimHorizon)
             .with_take_budget(budget);
-        assert!(matches!(rig.next(now), Step::ListShards));
-        let listing: Vec<ShardInfo> = (0..count).map(|n| shard(&format!("shardId-{n}"))).collect();
-        rig.rounds
-            .listed(&mut rig.coordinator, Shards::Listed(listing), now);
-        assert!(matches!(rig.next(now), Step::ListRows));
+        rig.first_listing_of(count, now);
         rig.rounds.rows_listed(
             &mut rig.coordinator,
             Listed::Rows(Vec::new()),
