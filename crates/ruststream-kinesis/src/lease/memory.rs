@@ -100,14 +100,15 @@ impl MemoryLeaseStore {
 }
 
 impl MemoryLeaseStore {
-    /// The take of `acquire` and `acquire_from`: `start` becomes the checkpoint of a row
-    /// without one, in the same step.
+    /// The take of `acquire`, `acquire_from` and `take_over`: `start` becomes the checkpoint of
+    /// a row without one, in the same step.
     fn take(
         &self,
         key: &LeaseKey,
         owner: &str,
         lease: Duration,
         start: Option<&str>,
+        over: Option<rules::Over<'_>>,
     ) -> Result<LeaseState, LeaseError> {
         let now_ms = epoch_millis();
         let take = rules::Take {
@@ -117,11 +118,15 @@ impl MemoryLeaseStore {
             start,
             // Every take reads the rows as they are now: there is no older view to guard.
             seen_row: false,
+            over,
         };
         let mut rows = self.lock();
         let row = rows.get(key);
         let Some(taken) = rules::take(row, &take) else {
-            let row = row.cloned().unwrap_or_default();
+            let Some(row) = row.cloned() else {
+                // Only a take-over is refused by a missing row: it decided on one.
+                return Err(LeaseError::Deleted { key: key.clone() });
+            };
             return Err(LeaseError::Held {
                 key: key.clone(),
                 owner: row.owner.unwrap_or_default(),
@@ -157,7 +162,21 @@ impl LeaseStore for MemoryLeaseStore {
         owner: &'a str,
         lease: Duration,
     ) -> LeaseFuture<'a, LeaseState> {
-        Box::pin(std::future::ready(self.take(key, owner, lease, None)))
+        Box::pin(std::future::ready(self.take(key, owner, lease, None, None)))
+    }
+
+    fn take_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+        holder: &'a str,
+        counter: u64,
+    ) -> LeaseFuture<'a, LeaseState> {
+        let over = rules::Over { holder, counter };
+        let taken = self.take(key, owner, lease, Some(start), Some(over));
+        Box::pin(std::future::ready(taken))
     }
 
     fn acquire_from<'a>(
@@ -172,6 +191,7 @@ impl LeaseStore for MemoryLeaseStore {
             owner,
             lease,
             Some(start),
+            None,
         )))
     }
 
@@ -276,7 +296,9 @@ impl LeaseStore for MemoryLeaseStore {
             notice.beats.remove(gone);
             notice.incarnations.remove(gone);
         }
-        notice.beats.insert(owner.to_owned(), until_ms);
+        // A beat never moves back: one written late lands on no newer one.
+        let beat = notice.beats.entry(owner.to_owned()).or_insert(until_ms);
+        *beat = (*beat).max(until_ms);
         Box::pin(std::future::ready(Ok(())))
     }
 

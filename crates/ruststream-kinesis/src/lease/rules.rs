@@ -16,6 +16,10 @@ use super::{Handoff, LeaseState, SKEW_TOLERANCE, millis};
 /// becomes the checkpoint of a row without one. `seen_row`: the taker's store object saw the
 /// row exist, so the take needs the row still there (a row deleted since, its shard done with,
 /// is not created again by a take decided on an older view).
+///
+/// `over`: a take-over (`LeaseStore::take_over`) of a row kept alive by its holder's beat,
+/// which the taker judged lapsed: accepted while the row still names that holder at that
+/// counter, whatever its expiry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Take<'a> {
     pub(crate) owner: &'a str,
@@ -23,6 +27,14 @@ pub(crate) struct Take<'a> {
     pub(crate) lease_ms: u64,
     pub(crate) start: Option<&'a str>,
     pub(crate) seen_row: bool,
+    pub(crate) over: Option<Over<'a>>,
+}
+
+/// The holder and the counter a take-over saw: the row must still hold both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Over<'a> {
+    pub(crate) holder: &'a str,
+    pub(crate) counter: u64,
 }
 
 impl Take<'_> {
@@ -37,13 +49,19 @@ impl Take<'_> {
 /// its expiry back (a take of its own that lands late, after renewals went ahead, is refused
 /// rather than shortening the lease), or one whose expiry lies more than [`SKEW_TOLERANCE`]
 /// behind the taker's clock.
+///
+/// A take-over is accepted by the row it names as well (its holder, at its counter), and never
+/// by a missing row: the shard's row was deleted since it was read.
 pub(crate) fn take_accepted(row: Option<&LeaseState>, take: &Take<'_>) -> bool {
     match row {
-        None => !take.seen_row,
+        None => !take.seen_row && take.over.is_none(),
         Some(row) => {
             row.owner.is_none()
                 || (row.is_held_by(take.owner) && row.expiry_ms <= take.expiry_ms())
                 || row.is_expired_at(take.now_ms)
+                || take
+                    .over
+                    .is_some_and(|over| row.is_held_by(over.holder) && row.counter == over.counter)
         }
     }
 }

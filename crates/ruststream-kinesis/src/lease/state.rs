@@ -35,6 +35,24 @@ pub const SHARD_END: &str = "SHARD_END";
 /// ```
 pub const SHARD_SKIPPED: &str = "SHARD_SKIPPED";
 
+/// The lease a row kept alive by its holder's beat is written with (a take, a checkpoint, a
+/// hand-over): a thousand years, so that no instance judges it by its expiry.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "beat mode is built in steps: the takes that write it come next"
+    )
+)]
+pub(crate) const KEPT_BY_BEAT: std::time::Duration =
+    std::time::Duration::from_secs(1000 * 365 * 24 * 3600);
+
+/// A row whose expiry lies further ahead than this (a hundred years) is kept alive by its
+/// holder's beat ([`LeaseState::is_kept_by_beat`]): past any lease renewed per row, the ten years
+/// of a reader in process included.
+pub(crate) const BEAT_KEPT_AFTER: std::time::Duration =
+    std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Between the sequence number and the user record's index of a checkpoint inside a KPL
 /// aggregate.
 const SUB_SEQUENCE_SEPARATOR: char = ':';
@@ -196,6 +214,17 @@ impl LeaseState {
     #[must_use]
     pub fn is_skipped(&self) -> bool {
         self.checkpoint.as_deref() == Some(SHARD_SKIPPED)
+    }
+
+    /// Whether this row's holder keeps its lease alive by its beat rather than by renewing the
+    /// row (liveness by beat): the row's expiry lies more than a hundred years ahead of `now_ms`,
+    /// where no lease a holder renews reaches. Such a row is never expired
+    /// by its expiry: an instance that renews leases per row never takes it, and one kept alive
+    /// by beats takes it over once its holder's beat lapsed.
+    #[must_use]
+    pub fn is_kept_by_beat(&self, now_ms: u64) -> bool {
+        self.owner.is_some()
+            && self.expiry_ms > now_ms.saturating_add(super::millis(BEAT_KEPT_AFTER))
     }
 
     /// Whether another instance may take this row at `now_ms` (epoch milliseconds): it has no

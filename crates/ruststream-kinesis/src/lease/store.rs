@@ -217,6 +217,43 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         })
     }
 
+    /// Takes `key`'s shard from `holder`, whose leases its beat keeps alive (the row's expiry
+    /// lies past any lease) and whose beat the caller judged lapsed: one conditional write,
+    /// accepted where [`acquire_from`](Self::acquire_from) is, and also while the row still
+    /// names `holder` at `counter` (the row the caller decided on), whatever its expiry. Writes
+    /// what `acquire_from` writes and answers the row as taken. Two instances that both judged
+    /// `holder` gone cannot both win: the first take bumps the counter the second is
+    /// conditioned on.
+    ///
+    /// Provided as an error naming the fix, for a store that cannot condition a take on the
+    /// counter: liveness by beat needs this call.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Held`] when the row names another owner or counter (a later take, or a
+    /// holder that took its row again) and is not free; [`LeaseError::Deleted`] when there is no
+    /// row any more; a store failure otherwise.
+    fn take_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+        holder: &'a str,
+        counter: u64,
+    ) -> LeaseFuture<'a, LeaseState> {
+        let _ = (owner, lease, start, holder, counter);
+        Box::pin(std::future::ready(Err(super::LeaseError::Store {
+            key: key.clone(),
+            operation: "take_over",
+            message: "this lease store cannot take a shard over from an instance whose beat \
+                      lapsed (LeaseStore::take_over is not implemented); implement it (the store \
+                      suite's take-over check says how it must behave), or keep leases alive \
+                      per row"
+                .to_owned(),
+        })))
+    }
+
     /// Every row of `stream` in one call, for a coordinator's listing round and for its watch
     /// on released and expired leases between listings; `None` when the store has no such
     /// call, and the coordinator then reads the rows it needs one by one.
@@ -261,8 +298,9 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
 
     /// Writes `owner`'s beat in `stream`'s notice: alive until `until_ms` (epoch milliseconds),
     /// and removes the beats and the [`announce`](Self::announce)d runs of `forget` (instances
-    /// whose beats lapsed long ago). Unconditional:
-    /// a beat is a hint, never a lease. Provided as doing nothing, for a store without notices.
+    /// whose beats lapsed long ago). An owner's beat never moves back: when a later one stands
+    /// (this write went out before it and lands late), nothing changes and the call answers
+    /// `Ok`. Nothing else conditions it. Provided as doing nothing, for a store without notices.
     ///
     /// # Errors
     ///

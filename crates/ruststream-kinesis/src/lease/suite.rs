@@ -88,7 +88,8 @@ const MARGIN: Duration = Duration::from_millis(300);
 ///   no unexpired lease, reads back as missing, and can be taken afresh;
 /// - `notices` (for a store whose [`notice`](LeaseStore::notice) answers): a stream's notice
 ///   starts empty, a release bumps its counter and a refused one does not, a beat reads back and
-///   removes the beats it names, a leave removes the leaver's beat and bumps the counter, and
+///   removes the beats it names, an older beat landing after a newer one moves nothing back, a
+///   leave removes the leaver's beat and bumps the counter, and
 ///   the notice row is no row of a shard: a listing of the stream shows only the shards' rows;
 /// - `handoff` (for a store that records handoffs): a request is recorded only on a row
 ///   its named holder holds, bumps no counter (the holder's own writes still land), shows in the
@@ -96,7 +97,12 @@ const MARGIN: Duration = Duration::from_millis(300);
 ///   handoff (`hand_over`) is refused for an instance the request does not name and for a
 ///   non-holder, and otherwise makes the asker the owner with the final checkpoint, removes the
 ///   request, and bumps the counter; the asker's take of the handed row succeeds, and any take
-///   removes a request.
+///   removes a request;
+/// - `take-over` (for a store that implements [`take_over`](LeaseStore::take_over)): a
+///   take-over of a live row is refused unless the row still names the holder and the counter
+///   given, is then accepted whatever the expiry (the row becomes the taker's, the counter
+///   bumped, the checkpoint kept), a second take-over decided on the same row is refused, of
+///   several sent at once exactly one lands, and a take-over of a missing row fails.
 ///
 /// # Panics
 ///
@@ -131,6 +137,7 @@ pub async fn run(store: &dyn LeaseStore, lease: Duration) {
     run.notices().await;
     run.handoff().await;
     run.deletion().await;
+    run.take_over().await;
 }
 
 /// One run of the suite: the store, the lease, and the run's unique stream prefix.
@@ -949,6 +956,117 @@ impl<'s> Run<'s> {
         self.release(check, &key, B).await;
     }
 
+    /// `take-over`: taking a row from a holder whose beat lapsed, on the row as read.
+    async fn take_over(&self) {
+        let check = "take-over";
+        // A lease no run of the suite outlives: only the take-over's own condition lets a
+        // take through.
+        const LONG: Duration = Duration::from_secs(600);
+        let key = self.key(check);
+        let held = ok(
+            check,
+            &format!("{A} acquires {key}"),
+            self.store.acquire_from(&key, A, LONG, "TRIM_HORIZON").await,
+        );
+        let over = |taker: &'static str, holder: &'static str, counter: u64| {
+            self.store
+                .take_over(&key, taker, self.lease, "LATEST", holder, counter)
+        };
+        match over(B, A, held.counter.wrapping_sub(1)).await {
+            Err(LeaseError::Store {
+                operation: "take_over",
+                ..
+            }) => {
+                // A store without take-overs: nothing to check (liveness by beat needs them).
+                self.release(check, &key, A).await;
+                return;
+            }
+            Err(LeaseError::Held { .. }) => {}
+            other => fail(
+                check,
+                &format!(
+                    "a take-over of {key} at a counter it no longer holds answered {other:?}; \
+                     it must be refused (Held)"
+                ),
+            ),
+        }
+        let other_holder = over(B, "suite-owner-c", held.counter).await;
+        expect(
+            check,
+            matches!(other_holder, Err(LeaseError::Held { .. })),
+            &format!(
+                "a take-over of {key} naming a holder it does not have answered {other_holder:?}"
+            ),
+        );
+        let taken = ok(
+            check,
+            &format!("{B} takes {key} over from {A}"),
+            over(B, A, held.counter).await,
+        );
+        expect(
+            check,
+            taken.is_held_by(B)
+                && taken.counter > held.counter
+                && taken.checkpoint.as_deref() == Some("TRIM_HORIZON"),
+            &format!(
+                "{B}'s take-over of {key} (was {held:?}) answered {taken:?}: it must name {B}, \
+                 bump the counter and keep the checkpoint"
+            ),
+        );
+        let second = over("suite-owner-c", A, held.counter).await;
+        expect(
+            check,
+            matches!(second, Err(LeaseError::Held { .. })),
+            &format!(
+                "a second take-over of {key} decided on the same row answered {second:?}: two \
+                 instances would read the shard"
+            ),
+        );
+        self.read_expecting(check, &key, Some(B), Some("TRIM_HORIZON"), held.counter)
+            .await;
+        // Several take-overs of one row at once: exactly one lands.
+        let racing = self.key(&format!("{check}-racing"));
+        let row = ok(
+            check,
+            &format!("{A} acquires {racing}"),
+            self.store.acquire(&racing, A, LONG).await,
+        );
+        let takers = [B, "suite-owner-c", "suite-owner-d"];
+        let answers = futures::future::join_all(takers.iter().map(|taker| {
+            self.store
+                .take_over(&racing, taker, self.lease, "LATEST", A, row.counter)
+        }))
+        .await;
+        let winners: Vec<_> = takers
+            .iter()
+            .zip(&answers)
+            .filter(|(_, answer)| answer.is_ok())
+            .map(|(taker, _)| *taker)
+            .collect();
+        expect(
+            check,
+            winners.len() == 1,
+            &format!(
+                "of {} simultaneous take-overs of {racing}, {winners:?} landed",
+                takers.len()
+            ),
+        );
+        let missing = self.key(&format!("{check}-missing"));
+        let nothing = self
+            .store
+            .take_over(&missing, B, self.lease, "LATEST", A, 1)
+            .await;
+        expect(
+            check,
+            nothing.is_err(),
+            &format!("a take-over of the missing row {missing} answered {nothing:?}"),
+        );
+        self.release(check, &key, B).await;
+        if let [winner] = winners.as_slice() {
+            self.release(check, &racing, winner).await;
+        }
+    }
+
     /// `notices`: the stream's notice, as a store that keeps one keeps it.
     async fn notices(&self) {
         let check = "notices";
@@ -1036,6 +1154,25 @@ impl<'s> Run<'s> {
             check,
             forgot.beats.len() == 1 && forgot.beats.get(B) == Some(&(until + 1)),
             &format!("B's beat, removing A's, left {:?}", forgot.beats),
+        );
+        // A beat of B sent before the one that stands, landing late: it moves nothing back.
+        ok(
+            check,
+            "an older beat of B, landing late",
+            self.store.beat(stream, B, until - 1, &[]).await,
+        );
+        let late = read("reading the notice after B's late beat")
+            .await
+            .unwrap_or_default();
+        expect(
+            check,
+            late.beats.get(B) == Some(&(until + 1)),
+            &format!(
+                "B's beat until {} moved back by an older one to {:?}: an instance kept alive \
+                 by its beat would count on more than the notice shows",
+                until + 1,
+                late.beats.get(B)
+            ),
         );
         ok(check, "B leaves", self.store.leave(stream, B).await);
         let left = read("reading the notice after B left")

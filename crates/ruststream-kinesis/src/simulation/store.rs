@@ -364,7 +364,13 @@ impl Sim {
                     self.notice.beats.remove(gone);
                     self.notice.incarnations.remove(gone);
                 }
-                self.notice.beats.insert(op.owner.to_string(), *until_ms);
+                // As the crate's stores: a beat never moves back.
+                let beat = self
+                    .notice
+                    .beats
+                    .entry(op.owner.to_string())
+                    .or_insert(*until_ms);
+                *beat = (*beat).max(*until_ms);
                 Res::Ok
             }
             OpKind::Announce { record, forget } => {
@@ -426,6 +432,7 @@ impl Sim {
                     lease_ms,
                     start: None,
                     seen_row: op.row_known,
+                    over: None,
                 };
                 if self.rows[shard].state.is_none() && !rules::take_accepted(None, &take) {
                     // Its store object saw the row: deleted since, and not created again.

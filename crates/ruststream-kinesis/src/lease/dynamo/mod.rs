@@ -65,6 +65,8 @@ const COMMIT_TOKEN: &str = "commit_token";
 /// its call timed out and renewals went ahead, is refused rather than shortening the lease.
 const TAKE_CONDITION: &str = "(attribute_not_exists(lease_key) OR attribute_not_exists(lease_owner) \
      OR (lease_owner = :me AND lease_expiry <= :expiry) OR lease_expiry < :cutoff)";
+/// A take-over (`LeaseStore::take_over`) is accepted by the row as the taker read it, too.
+const TAKE_OVER_CONDITION: &str = "(lease_owner = :holder AND lease_counter = :counter)";
 /// A take by a store that names an application: the row names none yet, or this one.
 const OWN_APPLICATION_CONDITION: &str =
     " AND (attribute_not_exists(application) OR application = :app)";
@@ -679,7 +681,7 @@ impl LeaseStore for DynamoLeaseStore {
         owner: &'a str,
         lease: Duration,
     ) -> LeaseFuture<'a, LeaseState> {
-        Box::pin(self.take(key, owner, lease, None))
+        Box::pin(self.take(key, owner, lease, None, None))
     }
 
     fn acquire_from<'a>(
@@ -689,7 +691,21 @@ impl LeaseStore for DynamoLeaseStore {
         lease: Duration,
         start: &'a str,
     ) -> LeaseFuture<'a, LeaseState> {
-        Box::pin(self.take(key, owner, lease, Some(start)))
+        Box::pin(self.take(key, owner, lease, Some(start), None))
+    }
+
+    /// The take of `acquire_from`, its condition widened to the row as the caller read it
+    /// (`lease_owner = holder AND lease_counter = counter`), and the row required to exist.
+    fn take_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+        holder: &'a str,
+        counter: u64,
+    ) -> LeaseFuture<'a, LeaseState> {
+        Box::pin(self.take(key, owner, lease, Some(start), Some((holder, counter))))
     }
 
     fn renew<'a>(

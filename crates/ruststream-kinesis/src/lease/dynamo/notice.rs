@@ -76,7 +76,9 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// Writes `owner`'s beat in `stream`'s notice and removes the beats and records of `forget`.
+    /// Writes `owner`'s beat in `stream`'s notice and removes the beats and records of `forget`,
+    /// unless a later beat of `owner` stands (a beat written late, after its answer was lost,
+    /// lands on no newer one): then nothing changes, and the call answers `Ok`.
     pub(super) async fn write_beat(
         &self,
         stream: &str,
@@ -84,14 +86,30 @@ impl DynamoLeaseStore {
         until_ms: u64,
         forget: &[String],
     ) -> Result<(), LeaseError> {
-        self.write_notice(
-            stream,
-            "beat",
-            (BEAT_PREFIX, owner),
-            number(until_ms),
-            forget,
-        )
-        .await
+        let later_stands = self
+            .write_notice(
+                stream,
+                "beat",
+                (BEAT_PREFIX, owner),
+                number(until_ms),
+                forget,
+                // A beat that is not a number (written by hand) is replaced, not compared.
+                Some((
+                    "attribute_not_exists(#me) OR NOT attribute_type(#me, :number) OR #me < :value",
+                    string("N"),
+                )),
+            )
+            .await?;
+        if later_stands {
+            tracing::debug!(
+                table = %self.table,
+                stream,
+                owner,
+                until_ms,
+                "a later beat of this owner stands in the notice: this one changed nothing"
+            );
+        }
+        Ok(())
     }
 
     /// Records `record` under `owner` in `stream`'s notice and removes the beats and records of
@@ -109,12 +127,16 @@ impl DynamoLeaseStore {
             (INCARNATION_PREFIX, owner),
             string(record),
             forget,
+            None,
         )
         .await
+        .map(drop)
     }
 
-    /// One unconditional `UpdateItem` of `stream`'s notice: `<prefix><owner>` set to `value`,
-    /// and the beat and the record of each of `forget` (but `owner`) removed.
+    /// One `UpdateItem` of `stream`'s notice: `<prefix><owner>` (`#me`) set to `value`
+    /// (`:value`), and the beat and the record of each of `forget` (but `owner`) removed;
+    /// unconditional, or under `condition` (an expression and its `:number` value). Answers
+    /// whether the condition refused the write (nothing changed).
     async fn write_notice(
         &self,
         stream: &str,
@@ -122,7 +144,8 @@ impl DynamoLeaseStore {
         (prefix, owner): (&str, &str),
         value: AttributeValue,
         forget: &[String],
-    ) -> Result<(), LeaseError> {
+        condition: Option<(&str, AttributeValue)>,
+    ) -> Result<bool, LeaseError> {
         let key = LeaseKey::new(stream, "*");
         let mut update = "SET #me = :value".to_owned();
         let mut names = HashMap::from([("#me".to_owned(), format!("{prefix}{owner}"))]);
@@ -133,17 +156,31 @@ impl DynamoLeaseStore {
             names.insert(format!("#gone{n}"), format!("{BEAT_PREFIX}{gone}"));
             names.insert(format!("#run{n}"), format!("{INCARNATION_PREFIX}{gone}"));
         }
-        self.client
+        let mut request = self
+            .client
             .update_item()
             .table_name(self.table())
             .key(KEY, string(&notice_key(stream)))
             .update_expression(update)
             .set_expression_attribute_names(Some(names))
-            .expression_attribute_values(":value", value)
-            .send()
-            .await
-            .map(drop)
-            .map_err(|error| self.failure(&key, operation, &error))
+            .expression_attribute_values(":value", value);
+        if let Some((expression, number_type)) = condition {
+            request = request
+                .condition_expression(expression)
+                .expression_attribute_values(":number", number_type);
+        }
+        match request.send().await {
+            Ok(_) => Ok(false),
+            Err(error)
+                if matches!(
+                    error.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(true)
+            }
+            Err(error) => Err(self.failure(&key, operation, &error)),
+        }
     }
 
     /// Claims `stream` for this store's application: refused when one of its rows, or its notice,

@@ -41,6 +41,10 @@ fn rows(now_ms: u64) -> Vec<(&'static str, Option<LeaseState>)> {
         ("A's, a minute ahead", Some(row(Some(A), now_ms + 60_000))),
         ("B's, live", Some(row(Some(B), now_ms + 5_000))),
         (
+            "B's, kept by its beat",
+            Some(row(Some(B), now_ms + millis(crate::lease::KEPT_BY_BEAT))),
+        ),
+        (
             "B's, lapsed within the skew",
             Some(row(Some(B), now_ms - 300)),
         ),
@@ -78,6 +82,10 @@ enum Call {
     Take,
     /// A take by a store object that saw the row exist (in a listing, a read or a write).
     TakeSeen,
+    /// A take-over from B, whose beat lapsed, of the row read at `counter`.
+    TakeOver {
+        counter: u64,
+    },
     Renew {
         seen: Option<u64>,
     },
@@ -101,9 +109,11 @@ enum Call {
 /// The token the commits of the cases write.
 const TOKEN: &str = "rules-commit-token";
 
-const CALLS: [Call; 16] = [
+const CALLS: [Call; 18] = [
     Call::Take,
     Call::TakeSeen,
+    Call::TakeOver { counter: 4 },
+    Call::TakeOver { counter: 3 },
     Call::Renew { seen: None },
     Call::Renew { seen: Some(4) },
     Call::Renew { seen: Some(3) },
@@ -170,7 +180,12 @@ impl Call {
                 None,
                 rules::Held::hand_over(C, Some("300"), now_ms, lease_ms),
             ),
-            Self::Take | Self::TakeSeen | Self::Ask | Self::Withdraw | Self::Delete { .. } => {
+            Self::Take
+            | Self::TakeSeen
+            | Self::TakeOver { .. }
+            | Self::Ask
+            | Self::Withdraw
+            | Self::Delete { .. } => {
                 return None;
             }
         })
@@ -182,7 +197,7 @@ impl Call {
             return rules::held(row, A, seen, &write);
         }
         match self {
-            Self::Take | Self::TakeSeen => rules::take(
+            Self::Take | Self::TakeSeen | Self::TakeOver { .. } => rules::take(
                 row,
                 &rules::Take {
                     owner: A,
@@ -190,6 +205,10 @@ impl Call {
                     lease_ms: millis(LEASE),
                     start: Some("TRIM_HORIZON"),
                     seen_row: matches!(self, Self::TakeSeen),
+                    over: match self {
+                        Self::TakeOver { counter } => Some(rules::Over { holder: B, counter }),
+                        _ => None,
+                    },
                 },
             ),
             Self::Ask => rules::ask_handoff(row, A, 4, C, now_ms),
@@ -227,6 +246,10 @@ impl Call {
         match self {
             Self::Take => store
                 .acquire_from(key, A, LEASE, "TRIM_HORIZON")
+                .await
+                .is_ok(),
+            Self::TakeOver { counter } => store
+                .take_over(key, A, LEASE, "TRIM_HORIZON", B, counter)
                 .await
                 .is_ok(),
             Self::TakeSeen => {

@@ -274,16 +274,19 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// The take of `acquire` and `acquire_from`: one conditional write, which sets `start` as
-    /// the checkpoint of a row without one.
+    /// The take of `acquire`, `acquire_from` and `take_over`: one conditional write, which sets
+    /// `start` as the checkpoint of a row without one. `over`: the holder and counter of a
+    /// take-over, which the row may hold instead of being free.
     pub(super) async fn take(
         &self,
         key: &LeaseKey,
         owner: &str,
         lease: Duration,
         start: Option<&str>,
+        over: Option<(&str, u64)>,
     ) -> Result<LeaseState, LeaseError> {
-        if !self.known(key)
+        if over.is_none()
+            && !self.known(key)
             && let Some(adopted) = self.adopt_legacy(key, owner, lease).await?
         {
             return Ok(adopted);
@@ -305,7 +308,14 @@ impl DynamoLeaseStore {
             update.push_str(", checkpoint = if_not_exists(checkpoint, :start)");
         }
         let mut condition = TAKE_CONDITION.to_owned();
-        let seen = self.known(key);
+        if let Some((holder, counter)) = over {
+            // (free OR as the taker read it): the row as read, its holder's beat lapsed.
+            condition = format!("({condition} OR {TAKE_OVER_CONDITION})");
+            values.insert(":holder".to_owned(), string(holder));
+            values.insert(":counter".to_owned(), number(counter));
+        }
+        // A take-over decided on a row: a row deleted since is not created again.
+        let seen = self.known(key) || over.is_some();
         if seen {
             condition.push_str(" AND attribute_exists(lease_key)");
         }

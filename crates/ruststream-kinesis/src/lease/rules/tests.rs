@@ -25,6 +25,7 @@ fn by(owner: &str) -> Take<'_> {
         lease_ms: LEASE,
         start: Some("TRIM_HORIZON"),
         seen_row: false,
+        over: None,
     }
 }
 
@@ -242,4 +243,55 @@ fn a_refusal_is_the_writes_own_landing_a_retry_or_a_lost_lease() {
             uncertain: false
         }
     );
+}
+
+#[test]
+fn a_take_over_is_accepted_by_the_row_as_read_whatever_its_expiry() {
+    let over = |holder, counter| Take {
+        over: Some(Over { holder, counter }),
+        ..by("a")
+    };
+    // B's row, kept alive by its beat: its expiry lies past any lease.
+    let kept = row(Some("b"), NOW + 1_000_000_000, 4);
+    assert!(
+        take(Some(&kept), &by("a")).is_none(),
+        "a plain take waits for the expiry"
+    );
+    let taken = take(Some(&kept), &over("b", 4)).expect("the row as read");
+    assert_eq!((taken.owner.as_deref(), taken.counter), (Some("a"), 5));
+    assert_eq!(taken.expiry_ms, NOW + LEASE);
+    assert_eq!(
+        taken.checkpoint.as_deref(),
+        Some("100"),
+        "the checkpoint stays"
+    );
+    // Written since it was read (the holder took it again), or someone else's: refused.
+    assert!(take(Some(&kept), &over("b", 3)).is_none());
+    assert!(take(Some(&kept), &over("c", 4)).is_none());
+    // A second take-over, by another instance, decided on the same row finds the first one's
+    // counter.
+    let second = Take {
+        over: Some(Over {
+            holder: "b",
+            counter: 4,
+        }),
+        ..by("c")
+    };
+    assert!(take(Some(&taken), &second).is_none());
+    // A missing row was deleted since it was read: not created again.
+    assert!(take(None, &over("b", 4)).is_none());
+    // A free row is taken as by any take.
+    assert!(take(Some(&row(None, 0, 7)), &over("b", 4)).is_some());
+}
+
+#[test]
+fn a_row_is_kept_by_beat_when_its_expiry_lies_past_any_renewed_lease() {
+    let kept = row(Some("b"), NOW + millis(crate::lease::KEPT_BY_BEAT), 4);
+    assert!(kept.is_kept_by_beat(NOW));
+    assert!(!kept.is_expired_at(NOW), "never expired by its expiry");
+    // A reader in process renews ten-year leases: those are not kept by beat.
+    let in_process = row(Some("b"), NOW + 10 * 365 * 24 * 3_600_000, 4);
+    assert!(!in_process.is_kept_by_beat(NOW));
+    // A released row is nobody's.
+    assert!(!row(None, NOW + millis(crate::lease::KEPT_BY_BEAT), 4).is_kept_by_beat(NOW));
 }

@@ -35,11 +35,13 @@ use crate::commit::UnitId;
 use crate::lease::millis;
 use crate::{LeaseTimings, SHARD_END};
 
+pub(crate) mod beat;
 mod commit;
 #[cfg(any(test, feature = "dynamodb-lease"))]
 mod joint;
 mod news;
 
+use beat::BeatGrant;
 use commit::Committing;
 pub(crate) use commit::{Commit, Covers, Folded, Outcome};
 pub(crate) use news::LeaseNews;
@@ -237,6 +239,9 @@ pub(crate) struct ShardLease<T = Instant> {
     /// A close of a shard read to its end became a release (a delivery of it went back): its
     /// `SHARD_END` was never written.
     finish_abandoned: bool,
+    /// Kept alive by the instance's beat ([`beat`]): no renewal is written, and the lease lasts
+    /// as long as a chain of beats that began while it counted.
+    by_beat: bool,
 }
 
 impl<T: Moment> ShardLease<T> {
@@ -266,6 +271,35 @@ impl<T: Moment> ShardLease<T> {
             news: Vec::new(),
             committing: None,
             finish_abandoned: false,
+            by_beat: false,
+        }
+    }
+
+    /// The lease a take sent at `sent` granted, kept alive by the instance's beat from then on
+    /// ([`follow_beat`](Self::follow_beat)) instead of renewals of its own.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "beat mode is built in steps: the drivers follow")
+    )]
+    pub(crate) fn taken_by_beat(timings: LeaseTimings, sent: T, sent_ms: u64) -> Self {
+        Self {
+            by_beat: true,
+            ..Self::taken(timings, sent, sent_ms)
+        }
+    }
+
+    /// The instance's chain of beats as it stands: the lease lasts as long as the chain if the
+    /// chain began while the lease still counted ([`BeatGrant::covers`]); a chain that began
+    /// later carries nothing (the shard may have been taken in the gap). A lease not kept alive
+    /// by beats ignores it.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "beat mode is built in steps: the drivers follow")
+    )]
+    pub(crate) fn follow_beat(&mut self, grant: &BeatGrant<T>) {
+        if self.by_beat && grant.covers(self.valid_until, self.valid_until_ms) {
+            self.valid_until = self.valid_until.max(grant.valid_until);
+            self.valid_until_ms = self.valid_until_ms.max(grant.valid_until_ms);
         }
     }
 
@@ -290,6 +324,12 @@ impl<T: Moment> ShardLease<T> {
         if self.in_flight.is_some() {
             return Next::Wait(None);
         }
+        if self.by_beat && self.phase == Phase::Holding && !self.counts_at(now, now_ms) {
+            // Nothing renews a lease kept alive by beats but the beat: once it ran out it is
+            // lost, and stays lost (a later chain does not carry it).
+            self.lose(Lost::RanOut);
+            return Next::Ended(Ending::Lost(Lost::RanOut));
+        }
         if self.committing.is_some() && matches!(self.phase, Phase::Holding | Phase::Closing(_)) {
             if let Phase::Closing(_) = self.phase {
                 // Nothing settles from here on: what is settled commits, then the final writes.
@@ -310,7 +350,7 @@ impl<T: Moment> ShardLease<T> {
                         checkpoint,
                         behind_ms: self.behind_ms,
                     }
-                } else if now >= self.next_renewal {
+                } else if !self.by_beat && now >= self.next_renewal {
                     Write::Renew
                 } else {
                     return Next::Wait(Some(self.next_timer()));
@@ -367,10 +407,17 @@ impl<T: Moment> ShardLease<T> {
             .committing
             .as_ref()
             .is_some_and(|commits| commits.ready);
-        if self.pending.is_some() || commit_waits {
-            self.next_renewal.min(self.checkpoint_due)
+        // A lease kept alive by beats writes no renewal: its timer is the moment it runs out
+        // unless the beat moves it, when the driver looks again.
+        let renewal = if self.by_beat {
+            self.valid_until
         } else {
             self.next_renewal
+        };
+        if self.pending.is_some() || commit_waits {
+            renewal.min(self.checkpoint_due)
+        } else {
+            renewal
         }
     }
 
@@ -601,7 +648,12 @@ impl<T: Moment> ShardLease<T> {
     /// steps of the wall clock, but stands still while the host is suspended, and the lease in
     /// the table runs on in wall time meanwhile.
     pub(crate) fn may_deliver(&self, now: T, now_ms: u64) -> bool {
-        self.phase == Phase::Holding && now < self.valid_until && now_ms < self.valid_until_ms
+        self.phase == Phase::Holding && self.counts_at(now, now_ms)
+    }
+
+    /// Whether the lease counts at `now` by both clocks, whatever the phase.
+    fn counts_at(&self, now: T, now_ms: u64) -> bool {
+        now < self.valid_until && now_ms < self.valid_until_ms
     }
 
     /// Whether the shard delivers nothing more: closing, or ended.

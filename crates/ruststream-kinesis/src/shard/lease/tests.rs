@@ -582,3 +582,5 @@ mod news {
         assert_eq!(lease.take_news(), [LeaseNews::Released]);
     }
 }
+
+mod by_beat;
