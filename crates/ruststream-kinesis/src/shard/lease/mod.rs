@@ -275,17 +275,36 @@ impl<T: Moment> ShardLease<T> {
         }
     }
 
-    /// The lease a take sent at `sent` granted, kept alive by the instance's beat from then on
-    /// ([`follow_beat`](Self::follow_beat)) instead of renewals of its own.
+    /// A shard taken at `sent` by an instance whose chain of beats stood at `grant` then: kept
+    /// alive by that chain ([`follow_beat`](Self::follow_beat)), not by renewals of its own.
+    /// The take grants nothing by itself (the row's expiry lies a thousand years ahead and
+    /// protects nothing from an instance that judges by beats): the lease lasts as long as the
+    /// chain, and not at all if the chain did not count when the take was sent.
     #[cfg_attr(
         not(test),
         expect(dead_code, reason = "beat mode is built in steps: the drivers follow")
     )]
-    pub(crate) fn taken_by_beat(timings: LeaseTimings, sent: T, sent_ms: u64) -> Self {
-        Self {
+    pub(crate) fn taken_by_beat(
+        timings: LeaseTimings,
+        sent: T,
+        sent_ms: u64,
+        grant: Option<&BeatGrant<T>>,
+    ) -> Self {
+        let mut lease = Self {
             by_beat: true,
             ..Self::taken(timings, sent, sent_ms)
+        };
+        match grant {
+            Some(grant) if grant.since <= sent && grant.counts_at(sent, sent_ms) => {
+                lease.valid_until = grant.valid_until;
+                lease.valid_until_ms = grant.valid_until_ms;
+            }
+            _ => {
+                lease.valid_until = sent;
+                lease.valid_until_ms = sent_ms;
+            }
         }
+        lease
     }
 
     /// The instance's chain of beats as it stands: the lease lasts as long as the chain if the
@@ -526,7 +545,12 @@ impl<T: Moment> ShardLease<T> {
 
     /// A write that renewed, sent at `sent`: the lease holds until
     /// [`valid_after(sent)`](Self::valid_after) by each clock, a late answer never shortening it.
+    /// A lease kept alive by beats is not extended by a row's write: its row's expiry lies a
+    /// thousand years ahead and protects nothing from an instance that judges by beats.
     fn extended(&mut self, sent: T, sent_ms: u64) {
+        if self.by_beat {
+            return;
+        }
         self.valid_until = self.valid_until.max(Self::valid_after(&self.timings, sent));
         self.valid_until_ms = self
             .valid_until_ms
