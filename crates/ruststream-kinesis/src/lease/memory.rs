@@ -292,10 +292,7 @@ impl LeaseStore for MemoryLeaseStore {
     ) -> LeaseFuture<'a, ()> {
         let mut notices = self.notices();
         let notice = notices.entry(stream.to_owned()).or_default();
-        for gone in forget {
-            notice.beats.remove(gone);
-            notice.incarnations.remove(gone);
-        }
+        notice.forget_gone(owner, forget, epoch_millis());
         // A beat never moves back: one written late lands on no newer one.
         let beat = notice.beats.entry(owner.to_owned()).or_insert(until_ms);
         *beat = (*beat).max(until_ms);
@@ -311,10 +308,7 @@ impl LeaseStore for MemoryLeaseStore {
     ) -> LeaseFuture<'a, ()> {
         let mut notices = self.notices();
         let notice = notices.entry(stream.to_owned()).or_default();
-        for gone in forget {
-            notice.beats.remove(gone);
-            notice.incarnations.remove(gone);
-        }
+        notice.forget_gone(owner, forget, epoch_millis());
         notice
             .incarnations
             .insert(owner.to_owned(), record.to_owned());

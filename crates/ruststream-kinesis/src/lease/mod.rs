@@ -47,7 +47,6 @@ pub use notice::Notice;
 pub(crate) use notice::{NOTICE_SUFFIX, notice_key};
 #[cfg(feature = "dynamodb-lease")]
 pub use outcome::{CommitRefused, HandlingOutcome};
-#[cfg(test)]
 pub(crate) use state::KEPT_BY_BEAT;
 pub(crate) use state::request_stands;
 pub use state::{HANDOFF_REQUEST_LIFETIME, Handoff, LeaseState, SHARD_END, SHARD_SKIPPED};

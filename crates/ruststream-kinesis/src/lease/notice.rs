@@ -56,6 +56,25 @@ impl Notice {
     }
 }
 
+impl Notice {
+    /// Removes the beats and the records of `forget` (but `owner`, the writer) as a store does
+    /// with a beat or a record written at `now_ms` by its clock: all of them, only if every one
+    /// of their beats lapsed more than [`SKEW_TOLERANCE`] ago (or there is none); else nothing.
+    /// An instance judged gone on an older read that has beaten since keeps its beat: an
+    /// instance kept alive by its beat counts on it, and a removal would show it lapsed.
+    pub(crate) fn forget_gone(&mut self, owner: &str, forget: &[String], now_ms: u64) {
+        let cutoff = now_ms.saturating_sub(super::millis(SKEW_TOLERANCE));
+        let gone = || forget.iter().filter(|gone| *gone != owner);
+        if gone().any(|gone| self.beats.get(gone).is_some_and(|&until| until >= cutoff)) {
+            return;
+        }
+        for gone in gone() {
+            self.beats.remove(gone);
+            self.incarnations.remove(gone);
+        }
+    }
+}
+
 /// Between a stream's name and the suffix of its notice row's key. Neither a stream name nor a
 /// shard id holds it, so no shard's row is ever mistaken for a notice, nor a notice for a row.
 #[cfg(any(test, feature = "dynamodb-lease"))]

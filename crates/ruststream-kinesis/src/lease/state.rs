@@ -37,13 +37,6 @@ pub const SHARD_SKIPPED: &str = "SHARD_SKIPPED";
 
 /// The lease a row kept alive by its holder's beat is written with (a take, a checkpoint, a
 /// hand-over): a thousand years, so that no instance judges it by its expiry.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "beat mode is built in steps: the takes that write it come next"
-    )
-)]
 pub(crate) const KEPT_BY_BEAT: std::time::Duration =
     std::time::Duration::from_secs(1000 * 365 * 24 * 3600);
 

@@ -88,8 +88,8 @@ const MARGIN: Duration = Duration::from_millis(300);
 ///   no unexpired lease, reads back as missing, and can be taken afresh;
 /// - `notices` (for a store whose [`notice`](LeaseStore::notice) answers): a stream's notice
 ///   starts empty, a release bumps its counter and a refused one does not, a beat reads back and
-///   removes the beats it names, an older beat landing after a newer one moves nothing back, a
-///   leave removes the leaver's beat and bumps the counter, and
+///   removes the beats it names that lapsed but never a live one, an older beat landing after a
+///   newer one moves nothing back, a leave removes the leaver's beat and bumps the counter, and
 ///   the notice row is no row of a shard: a listing of the stream shows only the shards' rows;
 /// - `handoff` (for a store that records handoffs): a request is recorded only on a row
 ///   its named holder holds, bumps no counter (the holder's own writes still land), shows in the
@@ -1141,19 +1141,50 @@ impl<'s> Run<'s> {
             beaten.beats.get(A) == Some(&until) && beaten.counter == counter,
             &format!("after A's beat until {until} the notice reads {beaten:?}"),
         );
+        // A beat that names a live beat as gone removes nothing: its owner counts on it.
         let forget = [A.to_owned()];
         ok(
             check,
-            "a beat of B",
+            "a beat of B naming A's live beat as gone",
             self.store.beat(stream, B, until + 1, &forget).await,
+        );
+        let kept = read("reading the notice after B's beat")
+            .await
+            .unwrap_or_default();
+        expect(
+            check,
+            kept.beats.get(A) == Some(&until) && kept.beats.get(B) == Some(&(until + 1)),
+            &format!(
+                "B's beat, naming A's live beat (until {until}) as gone, left {:?}: a live beat \
+                 is never removed",
+                kept.beats
+            ),
+        );
+        // A beat lapsed long ago is removed.
+        let gone = "suite-owner-gone";
+        let long_ago = epoch_millis().saturating_sub(600_000);
+        ok(
+            check,
+            "a beat lapsed long ago",
+            self.store.beat(stream, gone, long_ago, &[]).await,
+        );
+        ok(
+            check,
+            "a beat of B naming the lapsed beat as gone",
+            self.store
+                .beat(stream, B, until + 1, &[gone.to_owned()])
+                .await,
         );
         let forgot = read("reading the notice after B's beat")
             .await
             .unwrap_or_default();
         expect(
             check,
-            forgot.beats.len() == 1 && forgot.beats.get(B) == Some(&(until + 1)),
-            &format!("B's beat, removing A's, left {:?}", forgot.beats),
+            !forgot.beats.contains_key(gone) && forgot.beats.get(B) == Some(&(until + 1)),
+            &format!(
+                "B's beat, removing a beat lapsed long ago, left {:?}",
+                forgot.beats
+            ),
         );
         // A beat of B sent before the one that stands, landing late: it moves nothing back.
         ok(
@@ -1180,7 +1211,7 @@ impl<'s> Run<'s> {
             .unwrap_or_default();
         expect(
             check,
-            left.beats.is_empty() && left.counter == forgot.counter + 1,
+            !left.beats.contains_key(B) && left.counter == forgot.counter + 1,
             &format!("after B left the notice reads {left:?}: its beat stays or no bump"),
         );
     }

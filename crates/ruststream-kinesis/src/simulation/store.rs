@@ -360,10 +360,7 @@ impl Sim {
             }
             OpKind::Notice => Res::Notice(self.notice.clone()),
             OpKind::Beat { until_ms, forget } => {
-                for gone in forget {
-                    self.notice.beats.remove(gone);
-                    self.notice.incarnations.remove(gone);
-                }
+                self.notice.forget_gone(&op.owner, forget, op.wall_ms);
                 // As the crate's stores: a beat never moves back.
                 let beat = self
                     .notice
@@ -374,10 +371,7 @@ impl Sim {
                 Res::Ok
             }
             OpKind::Announce { record, forget } => {
-                for gone in forget {
-                    self.notice.beats.remove(gone);
-                    self.notice.incarnations.remove(gone);
-                }
+                self.notice.forget_gone(&op.owner, forget, op.wall_ms);
                 self.notice
                     .incarnations
                     .insert(op.owner.to_string(), record.clone());

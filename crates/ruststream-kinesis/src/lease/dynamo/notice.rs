@@ -92,7 +92,6 @@ impl DynamoLeaseStore {
                 "beat",
                 (BEAT_PREFIX, owner),
                 number(until_ms),
-                forget,
                 // A beat that is not a number (written by hand) is replaced, not compared.
                 Some((
                     "attribute_not_exists(#me) OR NOT attribute_type(#me, :number) OR #me < :value",
@@ -109,6 +108,7 @@ impl DynamoLeaseStore {
                 "a later beat of this owner stands in the notice: this one changed nothing"
             );
         }
+        self.forget_gone(stream, owner, forget).await;
         Ok(())
     }
 
@@ -126,43 +126,83 @@ impl DynamoLeaseStore {
             "announce",
             (INCARNATION_PREFIX, owner),
             string(record),
-            forget,
             None,
         )
-        .await
-        .map(drop)
+        .await?;
+        self.forget_gone(stream, owner, forget).await;
+        Ok(())
+    }
+
+    /// Removes the beats and records of `forget` (but `owner`), in one `UpdateItem` of
+    /// `stream`'s notice conditioned on every one of those beats being lapsed still (or absent,
+    /// or not a number): an instance judged gone on an older read that has beaten since keeps
+    /// its beat, since an instance kept alive by its beat counts on it. Refused, or failed,
+    /// nothing is removed, and a later write tries again (a failure is not the write's).
+    async fn forget_gone(&self, stream: &str, owner: &str, forget: &[String]) {
+        let gone: Vec<&String> = forget.iter().filter(|gone| *gone != owner).collect();
+        if gone.is_empty() {
+            return;
+        }
+        let mut update = "REMOVE ".to_owned();
+        let mut conditions = Vec::new();
+        let mut names = HashMap::new();
+        for (n, gone) in gone.iter().enumerate() {
+            if n > 0 {
+                update.push_str(", ");
+            }
+            update.push_str(&format!("#gone{n}, #run{n}"));
+            conditions.push(format!(
+                "(attribute_not_exists(#gone{n}) OR NOT attribute_type(#gone{n}, :number) \
+                 OR #gone{n} < :cutoff)"
+            ));
+            names.insert(format!("#gone{n}"), format!("{BEAT_PREFIX}{gone}"));
+            names.insert(format!("#run{n}"), format!("{INCARNATION_PREFIX}{gone}"));
+        }
+        // Lapsed beyond the skew tolerance by this clock: no holder counts on it any more.
+        let cutoff = epoch_millis().saturating_sub(millis(SKEW_TOLERANCE));
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&notice_key(stream)))
+            .update_expression(update)
+            .condition_expression(conditions.join(" AND "))
+            .set_expression_attribute_names(Some(names))
+            .expression_attribute_values(":cutoff", number(cutoff))
+            .expression_attribute_values(":number", string("N"))
+            .send()
+            .await;
+        if let Err(error) = sent {
+            tracing::debug!(
+                table = %self.table,
+                stream,
+                forget = ?gone,
+                error = %crate::sdk::failure::described(&error),
+                "removing gone instances from the stream's notice changed nothing (one beat \
+                 again, or the call failed); a later write tries again"
+            );
+        }
     }
 
     /// One `UpdateItem` of `stream`'s notice: `<prefix><owner>` (`#me`) set to `value`
-    /// (`:value`), and the beat and the record of each of `forget` (but `owner`) removed;
-    /// unconditional, or under `condition` (an expression and its `:number` value). Answers
-    /// whether the condition refused the write (nothing changed).
+    /// (`:value`); unconditional, or under `condition` (an expression and its `:number` value).
+    /// Answers whether the condition refused the write (nothing changed).
     async fn write_notice(
         &self,
         stream: &str,
         operation: &'static str,
         (prefix, owner): (&str, &str),
         value: AttributeValue,
-        forget: &[String],
         condition: Option<(&str, AttributeValue)>,
     ) -> Result<bool, LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let mut update = "SET #me = :value".to_owned();
-        let mut names = HashMap::from([("#me".to_owned(), format!("{prefix}{owner}"))]);
-        let gone: Vec<&String> = forget.iter().filter(|gone| *gone != owner).collect();
-        for (n, gone) in gone.iter().enumerate() {
-            update.push_str(if n == 0 { " REMOVE " } else { ", " });
-            update.push_str(&format!("#gone{n}, #run{n}"));
-            names.insert(format!("#gone{n}"), format!("{BEAT_PREFIX}{gone}"));
-            names.insert(format!("#run{n}"), format!("{INCARNATION_PREFIX}{gone}"));
-        }
         let mut request = self
             .client
             .update_item()
             .table_name(self.table())
             .key(KEY, string(&notice_key(stream)))
-            .update_expression(update)
-            .set_expression_attribute_names(Some(names))
+            .update_expression("SET #me = :value")
+            .expression_attribute_names("#me", format!("{prefix}{owner}"))
             .expression_attribute_values(":value", value);
         if let Some((expression, number_type)) = condition {
             request = request

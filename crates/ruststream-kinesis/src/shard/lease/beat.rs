@@ -163,6 +163,9 @@ impl<T: Moment> BeatLease<T> {
                         grant.valid_until_ms = grant.valid_until_ms.max(valid_until_ms);
                         None
                     }
+                    // Answered too late to count even from its send: no chain begins (the next beat
+                    // is due at once).
+                    _ if now >= valid_until || now_ms >= valid_until_ms => None,
                     lapsed => {
                         let news = if lapsed.is_some() {
                             BeatNews::Restarted

@@ -276,7 +276,7 @@ impl<T: Moment> ShardLease<T> {
         now_ms: u64,
         joint: bool,
     ) -> Option<Commit> {
-        let lease_ms = millis(self.timings.lease());
+        let lease_ms = millis(self.row_lease());
         let behind_ms = self.behind_ms;
         let commits = self.committing.as_mut()?;
         let commit = Commit {

@@ -307,6 +307,19 @@ impl<T: Moment> ShardLease<T> {
         lease
     }
 
+    /// The lease the row's writes give it (a checkpoint that renews, a commit, a hand-over): the
+    /// lease of the timings, or for a lease kept alive by beats the thousand years of
+    /// [`KEPT_BY_BEAT`](crate::lease::KEPT_BY_BEAT), so that its row stays one no instance
+    /// judges by its expiry (a commit writing ten seconds would let any take through ten
+    /// seconds later, while this instance still reads the shard).
+    pub(crate) fn row_lease(&self) -> Duration {
+        if self.by_beat {
+            crate::lease::KEPT_BY_BEAT
+        } else {
+            self.timings.lease()
+        }
+    }
+
     /// The instance's chain of beats as it stands: the lease lasts as long as the chain if the
     /// chain began while the lease still counted ([`BeatGrant::covers`]); a chain that began
     /// later carries nothing (the shard may have been taken in the gap). A lease not kept alive

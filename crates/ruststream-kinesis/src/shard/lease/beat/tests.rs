@@ -142,3 +142,17 @@ fn a_chain_carries_a_shard_lease_only_if_it_began_while_the_lease_counted() {
     // By the wall clock too.
     assert!(!grant.covers(9 * S, ms(Duration::ZERO)));
 }
+
+#[test]
+fn a_beat_answered_after_its_own_end_begins_no_chain() {
+    let mut beat = beat();
+    // Sent at 0 s, it could count until 9 s; answered at 9 s it counts for nothing.
+    assert_eq!(
+        exchange(&mut beat, Duration::ZERO, 9 * S, BeatAnswer::Done),
+        None
+    );
+    assert_eq!(beat.grant(), None);
+    assert!(!beat.counts_at(9 * S, ms(9 * S)));
+    // The next beat is due at once (a renewal interval after the late one's send).
+    assert!(matches!(beat.next(9 * S, ms(9 * S)), BeatNext::Send { .. }));
+}

@@ -112,3 +112,10 @@ fn a_suspended_host_finds_its_beat_carried_lease_run_out_by_the_wall_clock() {
         Next::Ended(Ending::Lost(Lost::RanOut))
     );
 }
+
+#[test]
+fn the_rows_writes_of_a_lease_kept_alive_by_beats_keep_it_kept_by_beat() {
+    let lease = taken_by_beat_at(S, &beats(Duration::ZERO, Duration::ZERO));
+    assert_eq!(lease.row_lease(), crate::lease::KEPT_BY_BEAT);
+    assert_eq!(taken_at(S).row_lease(), timings().lease());
+}
