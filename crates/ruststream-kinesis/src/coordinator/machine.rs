@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::balance::{self, Ask};
 use super::hygiene::{Deletion, Hygiene};
-use super::plan::{self, Rows, TakeFor, Verdict};
+use super::plan::{self, Over, Rows, TakeFor, Verdict};
 #[cfg(test)]
 use super::take_pace::take_backoff_ceiling;
 use super::take_pace::{Share, TakePace, take_backoff};
@@ -345,6 +345,9 @@ impl<T: Moment> Coordinator<T> {
         (now, now_ms): (T, u64),
         round: bool,
     ) -> Vec<(&'a ShardInfo, TakeFor)> {
+        // Rows kept alive by beats are judged by their holders' beats as last read.
+        let judged = watch::judged_by_beats(rows, self.watch.notice(), now_ms);
+        let rows = judged.as_ref();
         // A request for a shard this instance now reads is over.
         self.requested.retain(|shard, _| !reading.contains(shard));
         self.first_plan.get_or_insert(now);
@@ -698,6 +701,20 @@ impl<T: Moment> Coordinator<T> {
             }
         }
         takeable
+    }
+
+    /// The take-over a take of `shard` is, if any: the row as last read is kept alive by its
+    /// holder's beat ([`LeaseState::is_kept_by_beat`]) at `now_ms`, and the take is conditioned
+    /// on its holder and counter (`own` when `owner` holds it). Looked up when the take begins:
+    /// its notice read goes out after this row was read, whichever read it was.
+    pub(crate) fn take_over_of(&self, shard: &str, owner: &str, now_ms: u64) -> Option<Over> {
+        let row = self.watch.rows().get(shard)?.as_ref()?;
+        let holder = row.owner.as_deref()?;
+        row.is_kept_by_beat(now_ms).then(|| Over {
+            holder: Arc::from(holder),
+            counter: row.counter,
+            own: holder == owner,
+        })
     }
 
     /// What the row a take of `shard` answered means, its checkpoint `checkpoint`: the take was

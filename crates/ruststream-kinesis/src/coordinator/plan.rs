@@ -49,6 +49,16 @@ impl TakeFor {
     }
 }
 
+/// The row a take-over names: kept alive by `holder`'s beat, at `counter`; `own` when the
+/// holder is this instance (its chain of beats broke, and it takes its rows again by counter,
+/// which no step of its wall clock and no other run under its owner id can confuse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Over {
+    pub(crate) holder: Arc<str>,
+    pub(crate) counter: u64,
+    pub(crate) own: bool,
+}
+
 /// The rows a decision reads, by shard id; `None` where the table has no row.
 pub(crate) type Rows = HashMap<Arc<str>, Option<LeaseState>>;
 

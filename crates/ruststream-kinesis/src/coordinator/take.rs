@@ -4,16 +4,24 @@
 //! executes it; the simulation drives the same type on a virtual clock.
 //!
 //! ```text
-//! Acquire ─ok─> (Coordinator::after_take) ─read─> Iterator ─ok─> Read
-//!    │                  └─finished/skipped/unmarked─> Release ─> Over
-//!    └─refused─> Over (throttled: every take paused)
-//!                                            Iterator ─refused─> Release ─> Over (backoff)
+//! (ReadNotice ─holder's beat lapsed─>) Acquire ─ok─> (Coordinator::after_take) ─read─> Iterator ─ok─> Read
+//!      └─alive, or no answer─> Over       │                  └─finished/skipped/unmarked─> Release ─> Over
+//!                                          └─refused─> Over (throttled: every take paused)
+//!                                                        Iterator ─refused─> Release ─> Over (backoff)
 //! ```
+//!
+//! A take-over (liveness by beat: the row is kept alive by its holder's beat) first reads the
+//! stream's notice, and goes on only if the holder's beat lapsed by the wall clock at which
+//! that read was sent: the read went out after the row the take-over names was read, so a
+//! holder that took its row again (a new counter) before it shows alive, and one that takes it
+//! again after it moves the counter the take-over is conditioned on.
 
 use std::sync::Arc;
 
 use super::machine::{AfterTake, Coordinator, TakeBackoff};
+pub(crate) use super::plan::Over;
 use super::plan::TakeFor;
+use crate::lease::Notice;
 use crate::settings::position::ShardStart;
 use crate::shard::lease::Moment;
 
@@ -21,8 +29,15 @@ use crate::shard::lease::Moment;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TakeCall {
     /// Take the lease, recording `start` as the checkpoint of a row that has none
-    /// (`LeaseStore::acquire_from`).
-    Acquire { start: Arc<str> },
+    /// (`LeaseStore::acquire_from`); of a row kept alive by its holder's beat, conditioned on
+    /// the row as read, `over` its holder and counter (`LeaseStore::take_over`).
+    Acquire {
+        start: Arc<str>,
+        over: Option<(Arc<str>, u64)>,
+    },
+    /// Read the stream's notice (`LeaseStore::notice`), for a take-over: answer with
+    /// [`Take::judged`], with the wall clock at which the read was sent.
+    ReadNotice,
     /// `GetShardIterator` at `start`, for the reader's first read.
     Iterator { start: ShardStart },
     /// Hand the lease back: the shard is not read by this take.
@@ -87,6 +102,8 @@ pub(crate) enum Told<T> {
 
 #[derive(Debug)]
 enum Phase {
+    /// A take-over reads the notice to judge the holder's beat.
+    Judge,
     Acquire,
     Iterator {
         start: ShardStart,
@@ -114,28 +131,46 @@ pub(crate) struct Take<T> {
     recorded: Arc<str>,
     sent: T,
     sent_ms: u64,
+    over: Option<Over>,
     phase: Phase,
 }
 
 impl<T: Moment> Take<T> {
-    /// A take of `shard` for `purpose`, begun at `now` (`now_ms` by the wall clock).
-    pub(crate) fn new(shard: Arc<str>, purpose: TakeFor, now: T, now_ms: u64) -> Self {
+    /// A take of `shard` for `purpose`, begun at `now` (`now_ms` by the wall clock); a
+    /// take-over of the row `over` names when it is `Some`.
+    pub(crate) fn new(
+        shard: Arc<str>,
+        purpose: TakeFor,
+        over: Option<Over>,
+        now: T,
+        now_ms: u64,
+    ) -> Self {
         let recorded = Arc::from(purpose.recorded(now_ms));
+        let phase = match &over {
+            Some(over) if !over.own => Phase::Judge,
+            _ => Phase::Acquire,
+        };
         Self {
             shard,
             purpose,
             recorded,
             sent: now,
             sent_ms: now_ms,
-            phase: Phase::Acquire,
+            over,
+            phase,
         }
     }
 
     /// What the take asks now.
     pub(crate) fn next(&self) -> TakeStep<T> {
         match &self.phase {
+            Phase::Judge => TakeStep::Call(TakeCall::ReadNotice),
             Phase::Acquire => TakeStep::Call(TakeCall::Acquire {
                 start: Arc::clone(&self.recorded),
+                over: self
+                    .over
+                    .as_ref()
+                    .map(|over| (Arc::clone(&over.holder), over.counter)),
             }),
             Phase::Iterator { start, .. } => TakeStep::Call(TakeCall::Iterator {
                 start: start.clone(),
@@ -150,6 +185,30 @@ impl<T: Moment> Take<T> {
             Phase::Over { wake_coordinator } => TakeStep::Over {
                 wake_coordinator: *wake_coordinator,
             },
+        }
+    }
+
+    /// The notice a take-over read answered (`None`: the read failed), the read sent at
+    /// `sent_ms` by the wall clock: the take goes on if the holder's beat lapsed by then
+    /// ([`Notice::is_alive`]: more than the skew tolerance before it); else it is over, and the
+    /// next round reads the rows again (the plan that chose it saw the holder otherwise).
+    pub(crate) fn judged(
+        &mut self,
+        coordinator: &mut Coordinator<T>,
+        notice: Option<&Notice>,
+        sent_ms: u64,
+    ) {
+        let (Phase::Judge, Some(over)) = (&self.phase, &self.over) else {
+            return;
+        };
+        let lapsed = notice.is_some_and(|notice| !notice.is_alive(&over.holder, sent_ms));
+        if lapsed {
+            self.phase = Phase::Acquire;
+        } else {
+            coordinator.heard_news();
+            self.phase = Phase::Over {
+                wake_coordinator: false,
+            };
         }
     }
 

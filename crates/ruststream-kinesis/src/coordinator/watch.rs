@@ -7,6 +7,7 @@
 //! shard of a failed take is out of its backoff). Its own beat it writes while another instance
 //! may be waiting on it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,6 +167,33 @@ impl Watch {
         self.reading = Some(notice.counter);
         self.seen != Some(notice.counter)
     }
+}
+
+/// `rows` as the plan judges the rows kept alive by their holders' beats
+/// ([`LeaseState::is_kept_by_beat`](crate::LeaseState::is_kept_by_beat)): each lasts until its
+/// holder's beat in `notice`, or has lapsed when the notice has none, so that `plan::verdict`,
+/// the balance and the weighing judge it as any row by its expiry. Only a nomination: a
+/// take-over reads the notice again before it writes (`Take::judged`). Borrowed as they are when
+/// no row is kept by beat.
+pub(crate) fn judged_by_beats<'r>(rows: &'r Rows, notice: &Notice, now_ms: u64) -> Cow<'r, Rows> {
+    let kept = |row: &Option<crate::LeaseState>| {
+        row.as_ref().is_some_and(|row| row.is_kept_by_beat(now_ms))
+    };
+    if !rows.values().any(kept) {
+        return Cow::Borrowed(rows);
+    }
+    let mut judged = rows.clone();
+    for row in judged.values_mut().flatten() {
+        if !row.is_kept_by_beat(now_ms) {
+            continue;
+        }
+        let beat = row
+            .owner
+            .as_deref()
+            .and_then(|holder| notice.beats.get(holder));
+        row.expiry_ms = beat.copied().unwrap_or(0);
+    }
+    Cow::Owned(judged)
 }
 
 /// The beat `owner` writes on reading `notice` at `now_ms`, if any: while it waits for a shard

@@ -392,7 +392,12 @@ impl Sim {
             let sid = self.next_sid;
             self.next_sid += 1;
             self.sid_inst.insert(sid, (i, self.insts[i].inc));
-            let take = Take::new(Arc::clone(&info.id), purpose, self.now, self.wall(i));
+            let owner = self.insts[i].owner.clone();
+            let over = self.insts[i]
+                .coord
+                .knows
+                .take_over_of(&info.id, &owner, self.wall(i));
+            let take = Take::new(Arc::clone(&info.id), purpose, over, self.now, self.wall(i));
             self.insts[i].coord.takes.insert(sid, take);
             self.take_step(i, sid, shard);
         }
@@ -405,7 +410,12 @@ impl Sim {
                 return;
             };
             match take.next() {
-                TakeStep::Call(TakeCall::Acquire { start }) => {
+                TakeStep::Call(TakeCall::ReadNotice | TakeCall::Acquire { over: Some(_), .. }) => {
+                    // The simulation's rows are never kept alive by beats (it draws no beat mode
+                    // yet): no take is a take-over.
+                    unreachable!("a take-over in a fleet without beat mode")
+                }
+                TakeStep::Call(TakeCall::Acquire { start, over: None }) => {
                     let cont = Cont::Acquire { shard, sid, start };
                     return self.send(i, sid, shard, OpKind::Acquire, cont);
                 }

@@ -350,3 +350,57 @@ fn a_balancing_instance_takes_free_shards_once_it_knows_who_else_started_or_a_le
     let mut alone = self::coordinator(KinesisPosition::TrimHorizon);
     assert_eq!(take(&mut alone, Duration::ZERO), 4);
 }
+
+#[test]
+fn a_row_kept_by_a_beat_is_taken_once_the_last_notice_shows_its_holder_lapsed() {
+    let listing = vec![
+        shard("shardId-0", &[], false),
+        shard("shardId-1", &[], false),
+    ];
+    let kept = NOW_MS + crate::lease::millis(crate::lease::KEPT_BY_BEAT);
+    let row = |holder: &str| {
+        Some(LeaseState {
+            owner: Some(holder.to_owned()),
+            expiry_ms: kept,
+            counter: 3,
+            checkpoint: Some("42".to_owned()),
+            ..LeaseState::default()
+        })
+    };
+    let rows: Rows = [
+        (Arc::from("shardId-0"), row("pod-b")),
+        (Arc::from("shardId-1"), row("pod-c")),
+    ]
+    .into();
+    let none = HashSet::new();
+    let mut coordinator = coordinator(KinesisPosition::Latest);
+    let planned = |coordinator: &mut Coordinator<Duration>| {
+        coordinator
+            .shards_to_take(
+                &listing,
+                &rows,
+                &none,
+                |_| false,
+                OWNER,
+                (Duration::ZERO, NOW_MS),
+                true,
+            )
+            .into_iter()
+            .map(|(shard, _)| shard.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    // No notice read yet: neither holder's beat is known, so both count as lapsed.
+    assert_eq!(planned(&mut coordinator).len(), 2);
+    // Pod B beats; pod C's beat lapsed beyond the skew.
+    let notice = Notice {
+        counter: 1,
+        beats: [
+            ("pod-b".to_owned(), NOW_MS + 5_000),
+            ("pod-c".to_owned(), NOW_MS - 1_001),
+        ]
+        .into(),
+        ..Notice::default()
+    };
+    coordinator.noticed(&notice, &none, OWNER, Duration::ZERO, NOW_MS);
+    assert_eq!(planned(&mut coordinator), vec!["shardId-1".to_owned()]);
+}

@@ -5,7 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use super::*;
+use crate::coordinator::plan::Rows;
 use crate::kinesis::api::ShardInfo;
+use crate::lease::LeaseState;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED};
 
 const NOW_MS: u64 = 1_700_000_000_000;
@@ -16,7 +18,7 @@ fn coordinator() -> Coordinator<Duration> {
 }
 
 fn take(purpose: TakeFor) -> Take<Duration> {
-    Take::new(Arc::from("shardId-0"), purpose, NOW, NOW_MS)
+    Take::new(Arc::from("shardId-0"), purpose, None, NOW, NOW_MS)
 }
 
 fn reading() -> TakeFor {
@@ -39,7 +41,7 @@ fn takeable_now(coordinator: &mut Coordinator<Duration>, now: Duration) -> bool 
 
 fn recorded(take: &Take<Duration>) -> Arc<str> {
     match take.next() {
-        TakeStep::Call(TakeCall::Acquire { start }) => start,
+        TakeStep::Call(TakeCall::Acquire { start, over: None }) => start,
         other => panic!("a take begins with its acquire, not {other:?}"),
     }
 }
@@ -120,7 +122,7 @@ fn a_refused_iterator_hands_the_lease_back_and_backs_off_longer_each_time() {
     let mut coordinator = coordinator();
     let mut until = NOW;
     for failures in 1..=3 {
-        let mut take = Take::new(Arc::from("shardId-0"), reading(), until, NOW_MS);
+        let mut take = Take::new(Arc::from("shardId-0"), reading(), None, until, NOW_MS);
         let start = recorded(&take);
         take.acquired(&mut coordinator, Ok(Some(&start)), until, 0);
         let Told::Backoff(backoff) =
@@ -141,7 +143,7 @@ fn a_refused_iterator_hands_the_lease_back_and_backs_off_longer_each_time() {
         until = backoff.until;
     }
     // A take that reads ends the backoff.
-    let mut take = Take::new(Arc::from("shardId-0"), reading(), until, NOW_MS);
+    let mut take = Take::new(Arc::from("shardId-0"), reading(), None, until, NOW_MS);
     let start = recorded(&take);
     take.acquired(&mut coordinator, Ok(Some(&start)), until, 0);
     take.positioned(&mut coordinator, Ok(()), until, 0);
@@ -281,5 +283,111 @@ fn a_throttled_acquire_hands_nothing_back_and_pauses_every_take_until_a_backoff_
 }
 
 fn take_at(now: Duration) -> Take<Duration> {
-    Take::new(Arc::from("shardId-0"), reading(), now, NOW_MS)
+    Take::new(Arc::from("shardId-0"), reading(), None, now, NOW_MS)
+}
+
+fn over(holder: &str, own: bool) -> Over {
+    Over {
+        holder: Arc::from(holder),
+        counter: 7,
+        own,
+    }
+}
+
+/// A take-over of `shardId-0` from `holder` (`own`: this instance) at counter 7.
+fn taking_over(holder: &str, own: bool) -> Take<Duration> {
+    Take::new(
+        Arc::from("shardId-0"),
+        reading(),
+        Some(over(holder, own)),
+        NOW,
+        NOW_MS,
+    )
+}
+
+fn notice_with_beat(holder: &str, until_ms: u64) -> Notice {
+    let mut notice = Notice::default();
+    notice.beats.insert(holder.to_owned(), until_ms);
+    notice
+}
+
+#[test]
+fn a_take_over_reads_the_notice_and_takes_only_if_the_holder_lapsed_when_it_was_sent() {
+    let mut coordinator = coordinator();
+    let mut take = taking_over("pod-b", false);
+    assert_eq!(take.next(), TakeStep::Call(TakeCall::ReadNotice));
+    // Pod B's beat ran until NOW_MS - 1,001: lapsed beyond the skew when the read was sent.
+    take.judged(
+        &mut coordinator,
+        Some(&notice_with_beat("pod-b", NOW_MS - 1_001)),
+        NOW_MS,
+    );
+    let TakeStep::Call(TakeCall::Acquire { over, .. }) = take.next() else {
+        panic!("the take-over goes on, not {:?}", take.next());
+    };
+    assert_eq!(
+        over,
+        Some((Arc::from("pod-b"), 7)),
+        "conditioned on the row as read"
+    );
+}
+
+#[test]
+fn a_take_over_of_a_holder_alive_when_the_notice_was_read_is_over() {
+    for notice in [
+        // Within the skew of the read's send.
+        Some(notice_with_beat("pod-b", NOW_MS - 1_000)),
+        // No answer: nothing is known of the holder.
+        None,
+    ] {
+        let mut coordinator = coordinator();
+        let mut take = taking_over("pod-b", false);
+        take.judged(&mut coordinator, notice.as_ref(), NOW_MS);
+        assert_eq!(
+            take.next(),
+            TakeStep::Over {
+                wake_coordinator: false
+            },
+            "with {notice:?}"
+        );
+    }
+}
+
+#[test]
+fn a_retake_of_ones_own_row_kept_by_beat_is_by_counter_without_a_notice() {
+    let take = taking_over("pod-a", true);
+    let TakeStep::Call(TakeCall::Acquire { over, .. }) = take.next() else {
+        panic!("an own row is taken again at once, not {:?}", take.next());
+    };
+    assert_eq!(over, Some((Arc::from("pod-a"), 7)));
+}
+
+#[test]
+fn a_take_is_a_take_over_when_the_row_as_last_read_is_kept_by_beat() {
+    let mut coordinator = coordinator();
+    let row = |owner: &str, expiry_ms: u64| LeaseState {
+        owner: Some(owner.to_owned()),
+        expiry_ms,
+        counter: 7,
+        ..LeaseState::default()
+    };
+    let kept = NOW_MS + crate::lease::millis(crate::lease::KEPT_BY_BEAT);
+    let mut rows: Rows = HashMap::from([
+        (Arc::from("kept-b"), Some(row("pod-b", kept))),
+        (Arc::from("kept-a"), Some(row("pod-a", kept))),
+        (Arc::from("renewed-b"), Some(row("pod-b", NOW_MS + 10_000))),
+        (Arc::from("free"), None),
+    ]);
+    coordinator.round_rows(&[], &mut rows, NOW, NOW_MS);
+    assert_eq!(
+        coordinator.take_over_of("kept-b", "pod-a", NOW_MS),
+        Some(over("pod-b", false))
+    );
+    assert_eq!(
+        coordinator.take_over_of("kept-a", "pod-a", NOW_MS),
+        Some(over("pod-a", true))
+    );
+    assert_eq!(coordinator.take_over_of("renewed-b", "pod-a", NOW_MS), None);
+    assert_eq!(coordinator.take_over_of("free", "pod-a", NOW_MS), None);
+    assert_eq!(coordinator.take_over_of("unknown", "pod-a", NOW_MS), None);
 }

@@ -157,3 +157,44 @@ fn a_live_beat_counts_as_its_holders_renewals() {
     );
     assert_eq!(hinted.len(), 3);
 }
+
+#[test]
+fn rows_kept_by_beat_are_judged_by_their_holders_beats_as_last_read() {
+    let kept = NOW_MS + crate::lease::millis(crate::lease::KEPT_BY_BEAT);
+    let rows: Rows = [
+        ("alive", held("pod-b", kept)),
+        ("lapsed", held("pod-c", kept)),
+        ("no-beat", held("pod-d", kept)),
+        ("renewed", held("pod-b", NOW_MS + LEASE_MS)),
+        ("free", None),
+    ]
+    .into_iter()
+    .map(|(shard, row)| (Arc::from(shard), row))
+    .collect();
+    let read = notice(1, &[("pod-b", NOW_MS + 5_000), ("pod-c", NOW_MS - 2_000)]);
+    let judged = judged_by_beats(&rows, &read, NOW_MS);
+    let expiry = |shard: &str| judged[shard].as_ref().map(|row| row.expiry_ms);
+    assert_eq!(expiry("alive"), Some(NOW_MS + 5_000));
+    assert_eq!(expiry("lapsed"), Some(NOW_MS - 2_000));
+    assert_eq!(expiry("no-beat"), Some(0), "no beat: lapsed");
+    assert_eq!(
+        expiry("renewed"),
+        Some(NOW_MS + LEASE_MS),
+        "renewed rows as they are"
+    );
+    assert_eq!(judged["free"], None);
+    assert!(judged["lapsed"].as_ref().unwrap().is_expired_at(NOW_MS));
+    assert!(!judged["alive"].as_ref().unwrap().is_expired_at(NOW_MS));
+    // Counter and owner stay: a take-over is conditioned on them.
+    assert_eq!(judged["lapsed"], {
+        let mut row = rows["lapsed"].clone();
+        row.as_mut().unwrap().expiry_ms = NOW_MS - 2_000;
+        row
+    });
+    // Without a row kept by beat, nothing is copied.
+    let plain: Rows = [(Arc::from("renewed"), held("pod-b", NOW_MS + LEASE_MS))].into();
+    assert!(matches!(
+        judged_by_beats(&plain, &read, NOW_MS),
+        Cow::Borrowed(_)
+    ));
+}

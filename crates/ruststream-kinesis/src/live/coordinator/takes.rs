@@ -13,10 +13,10 @@ use tracing::Instrument;
 
 use crate::clock::Instant;
 use crate::coordinator::plan::TakeFor;
-use crate::coordinator::take::{AcquireRefused, IteratorRefused, Take, TakeCall, TakeStep};
+use crate::coordinator::take::{AcquireRefused, IteratorRefused, Over, Take, TakeCall, TakeStep};
 use crate::kinesis::api::ShardInfo;
 use crate::kinesis::iterator::ShardIterator;
-use crate::lease::{LeaseKey, LeaseState, epoch_millis};
+use crate::lease::{LeaseKey, LeaseState, Notice, epoch_millis};
 use crate::live::coordinator::machines::Machines;
 use crate::live::subscription::Subscription;
 use crate::{KinesisError, LeaseError};
@@ -37,6 +37,9 @@ enum Answered {
     Acquired(Result<LeaseState, LeaseError>),
     Positioned(Result<ShardIterator, KinesisError>),
     Released,
+    /// A take-over's notice (`None`: the read failed, or the store keeps none), and the wall
+    /// clock at which the read was sent.
+    Noticed(Option<Notice>, u64),
 }
 
 /// A take's call in flight, in its take's span, and which take it is.
@@ -51,10 +54,17 @@ impl Subscription {
         machines: &mut Machines,
         takes: Vec<(ShardInfo, TakeFor)>,
     ) {
-        let mut taking: Vec<Taking> = takes
-            .into_iter()
-            .map(|(shard, purpose)| self.taking(shard, purpose))
-            .collect();
+        let now_ms = epoch_millis();
+        let mut taking: Vec<Taking> = {
+            let coordinator = machines.coordinator(self);
+            takes
+                .into_iter()
+                .map(|(shard, purpose)| {
+                    let over = coordinator.take_over_of(&shard.id, &self.owner, now_ms);
+                    self.taking(shard, purpose, over)
+                })
+                .collect()
+        };
         let mut calls: FuturesUnordered<Call<'_>> = FuturesUnordered::new();
         for (at, one) in taking.iter_mut().enumerate() {
             if let Some(call) = self.next_call(one, at) {
@@ -72,7 +82,8 @@ impl Subscription {
         rounds.took(coordinator, Instant::now());
     }
 
-    fn taking(&self, shard: ShardInfo, purpose: TakeFor) -> Taking {
+    fn taking(&self, shard: ShardInfo, purpose: TakeFor, over: Option<Over>) -> Taking {
+        let now_ms = epoch_millis();
         let span = tracing::info_span!(
             "lease_take",
             stream = %self.stream,
@@ -81,12 +92,7 @@ impl Subscription {
         );
         Taking {
             key: LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id)),
-            take: Take::new(
-                Arc::clone(&shard.id),
-                purpose,
-                Instant::now(),
-                epoch_millis(),
-            ),
+            take: Take::new(Arc::clone(&shard.id), purpose, over, Instant::now(), now_ms),
             shard,
             iterator: None,
             span,
@@ -102,12 +108,33 @@ impl Subscription {
         let (key, shard) = (one.key.clone(), Arc::clone(&one.shard.id));
         let call: Pin<Box<dyn Future<Output = (usize, Answered)> + Send + 'a>> =
             match one.take.next() {
-                TakeStep::Call(TakeCall::Acquire { start }) => Box::pin(async move {
-                    let answer = self
-                        .store
-                        .acquire_from(&key, &self.owner, self.timings.lease(), &start)
-                        .await;
+                TakeStep::Call(TakeCall::Acquire { start, over }) => Box::pin(async move {
+                    let answer = match over {
+                        // Kept alive by beats: it stays so (its lease is the beat's).
+                        Some((holder, counter)) => {
+                            self.store
+                                .take_over(
+                                    &key,
+                                    &self.owner,
+                                    crate::lease::KEPT_BY_BEAT,
+                                    &start,
+                                    &holder,
+                                    counter,
+                                )
+                                .await
+                        }
+                        None => {
+                            self.store
+                                .acquire_from(&key, &self.owner, self.timings.lease(), &start)
+                                .await
+                        }
+                    };
                     (at, Answered::Acquired(answer))
+                }),
+                TakeStep::Call(TakeCall::ReadNotice) => Box::pin(async move {
+                    let sent_ms = epoch_millis();
+                    let notice = self.store.notice(&self.stream).await;
+                    (at, Answered::Noticed(notice.ok().flatten(), sent_ms))
                 }),
                 TakeStep::Call(TakeCall::Iterator { start }) => Box::pin(async move {
                     let answer = self
@@ -202,6 +229,10 @@ impl Subscription {
                 }
             }
             Answered::Released => one.take.released(),
+            Answered::Noticed(notice, sent_ms) => {
+                one.take
+                    .judged(machines.coordinator(self), notice.as_ref(), sent_ms);
+            }
         }
     }
 }
