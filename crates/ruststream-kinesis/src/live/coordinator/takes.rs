@@ -110,13 +110,16 @@ impl Subscription {
             match one.take.next() {
                 TakeStep::Call(TakeCall::Acquire { start, over }) => Box::pin(async move {
                     let answer = match over {
-                        // Kept alive by beats: it stays so (its lease is the beat's).
+                        // The row of a holder whose beat lapsed becomes this instance's, with
+                        // this instance's lease: renewed per row (an instance kept alive by its
+                        // beat will write `KEPT_BY_BEAT` here; a row kept by beat that its
+                        // holder does not beat for would be taken over at once).
                         Some((holder, counter)) => {
                             self.store
                                 .take_over(
                                     &key,
                                     &self.owner,
-                                    crate::lease::KEPT_BY_BEAT,
+                                    self.timings.lease(),
                                     &start,
                                     &holder,
                                     counter,
