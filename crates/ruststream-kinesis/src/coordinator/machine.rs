@@ -115,6 +115,10 @@ pub(crate) struct Coordinator<T> {
     free_seen: Option<usize>,
     /// How often a seek moved where shards without a checkpoint start ([`start_at`](Self::start_at)).
     starts_moved: u64,
+    /// Liveness by beat: whether this instance's chain of beats counts now (as its driver last
+    /// said). While it does not, the instance takes nothing: a take's lease would last as the
+    /// chain, which is over.
+    beat_counts: bool,
     /// How many polls skipped their weighing.
     #[cfg(test)]
     skipped_weighings: u64,
@@ -158,6 +162,7 @@ impl<T: Moment> Coordinator<T> {
             pace: TakePace::default(),
             free_seen: None,
             starts_moved: 0,
+            beat_counts: false,
             #[cfg(test)]
             skipped_weighings: 0,
             #[cfg(test)]
@@ -557,6 +562,30 @@ impl<T: Moment> Coordinator<T> {
         self.heard_news();
     }
 
+    /// A take-over read the stream's notice: the last notice known, by which the next plan
+    /// judges the rows kept by beat (a holder it found alive is not chosen again on an older
+    /// notice, nor every holder on none, with the handover poll off).
+    pub(crate) fn take_notice_read(&mut self, notice: &Notice) {
+        self.watch.notice_read(notice);
+        self.changed();
+    }
+
+    /// Liveness by beat: whether this instance's chain of beats counts now, as its driver says
+    /// before each step. A change is a change of what the poll's weighing depends on.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "beat mode is built in steps: the simulation runs it first"
+        )
+    )]
+    pub(crate) fn beat_counts(&mut self, counts: bool) {
+        if self.beat_counts != counts {
+            self.beat_counts = counts;
+            self.changed();
+        }
+    }
+
     /// How often the poll reads the notice while it waits for no shard: the renewal interval, so
     /// that a holder learns in time that another instance waits on it, and beats.
     pub(crate) fn idle_poll_interval(&self) -> Duration {
@@ -600,15 +629,20 @@ impl<T: Moment> Coordinator<T> {
             self.changed();
         }
         let moved = self.watch.counter_moved(notice, watching);
-        // A balancing instance always beats: the others count the instances by their beats.
-        let beat = watch::beat_due(
-            notice,
-            owner,
-            watching || self.balancing,
-            !reading.is_empty(),
-            &self.timings,
-            now_ms,
-        );
+        // A balancing instance always beats: the others count the instances by their beats. An
+        // instance kept alive by its beat has a driver of its own that beats.
+        let beat = if self.timings.is_kept_by_beat() {
+            None
+        } else {
+            watch::beat_due(
+                notice,
+                owner,
+                watching || self.balancing,
+                !reading.is_empty(),
+                &self.timings,
+                now_ms,
+            )
+        };
         let read_rows =
             watching && (moved || self.hinted_takeable(notice, reading, owner, now, now_ms));
         Noticed {
@@ -669,6 +703,10 @@ impl<T: Moment> Coordinator<T> {
         let mut takeable = Vec::new();
         if self.paused {
             // An earlier run under this owner id is alive: it reads the stream.
+            return takeable;
+        }
+        if self.timings.is_kept_by_beat() && !self.beat_counts {
+            // Kept alive by a beat that does not count now: a take would hold nothing.
             return takeable;
         }
         for shard in listing {

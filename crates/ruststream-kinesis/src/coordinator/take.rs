@@ -190,8 +190,8 @@ impl<T: Moment> Take<T> {
 
     /// The notice a take-over read answered (`None`: the read failed), the read sent at
     /// `sent_ms` by the wall clock: the take goes on if the holder's beat lapsed by then
-    /// ([`Notice::is_alive`]: more than the skew tolerance before it); else it is over, and the
-    /// next round reads the rows again (the plan that chose it saw the holder otherwise).
+    /// ([`Notice::is_alive`]: more than the skew tolerance before it); else it is over. The
+    /// notice is the coordinator's from now: the next plan judges by it.
     pub(crate) fn judged(
         &mut self,
         coordinator: &mut Coordinator<T>,
@@ -201,15 +201,17 @@ impl<T: Moment> Take<T> {
         let (Phase::Judge, Some(over)) = (&self.phase, &self.over) else {
             return;
         };
-        let lapsed = notice.is_some_and(|notice| !notice.is_alive(&over.holder, sent_ms));
-        if lapsed {
-            self.phase = Phase::Acquire;
-        } else {
-            coordinator.heard_news();
-            self.phase = Phase::Over {
-                wake_coordinator: false,
-            };
+        if let Some(notice) = notice {
+            coordinator.take_notice_read(notice);
         }
+        let lapsed = notice.is_some_and(|notice| !notice.is_alive(&over.holder, sent_ms));
+        self.phase = if lapsed {
+            Phase::Acquire
+        } else {
+            Phase::Over {
+                wake_coordinator: false,
+            }
+        };
     }
 
     /// The acquire answered: the row's checkpoint as the take left it, or why it was refused.

@@ -701,6 +701,19 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.lease.may_deliver(now, now_ms)
     }
 
+    /// The instance's chain of beats stands at `grant`: a lease kept alive by beats follows it
+    /// ([`ShardLease::follow_beat`](crate::shard::lease::ShardLease::follow_beat)).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "beat mode is built in steps: the simulation runs it first"
+        )
+    )]
+    pub(crate) fn follow_beat(&mut self, grant: &crate::shard::lease::beat::BeatGrant<T>) {
+        self.lease.follow_beat(grant);
+    }
+
     /// The lease ran out by this instance's clock: nothing more is delivered or checkpointed.
     #[cfg(test)]
     pub(crate) fn run_out(&mut self) {

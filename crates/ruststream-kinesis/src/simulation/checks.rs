@@ -37,7 +37,7 @@ impl Sim {
         let poll = self.cfg.timings.handover_poll_interval();
         // Balancing, the released shard may wait for the instance below its target, or for a
         // leaver's beat to go; one that nobody with room took is taken two polls later anyway.
-        let polls = if self.cfg.balance { 3 } else { 1 };
+        let polls = if self.cfg.balances() { 3 } else { 1 };
         let bound = millis(poll) * polls + 1_000 + self.pace_slack_ms();
         if quiet && step == Step::Take && !poll.is_zero() && took > bound {
             // With no fault, the next poll of an instance ready to take sees the release (through
@@ -233,7 +233,7 @@ impl Sim {
             + t.handover_poll_interval() * 2
             + self.cfg.request_lifetime()
             + Duration::from_secs(2);
-        if !self.cfg.balance || self.now < self.reshaped_at + settle {
+        if !self.cfg.balances() || self.now < self.reshaped_at + settle {
             return None;
         }
         let mut held: BTreeMap<Arc<str>, usize> = BTreeMap::new();

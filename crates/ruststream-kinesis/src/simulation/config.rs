@@ -206,6 +206,25 @@ impl Config {
         self.request_lifetime() + self.gone_grace
     }
 
+    /// The lease the rows' writes give (a take, a renewing checkpoint, a hand-over): the
+    /// timings' lease, or the thousand years of a row kept alive by its holder's beat.
+    pub(super) fn row_lease(&self) -> Duration {
+        if self.timings.is_kept_by_beat() {
+            crate::lease::KEPT_BY_BEAT
+        } else {
+            self.timings.lease()
+        }
+    }
+
+    /// Whether the instances balance the shards: as drawn, but never kept alive by beats. A
+    /// holder kept alive by its beat writes nothing while idle, so it never hears of a handoff
+    /// asked of it (the request shows in a renewing write's answer): balancing in beat mode
+    /// needs the request signalled (found by the first beat schedules: 7 shards on one of two
+    /// instances for a minute).
+    pub(super) fn balances(&self) -> bool {
+        self.balance && !self.timings.is_kept_by_beat()
+    }
+
     pub(super) fn request_lifetime(&self) -> Duration {
         if self.late_landing {
             self.timeout * 3
@@ -325,6 +344,20 @@ impl Config {
         .with_twin_check(rng)
         .with_steady_rounds(rng)
         .with_pace(rng)
+        .with_beat_mode(rng)
+    }
+
+    /// Whether the instances keep their leases alive by their beats
+    /// (`LeaseTimings::kept_by_beat`, their rows kept a thousand years ahead), from a generator
+    /// of its own (as [`with_balancing`](Self::with_balancing) draws): a third of the schedules
+    /// (`SIM_BEAT=1` draws it in every one, to replay a seed found in beat mode).
+    fn with_beat_mode(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0xbea7_0b0e);
+        let forced = std::env::var("SIM_BEAT").is_ok_and(|value| value == "1");
+        if side.random_bool(1.0 / 3.0) || forced {
+            self.timings = self.timings.kept_by_beat();
+        }
+        self
     }
 
     /// How fast the fleet takes and the table writes, from a generator of its own (as

@@ -27,6 +27,12 @@ impl Sim {
             let steady = coord.rounds.steady_rounds();
             let paced = coord.rounds.paced_waits();
             let skipped = coord.knows.skipped_plans();
+            // `live/beat.rs`'s chain, as the coordinator's driver asks it before each step.
+            let counts = coord
+                .beat
+                .as_ref()
+                .is_none_or(|beat| beat.counts_at(now, now_ms));
+            coord.knows.beat_counts(counts);
             let step = coord
                 .rounds
                 .next(&mut coord.knows, &reading, &owner, now, now_ms);
@@ -179,11 +185,14 @@ impl Sim {
                     // shard, and its beat removed, so the others count one instance fewer.
                     let standing = coord.knows.standing_asks(&owner, now_ms, &reading);
                     let balancing = coord.knows.is_balancing();
+                    // Kept alive by its beat, the instance does not remove it: its readers may
+                    // still count on it (the beat lapses once they ended).
+                    let by_beat = coord.beat.is_some();
                     for id in standing {
                         let shard = self.stream.ids[&id];
                         self.send(i, 0, shard, OpKind::Withdraw, Cont::Leave);
                     }
-                    if balancing {
+                    if balancing && !by_beat {
                         self.send(i, 0, 0, OpKind::Leave, Cont::Leave);
                     }
                     self.maybe_exit(i);
@@ -410,10 +419,26 @@ impl Sim {
                 return;
             };
             match take.next() {
-                TakeStep::Call(TakeCall::ReadNotice | TakeCall::Acquire { over: Some(_), .. }) => {
-                    // The simulation's rows are never kept alive by beats (it draws no beat mode
-                    // yet): no take is a take-over.
-                    unreachable!("a take-over in a fleet without beat mode")
+                TakeStep::Call(TakeCall::ReadNotice) => {
+                    let cont = Cont::TakeNotice {
+                        shard,
+                        sid,
+                        sent_ms: self.wall(i),
+                    };
+                    return self.send(i, sid, shard, OpKind::Notice, cont);
+                }
+                TakeStep::Call(TakeCall::Acquire {
+                    start,
+                    over: Some((holder, counter)),
+                }) => {
+                    // `take_over`: one conditional write, the start recorded with it.
+                    let kind = OpKind::TakeOver {
+                        holder,
+                        counter,
+                        start: Arc::clone(&start),
+                    };
+                    let cont = Cont::Acquire { shard, sid, start };
+                    return self.send(i, sid, shard, kind, cont);
                 }
                 TakeStep::Call(TakeCall::Acquire { start, over: None }) => {
                     let cont = Cont::Acquire { shard, sid, start };
@@ -531,6 +556,27 @@ impl Sim {
             .map(Option::as_deref)
             .map_err(|refused| *refused);
         take.acquired(&mut coord.knows, answer, now, coin);
+        self.take_step(i, sid, shard);
+    }
+
+    /// A take-over's read of the notice answered, the read sent at `sent_ms`.
+    pub(super) fn take_noticed(
+        &mut self,
+        i: usize,
+        shard: usize,
+        sid: u64,
+        sent_ms: u64,
+        res: Res,
+    ) {
+        let coord = &mut self.insts[i].coord;
+        let Some(take) = coord.takes.get_mut(&sid) else {
+            return;
+        };
+        let notice = match &res {
+            Res::Notice(notice) => Some(notice),
+            _ => None,
+        };
+        take.judged(&mut coord.knows, notice, sent_ms);
         self.take_step(i, sid, shard);
     }
 

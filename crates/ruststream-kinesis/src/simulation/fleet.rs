@@ -27,6 +27,7 @@ impl Sim {
             OpKind::Beat { .. } => "beat",
             OpKind::Announce { .. } => "announce",
             OpKind::Acquire => "acquire",
+            OpKind::TakeOver { .. } => "take_over",
             OpKind::Release { .. } => "release",
             OpKind::Leave => "leave",
             OpKind::Withdraw => "withdraw",

@@ -289,7 +289,12 @@ impl Sim {
         if resolved {
             self.insts[i].joints.remove(&unit);
         }
-        let grant = first_sent + self.cfg.timings.lease() - self.cfg.timings.holder_margin();
+        // A row's write grants a lease kept alive by beats nothing: the beat does.
+        let grant = if self.cfg.timings.is_kept_by_beat() {
+            Time::ZERO
+        } else {
+            first_sent + self.cfg.timings.lease() - self.cfg.timings.holder_margin()
+        };
         for sid in sids {
             let stream = &self.stream;
             let Some(s) = self.insts[i].sessions.get_mut(&sid) else {

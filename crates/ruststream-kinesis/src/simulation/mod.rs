@@ -74,6 +74,16 @@
 //! the resend, and the store recognises the refusal as the write's own success
 //! (`rules::landed`, the rule `DynamoLeaseStore` uses).
 //!
+//! Liveness by beat is drawn in a third of the schedules (`Config::with_beat_mode`): each
+//! subscription runs the real [`BeatLease`] as its own driver (`simulation/beat.rs`), every
+//! answered chain goes to its sessions (`ShardMachine::follow_beat`) and to the ghost (which
+//! extends a session's deadline only by a chain that began before it), sessions are taken by
+//! beat (`ShardLease::taken_by_beat`), the rows are written a thousand years ahead, a
+//! coordinator takes nothing while its chain does not count, and a take of a row kept by beat is
+//! a take-over that reads the notice first (`Take::judged`, `LeaseStore::take_over`, one write
+//! with its start). Not yet in beat mode: balancing (a holder that writes nothing while idle
+//! never hears of a handoff asked of it; `Config::balances`).
+//!
 //! Where shards start and end is modelled too. The subscription's initial position is the
 //! oldest record, the tip or a timestamp (`Config::initial`); records carry arrival times, and a
 //! take records its start as `take` does (`ShardStart::to_checkpoint`: the tip as the moment
@@ -196,7 +206,8 @@
 //! random base seed on every core (`-- --nocapture` prints the counts and the handover times).
 //! `SIM_SCHEDULES=n` runs `n`; `SIM_BASE_SEED=b` fixes the base; `SIM_SEED=s` replays one
 //! schedule, and `SIM_TRACE=1` with it prints its whole trace (with `-- --nocapture`);
-//! `SIM_FAN_OUT=1` with it replays a seed of the fan-out schedules. A failure panics with
+//! `SIM_FAN_OUT=1` with it replays a seed of the fan-out schedules (`SIM_BEAT=1` puts every
+//! schedule in beat mode). A failure panics with
 //! `seed=<s>`, the invariant, the schedule's settings and its last events.
 
 use std::cmp::{Ordering, Reverse};
@@ -221,6 +232,7 @@ use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::shards::ShardInfo;
 use crate::lease::{LeaseState, Notice, rules};
 use crate::settings::position::ShardStart;
+use crate::shard::lease::beat::{BeatAnswer, BeatLease, BeatNews, BeatNext};
 use crate::shard::read::Sequenced;
 use crate::shard::{
     Answer, Call, Close, CommitNews, Ending, Fetch, HandedBack, Lost, Member, Next, ReadSettings,
@@ -229,6 +241,7 @@ use crate::shard::{
 use crate::watermark::Ticket;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};
 
+mod beat;
 mod checks;
 mod config;
 mod coordinator;

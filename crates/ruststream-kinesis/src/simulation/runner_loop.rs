@@ -113,6 +113,7 @@ impl Sim {
             return Err(failure);
         }
         self.stats.schedules = 1;
+        self.stats.beat_schedules = u64::from(self.cfg.timings.is_kept_by_beat());
         self.stats.records = self.written as u64;
         self.stats.virtual_secs = self.now.as_secs();
         Ok(self.stats)
@@ -203,6 +204,7 @@ impl Sim {
             Ev::Lease {
                 inst, sid, token, ..
             } => self.lease_woken(inst, sid, token),
+            Ev::Beat { inst, token, .. } => self.beat_woken(inst, token),
             Ev::Reader {
                 inst, sid, token, ..
             } => {

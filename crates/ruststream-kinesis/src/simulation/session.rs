@@ -24,7 +24,22 @@ impl Sim {
         let timings = self.cfg.timings;
         // `take`: the handle's lease counts from the take's send by both clocks, and so does
         // the first renewal.
-        let lease = ShardLease::taken(timings, sent, self.wall_at(i, sent));
+        // Kept alive by beats: the lease lasts as the chain that counted at the take's send
+        // (the chain as it stands now, which began before the send if it is the same chain).
+        let grant = self.insts[i].coord.beat.as_ref().and_then(BeatLease::grant);
+        let sent_ms = self.wall_at(i, sent);
+        let lease = if timings.is_kept_by_beat() {
+            ShardLease::taken_by_beat(timings, sent, sent_ms, grant.as_ref())
+        } else {
+            ShardLease::taken(timings, sent, sent_ms)
+        };
+        // The ghost's deadline, by the same rules stated apart: the take's lease, or the chain's
+        // end if the chain counted when the take was sent.
+        let deadline = match grant {
+            _ if !timings.is_kept_by_beat() => sent + timings.lease() - timings.holder_margin(),
+            Some(grant) if grant.since <= sent && sent < grant.valid_until => grant.valid_until,
+            _ => sent,
+        };
         // Exactly once: the lease's nonce, drawn as the driver draws it at the take.
         let lease = if self.cfg.exactly_once {
             lease.committing(self.rng.random())
@@ -69,7 +84,7 @@ impl Sim {
             last_idx: None,
             handled_upto: None,
             // A holder stops at `sent + lease - holder_margin` by its own clock.
-            deadline: sent + timings.lease() - timings.holder_margin(),
+            deadline,
             take_sent: sent,
             lost: false,
             cover: None,
@@ -317,12 +332,14 @@ impl Sim {
             Write::Renew | Write::Checkpoint { .. } | Write::Commit(_)
         ) {
             match answer {
-                // The ghost: the grant this session heard of.
-                Answer::Done => {
+                // The ghost: the grant this session heard of (none, for a lease kept alive by
+                // beats: the beat grants it).
+                Answer::Done if !timings.is_kept_by_beat() => {
                     s.deadline = s
                         .deadline
                         .max(sent + timings.lease() - timings.holder_margin());
                 }
+                Answer::Done => {}
                 Answer::Refused => {
                     s.lost = true;
                     if *write == Write::Renew {

@@ -29,7 +29,7 @@ impl Sim {
         // conditioned on the row still existing.
         op.row_known =
             matches!(op.kind, OpKind::Acquire) && self.known_rows.contains(&(i, op.inc, shard));
-        if self.fenced(&op) && !matches!(op.kind, OpKind::Acquire) {
+        if self.fenced(&op) && !op.kind.is_take() {
             let fence = self.fence(i, op.inc, shard);
             op.seen = fence.counter;
             op.uncertain = fence.uncertain;
@@ -40,7 +40,7 @@ impl Sim {
     /// Whether the call is a write whose answer settles its store object's fence: a take, or a
     /// held write.
     pub(super) fn fenced(&self, op: &Op) -> bool {
-        matches!(op.kind, OpKind::Acquire) || self.held_write_of(op).is_some()
+        op.kind.is_take() || self.held_write_of(op).is_some()
     }
 
     pub(super) fn fence(&self, i: usize, inc: u32, shard: usize) -> Fence {
@@ -129,7 +129,7 @@ impl Sim {
 
     /// The held write `op` makes, as the store's rules know it; `None` for any other call.
     pub(super) fn held_write_of<'a>(&self, op: &'a Op) -> Option<rules::Held<'a>> {
-        let lease_ms = millis(self.cfg.timings.lease());
+        let lease_ms = millis(self.cfg.row_lease());
         Some(match &op.kind {
             OpKind::Renew => rules::Held::renew(op.wall_ms, lease_ms),
             OpKind::Checkpoint(checkpoint) => rules::Held::Checkpoint {
@@ -162,6 +162,7 @@ impl Sim {
             OpKind::Read
             | OpKind::List
             | OpKind::Acquire
+            | OpKind::TakeOver { .. }
             | OpKind::Notice
             | OpKind::Beat { .. }
             | OpKind::Leave
@@ -266,8 +267,7 @@ impl Sim {
             };
             let inc = op.inc;
             if lands {
-                let late = self.cfg.late_landing
-                    && (self.cfg.late_takes || !matches!(op.kind, OpKind::Acquire));
+                let late = self.cfg.late_landing && (self.cfg.late_takes || !op.kind.is_take());
                 let land = if lost_answer && late {
                     ms(self.rng.random_range(1..timeout_ms * 3))
                 } else {
@@ -315,7 +315,7 @@ impl Sim {
         if throttled {
             self.throttled_at = Some(self.now);
             self.stats.throttled_writes += 1;
-            if matches!(op.kind, OpKind::Acquire) {
+            if op.kind.is_take() {
                 self.stats.throttled_takes += 1;
             }
             return true;
@@ -330,7 +330,7 @@ impl Sim {
     /// Applies `op` to the store; `unanswered`: its caller gave up on it (timed out) and hears
     /// nothing of it.
     pub(super) fn apply(&mut self, op: &Op, unanswered: bool) -> Res {
-        let lease_ms = millis(self.cfg.timings.lease());
+        let lease_ms = millis(self.cfg.row_lease());
         let shard = op.shard;
         let malformed = match op.kind {
             // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
@@ -419,14 +419,30 @@ impl Sim {
                     .filter_map(|(shard, row)| row.state.clone().map(|state| (shard, state)))
                     .collect(),
             ),
-            OpKind::Acquire => {
+            OpKind::Acquire | OpKind::TakeOver { .. } => {
+                // `acquire` (the trait's default `acquire_from` checkpoints the start after
+                // it), or `take_over`, which records the start in the same write.
+                let (over, start) = match &op.kind {
+                    OpKind::TakeOver {
+                        holder,
+                        counter,
+                        start,
+                    } => (
+                        Some(rules::Over {
+                            holder,
+                            counter: *counter,
+                        }),
+                        Some(&**start),
+                    ),
+                    _ => (None, None),
+                };
                 let take = rules::Take {
                     owner: &op.owner,
                     now_ms: op.wall_ms,
                     lease_ms,
-                    start: None,
+                    start,
                     seen_row: op.row_known,
-                    over: None,
+                    over,
                 };
                 if self.rows[shard].state.is_none() && !rules::take_accepted(None, &take) {
                     // Its store object saw the row: deleted since, and not created again.
@@ -484,6 +500,9 @@ impl Sim {
                 self.stats.takes += 1;
                 if stolen {
                     self.stats.takeovers += 1;
+                }
+                if over.is_some() {
+                    self.stats.take_overs += 1;
                 }
                 if let Some(prev) = previous {
                     self.check_no_live_holder(prev, op);
@@ -684,6 +703,7 @@ impl Sim {
                     OpKind::Read
                     | OpKind::List
                     | OpKind::Acquire
+                    | OpKind::TakeOver { .. }
                     | OpKind::Notice
                     | OpKind::Beat { .. }
                     | OpKind::Leave
@@ -847,6 +867,12 @@ impl Sim {
             Cont::Notice => self.notice_answered(i, res),
             Cont::Delete { shard } => self.round_deleted(i, shard, res),
             Cont::Beat => self.beat_answered(i),
+            Cont::BeatLease => self.beat_lease_answered(i, &res),
+            Cont::TakeNotice {
+                shard,
+                sid,
+                sent_ms,
+            } => self.take_noticed(i, shard, sid, sent_ms, res),
             Cont::Announce => self.announce_answered(i, &res),
             Cont::Ask { shard } => self.ask_answered(i, shard, &res),
             Cont::Leave => {}

@@ -254,6 +254,13 @@ pub(super) enum OpKind {
     },
     /// `LeaseStore::withdraw_handoff`: the caller's request removed from the row.
     Withdraw,
+    /// `LeaseStore::take_over`: a take conditioned on the row naming `holder` at `counter`
+    /// (whatever its expiry), `start` recorded in a row without a checkpoint, in one write.
+    TakeOver {
+        holder: Arc<str>,
+        counter: u64,
+        start: Arc<str>,
+    },
     /// `LeaseStore::ask_handoff`: a handoff of `holder`'s shard to the caller.
     AskHandoff {
         holder: String,
@@ -294,6 +301,14 @@ pub(super) enum OpKind {
         unit: UnitId,
         first_sent: Time,
     },
+}
+
+impl OpKind {
+    /// Whether it is a take (`acquire`, or a take-over): a write that needs no holder, and whose
+    /// answer settles its store object's fence.
+    pub(super) fn is_take(&self) -> bool {
+        matches!(self, Self::Acquire | Self::TakeOver { .. })
+    }
 }
 
 /// One lease row of a joint commit.
@@ -413,6 +428,14 @@ pub(super) enum Cont {
     Notice,
     /// The poll's beat.
     Beat,
+    /// A beat of the beat's driver (liveness by beat).
+    BeatLease,
+    /// Take `sid`'s read of the notice (a take-over), sent at `sent_ms` by its wall clock.
+    TakeNotice {
+        shard: usize,
+        sid: u64,
+        sent_ms: u64,
+    },
     /// The poll's record of this run.
     Announce,
     /// One of a round's requests for a handoff of `shard`.
@@ -492,6 +515,12 @@ pub(super) enum Ev {
         inst: usize,
         inc: u32,
         sid: u64,
+        token: u64,
+    },
+    /// The beat's driver wakes (liveness by beat): the next beat is due.
+    Beat {
+        inst: usize,
+        inc: u32,
         token: u64,
     },
     /// The joint committer's timer: a joint commit of `unit` is due again.
@@ -574,6 +603,7 @@ impl Ev {
             Self::Reply { inst, inc, .. }
             | Self::Round { inst, inc, .. }
             | Self::Lease { inst, inc, .. }
+            | Self::Beat { inst, inc, .. }
             | Self::Reader { inst, inc, .. }
             | Self::Redeliver { inst, inc, .. }
             | Self::Joint { inst, inc, .. }
@@ -743,6 +773,10 @@ pub(super) struct Coord {
     pub(super) cancelled: bool,
     /// `run` returned.
     pub(super) exited: bool,
+    /// Liveness by beat: the subscription's beat (`None`: its leases are renewed per row).
+    pub(super) beat: Option<BeatLease<Time>>,
+    /// The token of the beat driver's pending wake-up.
+    pub(super) beat_token: u64,
 }
 
 impl Coord {
@@ -750,8 +784,8 @@ impl Coord {
     pub(super) fn new(cfg: &Config, now: Time, run: Incarnation) -> Self {
         Self {
             knows: {
-                let mut knows =
-                    Coordinator::new(cfg.timings, cfg.initial.clone()).with_balancing(cfg.balance);
+                let mut knows = Coordinator::new(cfg.timings, cfg.initial.clone())
+                    .with_balancing(cfg.balances());
                 if cfg.twin_check {
                     knows = knows.with_incarnation(run);
                 }
@@ -783,6 +817,11 @@ impl Coord {
             timer: 0,
             cancelled: false,
             exited: false,
+            beat: cfg
+                .timings
+                .is_kept_by_beat()
+                .then(|| BeatLease::new(cfg.timings)),
+            beat_token: 0,
         }
     }
 }
@@ -968,6 +1007,12 @@ pub(super) struct Stats {
     /// Takes of an instance's own row that landed after their caller gave up, behind a later
     /// take of the same instance (a wall clock stepped back between the two).
     pub(super) phantom_takes: u64,
+    /// Liveness by beat: schedules in beat mode, beats of the beat's driver answered, chains
+    /// begun again after a lapse, and take-overs that landed.
+    pub(super) beat_schedules: u64,
+    pub(super) lease_beats: u64,
+    pub(super) beat_restarts: u64,
+    pub(super) take_overs: u64,
     pub(super) filtered: u64,
     /// Deliveries handed back by their handlers, and deliveries withheld where their handler
     /// was about to start.
@@ -1094,6 +1139,10 @@ impl Stats {
         self.aggregates += o.aggregates;
         self.within_starts += o.within_starts;
         self.phantom_takes += o.phantom_takes;
+        self.beat_schedules += o.beat_schedules;
+        self.lease_beats += o.lease_beats;
+        self.beat_restarts += o.beat_restarts;
+        self.take_overs += o.take_overs;
         self.empty_answers += o.empty_answers;
         self.filtered += o.filtered;
         self.handed_back += o.handed_back;

@@ -210,6 +210,8 @@ impl Sim {
         let owner = Arc::clone(&inst.owner);
         self.log(|| format!("i{i} starts as {owner}, clock offset {offset} ms"));
         self.coord_drive(i);
+        // Liveness by beat: the beat's driver starts with the subscription.
+        self.beat_drive(i);
     }
 
     /// Kills instance `i`: nothing of it runs again; its requests in flight still land.

@@ -282,7 +282,10 @@ impl<T: Moment> ShardLease<T> {
     /// chain, and not at all if the chain did not count when the take was sent.
     #[cfg_attr(
         not(test),
-        expect(dead_code, reason = "beat mode is built in steps: the drivers follow")
+        expect(
+            dead_code,
+            reason = "beat mode is built in steps: the simulation runs it first"
+        )
     )]
     pub(crate) fn taken_by_beat(
         timings: LeaseTimings,
@@ -324,10 +327,6 @@ impl<T: Moment> ShardLease<T> {
     /// chain began while the lease still counted ([`BeatGrant::covers`]); a chain that began
     /// later carries nothing (the shard may have been taken in the gap). A lease not kept alive
     /// by beats ignores it.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "beat mode is built in steps: the drivers follow")
-    )]
     pub(crate) fn follow_beat(&mut self, grant: &BeatGrant<T>) {
         if self.by_beat && grant.covers(self.valid_until, self.valid_until_ms) {
             self.valid_until = self.valid_until.max(grant.valid_until);
