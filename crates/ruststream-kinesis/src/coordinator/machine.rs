@@ -562,6 +562,12 @@ impl<T: Moment> Coordinator<T> {
         self.heard_news();
     }
 
+    /// Whether a take may go out now: always, unless the leases are kept alive by a beat that
+    /// does not count (a take would hold nothing).
+    pub(crate) fn beat_allows_takes(&self) -> bool {
+        !self.timings.is_kept_by_beat() || self.beat_counts
+    }
+
     /// A take-over read the stream's notice: the last notice known, by which the next plan
     /// judges the rows kept by beat (a holder it found alive is not chosen again on an older
     /// notice, nor every holder on none, with the handover poll off).
@@ -705,7 +711,7 @@ impl<T: Moment> Coordinator<T> {
             // An earlier run under this owner id is alive: it reads the stream.
             return takeable;
         }
-        if self.timings.is_kept_by_beat() && !self.beat_counts {
+        if !self.beat_allows_takes() {
             // Kept alive by a beat that does not count now: a take would hold nothing.
             return takeable;
         }

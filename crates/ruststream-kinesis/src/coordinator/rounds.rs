@@ -487,8 +487,9 @@ impl<T: Moment> Rounds<T> {
                 // Its takes would start where shards started before the seek: plan again.
                 return Some(self.round(reading, now));
             }
-            if coordinator.is_paused() {
-                // An earlier run under this owner id is alive: this one takes nothing.
+            if coordinator.is_paused() || !coordinator.beat_allows_takes() {
+                // An earlier run under this owner id is alive, or the beat that would keep the
+                // takes alive does not count: this one takes nothing (a new chain wakes a round).
             } else if coordinator.take_allowance(now, now_ms, passes.planned()) > 0 {
                 self.reading = reading.clone();
                 self.phase = Phase::Passing(passes);

@@ -225,6 +225,13 @@ impl Config {
         self.balance && !self.timings.is_kept_by_beat()
     }
 
+    /// Whether the store keeps notices: as drawn, and always in beat mode, which needs them (a
+    /// take-over judges the holder by its beat there; `connect` is to refuse beat mode on a
+    /// store without them).
+    pub(super) fn keeps_notices(&self) -> bool {
+        self.notices || self.timings.is_kept_by_beat()
+    }
+
     pub(super) fn request_lifetime(&self) -> Duration {
         if self.late_landing {
             self.timeout * 3

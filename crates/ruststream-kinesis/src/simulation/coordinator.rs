@@ -76,7 +76,7 @@ impl Sim {
                     }
                     return;
                 }
-                RoundStep::ReadNotice if !self.cfg.notices => {
+                RoundStep::ReadNotice if !self.cfg.keeps_notices() => {
                     // A store written against the five calls answers at once, with no call.
                     let coord = &mut self.insts[i].coord;
                     coord.rounds.notice_read(
@@ -467,10 +467,10 @@ impl Sim {
                     start,
                     resume,
                     sent,
-                    ..
+                    sent_ms,
                 } => {
                     self.insts[i].coord.takes.remove(&sid);
-                    self.open_session(i, sid, shard, &start, resume, sent);
+                    self.open_session(i, sid, shard, (&start, resume), (sent, sent_ms));
                     return self.take_done(i);
                 }
                 TakeStep::Over { wake_coordinator } => {

@@ -11,9 +11,8 @@ impl Sim {
         i: usize,
         sid: u64,
         shard: usize,
-        start: &ShardStart,
-        resume: ShardStart,
-        sent: Time,
+        (start, resume): (&ShardStart, ShardStart),
+        (sent, take_sent_ms): (Time, u64),
     ) {
         let start_idx = self.stream.index_of(shard, start);
         let iterator = self.stream.iterator_index(shard, start);
@@ -27,7 +26,13 @@ impl Sim {
         // Kept alive by beats: the lease lasts as the chain that counted at the take's send
         // (the chain as it stands now, which began before the send if it is the same chain).
         let grant = self.insts[i].coord.beat.as_ref().and_then(BeatLease::grant);
-        let sent_ms = self.wall_at(i, sent);
+        // Kept alive by beats, the lease counts from the take's own wall clock, as `start_reader`
+        // hands it on (per row, the clock read again, as the schedules pinned were drawn).
+        let sent_ms = if timings.is_kept_by_beat() {
+            take_sent_ms
+        } else {
+            self.wall_at(i, sent)
+        };
         let lease = if timings.is_kept_by_beat() {
             ShardLease::taken_by_beat(timings, sent, sent_ms, grant.as_ref())
         } else {

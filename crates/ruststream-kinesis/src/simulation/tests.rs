@@ -867,17 +867,20 @@ fn lapsed_shards_taken_one_a_second_are_within_the_paced_liveness_bound() {
 }
 
 /// The first beat-mode schedules found it: with takes paced, a plan nominated the rows of a
-/// live holder (its beat judged on a notice the coordinator never read, the handover poll off)
-/// ahead of this instance's own rows; each take-over read the notice, found the holder alive,
-/// and started a new round, which dropped the queued takes of the own rows: three shards unread
-/// for a minute. The take's notice is the coordinator's now, and nothing restarts the round.
+/// live holder (its beat judged on a notice the coordinator never read, the handover poll off
+/// and, then, no notices kept) ahead of this instance's own rows; each take-over read the
+/// notice, found the holder alive, and started a new round, which dropped the queued takes of
+/// the own rows: three shards unread for a minute. The take's notice is the coordinator's now,
+/// and nothing restarts the round (`take::tests::a_take_over_found_alive_gives_the_coordinator_its_notice`).
+/// Beat mode keeps notices since, so this schedule no longer reaches that path; it stays pinned
+/// for the beat-mode schedule it is.
 #[test]
 fn a_take_over_found_alive_leaves_the_paced_takes_queued_behind_it() {
     let stats = replays_clean(1_796_506_160_364_125_027, &|cfg, _| {
         cfg.timings = cfg.timings.kept_by_beat();
     });
     assert!(
-        stats.beat_schedules == 1 && stats.beat_restarts > 0,
-        "the schedule still keeps its leases by beats, and a chain lapses: {stats:?}"
+        stats.beat_schedules == 1 && stats.lease_beats > 0,
+        "the schedule still keeps its leases by beats: {stats:?}"
     );
 }

@@ -391,3 +391,50 @@ fn a_take_is_a_take_over_when_the_row_as_last_read_is_kept_by_beat() {
     assert_eq!(coordinator.take_over_of("free", "pod-a", NOW_MS), None);
     assert_eq!(coordinator.take_over_of("unknown", "pod-a", NOW_MS), None);
 }
+
+#[test]
+fn a_take_over_found_alive_gives_the_coordinator_its_notice() {
+    let mut coordinator = coordinator();
+    let listing = [ShardInfo {
+        id: Arc::from("shardId-0"),
+        parents: Vec::new(),
+        closed: false,
+    }];
+    let kept = NOW_MS + crate::lease::millis(crate::lease::KEPT_BY_BEAT);
+    let mut rows: Rows = HashMap::from([(
+        Arc::from("shardId-0"),
+        Some(LeaseState {
+            owner: Some("pod-b".to_owned()),
+            expiry_ms: kept,
+            counter: 7,
+            checkpoint: Some("42".to_owned()),
+            ..LeaseState::default()
+        }),
+    )]);
+    coordinator.round_rows(&listing, &mut rows, NOW, NOW_MS);
+    let nominated = |coordinator: &mut Coordinator<Duration>| {
+        coordinator
+            .shards_to_take(
+                &listing,
+                &rows,
+                &HashSet::new(),
+                |_| false,
+                "pod-a",
+                (NOW, NOW_MS),
+                true,
+            )
+            .len()
+    };
+    // No notice read yet: pod B's row is nominated.
+    assert_eq!(nominated(&mut coordinator), 1);
+    let mut take = taking_over("pod-b", false);
+    take.judged(
+        &mut coordinator,
+        Some(&notice_with_beat("pod-b", NOW_MS + 5_000)),
+        NOW_MS,
+    );
+    // Found alive: the take is over, and the next plan judges by the notice it read, so it does
+    // not nominate the live holder's row again (each nomination a notice read and, before, a
+    // new round that dropped the paced takes behind it).
+    assert_eq!(nominated(&mut coordinator), 0);
+}
