@@ -31,10 +31,7 @@ pub(crate) enum TakeCall {
     /// Take the lease, recording `start` as the checkpoint of a row that has none
     /// (`LeaseStore::acquire_from`); of a row kept alive by its holder's beat, conditioned on
     /// the row as read, `over` its holder and counter (`LeaseStore::take_over`).
-    Acquire {
-        start: Arc<str>,
-        over: Option<(Arc<str>, u64)>,
-    },
+    Acquire { start: Arc<str>, over: Option<Over> },
     /// Read the stream's notice (`LeaseStore::notice`), for a take-over: answer with
     /// [`Take::judged`], with the wall clock at which the read was sent.
     ReadNotice,
@@ -167,10 +164,7 @@ impl<T: Moment> Take<T> {
             Phase::Judge => TakeStep::Call(TakeCall::ReadNotice),
             Phase::Acquire => TakeStep::Call(TakeCall::Acquire {
                 start: Arc::clone(&self.recorded),
-                over: self
-                    .over
-                    .as_ref()
-                    .map(|over| (Arc::clone(&over.holder), over.counter)),
+                over: self.over.clone(),
             }),
             Phase::Iterator { start, .. } => TakeStep::Call(TakeCall::Iterator {
                 start: start.clone(),

@@ -429,7 +429,10 @@ impl Sim {
                 }
                 TakeStep::Call(TakeCall::Acquire {
                     start,
-                    over: Some((holder, counter)),
+                    over:
+                        Some(crate::coordinator::plan::Over {
+                            holder, counter, ..
+                        }),
                 }) => {
                     // `take_over`: one conditional write, the start recorded with it.
                     let kind = OpKind::TakeOver {

@@ -327,7 +327,7 @@ fn a_take_over_reads_the_notice_and_takes_only_if_the_holder_lapsed_when_it_was_
     };
     assert_eq!(
         over,
-        Some((Arc::from("pod-b"), 7)),
+        Some(self::over("pod-b", false)),
         "conditioned on the row as read"
     );
 }
@@ -359,7 +359,7 @@ fn a_retake_of_ones_own_row_kept_by_beat_is_by_counter_without_a_notice() {
     let TakeStep::Call(TakeCall::Acquire { over, .. }) = take.next() else {
         panic!("an own row is taken again at once, not {:?}", take.next());
     };
-    assert_eq!(over, Some((Arc::from("pod-a"), 7)));
+    assert_eq!(over, Some(self::over("pod-a", true)));
 }
 
 #[test]

@@ -114,7 +114,9 @@ impl Subscription {
                         // this instance's lease: renewed per row (an instance kept alive by its
                         // beat will write `KEPT_BY_BEAT` here; a row kept by beat that its
                         // holder does not beat for would be taken over at once).
-                        Some((holder, counter)) => {
+                        Some(Over {
+                            holder, counter, ..
+                        }) => {
                             self.store
                                 .take_over(
                                     &key,
