@@ -252,6 +252,21 @@ impl LeaseStore for CountingStore {
         self.inner.acquire_from(key, owner, lease, start)
     }
 
+    /// A take-over is one acquire too, conditioned on the holder and counter read.
+    fn take_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+        holder: &'a str,
+        counter: u64,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.write(Call::Acquire, key);
+        self.inner
+            .take_over(key, owner, lease, start, holder, counter)
+    }
+
     fn renew<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -382,6 +397,10 @@ impl LeaseStore for CountingStore {
 
     fn table_name(&self) -> Option<&str> {
         self.inner.table_name()
+    }
+
+    fn keeps_leases_by_beat(&self) -> bool {
+        self.inner.keeps_leases_by_beat()
     }
 
     // Exactly once commits through the inner store's transactions (not counted here: the

@@ -62,6 +62,8 @@ pub struct KinesisBroker {
     timings: LeaseTimings,
     create_streams: Option<u32>,
     balance: bool,
+    /// Whether the leases are kept alive by the instance's beat instead of renewed per row.
+    by_beat: bool,
     meters: Meters,
     /// The streams `TestApp` runs on, shared by every connection of this broker and its clones.
     #[cfg(feature = "testing")]
@@ -90,6 +92,7 @@ impl std::fmt::Debug for KinesisBroker {
             .field("timings", &self.timings)
             .field("create_streams", &self.create_streams)
             .field("balance", &self.balance)
+            .field("by_beat", &self.by_beat)
             .finish_non_exhaustive()
     }
 }
@@ -121,6 +124,7 @@ impl KinesisBroker {
             timings: LeaseTimings::default(),
             create_streams: None,
             balance: false,
+            by_beat: false,
             meters: Meters::default(),
             #[cfg(feature = "testing")]
             in_process: Arc::default(),
@@ -268,6 +272,46 @@ impl KinesisBroker {
     #[must_use]
     pub fn balance_shards(mut self, balance: bool) -> Self {
         self.balance = balance;
+        self
+    }
+
+    /// Keeps the leases this instance holds alive by one beat of the instance per stream, written
+    /// to the stream's notice every renewal interval, instead of renewing each lease's row (off
+    /// by default: every held lease is renewed every 3 s). Idle, the lease table then takes one
+    /// write per instance and renewal interval however many shards the instance holds.
+    ///
+    /// Fencing stays per row: every checkpoint, hand-over and release is conditioned on the
+    /// row's owner and counter as before. A row held this way carries an expiry a thousand
+    /// years ahead ([`LeaseState::is_kept_by_beat`](crate::LeaseState::is_kept_by_beat)), so no
+    /// instance judges it by its expiry: another instance takes it over only once the holder's
+    /// beat lapsed by its own clock (lease + [`SKEW_TOLERANCE`](crate::SKEW_TOLERANCE) after
+    /// the last beat that landed), in one write conditioned on the holder and the counter it
+    /// read ([`LeaseStore::take_over`]). An instance whose beats stop landing stops delivering
+    /// from every shard once its last beat runs out, as a holder whose renewals fail does, and
+    /// takes nothing until a beat lands again.
+    ///
+    /// `connect` refuses it ([`KinesisError::Config`]) with a lease store that cannot take a
+    /// shard over or keeps no beats ([`LeaseStore::keeps_leases_by_beat`]), and together with
+    /// [`balance_shards`](Self::balance_shards) (a holder that writes nothing while idle would
+    /// not hear a handoff asked of it; not built yet). A subscription refuses to open on a
+    /// stream whose rows another live instance holds the other way (a fleet split between the
+    /// two ways): stop the fleet, or let its leases lapse, to change. `TestApp` runs leases per
+    /// row whatever this says: what a handler sees does not change.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use ruststream_kinesis::{KinesisBroker, MemoryLeaseStore};
+    ///
+    /// let broker = KinesisBroker::new()
+    ///     .lease_store(Arc::new(MemoryLeaseStore::new()))
+    ///     .keep_leases_alive_by_beat(true);
+    /// # let _ = broker;
+    /// ```
+    #[must_use]
+    pub fn keep_leases_alive_by_beat(mut self, by_beat: bool) -> Self {
+        self.by_beat = by_beat;
         self
     }
 
@@ -445,6 +489,38 @@ impl KinesisBroker {
         Ok(())
     }
 
+    /// Refuses liveness by beat where it cannot work: with balancing, or on a lease store that
+    /// cannot take a shard over or keeps no beats.
+    fn beat_fits(&self) -> Result<(), KinesisError> {
+        if !self.by_beat {
+            return Ok(());
+        }
+        if self.balance {
+            return Err(KinesisError::Config {
+                message: "keep_leases_alive_by_beat(true) with balance_shards(true): balancing \
+                          with leases kept alive by beat is not built yet (a holder that writes \
+                          nothing while idle does not hear a handoff asked of it); turn one of \
+                          them off"
+                    .to_owned(),
+            });
+        }
+        if !self.store.keeps_leases_by_beat() {
+            let store = self.store.table_name().map_or_else(
+                || "this lease store".to_owned(),
+                |table| format!("the lease store on table {table:?}"),
+            );
+            return Err(KinesisError::Config {
+                message: format!(
+                    "keep_leases_alive_by_beat(true): {store} cannot keep leases alive by beat \
+                     (LeaseStore::keeps_leases_by_beat is false: it needs take_over, and notices \
+                     that keep beats); use the DynamoDB or the in-memory lease store, implement \
+                     those calls, or keep leases renewed per row"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The lease store's [`check`](LeaseStore::check), within the bound of a store call: a
     /// store that does not answer in time is left to the calls that follow, as one that failed
     /// for a reason a retry may cure.
@@ -528,7 +604,11 @@ impl KinesisBroker {
                 kinesis,
                 self.store,
                 self.owner,
-                self.timings,
+                if self.by_beat {
+                    self.timings.kept_by_beat()
+                } else {
+                    self.timings
+                },
                 self.balance,
                 self.meters,
             ),
@@ -557,6 +637,7 @@ impl Broker for KinesisBroker {
     /// by `lease_key`) fails the start with [`KinesisError::LeaseStore`].
     async fn connect(self) -> Result<ConnectedKinesisBroker, KinesisError> {
         self.timings_fit_balancing()?;
+        self.beat_fits()?;
         let broker = self.metered();
         let client = broker.client().await?;
         broker.check_store().await?;
@@ -578,6 +659,8 @@ impl ruststream::testing::InProcess for KinesisBroker {
         let store = MemoryLeaseStore::new();
         broker.store = Arc::new(store);
         broker.timings = broker.timings.in_process();
+        // One instance on a store of its own: leases per row, which a handler cannot tell apart.
+        broker.by_beat = false;
         #[cfg(feature = "dynamodb-lease")]
         let journal = broker.in_process_commits.clone();
         let connected = broker.connected(kinesis);
@@ -909,5 +992,83 @@ mod tests {
             let fits = fits.region("us-east-1").test_credentials();
             assert!(fits.timings_fit_balancing().is_ok(), "{fits:?}");
         }
+    }
+
+    /// A store of rows alone: no `take_over`, no notices.
+    #[derive(Debug)]
+    struct RowsOnly(MemoryLeaseStore);
+
+    impl LeaseStore for RowsOnly {
+        fn acquire<'a>(
+            &'a self,
+            key: &'a crate::LeaseKey,
+            owner: &'a str,
+            lease: Duration,
+        ) -> crate::LeaseFuture<'a, crate::LeaseState> {
+            self.0.acquire(key, owner, lease)
+        }
+
+        fn renew<'a>(
+            &'a self,
+            key: &'a crate::LeaseKey,
+            owner: &'a str,
+            lease: Duration,
+        ) -> crate::LeaseFuture<'a, crate::LeaseState> {
+            self.0.renew(key, owner, lease)
+        }
+
+        fn checkpoint<'a>(
+            &'a self,
+            key: &'a crate::LeaseKey,
+            owner: &'a str,
+            checkpoint: &'a str,
+        ) -> crate::LeaseFuture<'a, ()> {
+            self.0.checkpoint(key, owner, checkpoint)
+        }
+
+        fn read<'a>(
+            &'a self,
+            key: &'a crate::LeaseKey,
+        ) -> crate::LeaseFuture<'a, Option<crate::LeaseState>> {
+            self.0.read(key)
+        }
+
+        fn release<'a>(
+            &'a self,
+            key: &'a crate::LeaseKey,
+            owner: &'a str,
+        ) -> crate::LeaseFuture<'a, ()> {
+            self.0.release(key, owner)
+        }
+    }
+
+    #[tokio::test]
+    async fn leases_kept_alive_by_beat_are_refused_with_balancing_and_on_a_store_without_beats() {
+        let by_beat = || {
+            KinesisBroker::new()
+                .region("us-east-1")
+                .test_credentials()
+                .keep_leases_alive_by_beat(true)
+        };
+        let Err(KinesisError::Config { message }) = by_beat().balance_shards(true).connect().await
+        else {
+            panic!("balancing with leases kept alive by beat is refused");
+        };
+        assert!(
+            message.contains("balance_shards") && message.contains("keep_leases_alive_by_beat"),
+            "{message}"
+        );
+        let rows_only = by_beat().lease_store(Arc::new(RowsOnly(MemoryLeaseStore::new())));
+        let Err(KinesisError::Config { message }) = rows_only.connect().await else {
+            panic!("a store that cannot take a shard over is refused");
+        };
+        assert!(
+            message.contains("keeps_leases_by_beat") && message.contains("take_over"),
+            "{message}"
+        );
+        // The in-memory store can, and so can the same store renewing per row.
+        assert!(by_beat().beat_fits().is_ok());
+        let per_row = KinesisBroker::new().lease_store(Arc::new(RowsOnly(MemoryLeaseStore::new())));
+        assert!(per_row.beat_fits().is_ok());
     }
 }

@@ -11,10 +11,12 @@
 //! - after an instance is killed or frozen, every shard it was reading is read again by
 //!   another instance within lease + skew tolerance + listing interval (plus slack for calls).
 //!
-//! The same chaos runs a second time with the subscription exactly once
+//! The same chaos runs again with every lease kept alive by its instance's beat
+//! (`KinesisBroker::keep_leases_alive_by_beat`), under the same checks. It runs once more with
+//! the subscription exactly once
 //! (`KinesisStream::exactly_once()`): each handling stages `ADD applied :one` on the record's
 //! item of a counts table, and the checker also asserts that every record written is counted
-//! exactly once, while deliveries may repeat. A third run does the same with a batch handler,
+//! exactly once, while deliveries may repeat. A last run does the same with a batch handler,
 //! whose batches gather several shards' records and commit each in one joint transaction; its
 //! body cannot name each record's shard, so the checker finds the records in the stream after
 //! the run.
@@ -142,6 +144,9 @@ impl Handle<[String], (), (), KinesisBatchContext> for BatchLogger {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     AtLeastOnce,
+    /// At least once, every instance keeping its leases alive by its beat
+    /// (`KinesisBroker::keep_leases_alive_by_beat`).
+    AtLeastOnceByBeat,
     ExactlyOnce,
     /// Exactly once, with a batch handler of at most 16 records.
     ExactlyOnceBatches,
@@ -151,6 +156,7 @@ impl Mode {
     fn name(self) -> &'static str {
         match self {
             Self::AtLeastOnce => "at-least-once",
+            Self::AtLeastOnceByBeat => "at-least-once-by-beat",
             Self::ExactlyOnce => "exactly-once",
             Self::ExactlyOnceBatches => "exactly-once-batches",
         }
@@ -191,7 +197,8 @@ fn chaos_child() {
         let broker = KinesisBroker::from_config(config)
             .lease_store(store)
             .owner_id(owner)
-            .lease_timings(timings());
+            .lease_timings(timings())
+            .keep_leases_alive_by_beat(std::env::var("CHAOS_BEAT").as_deref() == Ok("1"));
         let mut source =
             KinesisStream::new(stream.to_owned()).poll_interval(Duration::from_millis(200));
         if counts.is_some() {
@@ -304,6 +311,14 @@ fn spawn(
             ),
         )
         .env("RUST_LOG", "info")
+        .env(
+            "CHAOS_BEAT",
+            if setup.mode == Mode::AtLeastOnceByBeat {
+                "1"
+            } else {
+                "0"
+            },
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr))
         .spawn()
@@ -424,6 +439,14 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
     chaos(Mode::AtLeastOnce).await;
 }
 
+/// The same chaos with every lease kept alive by its instance's beat: a frozen or killed
+/// instance's shards are taken over once its beat lapsed, and a thawed one delivers nothing
+/// until a new chain of beats began and it took its shards again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_with_leases_kept_alive_by_beat_loses_nothing_and_never_overlaps_tenures() {
+    chaos(Mode::AtLeastOnceByBeat).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_exactly_once_counts_each_record_once() {
     chaos(Mode::ExactlyOnce).await;
@@ -440,7 +463,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// Runs the chaos (exactly once: with each record counted into a table through the
 /// subscription's commits) and checks it.
 async fn chaos(mode: Mode) {
-    let exactly_once = mode != Mode::AtLeastOnce;
+    let exactly_once = matches!(mode, Mode::ExactlyOnce | Mode::ExactlyOnceBatches);
     let Some(url) = common::endpoint() else {
         return;
     };

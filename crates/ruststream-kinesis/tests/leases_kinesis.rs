@@ -20,11 +20,12 @@ use ruststream::{
     SubscriptionSource,
 };
 use ruststream_kinesis::{
-    DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, LeaseFuture, LeaseKey,
-    LeaseState, LeaseStore, LeaseTimings, Notice,
+    DynamoLeaseStore, KinesisBroker, KinesisError, KinesisOptions, LeaseKey, LeaseStore,
+    LeaseTimings,
 };
 use tokio::sync::mpsc;
 
+use common::counting::{Counting, delta};
 use common::instances::{
     Instance, collect_until, holders, payloads, publish_all, stream_of, table, timings,
 };
@@ -125,7 +126,7 @@ async fn a_restart_under_the_same_owner_id_resumes_at_once() {
     let (_, store) = table(&url).await;
     let stream = common::unique("same-owner");
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut child = spawn_child(&url, store.table(), &stream, "pod-a");
+    let mut child = spawn_child(&url, store.table(), &stream, "pod-a", false);
     wait_ready(&mut child);
     publish_all(&url, &stream, ["one".to_owned()]).await;
     let handled = read_child_until(&mut child, |h| h.contains("one"));
@@ -171,18 +172,45 @@ async fn a_restart_under_the_same_owner_id_resumes_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_instance_is_taken_over_within_lease_and_listing() {
+    killed_and_taken_over(false).await;
+}
+
+/// The same with every lease kept alive by its instance's beat: the killed instance's row
+/// stays kept by beat (no expiry to lapse), and pod-b takes it over once pod-a's beat lapsed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_instance_kept_alive_by_beat_is_taken_over_within_lease_and_listing() {
+    killed_and_taken_over(true).await;
+}
+
+async fn killed_and_taken_over(by_beat: bool) {
     let Some(url) = common::endpoint() else {
         return;
     };
-    let (_, store) = table(&url).await;
+    let (config, store) = table(&url).await;
     let stream = common::unique("killed");
-    let mut child = spawn_child(&url, store.table(), &stream, "pod-a");
+    let mut child = spawn_child(&url, store.table(), &stream, "pod-a", by_beat);
     wait_ready(&mut child);
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let reader = DynamoLeaseStore::new(&config, store.table());
     let store: Arc<dyn LeaseStore> = Arc::new(store);
-    let b = Instance::start(&url, store, "pod-b", &stream, 1, tx, None).await;
+    let broker = common::broker_with(&url, store)
+        .owner_id("pod-b")
+        .lease_timings(timings())
+        .keep_leases_alive_by_beat(by_beat);
+    let b = Instance::start_with(broker, "pod-b", (&stream, 1), tx, None).await;
     publish_all(&url, &stream, ["before".to_owned()]).await;
     assert!(read_child_until(&mut child, |line| line.contains("before")));
+    let rows = reader.rows().await.unwrap();
+    let (_, row) = rows
+        .iter()
+        .find(|(key, _)| key.stream() == stream)
+        .expect("pod-a's row");
+    assert_eq!(row.owner.as_deref(), Some("pod-a"));
+    assert_eq!(
+        row.is_kept_by_beat(now_ms()),
+        by_beat,
+        "a row kept alive by beat carries an expiry past any lease: {row:?}"
+    );
     let killed = Instant::now();
     child.kill().unwrap();
     child.wait().unwrap();
@@ -201,12 +229,27 @@ async fn a_killed_instance_is_taken_over_within_lease_and_listing() {
     // Lease 3 s + listing 1 s + the skew tolerance of 1 s, with room for a busy machine.
     assert!(taken < Duration::from_secs(12), "takeover took {taken:?}");
     println!(
-        "takeover after SIGKILL: first record handled by pod-b {taken:?} after the kill (lease 3 s, listing 1 s)"
+        "takeover after SIGKILL{}: first record handled by pod-b {taken:?} after the kill (lease 3 s, listing 1 s)",
+        if by_beat {
+            ", leases kept alive by beat"
+        } else {
+            ""
+        }
     );
     b.stop().await;
 }
 
-fn spawn_child(url: &str, table: &str, stream: &str, owner: &str) -> Child {
+fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn spawn_child(url: &str, table: &str, stream: &str, owner: &str, by_beat: bool) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -214,7 +257,10 @@ fn spawn_child(url: &str, table: &str, stream: &str, owner: &str) -> Child {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("LEASE_CHILD", format!("{url}|{table}|{stream}|{owner}"))
+        .env(
+            "LEASE_CHILD",
+            format!("{url}|{table}|{stream}|{owner}|{}", u8::from(by_beat)),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -251,7 +297,7 @@ fn child_instance() {
         return;
     };
     let parts: Vec<&str> = spec.split('|').collect();
-    let [url, table, stream, owner] = parts[..] else {
+    let [url, table, stream, owner, by_beat] = parts[..] else {
         panic!("bad LEASE_CHILD {spec}")
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -262,6 +308,7 @@ fn child_instance() {
             .lease_store(store)
             .owner_id(owner)
             .lease_timings(timings())
+            .keep_leases_alive_by_beat(by_beat == "1")
             .connect()
             .await
             .unwrap();
@@ -464,163 +511,6 @@ async fn a_split_and_a_merge_with_two_instances_keep_parent_first_order() {
 #[allow(dead_code)]
 fn _error_type_names_stream_and_shard(err: &KinesisError) -> bool {
     matches!(err, KinesisError::Lease { .. })
-}
-
-/// A store that counts the calls it forwards, by kind: what the handover poll costs.
-#[derive(Debug)]
-struct Counting {
-    inner: DynamoLeaseStore,
-    calls: std::sync::Mutex<HashMap<&'static str, u64>>,
-}
-
-impl Counting {
-    fn new(inner: DynamoLeaseStore) -> Arc<Self> {
-        Arc::new(Self {
-            inner,
-            calls: std::sync::Mutex::default(),
-        })
-    }
-
-    fn count(&self, call: &'static str) {
-        *self.calls.lock().unwrap().entry(call).or_default() += 1;
-    }
-
-    fn snapshot(&self) -> HashMap<&'static str, u64> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-impl LeaseStore for Counting {
-    fn acquire<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-        owner: &'a str,
-        lease: Duration,
-    ) -> LeaseFuture<'a, LeaseState> {
-        self.count("acquire");
-        self.inner.acquire(key, owner, lease)
-    }
-
-    fn acquire_from<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-        owner: &'a str,
-        lease: Duration,
-        start: &'a str,
-    ) -> LeaseFuture<'a, LeaseState> {
-        self.count("acquire");
-        self.inner.acquire_from(key, owner, lease, start)
-    }
-
-    fn renew<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-        owner: &'a str,
-        lease: Duration,
-    ) -> LeaseFuture<'a, LeaseState> {
-        self.count("renew");
-        self.inner.renew(key, owner, lease)
-    }
-
-    fn checkpoint<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-        owner: &'a str,
-        checkpoint: &'a str,
-    ) -> LeaseFuture<'a, ()> {
-        self.count("checkpoint");
-        self.inner.checkpoint(key, owner, checkpoint)
-    }
-
-    fn checkpoint_and_renew<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-        owner: &'a str,
-        checkpoint: &'a str,
-        lease: Duration,
-    ) -> LeaseFuture<'a, LeaseState> {
-        self.count("checkpoint");
-        self.inner
-            .checkpoint_and_renew(key, owner, checkpoint, lease)
-    }
-
-    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
-        self.count("read");
-        self.inner.read(key)
-    }
-
-    fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
-        self.count("release");
-        self.inner.release(key, owner)
-    }
-
-    fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
-        self.count("list");
-        self.inner.list(stream)
-    }
-
-    fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
-        self.count("delete");
-        self.inner.delete(key, counter)
-    }
-
-    fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
-        self.count("notice");
-        self.inner.notice(stream)
-    }
-
-    fn beat<'a>(
-        &'a self,
-        stream: &'a str,
-        owner: &'a str,
-        until_ms: u64,
-        forget: &'a [String],
-    ) -> LeaseFuture<'a, ()> {
-        self.count("beat");
-        self.inner.beat(stream, owner, until_ms, forget)
-    }
-
-    fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
-        self.count("leave");
-        self.inner.leave(stream, owner)
-    }
-
-    fn ask_handoff<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-        holder: &'a str,
-        counter: u64,
-        to: &'a str,
-        asked_ms: u64,
-    ) -> LeaseFuture<'a, bool> {
-        self.count("ask_handoff");
-        self.inner.ask_handoff(key, holder, counter, to, asked_ms)
-    }
-
-    fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
-        self.count("withdraw_handoff");
-        self.inner.withdraw_handoff(key, to)
-    }
-
-    fn hand_over<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-        owner: &'a str,
-        to: &'a str,
-        checkpoint: Option<&'a str>,
-        lease: Duration,
-    ) -> LeaseFuture<'a, ()> {
-        self.count("hand_over");
-        self.inner.hand_over(key, owner, to, checkpoint, lease)
-    }
-}
-
-fn delta(
-    after: &HashMap<&'static str, u64>,
-    before: &HashMap<&'static str, u64>,
-    call: &str,
-) -> u64 {
-    after.get(call).copied().unwrap_or(0) - before.get(call).copied().unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

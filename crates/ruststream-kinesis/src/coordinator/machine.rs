@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::balance::{self, Ask};
 use super::hygiene::{Deletion, Hygiene};
+use super::modes::{self, SplitFleet};
 use super::plan::{self, Over, Rows, TakeFor, Verdict};
 #[cfg(test)]
 use super::take_pace::take_backoff_ceiling;
@@ -119,6 +120,11 @@ pub(crate) struct Coordinator<T> {
     /// said). While it does not, the instance takes nothing: a take's lease would last as the
     /// chain, which is over.
     beat_counts: bool,
+    /// A row another live instance holds the other way (by beat, or per row), as last planned:
+    /// nothing is taken meanwhile.
+    split: Option<SplitFleet>,
+    /// Whether the split as it stands was told to the driver.
+    split_told: bool,
     /// How many polls skipped their weighing.
     #[cfg(test)]
     skipped_weighings: u64,
@@ -163,6 +169,8 @@ impl<T: Moment> Coordinator<T> {
             free_seen: None,
             starts_moved: 0,
             beat_counts: false,
+            split: None,
+            split_told: false,
             #[cfg(test)]
             skipped_weighings: 0,
             #[cfg(test)]
@@ -350,6 +358,23 @@ impl<T: Moment> Coordinator<T> {
         (now, now_ms): (T, u64),
         round: bool,
     ) -> Vec<(&'a ShardInfo, TakeFor)> {
+        // A fleet split between the two ways of keeping leases alive takes nothing until it is
+        // one again (`modes`).
+        let split = modes::split_fleet(
+            rows,
+            self.watch.notice(),
+            owner,
+            self.timings.is_kept_by_beat(),
+            now_ms,
+        );
+        if split != self.split {
+            self.split_told &= split.is_some() && self.split.is_some();
+            self.split = split;
+            self.changed();
+        }
+        if self.split.is_some() {
+            return Vec::new();
+        }
         // Rows kept alive by beats are judged by their holders' beats as last read.
         let judged = watch::judged_by_beats(rows, self.watch.notice(), now_ms);
         let rows = judged.as_ref();
@@ -576,15 +601,18 @@ impl<T: Moment> Coordinator<T> {
         self.changed();
     }
 
+    /// A fleet split between the two ways of keeping leases alive, once per episode: the row
+    /// that shows it, for the driver to say (and, while the subscription opens, to refuse).
+    pub(crate) fn split_news(&mut self) -> Option<SplitFleet> {
+        if self.split_told {
+            return None;
+        }
+        self.split_told = true;
+        self.split.clone()
+    }
+
     /// Liveness by beat: whether this instance's chain of beats counts now, as its driver says
     /// before each step. A change is a change of what the poll's weighing depends on.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "beat mode is built in steps: the simulation runs it first"
-        )
-    )]
     pub(crate) fn beat_counts(&mut self, counts: bool) {
         if self.beat_counts != counts {
             self.beat_counts = counts;

@@ -2,7 +2,8 @@
 //! subscription knows of its stream's shards and every decision on it ([`machine`]), the verdict
 //! on each shard ([`plan`]), when a listing round or the handover poll runs and the order of
 //! their calls ([`rounds`]), which rows a round deletes ([`hygiene`]), whether another instance
-//! runs under this one's owner id ([`twins`]), what the handover poll keeps between listings so
+//! runs under this one's owner id ([`twins`]), whether the fleet keeps its leases alive one way
+//! ([`modes`]), what the handover poll keeps between listings so
 //! that it reads the rows only when they moved ([`watch`]), how fast it takes shards
 //! ([`take_pace`]), and one take's calls ([`take`]). `live/coordinator` executes them on tokio;
 //! the simulation drives the same types on a virtual clock.
@@ -10,6 +11,7 @@
 pub(crate) mod balance;
 pub(crate) mod hygiene;
 pub(crate) mod machine;
+pub(crate) mod modes;
 pub(crate) mod plan;
 pub(crate) mod rounds;
 pub(crate) mod take;

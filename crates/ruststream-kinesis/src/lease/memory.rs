@@ -156,6 +156,10 @@ impl LeaseStore for MemoryLeaseStore {
         None
     }
 
+    fn keeps_leases_by_beat(&self) -> bool {
+        true
+    }
+
     fn acquire<'a>(
         &'a self,
         key: &'a LeaseKey,

@@ -348,6 +348,15 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Whether this store can keep leases alive by beat
+    /// (`KinesisBroker::keep_leases_alive_by_beat`): it implements [`take_over`](Self::take_over),
+    /// and keeps notices ([`notice`](Self::notice)) whose beats ([`beat`](Self::beat)) never move
+    /// back. `MemoryLeaseStore` and `DynamoLeaseStore` answer `true`; a store that wraps another
+    /// forwards the inner store's answer. Provided as `false`: `connect` then refuses beat mode.
+    fn keeps_leases_by_beat(&self) -> bool {
+        false
+    }
+
     /// Where the rows live, for the messages that name it: `DynamoLeaseStore` answers its
     /// table's name. Provided as `None`.
     fn table_name(&self) -> Option<&str> {

@@ -197,6 +197,24 @@ impl LeaseStore for Timed {
         )
     }
 
+    /// Counted as an `acquire`: a take, of a row whose holder's beat lapsed.
+    fn take_over<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        lease: Duration,
+        start: &'a str,
+        holder: &'a str,
+        counter: u64,
+    ) -> LeaseFuture<'a, LeaseState> {
+        self.bounded(
+            key,
+            "acquire",
+            self.inner
+                .take_over(key, owner, lease, start, holder, counter),
+        )
+    }
+
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
         self.bounded_stream(stream, "rows", self.inner.list(stream))
     }
@@ -243,6 +261,10 @@ impl LeaseStore for Timed {
 
     fn table_name(&self) -> Option<&str> {
         self.inner.table_name()
+    }
+
+    fn keeps_leases_by_beat(&self) -> bool {
+        self.inner.keeps_leases_by_beat()
     }
 
     #[cfg(feature = "dynamodb-lease")]

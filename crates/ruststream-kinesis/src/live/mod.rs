@@ -1,9 +1,13 @@
-//! The live subscription, on tokio: its state ([`subscription`]), the driver of the pure
-//! [`coordinator`](crate::coordinator) machines ([`coordinator`]: the listing rounds, the
-//! handover poll, the takes and the seeks), what the readers and the seeks tell that driver
-//! ([`heard`]), what an exactly-once subscription needs to start ([`exactly_once`]), and the tasks of each held shard ([`reader`]: they execute what the
-//! [`shard`](crate::shard) machine asks).
+//! The live subscription, on tokio: its state ([`subscription`]); the driver of its beat when its
+//! leases are kept alive by beat ([`beat`]), and the chain it hands on ([`chain`]); the driver of
+//! the pure [`coordinator`](crate::coordinator) machines ([`coordinator`]: the listing rounds,
+//! the handover poll, the takes and the seeks); what the readers and the seeks tell that driver
+//! ([`heard`]); what an exactly-once subscription needs to start ([`exactly_once`]); and the
+//! tasks of each held shard ([`reader`]: they execute what the [`shard`](crate::shard) machine
+//! asks).
 
+pub(crate) mod beat;
+pub(crate) mod chain;
 pub(crate) mod coordinator;
 pub(crate) mod exactly_once;
 pub(crate) mod heard;

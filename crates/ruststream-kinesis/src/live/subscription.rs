@@ -19,6 +19,7 @@ use crate::delivery::message::Item;
 use crate::kinesis::calls::Kinesis;
 use crate::kinesis::fan_out::Consumer;
 use crate::lease::{LeaseStore, Timed};
+use crate::live::chain::Beats;
 use crate::live::heard::Heard;
 use crate::live::pause::Pause;
 use crate::live::upkeep::Upkeeps;
@@ -199,6 +200,9 @@ pub(crate) struct Subscription {
     heard: Mutex<Vec<Heard>>,
     /// Wakes the coordinator before its next listing (a shard ended or stopped).
     pub(super) wake: Notify,
+    /// With leases kept alive by beat, this subscription's chain of beats; `None`: renewed per
+    /// row.
+    pub(super) beats: Option<Beats>,
 }
 
 impl Subscription {
@@ -272,6 +276,7 @@ impl Subscription {
             broker_closed: closed,
             running: Mutex::default(),
             wake: Notify::new(),
+            beats: timings.is_kept_by_beat().then(Beats::default),
         });
         (sub, coordinator)
     }

@@ -72,7 +72,9 @@ impl Upkeep {
             }
             Self::Beat => {
                 "the other instances do not see this one alive: balancing may count it out, and \
-                 they read the rows of its shards at every poll"
+                 they read the rows of its shards at every poll; with leases kept alive by beat, \
+                 every shard of this instance stops delivering once its last beat that landed \
+                 runs out, and the others take them over"
             }
             Self::Announce => {
                 "this run is not recorded under its owner id, so another instance running under \

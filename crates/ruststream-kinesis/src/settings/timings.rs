@@ -172,14 +172,7 @@ impl LeaseTimings {
     }
 
     /// Keeps every lease alive by the instance's beat, one write per renewal interval, instead
-    /// of renewing each row (liveness by beat).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "beat mode is built in steps: the simulation runs it first"
-        )
-    )]
+    /// of renewing each row (liveness by beat; `KinesisBroker::keep_leases_alive_by_beat`).
     pub(crate) fn kept_by_beat(mut self) -> Self {
         self.by_beat = true;
         self
@@ -195,6 +188,17 @@ impl LeaseTimings {
     /// Whether the leases are kept alive by the instance's beat.
     pub(crate) fn is_kept_by_beat(&self) -> bool {
         self.by_beat
+    }
+
+    /// The lease the rows' writes give (a take, a renewing checkpoint, a hand-over): the
+    /// lease, or the thousand years of a row kept alive by its holder's beat
+    /// ([`KEPT_BY_BEAT`](crate::lease::KEPT_BY_BEAT)), which no instance judges by its expiry.
+    pub(crate) fn row_lease(&self) -> Duration {
+        if self.by_beat {
+            crate::lease::KEPT_BY_BEAT
+        } else {
+            self.lease
+        }
     }
 
     /// How long a holder asked for a handoff waits for its deliveries to settle.

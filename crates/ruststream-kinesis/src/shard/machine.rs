@@ -703,13 +703,6 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// The instance's chain of beats stands at `grant`: a lease kept alive by beats follows it
     /// ([`ShardLease::follow_beat`](crate::shard::lease::ShardLease::follow_beat)).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "beat mode is built in steps: the simulation runs it first"
-        )
-    )]
     pub(crate) fn follow_beat(&mut self, grant: &crate::shard::lease::beat::BeatGrant<T>) {
         self.lease.follow_beat(grant);
     }

@@ -383,6 +383,13 @@ impl ShardHandle {
         self.halted();
     }
 
+    /// The instance's chain of beats as it stands (leases kept alive by beat): the lease follows
+    /// it if it may ([`ShardMachine::follow_beat`]), and the lease writer sets its timer again.
+    pub(crate) fn follow_beat(&self, grant: &lease::beat::BeatGrant<Instant>) {
+        self.lock().follow_beat(grant);
+        self.wake.notify_one();
+    }
+
     /// Wakes everyone who must see that the shard delivers nothing more.
     fn halted(&self) {
         self.wake.notify_one();

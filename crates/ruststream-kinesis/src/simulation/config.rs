@@ -206,16 +206,6 @@ impl Config {
         self.request_lifetime() + self.gone_grace
     }
 
-    /// The lease the rows' writes give (a take, a renewing checkpoint, a hand-over): the
-    /// timings' lease, or the thousand years of a row kept alive by its holder's beat.
-    pub(super) fn row_lease(&self) -> Duration {
-        if self.timings.is_kept_by_beat() {
-            crate::lease::KEPT_BY_BEAT
-        } else {
-            self.timings.lease()
-        }
-    }
-
     /// Whether the instances balance the shards: as drawn, but never kept alive by beats. A
     /// holder kept alive by its beat writes nothing while idle, so it never hears of a handoff
     /// asked of it (the request shows in a renewing write's answer): balancing in beat mode

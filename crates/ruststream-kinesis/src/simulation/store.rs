@@ -129,7 +129,7 @@ impl Sim {
 
     /// The held write `op` makes, as the store's rules know it; `None` for any other call.
     pub(super) fn held_write_of<'a>(&self, op: &'a Op) -> Option<rules::Held<'a>> {
-        let lease_ms = millis(self.cfg.row_lease());
+        let lease_ms = millis(self.cfg.timings.row_lease());
         Some(match &op.kind {
             OpKind::Renew => rules::Held::renew(op.wall_ms, lease_ms),
             OpKind::Checkpoint(checkpoint) => rules::Held::Checkpoint {
@@ -330,7 +330,7 @@ impl Sim {
     /// Applies `op` to the store; `unanswered`: its caller gave up on it (timed out) and hears
     /// nothing of it.
     pub(super) fn apply(&mut self, op: &Op, unanswered: bool) -> Res {
-        let lease_ms = millis(self.cfg.row_lease());
+        let lease_ms = millis(self.cfg.timings.row_lease());
         let shard = op.shard;
         let malformed = match op.kind {
             // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.

@@ -3,6 +3,8 @@
 
 pub mod captured;
 #[cfg(feature = "dynamodb-lease")]
+pub mod counting;
+#[cfg(feature = "dynamodb-lease")]
 pub mod counts;
 pub mod faults;
 pub mod injector;

@@ -373,7 +373,11 @@ fn a_row_kept_by_a_beat_is_taken_once_the_last_notice_shows_its_holder_lapsed() 
     ]
     .into();
     let none = HashSet::new();
-    let mut coordinator = coordinator(KinesisPosition::Latest);
+    let mut coordinator = Coordinator::new(
+        LeaseTimings::default().kept_by_beat(),
+        KinesisPosition::Latest,
+    );
+    coordinator.beat_counts(true);
     let planned = |coordinator: &mut Coordinator<Duration>| {
         coordinator
             .shards_to_take(
@@ -403,4 +407,62 @@ fn a_row_kept_by_a_beat_is_taken_once_the_last_notice_shows_its_holder_lapsed() 
     };
     coordinator.noticed(&notice, &none, OWNER, Duration::ZERO, NOW_MS);
     assert_eq!(planned(&mut coordinator), vec!["shardId-1".to_owned()]);
+    assert_eq!(coordinator.split_news(), None, "one fleet, kept by beat");
+}
+
+#[test]
+fn a_fleet_split_between_the_two_ways_takes_nothing_and_says_so_once() {
+    let listing = vec![
+        shard("shardId-0", &[], false),
+        shard("shardId-1", &[], false),
+    ];
+    let kept = NOW_MS + crate::lease::millis(crate::lease::KEPT_BY_BEAT);
+    let rows: Rows = [
+        (
+            Arc::from("shardId-0"),
+            Some(LeaseState {
+                owner: Some("pod-b".to_owned()),
+                expiry_ms: kept,
+                counter: 3,
+                ..LeaseState::default()
+            }),
+        ),
+        (Arc::from("shardId-1"), None),
+    ]
+    .into();
+    let none = HashSet::new();
+    // This instance renews per row; pod B keeps its row alive by a beat that runs.
+    let mut coordinator = coordinator(KinesisPosition::Latest);
+    let planned = |coordinator: &mut Coordinator<Duration>, now_ms: u64| {
+        coordinator
+            .shards_to_take(
+                &listing,
+                &rows,
+                &none,
+                |_| false,
+                OWNER,
+                (Duration::ZERO, now_ms),
+                true,
+            )
+            .len()
+    };
+    let notice = Notice {
+        counter: 1,
+        beats: [("pod-b".to_owned(), NOW_MS + 5_000)].into(),
+        ..Notice::default()
+    };
+    coordinator.noticed(&notice, &none, OWNER, Duration::ZERO, NOW_MS);
+    // Not even the free shard: the fleet is split.
+    assert_eq!(planned(&mut coordinator, NOW_MS), 0);
+    let split = coordinator.split_news().expect("the split is told");
+    assert_eq!(
+        (&*split.shard, split.holder.as_str(), split.theirs_by_beat),
+        ("shardId-0", "pod-b", true)
+    );
+    assert_eq!(planned(&mut coordinator, NOW_MS + 1), 0);
+    assert_eq!(coordinator.split_news(), None, "told once an episode");
+    // Pod B's beat lapsed: one fleet again, both shards taken (B's is judged by its beat).
+    let later = NOW_MS + 5_000 + 1_001;
+    assert_eq!(planned(&mut coordinator, later), 2);
+    assert_eq!(coordinator.split_news(), None);
 }

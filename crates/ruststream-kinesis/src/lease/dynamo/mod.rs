@@ -845,6 +845,10 @@ impl LeaseStore for DynamoLeaseStore {
         Some(&self.table)
     }
 
+    fn keeps_leases_by_beat(&self) -> bool {
+        true
+    }
+
     /// One unconditional `UpdateItem` of the stream's notice row: the beat removed, the
     /// counter bumped.
     fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {

@@ -21,6 +21,7 @@ use futures::future::join_all;
 use tokio::sync::mpsc;
 
 use crate::coordinator::machine::Coordinator;
+use crate::coordinator::modes::SplitFleet;
 use crate::coordinator::plan::Rows;
 use crate::coordinator::rounds::{Rounds, Step};
 use crate::coordinator::take::Told;
@@ -134,7 +135,14 @@ impl Subscription {
         let harness = crate::shard::Harness::of(self.kinesis.tap(&iterator));
         #[cfg(not(feature = "testing"))]
         let harness = crate::shard::Harness::default();
-        let mut lease = ShardLease::taken(self.timings, sent, sent_ms);
+        let mut lease = if self.timings.is_kept_by_beat() {
+            // Kept alive by the chain that counted when the take was sent: the chain as it
+            // stands now, if it began before the send (a chain begun since carries nothing).
+            let grant = self.beats.as_ref().and_then(|beats| beats.grant());
+            ShardLease::taken_by_beat(self.timings, sent, sent_ms, grant.as_ref())
+        } else {
+            ShardLease::taken(self.timings, sent, sent_ms)
+        };
         if self.exactly_once {
             // Random per take: the tokens of this lease's commits are told from any other's.
             lease = lease.committing(rand::random());
@@ -149,13 +157,18 @@ impl Subscription {
             handle.join(Arc::clone(joints));
         }
         let cancel = self.cancel.child_token();
-        lock(&self.running).insert(
-            Arc::clone(&shard.id),
-            Running {
-                handle: Arc::clone(&handle),
-                cancel: cancel.clone(),
-            },
-        );
+        {
+            let mut running = lock(&self.running);
+            running.insert(
+                Arc::clone(&shard.id),
+                Running {
+                    handle: Arc::clone(&handle),
+                    cancel: cancel.clone(),
+                },
+            );
+            // Under the lock the beat's driver hands its chain on under: no answer falls between.
+            self.follow_beats(&handle);
+        }
         let env = Arc::new(ShardEnv::of(self, &shard.id));
         env.taken();
         tracing::info!(
@@ -190,6 +203,10 @@ pub(crate) async fn start(
     tx: mpsc::Sender<Item>,
 ) -> Result<Arc<Subscription>, KinesisError> {
     let (sub, coordinator) = Subscription::new(instance, source, fan_out, tx);
+    if sub.beats.is_some() {
+        // The beat first: the first round takes shards only once a chain of beats counts.
+        sub.spawn(crate::live::beat::run(Arc::clone(&sub)));
+    }
     // The first round runs on the broker's runtime, where the SDK clients then keep their pooled
     // connections: a connection made on the caller's runtime dies with it, and the readers'
     // first calls would fail on it once a caller's runtime stopped.
@@ -200,7 +217,13 @@ pub(crate) async fn start(
         .await
         .map_err(|_| KinesisError::ShutDown {
             what: "opening a subscription",
-        })??;
+        })
+        .and_then(|first| first)
+        .inspect_err(|_| {
+            if let Some(beats) = &sub.beats {
+                beats.coordinator_exited();
+            }
+        })?;
     sub.spawn(run(Arc::clone(&sub), machines));
     #[cfg(feature = "dynamodb-lease")]
     if let (Some(joints), Some(transactions)) = (&sub.joints, &sub.transactions) {
@@ -239,13 +262,26 @@ async fn drive(
         let step = {
             let reading = sub.reading();
             let (rounds, coordinator) = machines.both(sub);
-            rounds.next(
+            if let Some(beats) = &sub.beats {
+                // Nothing is taken while this instance's chain of beats does not count.
+                coordinator.beat_counts(beats.counts_now());
+            }
+            let step = rounds.next(
                 coordinator,
                 &reading,
                 &sub.owner,
                 Instant::now(),
                 epoch_millis(),
-            )
+            );
+            if let Some(split) = coordinator.split_news() {
+                let err = sub.split_fleet(&split);
+                if first {
+                    // Refused while opening: nothing was taken.
+                    return Err(err);
+                }
+                sub.report(err);
+            }
+            step
         };
         match step {
             Step::ListShards => sub.list_shards(machines, first).await?,
@@ -278,7 +314,7 @@ async fn drive(
 impl Subscription {
     /// How one of the coordinator's upkeep calls answered: a WARN once per episode of failures
     /// ([`Upkeeps`](crate::live::upkeep::Upkeeps)).
-    fn upkeep<T>(&self, what: Upkeep, answer: &Result<T, crate::LeaseError>) {
+    pub(in crate::live) fn upkeep<T>(&self, what: Upkeep, answer: &Result<T, crate::LeaseError>) {
         self.upkeeps
             .answered(&self.stream, what, answer, &self.meters);
     }
@@ -295,7 +331,7 @@ impl Subscription {
         }
         let released = match self
             .store
-            .acquire(&key, &self.owner, self.timings.lease())
+            .acquire(&key, &self.owner, self.timings.row_lease())
             .await
         {
             Ok(_) => self.store.release(&key, &self.owner).await,
@@ -308,6 +344,35 @@ impl Subscription {
             Err(err) => {
                 tracing::warn!(lease = %key, error = %err, "handing back a shard handed to this stopping instance failed; it lapses with its lease")
             }
+        }
+    }
+
+    /// What a fleet split between the two ways of keeping leases alive is told: the row that
+    /// shows it, both ways, and the fix.
+    fn split_fleet(&self, split: &SplitFleet) -> KinesisError {
+        let way = |by_beat: bool| {
+            if by_beat {
+                "by beat (keep_leases_alive_by_beat(true))"
+            } else {
+                "by renewing each row (the default)"
+            }
+        };
+        KinesisError::Config {
+            message: format!(
+                "stream {:?} on {}: shard {} is held by instance {:?}, which keeps its leases \
+                 alive {}, while this instance ({:?}) keeps them alive {}; every instance on a \
+                 stream must keep them alive the same way, so this one takes no shard until the \
+                 fleet is one again: give every instance the same \
+                 KinesisBroker::keep_leases_alive_by_beat, and to change the way stop the fleet \
+                 (or let its leases lapse) first",
+                self.stream,
+                self.table(),
+                split.shard,
+                split.holder,
+                way(split.theirs_by_beat),
+                self.owner,
+                way(!split.theirs_by_beat),
+            ),
         }
     }
 
@@ -382,7 +447,7 @@ impl Subscription {
     /// from there. Fails when the stream cannot be listed.
     pub(crate) async fn first_round(
         self: &Arc<Self>,
-        coordinator: Coordinator<Instant>,
+        mut coordinator: Coordinator<Instant>,
     ) -> Result<Machines, KinesisError> {
         // Before any take: a stream another application claimed is not this one's to read. A
         // claim that failed otherwise leaves each row's own claim to refuse the other.
@@ -398,12 +463,21 @@ impl Subscription {
                  refuses another application"
             ),
         }
+        // The notice before the first plan: it judges the rows kept alive by beat by their
+        // holders' beats (a live one is not taken over, and a holder keeping its leases the
+        // other way refuses this subscription) rather than count every such holder gone.
+        if let Ok(Some(notice)) = self.store.notice(&self.stream).await {
+            coordinator.take_notice_read(&notice);
+        }
         let rounds = Rounds::new(
             self.timings.listing_interval(),
             self.timings.handover_poll_interval(),
             Instant::now(),
         );
         let mut machines = Machines::new(rounds, coordinator);
+        if let Some(beats) = &self.beats {
+            beats.first_chain(self.timings.lease()).await;
+        }
         if let Err(err) = drive(self, &mut machines, true).await {
             // Failed, this subscription holds the instance paused no longer.
             self.pause.hold(&self.stream, None);
@@ -417,6 +491,16 @@ impl Subscription {
 /// a shard to take, until cancelled: what `rounds` asks.
 pub(crate) async fn run(sub: Arc<Subscription>, mut machines: Machines) {
     let _ = drive(&sub, &mut machines, false).await;
+    exit(&sub, &mut machines).await;
+    if let Some(beats) = &sub.beats {
+        beats.coordinator_exited();
+    }
+}
+
+/// What the coordinator does as it stops: withdraws its standing requests for handoffs, hands
+/// back what was handed to it meanwhile, and removes its beat (balancing, leases renewed per
+/// row: a beat that keeps leases alive stops on its own once the readers ended).
+async fn exit(sub: &Arc<Subscription>, machines: &mut Machines) {
     let paused = sub.pause.is_paused();
     // A subscription that ends holds the instance paused no longer: the others judge their own
     // streams' notices.
@@ -428,7 +512,7 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut machines: Machines) {
     }
     let reading = sub.reading();
     let standing = machines
-        .coordinator(&sub)
+        .coordinator(sub)
         .standing_asks(&sub.owner, epoch_millis(), &reading);
     for shard in &standing {
         let key = LeaseKey::new(Arc::clone(&sub.stream), Arc::clone(shard));
@@ -441,7 +525,7 @@ pub(crate) async fn run(sub: Arc<Subscription>, mut machines: Machines) {
     for shard in standing {
         sub.hand_back_handed(shard).await;
     }
-    if machines.coordinator(&sub).is_balancing() {
+    if machines.coordinator(sub).is_balancing() && sub.beats.is_none() {
         // The others count one instance fewer at once, and read the rows for the shards this
         // one releases.
         if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {

@@ -121,7 +121,7 @@ impl Subscription {
                                 .take_over(
                                     &key,
                                     &self.owner,
-                                    self.timings.lease(),
+                                    self.timings.row_lease(),
                                     &start,
                                     &holder,
                                     counter,
@@ -130,7 +130,7 @@ impl Subscription {
                         }
                         None => {
                             self.store
-                                .acquire_from(&key, &self.owner, self.timings.lease(), &start)
+                                .acquire_from(&key, &self.owner, self.timings.row_lease(), &start)
                                 .await
                         }
                     };

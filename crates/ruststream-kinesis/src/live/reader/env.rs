@@ -20,7 +20,7 @@ impl ShardEnv {
             store: Arc::clone(&home.store),
             kinesis: home.kinesis.clone(),
             meters: home.meters.shard(&home.stream, shard, &home.owner),
-            lease: home.timings.lease(),
+            lease: home.timings.row_lease(),
             batch_size: home.read.batch_size,
             event_silence: home.read.pace.event_silence,
             stall_after: home.stall_after,

@@ -23,14 +23,6 @@
 //! - A taker judges a beat lapsed by the wall clock at which it *sent* the notice read (plus
 //!   the skew tolerance), not by the moment it decides: a read sent after the lapse saw every
 //!   beat answered before it.
-#![cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "beat mode is built in steps (docs/design/coordination-at-scale.md): the drivers \
-                  that run this machine come next"
-    )
-)]
 
 use std::time::Duration;
 
@@ -210,6 +202,7 @@ impl<T: Moment> BeatLease<T> {
 
     /// Whether the chain counts at `now` (`now_ms` by the wall clock): this instance may take
     /// shards, and hold those the chain carries.
+    #[cfg(test)]
     pub(crate) fn counts_at(&self, now: T, now_ms: u64) -> bool {
         self.grant.is_some_and(|grant| grant.counts_at(now, now_ms))
     }

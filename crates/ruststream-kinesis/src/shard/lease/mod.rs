@@ -280,13 +280,6 @@ impl<T: Moment> ShardLease<T> {
     /// The take grants nothing by itself (the row's expiry lies a thousand years ahead and
     /// protects nothing from an instance that judges by beats): the lease lasts as long as the
     /// chain, and not at all if the chain did not count when the take was sent.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "beat mode is built in steps: the simulation runs it first"
-        )
-    )]
     pub(crate) fn taken_by_beat(
         timings: LeaseTimings,
         sent: T,

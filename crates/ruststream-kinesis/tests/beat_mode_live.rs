@@ -1,0 +1,231 @@
+//! Live tests of liveness by beat (`KinesisBroker::keep_leases_alive_by_beat`) on the local
+//! stack's DynamoDB: two instances share a stream with every lease kept alive by their beats
+//! (rows kept by beat, no renewal written, one beat per instance while idle, rows released at
+//! a stop), and a fleet split between the two ways is refused. The takeover of a killed
+//! instance is in `leases_kinesis.rs`, the chaos run in `chaos_live.rs`.
+#![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ruststream::{Broker, SubscriptionSource};
+use ruststream_kinesis::{DynamoLeaseStore, KinesisBroker, KinesisError, LeaseStore};
+use tokio::sync::mpsc;
+
+use common::counting::{Counting, delta};
+use common::instances::{
+    Instance, collect_until, payloads, publish_all, stream_of, table, timings,
+};
+
+const SHARDS: u32 = 4;
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+fn by_beat(url: &str, store: Arc<dyn LeaseStore>, owner: &str) -> KinesisBroker {
+    common::broker_with(url, store)
+        .owner_id(owner)
+        .lease_timings(timings())
+        .keep_leases_alive_by_beat(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_kept_alive_by_beat_read_every_shard_and_write_one_beat_each_when_idle() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (config, store) = table(&url).await;
+    let stream = common::unique("by-beat");
+    let own_store = || Counting::new(DynamoLeaseStore::new(&config, store.table()));
+    let (store_a, store_b) = (own_store(), own_store());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let a = Instance::start_with(
+        by_beat(&url, store_a.clone(), "pod-a"),
+        "pod-a",
+        (&stream, SHARDS),
+        tx.clone(),
+        None,
+    )
+    .await;
+    let b = Instance::start_with(
+        by_beat(&url, store_b.clone(), "pod-b"),
+        "pod-b",
+        (&stream, SHARDS),
+        tx.clone(),
+        None,
+    )
+    .await;
+    let bodies: Vec<String> = (0..80).map(|i| format!("r{i}")).collect();
+    publish_all(&url, &stream, bodies.clone()).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(60), |h| {
+        payloads(h).len() == bodies.len()
+    })
+    .await;
+    assert_eq!(payloads(&handled), bodies.iter().cloned().collect());
+    let mut owner_of: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for h in &handled {
+        owner_of.entry(&h.shard).or_default().insert(&h.instance);
+    }
+    assert!(
+        owner_of.values().all(|instances| instances.len() == 1),
+        "one instance a shard: {owner_of:?}"
+    );
+    // Every held row is kept by beat: no instance judges it by its expiry.
+    let rows = store.rows().await.unwrap();
+    let ours: Vec<_> = rows
+        .iter()
+        .filter(|(key, _)| key.stream() == stream)
+        .collect();
+    assert_eq!(ours.len(), SHARDS as usize);
+    assert!(
+        ours.iter()
+            .all(|(_, row)| row.owner.is_some() && row.is_kept_by_beat(now_ms())),
+        "every row held and kept by beat: {ours:?}"
+    );
+    // Idle: the checkpoints of the last acknowledgements written, then only beats.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (a_before, b_before) = (store_a.snapshot(), store_b.snapshot());
+    let window = Duration::from_secs(6);
+    tokio::time::sleep(window).await;
+    let (a_after, b_after) = (store_a.snapshot(), store_b.snapshot());
+    let writes = |after: &HashMap<&'static str, u64>, before: &HashMap<&'static str, u64>| {
+        ["renew", "checkpoint", "beat", "acquire", "take_over"]
+            .map(|call| (call, delta(after, before, call)))
+    };
+    let (a_writes, b_writes) = (writes(&a_after, &a_before), writes(&b_after, &b_before));
+    println!(
+        "idle over {window:?} with {SHARDS} shards kept alive by beat: pod-a {a_writes:?}, \
+         pod-b {b_writes:?}"
+    );
+    for (instance, after, before) in [
+        ("pod-a", &a_after, &a_before),
+        ("pod-b", &b_after, &b_before),
+    ] {
+        assert_eq!(
+            delta(after, before, "renew") + delta(after, before, "checkpoint"),
+            0,
+            "{instance} writes no row while idle"
+        );
+        // A beat every renewal interval (1 s): about six in the window.
+        let beats = delta(after, before, "beat");
+        assert!(
+            (3..=12).contains(&beats),
+            "{instance} beats once a renewal interval: {beats}"
+        );
+    }
+    // A stop releases every row as before, though nothing renewed them.
+    a.stop().await;
+    b.stop().await;
+    let rows = store.rows().await.unwrap();
+    let released = rows
+        .iter()
+        .filter(|(key, _)| key.stream() == stream)
+        .all(|(_, row)| row.owner.is_none());
+    assert!(released, "released at the stop: {rows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_split_between_the_two_ways_is_refused_with_the_fix() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let stream = common::unique("split");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // pod-a renews per row and holds both shards.
+    let a = Instance::start(
+        &url,
+        Arc::clone(&store),
+        "pod-a",
+        &stream,
+        2,
+        tx.clone(),
+        None,
+    )
+    .await;
+    publish_all(&url, &stream, ["held".to_owned()]).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(30), |h| {
+        payloads(h).contains("held")
+    })
+    .await;
+    assert!(payloads(&handled).contains("held"));
+    // pod-b keeps its leases alive by beat: it does not open on the stream.
+    let by_beat_refused = refused(by_beat(&url, Arc::clone(&store), "pod-b"), &stream).await;
+    for named in [
+        stream.as_str(),
+        "pod-a",
+        "pod-b",
+        "keep_leases_alive_by_beat",
+        "shardId-",
+    ] {
+        assert!(
+            by_beat_refused.contains(named),
+            "the error names {named}: {by_beat_refused}"
+        );
+    }
+    println!("refused: {by_beat_refused}");
+    a.stop().await;
+    // Released, the rows hold no one: the beat fleet starts, and then a per-row instance is
+    // refused the other way.
+    let c = Instance::start_with(
+        by_beat(&url, Arc::clone(&store), "pod-c"),
+        "pod-c",
+        (&stream, 2),
+        tx.clone(),
+        None,
+    )
+    .await;
+    let bodies = vec![
+        "after-1".to_owned(),
+        "after-2".to_owned(),
+        "after-3".to_owned(),
+    ];
+    publish_all(&url, &stream, bodies.clone()).await;
+    collect_until(&mut rx, &mut handled, Duration::from_secs(30), |h| {
+        bodies.iter().all(|body| payloads(h).contains(body))
+    })
+    .await;
+    assert!(
+        handled
+            .iter()
+            .filter(|h| h.payload.starts_with("after"))
+            .all(|h| h.instance == "pod-c")
+    );
+    let per_row = common::broker_with(&url, Arc::clone(&store))
+        .owner_id("pod-d")
+        .lease_timings(timings());
+    let per_row_refused = refused(per_row, &stream).await;
+    assert!(
+        per_row_refused.contains("pod-c") && per_row_refused.contains("by beat"),
+        "{per_row_refused}"
+    );
+    c.stop().await;
+}
+
+/// The error `broker`'s subscription to `stream` fails to open with.
+async fn refused(broker: KinesisBroker, stream: &str) -> String {
+    let connected = broker.connect().await.unwrap();
+    let opened = stream_of(stream, 2).subscribe(&connected).await;
+    let err = match opened {
+        Ok(_) => panic!("a subscription of a split fleet opened"),
+        Err(err) => err,
+    };
+    assert!(matches!(err, KinesisError::Config { .. }), "{err:?}");
+    ruststream::ConnectedBroker::shutdown(connected)
+        .await
+        .unwrap();
+    err.to_string()
+}
