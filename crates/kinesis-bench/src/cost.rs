@@ -53,6 +53,8 @@ struct Fleet {
     table: DynamoLeaseStore,
     members: Vec<Member>,
     producer: Option<tokio::task::JoinHandle<Result<u64, Error>>>,
+    /// Whether the instances keep their leases alive by beat (and do not balance).
+    by_beat: bool,
 }
 
 /// What a fleet called, all its instances together, at one moment.
@@ -62,6 +64,11 @@ struct Tally {
     /// The read units and the bytes of rows of the `list` Scans.
     listed_units: u64,
     listed_bytes: u64,
+    /// The read units of the notice's reads and the write units of the writes to it, by its
+    /// size; and the largest size it was read at.
+    notice_read_units: u64,
+    notice_write_units: u64,
+    notice_bytes: u64,
     /// Kinesis calls by operation.
     kinesis: BTreeMap<String, u64>,
 }
@@ -77,19 +84,23 @@ impl Tally {
             lease: self.lease.since(&earlier.lease),
             listed_units: self.listed_units - earlier.listed_units,
             listed_bytes: self.listed_bytes - earlier.listed_bytes,
+            notice_read_units: self.notice_read_units - earlier.notice_read_units,
+            notice_write_units: self.notice_write_units - earlier.notice_write_units,
+            notice_bytes: self.notice_bytes,
             kinesis,
         }
     }
 
-    /// Write units: a conditional write of a lease row (under 1 KB) is one.
+    /// Write units: a conditional write of a lease row (under 1 KB) is one; a write to the
+    /// notice row (a beat, a run's record, a leave, a release's bump) one per KB of the notice.
     fn write_units(&self) -> u64 {
-        self.lease.writes()
+        self.lease.row_writes() + self.notice_write_units
     }
 
-    /// Read units: a consistent read of one row (the notice, a row) is one; a `list` Scan one
-    /// per 4 KB of the rows it read.
+    /// Read units: a consistent read of one row is one, of the notice one per 4 KB of it; a
+    /// `list` Scan one per 4 KB of the rows it read.
     fn read_units(&self) -> u64 {
-        self.lease.get(Call::Read) + self.lease.get(Call::Notice) + self.listed_units
+        self.lease.get(Call::Read) + self.notice_read_units + self.listed_units
     }
 
     /// Kinesis control-plane calls.
@@ -129,9 +140,7 @@ fn kinesis_calls(registry: &prometheus::Registry) -> BTreeMap<String, u64> {
 impl Fleet {
     async fn start(
         stack: &Stack,
-        shards: u32,
-        instances: usize,
-        loaded: bool,
+        (shards, instances, loaded, by_beat): (u32, usize, bool, bool),
         stop: &CancellationToken,
     ) -> Result<Self, Error> {
         let stream = unique("bench-cost");
@@ -148,7 +157,10 @@ impl Fleet {
                 LeaseTimings::default(),
                 Mount {
                     registry: Some(registry.clone()),
-                    balance: true,
+                    // Balancing is not built with leases kept alive by beat: the first instance
+                    // keeps every shard.
+                    balance: !by_beat,
+                    by_beat,
                     from_start: false,
                     ..Mount::new(&stream)
                 },
@@ -176,6 +188,7 @@ impl Fleet {
             table,
             members,
             producer,
+            by_beat,
         })
     }
 
@@ -189,6 +202,10 @@ impl Fleet {
             let (units, bytes) = member.counted.listed();
             tally.listed_units += units;
             tally.listed_bytes += bytes;
+            let (read, written, notice_bytes) = member.counted.notice_units();
+            tally.notice_read_units += read;
+            tally.notice_write_units += written;
+            tally.notice_bytes = tally.notice_bytes.max(notice_bytes);
             for (operation, count) in kinesis_calls(&member.registry) {
                 *tally.kinesis.entry(operation).or_insert(0) += count;
             }
@@ -222,7 +239,9 @@ impl Fleet {
             per.resize(self.members.len().max(per.len()), 0);
             per.sort_unstable();
             let all_held = open == shards as usize && per.iter().sum::<usize>() == open;
-            let even = per.last().copied().unwrap_or(0) - per.first().copied().unwrap_or(0) <= 1;
+            // Without balancing (by beat) the counts stay as the takes left them.
+            let even = self.by_beat
+                || per.last().copied().unwrap_or(0) - per.first().copied().unwrap_or(0) <= 1;
             if all_held && even && last.as_ref() == Some(&per) {
                 return Some(started.elapsed());
             }
@@ -254,6 +273,7 @@ struct Measured {
     shards: u32,
     instances: usize,
     loaded: bool,
+    by_beat: bool,
     window: Duration,
     settled_in: Duration,
     tally: Tally,
@@ -283,14 +303,15 @@ impl Measured {
             .map(|(operation, count)| format!("{operation} {:.1}", per_instance(*count)))
             .collect();
         format!(
-            "{} shards, {} instance{}, {}: per instance per minute {:.1} lease writes, {:.1} \
-             row and notice reads, {:.1} list Scans ({:.1} read units), Kinesis control calls \
-             {:.1} ({}); the fleet {:.0} write + {:.0} read units a minute, ${:.2} a month \
-             (steady after {:.0} s; lease calls: {})",
+            "{} shards, {} instance{}, {}{}: per instance per minute {:.1} lease write units, \
+             {:.1} row and notice reads, {:.1} list Scans ({:.1} read units), Kinesis control \
+             calls {:.1} ({}); the fleet {:.0} write + {:.0} read units a minute (the notice \
+             {} bytes), ${:.2} a month (steady after {:.0} s; lease calls: {})",
             self.shards,
             self.instances,
             if self.instances == 1 { "" } else { "s" },
             if self.loaded { "loaded" } else { "idle" },
+            if self.by_beat { ", by beat" } else { "" },
             per_instance(self.tally.write_units()),
             per_instance(self.tally.lease.get(Call::Read) + self.tally.lease.get(Call::Notice)),
             per_instance(self.tally.lease.get(Call::List)),
@@ -303,6 +324,7 @@ impl Measured {
             },
             self.tally.write_units() as f64 / self.minutes(),
             self.tally.read_units() as f64 / self.minutes(),
+            self.tally.notice_bytes,
             self.dollars(),
             self.settled_in.as_secs_f64(),
             self.tally.lease.describe(),
@@ -343,7 +365,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
                     if loaded { "loaded" } else { "idle" }
                 );
                 // One fleet that fails is a line of the figure; the others are still measured.
-                match measure(stack, (shards, instances, loaded), window).await {
+                match measure(stack, (shards, instances, loaded, opts.by_beat), window).await {
                     Ok(m) => {
                         eprintln!("cost: {}", m.line());
                         measured.push(m);
@@ -356,18 +378,18 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
             }
         }
     }
-    Ok(figures(&measured, &failed, window))
+    Ok(figures(&measured, &failed, window, opts.by_beat))
 }
 
 /// One fleet of `instances` on `shards` shards, idle or `loaded`, counted over `window` once
 /// steady.
 async fn measure(
     stack: &Stack,
-    (shards, instances, loaded): (u32, usize, bool),
+    (shards, instances, loaded, by_beat): (u32, usize, bool, bool),
     window: Duration,
 ) -> Result<Measured, Error> {
     let stop = CancellationToken::new();
-    let fleet = Fleet::start(stack, shards, instances, loaded, &stop).await?;
+    let fleet = Fleet::start(stack, (shards, instances, loaded, by_beat), &stop).await?;
     let Some(settled_in) = fleet.steady(shards, Duration::from_secs(180)).await else {
         stop.cancel();
         fleet.close(stack).await?;
@@ -382,21 +404,36 @@ async fn measure(
         shards,
         instances,
         loaded,
+        by_beat,
         window,
         settled_in,
         tally,
     })
 }
 
-fn figures(measured: &[Measured], failed: &[(u32, String)], window: Duration) -> Vec<Figure> {
+fn figures(
+    measured: &[Measured],
+    failed: &[(u32, String)],
+    window: Duration,
+    by_beat: bool,
+) -> Vec<Figure> {
     let setup = format!(
-        "each fleet on a stream and lease table of its own, default lease timings, \
-         balance_shards(true); steady state \
-         (every shard held, the instances' counts within one, twice a second apart), then \
-         counted over {} s; loaded: {PER_SHARD} records/s per shard; units: a lease-row write is \
-         one write unit, a row or notice read one read unit, a list Scan one per 4 KB of rows \
-         read; dollars at on-demand prices (${WRITE_PRICE} per million writes, ${READ_PRICE} per \
-         million reads), 30 days",
+        "each fleet on a stream and lease table of its own, default lease timings, {}; steady \
+         state (every shard held{}, twice a second apart), then counted over {} s; loaded: \
+         {PER_SHARD} records/s per shard; units: a lease-row write is one write unit, a write \
+         to the notice row one per KB of it, a row read one read unit, a notice read one per 4 \
+         KB of it, a list Scan one per 4 KB of rows read; dollars at on-demand prices \
+         (${WRITE_PRICE} per million writes, ${READ_PRICE} per million reads), 30 days",
+        if by_beat {
+            "keep_leases_alive_by_beat(true) (no balancing)"
+        } else {
+            "balance_shards(true)"
+        },
+        if by_beat {
+            ""
+        } else {
+            ", the instances' counts within one"
+        },
         window.as_secs()
     );
     let mut figures = Vec::new();
@@ -408,11 +445,15 @@ fn figures(measured: &[Measured], failed: &[(u32, String)], window: Duration) ->
     {
         let of: Vec<&Measured> = measured.iter().filter(|m| m.shards == shards).collect();
         let idle: Vec<&&Measured> = of.iter().filter(|m| !m.loaded).collect();
-        let name: &'static str = match shards {
-            8 => "coordination cost, 8 shards",
-            64 => "coordination cost, 64 shards",
-            256 => "coordination cost, 256 shards",
-            _ => "coordination cost",
+        let name: &'static str = match (by_beat, shards) {
+            (false, 8) => "coordination cost, 8 shards",
+            (false, 64) => "coordination cost, 64 shards",
+            (false, 256) => "coordination cost, 256 shards",
+            (false, _) => "coordination cost",
+            (true, 8) => "coordination cost by beat, 8 shards",
+            (true, 64) => "coordination cost by beat, 64 shards",
+            (true, 256) => "coordination cost by beat, 256 shards",
+            (true, _) => "coordination cost by beat",
         };
         let mut f = Figure::new(name, "cost");
         f.measured = idle
@@ -467,16 +508,22 @@ mod tests {
         let mut tally = Tally::default();
         tally.lease.0[Call::Renew as usize] = 40;
         tally.listed_units = 6;
+        // Ten beats to a notice of 2 KB, and two reads of it: counted by its size, not the call.
+        tally.lease.0[Call::Beat as usize] = 10;
+        tally.notice_write_units = 20;
+        tally.lease.0[Call::Notice as usize] = 2;
+        tally.notice_read_units = 4;
         let m = Measured {
             shards: 8,
             instances: 1,
             loaded: false,
+            by_beat: false,
             window: Duration::from_secs(120),
             settled_in: Duration::ZERO,
             tally,
         };
-        // 20 writes and 3 read units a minute.
-        let expected = (20.0 * WRITE_PRICE + 3.0 * READ_PRICE) * MONTH_MINUTES / 1e6;
+        // 30 write units (20 renewals, 10 for the beats) and 5 read units a minute.
+        let expected = (30.0 * WRITE_PRICE + 5.0 * READ_PRICE) * MONTH_MINUTES / 1e6;
         assert!((m.dollars() - expected).abs() < 1e-9);
     }
 }

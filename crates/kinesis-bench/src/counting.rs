@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ruststream_kinesis::{LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseFuture, LeaseKey, LeaseState, LeaseStore, Notice};
 
 /// The kinds of call a store receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +100,14 @@ pub fn read_units(bytes: usize) -> u64 {
     bytes.div_ceil(READ_UNIT_BYTES).max(1) as u64
 }
 
+/// A write unit: 1 KB of the item written (the larger of before and after).
+pub const WRITE_UNIT_BYTES: usize = 1_024;
+
+/// Write units of one write of an item of `bytes` (at least one).
+pub fn write_units(bytes: usize) -> u64 {
+    bytes.div_ceil(WRITE_UNIT_BYTES).max(1) as u64
+}
+
 /// How many calls of each kind, in [`Call::ALL`] order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts(pub [u64; KINDS]);
@@ -115,6 +123,12 @@ impl Counts {
             .filter(|c| c.is_write())
             .map(|c| self.get(*c))
             .sum()
+    }
+
+    /// The writes of shard rows alone (every write but the notice's: beats, leaves, records),
+    /// one write unit each (a lease row stays under 1 KB).
+    pub fn row_writes(&self) -> u64 {
+        self.writes() - self.get(Call::Beat) - self.get(Call::Leave) - self.get(Call::Announce)
     }
 
     /// What happened between `earlier` and this snapshot.
@@ -151,6 +165,13 @@ pub struct CountingStore {
     /// units each answer cost (a consistent Scan: one per 4 KB of items, at least one).
     listed_bytes: AtomicU64,
     listed_units: AtomicU64,
+    /// The size of the stream's notice row as last read ([`DynamoLeaseStore::notice_item_bytes`]),
+    /// the read units its reads cost, and the write units of the writes to it (a beat, a leave,
+    /// a run's record, a release's bump), each by the size last read: a notice grows with the
+    /// instances on the stream.
+    notice_bytes: AtomicU64,
+    notice_read_units: AtomicU64,
+    notice_write_units: AtomicU64,
     writes: Mutex<HashMap<String, Vec<Instant>>>,
     /// Answers that it keeps no notices (a store written against the five calls), so the
     /// handover poll reads the rows at every poll: the cost before the notice, for comparison.
@@ -164,6 +185,9 @@ impl CountingStore {
             calls: Default::default(),
             listed_bytes: AtomicU64::new(0),
             listed_units: AtomicU64::new(0),
+            notice_bytes: AtomicU64::new(0),
+            notice_read_units: AtomicU64::new(0),
+            notice_write_units: AtomicU64::new(0),
             writes: Mutex::default(),
             hide_notices: false,
         }
@@ -210,6 +234,25 @@ impl CountingStore {
             })
             .collect();
         (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64)
+    }
+
+    /// A write to the stream's notice row, as big as it was last read.
+    fn notice_written(&self) {
+        let bytes = self.notice_bytes.load(Ordering::Relaxed);
+        self.notice_write_units.fetch_add(
+            write_units(usize::try_from(bytes).unwrap_or(usize::MAX)),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The read units the notice's reads cost so far, the write units of the writes to it, and
+    /// its size as last read.
+    pub fn notice_units(&self) -> (u64, u64, u64) {
+        (
+            self.notice_read_units.load(Ordering::Relaxed),
+            self.notice_write_units.load(Ordering::Relaxed),
+            self.notice_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// The read units the `list` calls cost so far, and the bytes of rows they read.
@@ -319,6 +362,10 @@ impl LeaseStore for CountingStore {
 
     fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
         self.write(Call::Release, key);
+        if !self.hide_notices {
+            // The release's bump of the stream's notice, a write of its own.
+            self.notice_written();
+        }
         self.inner.release(key, owner)
     }
 
@@ -347,7 +394,16 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(None)));
         }
         self.count(Call::Notice);
-        self.inner.notice(stream)
+        Box::pin(async move {
+            let notice = self.inner.notice(stream).await?;
+            if let Some(notice) = &notice {
+                let bytes = DynamoLeaseStore::notice_item_bytes(stream, notice);
+                self.notice_bytes.store(bytes as u64, Ordering::Relaxed);
+                self.notice_read_units
+                    .fetch_add(read_units(bytes), Ordering::Relaxed);
+            }
+            Ok(notice)
+        })
     }
 
     fn beat<'a>(
@@ -361,6 +417,7 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(())));
         }
         self.count(Call::Beat);
+        self.notice_written();
         self.inner.beat(stream, owner, until_ms, forget)
     }
 
@@ -369,6 +426,7 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(())));
         }
         self.count(Call::Leave);
+        self.notice_written();
         self.inner.leave(stream, owner)
     }
 
@@ -383,6 +441,7 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(())));
         }
         self.count(Call::Announce);
+        self.notice_written();
         self.inner.announce(stream, owner, record, forget)
     }
 

@@ -71,6 +71,10 @@ struct Cli {
     /// `cost` only: idle fleets alone.
     #[arg(long)]
     idle: bool,
+    /// `cost` only: fleets that keep their leases alive by beat
+    /// (`keep_leases_alive_by_beat(true)`, without balancing) instead of renewing each row.
+    #[arg(long)]
+    by_beat: bool,
     /// `cost` only: count over windows of this many seconds (default 60; 300 spans the
     /// five-minute cadence at which every row is read).
     #[arg(long, value_name = "SECS")]
@@ -186,6 +190,8 @@ pub struct Options {
     pub instances: Option<usize>,
     /// `cost`: idle fleets alone.
     pub idle: bool,
+    /// `cost`: fleets keeping their leases alive by beat, not balancing.
+    pub by_beat: bool,
     /// `cost`: the counting window, in seconds.
     pub window: Option<u64>,
 }
@@ -213,6 +219,7 @@ where
             shards: cli.shards,
             instances: cli.instances,
             idle: cli.idle,
+            by_beat: cli.by_beat,
             window: cli.window,
         },
     ))

@@ -262,6 +262,9 @@ pub struct Mount {
     pub registry: Option<prometheus::Registry>,
     /// Balance the shards with the other instances (`KinesisBroker::balance_shards(true)`).
     pub balance: bool,
+    /// Keep every lease alive by the instance's beat
+    /// (`KinesisBroker::keep_leases_alive_by_beat(true)`).
+    pub by_beat: bool,
     /// Seek every shard the instance holds to its start at startup (`start_at(TrimHorizon)`);
     /// else shards without a checkpoint start at the stream's initial position (`Latest`).
     pub from_start: bool,
@@ -277,6 +280,7 @@ impl Mount {
             fan_out: None,
             registry: None,
             balance: false,
+            by_beat: false,
             from_start: true,
         }
     }
@@ -352,13 +356,15 @@ pub async fn app(
     let metered = mount.metered;
     let registry = mount.registry.clone();
     let balance = mount.balance;
+    let by_beat = mount.by_beat;
     let from_start = mount.from_start;
     let fan_out = mount.fan_out.is_some();
     *MOUNT.lock().unwrap_or_else(PoisonError::into_inner) = Some(mount);
     let mut broker = stack
         .broker(store, owner)
         .lease_timings(timings)
-        .balance_shards(balance);
+        .balance_shards(balance)
+        .keep_leases_alive_by_beat(by_beat);
     if let Some(registry) = registry {
         let metrics = ruststream_kinesis::KinesisMetrics::register(&registry)
             .expect("the figure's registry holds none of the series yet");

@@ -66,17 +66,36 @@ async fn look(store: &DynamoLeaseStore, json: bool) -> (String, ExitCode) {
     if let Err(err) = store.check().await {
         return refused(store, err);
     }
-    match store.rows_with_applications().await {
-        Ok(rows) if json => (
-            format!("{}\n", view::json(store.table(), &rows, epoch_millis())),
-            ExitCode::SUCCESS,
-        ),
-        Ok(rows) => (
-            view::render(store.table(), &rows, epoch_millis()),
-            ExitCode::SUCCESS,
-        ),
-        Err(err) => refused(store, err),
+    let rows = match store.rows_with_applications().await {
+        Ok(rows) => rows,
+        Err(err) => return refused(store, err),
+    };
+    let now_ms = epoch_millis();
+    let notices = notices_for(store, &rows, now_ms).await;
+    if json {
+        let view = view::json(store.table(), &rows, &notices, now_ms);
+        (format!("{view}\n"), ExitCode::SUCCESS)
+    } else {
+        let view = view::render(store.table(), &rows, &notices, now_ms);
+        (view, ExitCode::SUCCESS)
     }
+}
+
+/// The notices of the streams that have rows kept alive by beat, which those rows are judged
+/// by; a notice that cannot be read is left out (its rows show their holders' beats lapsed).
+async fn notices_for(store: &DynamoLeaseStore, rows: &[view::Row], now_ms: u64) -> view::Notices {
+    let streams: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .filter(|(_, row, _)| row.owner.is_some() && row.is_kept_by_beat(now_ms))
+        .map(|(key, _, _)| key.stream())
+        .collect();
+    let mut notices = view::Notices::new();
+    for stream in streams {
+        if let Ok(Some(notice)) = store.notice(stream).await {
+            notices.insert(stream.to_owned(), notice);
+        }
+    }
+    notices
 }
 
 /// What a failed look says, and its exit status: 2 for a table that does not exist or cannot be

@@ -1,10 +1,32 @@
 //! How a lease table looks on a terminal: pure functions of the rows and a clock, so the
 //! formatting is tested without DynamoDB.
 
-use ruststream_kinesis::{LeaseKey, LeaseState, SHARD_END, SHARD_SKIPPED};
+use std::collections::HashMap;
+
+use ruststream_kinesis::{LeaseKey, LeaseState, Notice, SHARD_END, SHARD_SKIPPED};
 
 /// One row of the table: its key, its state, and the application it names, if any.
 pub type Row = (LeaseKey, LeaseState, Option<String>);
+
+/// The notices of the streams whose rows are kept alive by their holders' beats
+/// (`keep_leases_alive_by_beat`), by stream: such a row's expiry lies a thousand years ahead,
+/// and it lasts as long as its holder's beat.
+pub type Notices = HashMap<String, Notice>;
+
+/// A held row's expiry as the takers judge it at `now_ms`: its own, or for a row kept alive by
+/// beat its holder's beat in its stream's notice (0 when the notice shows none); and whether
+/// it is kept by beat.
+fn judged_expiry(key: &LeaseKey, row: &LeaseState, notices: &Notices, now_ms: u64) -> (u64, bool) {
+    if !row.is_kept_by_beat(now_ms) {
+        return (row.expiry_ms, false);
+    }
+    let beat = row.owner.as_deref().and_then(|holder| {
+        notices
+            .get(key.stream())
+            .and_then(|notice| notice.beats.get(holder))
+    });
+    (beat.copied().unwrap_or(0), true)
+}
 
 /// The column headers, in order.
 pub const HEADERS: [&str; 9] = [
@@ -22,27 +44,35 @@ pub const HEADERS: [&str; 9] = [
 /// How many trailing digits of a long sequence number stay visible.
 const KEPT_DIGITS: usize = 12;
 
-/// What the lease has left at `now_ms` (epoch milliseconds): `-` for a released row, `expired`
-/// once its expiry has passed, else the time left in seconds with one decimal.
+/// What the lease of `key`'s row has left at `now_ms` (epoch milliseconds): `-` for a released
+/// row, `expired` once its expiry has passed, else the time left in seconds with one decimal;
+/// for a row kept alive by its holder's beat, the beat's (`4.2 s by beat`, `beat lapsed`).
 ///
 /// The expiry is written by the holder's clock and compared with this machine's, so it is as
 /// exact as the two clocks agree.
 #[must_use]
-pub fn expires_in(row: &LeaseState, now_ms: u64) -> String {
+pub fn expires_in(key: &LeaseKey, row: &LeaseState, notices: &Notices, now_ms: u64) -> String {
     if row.owner.is_none() {
         return "-".to_owned();
     }
-    if lapsed(row, now_ms) {
-        return "expired".to_owned();
+    let (expiry_ms, by_beat) = judged_expiry(key, row, notices, now_ms);
+    if expiry_ms <= now_ms {
+        return if by_beat { "beat lapsed" } else { "expired" }.to_owned();
     }
-    let left = row.expiry_ms - now_ms;
-    format!("{}.{} s", left / 1000, (left % 1000) / 100)
+    let left = expiry_ms - now_ms;
+    format!(
+        "{}.{} s{}",
+        left / 1000,
+        (left % 1000) / 100,
+        if by_beat { " by beat" } else { "" }
+    )
 }
 
-/// Whether a held row's lease has expired at `now_ms` by this machine's clock, without the
-/// takers' skew tolerance: what the EXPIRES IN column and the summary's LAPSED count say.
-fn lapsed(row: &LeaseState, now_ms: u64) -> bool {
-    row.expiry_ms <= now_ms
+/// Whether a held row's lease (or its holder's beat) has expired at `now_ms` by this machine's
+/// clock, without the takers' skew tolerance: what the EXPIRES IN column and the summary's
+/// LAPSED count say.
+fn lapsed(key: &LeaseKey, row: &LeaseState, notices: &Notices, now_ms: u64) -> bool {
+    judged_expiry(key, row, notices, now_ms).0 <= now_ms
 }
 
 /// A checkpoint that fits a column: `-` before the first one, `SHARD_END` and `SHARD_SKIPPED` as
@@ -88,6 +118,7 @@ pub fn cells(
     key: &LeaseKey,
     row: &LeaseState,
     application: Option<&str>,
+    notices: &Notices,
     now_ms: u64,
 ) -> [String; 9] {
     let stream = if key.stream().is_empty() {
@@ -99,7 +130,7 @@ pub fn cells(
         stream.to_owned(),
         key.shard().to_owned(),
         row.owner.clone().unwrap_or_else(|| "-".to_owned()),
-        expires_in(row, now_ms),
+        expires_in(key, row, notices, now_ms),
         row.counter.to_string(),
         checkpoint(row),
         behind(row),
@@ -122,10 +153,10 @@ pub struct OwnerShare {
 /// Who holds how many rows at `now_ms`, by owner id in order; and how many rows no instance
 /// holds, of which how many are finished (`SHARD_END` or `SHARD_SKIPPED`).
 #[must_use]
-pub fn shares(rows: &[Row], now_ms: u64) -> (Vec<OwnerShare>, usize, usize) {
+pub fn shares(rows: &[Row], notices: &Notices, now_ms: u64) -> (Vec<OwnerShare>, usize, usize) {
     let mut by_owner: std::collections::BTreeMap<&str, OwnerShare> = Default::default();
     let (mut free, mut finished) = (0, 0);
-    for (_, row, _) in rows {
+    for (key, row, _) in rows {
         match &row.owner {
             Some(owner) => {
                 let share = by_owner.entry(owner).or_insert_with(|| OwnerShare {
@@ -133,7 +164,7 @@ pub fn shares(rows: &[Row], now_ms: u64) -> (Vec<OwnerShare>, usize, usize) {
                     held: 0,
                     lapsed: 0,
                 });
-                if lapsed(row, now_ms) {
+                if lapsed(key, row, notices, now_ms) {
                     share.lapsed += 1;
                 } else {
                     share.held += 1;
@@ -155,19 +186,21 @@ pub fn shares(rows: &[Row], now_ms: u64) -> (Vec<OwnerShare>, usize, usize) {
 /// written, a handoff asked of it) and
 /// the summary per owner.
 #[must_use]
-pub fn json(table: &str, rows: &[Row], now_ms: u64) -> serde_json::Value {
+pub fn json(table: &str, rows: &[Row], notices: &Notices, now_ms: u64) -> serde_json::Value {
     let rows_json: Vec<serde_json::Value> = rows
         .iter()
         .map(|(key, row, application)| {
+            let (expiry_ms, by_beat) = judged_expiry(key, row, notices, now_ms);
             serde_json::json!({
                 "stream": key.stream(),
                 "shard": key.shard(),
                 "owner": row.owner,
-                "expiry_ms": row.owner.as_ref().map(|_| row.expiry_ms),
+                "expiry_ms": row.owner.as_ref().map(|_| expiry_ms),
                 "expires_in_ms": row
                     .owner
                     .as_ref()
-                    .map(|_| i128::from(row.expiry_ms) - i128::from(now_ms)),
+                    .map(|_| i128::from(expiry_ms) - i128::from(now_ms)),
+                "kept_by_beat": by_beat,
                 "counter": row.counter,
                 "checkpoint": row.checkpoint,
                 "behind_ms": row.behind_ms,
@@ -179,7 +212,7 @@ pub fn json(table: &str, rows: &[Row], now_ms: u64) -> serde_json::Value {
             })
         })
         .collect();
-    let (owners, free, finished) = shares(rows, now_ms);
+    let (owners, free, finished) = shares(rows, notices, now_ms);
     let owners: Vec<serde_json::Value> = owners
         .iter()
         .map(|share| {
@@ -198,8 +231,8 @@ pub fn json(table: &str, rows: &[Row], now_ms: u64) -> serde_json::Value {
 
 /// The summary below the rows: per owner the rows it holds and those that lapsed, aligned, and
 /// the rows nobody holds.
-fn render_shares(rows: &[Row], now_ms: u64) -> String {
-    let (owners, free, finished) = shares(rows, now_ms);
+fn render_shares(rows: &[Row], notices: &Notices, now_ms: u64) -> String {
+    let (owners, free, finished) = shares(rows, notices, now_ms);
     let mut out = String::new();
     if !owners.is_empty() {
         let width = owners
@@ -226,7 +259,7 @@ fn render_shares(rows: &[Row], now_ms: u64) -> String {
 /// The whole view: a line naming the table and its row count, then aligned columns, then after
 /// a blank line the summary per owner; or a line saying the table has no rows yet.
 #[must_use]
-pub fn render(table: &str, rows: &[Row], now_ms: u64) -> String {
+pub fn render(table: &str, rows: &[Row], notices: &Notices, now_ms: u64) -> String {
     if rows.is_empty() {
         return format!(
             "no leases yet in table {table}: no instance has taken a shard (start one, or check \
@@ -235,7 +268,7 @@ pub fn render(table: &str, rows: &[Row], now_ms: u64) -> String {
     }
     let body: Vec<[String; 9]> = rows
         .iter()
-        .map(|(key, row, application)| cells(key, row, application.as_deref(), now_ms))
+        .map(|(key, row, application)| cells(key, row, application.as_deref(), notices, now_ms))
         .collect();
     let mut widths = HEADERS.map(|header| header.chars().count());
     for line in &body {
@@ -264,7 +297,7 @@ pub fn render(table: &str, rows: &[Row], now_ms: u64) -> String {
         out.push('\n');
     }
     out.push('\n');
-    out.push_str(&render_shares(rows, now_ms));
+    out.push_str(&render_shares(rows, notices, now_ms));
     out
 }
 
@@ -287,24 +320,91 @@ mod tests {
         }
     }
 
+    fn key() -> LeaseKey {
+        LeaseKey::new("orders", "shardId-000000000000")
+    }
+
+    #[test]
+    fn a_row_kept_alive_by_beat_shows_its_holders_beat() {
+        let kept = NOW + 1_000 * 60 * 60 * 24 * 365 * 1000;
+        let notices: Notices = [(
+            "orders".to_owned(),
+            Notice {
+                beats: [("pod-a#1".to_owned(), NOW + 4_200)].into(),
+                ..Notice::default()
+            },
+        )]
+        .into();
+        let held = row(Some("pod-a#1"), kept, 3, None);
+        assert_eq!(expires_in(&key(), &held, &notices, NOW), "4.2 s by beat");
+        // Its holder's beat lapsed, or the notice shows none: lapsed, whatever the row's expiry.
+        assert_eq!(
+            expires_in(&key(), &held, &notices, NOW + 5_000),
+            "beat lapsed"
+        );
+        let stranger = row(Some("pod-z"), kept, 3, None);
+        assert_eq!(expires_in(&key(), &stranger, &notices, NOW), "beat lapsed");
+        let rows = vec![(key(), held, None), (key(), stranger, None)];
+        let (owners, _, _) = shares(&rows, &notices, NOW);
+        assert_eq!(
+            owners
+                .iter()
+                .map(|share| (share.owner.as_str(), share.held, share.lapsed))
+                .collect::<Vec<_>>(),
+            vec![("pod-a#1", 1, 0), ("pod-z", 0, 1)]
+        );
+        let view = json("t", &rows, &notices, NOW);
+        assert_eq!(view["rows"][0]["expires_in_ms"], 4_200);
+        assert_eq!(view["rows"][0]["kept_by_beat"], true);
+    }
+
     #[test]
     fn the_time_left_is_shown_in_seconds_until_the_lease_expires() {
         assert_eq!(
-            expires_in(&row(Some("a"), NOW + 7_250, 1, None), NOW),
+            expires_in(
+                &key(),
+                &row(Some("a"), NOW + 7_250, 1, None),
+                &Notices::new(),
+                NOW
+            ),
             "7.2 s"
         );
         assert_eq!(
-            expires_in(&row(Some("a"), NOW + 10_000, 1, None), NOW),
+            expires_in(
+                &key(),
+                &row(Some("a"), NOW + 10_000, 1, None),
+                &Notices::new(),
+                NOW
+            ),
             "10.0 s"
         );
-        assert_eq!(expires_in(&row(Some("a"), NOW + 40, 1, None), NOW), "0.0 s");
-        assert_eq!(expires_in(&row(Some("a"), NOW, 1, None), NOW), "expired");
         assert_eq!(
-            expires_in(&row(Some("a"), NOW - 3_000, 1, None), NOW),
+            expires_in(
+                &key(),
+                &row(Some("a"), NOW + 40, 1, None),
+                &Notices::new(),
+                NOW
+            ),
+            "0.0 s"
+        );
+        assert_eq!(
+            expires_in(&key(), &row(Some("a"), NOW, 1, None), &Notices::new(), NOW),
+            "expired"
+        );
+        assert_eq!(
+            expires_in(
+                &key(),
+                &row(Some("a"), NOW - 3_000, 1, None),
+                &Notices::new(),
+                NOW
+            ),
             "expired"
         );
         // A released row has no lease to run out.
-        assert_eq!(expires_in(&row(None, 0, 4, None), NOW), "-");
+        assert_eq!(
+            expires_in(&key(), &row(None, 0, 4, None), &Notices::new(), NOW),
+            "-"
+        );
     }
 
     #[test]
@@ -371,7 +471,10 @@ old-version  0     1
 pod-a        1     0
 held by nobody: 1 row (1 finished)
 ";
-        assert_eq!(render("warehouse-leases", &rows, NOW), expected);
+        assert_eq!(
+            render("warehouse-leases", &rows, &Notices::new(), NOW),
+            expected
+        );
     }
 
     #[test]
@@ -390,7 +493,7 @@ held by nobody: 1 row (1 finished)
             (key(4), row(None, 0, 2, Some(SEQUENCE)), None),
             (key(5), row(None, 0, 2, Some(SHARD_SKIPPED)), None),
         ];
-        let (owners, free, finished) = shares(&rows, NOW);
+        let (owners, free, finished) = shares(&rows, &Notices::new(), NOW);
         assert_eq!(
             owners,
             vec![
@@ -429,7 +532,7 @@ held by nobody: 1 row (1 finished)
                 None,
             ),
         ];
-        let view = json("warehouse-leases", &rows, NOW);
+        let view = json("warehouse-leases", &rows, &Notices::new(), NOW);
         assert_eq!(view["table"], "warehouse-leases");
         assert_eq!(view["now_ms"], NOW);
         let first = &view["rows"][0];
@@ -457,7 +560,7 @@ held by nobody: 1 row (1 finished)
 
     #[test]
     fn an_empty_table_says_so() {
-        let text = render("warehouse-leases", &[], NOW);
+        let text = render("warehouse-leases", &[], &Notices::new(), NOW);
         assert!(
             text.starts_with("no leases yet in table warehouse-leases"),
             "{text}"

@@ -290,12 +290,19 @@ impl KinesisBroker {
     /// from every shard once its last beat runs out, as a holder whose renewals fail does, and
     /// takes nothing until a beat lands again.
     ///
+    /// Each run holds its rows as `<owner id>#<run>` (a random suffix of its own, which
+    /// [`ConnectedKinesisBroker::owner`] answers): a restart under the same owner id takes the
+    /// earlier run's shards over once that run's beat lapsed (a lease and the skew tolerance
+    /// after its last beat), not at once as its own, so a paused earlier run that wakes up
+    /// again never reads beside it.
+    ///
     /// `connect` refuses it ([`KinesisError::Config`]) with a lease store that cannot take a
     /// shard over or keeps no beats ([`LeaseStore::keeps_leases_by_beat`]), and together with
     /// [`balance_shards`](Self::balance_shards) (a holder that writes nothing while idle would
     /// not hear a handoff asked of it; not built yet). A subscription refuses to open on a
     /// stream whose rows another live instance holds the other way (a fleet split between the
-    /// two ways): stop the fleet, or let its leases lapse, to change. `TestApp` runs leases per
+    /// two ways), and one already open reports such a split once each time it appears: stop the
+    /// fleet, or let its leases lapse, to change. `TestApp` runs leases per
     /// row whatever this says: what a handler sees does not change.
     ///
     /// # Examples
@@ -599,11 +606,21 @@ impl KinesisBroker {
     }
 
     fn connected(self, kinesis: Kinesis) -> ConnectedKinesisBroker {
+        // Kept alive by beat, each run holds its rows under an owner of its own: a run that
+        // restarts under the same owner id, while an earlier one is paused, must not retake
+        // the earlier run's rows at once (by counter, as its own), since nothing the paused run
+        // writes on a schedule would be refused and stop it. It takes them over once the
+        // earlier run's beat lapsed, as any other instance's.
+        let owner = if self.by_beat {
+            Arc::from(format!("{}#{:08x}", self.owner, rand::random::<u32>()))
+        } else {
+            self.owner
+        };
         ConnectedKinesisBroker {
             instance: Instance::new(
                 kinesis,
                 self.store,
-                self.owner,
+                owner,
                 if self.by_beat {
                     self.timings.kept_by_beat()
                 } else {
@@ -696,7 +713,8 @@ impl ConnectedKinesisBroker {
         ruststream::PublishPolicy::pair(crate::KinesisPublish::default(), self).await
     }
 
-    /// This instance's owner id in the lease table.
+    /// This instance's owner id in the lease table: the broker's, or with leases kept alive by
+    /// beat the broker's and this run's suffix (`<owner id>#<run>`).
     #[must_use]
     pub fn owner(&self) -> &str {
         self.instance.owner()

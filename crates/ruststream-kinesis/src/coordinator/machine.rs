@@ -120,8 +120,7 @@ pub(crate) struct Coordinator<T> {
     /// said). While it does not, the instance takes nothing: a take's lease would last as the
     /// chain, which is over.
     beat_counts: bool,
-    /// A row another live instance holds the other way (by beat, or per row), as last planned:
-    /// nothing is taken meanwhile.
+    /// A row another live instance holds the other way (by beat, or per row), as last planned.
     split: Option<SplitFleet>,
     /// Whether the split as it stands was told to the driver.
     split_told: bool,
@@ -358,8 +357,8 @@ impl<T: Moment> Coordinator<T> {
         (now, now_ms): (T, u64),
         round: bool,
     ) -> Vec<(&'a ShardInfo, TakeFor)> {
-        // A fleet split between the two ways of keeping leases alive takes nothing until it is
-        // one again (`modes`).
+        // A fleet split between the two ways of keeping leases alive is told to the driver
+        // (`modes`); it still keeps one holder a shard, so the plan goes on.
         let split = modes::split_fleet(
             rows,
             self.watch.notice(),
@@ -371,9 +370,6 @@ impl<T: Moment> Coordinator<T> {
             self.split_told &= split.is_some() && self.split.is_some();
             self.split = split;
             self.changed();
-        }
-        if self.split.is_some() {
-            return Vec::new();
         }
         // Rows kept alive by beats are judged by their holders' beats as last read.
         let judged = watch::judged_by_beats(rows, self.watch.notice(), now_ms);

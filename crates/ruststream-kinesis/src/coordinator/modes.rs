@@ -3,8 +3,8 @@
 //! fleet split between the two still keeps one holder per shard (every write is conditioned on
 //! the row's owner and counter, and an instance of either way judges a row kept by beat by its
 //! holder's beat), but it pays for both and its halves cannot balance with each other: a
-//! subscription that finds another live instance holding rows the other way says so and takes
-//! nothing more until the fleet is one again; one that finds it while opening does not open.
+//! subscription that finds another live instance holding rows the other way while it opens does
+//! not open; one that finds it later says so (once each time the fleet splits) and goes on.
 
 use std::sync::Arc;
 

@@ -88,6 +88,14 @@ pub(crate) async fn run(sub: Arc<Subscription>) {
                         beats.began();
                         sub.wake.notify_one();
                     }
+                    Some(BeatNews::Quiet) => tracing::warn!(
+                        stream = %sub.stream,
+                        owner = %sub.owner,
+                        "this instance's beats have failed for a whole lease with none counting \
+                         (beats that land unanswered would keep it alive to the others while it \
+                         reads nothing): it writes no beat for two leases, so that the others \
+                         take its shards over, then tries again"
+                    ),
                     Some(BeatNews::Failed) | None => {}
                 }
             }

@@ -82,6 +82,9 @@ impl Sim {
                 self.log(|| format!("i{i}'s beat had lapsed: a new chain begins"));
             }
             Some(BeatNews::Failed) => self.log(|| format!("i{i}'s beat failed")),
+            Some(BeatNews::Quiet) => {
+                self.log(|| format!("i{i}'s beats failed for a lease: quiet for two leases"));
+            }
             Some(BeatNews::Began) | None => {}
         }
         self.beat_drive(i);

@@ -60,16 +60,30 @@ impl Sim {
     }
 }
 
-/// A quiet fleet of `instances` balancing `shards` shards with the default timings: no fault,
-/// no reshard, no crash, records written during the first lease only.
+/// How a quiet fleet keeps its leases alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    /// Each row renewed, the instances balancing the shards (the default).
+    PerRow,
+    /// By each instance's beat, without balancing (not built with beats yet).
+    ByBeat,
+}
+
+/// A quiet fleet of `instances` on `shards` shards with the default timings, balancing them
+/// when its leases are renewed per row: no fault, no reshard, no crash, records written during
+/// the first lease only.
 fn quiet_fleet(
     shards: usize,
     instances: usize,
     take_budget: Option<u64>,
+    liveness: Liveness,
 ) -> impl Fn(&mut Config, &mut StdRng) {
     move |cfg: &mut Config, _: &mut StdRng| {
         cfg.take_budget = take_budget;
-        cfg.timings = LeaseTimings::default();
+        cfg.timings = match liveness {
+            Liveness::PerRow => LeaseTimings::default(),
+            Liveness::ByBeat => LeaseTimings::default().kept_by_beat(),
+        };
         cfg.instances = instances;
         cfg.initial_shards = shards;
         cfg.chaos = Duration::ZERO;
@@ -113,7 +127,7 @@ fn quiet_fleet(
 /// The store calls of a quiet fleet of `instances` on `shards` shards per minute, counted from
 /// its second minute to its seventh.
 fn calls_per_minute(shards: usize, instances: usize) -> BTreeMap<&'static str, f64> {
-    fleet_calls(shards, instances, None).calls
+    fleet_calls(shards, instances, None, Liveness::PerRow).calls
 }
 
 /// What a quiet fleet's run shows.
@@ -139,8 +153,13 @@ struct FleetRun {
 
 /// [`calls_per_minute`], how many shards each instance reads at the end, and what the start
 /// cost.
-fn fleet_calls(shards: usize, instances: usize, take_budget: Option<u64>) -> FleetRun {
-    let fleet = quiet_fleet(shards, instances, take_budget);
+fn fleet_calls(
+    shards: usize,
+    instances: usize,
+    take_budget: Option<u64>,
+    liveness: Liveness,
+) -> FleetRun {
+    let fleet = quiet_fleet(shards, instances, take_budget, liveness);
     let mut sim = Sim::new(7, &fleet);
     let from = Duration::from_secs(120);
     let minutes = 5;
@@ -209,7 +228,10 @@ const FRESH_TABLE_WRITES_PER_SECOND: u64 = 4_000;
 /// (one every 3 s), 60 notice reads an instance (one a second), and every row read by each
 /// instance once or twice in five minutes (0.2 to 0.4 list calls a minute): no rate grows with
 /// the size. Prints the calls a minute, and how long the run took.
-fn holds_any_size(shards: usize, instances: usize, take_budget: Option<u64>) {
+///
+/// Kept alive by beat (no balancing), the fleet writes no renewal and one beat an instance every
+/// renewal interval (20 a minute) whatever its size, and each shard is read by one instance.
+fn holds_any_size(shards: usize, instances: usize, take_budget: Option<u64>, liveness: Liveness) {
     let started = std::time::Instant::now();
     let FleetRun {
         calls,
@@ -221,7 +243,7 @@ fn holds_any_size(shards: usize, instances: usize, take_budget: Option<u64>) {
         start_paced,
         read_by_second,
         busiest_second,
-    } = fleet_calls(shards, instances, take_budget);
+    } = fleet_calls(shards, instances, take_budget, liveness);
     let per = |kind: &str| calls.get(kind).copied().unwrap_or(0.0);
     let (renewals, notices, lists) = (
         per("renew") / shards as f64,
@@ -245,6 +267,22 @@ fn holds_any_size(shards: usize, instances: usize, take_budget: Option<u64>) {
         start_peak_writes <= FRESH_TABLE_WRITES_PER_SECOND,
         "{start_peak_writes} writes in one second of the start"
     );
+    if liveness == Liveness::ByBeat {
+        let beats = per("beat") / instances as f64;
+        assert!(
+            read.iter().sum::<usize>() == shards && per("renew") == 0.0,
+            "every shard read, none renewed: each reads {read:?}; {calls:?}"
+        );
+        assert!(
+            (beats - 20.0).abs() < 0.5,
+            "{beats} beats an instance: {calls:?}"
+        );
+        assert!(
+            notices <= 60.6 && lists <= 0.4,
+            "{notices} notice reads and {lists} list calls an instance: {calls:?}"
+        );
+        return;
+    }
     let (floor, ceiling) = (shards / instances, shards.div_ceil(instances));
     assert!(
         read.iter().sum::<usize>() == shards
@@ -335,7 +373,14 @@ fn a_quiet_fleet_calls_the_store_as_the_live_fleet_does() {
 /// 6 s in debug); [`a_fleet_of_any_size`] runs 10,000 x 100 on demand.
 #[test]
 fn a_thousand_shards_cost_per_shard_and_instance_what_eight_do() {
-    holds_any_size(1_000, 10, None);
+    holds_any_size(1_000, 10, None, Liveness::PerRow);
+}
+
+/// The same fleet with its leases kept alive by beat: no renewal, twenty beats an instance a
+/// minute.
+#[test]
+fn a_thousand_shards_kept_alive_by_beat_write_twenty_beats_an_instance_a_minute() {
+    holds_any_size(1_000, 10, None, Liveness::ByBeat);
 }
 
 /// A fleet of any size, on demand: `SIM_FLEET=10000x100 cargo test -p ruststream-kinesis
@@ -356,5 +401,11 @@ fn a_fleet_of_any_size() {
     let budget = std::env::var("SIM_TAKE_BUDGET")
         .ok()
         .map(|budget| budget.parse().expect("SIM_TAKE_BUDGET: takes a second"));
-    holds_any_size(shards, instances, budget);
+    // `SIM_BEAT=1`: the fleet keeps its leases alive by beat.
+    let liveness = if std::env::var("SIM_BEAT").is_ok_and(|value| value == "1") {
+        Liveness::ByBeat
+    } else {
+        Liveness::PerRow
+    };
+    holds_any_size(shards, instances, budget, liveness);
 }

@@ -411,7 +411,7 @@ fn a_row_kept_by_a_beat_is_taken_once_the_last_notice_shows_its_holder_lapsed() 
 }
 
 #[test]
-fn a_fleet_split_between_the_two_ways_takes_nothing_and_says_so_once() {
+fn a_fleet_split_between_the_two_ways_is_told_once_and_still_takes_what_is_free() {
     let listing = vec![
         shard("shardId-0", &[], false),
         shard("shardId-1", &[], false),
@@ -452,14 +452,14 @@ fn a_fleet_split_between_the_two_ways_takes_nothing_and_says_so_once() {
         ..Notice::default()
     };
     coordinator.noticed(&notice, &none, OWNER, Duration::ZERO, NOW_MS);
-    // Not even the free shard: the fleet is split.
-    assert_eq!(planned(&mut coordinator, NOW_MS), 0);
+    // The free shard, not pod B's: the plan goes on, and the split is told.
+    assert_eq!(planned(&mut coordinator, NOW_MS), 1);
     let split = coordinator.split_news().expect("the split is told");
     assert_eq!(
         (&*split.shard, split.holder.as_str(), split.theirs_by_beat),
         ("shardId-0", "pod-b", true)
     );
-    assert_eq!(planned(&mut coordinator, NOW_MS + 1), 0);
+    assert_eq!(planned(&mut coordinator, NOW_MS + 1), 1);
     assert_eq!(coordinator.split_news(), None, "told once an episode");
     // Pod B's beat lapsed: one fleet again, both shards taken (B's is judged by its beat).
     let later = NOW_MS + 5_000 + 1_001;

@@ -3,6 +3,8 @@
 //! coordinator reaches it as events ([`Heard`](crate::live::heard::Heard)), queued on the
 //! subscription and applied, in the order told, each time the driver next uses it.
 
+use std::sync::Arc;
+
 use crate::clock::Instant;
 use crate::coordinator::machine::Coordinator;
 use crate::coordinator::rounds::Rounds;
@@ -13,13 +15,35 @@ use crate::live::subscription::Subscription;
 pub(crate) struct Machines {
     rounds: Rounds<Instant>,
     coordinator: Coordinator<Instant>,
+    _exit: Exit,
+}
+
+/// Dropped with the machines, however their driver ended (it returned, its first round failed,
+/// the caller that opened the subscription went away, or a task panicked): the subscription is
+/// cancelled, so the readers it started stop and release, and its beat stops once they ended.
+#[derive(Debug)]
+struct Exit(Arc<Subscription>);
+
+impl Drop for Exit {
+    fn drop(&mut self) {
+        self.0.cancel.cancel();
+        if let Some(beats) = &self.0.beats {
+            beats.coordinator_exited();
+        }
+    }
 }
 
 impl Machines {
-    pub(super) fn new(rounds: Rounds<Instant>, coordinator: Coordinator<Instant>) -> Self {
+    /// The machines of `sub`'s coordinator; dropped, they end it.
+    pub(super) fn new(
+        rounds: Rounds<Instant>,
+        coordinator: Coordinator<Instant>,
+        sub: &Arc<Subscription>,
+    ) -> Self {
         Self {
             rounds,
             coordinator,
+            _exit: Exit(Arc::clone(sub)),
         }
     }
 

@@ -217,13 +217,7 @@ pub(crate) async fn start(
         .await
         .map_err(|_| KinesisError::ShutDown {
             what: "opening a subscription",
-        })
-        .and_then(|first| first)
-        .inspect_err(|_| {
-            if let Some(beats) = &sub.beats {
-                beats.coordinator_exited();
-            }
-        })?;
+        })??;
     sub.spawn(run(Arc::clone(&sub), machines));
     #[cfg(feature = "dynamodb-lease")]
     if let (Some(joints), Some(transactions)) = (&sub.joints, &sub.transactions) {
@@ -361,8 +355,8 @@ impl Subscription {
             message: format!(
                 "stream {:?} on {}: shard {} is held by instance {:?}, which keeps its leases \
                  alive {}, while this instance ({:?}) keeps them alive {}; every instance on a \
-                 stream must keep them alive the same way, so this one takes no shard until the \
-                 fleet is one again: give every instance the same \
+                 stream must keep them alive the same way (a subscription that finds this as it \
+                 opens does not open): give every instance the same \
                  KinesisBroker::keep_leases_alive_by_beat, and to change the way stop the fleet \
                  (or let its leases lapse) first",
                 self.stream,
@@ -474,7 +468,7 @@ impl Subscription {
             self.timings.handover_poll_interval(),
             Instant::now(),
         );
-        let mut machines = Machines::new(rounds, coordinator);
+        let mut machines = Machines::new(rounds, coordinator, self);
         if let Some(beats) = &self.beats {
             beats.first_chain(self.timings.lease()).await;
         }
@@ -492,9 +486,8 @@ impl Subscription {
 pub(crate) async fn run(sub: Arc<Subscription>, mut machines: Machines) {
     let _ = drive(&sub, &mut machines, false).await;
     exit(&sub, &mut machines).await;
-    if let Some(beats) = &sub.beats {
-        beats.coordinator_exited();
-    }
+    // Dropped here, the machines end the subscription's beat once its readers ended.
+    drop(machines);
 }
 
 /// What the coordinator does as it stops: withdraws its standing requests for handoffs, hands

@@ -98,7 +98,24 @@ impl Reader {
     }
 }
 
+/// Tells the subscription that the shard's reader ended, however it ended (a panicking task
+/// included): the coordinator forgets the shard, and the beat need not outlast it.
+struct Ended {
+    env: Arc<ShardEnv>,
+    finished: bool,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.env.home.reader_ended(&self.env.shard, self.finished);
+    }
+}
+
 pub(crate) async fn run(reader: Reader) {
+    let mut ended = Ended {
+        env: Arc::clone(&reader.env),
+        finished: false,
+    };
     let writer = write_lease(
         Arc::clone(&reader.env),
         Arc::clone(&reader.handle),
@@ -123,7 +140,7 @@ pub(crate) async fn run(reader: Reader) {
         tap.close();
     }
     reader.env.meters.reader_ended();
-    reader.env.home.reader_ended(&reader.env.shard, finished);
+    ended.finished = finished;
 }
 
 /// Runs the shard's three tasks in one, each polled only when it was woken (`tokio::join!` polls

@@ -23,6 +23,11 @@
 //! - A taker judges a beat lapsed by the wall clock at which it *sent* the notice read (plus
 //!   the skew tolerance), not by the moment it decides: a read sent after the lapse saw every
 //!   beat answered before it.
+//! - A beat whose answer is lost may still land: beats that land unanswered keep this instance
+//!   alive in the notice while its chain counts for nothing, and no one would take its shards.
+//!   So once beats have been tried for a whole lease with no chain counting, the beat falls
+//!   quiet for two leases ([`BeatNews::Quiet`]): its last beat lapses for every taker, its
+//!   shards are taken over, and it tries again after.
 
 use std::time::Duration;
 
@@ -85,6 +90,9 @@ pub(crate) enum BeatNews {
     Restarted,
     /// A beat failed (the chain still counts until its last answered beat runs out).
     Failed,
+    /// Beats were tried for a whole lease with no chain counting: the beat falls quiet for two
+    /// leases, so that its shards are taken over, before it tries again.
+    Quiet,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -101,6 +109,9 @@ pub(crate) struct BeatLease<T> {
     /// When the next beat is due; `None` before the first.
     next_beat: Option<T>,
     grant: Option<BeatGrant<T>>,
+    /// When the first beat was sent since a chain last counted (or since the start), while
+    /// none counts: a whole lease of tries from there, and the beat falls quiet.
+    trying_since: Option<T>,
 }
 
 impl<T: Moment> BeatLease<T> {
@@ -111,6 +122,7 @@ impl<T: Moment> BeatLease<T> {
             in_flight: None,
             next_beat: None,
             grant: None,
+            trying_since: None,
         }
     }
 
@@ -124,6 +136,9 @@ impl<T: Moment> BeatLease<T> {
             && now < due
         {
             return BeatNext::Wait(Some(due));
+        }
+        if !self.counts_now(now, now_ms) {
+            self.trying_since.get_or_insert(now);
         }
         self.in_flight = Some(InFlight {
             sent: now,
@@ -153,6 +168,7 @@ impl<T: Moment> BeatLease<T> {
                     Some(grant) if grant.counts_at(now, now_ms) => {
                         grant.valid_until = grant.valid_until.max(valid_until);
                         grant.valid_until_ms = grant.valid_until_ms.max(valid_until_ms);
+                        self.trying_since = None;
                         None
                     }
                     // Answered too late to count even from its send: no chain begins (the next beat
@@ -170,15 +186,32 @@ impl<T: Moment> BeatLease<T> {
                             valid_until,
                             valid_until_ms,
                         });
+                        self.trying_since = None;
                         Some(news)
                     }
                 }
             }
             BeatAnswer::Failed => {
+                if let Some(since) = self.trying_since
+                    && now.saturating_since(since) >= self.timings.lease()
+                    && !self.counts_now(now, now_ms)
+                {
+                    // Quiet for two leases: a beat that landed unanswered lapses for every
+                    // taker (a lease and the skew tolerance after its send), with a lease to
+                    // spare for their polls to see it.
+                    self.next_beat = Some(now + self.timings.lease() * 2);
+                    self.trying_since = None;
+                    return Some(BeatNews::Quiet);
+                }
                 self.next_beat = Some(now + self.retry_wait(now));
                 Some(BeatNews::Failed)
             }
         }
+    }
+
+    /// Whether the chain counts at `now` (`now_ms` by the wall clock).
+    fn counts_now(&self, now: T, now_ms: u64) -> bool {
+        self.grant.is_some_and(|grant| grant.counts_at(now, now_ms))
     }
 
     /// How long after `now` a failed beat is written again: a third of the renewal interval,
@@ -204,7 +237,7 @@ impl<T: Moment> BeatLease<T> {
     /// shards, and hold those the chain carries.
     #[cfg(test)]
     pub(crate) fn counts_at(&self, now: T, now_ms: u64) -> bool {
-        self.grant.is_some_and(|grant| grant.counts_at(now, now_ms))
+        self.counts_now(now, now_ms)
     }
 }
 

@@ -156,3 +156,72 @@ fn a_beat_answered_after_its_own_end_begins_no_chain() {
     // The next beat is due at once (a renewal interval after the late one's send).
     assert!(matches!(beat.next(9 * S, ms(9 * S)), BeatNext::Send { .. }));
 }
+
+#[test]
+fn beats_tried_for_a_lease_with_no_chain_fall_quiet_for_two_leases() {
+    let mut beat = beat();
+    // Every beat fails from the start (its answer lost, though it may land).
+    let mut now = Duration::ZERO;
+    let mut news = None;
+    while now < 20 * S {
+        match beat.next(now, ms(now)) {
+            BeatNext::Send { .. } => {
+                news = beat.on_answer(now + S, ms(now + S), BeatAnswer::Failed);
+                if news == Some(BeatNews::Quiet) {
+                    break;
+                }
+                now += S;
+            }
+            BeatNext::Wait(Some(at)) => now = at,
+            BeatNext::Wait(None) => panic!("nothing in flight"),
+        }
+    }
+    assert_eq!(news, Some(BeatNews::Quiet), "quiet within a lease of tries");
+    let quiet_from = now + S;
+    assert!(
+        quiet_from >= 10 * S,
+        "not before a lease of tries: {quiet_from:?}"
+    );
+    // Nothing is written for two leases, then the beat tries again.
+    assert_eq!(
+        beat.next(quiet_from + 19 * S, ms(quiet_from + 19 * S)),
+        BeatNext::Wait(Some(quiet_from + 20 * S))
+    );
+    assert!(matches!(
+        beat.next(quiet_from + 20 * S, ms(quiet_from + 20 * S)),
+        BeatNext::Send { .. }
+    ));
+}
+
+#[test]
+fn failed_beats_while_the_chain_counts_never_fall_quiet() {
+    let mut beat = beat();
+    assert_eq!(
+        exchange(&mut beat, Duration::ZERO, S, BeatAnswer::Done),
+        Some(BeatNews::Began)
+    );
+    // The chain counts until 9 s; beats fail meanwhile and after, yet only a lease of tries
+    // after it lapsed is the beat quiet.
+    let mut now = 3 * S;
+    let mut quiet_at = None;
+    while now < 40 * S {
+        match beat.next(now, ms(now)) {
+            BeatNext::Send { .. } => {
+                let answered = now + Duration::from_millis(100);
+                if beat.on_answer(answered, ms(answered), BeatAnswer::Failed)
+                    == Some(BeatNews::Quiet)
+                {
+                    quiet_at = Some(answered);
+                    break;
+                }
+            }
+            BeatNext::Wait(Some(at)) => now = at,
+            BeatNext::Wait(None) => panic!("nothing in flight"),
+        }
+    }
+    let quiet_at = quiet_at.expect("quiet at last");
+    assert!(
+        quiet_at >= 9 * S + 10 * S,
+        "a lease of tries after the chain lapsed at 9 s: {quiet_at:?}"
+    );
+}
