@@ -187,6 +187,12 @@ impl KinesisBroker {
     /// name instances after something unique to each, such as the pod's name, and never fall
     /// back to a fixed one.
     ///
+    /// With leases kept alive by beat ([`keep_leases_alive_by_beat`](Self::keep_leases_alive_by_beat))
+    /// each run holds its rows under this name and a suffix of its own: a restart takes its
+    /// predecessor's shards over once that run's beat lapsed (a lease and the skew tolerance),
+    /// not at once, and two instances under one name run as two (the check above does not
+    /// apply).
+    ///
     /// # Examples
     ///
     /// ```
@@ -775,8 +781,13 @@ impl ConnectedKinesisBroker {
             None => None,
         };
         let (tx, rx) = mpsc::channel(capacity);
-        let sub = coordinator::start(self.instance.clone(), &source, fan_out, tx).await?;
-        registration.closes_with(sub.tasks());
+        let sub = coordinator::start(
+            self.instance.clone(),
+            &source,
+            (fan_out, tx),
+            &mut registration,
+        )
+        .await?;
         let deliveries = Deliveries::new(rx, sub, registration);
         Ok(KinesisSubscriber::new(deliveries, source.max_wait))
     }

@@ -170,6 +170,90 @@ async fn a_restart_under_the_same_owner_id_resumes_at_once() {
     again.stop().await;
 }
 
+/// Kept alive by beat, a restart under the same owner id beside an earlier run that is only
+/// paused (SIGSTOP) waits for that run's beat to lapse before it reads the shard, and the earlier
+/// run, woken again, reads nothing: its chain of beats lapsed while it slept, and the row is the
+/// restart's. (Retaking the row at once as its own, the restart read beside the earlier run: no
+/// write of the earlier run on a schedule would have been refused.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_by_beat_under_the_same_owner_id_waits_for_a_paused_earlier_run() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let stream = common::unique("paused-owner");
+    let mut child = spawn_child(&url, store.table(), &stream, "pod-a", true);
+    wait_ready(&mut child);
+    publish_all(&url, &stream, ["one".to_owned()]).await;
+    assert!(read_child_until(&mut child, |line| line.contains("one")));
+    // The earlier run's lines from here on, read aside.
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    signal(&child, "-STOP");
+    let paused = Instant::now();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let broker = common::broker_with(&url, store)
+        .owner_id("pod-a")
+        .lease_timings(timings())
+        .keep_leases_alive_by_beat(true);
+    let again = Instance::start_with(broker, "pod-a", (&stream, 1), tx, None).await;
+    publish_all(&url, &stream, ["two".to_owned()]).await;
+    let mut handled = Vec::new();
+    collect_until(&mut rx, &mut handled, Duration::from_secs(30), |h| {
+        payloads(h).contains("two")
+    })
+    .await;
+    let taken = handled
+        .iter()
+        .find(|h| h.payload == "two")
+        .expect("the restart read the shard")
+        .at
+        - paused;
+    // The earlier run beat at most a second before its pause: its beat runs 3 s from there,
+    // and lapses for a taker a second (the skew tolerance) later.
+    assert!(
+        taken >= Duration::from_secs(2),
+        "the restart read the shard {taken:?} after the earlier run's pause, before its beat \
+         could lapse"
+    );
+    println!(
+        "restart by beat beside a paused run under the same owner id: reading after {taken:?}"
+    );
+    signal(&child, "-CONT");
+    publish_all(&url, &stream, ["three".to_owned()]).await;
+    collect_until(&mut rx, &mut handled, Duration::from_secs(30), |h| {
+        payloads(h).contains("three")
+    })
+    .await;
+    assert!(payloads(&handled).contains("three"), "the restart reads on");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let woken: Vec<String> = lines
+        .try_iter()
+        .filter(|line| line.contains("HANDLED"))
+        .collect();
+    assert!(
+        woken.is_empty(),
+        "the earlier run, woken, handled {woken:?} beside the restart"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    again.stop().await;
+}
+
+fn signal(child: &Child, signal: &str) {
+    let sent = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {signal}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_instance_is_taken_over_within_lease_and_listing() {
     killed_and_taken_over(false).await;

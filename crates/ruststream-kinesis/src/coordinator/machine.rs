@@ -358,18 +358,21 @@ impl<T: Moment> Coordinator<T> {
         round: bool,
     ) -> Vec<(&'a ShardInfo, TakeFor)> {
         // A fleet split between the two ways of keeping leases alive is told to the driver
-        // (`modes`); it still keeps one holder a shard, so the plan goes on.
-        let split = modes::split_fleet(
-            rows,
-            self.watch.notice(),
-            owner,
-            self.timings.is_kept_by_beat(),
-            now_ms,
-        );
-        if split != self.split {
-            self.split_told &= split.is_some() && self.split.is_some();
-            self.split = split;
-            self.changed();
+        // (`modes`); it still keeps one holder a shard, so the plan goes on. Judged on a
+        // round's rows (every row, as last read), not the poll's few.
+        if round {
+            let split = modes::split_fleet(
+                rows,
+                self.watch.notice(),
+                owner,
+                self.timings.is_kept_by_beat(),
+                now_ms,
+            );
+            if split != self.split {
+                self.split_told &= split.is_some() && self.split.is_some();
+                self.split = split;
+                self.changed();
+            }
         }
         // Rows kept alive by beats are judged by their holders' beats as last read.
         let judged = watch::judged_by_beats(rows, self.watch.notice(), now_ms);

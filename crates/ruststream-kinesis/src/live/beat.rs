@@ -48,7 +48,10 @@ impl Subscription {
     }
 }
 
-/// Runs `sub`'s beat until its coordinator exited and every reader ended.
+/// Runs `sub`'s beat until its coordinator exited and every reader ended; then removes it from
+/// the notice (every row of this run was released or lost by then, and each run beats under an
+/// owner of its own, so a beat left behind would only make the notice bigger, and each later
+/// beat and read of it dearer, until the others forget it).
 pub(crate) async fn run(sub: Arc<Subscription>) {
     let Some(beats) = sub.beats.as_ref() else {
         return;
@@ -56,16 +59,20 @@ pub(crate) async fn run(sub: Arc<Subscription>) {
     let mut machine = BeatLease::new(sub.timings);
     loop {
         if sub.beat_done(beats) {
+            if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {
+                tracing::debug!(stream = %sub.stream, owner = %sub.owner, error = %err, "removing this run's beat as it stops failed; the others forget it minutes after it lapsed");
+            }
             return;
         }
         match machine.next(Instant::now(), epoch_millis()) {
             BeatNext::Send { until_ms } => {
                 let answered = sub.store.beat(&sub.stream, &sub.owner, until_ms, &[]).await;
                 sub.upkeep(Upkeep::Beat, &answered);
-                let answer = if answered.is_ok() {
-                    BeatAnswer::Done
-                } else {
-                    BeatAnswer::Failed
+                let answer = match &answered {
+                    Ok(()) => BeatAnswer::Done,
+                    // Refused before it was applied: it never lands.
+                    Err(err) if err.is_throttled() => BeatAnswer::NotApplied,
+                    Err(_) => BeatAnswer::Failed,
                 };
                 let news = machine.on_answer(Instant::now(), epoch_millis(), answer);
                 if let Some(grant) = machine.grant() {

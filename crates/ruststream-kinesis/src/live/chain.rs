@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::clock::Instant;
 use crate::lease::epoch_millis;
@@ -60,17 +61,24 @@ impl Beats {
         self.began.notify_waiters();
     }
 
-    /// Waits until a chain counts, at most `bound`: the first round takes shards only once this
-    /// instance's beat stands, and a subscription opened at the tip must hold its shards before
-    /// it is handed out.
-    pub(crate) async fn first_chain(&self, bound: Duration) {
+    /// Waits until a chain counts, at most `bound`, or until `cancel`: the first round takes
+    /// shards only once this instance's beat stands, so that a subscription opened at the tip
+    /// holds its shards before it is handed out. Past the bound it opens holding none, and
+    /// takes them once a beat lands (a shard starting at the tip then starts at its take).
+    pub(crate) async fn first_chain(&self, bound: Duration, cancel: &CancellationToken) {
         let waited = tokio::time::timeout(bound, async {
             loop {
                 let began = self.began.notified();
-                if self.counts_now() || self.coordinator_exited.load(Ordering::Acquire) {
+                if self.counts_now()
+                    || self.coordinator_exited.load(Ordering::Acquire)
+                    || cancel.is_cancelled()
+                {
                     return;
                 }
-                began.await;
+                tokio::select! {
+                    () = began => {}
+                    () = cancel.cancelled() => return,
+                }
             }
         })
         .await;

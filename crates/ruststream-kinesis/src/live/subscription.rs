@@ -281,11 +281,6 @@ impl Subscription {
         (sub, coordinator)
     }
 
-    /// The runtime the subscription's tasks run on.
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.runtime
-    }
-
     /// This subscription's tasks, which a later subscription to the stream waits for.
     pub(crate) fn tasks(&self) -> TaskTracker {
         self.tasks.clone()
@@ -293,14 +288,22 @@ impl Subscription {
 
     /// Runs `task` on the broker's runtime, tracked by this subscription and by the broker.
     pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        drop(self.spawn_joined(task));
+    }
+
+    /// Runs `task` as [`spawn`](Self::spawn) does, and answers its handle.
+    pub(crate) fn spawn_joined<T: Send + 'static>(
+        &self,
+        task: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> tokio::task::JoinHandle<T> {
         let held = self.broker_tasks.token();
         self.tasks.spawn_on(
             async move {
                 let _held = held;
-                task.await;
+                task.await
             },
             &self.runtime,
-        );
+        )
     }
 
     /// Sends a failure to the subscriber stream without waiting; a full channel drops it with a

@@ -707,8 +707,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.lease.follow_beat(grant);
     }
 
-    /// The lease ran out by this instance's clock: nothing more is delivered or checkpointed.
-    #[cfg(test)]
+    /// The lease ran out by this instance's clock (or its reader ended without handing the
+    /// shard back): nothing more is delivered or checkpointed.
     pub(crate) fn run_out(&mut self) {
         self.lease.run_out();
     }

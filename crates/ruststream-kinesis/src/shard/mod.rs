@@ -379,6 +379,12 @@ impl ShardHandle {
     /// lease ran out by this instance's clock. A shard already closing goes on closing.
     #[cfg(test)]
     pub(crate) fn stop(&self) {
+        self.abandon();
+    }
+
+    /// Stops deliveries from this shard at once, and writes no checkpoint of it any more, as a
+    /// lease that ran out: its reader ended without handing it back (a panicking task).
+    pub(crate) fn abandon(&self) {
         self.lock().run_out();
         self.halted();
     }

@@ -54,10 +54,11 @@ impl Sim {
     /// coordinator looks again once a chain began (it takes nothing while none counts).
     pub(super) fn beat_lease_answered(&mut self, i: usize, res: &Res) {
         let (now, wall) = (self.now, self.wall(i));
-        let answer = if matches!(res, Res::Ok) {
-            BeatAnswer::Done
-        } else {
-            BeatAnswer::Failed
+        let answer = match res {
+            Res::Ok => BeatAnswer::Done,
+            // Refused unapplied, as the live driver tells a throttled beat.
+            Res::Throttled => BeatAnswer::NotApplied,
+            _ => BeatAnswer::Failed,
         };
         let Some(beat) = self.insts[i].coord.beat.as_mut() else {
             return;

@@ -22,7 +22,14 @@ pub(crate) struct Machines {
 /// the caller that opened the subscription went away, or a task panicked): the subscription is
 /// cancelled, so the readers it started stop and release, and its beat stops once they ended.
 #[derive(Debug)]
-struct Exit(Arc<Subscription>);
+pub(crate) struct Exit(Arc<Subscription>);
+
+impl Exit {
+    /// The end of `sub`'s coordinator, whenever it is dropped.
+    pub(super) fn new(sub: &Arc<Subscription>) -> Self {
+        Self(Arc::clone(sub))
+    }
+}
 
 impl Drop for Exit {
     fn drop(&mut self) {
@@ -34,16 +41,16 @@ impl Drop for Exit {
 }
 
 impl Machines {
-    /// The machines of `sub`'s coordinator; dropped, they end it.
+    /// The machines of a coordinator that ends when `exit` is dropped, with them.
     pub(super) fn new(
         rounds: Rounds<Instant>,
         coordinator: Coordinator<Instant>,
-        sub: &Arc<Subscription>,
+        exit: Exit,
     ) -> Self {
         Self {
             rounds,
             coordinator,
-            _exit: Exit(Arc::clone(sub)),
+            _exit: exit,
         }
     }
 

@@ -31,11 +31,12 @@ use crate::kinesis::api::ShardInfo;
 use crate::kinesis::fan_out::Consumer;
 use crate::kinesis::iterator::ShardIterator;
 use crate::lease::{LeaseKey, epoch_millis};
-use crate::live::coordinator::machines::Machines;
+use crate::live::coordinator::machines::{Exit, Machines};
 use crate::live::heard::Heard;
 use crate::live::reader::{self, Reader, ShardEnv};
 use crate::live::subscription::{Instance, Running, Subscription, lock};
 use crate::live::upkeep::Upkeep;
+use crate::registry::StreamRegistration;
 use crate::settings::position::ShardStart;
 use crate::shard::{ShardHandle, ShardLease, ShardMachine};
 use crate::{KinesisError, KinesisPosition, KinesisStream};
@@ -199,21 +200,27 @@ impl Subscription {
 pub(crate) async fn start(
     instance: Instance,
     source: &KinesisStream,
-    fan_out: Option<Consumer>,
-    tx: mpsc::Sender<Item>,
+    (fan_out, tx): (Option<Consumer>, mpsc::Sender<Item>),
+    registration: &mut StreamRegistration,
 ) -> Result<Arc<Subscription>, KinesisError> {
     let (sub, coordinator) = Subscription::new(instance, source, fan_out, tx);
+    // From here a later subscription to the stream waits for this one's tasks, whether or not
+    // it opens: the readers its first round starts release their rows as it ends.
+    registration.closes_with(sub.tasks());
+    // Dropped however the coordinator ends (the first round failing, the caller going away, a
+    // panic), it cancels the subscription and ends the beat.
+    let exit = Exit::new(&sub);
     if sub.beats.is_some() {
         // The beat first: the first round takes shards only once a chain of beats counts.
         sub.spawn(crate::live::beat::run(Arc::clone(&sub)));
     }
     // The first round runs on the broker's runtime, where the SDK clients then keep their pooled
     // connections: a connection made on the caller's runtime dies with it, and the readers'
-    // first calls would fail on it once a caller's runtime stopped.
+    // first calls would fail on it once a caller's runtime stopped. It is one of the
+    // subscription's tasks.
     let first = Arc::clone(&sub);
     let machines = sub
-        .runtime()
-        .spawn(async move { first.first_round(coordinator).await })
+        .spawn_joined(async move { first.first_round(coordinator, exit).await })
         .await
         .map_err(|_| KinesisError::ShutDown {
             what: "opening a subscription",
@@ -442,6 +449,7 @@ impl Subscription {
     pub(crate) async fn first_round(
         self: &Arc<Self>,
         mut coordinator: Coordinator<Instant>,
+        exit: Exit,
     ) -> Result<Machines, KinesisError> {
         // Before any take: a stream another application claimed is not this one's to read. A
         // claim that failed otherwise leaves each row's own claim to refuse the other.
@@ -468,9 +476,9 @@ impl Subscription {
             self.timings.handover_poll_interval(),
             Instant::now(),
         );
-        let mut machines = Machines::new(rounds, coordinator, self);
+        let mut machines = Machines::new(rounds, coordinator, exit);
         if let Some(beats) = &self.beats {
-            beats.first_chain(self.timings.lease()).await;
+            beats.first_chain(self.timings.lease(), &self.cancel).await;
         }
         if let Err(err) = drive(self, &mut machines, true).await {
             // Failed, this subscription holds the instance paused no longer.

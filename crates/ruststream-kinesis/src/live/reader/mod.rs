@@ -98,23 +98,43 @@ impl Reader {
     }
 }
 
-/// Tells the subscription that the shard's reader ended, however it ended (a panicking task
-/// included): the coordinator forgets the shard, and the beat need not outlast it.
+/// What every end of a shard's reader does, however it ended (a panicking task included): a
+/// reader that did not end by itself stops delivering at once (the deliveries it handed out fail
+/// their settlement); what was settled and never committed is the next owner's; the harness and
+/// the meters hear of it; the coordinator forgets the shard, and the beat need not outlast it.
 struct Ended {
     env: Arc<ShardEnv>,
-    finished: bool,
+    handle: Arc<ShardHandle>,
+    /// Whether the reader finished the shard; `None` until its tasks ended by themselves.
+    finished: Option<bool>,
 }
 
 impl Drop for Ended {
     fn drop(&mut self) {
-        self.env.home.reader_ended(&self.env.shard, self.finished);
+        if self.finished.is_none() {
+            self.handle.abandon();
+        }
+        // Exactly once: what was settled and never committed is the next owner's to deliver
+        // again.
+        #[cfg(feature = "dynamodb-lease")]
+        self.handle.units_ended();
+        // In process: what the reader still owes the harness is delivered by no one now.
+        #[cfg(feature = "testing")]
+        if let Some(tap) = self.handle.harness().tap() {
+            tap.close();
+        }
+        self.env.meters.reader_ended();
+        self.env
+            .home
+            .reader_ended(&self.env.shard, self.finished.unwrap_or(false));
     }
 }
 
 pub(crate) async fn run(reader: Reader) {
     let mut ended = Ended {
         env: Arc::clone(&reader.env),
-        finished: false,
+        handle: Arc::clone(&reader.handle),
+        finished: None,
     };
     let writer = write_lease(
         Arc::clone(&reader.env),
@@ -130,17 +150,7 @@ pub(crate) async fn run(reader: Reader) {
         let stop = reader.read().await;
         reader.finish(stop).await
     };
-    let finished = together(writer, redeliver, reading).await;
-    // Exactly once: what was settled and never committed is the next owner's to deliver again.
-    #[cfg(feature = "dynamodb-lease")]
-    reader.handle.units_ended();
-    // In process: what the reader still owes the harness is delivered by no one now.
-    #[cfg(feature = "testing")]
-    if let Some(tap) = reader.handle.harness().tap() {
-        tap.close();
-    }
-    reader.env.meters.reader_ended();
-    ended.finished = finished;
+    ended.finished = Some(together(writer, redeliver, reading).await);
 }
 
 /// Runs the shard's three tasks in one, each polled only when it was woken (`tokio::join!` polls

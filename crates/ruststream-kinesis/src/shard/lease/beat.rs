@@ -25,9 +25,10 @@
 //!   beat answered before it.
 //! - A beat whose answer is lost may still land: beats that land unanswered keep this instance
 //!   alive in the notice while its chain counts for nothing, and no one would take its shards.
-//!   So once beats have been tried for a whole lease with no chain counting, the beat falls
-//!   quiet for two leases ([`BeatNews::Quiet`]): its last beat lapses for every taker, its
-//!   shards are taken over, and it tries again after.
+//!   So once beats whose fate is unknown have been tried for a whole lease with no chain
+//!   counting, the beat falls quiet ([`BeatNews::Quiet`], [`BeatLease::quiet_for`]): its last
+//!   beat lapses for every taker, its shards are taken over, and it tries again after. Beats
+//!   refused unapplied (throttled) never land, hold nothing, and never make it quiet.
 
 use std::time::Duration;
 
@@ -78,6 +79,8 @@ pub(crate) enum BeatAnswer {
     Done,
     /// No answer the caller can trust: it may land later, or never.
     Failed,
+    /// Refused before it was applied (throttled): it never lands.
+    NotApplied,
 }
 
 /// What happened to the chain at an answer, for the driver to say.
@@ -90,8 +93,8 @@ pub(crate) enum BeatNews {
     Restarted,
     /// A beat failed (the chain still counts until its last answered beat runs out).
     Failed,
-    /// Beats were tried for a whole lease with no chain counting: the beat falls quiet for two
-    /// leases, so that its shards are taken over, before it tries again.
+    /// Beats were tried for a whole lease with no chain counting: the beat falls quiet
+    /// ([`BeatLease::quiet_for`]), so that its shards are taken over, before it tries again.
     Quiet,
 }
 
@@ -196,17 +199,33 @@ impl<T: Moment> BeatLease<T> {
                     && now.saturating_since(since) >= self.timings.lease()
                     && !self.counts_now(now, now_ms)
                 {
-                    // Quiet for two leases: a beat that landed unanswered lapses for every
-                    // taker (a lease and the skew tolerance after its send), with a lease to
-                    // spare for their polls to see it.
-                    self.next_beat = Some(now + self.timings.lease() * 2);
+                    self.next_beat = Some(now + self.quiet_for());
                     self.trying_since = None;
                     return Some(BeatNews::Quiet);
                 }
                 self.next_beat = Some(now + self.retry_wait(now));
                 Some(BeatNews::Failed)
             }
+            BeatAnswer::NotApplied => {
+                self.next_beat = Some(now + self.retry_wait(now));
+                Some(BeatNews::Failed)
+            }
         }
+    }
+
+    /// How long a quiet beat writes nothing: long enough that a beat of it which landed
+    /// unanswered lapses for every taker (a lease and the skew tolerance after its send, the
+    /// send up to a call's bound, the renewal interval, before the answer), and that each taker
+    /// then looks at least once (a listing interval, or a handover poll when it is shorter),
+    /// with a renewal interval to spare; two leases at least.
+    pub(crate) fn quiet_for(&self) -> Duration {
+        let timings = &self.timings;
+        let look = match timings.handover_poll_interval() {
+            poll if poll.is_zero() => timings.listing_interval(),
+            poll => poll.min(timings.listing_interval()),
+        };
+        (timings.lease() + crate::SKEW_TOLERANCE + timings.renew() * 2 + look)
+            .max(timings.lease() * 2)
     }
 
     /// Whether the chain counts at `now` (`now_ms` by the wall clock).

@@ -182,7 +182,9 @@ fn beats_tried_for_a_lease_with_no_chain_fall_quiet_for_two_leases() {
         quiet_from >= 10 * S,
         "not before a lease of tries: {quiet_from:?}"
     );
-    // Nothing is written for two leases, then the beat tries again.
+    // Nothing is written for two leases (the defaults' lease, skew, two renewals and a poll
+    // are less), then the beat tries again.
+    assert_eq!(beat.quiet_for(), 20 * S);
     assert_eq!(
         beat.next(quiet_from + 19 * S, ms(quiet_from + 19 * S)),
         BeatNext::Wait(Some(quiet_from + 20 * S))
@@ -191,6 +193,33 @@ fn beats_tried_for_a_lease_with_no_chain_fall_quiet_for_two_leases() {
         beat.next(quiet_from + 20 * S, ms(quiet_from + 20 * S)),
         BeatNext::Send { .. }
     ));
+}
+
+#[test]
+fn a_quiet_beat_outlasts_a_lapse_and_the_takers_next_look() {
+    // With the handover poll off, the takers look at each listing (30 s here).
+    let timings = LeaseTimings::default()
+        .with_handover_poll_interval(Duration::ZERO)
+        .with_listing_interval(30 * S);
+    let beat = BeatLease::<Duration>::new(timings);
+    // 10 s lease + 1 s skew + two 3 s renewals + a 30 s listing.
+    assert_eq!(beat.quiet_for(), 47 * S);
+}
+
+#[test]
+fn beats_refused_unapplied_never_fall_quiet() {
+    let mut beat = beat();
+    let mut now = Duration::ZERO;
+    while now < 60 * S {
+        match beat.next(now, ms(now)) {
+            BeatNext::Send { .. } => {
+                let news = beat.on_answer(now, ms(now), BeatAnswer::NotApplied);
+                assert_eq!(news, Some(BeatNews::Failed), "at {now:?}");
+            }
+            BeatNext::Wait(Some(at)) => now = at,
+            BeatNext::Wait(None) => panic!("nothing in flight"),
+        }
+    }
 }
 
 #[test]
