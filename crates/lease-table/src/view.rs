@@ -14,18 +14,25 @@ pub type Row = (LeaseKey, LeaseState, Option<String>);
 pub type Notices = HashMap<String, Notice>;
 
 /// A held row's expiry as the takers judge it at `now_ms`: its own, or for a row kept alive by
-/// beat its holder's beat in its stream's notice (0 when the notice shows none); and whether
-/// it is kept by beat.
-fn judged_expiry(key: &LeaseKey, row: &LeaseState, notices: &Notices, now_ms: u64) -> (u64, bool) {
+/// beat its holder's beat in its stream's notice (0 when the notice shows none; `None` when the
+/// notice could not be read); and whether it is kept by beat.
+fn judged_expiry(
+    key: &LeaseKey,
+    row: &LeaseState,
+    notices: &Notices,
+    now_ms: u64,
+) -> (Option<u64>, bool) {
     if !row.is_kept_by_beat(now_ms) {
-        return (row.expiry_ms, false);
+        return (Some(row.expiry_ms), false);
     }
-    let beat = row.owner.as_deref().and_then(|holder| {
-        notices
-            .get(key.stream())
-            .and_then(|notice| notice.beats.get(holder))
-    });
-    (beat.copied().unwrap_or(0), true)
+    let Some(notice) = notices.get(key.stream()) else {
+        return (None, true);
+    };
+    let beat = row
+        .owner
+        .as_deref()
+        .and_then(|holder| notice.beats.get(holder));
+    (Some(beat.copied().unwrap_or(0)), true)
 }
 
 /// The column headers, in order.
@@ -46,7 +53,8 @@ const KEPT_DIGITS: usize = 12;
 
 /// What the lease of `key`'s row has left at `now_ms` (epoch milliseconds): `-` for a released
 /// row, `expired` once its expiry has passed, else the time left in seconds with one decimal;
-/// for a row kept alive by its holder's beat, the beat's (`4.2 s by beat`, `beat lapsed`).
+/// for a row kept alive by its holder's beat, the beat's (`4.2 s by beat`, `beat lapsed`, or
+/// `beat unknown` when the stream's notice could not be read).
 ///
 /// The expiry is written by the holder's clock and compared with this machine's, so it is as
 /// exact as the two clocks agree.
@@ -55,7 +63,9 @@ pub fn expires_in(key: &LeaseKey, row: &LeaseState, notices: &Notices, now_ms: u
     if row.owner.is_none() {
         return "-".to_owned();
     }
-    let (expiry_ms, by_beat) = judged_expiry(key, row, notices, now_ms);
+    let (Some(expiry_ms), by_beat) = judged_expiry(key, row, notices, now_ms) else {
+        return "beat unknown".to_owned();
+    };
     if expiry_ms <= now_ms {
         return if by_beat { "beat lapsed" } else { "expired" }.to_owned();
     }
@@ -70,9 +80,11 @@ pub fn expires_in(key: &LeaseKey, row: &LeaseState, notices: &Notices, now_ms: u
 
 /// Whether a held row's lease (or its holder's beat) has expired at `now_ms` by this machine's
 /// clock, without the takers' skew tolerance: what the EXPIRES IN column and the summary's
-/// LAPSED count say.
+/// LAPSED count say. A beat that could not be read counts as held.
 fn lapsed(key: &LeaseKey, row: &LeaseState, notices: &Notices, now_ms: u64) -> bool {
-    judged_expiry(key, row, notices, now_ms).0 <= now_ms
+    judged_expiry(key, row, notices, now_ms)
+        .0
+        .is_some_and(|expiry_ms| expiry_ms <= now_ms)
 }
 
 /// A checkpoint that fits a column: `-` before the first one, `SHARD_END` and `SHARD_SKIPPED` as
@@ -191,15 +203,13 @@ pub fn json(table: &str, rows: &[Row], notices: &Notices, now_ms: u64) -> serde_
         .iter()
         .map(|(key, row, application)| {
             let (expiry_ms, by_beat) = judged_expiry(key, row, notices, now_ms);
+            let expiry_ms = expiry_ms.filter(|_| row.owner.is_some());
             serde_json::json!({
                 "stream": key.stream(),
                 "shard": key.shard(),
                 "owner": row.owner,
-                "expiry_ms": row.owner.as_ref().map(|_| expiry_ms),
-                "expires_in_ms": row
-                    .owner
-                    .as_ref()
-                    .map(|_| i128::from(expiry_ms) - i128::from(now_ms)),
+                "expiry_ms": expiry_ms,
+                "expires_in_ms": expiry_ms.map(|expiry_ms| i128::from(expiry_ms) - i128::from(now_ms)),
                 "kept_by_beat": by_beat,
                 "counter": row.counter,
                 "checkpoint": row.checkpoint,
@@ -344,6 +354,11 @@ mod tests {
         );
         let stranger = row(Some("pod-z"), kept, 3, None);
         assert_eq!(expires_in(&key(), &stranger, &notices, NOW), "beat lapsed");
+        // A notice that could not be read says nothing of the beat.
+        assert_eq!(
+            expires_in(&key(), &held, &Notices::new(), NOW),
+            "beat unknown"
+        );
         let rows = vec![(key(), held, None), (key(), stranger, None)];
         let (owners, _, _) = shares(&rows, &notices, NOW);
         assert_eq!(

@@ -617,24 +617,26 @@ impl KinesisBroker {
         // the earlier run's rows at once (by counter, as its own), since nothing the paused run
         // writes on a schedule would be refused and stop it. It takes them over once the
         // earlier run's beat lapsed, as any other instance's.
-        let owner = if self.by_beat {
-            Arc::from(format!("{}#{:08x}", self.owner, rand::random::<u32>()))
-        } else {
-            self.owner
-        };
+        let run_owner = self
+            .by_beat
+            .then(|| Arc::from(format!("{}#{:08x}", self.owner, rand::random::<u32>())));
+        let instance = Instance::new(
+            kinesis,
+            self.store,
+            self.owner,
+            if self.by_beat {
+                self.timings.kept_by_beat()
+            } else {
+                self.timings
+            },
+            self.balance,
+            self.meters,
+        );
         ConnectedKinesisBroker {
-            instance: Instance::new(
-                kinesis,
-                self.store,
-                owner,
-                if self.by_beat {
-                    self.timings.kept_by_beat()
-                } else {
-                    self.timings
-                },
-                self.balance,
-                self.meters,
-            ),
+            instance: match run_owner {
+                Some(owner) => instance.holding_as(owner),
+                None => instance,
+            },
             create_streams: self.create_streams,
             streams: Registry::default(),
             record_limits: Arc::default(),

@@ -44,6 +44,9 @@ pub(crate) struct Instance {
     store: Arc<dyn LeaseStore>,
     meters: Meters,
     owner: Arc<str>,
+    /// The owner id the metrics carry: the broker's, without a run's suffix (leases kept alive
+    /// by beat), so a restart adds no series.
+    owner_label: Arc<str>,
     timings: LeaseTimings,
     /// Whether the instances balance the shards by handoffs.
     balance: bool,
@@ -80,6 +83,7 @@ impl Instance {
             kinesis,
             store,
             meters,
+            owner_label: Arc::clone(&owner),
             owner,
             timings,
             balance,
@@ -92,6 +96,12 @@ impl Instance {
             #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
             journal: None,
         }
+    }
+
+    /// The instance holds its rows as `owner` (a run's own, kept alive by beat), its metrics
+    /// still labelled with the owner id it was made with.
+    pub(crate) fn holding_as(self, owner: Arc<str>) -> Self {
+        Self { owner, ..self }
     }
 
     /// In process: the instance records its exactly-once handlings in `journal`.
@@ -163,6 +173,8 @@ pub(crate) struct Subscription {
     /// Where this subscription's reads and leases are counted.
     pub(super) meters: Meters,
     pub(super) owner: Arc<str>,
+    /// The owner id the metrics carry (without a run's suffix).
+    pub(super) owner_label: Arc<str>,
     pub(super) timings: LeaseTimings,
     /// How each shard is read (from the subscription's `KinesisStream`).
     pub(super) read: ReadSettings,
@@ -221,6 +233,7 @@ impl Subscription {
             store,
             meters,
             owner,
+            owner_label,
             timings,
             balance,
             incarnation,
@@ -263,6 +276,7 @@ impl Subscription {
             kinesis,
             meters,
             owner,
+            owner_label,
             timings,
             read,
             stall_after: source.stall_after,

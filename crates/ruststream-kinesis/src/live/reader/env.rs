@@ -19,7 +19,7 @@ impl ShardEnv {
             owner: Arc::clone(&home.owner),
             store: Arc::clone(&home.store),
             kinesis: home.kinesis.clone(),
-            meters: home.meters.shard(&home.stream, shard, &home.owner),
+            meters: home.meters.shard(&home.stream, shard, &home.owner_label),
             lease: home.timings.row_lease(),
             batch_size: home.read.batch_size,
             event_silence: home.read.pace.event_silence,
