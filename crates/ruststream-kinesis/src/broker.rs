@@ -990,6 +990,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::doubles::five_calls::FiveCalls;
 
     fn poll_off(listing: Duration) -> LeaseTimings {
         LeaseTimings::default()
@@ -1025,54 +1026,6 @@ mod tests {
         }
     }
 
-    /// A store of rows alone: no `take_over`, no notices.
-    #[derive(Debug)]
-    struct RowsOnly(MemoryLeaseStore);
-
-    impl LeaseStore for RowsOnly {
-        fn acquire<'a>(
-            &'a self,
-            key: &'a crate::LeaseKey,
-            owner: &'a str,
-            lease: Duration,
-        ) -> crate::LeaseFuture<'a, crate::LeaseState> {
-            self.0.acquire(key, owner, lease)
-        }
-
-        fn renew<'a>(
-            &'a self,
-            key: &'a crate::LeaseKey,
-            owner: &'a str,
-            lease: Duration,
-        ) -> crate::LeaseFuture<'a, crate::LeaseState> {
-            self.0.renew(key, owner, lease)
-        }
-
-        fn checkpoint<'a>(
-            &'a self,
-            key: &'a crate::LeaseKey,
-            owner: &'a str,
-            checkpoint: &'a str,
-        ) -> crate::LeaseFuture<'a, ()> {
-            self.0.checkpoint(key, owner, checkpoint)
-        }
-
-        fn read<'a>(
-            &'a self,
-            key: &'a crate::LeaseKey,
-        ) -> crate::LeaseFuture<'a, Option<crate::LeaseState>> {
-            self.0.read(key)
-        }
-
-        fn release<'a>(
-            &'a self,
-            key: &'a crate::LeaseKey,
-            owner: &'a str,
-        ) -> crate::LeaseFuture<'a, ()> {
-            self.0.release(key, owner)
-        }
-    }
-
     #[tokio::test]
     async fn leases_kept_alive_by_beat_are_refused_with_balancing_and_on_a_store_without_beats() {
         let by_beat = || {
@@ -1089,7 +1042,7 @@ mod tests {
             message.contains("balance_shards") && message.contains("keep_leases_alive_by_beat"),
             "{message}"
         );
-        let rows_only = by_beat().lease_store(Arc::new(RowsOnly(MemoryLeaseStore::new())));
+        let rows_only = by_beat().lease_store(Arc::new(FiveCalls(MemoryLeaseStore::new())));
         let Err(KinesisError::Config { message }) = rows_only.connect().await else {
             panic!("a store that cannot take a shard over is refused");
         };
@@ -1099,7 +1052,8 @@ mod tests {
         );
         // The in-memory store can, and so can the same store renewing per row.
         assert!(by_beat().beat_fits().is_ok());
-        let per_row = KinesisBroker::new().lease_store(Arc::new(RowsOnly(MemoryLeaseStore::new())));
+        let per_row =
+            KinesisBroker::new().lease_store(Arc::new(FiveCalls(MemoryLeaseStore::new())));
         assert!(per_row.beat_fits().is_ok());
     }
 }

@@ -34,8 +34,7 @@ pub(crate) fn split_fleet(
     by_beat: bool,
     now_ms: u64,
 ) -> Option<SplitFleet> {
-    let mut split: Vec<SplitFleet> = rows
-        .iter()
+    rows.iter()
         .filter_map(|(shard, row)| {
             let row = row.as_ref()?;
             let holder = row.owner.as_deref().filter(|holder| *holder != owner)?;
@@ -51,10 +50,8 @@ pub(crate) fn split_fleet(
                 theirs_by_beat,
             })
         })
-        .collect();
-    // The same row named each time, whatever the map's order.
-    split.sort_by(|a, b| a.shard.cmp(&b.shard));
-    split.into_iter().next()
+        // The same row named each time, whatever the map's order.
+        .min_by(|a, b| a.shard.cmp(&b.shard))
 }
 
 #[cfg(test)]

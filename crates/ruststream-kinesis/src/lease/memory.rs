@@ -370,51 +370,11 @@ impl LeaseStore for MemoryLeaseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doubles::five_calls::FiveCalls;
 
     #[tokio::test]
     async fn the_store_passes_the_lease_store_suite() {
         crate::lease::suite::run(&MemoryLeaseStore::new(), Duration::from_millis(300)).await;
-    }
-
-    /// A store of the five required calls only: the provided ones run as the trait writes them.
-    #[derive(Debug)]
-    struct FiveCalls(MemoryLeaseStore);
-
-    impl LeaseStore for FiveCalls {
-        fn acquire<'a>(
-            &'a self,
-            key: &'a LeaseKey,
-            owner: &'a str,
-            lease: Duration,
-        ) -> LeaseFuture<'a, LeaseState> {
-            self.0.acquire(key, owner, lease)
-        }
-
-        fn renew<'a>(
-            &'a self,
-            key: &'a LeaseKey,
-            owner: &'a str,
-            lease: Duration,
-        ) -> LeaseFuture<'a, LeaseState> {
-            self.0.renew(key, owner, lease)
-        }
-
-        fn checkpoint<'a>(
-            &'a self,
-            key: &'a LeaseKey,
-            owner: &'a str,
-            checkpoint: &'a str,
-        ) -> LeaseFuture<'a, ()> {
-            self.0.checkpoint(key, owner, checkpoint)
-        }
-
-        fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseState>> {
-            self.0.read(key)
-        }
-
-        fn release<'a>(&'a self, key: &'a LeaseKey, owner: &'a str) -> LeaseFuture<'a, ()> {
-            self.0.release(key, owner)
-        }
     }
 
     /// The memory store keeps the figure: the suite's `checkpoint-lag` check runs in full.

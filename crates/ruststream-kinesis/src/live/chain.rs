@@ -2,8 +2,8 @@
 //! the coordinator's driver (which takes nothing while the chain does not count) and with the
 //! readers' start (a shard just taken follows the chain from there).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -11,11 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Instant;
 use crate::lease::epoch_millis;
+use crate::live::lock;
 use crate::shard::lease::beat::BeatGrant;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// One subscription's chain of beats as its driver last heard it, shared with the coordinator's
 /// driver and the readers' start.
@@ -69,10 +66,7 @@ impl Beats {
         let waited = tokio::time::timeout(bound, async {
             loop {
                 let began = self.began.notified();
-                if self.counts_now()
-                    || self.coordinator_exited.load(Ordering::Acquire)
-                    || cancel.is_cancelled()
-                {
+                if self.counts_now() || self.has_coordinator_exited() || cancel.is_cancelled() {
                     return;
                 }
                 tokio::select! {

@@ -17,3 +17,10 @@ pub(crate) mod pause;
 pub(crate) mod reader;
 pub(crate) mod subscription;
 pub(crate) mod upkeep;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks `mutex`, whatever a panicking holder left.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
@@ -21,6 +21,7 @@ use crate::kinesis::fan_out::Consumer;
 use crate::lease::{LeaseStore, Timed};
 use crate::live::chain::Beats;
 use crate::live::heard::Heard;
+use crate::live::lock;
 use crate::live::pause::Pause;
 use crate::live::upkeep::Upkeeps;
 use crate::shard::{ReadSettings, ShardHandle, Stop};
@@ -366,9 +367,4 @@ impl Subscription {
     pub(super) fn told(&self) -> Vec<Heard> {
         std::mem::take(&mut *lock(&self.heard))
     }
-}
-
-/// Locks `mutex`, whatever a panicking holder left.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -375,15 +375,9 @@ impl ShardHandle {
         applied
     }
 
-    /// Stops deliveries from this shard at once, and writes no checkpoint of it any more: its
-    /// lease ran out by this instance's clock. A shard already closing goes on closing.
-    #[cfg(test)]
-    pub(crate) fn stop(&self) {
-        self.abandon();
-    }
-
     /// Stops deliveries from this shard at once, and writes no checkpoint of it any more, as a
-    /// lease that ran out: its reader ended without handing it back (a panicking task).
+    /// lease that ran out by this instance's clock (its reader ended without handing it back: a
+    /// panicking task). A shard already closing goes on closing.
     pub(crate) fn abandon(&self) {
         self.lock().run_out();
         self.halted();
@@ -667,7 +661,7 @@ mod tests {
         let closed = Arc::new(AtomicBool::new(false));
         let (handle, tickets) = taken(&closed, &["1", "2"]);
         handle.settle(tickets[0]).unwrap();
-        handle.stop();
+        handle.abandon();
         let err = handle.settle(tickets[1]).unwrap_err();
         assert!(
             matches!(err, KinesisError::SettledAfterHandover { ref shard, .. } if shard == "shardId-000000000000"),

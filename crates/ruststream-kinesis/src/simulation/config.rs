@@ -350,8 +350,7 @@ impl Config {
     /// (`SIM_BEAT=1` draws it in every one, to replay a seed found in beat mode).
     fn with_beat_mode(mut self, rng: &StdRng) -> Self {
         let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0xbea7_0b0e);
-        let forced = std::env::var("SIM_BEAT").is_ok_and(|value| value == "1");
-        if side.random_bool(1.0 / 3.0) || forced {
+        if side.random_bool(1.0 / 3.0) || beat_forced() {
             self.timings = self.timings.kept_by_beat();
         }
         self
@@ -439,4 +438,10 @@ impl Config {
         self.timings = self.timings.with_handoff_drain(drain);
         self
     }
+}
+
+/// Whether `SIM_BEAT=1` asks for every schedule (and the fleet) to keep its leases alive by
+/// beat.
+pub(super) fn beat_forced() -> bool {
+    std::env::var("SIM_BEAT").is_ok_and(|value| value == "1")
 }

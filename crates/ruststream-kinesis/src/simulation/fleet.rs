@@ -402,7 +402,7 @@ fn a_fleet_of_any_size() {
         .ok()
         .map(|budget| budget.parse().expect("SIM_TAKE_BUDGET: takes a second"));
     // `SIM_BEAT=1`: the fleet keeps its leases alive by beat.
-    let liveness = if std::env::var("SIM_BEAT").is_ok_and(|value| value == "1") {
+    let liveness = if super::config::beat_forced() {
         Liveness::ByBeat
     } else {
         Liveness::PerRow
