@@ -157,8 +157,8 @@ impl Fleet {
                 LeaseTimings::default(),
                 Mount {
                     registry: Some(registry.clone()),
-                    // Balancing is not built with leases kept alive by beat: the first instance
-                    // keeps every shard.
+                    // Balancing is not built with leases kept alive by beat: instances that start
+                    // together split the new shards by turn, and nothing moves afterwards.
                     balance: !by_beat,
                     by_beat,
                     from_start: false,

@@ -5,7 +5,8 @@
 //! runs under this one's owner id ([`twins`]), whether the fleet keeps its leases alive one way
 //! ([`modes`]), what the handover poll keeps between listings so
 //! that it reads the rows only when they moved ([`watch`]), how fast it takes shards
-//! ([`take_pace`]), and one take's calls ([`take`]). `live/coordinator` executes them on tokio;
+//! ([`take_pace`]), whose turn a free shard is among instances that do not balance ([`turns`]),
+//! and one take's calls ([`take`]). `live/coordinator` executes them on tokio;
 //! the simulation drives the same types on a virtual clock.
 
 pub(crate) mod balance;
@@ -16,5 +17,6 @@ pub(crate) mod plan;
 pub(crate) mod rounds;
 pub(crate) mod take;
 pub(crate) mod take_pace;
+pub(crate) mod turns;
 pub(crate) mod twins;
 pub(crate) mod watch;

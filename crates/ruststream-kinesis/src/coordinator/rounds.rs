@@ -483,8 +483,9 @@ impl<T: Moment> Rounds<T> {
             self.next_listing
         };
         if let Some(passes) = self.paced.take() {
-            if passes.planned_before_a_seek(coordinator) {
-                // Its takes would start where shards started before the seek: plan again.
+            if passes.planned_before_a_seek(coordinator) || passes.planned_blind(coordinator) {
+                // Its takes would start where shards started before the seek, or take the
+                // turns of peers it did not know then: plan again.
                 return Some(self.round(reading, now));
             }
             if coordinator.is_paused() || !coordinator.beat_allows_takes() {

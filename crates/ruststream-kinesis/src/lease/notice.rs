@@ -45,6 +45,21 @@ pub struct Notice {
     pub incarnations: BTreeMap<String, String>,
 }
 
+#[cfg(test)]
+impl Notice {
+    /// A notice at counter 1 with a beat of each of `owners` until `until_ms`.
+    pub(crate) fn beating(owners: &[&str], until_ms: u64) -> Self {
+        Self {
+            counter: 1,
+            beats: owners
+                .iter()
+                .map(|owner| ((*owner).to_owned(), until_ms))
+                .collect(),
+            ..Self::default()
+        }
+    }
+}
+
 impl Notice {
     /// Whether `owner`'s beat still runs at `now_ms`, judged as lease expiries are: it lapses once
     /// it lies more than [`SKEW_TOLERANCE`] in the past.

@@ -427,7 +427,8 @@ fn a_fleet_split_between_the_two_ways_is_told_once_and_still_takes_what_is_free(
                 ..LeaseState::default()
             }),
         ),
-        (Arc::from("shardId-1"), None),
+        // Released (a shard never taken would be pod B's turn or this one's: `turns`).
+        (Arc::from("shardId-1"), Some(LeaseState::default())),
     ]
     .into();
     let none = HashSet::new();
@@ -465,4 +466,99 @@ fn a_fleet_split_between_the_two_ways_is_told_once_and_still_takes_what_is_free(
     let later = NOW_MS + 5_000 + 1_001;
     assert_eq!(planned(&mut coordinator, later), 2);
     assert_eq!(coordinator.split_news(), None);
+}
+
+/// Issue 29, item 4: instances that do not balance and start together split the shards never
+/// taken by turn rather than racing for the same ones (`turns`), leave the others' turns a
+/// grace and the pace's time, and take a released shard at once, in an order of their own.
+#[test]
+fn an_instance_that_does_not_balance_takes_its_turns_of_new_shards_and_any_released_one() {
+    let listing: Vec<ShardInfo> = (0..40)
+        .map(|n| shard(&format!("shardId-{n}"), &[], false))
+        .collect();
+    let mut rows = no_rows(&listing);
+    let none = HashSet::new();
+    let planned = |coordinator: &mut Coordinator<Duration>, rows: &Rows, elapsed: Duration| {
+        let now_ms = NOW_MS + crate::lease::millis(elapsed);
+        coordinator
+            .shards_to_take(
+                &listing,
+                rows,
+                &none,
+                |_| false,
+                OWNER,
+                (elapsed, now_ms),
+                true,
+            )
+            .into_iter()
+            .map(|(shard, _)| shard.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
+    // Alone as far as it knows: every shard, in the listing's order.
+    let alone = planned(&mut coordinator, &rows, Duration::ZERO);
+    assert_eq!(alone.len(), 40);
+    assert_eq!(alone[0], "shardId-0");
+    // A notice shows its beat and pod-b's: its turns only, the others' left to pod-b.
+    let notice = Notice::beating(&[OWNER, "pod-b"], NOW_MS + 10_000);
+    coordinator.noticed(&notice, &none, OWNER, Duration::ZERO, NOW_MS);
+    let turns = super::super::turns::Turns::new(OWNER, ["pod-b"]);
+    let mine = planned(&mut coordinator, &rows, Duration::ZERO);
+    assert!(
+        !mine.is_empty() && mine.len() < 40,
+        "some turns each: {mine:?}"
+    );
+    assert!(mine.iter().all(|id| turns.is_mine(id)), "{mine:?}");
+    assert_eq!(
+        mine.len(),
+        listing.iter().filter(|s| turns.is_mine(&s.id)).count()
+    );
+    // Still free after two handover polls and the pace's time: pod-b did not take them.
+    let later = Duration::from_secs(2) + coordinator.pace.time_for(40);
+    assert_eq!(planned(&mut coordinator, &rows, later).len(), 40);
+    // A released row goes by no turn: taken at once, in this instance's own order.
+    let released: Arc<str> = Arc::from("shardId-0");
+    let other: Arc<str> = Arc::from("shardId-1");
+    rows.insert(Arc::clone(&released), Some(LeaseState::default()));
+    rows.insert(Arc::clone(&other), Some(LeaseState::default()));
+    let mut fresh = self::coordinator(KinesisPosition::TrimHorizon);
+    fresh.noticed(&notice, &none, OWNER, Duration::ZERO, NOW_MS);
+    let plan = planned(&mut fresh, &rows, Duration::ZERO);
+    assert!(plan.contains(&released.to_string()) && plan.contains(&other.to_string()));
+    let by_weight: Vec<u64> = plan.iter().map(|id| turns.weight(id)).collect();
+    assert!(
+        by_weight.windows(2).all(|pair| pair[0] >= pair[1]),
+        "heaviest first: {plan:?}"
+    );
+}
+
+/// Before a notice showed its own beat, an instance takes as one of twenty (`PEERS_UNKNOWN`):
+/// a fleet starting together does not write a whole budget each in its first second.
+#[test]
+fn an_instance_takes_at_a_twentieth_of_the_budget_until_it_knows_its_peers() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
+    let budget = crate::coordinator::take_pace::FLEET_TAKES_PER_SECOND;
+    let unknown = coordinator.take_allowance(Duration::ZERO, NOW_MS, 1_000);
+    assert_eq!(unknown as u64, budget / 20);
+    assert!(!coordinator.knows_peers());
+    let notice = Notice::beating(&[OWNER], NOW_MS + 10_000);
+    coordinator.noticed(&notice, &HashSet::new(), OWNER, Duration::ZERO, NOW_MS);
+    assert!(coordinator.knows_peers());
+    coordinator.spend_takes(unknown);
+    let second = Duration::from_secs(1);
+    assert_eq!(
+        coordinator.take_allowance(second, NOW_MS + 1_000, 1_000) as u64,
+        budget,
+        "alone, the whole budget a second once it knows"
+    );
+    // With the handover poll off no beat is read: it knows all it will, at once.
+    let mut frugal = Coordinator::<Duration>::new(
+        LeaseTimings::default().with_handover_poll_interval(Duration::ZERO),
+        KinesisPosition::TrimHorizon,
+    );
+    assert!(frugal.knows_peers());
+    assert_eq!(
+        frugal.take_allowance(Duration::ZERO, NOW_MS, 1_000) as u64,
+        budget
+    );
 }

@@ -734,16 +734,22 @@ impl Rig {
     fn listed_fresh(budget: u64, count: usize, now: Duration) -> Self {
         let mut rig = Rig::new();
         rig.coordinator = Coordinator::new(LeaseTimings::default(), KinesisPosition::TrimHorizon)
-            .with_take_budget(budget);
+            .with_take_budget(budget)
+            .without_waiting_for_peers();
         rig.first_listing_of(count, now);
-        rig.rounds.rows_listed(
-            &mut rig.coordinator,
+        rig.no_rows_listed(now);
+        rig
+    }
+
+    /// The rows' `list` answered at `now`: the table has no rows.
+    fn no_rows_listed(&mut self, now: Duration) {
+        self.rounds.rows_listed(
+            &mut self.coordinator,
             Listed::Rows(Vec::new()),
             OWNER,
             now,
-            NOW_MS,
+            NOW_MS + millis(now),
         );
-        rig
     }
 }
 
@@ -846,4 +852,68 @@ fn a_seek_while_takes_wait_for_the_pace_plans_them_again() {
     let step = rig.next(end);
     assert!(matches!(step, Step::ListShards), "{step:?}");
     assert_eq!(rig.rounds.paced_takes(), 0, "the queue went");
+}
+
+/// Issue 29, item 4: takes queued before the instance knew its peers take every shard never
+/// taken (alone, by what it knew, each was its turn); once a notice shows its beat and the
+/// others', a round plans again on their turns rather than racing them for a listing interval.
+#[test]
+fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
+    let now = Duration::ZERO;
+    let mut rig = Rig::new();
+    rig.first_listing_of(100, now);
+    rig.no_rows_listed(now);
+    let Step::Take(first) = rig.next(now) else {
+        panic!("the takes the pace allows go out");
+    };
+    assert_eq!(first.len(), 25, "a twentieth of the budget, peers unknown");
+    // Its takes are read from here on.
+    rig.reading
+        .extend(first.iter().map(|(shard, _)| Arc::clone(&shard.id)));
+    let end = Duration::from_millis(100);
+    rig.rounds.took(&mut rig.coordinator, end);
+    assert_eq!(rig.rounds.paced_takes(), 75);
+    // The poll's notice shows this instance's beat and another's.
+    let notice = Notice::beating(&[OWNER, "pod-b"], NOW_MS + 10_000);
+    let turns = crate::coordinator::turns::Turns::new(OWNER, ["pod-b"]);
+    let (mut at, mut noticed, mut replanned) = (end, None, false);
+    let mut after_notice = Vec::new();
+    while at < Duration::from_secs(3) {
+        match rig.next(at) {
+            Step::Wait(Some(next)) => at = next,
+            Step::Take(batch) => {
+                // Within the grace after the notice (two polls): the others' turns wait for it.
+                if noticed.is_some_and(|noticed| at < noticed + POLL * 2) {
+                    after_notice.extend(batch.iter().map(|(shard, _)| shard.id.to_string()));
+                }
+                rig.reading
+                    .extend(batch.iter().map(|(shard, _)| Arc::clone(&shard.id)));
+                rig.rounds.took(&mut rig.coordinator, at);
+            }
+            Step::ReadNotice => {
+                noticed.get_or_insert(at);
+                rig.rounds.notice_read(
+                    &mut rig.coordinator,
+                    NoticeRead::Notice(notice.clone()),
+                    OWNER,
+                    at,
+                    NOW_MS + millis(at),
+                );
+            }
+            Step::ListShards => {
+                replanned = true;
+                let listing: Vec<ShardInfo> =
+                    (0..100).map(|n| shard(&format!("shardId-{n}"))).collect();
+                rig.rounds
+                    .listed(&mut rig.coordinator, Shards::Listed(listing), at);
+            }
+            Step::ListRows => rig.no_rows_listed(at),
+            step => panic!("{step:?} at {at:?}"),
+        }
+    }
+    assert!(noticed.is_some() && replanned, "a round planned again");
+    assert!(
+        !after_notice.is_empty() && after_notice.iter().all(|id| turns.is_mine(id)),
+        "once the peers are known, only its turns: {after_notice:?}"
+    );
 }

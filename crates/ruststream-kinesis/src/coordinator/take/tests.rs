@@ -14,7 +14,7 @@ const NOW_MS: u64 = 1_700_000_000_000;
 const NOW: Duration = Duration::from_secs(100);
 
 fn coordinator() -> Coordinator<Duration> {
-    Coordinator::new(LeaseTimings::default(), KinesisPosition::Latest)
+    Coordinator::new(LeaseTimings::default(), KinesisPosition::Latest).without_waiting_for_peers()
 }
 
 fn take(purpose: TakeFor) -> Take<Duration> {
