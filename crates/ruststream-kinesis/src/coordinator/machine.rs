@@ -116,6 +116,9 @@ pub(crate) struct Coordinator<T> {
     /// How many shards were free to anyone (or handed to it) at a balancing instance's last
     /// round: what the takes it still has planned are a part of ([`take_pace`](super::take_pace)).
     free_seen: Option<usize>,
+    /// Takes planned before this instance knew its peers wait for the pace
+    /// ([`RoundPasses::planned_blind`]): it beats until a notice shows its beat.
+    blind_takes_wait: bool,
     /// How often a seek moved where shards without a checkpoint start ([`start_at`](Self::start_at)).
     starts_moved: u64,
     /// Liveness by beat: whether this instance's chain of beats counts now (as its driver last
@@ -168,6 +171,7 @@ impl<T: Moment> Coordinator<T> {
             weighed: None,
             pace: TakePace::default(),
             free_seen: None,
+            blind_takes_wait: false,
             starts_moved: 0,
             beat_counts: false,
             split: None,
@@ -258,10 +262,11 @@ impl<T: Moment> Coordinator<T> {
         self.peers_wait_until().is_some_and(|until| now < until)
     }
 
-    /// Takes free shards from its first plan, as before it waited for its peers, and at its
-    /// whole share before a notice showed its beat ([`knows_peers`](Self::knows_peers)): the
-    /// simulation's schedules pinned before then replay so, and the tests of the pace count
-    /// an instance alone.
+    /// Takes free shards from its first plan, as before it waited for its peers, at its whole
+    /// share before a notice showed its beat ([`knows_peers`](Self::knows_peers)), and without
+    /// turns, in the listing's order ([`leave_others_turns`](Self::leave_others_turns)): the
+    /// simulation's schedules pinned before then replay so, and the tests of the pace count an
+    /// instance alone.
     #[cfg(test)]
     #[must_use]
     pub(crate) fn without_waiting_for_peers(mut self) -> Self {
@@ -271,16 +276,27 @@ impl<T: Moment> Coordinator<T> {
 
     /// Until when [`waits_for_peers`](Self::waits_for_peers) may hold, while it may.
     pub(super) fn peers_wait_until(&self) -> Option<T> {
-        if !self.balancing || self.knows_peers() {
+        if !self.balancing || self.peers_seen() {
             return None;
         }
         self.first_plan.map(|at| at + self.timings.lease())
     }
 
-    /// Whether this instance knows the other instances as well as it will: a notice showed its
-    /// own beat (so those of the instances that started with it), the store keeps no notices,
-    /// or the handover poll is off (it reads no beats to know them by).
-    pub(crate) fn knows_peers(&self) -> bool {
+    /// Whether this instance knows the other instances as well as it will at `now`: a notice
+    /// showed its own beat (so those of the instances that started with it), the store keeps no
+    /// notices, or the handover poll is off (it reads no beats to know them by); or its first
+    /// plan is a lease old, as a balancing instance stops waiting for its peers then (a beat that
+    /// keeps failing must not hold its takes to a twentieth of the budget for good).
+    pub(crate) fn knows_peers(&self, now: T) -> bool {
+        self.peers_seen()
+            || self
+                .first_plan
+                .is_some_and(|at| now >= at + self.timings.lease())
+    }
+
+    /// Whether a notice showed this instance's own beat, the store keeps no notices, or the
+    /// handover poll is off: [`knows_peers`](Self::knows_peers) without the time limit.
+    fn peers_seen(&self) -> bool {
         #[cfg(test)]
         if self.no_peers_wait {
             return true;
@@ -393,7 +409,7 @@ impl<T: Moment> Coordinator<T> {
         self.first_plan.get_or_insert(now);
         let mut takeable = self.takeable(listing, rows, skip, owner, now, now_ms);
         if !self.balancing {
-            self.leave_others_turns(&mut takeable, rows, owner, now, now_ms);
+            self.leave_others_turns(&mut takeable, listing, rows, owner, (now, now_ms));
             return takeable;
         }
         let handed = |shard: &ShardInfo| {
@@ -496,34 +512,47 @@ impl<T: Moment> Coordinator<T> {
     /// the others' turns to them ([`leave_to_others`](Self::leave_to_others)). A released or
     /// lapsed lease is taken by whoever comes first, as before, so no view of the beats delays a
     /// hand-over or a takeover (the instance that released a shard as it stopped still beats,
-    /// and its turns would wait out the grace: the random schedules found it); each instance
-    /// tries them in the order of its own weights, so that instances do not all race for the
-    /// same one first. With the handover poll off no beat is read, and every shard is its turn.
+    /// and its turns would wait out the grace: the random schedules found it), and so is a
+    /// child of a listed parent (a reshard's children: the instance whose turn it is may hear of
+    /// them a listing later, review of the fourteenth session). Each instance tries the shards
+    /// in the order of its own weights, so that instances that do not know each other yet do
+    /// not all race for the same ones first. With the handover poll off no beat is read, and
+    /// every shard is its turn.
     fn leave_others_turns(
         &mut self,
         takeable: &mut Vec<(&ShardInfo, TakeFor)>,
+        listing: &[ShardInfo],
         rows: &Rows,
         owner: &str,
-        now: T,
-        now_ms: u64,
+        (now, now_ms): (T, u64),
     ) {
+        #[cfg(test)]
+        if self.no_peers_wait {
+            // As before the turns: schedules pinned before then replay so.
+            return;
+        }
         let turns = if self.reads_notices_to_take() {
             Turns::new(owner, self.watch.live_beats(now_ms))
         } else {
             Turns::new(owner, [])
         };
-        let by_turn = |shard: &ShardInfo| rows.get(&shard.id).and_then(Option::as_ref).is_none();
+        takeable.sort_by_cached_key(|(shard, _)| std::cmp::Reverse(turns.weight(&shard.id)));
+        if turns.alone() && self.left_free.is_empty() {
+            return;
+        }
+        let listed: HashSet<&str> = listing.iter().map(|shard| shard.id.as_ref()).collect();
+        let by_turn = |shard: &ShardInfo| {
+            rows.get(&shard.id).and_then(Option::as_ref).is_none()
+                && !shard
+                    .parents
+                    .iter()
+                    .any(|parent| listed.contains(parent.as_ref()))
+        };
         let free: Vec<Arc<str>> = takeable
             .iter()
             .filter(|(shard, purpose)| *purpose != TakeFor::Skipping && by_turn(shard))
             .map(|(shard, _)| Arc::clone(&shard.id))
             .collect();
-        if turns.alone() && self.left_free.is_empty() {
-            return;
-        }
-        if !turns.alone() {
-            takeable.sort_by_cached_key(|(shard, _)| std::cmp::Reverse(turns.weight(&shard.id)));
-        }
         self.leave_to_others(
             takeable,
             |shard| turns.alone() || !by_turn(shard) || turns.is_mine(&shard.id),
@@ -738,15 +767,19 @@ impl<T: Moment> Coordinator<T> {
             self.changed();
         }
         let moved = self.watch.counter_moved(notice, watching);
-        // A balancing instance always beats: the others count the instances by their beats. An
-        // instance kept alive by its beat has a driver of its own that beats.
+        // A balancing instance always beats: the others count the instances by their beats; and
+        // so does one whose takes wait for the pace before it knows its peers, for it takes at a
+        // twentieth of the budget until a notice shows its beat ([`PEERS_UNKNOWN`]): a lone
+        // instance whose queued takes kept it from watching never beat, and took a large
+        // stream at 25 shards a second (review of the fourteenth session). An instance kept
+        // alive by its beat has a driver of its own that beats.
         let beat = if self.timings.is_kept_by_beat() {
             None
         } else {
             watch::beat_due(
                 notice,
                 owner,
-                watching || self.balancing,
+                watching || self.balancing || self.blind_takes_wait && !self.peers_seen(),
                 !reading.is_empty(),
                 &self.timings,
                 now_ms,
@@ -965,7 +998,7 @@ impl<T: Moment> Coordinator<T> {
     /// How many takes may go out at `now` ([`take_pace`](super::take_pace)), `planned` by this
     /// instance's last plan: its share of the fleet's take budget at `now_ms`.
     pub(crate) fn take_allowance(&mut self, now: T, now_ms: u64, planned: usize) -> usize {
-        let share = self.take_share(now_ms, planned);
+        let share = self.take_share(now, now_ms, planned);
         self.pace.allowance(now, share)
     }
 
@@ -986,7 +1019,8 @@ impl<T: Moment> Coordinator<T> {
     /// When the next take may go out, asked at `now` with no allowance left, `planned` by this
     /// instance's last plan.
     pub(crate) fn next_take_at(&self, now: T, now_ms: u64, planned: usize) -> T {
-        self.pace.next_at(now, self.take_share(now_ms, planned))
+        self.pace
+            .next_at(now, self.take_share(now, now_ms, planned))
     }
 
     /// The lease table throttled a take at `now`: every take pauses for a backoff (`coin` draws
@@ -1006,9 +1040,9 @@ impl<T: Moment> Coordinator<T> {
     /// live beats of the last notice read (itself at least), and for a balancing instance, those
     /// takes out of the shards free at its last round (an instance that does not balance plans
     /// every free shard, which says nothing of its part).
-    fn take_share(&self, now_ms: u64, wanted: usize) -> Share {
+    fn take_share(&self, now: T, now_ms: u64, wanted: usize) -> Share {
         let mut live = self.watch.live_beats(now_ms).count().max(1);
-        if !self.knows_peers() {
+        if !self.knows_peers(now) {
             // Who else starts with it is not known yet: it takes as one of many
             // ([`PEERS_UNKNOWN`]) until a notice shows its own beat.
             live = live.max(PEERS_UNKNOWN);
@@ -1124,7 +1158,7 @@ impl RoundPasses {
             let planned = self.plan(coordinator, reading, owner, now, now_ms);
             self.planned = planned.len();
             self.starts = coordinator.starts_moved();
-            self.blind = !coordinator.knows_peers();
+            self.blind = !coordinator.knows_peers(now);
             self.queued = planned.into();
         }
         let allowance = coordinator
@@ -1132,6 +1166,7 @@ impl RoundPasses {
             .min(self.queued.len());
         coordinator.spend_takes(allowance);
         let batch: Vec<(ShardInfo, TakeFor)> = self.queued.drain(..allowance).collect();
+        coordinator.blind_takes_wait = self.blind && !self.queued.is_empty();
         self.marking = batch
             .iter()
             .filter(|(_, purpose)| *purpose == TakeFor::Skipping)
@@ -1170,8 +1205,8 @@ impl RoundPasses {
     /// now: its queued takes include the others' turns, which they take themselves (kept, they
     /// raced the others for a listing interval: 25 shards a second at 2,000 shards and 20
     /// instances, the simulation found).
-    pub(crate) fn planned_blind<T: Moment>(&self, coordinator: &Coordinator<T>) -> bool {
-        self.blind && coordinator.knows_peers()
+    pub(crate) fn planned_blind<T: Moment>(&self, coordinator: &Coordinator<T>, now: T) -> bool {
+        self.blind && coordinator.knows_peers(now)
     }
 
     /// The takes of the next pass (none: the round is over).

@@ -483,7 +483,7 @@ impl<T: Moment> Rounds<T> {
             self.next_listing
         };
         if let Some(passes) = self.paced.take() {
-            if passes.planned_before_a_seek(coordinator) || passes.planned_blind(coordinator) {
+            if passes.planned_before_a_seek(coordinator) || passes.planned_blind(coordinator, now) {
                 // Its takes would start where shards started before the seek, or take the
                 // turns of peers it did not know then: plan again.
                 return Some(self.round(reading, now));

@@ -1,5 +1,5 @@
 //! Whose turn a free shard is among instances that do not balance the shards, pure: each shard
-//! never taken (no row) is one live instance's to take first, the one whose
+//! never taken (no row, and no parent listed) is one live instance's to take first, the one whose
 //! weight for it is highest (rendezvous hashing), and the others leave it alone for a grace
 //! and the time the fleet's take budget needs (as a balancing instance leaves the shards it has
 //! no room for). Without it, every instance of a fleet that starts together plans every free

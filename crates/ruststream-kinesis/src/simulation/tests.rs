@@ -524,6 +524,8 @@ fn a_failed_take_sends_no_release_that_could_free_a_later_take_of_the_same_owner
         as_found(cfg, rng);
         cfg.p_timeout = 0.1;
         cfg.p_slow = 0.1;
+        // Takes in the listing's order, as when it was pinned (before the turns).
+        cfg.wait_for_peers = false;
     };
     for seed in [0x5eed_0002, 0x5eed_0006] {
         let stats = replays_clean(seed, &tweak);
@@ -707,7 +709,11 @@ fn a_stopped_runs_record_landing_late_pauses_no_restarted_run() {
 /// Pinned: it still resends a landed commit, which the row's token shows landed.
 #[test]
 fn a_resent_commit_that_landed_is_recognised_by_its_token_and_applied_once() {
-    let stats = replays_clean(1_796_407_047_762_031_292, &one_record_handlers);
+    // Takes in the listing's order, as when it was pinned (before the turns).
+    let stats = replays_clean(1_796_407_047_762_031_292, &|cfg, rng| {
+        one_record_handlers(cfg, rng);
+        cfg.wait_for_peers = false;
+    });
     assert!(
         stats.commit_resends_recognised > 0 && stats.effects > 0,
         "{stats:?}"

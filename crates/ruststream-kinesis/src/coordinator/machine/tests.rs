@@ -22,6 +22,30 @@ fn coordinator(initial: KinesisPosition) -> Coordinator<Duration> {
     Coordinator::new(LeaseTimings::default(), initial)
 }
 
+/// The shards `coordinator` plans to take of `listing` by a round's first pass at `elapsed` past
+/// `NOW_MS`, reading none.
+fn plan_at(
+    coordinator: &mut Coordinator<Duration>,
+    listing: &[ShardInfo],
+    rows: &Rows,
+    elapsed: Duration,
+) -> Vec<String> {
+    let now_ms = NOW_MS + crate::lease::millis(elapsed);
+    coordinator
+        .shards_to_take(
+            listing,
+            rows,
+            &HashSet::new(),
+            |_| false,
+            OWNER,
+            (elapsed, now_ms),
+            true,
+        )
+        .into_iter()
+        .map(|(shard, _)| shard.id.to_string())
+        .collect()
+}
+
 fn no_rows(listing: &[ShardInfo]) -> Rows {
     listing.iter().map(|s| (Arc::clone(&s.id), None)).collect()
 }
@@ -479,26 +503,20 @@ fn an_instance_that_does_not_balance_takes_its_turns_of_new_shards_and_any_relea
     let mut rows = no_rows(&listing);
     let none = HashSet::new();
     let planned = |coordinator: &mut Coordinator<Duration>, rows: &Rows, elapsed: Duration| {
-        let now_ms = NOW_MS + crate::lease::millis(elapsed);
-        coordinator
-            .shards_to_take(
-                &listing,
-                rows,
-                &none,
-                |_| false,
-                OWNER,
-                (elapsed, now_ms),
-                true,
-            )
-            .into_iter()
-            .map(|(shard, _)| shard.id.to_string())
-            .collect::<Vec<_>>()
+        plan_at(coordinator, &listing, rows, elapsed)
     };
     let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
-    // Alone as far as it knows: every shard, in the listing's order.
+    // Alone as far as it knows: every shard, heaviest first by its own weights (instances that
+    // do not know each other yet start at different shards).
     let alone = planned(&mut coordinator, &rows, Duration::ZERO);
     assert_eq!(alone.len(), 40);
-    assert_eq!(alone[0], "shardId-0");
+    let own = super::super::turns::Turns::new(OWNER, []);
+    assert!(
+        alone
+            .windows(2)
+            .all(|pair| own.weight(&pair[0]) >= own.weight(&pair[1])),
+        "{alone:?}"
+    );
     // A notice shows its beat and pod-b's: its turns only, the others' left to pod-b.
     let notice = Notice::beating(&[OWNER, "pod-b"], NOW_MS + 10_000);
     coordinator.noticed(&notice, &none, OWNER, Duration::ZERO, NOW_MS);
@@ -540,10 +558,22 @@ fn an_instance_takes_at_a_twentieth_of_the_budget_until_it_knows_its_peers() {
     let budget = crate::coordinator::take_pace::FLEET_TAKES_PER_SECOND;
     let unknown = coordinator.take_allowance(Duration::ZERO, NOW_MS, 1_000);
     assert_eq!(unknown as u64, budget / 20);
-    assert!(!coordinator.knows_peers());
+    assert!(!coordinator.knows_peers(Duration::ZERO));
+    // Its first plan: a lease later it knows all it will, even with no beat of its own seen.
+    let listing = vec![shard("shardId-0", &[], false)];
+    let planned = plan_at(
+        &mut coordinator,
+        &listing,
+        &no_rows(&listing),
+        Duration::ZERO,
+    );
+    assert_eq!(planned.len(), 1);
+    let lease = LeaseTimings::default().lease();
+    assert!(!coordinator.knows_peers(lease - Duration::from_millis(1)));
+    assert!(coordinator.knows_peers(lease));
     let notice = Notice::beating(&[OWNER], NOW_MS + 10_000);
     coordinator.noticed(&notice, &HashSet::new(), OWNER, Duration::ZERO, NOW_MS);
-    assert!(coordinator.knows_peers());
+    assert!(coordinator.knows_peers(Duration::ZERO));
     coordinator.spend_takes(unknown);
     let second = Duration::from_secs(1);
     assert_eq!(
@@ -556,9 +586,33 @@ fn an_instance_takes_at_a_twentieth_of_the_budget_until_it_knows_its_peers() {
         LeaseTimings::default().with_handover_poll_interval(Duration::ZERO),
         KinesisPosition::TrimHorizon,
     );
-    assert!(frugal.knows_peers());
+    assert!(frugal.knows_peers(Duration::ZERO));
     assert_eq!(
         frugal.take_allowance(Duration::ZERO, NOW_MS, 1_000) as u64,
         budget
     );
+}
+
+/// A reshard's children have no row, but go by no turn: the instance whose turn a child would
+/// be may hear of it only a listing later, so each is taken by whoever comes first once its
+/// parent is read to its end (review of the fourteenth session).
+#[test]
+fn the_children_of_a_listed_parent_go_by_no_turn() {
+    let mut listing = vec![shard("shardId-0", &[], true)];
+    listing.extend((1..=10).map(|n| shard(&format!("shardId-{n}"), &["shardId-0"], false)));
+    let mut rows = no_rows(&listing);
+    rows.insert(
+        Arc::from("shardId-0"),
+        Some(LeaseState {
+            checkpoint: Some(SHARD_END.to_owned()),
+            counter: 4,
+            ..LeaseState::default()
+        }),
+    );
+    let none = HashSet::new();
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
+    let notice = Notice::beating(&[OWNER, "pod-b"], NOW_MS + 10_000);
+    coordinator.noticed(&notice, &none, OWNER, Duration::ZERO, NOW_MS);
+    let planned = plan_at(&mut coordinator, &listing, &rows, Duration::ZERO);
+    assert_eq!(planned.len(), 10, "every child, pod-b's turns too");
 }

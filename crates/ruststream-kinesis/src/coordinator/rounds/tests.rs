@@ -873,8 +873,14 @@ fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
     let end = Duration::from_millis(100);
     rig.rounds.took(&mut rig.coordinator, end);
     assert_eq!(rig.rounds.paced_takes(), 75);
-    // The poll's notice shows this instance's beat and another's.
-    let notice = Notice::beating(&[OWNER, "pod-b"], NOW_MS + 10_000);
+    // The first notice shows nobody's beat: the instance writes its own (a lone instance whose
+    // queued takes kept it from watching never beat, and took at a twentieth of the budget
+    // for good, the review found), and the next shows it beside pod-b's.
+    let mut notices = vec![
+        Notice::beating(&[OWNER, "pod-b"], NOW_MS + 10_000),
+        Notice::default(),
+    ];
+    let mut beaten = false;
     let turns = crate::coordinator::turns::Turns::new(OWNER, ["pod-b"]);
     let (mut at, mut noticed, mut replanned) = (end, None, false);
     let mut after_notice = Vec::new();
@@ -891,14 +897,21 @@ fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
                 rig.rounds.took(&mut rig.coordinator, at);
             }
             Step::ReadNotice => {
-                noticed.get_or_insert(at);
+                let notice = notices.pop().expect("two notices read");
+                if !notice.beats.is_empty() {
+                    noticed.get_or_insert(at);
+                }
                 rig.rounds.notice_read(
                     &mut rig.coordinator,
-                    NoticeRead::Notice(notice.clone()),
+                    NoticeRead::Notice(notice),
                     OWNER,
                     at,
                     NOW_MS + millis(at),
                 );
+            }
+            Step::Beat(_) => {
+                beaten = true;
+                rig.rounds.beaten();
             }
             Step::ListShards => {
                 replanned = true;
@@ -911,6 +924,7 @@ fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
             step => panic!("{step:?} at {at:?}"),
         }
     }
+    assert!(beaten, "it wrote its beat");
     assert!(noticed.is_some() && replanned, "a round planned again");
     assert!(
         !after_notice.is_empty() && after_notice.iter().all(|id| turns.is_mine(id)),
