@@ -49,14 +49,16 @@ pub(crate) fn take_backoff(failures: u32, longest: Duration, coin: u64) -> Durat
 /// renewals of 10,000 leases (3,333 a second) and the fleet's beats.
 pub(crate) const FLEET_TAKES_PER_SECOND: u64 = 500;
 
-/// How many instances an instance counts in its fleet before a notice showed its own beat
-/// (so the beats of those that started with it): it takes at the twentieth of the budget (25
-/// takes a second, and as many at once) until then. A fleet of 100 that starts together thus
-/// writes about 2,500 takes in its first second rather than 100 whole budgets, each racing for
-/// the same first shards (5,002 writes in a second at 2,000 shards and 20 instances, the
-/// simulation found), while a lone instance on a small stream still takes every shard at once,
-/// and one on a large stream takes at the whole budget a handover poll or two later.
-pub(crate) const PEERS_UNKNOWN: usize = 20;
+/// How many instances an instance counts in its fleet before it knows its peers (a renewal
+/// interval after a notice showed its own beat: `Coordinator::knows_peers`): it takes at a
+/// fortieth of the budget (12 takes at once, 12.5 a second) until then. A fleet of 100 that
+/// starts together thus writes about 1,250 takes a second, and as many first checkpoints, for
+/// the four or five seconds it takes them to know each other, rather than 100 whole budgets,
+/// each racing for the same first shards (5,002 writes in a second at 2,000 shards and 20
+/// instances, the simulation found; at a twentieth, 100 instances by beat wrote 4,569 in a
+/// second), while a lone instance on a small stream still takes a dozen shards at once, and one
+/// on a large stream takes at the whole budget a few seconds later.
+pub(crate) const PEERS_UNKNOWN: usize = 40;
 
 /// A token is a million of these: refills are counted in microseconds.
 const MICROS: u64 = 1_000_000;

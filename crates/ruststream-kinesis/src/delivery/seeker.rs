@@ -26,10 +26,12 @@ pub(crate) trait Source: Send + Sync + std::fmt::Debug {
 /// [`AtSequence`](KinesisPosition::AtSequence) position) restarts at the position, and the
 /// acknowledgement watermark resets, so settlements of earlier deliveries move no checkpoint.
 ///
-/// A seek made while the subscription reads no shard (a `start_at(..)` at the startup of an
-/// instance that took nothing, the others holding every shard) sets where the shards it takes
-/// later without a checkpoint start. Shards taken over later from another instance resume after
-/// their checkpoint. The seek covers this instance only.
+/// A seek to a position of every shard (not [`AtSequence`](KinesisPosition::AtSequence)) also
+/// sets where the shards this instance takes later without a checkpoint start: those it had no
+/// turn or pace for yet at startup (an instance takes a large stream at its pace, a dozen shards
+/// at once before it knows its peers), or every shard of an instance that took nothing at
+/// startup, the others holding every shard. Shards taken over later from another instance resume
+/// after their checkpoint. The seek covers this instance only.
 ///
 /// # Examples
 ///

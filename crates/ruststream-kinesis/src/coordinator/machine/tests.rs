@@ -550,14 +550,16 @@ fn an_instance_that_does_not_balance_takes_its_turns_of_new_shards_and_any_relea
     );
 }
 
-/// Before a notice showed its own beat, an instance takes as one of twenty (`PEERS_UNKNOWN`):
-/// a fleet starting together does not write a whole budget each in its first second.
+/// Until it knows its peers, an instance takes as one of forty (`PEERS_UNKNOWN`): a fleet
+/// starting together does not write a whole budget each in its first seconds. It knows them a
+/// renewal interval after a notice first showed its own beat (the first of a fleet to see its
+/// beat sees nobody else's yet), or a lease after its first plan.
 #[test]
-fn an_instance_takes_at_a_twentieth_of_the_budget_until_it_knows_its_peers() {
+fn an_instance_takes_at_a_fortieth_of_the_budget_until_it_knows_its_peers() {
     let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
     let budget = crate::coordinator::take_pace::FLEET_TAKES_PER_SECOND;
     let unknown = coordinator.take_allowance(Duration::ZERO, NOW_MS, 1_000);
-    assert_eq!(unknown as u64, budget / 20);
+    assert_eq!(unknown as u64, budget / 40);
     assert!(!coordinator.knows_peers(Duration::ZERO));
     // Its first plan: a lease later it knows all it will, even with no beat of its own seen.
     let listing = vec![shard("shardId-0", &[], false)];
@@ -571,11 +573,20 @@ fn an_instance_takes_at_a_twentieth_of_the_budget_until_it_knows_its_peers() {
     let lease = LeaseTimings::default().lease();
     assert!(!coordinator.knows_peers(lease - Duration::from_millis(1)));
     assert!(coordinator.knows_peers(lease));
+    // Its own beat shown, alone so far: a renewal interval later it knows its peers.
     let notice = Notice::beating(&[OWNER], NOW_MS + 10_000);
     coordinator.noticed(&notice, &HashSet::new(), OWNER, Duration::ZERO, NOW_MS);
-    assert!(coordinator.knows_peers(Duration::ZERO));
-    coordinator.spend_takes(unknown);
-    let second = Duration::from_secs(1);
+    let renew = LeaseTimings::default().renew();
+    assert!(!coordinator.knows_peers(renew - Duration::from_millis(1)));
+    assert!(coordinator.knows_peers(renew));
+    let blind = coordinator.take_allowance(renew - Duration::from_millis(1), NOW_MS, 1_000);
+    assert_eq!(
+        blind as u64,
+        budget / 40,
+        "still one of forty, its bucket full"
+    );
+    coordinator.spend_takes(blind);
+    let second = renew + Duration::from_secs(1);
     assert_eq!(
         coordinator.take_allowance(second, NOW_MS + 1_000, 1_000) as u64,
         budget,

@@ -855,52 +855,64 @@ fn a_seek_while_takes_wait_for_the_pace_plans_them_again() {
 }
 
 /// Issue 29, item 4: takes queued before the instance knew its peers take every shard never
-/// taken (alone, by what it knew, each was its turn); once a notice shows its beat and the
-/// others', a round plans again on their turns rather than racing them for a listing interval.
+/// taken (alone, by what it knew, each was its turn); once it knows them (a renewal interval
+/// after a notice showed its beat and the others'), a round plans again on their turns rather
+/// than racing them for a listing interval.
 #[test]
 fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
     let now = Duration::ZERO;
+    let blind = (crate::coordinator::take_pace::FLEET_TAKES_PER_SECOND
+        / crate::coordinator::take_pace::PEERS_UNKNOWN as u64) as usize;
     let mut rig = Rig::new();
     rig.first_listing_of(100, now);
     rig.no_rows_listed(now);
     let Step::Take(first) = rig.next(now) else {
         panic!("the takes the pace allows go out");
     };
-    assert_eq!(first.len(), 25, "a twentieth of the budget, peers unknown");
+    assert_eq!(
+        first.len(),
+        blind,
+        "a fortieth of the budget, peers unknown"
+    );
     // Its takes are read from here on.
     rig.reading
         .extend(first.iter().map(|(shard, _)| Arc::clone(&shard.id)));
     let end = Duration::from_millis(100);
     rig.rounds.took(&mut rig.coordinator, end);
-    assert_eq!(rig.rounds.paced_takes(), 75);
+    assert_eq!(rig.rounds.paced_takes(), 100 - blind);
     // The first notice shows nobody's beat: the instance writes its own (a lone instance whose
     // queued takes kept it from watching never beat, and took at a twentieth of the budget
-    // for good, the review found), and the next shows it beside pod-b's.
-    let mut notices = vec![
-        Notice::beating(&[OWNER, "pod-b"], NOW_MS + 10_000),
-        Notice::default(),
-    ];
+    // for good, the review found), and the next ones show it beside pod-b's.
+    let mut notices = 0;
     let mut beaten = false;
     let turns = crate::coordinator::turns::Turns::new(OWNER, ["pod-b"]);
-    let (mut at, mut noticed, mut replanned) = (end, None, false);
-    let mut after_notice = Vec::new();
-    while at < Duration::from_secs(3) {
+    let renew = crate::LeaseTimings::default().renew();
+    let (mut at, mut noticed, mut replanned) = (end, None::<Duration>, false);
+    let (mut before_known, mut after_known) = (0, Vec::new());
+    while at < Duration::from_secs(8) {
+        let known = noticed.map(|noticed| noticed + renew);
         match rig.next(at) {
             Step::Wait(Some(next)) => at = next,
             Step::Take(batch) => {
-                // Within the grace after the notice (two polls): the others' turns wait for it.
-                if noticed.is_some_and(|noticed| at < noticed + POLL * 2) {
-                    after_notice.extend(batch.iter().map(|(shard, _)| shard.id.to_string()));
+                if known.is_some_and(|known| at < known) {
+                    before_known += batch.len();
+                }
+                // Within the grace after it knows (two polls): the others' turns wait for it.
+                if known.is_some_and(|known| at >= known && at < known + POLL * 2) {
+                    after_known.extend(batch.iter().map(|(shard, _)| shard.id.to_string()));
                 }
                 rig.reading
                     .extend(batch.iter().map(|(shard, _)| Arc::clone(&shard.id)));
                 rig.rounds.took(&mut rig.coordinator, at);
             }
             Step::ReadNotice => {
-                let notice = notices.pop().expect("two notices read");
-                if !notice.beats.is_empty() {
+                notices += 1;
+                let notice = if notices == 1 {
+                    Notice::default()
+                } else {
                     noticed.get_or_insert(at);
-                }
+                    Notice::beating(&[OWNER, "pod-b"], NOW_MS + millis(at) + 10_000)
+                };
                 rig.rounds.notice_read(
                     &mut rig.coordinator,
                     NoticeRead::Notice(notice),
@@ -914,7 +926,7 @@ fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
                 rig.rounds.beaten();
             }
             Step::ListShards => {
-                replanned = true;
+                replanned |= known.is_some_and(|known| at >= known);
                 let listing: Vec<ShardInfo> =
                     (0..100).map(|n| shard(&format!("shardId-{n}"))).collect();
                 rig.rounds
@@ -925,9 +937,19 @@ fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
         }
     }
     assert!(beaten, "it wrote its beat");
-    assert!(noticed.is_some() && replanned, "a round planned again");
     assert!(
-        !after_notice.is_empty() && after_notice.iter().all(|id| turns.is_mine(id)),
-        "once the peers are known, only its turns: {after_notice:?}"
+        noticed.is_some() && replanned,
+        "a round planned again once it knew"
+    );
+    // Its own beat and pod-b's shown, it still takes as one of many for a renewal interval:
+    // pod-b's first notice may not have shown anyone else's yet.
+    let seconds = renew.as_secs() as usize;
+    assert!(
+        before_known <= blind * (seconds + 1),
+        "{before_known} takes in the {renew:?} before it knew its peers"
+    );
+    assert!(
+        !after_known.is_empty() && after_known.iter().all(|id| turns.is_mine(id)),
+        "once the peers are known, only its turns: {after_known:?}"
     );
 }

@@ -128,3 +128,48 @@ async fn a_seek_of_a_closed_subscription_fails() {
     );
     rig.connected.shutdown().await.unwrap();
 }
+
+/// A seek at startup (`start_at(..)` at the mount site) covers the shards this instance takes
+/// later too: a lone instance takes a large stream at its pace (a dozen shards at once before
+/// it knows its peers), and the shards taken after the seek started at the stream's initial
+/// position (the tip) without it: 28 of 40 shards skipped their records at the start-up
+/// benchmark (fifteenth session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_made_while_takes_wait_for_the_pace_moves_where_those_shards_start() {
+    const SHARDS: usize = 20;
+    let rig = Rig::start(
+        RigSettings {
+            shards: SHARDS,
+            seeded: false,
+            ..RigSettings::default()
+        },
+        |_, _, _| None,
+    )
+    .await;
+    let rows = rig.store.list("orders").await.unwrap().unwrap_or_default();
+    let held = rows.iter().filter(|(_, row)| row.owner.is_some()).count();
+    assert!(
+        held < SHARDS,
+        "the first round takes at the pace: {held} of {SHARDS} at once"
+    );
+    {
+        let mut state = rig.state.lock().unwrap();
+        for index in 0..SHARDS {
+            state.append(index, format!("record of shard {index}").as_bytes());
+        }
+    }
+    let mut sub = rig.sub;
+    sub.seeker()
+        .seek(KinesisPosition::TrimHorizon)
+        .await
+        .expect("the seek");
+    let mut read = std::collections::BTreeSet::new();
+    while read.len() < SHARDS {
+        let message = super::next_within(&mut sub, super::PATIENCE)
+            .await
+            .unwrap_or_else(|| panic!("every shard's record read; read {read:?}"));
+        read.insert(text(&message));
+        message.ack().await.unwrap();
+    }
+    stop(sub, rig.connected).await;
+}
