@@ -56,7 +56,7 @@ pub(crate) enum AfterTake {
 #[derive(Debug)]
 pub(crate) struct Coordinator<T> {
     timings: LeaseTimings,
-    /// Where shards without a checkpoint start; a seek made before any shard was taken sets it.
+    /// Where shards without a checkpoint start; a seek of every shard sets it.
     initial: KinesisPosition,
     /// The shards it knows were read to their end.
     finished: HashSet<Arc<str>>,
@@ -295,9 +295,9 @@ impl<T: Moment> Coordinator<T> {
     /// Not as soon as its own beat shows: of the instances that start together, the first whose
     /// beat lands sees none of the others' yet, and took at the whole budget at once (at 10,000
     /// shards and 100 instances by beat, 4,569 writes in the start's second second, the
-    /// simulation found). Each of them beats at its start and every renewal interval, so a
-    /// renewal interval after its own beat showed, every one that started with it shows its
-    /// beat too.
+    /// simulation found). Each of them writes its first beat at its first handover poll (one
+    /// kept alive by beat at its start), so a renewal interval after its own beat showed, those
+    /// that started with it, within that interval, show theirs too.
     pub(crate) fn knows_peers(&self, now: T) -> bool {
         #[cfg(test)]
         if self.no_peers_wait {
@@ -581,7 +581,7 @@ impl<T: Moment> Coordinator<T> {
         );
     }
 
-    /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
+    /// Sets where shards without a checkpoint start (a seek of every shard): the
     /// shards skipped for starting at the tip are judged again.
     pub(crate) fn start_at(&mut self, initial: KinesisPosition) {
         self.initial = initial;
@@ -1063,11 +1063,13 @@ impl<T: Moment> Coordinator<T> {
     /// takes out of the shards free at its last round (an instance that does not balance plans
     /// every free shard, which says nothing of its part).
     fn take_share(&self, now: T, now_ms: u64, wanted: usize) -> Share {
-        let mut live = self.watch.live_beats(now_ms).count().max(1);
+        let live = self.watch.live_beats(now_ms).count().max(1);
         if !self.knows_peers(now) {
             // Who else starts with it is not known yet: it takes as one of many
-            // ([`PEERS_UNKNOWN`]) until it knows them.
-            live = live.max(PEERS_UNKNOWN);
+            // ([`PEERS_UNKNOWN`]) until it knows them, balancing or not (a balancing instance
+            // that sees only its own beat plans every free shard, and its plan's part of them
+            // would be the whole budget: review of the fifteenth session).
+            return Share::even(live.max(PEERS_UNKNOWN));
         }
         match self.free_seen {
             Some(free) if self.balancing => Share {

@@ -208,6 +208,12 @@ impl<T: Moment> Take<T> {
         };
     }
 
+    /// The start this take records in a row that has none: a row answered with it had no
+    /// other.
+    pub(crate) fn recorded(&self) -> &str {
+        &self.recorded
+    }
+
     /// The acquire answered: the row's checkpoint as the take left it, or why it was refused.
     /// `coin` draws a backoff's jitter.
     pub(crate) fn acquired(

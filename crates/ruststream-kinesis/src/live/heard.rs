@@ -24,7 +24,7 @@ pub(crate) enum Heard {
     },
     /// The reader of `shard` ended, `finished` when it read the shard to its end.
     ReaderEnded { shard: Arc<str>, finished: bool },
-    /// A seek made while no shard was held: where shards without a checkpoint start.
+    /// A seek of every shard: where the shards taken after it without a checkpoint start.
     StartAt(KinesisPosition),
 }
 

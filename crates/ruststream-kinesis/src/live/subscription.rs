@@ -28,6 +28,18 @@ use crate::shard::{ReadSettings, ShardHandle, Stop};
 use crate::telemetry::Meters;
 use crate::{KinesisError, KinesisStream, LeaseTimings};
 
+/// The seeks of a subscription to a position of every shard (not to one shard's record): a take
+/// planned before one, whose reader registered only after the seek looked at the shards read,
+/// started where it was planned, and is sought once its pass is over
+/// ([`take_all`](Subscription::take_all)).
+#[derive(Debug, Default)]
+pub(crate) struct EveryShardSeek {
+    /// How many there were.
+    pub(crate) count: u64,
+    /// Where the last one moved to.
+    pub(crate) to: Option<crate::KinesisPosition>,
+}
+
 /// A shard this subscription reads.
 #[derive(Debug)]
 pub(crate) struct Running {
@@ -208,6 +220,8 @@ pub(crate) struct Subscription {
     runtime: tokio::runtime::Handle,
     pub(super) broker_closed: Arc<AtomicBool>,
     pub(super) running: Mutex<HashMap<Arc<str>, Running>>,
+    /// The seeks of every shard made so far, changed and read under the `running` lock.
+    pub(super) every_shard_seek: Mutex<EveryShardSeek>,
     /// What the readers and the seeks told the coordinator, in order, applied by its driver
     /// before it next uses it.
     heard: Mutex<Vec<Heard>>,
@@ -290,6 +304,7 @@ impl Subscription {
             runtime,
             broker_closed: closed,
             running: Mutex::default(),
+            every_shard_seek: Mutex::default(),
             wake: Notify::new(),
             beats: timings.is_kept_by_beat().then(Beats::default),
         });

@@ -389,7 +389,7 @@ fn a_thousand_shards_kept_alive_by_beat_write_twenty_beats_an_instance_a_minute(
 /// A fleet renewing per row without balancing, as the crate's defaults run, twice as large (a
 /// thousand shards and ten instances never wrote past a fresh table's 4,000 a second even
 /// racing): a fleet that starts together takes the shards never taken by turn rather than
-/// racing for the same ones (`coordinator::turns`), and as one of twenty until it knows its
+/// racing for the same ones (`coordinator::turns`), and as one of forty until it knows its
 /// peers, so its start writes no faster than a fresh table accepts (before: 3,001 takes for
 /// 2,000 shards, 5,002 writes in the first second). About 18 s in debug.
 #[test]

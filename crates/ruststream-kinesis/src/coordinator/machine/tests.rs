@@ -604,6 +604,39 @@ fn an_instance_takes_at_a_fortieth_of_the_budget_until_it_knows_its_peers() {
     );
 }
 
+/// A balancing instance that sees only its own beat plans every free shard: until it knows its
+/// peers, it takes as one of forty all the same, not at its plan's part of the budget (the
+/// whole of it: review of the fifteenth session).
+#[test]
+fn a_balancing_instance_takes_as_one_of_forty_until_it_knows_its_peers() {
+    let listing: Vec<ShardInfo> = (0..1_000)
+        .map(|n| shard(&format!("shardId-{n}"), &[], false))
+        .collect();
+    let budget = crate::coordinator::take_pace::FLEET_TAKES_PER_SECOND;
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon).with_balancing(true);
+    let notice = Notice::beating(&[OWNER], NOW_MS + 10_000);
+    coordinator.noticed(&notice, &HashSet::new(), OWNER, Duration::ZERO, NOW_MS);
+    let planned = plan_at(
+        &mut coordinator,
+        &listing,
+        &no_rows(&listing),
+        Duration::ZERO,
+    );
+    assert_eq!(planned.len(), 1_000, "alone by what it sees: every shard");
+    let wanted = planned.len();
+    assert_eq!(
+        coordinator.take_allowance(Duration::ZERO, NOW_MS, wanted) as u64,
+        budget / 40
+    );
+    // Once it knows them (alone still), its plan's part: the whole budget.
+    let renew = LeaseTimings::default().renew();
+    let known = plan_at(&mut coordinator, &listing, &no_rows(&listing), renew);
+    assert_eq!(
+        coordinator.take_allowance(renew, NOW_MS + crate::lease::millis(renew), known.len()) as u64,
+        budget
+    );
+}
+
 /// A reshard's children have no row, but go by no turn: the instance whose turn a child would
 /// be may hear of it only a listing later, so each is taken by whoever comes first once its
 /// parent is read to its end (review of the fourteenth session).

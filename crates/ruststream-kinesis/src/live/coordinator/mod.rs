@@ -82,7 +82,7 @@ impl Subscription {
         }
     }
 
-    /// Sets where shards without a checkpoint start (a seek made while no shard is held): the
+    /// Sets where shards without a checkpoint start (a seek of every shard): the
     /// shards skipped for starting at the tip are judged again.
     pub(crate) fn start_at(&self, initial: KinesisPosition) {
         self.hear(Heard::StartAt(initial));
@@ -120,7 +120,8 @@ impl Subscription {
     }
 
     /// Starts the reader of `shard`, taken with a lease sent at `sent` (`sent_ms` by the wall
-    /// clock): its first read from `iterator`, at `start`.
+    /// clock): its first read from `iterator`, at `start`. Answers how many seeks of every shard
+    /// had looked at the shards read before this one joined them.
     #[allow(clippy::too_many_arguments)]
     fn start_reader(
         self: &Arc<Self>,
@@ -131,7 +132,7 @@ impl Subscription {
         resume: ShardStart,
         sent: Instant,
         sent_ms: u64,
-    ) {
+    ) -> u64 {
         // In process, the reader's tap counts for the harness what the shard holds from here.
         #[cfg(feature = "testing")]
         let harness = crate::shard::Harness::of(self.kinesis.tap(&iterator));
@@ -159,7 +160,7 @@ impl Subscription {
             handle.join(Arc::clone(joints));
         }
         let cancel = self.cancel.child_token();
-        {
+        let seeks_before = {
             let mut running = lock(&self.running);
             running.insert(
                 Arc::clone(&shard.id),
@@ -170,7 +171,8 @@ impl Subscription {
             );
             // Under the lock the beat's driver hands its chain on under: no answer falls between.
             self.follow_beats(&handle);
-        }
+            lock(&self.every_shard_seek).count
+        };
         let env = Arc::new(ShardEnv::of(self, &shard.id));
         env.taken();
         tracing::info!(
@@ -190,6 +192,7 @@ impl Subscription {
             owner = %self.owner
         );
         self.spawn(tracing::Instrument::instrument(reader::run(reader), span));
+        seeks_before
     }
 }
 

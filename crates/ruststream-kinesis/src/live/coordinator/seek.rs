@@ -1,9 +1,11 @@
 //! A seek of a live subscription: the iterators first, then each shard's watermark and reader.
 
-use std::sync::{Arc, PoisonError};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::delivery::seeker::{Seeking, Source};
 use crate::kinesis::iterator::ShardIterator;
+use crate::live::lock;
 use crate::live::subscription::Subscription;
 use crate::settings::position::ShardStart;
 use crate::shard::ShardHandle;
@@ -21,55 +23,82 @@ impl Source for Subscription {
 
 /// Seeks the shards of a live subscription that `to` applies to. Every shard's iterator at `to`
 /// is asked of Kinesis first: a position it refuses (a sequence number of another shard, a
-/// trimmed one) fails the seek, naming the shard and the reason, and moves no shard. Then each
-/// shard's watermark resets and its reader restarts at the new iterator; a delivery of the old
+/// trimmed one) fails the seek, naming the shard and the reason, and moves no shard, nor where
+/// later takes start. Then, under the lock the readers register under, each shard read at that
+/// moment has its watermark reset and its reader restarted at the new iterator (a shard that
+/// joined them while the iterators were asked has its own asked first); a delivery of the old
 /// position still on its way never reaches a handler once this returns.
+///
+/// A seek of every shard (not to one shard's record) also sets where the shards this instance
+/// takes later without a checkpoint start: a lone instance takes a large stream at its pace,
+/// and the shards whose takes waited started at the tip, their records skipped (28 of 40 at the
+/// start-up benchmark, fifteenth session). Takes still queued are planned again at `to`; a take
+/// already planned whose reader registers after the seek is sought once its pass is over
+/// (`take_all`, by the count kept here under the same lock).
 async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), KinesisError> {
     still_open(sub)?;
-    let targets: Vec<(Arc<str>, Arc<ShardHandle>)> = {
-        let running = sub.running.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(shard) = to.shard()
-            && !running.contains_key(shard)
-        {
-            return Err(KinesisError::Seek {
-                stream: sub.stream.to_string(),
-                reason: format!(
-                    "shard {shard} is not read by this instance (it holds {:?}); seek where the \
-                     delivery was handled",
-                    running.keys().collect::<Vec<_>>()
-                ),
-            });
-        }
-        if running.is_empty() {
-            sub.start_at(to);
-            return Ok(());
-        }
-        if to.shard().is_none() {
-            // The shards this instance takes after the seek without a checkpoint start at `to`
-            // too: a lone instance takes a large stream at its pace, and the shards whose takes
-            // waited started at the tip, their records skipped (28 of 40 at the start-up
-            // benchmark). Takes still queued are planned again at `to`; a take already sent
-            // when the coordinator hears this (one batch's calls) still starts where it was
-            // planned: a window left open (fifteenth session's note).
-            sub.start_at(to.clone());
-        }
-        running
-            .iter()
-            .filter(|(shard, _)| to.applies_to(shard))
-            .map(|(shard, reader)| (Arc::clone(shard), Arc::clone(&reader.handle)))
-            .collect()
-    };
     let start = ShardStart::At(to.clone());
-    let now_ms = crate::epoch_millis();
-    let resume = ShardStart::resuming_at(&to, now_ms);
-    let recorded: Arc<str> = Arc::from(ShardStart::seek_checkpoint(&to, now_ms));
-    let mut iterators = Vec::with_capacity(targets.len());
-    for (shard, _) in &targets {
-        iterators.push(iterator_at(sub, shard, &to, &start).await?);
+    let mut iterators: HashMap<Arc<str>, ShardIterator> = HashMap::new();
+    loop {
+        let missing: Vec<Arc<str>> = {
+            let running = lock(&sub.running);
+            if let Some(shard) = to.shard()
+                && !running.contains_key(shard)
+            {
+                return Err(KinesisError::Seek {
+                    stream: sub.stream.to_string(),
+                    reason: format!(
+                        "shard {shard} is not read by this instance (it holds {:?}); seek where \
+                         the delivery was handled",
+                        running.keys().collect::<Vec<_>>()
+                    ),
+                });
+            }
+            let missing: Vec<Arc<str>> = running
+                .keys()
+                .filter(|shard| to.applies_to(shard) && !iterators.contains_key(*shard))
+                .cloned()
+                .collect();
+            if missing.is_empty() {
+                if to.shard().is_none() {
+                    let mut seeks = lock(&sub.every_shard_seek);
+                    seeks.count += 1;
+                    seeks.to = Some(to.clone());
+                    sub.start_at(to.clone());
+                }
+                let targets = running
+                    .iter()
+                    .filter(|(shard, _)| to.applies_to(shard))
+                    .filter_map(|(shard, reader)| {
+                        let iterator = iterators.remove(shard)?;
+                        Some((Arc::clone(shard), Arc::clone(&reader.handle), iterator))
+                    })
+                    .collect();
+                return applied(sub, targets, &to);
+            }
+            missing
+        };
+        for shard in missing {
+            let iterator = iterator_at(sub, &shard, &to, &start).await?;
+            iterators.insert(shard, iterator);
+        }
     }
+}
+
+/// Moves `targets` (each shard with its handle and its iterator at `to`): each shard's
+/// watermark resets and its reader restarts there; one being handed back refuses it, and the
+/// error names those it was not applied to.
+fn applied(
+    sub: &Subscription,
+    targets: Vec<(Arc<str>, Arc<ShardHandle>, ShardIterator)>,
+    to: &KinesisPosition,
+) -> Result<(), KinesisError> {
+    let now_ms = crate::epoch_millis();
+    let resume = ShardStart::resuming_at(to, now_ms);
+    let recorded: Arc<str> = Arc::from(ShardStart::seek_checkpoint(to, now_ms));
     let mut applied = Vec::new();
     let mut refused = Vec::new();
-    for ((shard, handle), iterator) in targets.into_iter().zip(iterators) {
+    for (shard, handle, iterator) in targets {
         if handle.seek(iterator, resume.clone(), Arc::clone(&recorded)) {
             applied.push(shard);
         } else {
@@ -88,6 +117,22 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
              applied to {applied:?}. Seek again on the instance that holds them"
         ),
     })
+}
+
+/// Seeks `late` (shards taken as planned before a seek of every shard, whose readers joined
+/// after it) to `to`, as the seek would have: their iterators first.
+pub(super) async fn seek_late(
+    sub: &Subscription,
+    late: Vec<(Arc<str>, Arc<ShardHandle>)>,
+    to: &KinesisPosition,
+) -> Result<(), KinesisError> {
+    let start = ShardStart::At(to.clone());
+    let mut targets = Vec::with_capacity(late.len());
+    for (shard, handle) in late {
+        let iterator = iterator_at(sub, &shard, to, &start).await?;
+        targets.push((shard, handle, iterator));
+    }
+    applied(sub, targets, to)
 }
 
 /// Whether `sub` can still be sought: its broker runs, and its subscriber was not dropped.

@@ -18,8 +18,10 @@ use crate::kinesis::api::ShardInfo;
 use crate::kinesis::iterator::ShardIterator;
 use crate::lease::{LeaseKey, LeaseState, Notice, epoch_millis};
 use crate::live::coordinator::machines::Machines;
+use crate::live::lock;
 use crate::live::subscription::Subscription;
-use crate::{KinesisError, LeaseError};
+use crate::shard::ShardHandle;
+use crate::{KinesisError, KinesisPosition, LeaseError};
 
 /// One take under way.
 struct Taking {
@@ -28,6 +30,13 @@ struct Taking {
     take: Take<Instant>,
     /// The first iterator, once `GetShardIterator` answered it.
     iterator: Option<ShardIterator>,
+    /// Where a row without a checkpoint starts, as planned (`None`: a take for skipping).
+    planned: Option<KinesisPosition>,
+    /// Whether the row had no start but the one this take recorded.
+    fresh: bool,
+    /// Once it reads: how many seeks of every shard had looked at the shards read before its
+    /// reader joined them.
+    seeks_before: Option<u64>,
     /// Its span: its calls' events and failures carry the shard.
     span: tracing::Span,
 }
@@ -78,8 +87,55 @@ impl Subscription {
                 calls.push(call);
             }
         }
+        drop(calls);
+        self.seek_late_takes(&taking).await;
         let (rounds, coordinator) = machines.both(self);
         rounds.took(coordinator, Instant::now());
+    }
+
+    /// Seeks the shards of `taking` that started where they were planned though a seek of
+    /// every shard came after the plan and looked at the shards read before their readers
+    /// joined them: it would have moved them, and moved where they start for later takes only.
+    /// The last seek's position counts (an older one's was moved by it).
+    async fn seek_late_takes(&self, taking: &[Taking]) {
+        let (to, late) = {
+            let running = lock(&self.running);
+            let seeks = lock(&self.every_shard_seek);
+            let Some(to) = seeks.to.clone() else {
+                return;
+            };
+            let late: Vec<(Arc<str>, Arc<ShardHandle>)> = taking
+                .iter()
+                .filter(|one| {
+                    one.fresh
+                        && one.seeks_before == Some(seeks.count)
+                        && one.planned.as_ref().is_some_and(|planned| *planned != to)
+                })
+                .filter_map(|one| {
+                    let reader = running.get(&one.shard.id)?;
+                    Some((Arc::clone(&one.shard.id), Arc::clone(&reader.handle)))
+                })
+                .collect();
+            (to, late)
+        };
+        if late.is_empty() {
+            return;
+        }
+        let shards: Vec<&Arc<str>> = late.iter().map(|(shard, _)| shard).collect();
+        tracing::debug!(
+            stream = %self.stream,
+            ?shards,
+            position = ?to,
+            "taken as planned before a seek of every shard: sought now"
+        );
+        if let Err(err) = super::seek::seek_late(self, late, &to).await {
+            tracing::warn!(
+                stream = %self.stream,
+                error = %err,
+                "a shard taken as planned before a seek of every shard could not be sought: it \
+                 reads on from where its take started"
+            );
+        }
     }
 
     fn taking(&self, shard: ShardInfo, purpose: TakeFor, over: Option<Over>) -> Taking {
@@ -90,11 +146,18 @@ impl Subscription {
             shard = %shard.id,
             owner = %self.owner
         );
+        let planned = match &purpose {
+            TakeFor::Reading(position) => Some(position.clone()),
+            TakeFor::Skipping => None,
+        };
         Taking {
             key: LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id)),
             take: Take::new(Arc::clone(&shard.id), purpose, over, Instant::now(), now_ms),
             shard,
             iterator: None,
+            planned,
+            fresh: false,
+            seeks_before: None,
             span,
         }
     }
@@ -174,7 +237,7 @@ impl Subscription {
                         .iterator
                         .take()
                         .expect("a take reads once its iterator answered");
-                    self.start_reader(
+                    one.seeks_before = Some(self.start_reader(
                         &one.shard,
                         one.key.clone(),
                         iterator,
@@ -182,7 +245,7 @@ impl Subscription {
                         resume,
                         sent,
                         sent_ms,
-                    );
+                    ));
                     return None;
                 }
             };
@@ -196,6 +259,12 @@ impl Subscription {
         let shard = &one.shard.id;
         match answered {
             Answered::Acquired(answer) => {
+                one.fresh = answer.as_ref().is_ok_and(|state| {
+                    state
+                        .checkpoint
+                        .as_deref()
+                        .is_none_or(|checkpoint| checkpoint == one.take.recorded())
+                });
                 let refused = answer.as_ref().err().map(|err| match err {
                     err if err.is_fenced() => AcquireRefused::Fenced,
                     err if err.is_throttled() => AcquireRefused::Throttled,

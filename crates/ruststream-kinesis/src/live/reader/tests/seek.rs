@@ -129,6 +129,18 @@ async fn a_seek_of_a_closed_subscription_fails() {
     rig.connected.shutdown().await.unwrap();
 }
 
+/// More shards than an instance takes at once before it knows its peers.
+const SHARDS: usize = 20;
+
+/// [`SHARDS`] shards of a new application: each starts at the tip.
+fn at_the_tip() -> RigSettings {
+    RigSettings {
+        shards: SHARDS,
+        seeded: false,
+        ..RigSettings::default()
+    }
+}
+
 /// A seek at startup (`start_at(..)` at the mount site) covers the shards this instance takes
 /// later too: a lone instance takes a large stream at its pace (a dozen shards at once before
 /// it knows its peers), and the shards taken after the seek started at the stream's initial
@@ -136,14 +148,32 @@ async fn a_seek_of_a_closed_subscription_fails() {
 /// benchmark (fifteenth session).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seek_made_while_takes_wait_for_the_pace_moves_where_those_shards_start() {
-    const SHARDS: usize = 20;
+    every_shard_read_after_a_seek_at_startup(Duration::ZERO).await;
+}
+
+/// And the takes on their way when the seek comes (their iterators asked at the tip, slowly
+/// answered here): they were planned at the old start, and are sought once they read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_made_while_takes_are_on_their_way_moves_those_shards_too() {
+    every_shard_read_after_a_seek_at_startup(Duration::from_millis(300)).await;
+}
+
+/// Twenty shards at the tip, each given a record once the first round took what the pace
+/// allows, then a seek to the trim horizon: every shard's record is read. `iterator_delay`
+/// slows each take's `GetShardIterator` answer (at the tip), and the seek waits two thirds of it
+/// after the records were written, so that takes are on their way at the seek and read after
+/// it.
+async fn every_shard_read_after_a_seek_at_startup(iterator_delay: Duration) {
     let rig = Rig::start(
-        RigSettings {
-            shards: SHARDS,
-            seeded: false,
-            ..RigSettings::default()
+        at_the_tip(),
+        // Only the takes' iterators (at the tip): the seek's own answer at once, so that it
+        // is over before those takes read.
+        move |_, operation, body| {
+            (operation == "GetShardIterator"
+                && body["ShardIteratorType"] == "LATEST"
+                && !iterator_delay.is_zero())
+            .then_some(Reply::Stream(iterator_delay))
         },
-        |_, _, _| None,
     )
     .await;
     let rows = rig.store.list("orders").await.unwrap().unwrap_or_default();
@@ -158,6 +188,9 @@ async fn a_seek_made_while_takes_wait_for_the_pace_moves_where_those_shards_star
             state.append(index, format!("record of shard {index}").as_bytes());
         }
     }
+    // Takes whose iterators are asked after the records were written, and answered after the
+    // seek began, start after the records unless the seek moves them.
+    tokio::time::sleep(iterator_delay * 2 / 3).await;
     let mut sub = rig.sub;
     sub.seeker()
         .seek(KinesisPosition::TrimHorizon)
@@ -172,4 +205,43 @@ async fn a_seek_made_while_takes_wait_for_the_pace_moves_where_those_shards_star
         message.ack().await.unwrap();
     }
     stop(sub, rig.connected).await;
+}
+
+/// A seek of every shard that Kinesis refuses moves nothing: neither the shards read nor where
+/// the shards taken after it start (review of the fifteenth session: the start moved before
+/// the iterators were asked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_seek_of_every_shard_moves_where_no_later_take_starts() {
+    let rig = Rig::start(at_the_tip(), |_, operation, body| {
+        (operation == "GetShardIterator" && body["ShardIteratorType"] == "TRIM_HORIZON")
+            .then(|| Reply::error(400, "InvalidArgumentException"))
+    })
+    .await;
+    let refused = rig
+        .sub
+        .seeker()
+        .seek(KinesisPosition::TrimHorizon)
+        .await
+        .expect_err("Kinesis refused the position");
+    assert!(matches!(refused, KinesisError::Seek { .. }), "{refused}");
+    let store = std::sync::Arc::clone(&rig.store);
+    eventually("every shard taken", || {
+        let store = std::sync::Arc::clone(&store);
+        async move {
+            let rows = store.list("orders").await.unwrap().unwrap_or_default();
+            rows.len() == SHARDS && rows.iter().all(|(_, row)| row.owner.is_some())
+        }
+    })
+    .await;
+    let rows = rig.store.list("orders").await.unwrap().unwrap_or_default();
+    let moved: Vec<String> = rows
+        .iter()
+        .filter(|(_, row)| row.checkpoint.as_deref() == Some("TRIM_HORIZON"))
+        .map(|(key, _)| key.to_string())
+        .collect();
+    assert!(
+        moved.is_empty(),
+        "taken at the refused seek's start: {moved:?}"
+    );
+    stop(rig.sub, rig.connected).await;
 }
