@@ -1219,6 +1219,12 @@ impl RoundPasses {
         self.planned
     }
 
+    /// How often a seek had moved where shards without a checkpoint start when the last pass
+    /// planned ([`Coordinator::starts_moved`]).
+    pub(crate) fn starts(&self) -> u64 {
+        self.starts
+    }
+
     /// Whether a seek moved where shards without a checkpoint start since the last pass
     /// planned: its queued takes would start at the old place.
     pub(crate) fn planned_before_a_seek<T: Moment>(&self, coordinator: &Coordinator<T>) -> bool {

@@ -263,6 +263,15 @@ impl<T: Moment> Rounds<T> {
         self.paced_waits
     }
 
+    /// While takes run: how often a seek had moved where shards without a checkpoint start when
+    /// their pass planned them ([`Coordinator::starts_moved`]).
+    pub(crate) fn takes_planned_at_starts(&self) -> Option<u64> {
+        match &self.phase {
+            Phase::Taking(passes) => Some(passes.starts()),
+            _ => None,
+        }
+    }
+
     /// How many planned takes wait for the pace.
     #[cfg(test)]
     pub(crate) fn paced_takes(&self) -> usize {

@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::StreamExt;
+
 use crate::delivery::seeker::{Seeking, Source};
 use crate::kinesis::iterator::ShardIterator;
 use crate::live::lock;
@@ -20,6 +22,10 @@ impl Source for Subscription {
         self.cancel.cancel();
     }
 }
+
+/// How many iterators a seek asks Kinesis for at once (a shard takes five `GetShardIterator`
+/// calls a second; the limit is per shard).
+const ITERATORS_AT_ONCE: usize = 16;
 
 /// Seeks the shards of a live subscription that `to` applies to. Every shard's iterator at `to`
 /// is asked of Kinesis first: a position it refuses (a sequence number of another shard, a
@@ -60,12 +66,14 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
                 .cloned()
                 .collect();
             if missing.is_empty() {
+                let mut seeks = lock(&sub.every_shard_seek);
+                seeks.any += 1;
                 if to.shard().is_none() {
-                    let mut seeks = lock(&sub.every_shard_seek);
                     seeks.count += 1;
-                    seeks.to = Some(to.clone());
+                    seeks.to = Some((to.clone(), crate::epoch_millis()));
                     sub.start_at(to.clone());
                 }
+                drop(seeks);
                 let targets = running
                     .iter()
                     .filter(|(shard, _)| to.applies_to(shard))
@@ -78,9 +86,16 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
             }
             missing
         };
-        for shard in missing {
-            let iterator = iterator_at(sub, &shard, &to, &start).await?;
-            iterators.insert(shard, iterator);
+        // A few at once: an instance taking a large stream at its pace has shards join while
+        // this asks, one at a time it would catch up with them only once all were taken.
+        let mut asked = futures::stream::iter(missing)
+            .map(|shard| async {
+                let iterator = iterator_at(sub, &shard, &to, &start).await;
+                (shard, iterator)
+            })
+            .buffer_unordered(ITERATORS_AT_ONCE);
+        while let Some((shard, iterator)) = asked.next().await {
+            iterators.insert(shard, iterator?);
         }
     }
 }
@@ -119,20 +134,59 @@ fn applied(
     })
 }
 
-/// Seeks `late` (shards taken as planned before a seek of every shard, whose readers joined
-/// after it) to `to`, as the seek would have: their iterators first.
+/// Seeks `late` (shards taken as planned before the seek of every shard counted `count`, and
+/// `any` seeks of any kind, whose readers joined after it) to `to`, as that seek would have
+/// (`Latest` as the moment `at_ms` it was made: the records written since are read). Their
+/// iterators are asked first; then, under the lock the readers register under, each is moved
+/// unless a seek came meanwhile (it moved the shard, or the handler moved it on purpose) or
+/// its reader is no longer the one taken. A shard whose iterator Kinesis refused is named in a
+/// warning and reads on where its take started; the others move all the same.
 pub(super) async fn seek_late(
     sub: &Subscription,
     late: Vec<(Arc<str>, Arc<ShardHandle>)>,
-    to: &KinesisPosition,
-) -> Result<(), KinesisError> {
+    (to, at_ms): (&KinesisPosition, u64),
+    (count, any): (u64, u64),
+) {
+    let to = match to {
+        KinesisPosition::Latest => KinesisPosition::AtTimestamp(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms),
+        ),
+        other => other.clone(),
+    };
     let start = ShardStart::At(to.clone());
     let mut targets = Vec::with_capacity(late.len());
     for (shard, handle) in late {
-        let iterator = iterator_at(sub, &shard, to, &start).await?;
-        targets.push((shard, handle, iterator));
+        match iterator_at(sub, &shard, &to, &start).await {
+            Ok(iterator) => targets.push((shard, handle, iterator)),
+            Err(err) => tracing::warn!(
+                stream = %sub.stream,
+                shard = %shard,
+                error = %err,
+                "a shard taken as planned before a seek of every shard could not be sought: it \
+                 reads on from where its take started"
+            ),
+        }
     }
-    applied(sub, targets, to)
+    let running = lock(&sub.running);
+    let seeks = lock(&sub.every_shard_seek);
+    if seeks.count != count || seeks.any != any {
+        return;
+    }
+    let targets = targets
+        .into_iter()
+        .filter(|(shard, handle, _)| {
+            running
+                .get(shard)
+                .is_some_and(|reader| Arc::ptr_eq(&reader.handle, handle))
+        })
+        .collect();
+    if let Err(err) = applied(sub, targets, &to) {
+        tracing::warn!(
+            stream = %sub.stream,
+            error = %err,
+            "a shard taken as planned before a seek of every shard was not sought"
+        );
+    }
 }
 
 /// Whether `sub` can still be sought: its broker runs, and its subscriber was not dropped.

@@ -34,9 +34,9 @@ struct Taking {
     planned: Option<KinesisPosition>,
     /// Whether the row had no start but the one this take recorded.
     fresh: bool,
-    /// Once it reads: how many seeks of every shard had looked at the shards read before its
-    /// reader joined them.
-    seeks_before: Option<u64>,
+    /// Once it reads: how many seeks of every shard, and of any kind, had been applied before
+    /// its reader joined the shards read.
+    seeks_before: Option<(u64, u64)>,
     /// Its span: its calls' events and failures carry the shard.
     span: tracing::Span,
 }
@@ -64,6 +64,7 @@ impl Subscription {
         takes: Vec<(ShardInfo, TakeFor)>,
     ) {
         let now_ms = epoch_millis();
+        let planned_at_starts = machines.rounds().takes_planned_at_starts();
         let mut taking: Vec<Taking> = {
             let coordinator = machines.coordinator(self);
             takes
@@ -88,35 +89,50 @@ impl Subscription {
             }
         }
         drop(calls);
-        self.seek_late_takes(&taking).await;
+        self.seek_late_takes(&taking, planned_at_starts, machines)
+            .await;
         let (rounds, coordinator) = machines.both(self);
         rounds.took(coordinator, Instant::now());
     }
 
     /// Seeks the shards of `taking` that started where they were planned though a seek of
-    /// every shard came after the plan and looked at the shards read before their readers
-    /// joined them: it would have moved them, and moved where they start for later takes only.
-    /// The last seek's position counts (an older one's was moved by it).
-    async fn seek_late_takes(&self, taking: &[Taking]) {
-        let (to, late) = {
+    /// every shard came after the plan (`planned_at_starts`, the coordinator's count of moved
+    /// starts when the pass planned them, has moved since) and committed before their readers
+    /// joined the shards read, no seek of any kind coming after: it would have moved them, and
+    /// moved where later takes start only. Only the shards that start where their plan said (a
+    /// child of a reshard is planned at the trim horizon whatever the seek, and after a seek it
+    /// is not late). The last seek's position counts (an older one's was moved by it).
+    async fn seek_late_takes(
+        &self,
+        taking: &[Taking],
+        planned_at_starts: Option<u64>,
+        machines: &mut Machines,
+    ) {
+        let moved = planned_at_starts
+            .is_some_and(|planned| planned != machines.coordinator(self).starts_moved());
+        if !moved {
+            return;
+        }
+        let (to, seen, late) = {
             let running = lock(&self.running);
             let seeks = lock(&self.every_shard_seek);
             let Some(to) = seeks.to.clone() else {
                 return;
             };
+            let seen = (seeks.count, seeks.any);
             let late: Vec<(Arc<str>, Arc<ShardHandle>)> = taking
                 .iter()
                 .filter(|one| {
                     one.fresh
-                        && one.seeks_before == Some(seeks.count)
-                        && one.planned.as_ref().is_some_and(|planned| *planned != to)
+                        && one.seeks_before == Some(seen)
+                        && one.planned.as_ref().is_some_and(|planned| *planned != to.0)
                 })
                 .filter_map(|one| {
                     let reader = running.get(&one.shard.id)?;
                     Some((Arc::clone(&one.shard.id), Arc::clone(&reader.handle)))
                 })
                 .collect();
-            (to, late)
+            (to, seen, late)
         };
         if late.is_empty() {
             return;
@@ -125,17 +141,10 @@ impl Subscription {
         tracing::debug!(
             stream = %self.stream,
             ?shards,
-            position = ?to,
+            position = ?to.0,
             "taken as planned before a seek of every shard: sought now"
         );
-        if let Err(err) = super::seek::seek_late(self, late, &to).await {
-            tracing::warn!(
-                stream = %self.stream,
-                error = %err,
-                "a shard taken as planned before a seek of every shard could not be sought: it \
-                 reads on from where its take started"
-            );
-        }
+        super::seek::seek_late(self, late, (&to.0, to.1), seen).await;
     }
 
     fn taking(&self, shard: ShardInfo, purpose: TakeFor, over: Option<Over>) -> Taking {

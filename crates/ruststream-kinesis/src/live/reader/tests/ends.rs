@@ -195,16 +195,7 @@ async fn a_delivery_withheld_while_its_shard_closes_moves_no_checkpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_application_at_the_trim_horizon_reads_a_closed_parent_before_its_child() {
     let rig = Rig::start(
-        RigSettings {
-            shards: 2,
-            records: 2,
-            closed: true,
-            child_records: Some(1),
-            seeded: false,
-            stream: crate::KinesisStream::new("orders")
-                .initial_position(KinesisPosition::TrimHorizon),
-            ..RigSettings::default()
-        },
+        RigSettings::parent_and_child(KinesisPosition::TrimHorizon),
         |_, _, _| None,
     )
     .await;

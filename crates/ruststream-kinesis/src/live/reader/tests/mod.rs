@@ -73,6 +73,24 @@ impl Default for RigSettings {
     }
 }
 
+impl RigSettings {
+    /// Shard 0 closed with two records, shard 1 its child with one, and no row: a new
+    /// application starting at `initial`.
+    pub(super) fn parent_and_child(initial: crate::KinesisPosition) -> Self {
+        Self {
+            shards: 2,
+            records: 2,
+            closed: true,
+            child_records: Some(1),
+            seeded: false,
+            stream: KinesisStream::new("orders")
+                .batch_size(100)
+                .initial_position(initial),
+            ..Self::default()
+        }
+    }
+}
+
 impl Rig {
     /// A rig on one open shard holding `records` records, answered by the fake stream alone.
     pub(super) async fn with_records(records: usize) -> Self {

@@ -245,3 +245,36 @@ async fn a_refused_seek_of_every_shard_moves_where_no_later_take_starts() {
     );
     stop(rig.sub, rig.connected).await;
 }
+
+/// A reshard's child is planned at the trim horizon whatever the start (its parent was read to
+/// its end), so a take of it planned after a seek to the tip is not late: it reads the child
+/// from its first record (review of the fifteenth session: every fresh take that read after the
+/// seek and started elsewhere than the seek's position was moved to it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_taken_after_a_seek_to_the_tip_reads_from_its_first_record() {
+    let rig = Rig::start(
+        RigSettings::parent_and_child(KinesisPosition::TrimHorizon),
+        |_, _, _| None,
+    )
+    .await;
+    let mut sub = rig.sub;
+    sub.seeker()
+        .seek(KinesisPosition::Latest)
+        .await
+        .expect("the seek");
+    loop {
+        let message = next(&mut sub).await;
+        if text(&message) == "child 0" {
+            message.ack().await.unwrap();
+            break;
+        }
+        // The parent's records read before the seek are withheld from handlers.
+        assert!(
+            message.decode_error().is_some(),
+            "after the seek to the tip, only the child's records: {}",
+            text(&message)
+        );
+        message.nack(false).await.unwrap();
+    }
+    stop(sub, rig.connected).await;
+}
