@@ -36,8 +36,6 @@ use crate::{KinesisError, KinesisStream, LeaseTimings};
 pub(crate) struct EveryShardSeek {
     /// How many there were.
     pub(crate) count: u64,
-    /// How many seeks of any kind (one shard's record too) were applied.
-    pub(crate) any: u64,
     /// Where the last one moved to, and when (epoch ms): a late take sought to `Latest` reads
     /// from that moment, not from the later tip.
     pub(crate) to: Option<(crate::KinesisPosition, u64)>,

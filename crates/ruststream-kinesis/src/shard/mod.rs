@@ -15,7 +15,7 @@ pub(crate) mod read;
 #[cfg(feature = "dynamodb-lease")]
 mod units;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -62,6 +62,9 @@ pub(crate) struct ShardHandle {
     ended: Notify,
     /// Whether the broker was shut down: settlements then answer an error.
     broker_closed: Arc<AtomicBool>,
+    /// How many seeks were applied to this reader: a take that read as planned before a seek
+    /// of every shard is sought late only if none moved it since.
+    seeks: AtomicU64,
     /// What the shard tells `TestApp`'s harness (in process; nothing from the service).
     harness: Harness,
     /// Exactly once: the writes of the units the machine holds, and the refusals its
@@ -150,6 +153,7 @@ impl ShardHandle {
             handed_back: Notify::new(),
             ended: Notify::new(),
             broker_closed,
+            seeks: AtomicU64::new(0),
             harness,
             #[cfg(feature = "dynamodb-lease")]
             units: Mutex::default(),
@@ -349,6 +353,12 @@ impl ShardHandle {
         next
     }
 
+    /// How many seeks were applied to this reader (counted under its machine's lock, which a
+    /// seek holds while it applies).
+    pub(crate) fn seeks(&self) -> u64 {
+        self.seeks.load(Ordering::Relaxed)
+    }
+
     /// A seek resolved `iterator`: the shard forgets every delivery of the old position, its
     /// reader restarts at `iterator`, and `recorded` is its checkpoint until a record of the new
     /// position settles. Whether it was applied (a shard being handed back refuses it).
@@ -364,6 +374,7 @@ impl ShardHandle {
             let applied = machine.seek(iterator, resume, recorded);
             if applied {
                 self.harness.moved_to(&harness_iterator);
+                self.seeks.fetch_add(1, Ordering::Relaxed);
             }
             applied
         };

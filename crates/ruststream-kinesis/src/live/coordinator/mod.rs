@@ -120,8 +120,8 @@ impl Subscription {
     }
 
     /// Starts the reader of `shard`, taken with a lease sent at `sent` (`sent_ms` by the wall
-    /// clock): its first read from `iterator`, at `start`. Answers how many seeks of every shard,
-    /// and of any kind, had been applied before this one joined the shards read.
+    /// clock): its first read from `iterator`, at `start`. Answers how many seeks of every shard
+    /// had been applied before this one joined the shards read.
     #[allow(clippy::too_many_arguments)]
     fn start_reader(
         self: &Arc<Self>,
@@ -132,7 +132,7 @@ impl Subscription {
         resume: ShardStart,
         sent: Instant,
         sent_ms: u64,
-    ) -> (u64, u64) {
+    ) -> u64 {
         // In process, the reader's tap counts for the harness what the shard holds from here.
         #[cfg(feature = "testing")]
         let harness = crate::shard::Harness::of(self.kinesis.tap(&iterator));
@@ -171,8 +171,7 @@ impl Subscription {
             );
             // Under the lock the beat's driver hands its chain on under: no answer falls between.
             self.follow_beats(&handle);
-            let seeks = lock(&self.every_shard_seek);
-            (seeks.count, seeks.any)
+            lock(&self.every_shard_seek).count
         };
         let env = Arc::new(ShardEnv::of(self, &shard.id));
         env.taken();

@@ -66,14 +66,12 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
                 .cloned()
                 .collect();
             if missing.is_empty() {
-                let mut seeks = lock(&sub.every_shard_seek);
-                seeks.any += 1;
                 if to.shard().is_none() {
+                    let mut seeks = lock(&sub.every_shard_seek);
                     seeks.count += 1;
                     seeks.to = Some((to.clone(), crate::epoch_millis()));
                     sub.start_at(to.clone());
                 }
-                drop(seeks);
                 let targets = running
                     .iter()
                     .filter(|(shard, _)| to.applies_to(shard))
@@ -134,22 +132,27 @@ fn applied(
     })
 }
 
-/// Seeks `late` (shards taken as planned before the seek of every shard counted `count`, and
-/// `any` seeks of any kind, whose readers joined after it) to `to`, as that seek would have
-/// (`Latest` as the moment `at_ms` it was made: the records written since are read). Their
-/// iterators are asked first; then, under the lock the readers register under, each is moved
-/// unless a seek came meanwhile (it moved the shard, or the handler moved it on purpose) or
-/// its reader is no longer the one taken. A shard whose iterator Kinesis refused is named in a
-/// warning and reads on where its take started; the others move all the same.
+/// Seeks `late` (shards taken as planned before the seek of every shard counted `count`, whose
+/// readers joined after it) to `to`, as that seek would have (`Latest` as the moment `at_ms` it
+/// was made, less the skew tolerance: the records written since are read, a few before it again
+/// rather than any lost to a clock ahead of Kinesis'). Their iterators are asked first; then,
+/// under the lock the readers register under, each is moved unless another seek of every shard
+/// came meanwhile (it moved the shard), a seek was applied to its reader since it started (the
+/// handler moved it on purpose), or its reader is no longer the one taken. A shard whose
+/// iterator Kinesis refused (after the SDK's retries) is named in a warning and reads on where
+/// its take started; the others move all the same.
 pub(super) async fn seek_late(
     sub: &Subscription,
     late: Vec<(Arc<str>, Arc<ShardHandle>)>,
     (to, at_ms): (&KinesisPosition, u64),
-    (count, any): (u64, u64),
+    count: u64,
 ) {
     let to = match to {
         KinesisPosition::Latest => KinesisPosition::AtTimestamp(
-            std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms),
+            std::time::UNIX_EPOCH
+                + std::time::Duration::from_millis(
+                    at_ms.saturating_sub(crate::lease::millis(crate::SKEW_TOLERANCE)),
+                ),
         ),
         other => other.clone(),
     };
@@ -168,16 +171,16 @@ pub(super) async fn seek_late(
         }
     }
     let running = lock(&sub.running);
-    let seeks = lock(&sub.every_shard_seek);
-    if seeks.count != count || seeks.any != any {
+    if lock(&sub.every_shard_seek).count != count {
         return;
     }
     let targets = targets
         .into_iter()
         .filter(|(shard, handle, _)| {
-            running
-                .get(shard)
-                .is_some_and(|reader| Arc::ptr_eq(&reader.handle, handle))
+            handle.seeks() == 0
+                && running
+                    .get(shard)
+                    .is_some_and(|reader| Arc::ptr_eq(&reader.handle, handle))
         })
         .collect();
     if let Err(err) = applied(sub, targets, &to) {

@@ -34,9 +34,9 @@ struct Taking {
     planned: Option<KinesisPosition>,
     /// Whether the row had no start but the one this take recorded.
     fresh: bool,
-    /// Once it reads: how many seeks of every shard, and of any kind, had been applied before
-    /// its reader joined the shards read.
-    seeks_before: Option<(u64, u64)>,
+    /// Once it reads: how many seeks of every shard had been applied before its reader joined
+    /// the shards read.
+    seeks_before: Option<u64>,
     /// Its span: its calls' events and failures carry the shard.
     span: tracing::Span,
 }
@@ -98,7 +98,7 @@ impl Subscription {
     /// Seeks the shards of `taking` that started where they were planned though a seek of
     /// every shard came after the plan (`planned_at_starts`, the coordinator's count of moved
     /// starts when the pass planned them, has moved since) and committed before their readers
-    /// joined the shards read, no seek of any kind coming after: it would have moved them, and
+    /// joined the shards read, no seek moving them since: it would have moved them, and
     /// moved where later takes start only. Only the shards that start where their plan said (a
     /// child of a reshard is planned at the trim horizon whatever the seek, and after a seek it
     /// is not late). The last seek's position counts (an older one's was moved by it).
@@ -119,7 +119,7 @@ impl Subscription {
             let Some(to) = seeks.to.clone() else {
                 return;
             };
-            let seen = (seeks.count, seeks.any);
+            let seen = seeks.count;
             let late: Vec<(Arc<str>, Arc<ShardHandle>)> = taking
                 .iter()
                 .filter(|one| {
