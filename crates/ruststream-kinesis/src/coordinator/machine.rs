@@ -119,8 +119,9 @@ pub(crate) struct Coordinator<T> {
     /// Takes planned before this instance knew its peers wait for the pace
     /// ([`RoundPasses::planned_blind`]): it beats until it knows them.
     blind_takes_wait: bool,
-    /// When a notice first showed this instance's own beat: it knows its peers a renewal
-    /// interval later ([`knows_peers`](Self::knows_peers)).
+    /// When a notice first showed this instance's own beat: the instances that beat by then are
+    /// known to it, and it to them ([`own_beat_shown`](Self::own_beat_shown)); it knows its
+    /// peers a renewal interval later ([`knows_peers`](Self::knows_peers)).
     own_beat_seen: Option<T>,
     /// How often a seek moved where shards without a checkpoint start ([`start_at`](Self::start_at)).
     starts_moved: u64,
@@ -320,7 +321,14 @@ impl<T: Moment> Coordinator<T> {
         if self.no_peers_wait {
             return true;
         }
-        !self.reads_notices_to_take() || self.watch.peers_known()
+        !self.reads_notices_to_take() || self.own_beat_shown()
+    }
+
+    /// Whether a balancing instance knows the others well enough to ask for handoffs: a notice
+    /// read showed its own beat (so those that joined with it show theirs), or the store keeps
+    /// no notices (and the rows are all it can know).
+    fn own_beat_shown(&self) -> bool {
+        !self.watch.uses_notices() || self.own_beat_seen.is_some()
     }
 
     /// Whether the handover poll is on, so the notices it reads (the beats, the counter) count in
@@ -474,7 +482,7 @@ impl<T: Moment> Coordinator<T> {
             self.free_seen = Some(free.len() + handed_here.len() + skipping);
         }
         // With the handover poll off no notice is read: the rows are all this instance knows.
-        if round && (self.watch.peers_known() || !self.reads_notices_to_take()) {
+        if round && (self.own_beat_shown() || !self.reads_notices_to_take()) {
             // Paused, the instance takes nothing: a handoff asked for would only be handed back.
             self.asks = if self.paused {
                 Vec::new()
@@ -779,12 +787,12 @@ impl<T: Moment> Coordinator<T> {
             };
         }
         let watching = self.poll_waits(reading);
-        let peers_known = self.watch.peers_known();
-        self.watch.beats_read(notice, owner);
+        let peers_known = self.own_beat_shown();
+        self.watch.beats_read(notice);
         if self.own_beat_seen.is_none() && notice.beats.contains_key(owner) {
             self.own_beat_seen = Some(now);
         }
-        if peers_known != self.watch.peers_known() {
+        if peers_known != self.own_beat_shown() {
             // Its handoffs may be asked for from now.
             self.changed();
         }

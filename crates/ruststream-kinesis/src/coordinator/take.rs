@@ -214,6 +214,12 @@ impl<T: Moment> Take<T> {
         &self.recorded
     }
 
+    /// What it takes the shard for: reading (where a row without a checkpoint starts, as
+    /// planned), or marking it skipped.
+    pub(crate) fn purpose(&self) -> &TakeFor {
+        &self.purpose
+    }
+
     /// The acquire answered: the row's checkpoint as the take left it, or why it was refused.
     /// `coin` draws a backoff's jitter.
     pub(crate) fn acquired(

@@ -59,9 +59,6 @@ pub(crate) struct Watch {
     rows: Rows,
     /// The beats of the last notice read.
     beats: BTreeMap<String, u64>,
-    /// Whether a notice read showed this instance's own beat: the instances that beat by then
-    /// are known to it, and it to them.
-    seen_own_beat: bool,
     /// The last notice read, whose gone instances a record written removes.
     last: Notice,
 }
@@ -88,9 +85,8 @@ impl Watch {
     }
 
     /// A notice was read: its beats are the instances known alive, for balancing.
-    pub(crate) fn beats_read(&mut self, notice: &Notice, owner: &str) {
+    pub(crate) fn beats_read(&mut self, notice: &Notice) {
         self.beats.clone_from(&notice.beats);
-        self.seen_own_beat |= notice.beats.contains_key(owner);
     }
 
     /// The instances whose beat in the last notice read is live at `now_ms`.
@@ -100,13 +96,6 @@ impl Watch {
             .iter()
             .filter(move |&(_, &until)| until.saturating_add(notice_skew) >= now_ms)
             .map(|(owner, _)| owner.as_str())
-    }
-
-    /// Whether a balancing instance knows the others well enough to ask for handoffs: a
-    /// notice read showed its own beat (so those that joined with it show theirs), or the store
-    /// keeps no notices (and the rows are all it can know).
-    pub(crate) fn peers_known(&self) -> bool {
-        self.unsupported || self.seen_own_beat
     }
 
     /// The store answered that it keeps no notices.

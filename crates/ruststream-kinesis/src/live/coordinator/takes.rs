@@ -21,7 +21,7 @@ use crate::live::coordinator::machines::Machines;
 use crate::live::lock;
 use crate::live::subscription::Subscription;
 use crate::shard::ShardHandle;
-use crate::{KinesisError, KinesisPosition, LeaseError};
+use crate::{KinesisError, LeaseError};
 
 /// One take under way.
 struct Taking {
@@ -30,8 +30,6 @@ struct Taking {
     take: Take<Instant>,
     /// The first iterator, once `GetShardIterator` answered it.
     iterator: Option<ShardIterator>,
-    /// Where a row without a checkpoint starts, as planned (`None`: a take for skipping).
-    planned: Option<KinesisPosition>,
     /// Whether the row had no start but the one this take recorded.
     fresh: bool,
     /// Once it reads: how many seeks of every shard had been applied before its reader joined
@@ -125,7 +123,7 @@ impl Subscription {
                 .filter(|one| {
                     one.fresh
                         && one.seeks_before == Some(seen)
-                        && one.planned.as_ref().is_some_and(|planned| *planned != to.0)
+                        && matches!(one.take.purpose(), TakeFor::Reading(planned) if *planned != to.0)
                 })
                 .filter_map(|one| {
                     let reader = running.get(&one.shard.id)?;
@@ -155,16 +153,11 @@ impl Subscription {
             shard = %shard.id,
             owner = %self.owner
         );
-        let planned = match &purpose {
-            TakeFor::Reading(position) => Some(position.clone()),
-            TakeFor::Skipping => None,
-        };
         Taking {
             key: LeaseKey::new(Arc::clone(&self.stream), Arc::clone(&shard.id)),
             take: Take::new(Arc::clone(&shard.id), purpose, over, Instant::now(), now_ms),
             shard,
             iterator: None,
-            planned,
             fresh: false,
             seeks_before: None,
             span,
