@@ -5,7 +5,7 @@
 //! kinesis-bench all [--quick] [--out FILE]     every figure, one Markdown report
 //! kinesis-bench consume | checkpoints | metrics-cost | fan-out | handover | takeover | balance | growth | writes | poll-cost | cost | startup | publish | publish-aggregated
 //!               | consume-aggregated
-//!               | in-process | memory [--quick]
+//!               | in-process | memory | record-path [--quick]
 //! ```
 //!
 //! The stack is `KINESIS_TEST_ENDPOINT` (else `AWS_ENDPOINT_URL`, else
@@ -30,6 +30,7 @@ mod memory;
 mod poll_cost;
 mod publish;
 mod publish_aggregated;
+mod record_path;
 mod report;
 mod service;
 mod stack;
@@ -139,6 +140,9 @@ enum Command {
     InProcess,
     /// Resident memory per owned shard with a backlog, and that it stays bounded.
     Memory,
+    /// The crate's own instructions per record consumed: `consume --quick` under callgrind with
+    /// one worker thread, the functions of a record's path (not in `all`: needs valgrind).
+    RecordPath,
     /// Internal: one region of `in-process`, measured under callgrind (COUNT).
     #[value(hide = true)]
     InProcessRegion,
@@ -337,6 +341,7 @@ async fn figures(command: &str, opts: &Options) -> Result<Vec<Figure>, Error> {
         let taken = Instant::now();
         let result = match *step {
             "in-process" => in_process::run(opts).await,
+            "record-path" => record_path::run(),
             "publish" => publish::run(&stack, opts).await,
             "publish-aggregated" => publish_aggregated::run(&stack, opts).await,
             "consume-aggregated" => consume_aggregated::run(&stack, opts).await,

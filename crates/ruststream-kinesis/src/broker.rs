@@ -782,7 +782,13 @@ impl ConnectedKinesisBroker {
             ),
             None => None,
         };
-        let (tx, rx) = mpsc::channel(capacity);
+        // The channel counts sends, each of at most `HANDED_AT_ONCE` records: about `capacity`
+        // records wait in it at most, and room for a few sends of one (a shard at its tip, an
+        // error to report) is kept whatever the batch size.
+        let sends = capacity
+            .div_ceil(crate::live::reader::HANDED_AT_ONCE)
+            .max(16);
+        let (tx, rx) = mpsc::channel(sends);
         let sub = coordinator::start(
             self.instance.clone(),
             &source,

@@ -47,13 +47,15 @@ impl Record {
     }
 }
 
-/// The deliveries of one Kinesis record: its user records in order when it is a KPL aggregate
-/// (magic, digest and protobuf all check out), else the record itself; each with the headers of
-/// our envelope read from its data.
-pub(crate) fn decoded(record: FetchedRecord) -> Decoded {
+/// Pushes the deliveries of one Kinesis record onto `out`: its user records in order when it is
+/// a KPL aggregate (magic, digest and protobuf all check out), else the record itself; each with
+/// the headers of our envelope read from its data. Whether it went as it is (not as an
+/// aggregate's user records). Pushed where they go, not returned: a record is moved once less,
+/// on every record read.
+pub(crate) fn decode_into(record: FetchedRecord, out: &mut Vec<Record>) -> bool {
     let Some(users) = kpl::deaggregate(&record.data) else {
         let (payload, headers) = envelope::decode(record.data);
-        return Decoded::Plain(Some(Record {
+        out.push(Record {
             payload,
             headers,
             partition_key: record.partition_key,
@@ -62,55 +64,32 @@ pub(crate) fn decoded(record: FetchedRecord) -> Decoded {
             sub_sequence: None,
             ends_record: true,
             arrived_ms: record.arrived_ms,
-        }));
+        });
+        return true;
     };
     let last = users.len().saturating_sub(1);
-    Decoded::Users(
-        users
-            .into_iter()
-            .enumerate()
-            .map(|(index, user)| {
-                let (payload, headers) = envelope::decode(Bytes::from(user.data));
-                Record {
-                    payload,
-                    headers,
-                    partition_key: Arc::from(user.partition_key),
-                    explicit_hash_key: user.explicit_hash_key,
-                    sequence: Arc::clone(&record.sequence),
-                    sub_sequence: Some(index as u64),
-                    ends_record: index == last,
-                    arrived_ms: record.arrived_ms,
-                }
-            })
-            .collect::<Vec<_>>()
-            .into_iter(),
-    )
-}
-
-/// The deliveries of one Kinesis record, in order: a plain record is one, with no list of its
-/// own to allocate for it (the common case, on every record read).
-#[derive(Debug)]
-pub(crate) enum Decoded {
-    Plain(Option<Record>),
-    Users(std::vec::IntoIter<Record>),
-}
-
-impl Decoded {
-    /// Whether the record was delivered as it is (not as an aggregate's user records).
-    pub(crate) fn is_plain(&self) -> bool {
-        matches!(self, Self::Plain(_))
-    }
-}
-
-impl Iterator for Decoded {
-    type Item = Record;
-
-    fn next(&mut self) -> Option<Record> {
-        match self {
-            Self::Plain(record) => record.take(),
-            Self::Users(users) => users.next(),
+    out.extend(users.into_iter().enumerate().map(|(index, user)| {
+        let (payload, headers) = envelope::decode(Bytes::from(user.data));
+        Record {
+            payload,
+            headers,
+            partition_key: Arc::from(user.partition_key),
+            explicit_hash_key: user.explicit_hash_key,
+            sequence: Arc::clone(&record.sequence),
+            sub_sequence: Some(index as u64),
+            ends_record: index == last,
+            arrived_ms: record.arrived_ms,
         }
-    }
+    }));
+    false
+}
+
+/// The deliveries of one Kinesis record, in order ([`decode_into`]).
+#[cfg(test)]
+pub(crate) fn decoded(record: FetchedRecord) -> Vec<Record> {
+    let mut out = Vec::new();
+    decode_into(record, &mut out);
+    out
 }
 
 #[cfg(test)]
@@ -135,7 +114,7 @@ mod tests {
         aggregate.push("order-1", None, envelope::encode(b"one", &headers).to_vec());
         aggregate.push("order-2", Some("42"), b"two".to_vec());
         aggregate.push("order-1", None, b"three".to_vec());
-        let records: Vec<Record> = decoded(fetched(aggregate.encode())).collect();
+        let records = decoded(fetched(aggregate.encode()));
         let seen: Vec<_> = records
             .iter()
             .map(|r| {
@@ -177,7 +156,7 @@ mod tests {
         let mut looks = kpl::MAGIC.to_vec();
         looks.extend_from_slice(b"not a protobuf, and no digest of it either");
         for data in [b"{\"id\":1}".to_vec(), looks] {
-            let records: Vec<Record> = decoded(fetched(data.clone())).collect();
+            let records = decoded(fetched(data.clone()));
             assert_eq!(records.len(), 1);
             assert_eq!(&records[0].payload[..], &data[..]);
             assert_eq!(&*records[0].partition_key, "outer");

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 #[cfg(feature = "dynamodb-lease")]
 use crate::delivery::batch::InBatch;
-use crate::delivery::message::Item;
+use crate::delivery::message::Items;
 use crate::delivery::seeker::Source;
 use crate::registry::StreamRegistration;
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
@@ -141,7 +141,9 @@ impl Seekable for KinesisSubscriber {
 #[derive(Debug)]
 pub(crate) struct Deliveries {
     /// Bounded: backpressure keeps memory per shard bounded, in process as live.
-    rx: mpsc::Receiver<Item>,
+    rx: mpsc::Receiver<Items>,
+    /// What the last receive brought that the runtime has not taken yet.
+    received: Items,
     /// The subscription behind them, live or in process.
     source: Arc<dyn Source>,
     /// Frees the stream's name on the broker when the subscription goes.
@@ -152,12 +154,13 @@ impl Deliveries {
     /// What arrives on `rx` from the subscription `source`, which holds the stream's name on
     /// the broker through `registration` while it lives.
     pub(crate) fn new(
-        rx: mpsc::Receiver<Item>,
+        rx: mpsc::Receiver<Items>,
         source: Arc<dyn Source>,
         registration: StreamRegistration,
     ) -> Self {
         Self {
             rx,
+            received: Items::default(),
             source,
             _registration: registration,
         }
@@ -169,7 +172,18 @@ impl Subscriber for Deliveries {
     type Error = KinesisError;
 
     fn stream(&mut self) -> impl Stream<Item = Result<KinesisMessage, KinesisError>> + Send + '_ {
-        futures::stream::poll_fn(move |cx| self.rx.poll_recv(cx)).filter(|item| {
+        futures::stream::poll_fn(move |cx| {
+            loop {
+                if let Some(item) = self.received.next() {
+                    return std::task::Poll::Ready(Some(item));
+                }
+                match std::task::ready!(self.rx.poll_recv(cx)) {
+                    Some(items) => self.received = items,
+                    None => return std::task::Poll::Ready(None),
+                }
+            }
+        })
+        .filter(|item| {
             // A delivery whose shard stopped, whose lease ran out while it waited in the
             // channel, or that a seek made stale never reaches a handler.
             std::future::ready(item.as_ref().map_or(true, KinesisMessage::is_current))

@@ -227,11 +227,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                     self.lease.run_out();
                     return self.finish(Stop::Lost);
                 }
-                let sequence = Arc::clone(record.sequence());
-                self.last_handed = Some(now);
-                self.in_flight += 1;
-                let ticket = self.watermark.push(record.checkpoint());
-                self.read.handed(sequence);
+                let ticket = self.hand_out(now, &record);
                 ReadStep::Deliver(record, ticket)
             }
             Want::Drain if self.drained() => self.finish(Stop::Ended),
@@ -246,6 +242,41 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                 ReadStep::Wait(until)
             }
         }
+    }
+
+    /// What the reader does next at `now`, as [`next_read`](Self::next_read); when that is a
+    /// delivery, the records read behind it follow into `more`, up to `max` in all, handed out
+    /// at the same moment: what as many more `next_read`s at `now` would hand out (nothing
+    /// else changed meanwhile, so the same checks pass, the lease's by the same clocks), one
+    /// lock and one reading of the clocks for a batch rather than a record each. It stops
+    /// before any other step, which the next call decides.
+    pub(crate) fn next_reads(
+        &mut self,
+        now: T,
+        now_ms: impl FnOnce() -> u64,
+        (max, more): (usize, &mut Vec<(R, Ticket)>),
+    ) -> ReadStep<R, T> {
+        let step = self.next_read(now, now_ms);
+        if matches!(step, ReadStep::Deliver(..)) {
+            while more.len() + 1 < max {
+                let Some(record) = self.read.next_record() else {
+                    break;
+                };
+                let ticket = self.hand_out(now, &record);
+                more.push((record, ticket));
+            }
+        }
+        step
+    }
+
+    /// Tracks `record`, handed out at `now`, under the ticket its delivery settles with.
+    fn hand_out(&mut self, now: T, record: &R) -> Ticket {
+        let sequence = Arc::clone(record.sequence());
+        self.last_handed = Some(now);
+        self.in_flight += 1;
+        let ticket = self.watermark.push(record.checkpoint());
+        self.read.handed(sequence);
+        ticket
     }
 
     /// Records were written to the shard: a reader that waits at the tip for news

@@ -177,9 +177,19 @@ impl ShardHandle {
         self.broker_closed.load(Ordering::Acquire)
     }
 
-    /// What the reader does next.
-    pub(crate) fn next_read(&self) -> ReadStep<Record, Instant> {
-        let step = self.step(&mut self.lock(), Instant::now());
+    /// What the reader does next; when that is a delivery, up to `max` records in all are
+    /// handed out at once, the first in the step and the rest into `more`
+    /// ([`ShardMachine::next_reads`]: one lock and one reading of the clocks for them all).
+    pub(crate) fn next_reads(
+        &self,
+        (max, more): (usize, &mut Vec<(Record, Ticket)>),
+    ) -> ReadStep<Record, Instant> {
+        let step = {
+            let mut machine = self.lock();
+            let step = machine.next_reads(Instant::now(), epoch_millis, (max, more));
+            self.delivering(&step, more);
+            step
+        };
         self.stepped(&step);
         step
     }
@@ -212,10 +222,18 @@ impl ShardHandle {
         now: Instant,
     ) -> ReadStep<Record, Instant> {
         let step = machine.next_read(now, epoch_millis);
-        if let ReadStep::Deliver(record, _) = &step {
-            self.harness.delivering_read(record);
-        }
+        self.delivering(&step, &[]);
         step
+    }
+
+    /// Tells the harness of the records `step` and `more` hand out.
+    fn delivering(&self, step: &ReadStep<Record, Instant>, more: &[(Record, Ticket)]) {
+        if let ReadStep::Deliver(record, _) = step {
+            self.harness.delivering_read(record);
+            for (record, _) in more {
+                self.harness.delivering_read(record);
+            }
+        }
     }
 
     /// Wakes whoever must see what `step` says, once the machine's lock is let go.
@@ -650,8 +668,9 @@ mod tests {
             Arc::clone(closed),
             machine,
         );
+        let mut more = Vec::new();
         assert!(matches!(
-            handle.next_read(),
+            handle.next_reads((2, &mut more)),
             ReadStep::Call(Call::GetRecords(_))
         ));
         let (mut step, _) = handle.read_answered(Fetch::Records {
@@ -662,7 +681,8 @@ mod tests {
         let mut tickets = Vec::new();
         while let ReadStep::Deliver(_, ticket) = step {
             tickets.push(ticket);
-            step = handle.next_read();
+            tickets.extend(more.drain(..).map(|(_, ticket)| ticket));
+            step = handle.next_reads((2, &mut more));
         }
         (handle, tickets)
     }

@@ -501,9 +501,21 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         self.last_sequence = Some(sequence);
     }
 
+    /// The next record of the batch read when [`want`](Self::want) would hand it out now:
+    /// nothing is in flight, and reading is not draining.
+    pub(super) fn next_record(&mut self) -> Option<R> {
+        if self.in_flight != InFlight::None || self.phase == Phase::Draining {
+            return None;
+        }
+        self.batch.pop_front()
+    }
+
     /// What reading wants next at `now`, with `room` for one more delivery in the window.
     pub(super) fn want(&mut self, now: T, room: bool) -> Want<R, T> {
         loop {
+            if let Some(record) = self.next_record() {
+                return Want::Record(record);
+            }
             if self.in_flight != InFlight::None {
                 return Want::Wait {
                     until: None,
@@ -512,9 +524,6 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             }
             if self.phase == Phase::Draining {
                 return Want::Drain;
-            }
-            if let Some(record) = self.batch.pop_front() {
-                return Want::Record(record);
             }
             if let Some(after) = self.after.take() {
                 self.batch_read(after);

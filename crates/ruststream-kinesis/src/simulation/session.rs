@@ -515,12 +515,16 @@ impl Sim {
             let now = self.now;
             let wall = self.wall(i);
             let capacity = self.cfg.channel;
+            // As the live reader, records go out together (`next_reads`), as many as the
+            // channel has room for (a first one waits for room alone, as the live send does).
+            let room = capacity.saturating_sub(self.insts[i].channel.len()).max(1);
             let token = self.token();
             let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
                 return;
             };
             let was_halted = s.machine.is_halted();
-            let step = s.machine.next_read(now, || wall);
+            let mut more = Vec::new();
+            let step = s.machine.next_reads(now, || wall, (room, &mut more));
             match step {
                 ReadStep::Call(call) => {
                     let shard = s.shard;
@@ -553,25 +557,28 @@ impl Sim {
                 }
                 ReadStep::Deliver(record, ticket) => {
                     let shard = s.shard;
-                    let msg = Msg {
-                        sid,
-                        shard,
-                        idx: record.idx,
-                        ticket,
-                        redelivery: false,
-                    };
-                    self.handover_step(shard, sid, Step::Read);
-                    let inst = &mut self.insts[i];
-                    let Some(s) = inst.sessions.get_mut(&sid) else {
-                        return;
-                    };
-                    if inst.channel.len() >= capacity {
-                        s.blocked = Some(msg);
-                        s.reader = ReaderTask::Blocked;
-                        return;
+                    for (record, ticket) in std::iter::once((record, ticket)).chain(more) {
+                        let msg = Msg {
+                            sid,
+                            shard,
+                            idx: record.idx,
+                            ticket,
+                            redelivery: false,
+                        };
+                        self.handover_step(shard, sid, Step::Read);
+                        let inst = &mut self.insts[i];
+                        let Some(s) = inst.sessions.get_mut(&sid) else {
+                            return;
+                        };
+                        if inst.channel.len() >= capacity {
+                            // Only a first record finds no room (`room` above).
+                            s.blocked = Some(msg);
+                            s.reader = ReaderTask::Blocked;
+                            return;
+                        }
+                        inst.channel.push_back(msg);
+                        self.dispatch_soon(i);
                     }
-                    inst.channel.push_back(msg);
-                    self.dispatch_soon(i);
                 }
                 ReadStep::Wait(until) => {
                     if until.is_none() && s.machine.is_window_full() {

@@ -26,7 +26,7 @@ use crate::coordinator::plan::Rows;
 use crate::coordinator::rounds::{Rounds, Step};
 use crate::coordinator::take::Told;
 use crate::coordinator::twins::TwinNews;
-use crate::delivery::message::Item;
+use crate::delivery::message::Items;
 use crate::kinesis::api::ShardInfo;
 use crate::kinesis::fan_out::Consumer;
 use crate::kinesis::iterator::ShardIterator;
@@ -102,7 +102,7 @@ impl Subscription {
                     error = %err,
                     "taking the shard failed; it is tried again after a backoff"
                 );
-                let _ = self.tx.try_send(Err(err));
+                let _ = self.tx.try_send(Items::one(Err(err)));
             }
             Told::Throttled(until) => {
                 // Counted as a throttled `acquire` in the lease-table call metrics.
@@ -204,7 +204,7 @@ impl Subscription {
 pub(crate) async fn start(
     instance: Instance,
     source: &KinesisStream,
-    (fan_out, tx): (Option<Consumer>, mpsc::Sender<Item>),
+    (fan_out, tx): (Option<Consumer>, mpsc::Sender<Items>),
     registration: &mut StreamRegistration,
 ) -> Result<Arc<Subscription>, KinesisError> {
     let (sub, coordinator) = Subscription::new(instance, source, fan_out, tx);
@@ -444,7 +444,7 @@ impl Subscription {
         // Delivered even when the channel is full: the subscriber reads it once it drained.
         let tx = self.tx.clone();
         self.spawn(async move {
-            let _ = tx.send(Err(err)).await;
+            let _ = tx.send(Items::one(Err(err))).await;
         });
     }
 

@@ -17,7 +17,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tracing::Instrument;
 
 use crate::clock::{Instant, sleep_until};
-use crate::delivery::message::Item;
+use crate::delivery::message::Items;
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
 use crate::delivery::settlement::{Hold, Settlement};
@@ -38,6 +38,12 @@ use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 mod buffers;
 mod commit;
+
+/// The most records a reader hands out at once, in one send on the subscription's channel: a
+/// batch shares the shard's lock, the clocks' reading and the channel's send, which cost about
+/// as much as the rest of a record's own path; past a few dozen the saving is spent, and a
+/// send holds no more of the channel's room than that.
+pub(crate) const HANDED_AT_ONCE: usize = 64;
 mod env;
 mod news;
 
@@ -71,7 +77,7 @@ pub(crate) struct ShardEnv {
     /// (exactly once): asked of the store once, not at every delivery.
     #[cfg(feature = "dynamodb-lease")]
     commit_tables: Option<crate::lease::CommitTables>,
-    tx: mpsc::Sender<Item>,
+    tx: mpsc::Sender<Items>,
     /// The subscription the shard is read for.
     home: Arc<Subscription>,
 }
@@ -325,7 +331,7 @@ async fn redeliver(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cancell
                 );
                 tokio::select! {
                     () = cancel.cancelled() => return,
-                    sent = env.tx.send(Ok(message)) => {
+                    sent = env.tx.send(Items::one(Ok(message))) => {
                         if sent.is_err() {
                             return;
                         }
@@ -426,8 +432,12 @@ impl Reader {
         let mut news = pin!(news_of.notified());
         // The step an answer's handling already decided, if any.
         let mut decided = None;
+        // The records handed out behind a delivery, taken together.
+        let mut more = Vec::new();
         loop {
-            let step = decided.take().unwrap_or_else(|| handle.next_read());
+            let step = decided
+                .take()
+                .unwrap_or_else(|| handle.next_reads((HANDED_AT_ONCE, &mut more)));
             match step {
                 ReadStep::Call(call) => {
                     decided = self
@@ -440,7 +450,17 @@ impl Reader {
                         .await;
                 }
                 ReadStep::Deliver(record, ticket) => {
-                    let message = deliver(&self.env, handle, record, ticket, 1);
+                    let first = Ok(deliver(&self.env, handle, record, ticket, 1));
+                    let messages = if more.is_empty() {
+                        Items::one(first)
+                    } else {
+                        let mut messages = Vec::with_capacity(1 + more.len());
+                        messages.push(first);
+                        messages.extend(more.drain(..).map(|(record, ticket)| {
+                            Ok(deliver(&self.env, handle, record, ticket, 1))
+                        }));
+                        Items::of(messages)
+                    };
                     // A delivery dropped unsent (a cancel) is handed back by its drop, and stays
                     // unsettled: the shard is handed back without it. The channel has room
                     // most of the time: the send goes then without a wait, so without polling
@@ -448,19 +468,19 @@ impl Reader {
                     let sent = if self.cancel.is_cancelled() {
                         false
                     } else {
-                        match self.env.tx.try_send(Ok(message)) {
+                        match self.env.tx.try_send(messages) {
                             Ok(()) => {
-                                // The awaited send counted against the task's budget, so a
-                                // batch of thousands handed out to a channel with room yielded
-                                // to the runtime every 128 records; this keeps that.
+                                // The awaited send counted against the task's budget, so
+                                // batches handed out to a channel with room yield to the
+                                // runtime now and then; this keeps that.
                                 tokio::task::consume_budget().await;
                                 true
                             }
                             Err(mpsc::error::TrySendError::Closed(_)) => false,
-                            Err(mpsc::error::TrySendError::Full(message)) => tokio::select! {
+                            Err(mpsc::error::TrySendError::Full(messages)) => tokio::select! {
                                 biased;
                                 () = &mut cancelled => false,
-                                sent = self.env.tx.send(message) => sent.is_ok(),
+                                sent = self.env.tx.send(messages) => sent.is_ok(),
                             },
                         }
                     };
@@ -669,14 +689,13 @@ impl Reader {
             env.meters.read(records.len() as u64, bytes, millis_behind);
         }
         let mut messages = buffers.take_records();
-        messages.extend(records.drain(..).flat_map(|fetched| {
+        messages.reserve(records.len());
+        for fetched in records.drain(..) {
             let aggregated = counting && kpl::has_magic(&fetched.data);
-            let decoded = record::decoded(fetched);
-            if aggregated && decoded.is_plain() {
+            if record::decode_into(fetched, &mut messages) && aggregated {
                 env.meters.count(ShardCount::DecodeFailures, 1);
             }
-            decoded
-        }));
+        }
         buffers.keep_fetched(records);
         if counting {
             env.meters

@@ -219,6 +219,55 @@ fn hand_out(machine: &mut ShardMachine<Duration, Rec>, now: Duration) -> Vec<Tic
 }
 
 #[test]
+fn records_handed_out_together_are_those_handed_out_one_by_one_and_the_step_after_waits() {
+    let sequences = ["1", "2", "3", "4", "5"];
+    let mut alone = taken();
+    read(&mut alone, Duration::ZERO, &sequences, Some("it-1"), 0);
+    let mut one_by_one = Vec::new();
+    let after = loop {
+        match next(&mut alone, Duration::ZERO) {
+            ReadStep::Deliver(record, ticket) => one_by_one.push((record, ticket)),
+            other => break other,
+        }
+    };
+    let mut together = taken();
+    read(&mut together, Duration::ZERO, &sequences, Some("it-1"), 0);
+    let mut handed = Vec::new();
+    let mut sizes = Vec::new();
+    let mut more = Vec::new();
+    let after_together = loop {
+        match together.next_reads(Duration::ZERO, || ms(Duration::ZERO), (3, &mut more)) {
+            ReadStep::Deliver(record, ticket) => {
+                sizes.push(1 + more.len());
+                handed.push((record, ticket));
+                handed.append(&mut more);
+            }
+            other => break other,
+        }
+    };
+    assert_eq!(handed, one_by_one);
+    assert_eq!(sizes, [3, 2], "at most 3 at once, and what is left");
+    assert!(
+        more.is_empty(),
+        "nothing rides along a step that is not a delivery"
+    );
+    assert!(
+        matches!(
+            (&after, &after_together),
+            (ReadStep::Wait(Some(a)), ReadStep::Wait(Some(b))) if a == b && *a == POLL
+        ),
+        "the tip's wait after them both ways: {after:?}, {after_together:?}"
+    );
+    // Past the lease's end, nothing is handed out.
+    let mut late = taken();
+    read(&mut late, Duration::ZERO, &sequences, Some("it-1"), 0);
+    let past = LeaseTimings::default().lease() + S;
+    let step = late.next_reads(past, || ms(past), (3, &mut more));
+    assert!(matches!(step, ReadStep::Finish(Stop::Lost)), "{step:?}");
+    assert!(more.is_empty());
+}
+
+#[test]
 fn calls_go_out_at_most_five_a_second_and_once_per_poll_interval_at_the_tip() {
     let mut machine = taken();
     read(
