@@ -68,24 +68,30 @@ impl Rig {
     }
 }
 
-/// Starts an instance of the service in this process.
+/// Starts an instance of the service in this process, its leases kept alive `by_beat` or
+/// renewed row by row.
 async fn instance(
     stack: &Stack,
     rig: &Rig,
-    owner: &str,
+    (owner, by_beat): (&str, bool),
     probe: &Probe,
 ) -> Result<ruststream_kinesis::prelude::RunningApp, Error> {
+    let mut mount = Mount::new(&rig.stream);
+    mount.by_beat = by_beat;
     let app = service::app(
         stack,
         rig.store(),
         owner,
         LeaseTimings::default(),
-        Mount::new(&rig.stream),
+        mount,
         probe.clone(),
     )
     .await;
     Ok(app.start().await?)
 }
+
+/// The child's argument that keeps its leases alive by its beat.
+const BY_BEAT: &str = "by-beat";
 
 /// Up to a second at random: the stop or kill lands at an arbitrary phase of the other
 /// instance's 1 s handover poll (and of the renewal cycle), not at a fixed offset from its start.
@@ -135,8 +141,8 @@ async fn after_release_once(stack: &Stack) -> Result<(Duration, Duration), Error
     let mut rig = Rig::new(stack, "bench-handover").await?;
     let result = async {
         let (a, b) = (Probe::default(), Probe::default());
-        let running_a = instance(stack, &rig, "bench-a", &a).await?;
-        let running_b = instance(stack, &rig, "bench-b", &b).await?;
+        let running_a = instance(stack, &rig, ("bench-a", false), &a).await?;
+        let running_b = instance(stack, &rig, ("bench-b", false), &b).await?;
         rig.produce(stack);
         a.wait_first(Duration::from_secs(30))
             .await
@@ -160,13 +166,24 @@ async fn after_release_once(stack: &Stack) -> Result<(Duration, Duration), Error
     Ok(result)
 }
 
-/// The crash takeover figure.
+/// The crash takeover figures: leases renewed row by row (the default), and kept alive by the
+/// instances' beats.
 pub async fn crash(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
+    let mut figures = Vec::new();
+    for by_beat in [false, true] {
+        figures.push(crash_figure(stack, opts, by_beat).await?);
+    }
+    Ok(figures)
+}
+
+async fn crash_figure(stack: &Stack, opts: &Options, by_beat: bool) -> Result<Figure, Error> {
+    let mode = if by_beat { ", by beat" } else { "" };
     let mut takeovers = Vec::new();
     for rep in 0..repetitions(opts) {
-        let takeover = crash_once(stack).await?;
+        let takeover = crash_once(stack, by_beat).await?;
         eprintln!(
-            "takeover: repetition {}: first record on the other instance {:.2} s after SIGKILL",
+            "takeover{mode}: repetition {}: first record on the other instance {:.2} s after \
+             SIGKILL",
             rep + 1,
             takeover.as_secs_f64()
         );
@@ -174,7 +191,14 @@ pub async fn crash(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> 
     }
     let lease = LeaseTimings::default().lease().as_secs_f64();
     let value = median(&takeovers);
-    let mut figure = Figure::new("crash takeover", "takeover");
+    let mut figure = Figure::new(
+        if by_beat {
+            "crash takeover, by beat"
+        } else {
+            "crash takeover"
+        },
+        "takeover",
+    );
     figure.measured = format!("{value:.2} s (median of {})", takeovers.len());
     figure.target = format!("≤ lease + 2 s = {:.0} s", lease + 2.0);
     figure.pass = Some(value <= lease + 2.0);
@@ -183,28 +207,41 @@ pub async fn crash(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> 
         "the first instance runs in a child process (`kinesis-bench child`) and holds every \
          shard of a new {SHARDS}-shard stream; the second runs in this process on the same new \
          DynamoDB table; default `LeaseTimings`; a producer writes {RATE} records/s; the child \
-         is killed with SIGKILL 2-3 s (at random) after it handled its first record"
+         is killed with SIGKILL 2-3 s (at random) after it handled its first record{}",
+        if by_beat {
+            "; both keep their leases alive by their beats \
+             (`KinesisBroker::keep_leases_alive_by_beat(true)`)"
+        } else {
+            ""
+        }
     ));
-    figure.detail(
+    figure.detail(if by_beat {
+        "what the figure is made of: the dead instance's beat (written every renewal interval, \
+         3 s) counts 10 s from the last one sent before the kill, so it lapses 7-10 s after \
+         it; a taker judges it lapsed once a notice read sent after the skew tolerance \
+         (`SKEW_TOLERANCE`, 1 s) past its end shows it (a handover poll a second), then takes \
+         each shard over by its row's counter, gets an iterator and reads"
+    } else {
         "what the figure is made of: under load a checkpoint write renews the lease about once \
          a second (each time the caught-up reader's answer is acknowledged), so the dead \
          instance's lease runs 9-10 s after the kill; a taker waits out the 1 s skew tolerance \
          (`SKEW_TOLERANCE`) on top, notices within a handover poll (1 s), then takes, gets an \
-         iterator and reads",
-    );
-    Ok(vec![figure])
+         iterator and reads"
+    });
+    Ok(figure)
 }
 
-async fn crash_once(stack: &Stack) -> Result<Duration, Error> {
+async fn crash_once(stack: &Stack, by_beat: bool) -> Result<Duration, Error> {
     let mut rig = Rig::new(stack, "bench-takeover").await?;
     let result = async {
-        let (mut child, mut lines) = crate::child::spawn(
-            &stack.url,
-            &["child", rig.table.table(), &rig.stream, "bench-child"],
-        )?;
+        let mut args = vec!["child", rig.table.table(), &rig.stream, "bench-child"];
+        if by_beat {
+            args.push(BY_BEAT);
+        }
+        let (mut child, mut lines) = crate::child::spawn(&stack.url, &args)?;
         wait_line(&mut lines, "READY", Duration::from_secs(60)).await?;
         let b = Probe::default();
-        let running_b = instance(stack, &rig, "bench-b", &b).await?;
+        let running_b = instance(stack, &rig, ("bench-b", by_beat), &b).await?;
         rig.produce(stack);
         wait_line(&mut lines, "HANDLED", Duration::from_secs(30)).await?;
         pause(Duration::from_secs(2) + jitter()).await;
@@ -242,21 +279,25 @@ async fn wait_line(
     }
 }
 
-/// `kinesis-bench child TABLE STREAM OWNER`: one instance with default timings on the lease
-/// table, printing `READY` once started and `HANDLED` lines as it handles records, until it is
-/// killed (or five minutes pass).
+/// `kinesis-bench child TABLE STREAM OWNER [by-beat]`: one instance with default timings on
+/// the lease table (its leases kept alive by its beat with `by-beat`), printing `READY` once
+/// started and `HANDLED` lines as it handles records, until it is killed (or five minutes pass).
 pub async fn child_command(opts: Options) -> Result<(), Error> {
-    let [table, stream, owner] = &opts.rest[..] else {
-        return Err("usage: kinesis-bench child TABLE STREAM OWNER".into());
+    let (table, stream, owner, by_beat) = match &opts.rest[..] {
+        [table, stream, owner] => (table, stream, owner, false),
+        [table, stream, owner, mode] if mode == BY_BEAT => (table, stream, owner, true),
+        _ => return Err("usage: kinesis-bench child TABLE STREAM OWNER [by-beat]".into()),
     };
     let stack = Stack::new(&stack::endpoint());
     let store: Arc<dyn LeaseStore> = Arc::new(DynamoLeaseStore::new(&stack.config, table.as_str()));
+    let mut mount = Mount::new(stream);
+    mount.by_beat = by_beat;
     let app = service::app(
         &stack,
         store,
         owner,
         LeaseTimings::default(),
-        Mount::new(stream),
+        mount,
         Probe::new(Duration::ZERO, true),
     )
     .await;

@@ -104,7 +104,8 @@ enum Command {
     FanOut,
     /// Stop of one instance (a release) -> first record handled by the other (median of 5).
     Handover,
-    /// SIGKILL of one instance -> first record handled by the other (median of 5).
+    /// SIGKILL of one instance -> first record handled by the other (median of 5), with leases
+    /// renewed row by row and kept alive by beat.
     Takeover,
     /// 8 shards, balancing instances joining up to 4 then leaving to 2: seconds until even after
     /// each change, records redelivered and lost.
@@ -146,7 +147,7 @@ enum Command {
     /// Internal: one region of `in-process`, measured under callgrind (COUNT).
     #[value(hide = true)]
     InProcessRegion,
-    /// Internal: an instance of `handover` and `takeover` (TABLE STREAM OWNER).
+    /// Internal: an instance of `handover` and `takeover` (TABLE STREAM OWNER [by-beat]).
     #[value(hide = true)]
     Child,
     /// Internal: an instance of `memory` (STREAM SECONDS).

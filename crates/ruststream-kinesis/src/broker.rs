@@ -13,7 +13,6 @@ use ruststream::{
     SubscriptionSource,
 };
 use tokio::runtime::Handle;
-use tokio::sync::mpsc;
 
 use crate::delivery::subscriber::Deliveries;
 use crate::kinesis::calls::Kinesis;
@@ -782,21 +781,15 @@ impl ConnectedKinesisBroker {
             ),
             None => None,
         };
-        // The channel counts sends, each of at most `HANDED_AT_ONCE` records: about `capacity`
-        // records wait in it at most, and room for a few sends of one (a shard at its tip, an
-        // error to report) is kept whatever the batch size.
-        let sends = capacity
-            .div_ceil(crate::live::reader::HANDED_AT_ONCE)
-            .max(16);
-        let (tx, rx) = mpsc::channel(sends);
+        let (outlet, inlet) = crate::delivery::outlet::channel(capacity);
         let sub = coordinator::start(
             self.instance.clone(),
             &source,
-            (fan_out, tx),
+            (fan_out, outlet),
             &mut registration,
         )
         .await?;
-        let deliveries = Deliveries::new(rx, sub, registration);
+        let deliveries = Deliveries::new(inlet, sub, registration);
         Ok(KinesisSubscriber::new(deliveries, source.max_wait))
     }
 }

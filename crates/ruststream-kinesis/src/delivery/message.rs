@@ -10,55 +10,7 @@ use ruststream::{AckError, HeaderMap, IncomingMessage, Positioned};
 use crate::delivery::batch::{InBatch, Verdict};
 use crate::delivery::record::Record;
 use crate::delivery::settlement::{Hold, Standing};
-use crate::{KinesisError, KinesisPosition, KinesisSeeker};
-
-/// What a subscription's channel carries, one by one: a delivery, or an error to report.
-pub(crate) type Item = Result<KinesisMessage, KinesisError>;
-
-/// What one send on a subscription's channel carries, in order: the records a reader handed out
-/// at once (a send costs about as much as a record's own path, so a batch shares one), or one
-/// item, which needs no list of its own (a record at the tip, in process, an error).
-#[derive(Debug)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one item goes unboxed: a box would be the allocation a list is spared for"
-)]
-pub(crate) enum Items {
-    One(Option<Item>),
-    Many(std::vec::IntoIter<Item>),
-}
-
-impl Items {
-    /// One item alone.
-    pub(crate) fn one(item: Item) -> Self {
-        Self::One(Some(item))
-    }
-
-    /// `items`, in order; one alone goes as [`one`](Self::one) does.
-    pub(crate) fn of(mut items: Vec<Item>) -> Self {
-        match items.len() {
-            1 => Self::One(items.pop()),
-            _ => Self::Many(items.into_iter()),
-        }
-    }
-}
-
-impl Default for Items {
-    fn default() -> Self {
-        Self::One(None)
-    }
-}
-
-impl Iterator for Items {
-    type Item = Item;
-
-    fn next(&mut self) -> Option<Item> {
-        match self {
-            Self::One(item) => item.take(),
-            Self::Many(items) => items.next(),
-        }
-    }
-}
+use crate::{KinesisPosition, KinesisSeeker};
 
 /// One record delivered from a shard.
 ///
@@ -434,36 +386,5 @@ impl Positioned for KinesisMessage {
 impl ruststream::Partitioned for KinesisMessage {
     fn partition_key(&self) -> Option<&[u8]> {
         Some(self.record.partition_key.as_bytes())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn item(name: &str) -> Item {
-        Err(KinesisError::Config {
-            message: name.to_owned(),
-        })
-    }
-
-    fn names(items: Items) -> Vec<String> {
-        items
-            .map(|item| match item {
-                Err(KinesisError::Config { message }) => message,
-                other => panic!("{other:?}"),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn what_one_send_carries_comes_out_in_order_one_by_one() {
-        assert_eq!(names(Items::one(item("a"))), ["a"]);
-        assert_eq!(
-            names(Items::of(vec![item("a"), item("b"), item("c")])),
-            ["a", "b", "c"]
-        );
-        assert!(matches!(Items::of(vec![item("a")]), Items::One(Some(_))));
-        assert_eq!(names(Items::default()), Vec::<String>::new());
     }
 }

@@ -1,6 +1,6 @@
 //! What a handler sees: a delivery ([`message`]) and the record it carries ([`record`]), what it
 //! settles against ([`settlement`]), the handler's context ([`context`]), the subscriber in
-//! front of the handlers ([`subscriber`]), and the seeker a handler moves a subscription with
+//! front of the handlers ([`subscriber`]) and the channel to it ([`outlet`]), and the seeker a handler moves a subscription with
 //! ([`seeker`]); under exactly once, the DynamoDB writes a handling stages ([`writes`]) and the
 //! batch whose records settle as one unit ([`batch`]).
 
@@ -8,6 +8,7 @@
 pub(crate) mod batch;
 pub(crate) mod context;
 pub(crate) mod message;
+pub(crate) mod outlet;
 pub(crate) mod record;
 pub(crate) mod seeker;
 pub(crate) mod settlement;

@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use ruststream::{BatchSubscriber, BufferedSubscriber, Seekable, Subscriber};
-use tokio::sync::mpsc;
 
 #[cfg(feature = "dynamodb-lease")]
 use crate::delivery::batch::InBatch;
-use crate::delivery::message::Items;
+use crate::delivery::outlet::Inlet;
 use crate::delivery::seeker::Source;
 use crate::registry::StreamRegistration;
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
@@ -141,9 +140,7 @@ impl Seekable for KinesisSubscriber {
 #[derive(Debug)]
 pub(crate) struct Deliveries {
     /// Bounded: backpressure keeps memory per shard bounded, in process as live.
-    rx: mpsc::Receiver<Items>,
-    /// What the last receive brought that the runtime has not taken yet.
-    received: Items,
+    inlet: Inlet,
     /// The subscription behind them, live or in process.
     source: Arc<dyn Source>,
     /// Frees the stream's name on the broker when the subscription goes.
@@ -151,16 +148,15 @@ pub(crate) struct Deliveries {
 }
 
 impl Deliveries {
-    /// What arrives on `rx` from the subscription `source`, which holds the stream's name on
-    /// the broker through `registration` while it lives.
+    /// What arrives at `inlet` from the subscription `source`, which holds the stream's name
+    /// on the broker through `registration` while it lives.
     pub(crate) fn new(
-        rx: mpsc::Receiver<Items>,
+        inlet: Inlet,
         source: Arc<dyn Source>,
         registration: StreamRegistration,
     ) -> Self {
         Self {
-            rx,
-            received: Items::default(),
+            inlet,
             source,
             _registration: registration,
         }
@@ -172,18 +168,7 @@ impl Subscriber for Deliveries {
     type Error = KinesisError;
 
     fn stream(&mut self) -> impl Stream<Item = Result<KinesisMessage, KinesisError>> + Send + '_ {
-        futures::stream::poll_fn(move |cx| {
-            loop {
-                if let Some(item) = self.received.next() {
-                    return std::task::Poll::Ready(Some(item));
-                }
-                match std::task::ready!(self.rx.poll_recv(cx)) {
-                    Some(items) => self.received = items,
-                    None => return std::task::Poll::Ready(None),
-                }
-            }
-        })
-        .filter(|item| {
+        futures::stream::poll_fn(move |cx| self.inlet.poll_next(cx)).filter(|item| {
             // A delivery whose shard stopped, whose lease ran out while it waited in the
             // channel, or that a seek made stale never reaches a handler.
             std::future::ready(item.as_ref().map_or(true, KinesisMessage::is_current))

@@ -8,14 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Instant;
 use crate::coordinator::machine::Coordinator;
 use crate::coordinator::twins::Incarnation;
-use crate::delivery::message::Items;
+use crate::delivery::outlet::Outlet;
 use crate::kinesis::calls::Kinesis;
 use crate::kinesis::fan_out::Consumer;
 use crate::lease::{LeaseStore, Timed};
@@ -207,7 +207,7 @@ pub(crate) struct Subscription {
     /// In process, where exactly-once handlings are recorded.
     #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
     pub(super) journal: Option<crate::InProcessCommits>,
-    pub(super) tx: mpsc::Sender<Items>,
+    pub(super) tx: Outlet,
     pub(super) cancel: CancellationToken,
     /// Whether the instance is paused (an earlier run under its owner id is alive), shared by
     /// every subscription of the broker.
@@ -242,7 +242,7 @@ impl Subscription {
         instance: Instance,
         source: &KinesisStream,
         fan_out: Option<Consumer>,
-        tx: mpsc::Sender<Items>,
+        tx: Outlet,
     ) -> (Arc<Self>, Coordinator<Instant>) {
         let Instance {
             kinesis,
@@ -341,7 +341,7 @@ impl Subscription {
     /// warning rather than stalling a reader.
     pub(crate) fn report(&self, err: KinesisError) {
         tracing::warn!(stream = %self.stream, error = %err, "kinesis subscription");
-        let _ = self.tx.try_send(Items::one(Err(err)));
+        self.tx.report(err);
     }
 
     pub(crate) fn lease_error(&self, shard: &str, source: crate::LeaseError) -> KinesisError {

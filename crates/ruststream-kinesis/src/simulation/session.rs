@@ -515,8 +515,9 @@ impl Sim {
             let now = self.now;
             let wall = self.wall(i);
             let capacity = self.cfg.channel;
-            // As the live reader, records go out together (`next_reads`), as many as the
-            // channel has room for (a first one waits for room alone, as the live send does).
+            // As the live reader, records go out together (`next_reads`) while the channel has
+            // room (here counted in records, live in sends of up to 64), and one alone waits
+            // for room when it has none.
             let room = capacity.saturating_sub(self.insts[i].channel.len()).max(1);
             let token = self.token();
             let Some(s) = self.insts[i].sessions.get_mut(&sid) else {
@@ -571,7 +572,8 @@ impl Sim {
                             return;
                         };
                         if inst.channel.len() >= capacity {
-                            // Only a first record finds no room (`room` above).
+                            // Only a record handed out alone finds no room (`room` above), so
+                            // nothing of `more` is left behind.
                             s.blocked = Some(msg);
                             s.reader = ReaderTask::Blocked;
                             return;

@@ -18,7 +18,6 @@ use crate::clock::Instant;
 
 use futures::FutureExt;
 use futures::future::join_all;
-use tokio::sync::mpsc;
 
 use crate::coordinator::machine::Coordinator;
 use crate::coordinator::modes::SplitFleet;
@@ -26,7 +25,7 @@ use crate::coordinator::plan::Rows;
 use crate::coordinator::rounds::{Rounds, Step};
 use crate::coordinator::take::Told;
 use crate::coordinator::twins::TwinNews;
-use crate::delivery::message::Items;
+use crate::delivery::outlet::Outlet;
 use crate::kinesis::api::ShardInfo;
 use crate::kinesis::fan_out::Consumer;
 use crate::kinesis::iterator::ShardIterator;
@@ -102,7 +101,7 @@ impl Subscription {
                     error = %err,
                     "taking the shard failed; it is tried again after a backoff"
                 );
-                let _ = self.tx.try_send(Items::one(Err(err)));
+                self.tx.report(err);
             }
             Told::Throttled(until) => {
                 // Counted as a throttled `acquire` in the lease-table call metrics.
@@ -204,7 +203,7 @@ impl Subscription {
 pub(crate) async fn start(
     instance: Instance,
     source: &KinesisStream,
-    (fan_out, tx): (Option<Consumer>, mpsc::Sender<Items>),
+    (fan_out, tx): (Option<Consumer>, Outlet),
     registration: &mut StreamRegistration,
 ) -> Result<Arc<Subscription>, KinesisError> {
     let (sub, coordinator) = Subscription::new(instance, source, fan_out, tx);
@@ -444,7 +443,7 @@ impl Subscription {
         // Delivered even when the channel is full: the subscriber reads it once it drained.
         let tx = self.tx.clone();
         self.spawn(async move {
-            let _ = tx.send(Items::one(Err(err))).await;
+            tx.report_waiting(err).await;
         });
     }
 

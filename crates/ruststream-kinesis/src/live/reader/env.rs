@@ -34,7 +34,7 @@ impl ShardEnv {
                 .transactions
                 .as_ref()
                 .and_then(crate::lease::Transactions::commit_tables),
-            tx: home.tx.clone(),
+            tx: home.tx.records.clone(),
             home: Arc::clone(home),
         }
     }

@@ -17,7 +17,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tracing::Instrument;
 
 use crate::clock::{Instant, sleep_until};
-use crate::delivery::message::Items;
+use crate::delivery::outlet::{HANDED_AT_ONCE, Items};
 use crate::delivery::record::{self, Record};
 use crate::delivery::seeker::Source;
 use crate::delivery::settlement::{Hold, Settlement};
@@ -39,11 +39,6 @@ use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 mod buffers;
 mod commit;
 
-/// The most records a reader hands out at once, in one send on the subscription's channel: a
-/// batch shares the shard's lock, the clocks' reading and the channel's send, which cost about
-/// as much as the rest of a record's own path; past a few dozen the saving is spent, and a
-/// send holds no more of the channel's room than that.
-pub(crate) const HANDED_AT_ONCE: usize = 64;
 mod env;
 mod news;
 
@@ -331,7 +326,7 @@ async fn redeliver(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cancell
                 );
                 tokio::select! {
                     () = cancel.cancelled() => return,
-                    sent = env.tx.send(Items::one(Ok(message))) => {
+                    sent = env.tx.send(Items::one(message)) => {
                         if sent.is_err() {
                             return;
                         }
@@ -435,9 +430,18 @@ impl Reader {
         // The records handed out behind a delivery, taken together.
         let mut more = Vec::new();
         loop {
+            // With room in the channel, the records a fetch brought go out together; without,
+            // one is handed out and waits for room alone, as the simulation's reader does. (A
+            // reader whose room another shard's reader took first waits with its batch: a
+            // reservation made at every turn cost more than the batch saved in process.)
+            let max = if self.env.tx.capacity() > 0 {
+                HANDED_AT_ONCE
+            } else {
+                1
+            };
             let step = decided
                 .take()
-                .unwrap_or_else(|| handle.next_reads((HANDED_AT_ONCE, &mut more)));
+                .unwrap_or_else(|| handle.next_reads((max, &mut more)));
             match step {
                 ReadStep::Call(call) => {
                     decided = self
@@ -450,17 +454,18 @@ impl Reader {
                         .await;
                 }
                 ReadStep::Deliver(record, ticket) => {
-                    let first = Ok(deliver(&self.env, handle, record, ticket, 1));
-                    let messages = if more.is_empty() {
-                        Items::one(first)
-                    } else {
-                        let mut messages = Vec::with_capacity(1 + more.len());
-                        messages.push(first);
-                        messages.extend(more.drain(..).map(|(record, ticket)| {
-                            Ok(deliver(&self.env, handle, record, ticket, 1))
-                        }));
-                        Items::of(messages)
-                    };
+                    let first = deliver(&self.env, handle, record, ticket, 1);
+                    let messages =
+                        if more.is_empty() {
+                            Items::one(first)
+                        } else {
+                            let mut messages = Vec::with_capacity(1 + more.len());
+                            messages.push(first);
+                            messages.extend(more.drain(..).map(|(record, ticket)| {
+                                deliver(&self.env, handle, record, ticket, 1)
+                            }));
+                            Items::of(messages)
+                        };
                     // A delivery dropped unsent (a cancel) is handed back by its drop, and stays
                     // unsettled: the shard is handed back without it. The channel has room
                     // most of the time: the send goes then without a wait, so without polling
