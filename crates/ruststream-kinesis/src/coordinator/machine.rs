@@ -300,15 +300,7 @@ impl<T: Moment> Coordinator<T> {
     /// kept alive by beat at its start), so a renewal interval after its own beat showed, those
     /// that started with it, within that interval, show theirs too.
     pub(crate) fn knows_peers(&self, now: T) -> bool {
-        #[cfg(test)]
-        if self.no_peers_wait {
-            return true;
-        }
-        !self.reads_notices_to_take()
-            || !self.watch.uses_notices()
-            || self
-                .own_beat_seen
-                .is_some_and(|at| now >= at + self.timings.renew())
+        self.own_beat_counts(|seen| now >= seen + self.timings.renew())
             || self
                 .first_plan
                 .is_some_and(|at| now >= at + self.timings.lease())
@@ -317,11 +309,19 @@ impl<T: Moment> Coordinator<T> {
     /// Whether a notice showed this instance's own beat, the store keeps no notices, or the
     /// handover poll is off: [`knows_peers`](Self::knows_peers) without the time limit.
     fn peers_seen(&self) -> bool {
+        self.own_beat_counts(|_| true)
+    }
+
+    /// Whether the notices tell this instance nothing of its peers (the store keeps none, or the
+    /// handover poll is off), or its own beat showed at a moment `enough` accepts.
+    fn own_beat_counts(&self, enough: impl FnOnce(T) -> bool) -> bool {
         #[cfg(test)]
         if self.no_peers_wait {
             return true;
         }
-        !self.reads_notices_to_take() || self.own_beat_shown()
+        !self.reads_notices_to_take()
+            || !self.watch.uses_notices()
+            || self.own_beat_seen.is_some_and(enough)
     }
 
     /// Whether a balancing instance knows the others well enough to ask for handoffs: a notice

@@ -84,15 +84,9 @@ async fn seek_live(sub: &Subscription, to: KinesisPosition) -> Result<(), Kinesi
             }
             missing
         };
-        // A few at once: an instance taking a large stream at its pace has shards join while
-        // this asks, one at a time it would catch up with them only once all were taken.
-        let mut asked = futures::stream::iter(missing)
-            .map(|shard| async {
-                let iterator = iterator_at(sub, &shard, &to, &start).await;
-                (shard, iterator)
-            })
-            .buffer_unordered(ITERATORS_AT_ONCE);
-        while let Some((shard, iterator)) = asked.next().await {
+        let missing = missing.into_iter().map(|shard| (shard, ())).collect();
+        let mut asked = iterators_at(sub, missing, (&to, &start));
+        while let Some((shard, (), iterator)) = asked.next().await {
             iterators.insert(shard, iterator?);
         }
     }
@@ -135,12 +129,12 @@ fn applied(
 /// Seeks `late` (shards taken as planned before the seek of every shard counted `count`, whose
 /// readers joined after it) to `to`, as that seek would have (`Latest` as the moment `at_ms` it
 /// was made, less the skew tolerance: the records written since are read, a few before it again
-/// rather than any lost to a clock ahead of Kinesis'). Their iterators are asked first; then,
-/// under the lock the readers register under, each is moved unless another seek of every shard
-/// came meanwhile (it moved the shard), a seek was applied to its reader since it started (the
-/// handler moved it on purpose), or its reader is no longer the one taken. A shard whose
-/// iterator Kinesis refused (after the SDK's retries) is named in a warning and reads on where
-/// its take started; the others move all the same.
+/// rather than any lost to a clock ahead of Kinesis'). Their iterators are asked first, a few
+/// at once; then, under the lock the readers register under, each is moved unless another seek
+/// of every shard came meanwhile (it moved the shard), a seek was applied to its reader since it
+/// started (the handler moved it on purpose), or its reader is no longer the one taken. A shard
+/// whose iterator Kinesis refused (after the SDK's retries) is named in a warning and reads on
+/// where its take started; the others move all the same.
 pub(super) async fn seek_late(
     sub: &Subscription,
     late: Vec<(Arc<str>, Arc<ShardHandle>)>,
@@ -158,8 +152,9 @@ pub(super) async fn seek_late(
     };
     let start = ShardStart::At(to.clone());
     let mut targets = Vec::with_capacity(late.len());
-    for (shard, handle) in late {
-        match iterator_at(sub, &shard, &to, &start).await {
+    let mut asked = iterators_at(sub, late, (&to, &start));
+    while let Some((shard, handle, iterator)) = asked.next().await {
+        match iterator {
             Ok(iterator) => targets.push((shard, handle, iterator)),
             Err(err) => tracing::warn!(
                 stream = %sub.stream,
@@ -190,6 +185,23 @@ pub(super) async fn seek_late(
             "a shard taken as planned before a seek of every shard was not sought"
         );
     }
+}
+
+/// The iterators of `shards` (each with what goes along with it) at `start` (the seek to
+/// `to`), asked [`ITERATORS_AT_ONCE`] at a time, in the order they are answered: an instance
+/// taking a large stream at its pace has shards join while a seek asks, and one at a time the
+/// seek would catch up with them only once every shard was taken.
+fn iterators_at<'a, T: 'a>(
+    sub: &'a Subscription,
+    shards: Vec<(Arc<str>, T)>,
+    (to, start): (&'a KinesisPosition, &'a ShardStart),
+) -> impl futures::Stream<Item = (Arc<str>, T, Result<ShardIterator, KinesisError>)> + 'a {
+    futures::stream::iter(shards)
+        .map(move |(shard, with)| async move {
+            let iterator = iterator_at(sub, &shard, to, start).await;
+            (shard, with, iterator)
+        })
+        .buffer_unordered(ITERATORS_AT_ONCE)
 }
 
 /// Whether `sub` can still be sought: its broker runs, and its subscriber was not dropped.
