@@ -116,7 +116,8 @@ impl Inlet {
                 Poll::Pending => {
                     return match ready!(self.reports.poll_recv(cx)) {
                         Some(err) => Poll::Ready(Some(Err(err))),
-                        // Every sender went: the records' end is the end.
+                        // The reports' senders went (a reader still holds the records'):
+                        // the records' end, whose waker is set, is the stream's end.
                         None => Poll::Pending,
                     };
                 }

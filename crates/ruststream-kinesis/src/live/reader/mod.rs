@@ -38,7 +38,6 @@ use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 mod buffers;
 mod commit;
-
 mod env;
 mod news;
 
