@@ -45,6 +45,19 @@ impl Items {
             _ => Self::Many(messages.into_iter()),
         }
     }
+
+    /// How many records are left to take.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::One(message) => usize::from(message.is_some()),
+            Self::Many(messages) => messages.len(),
+        }
+    }
+
+    /// Whether no record is left to take.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Default for Items {
@@ -90,6 +103,9 @@ pub(crate) struct Inlet {
     reports: mpsc::Receiver<KinesisError>,
     /// What the last receive brought that the subscriber has not taken yet.
     received: Items,
+    /// The sends of records received so far (the tests' view of how records were batched).
+    #[cfg(test)]
+    pub(crate) sends: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Inlet {
@@ -111,7 +127,12 @@ impl Inlet {
                 return Poll::Ready(Some(Err(err)));
             }
             match self.records.poll_recv(cx) {
-                Poll::Ready(Some(items)) => self.received = items,
+                Poll::Ready(Some(items)) => {
+                    #[cfg(test)]
+                    self.sends
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.received = items;
+                }
                 Poll::Ready(None) => return self.reports.poll_recv(cx).map(|err| err.map(Err)),
                 Poll::Pending => {
                     return match ready!(self.reports.poll_recv(cx)) {
@@ -142,6 +163,8 @@ pub(crate) fn channel(records: usize) -> (Outlet, Inlet) {
             records: records_rx,
             reports: reports_rx,
             received: Items::default(),
+            #[cfg(test)]
+            sends: std::sync::Arc::default(),
         },
     )
 }

@@ -30,11 +30,16 @@ use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 #[derive(Debug)]
 pub struct KinesisSubscriber {
     buffered: BufferedSubscriber<Deliveries>,
+    /// The sends of records received so far (see [`Inlet`]).
+    #[cfg(test)]
+    pub(crate) sends: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl KinesisSubscriber {
     pub(crate) fn new(deliveries: Deliveries, max_wait: Duration) -> Self {
         Self {
+            #[cfg(test)]
+            sends: Arc::clone(&deliveries.inlet.sends),
             buffered: BufferedSubscriber::new(deliveries).max_wait(max_wait),
         }
     }

@@ -195,13 +195,15 @@ impl ShardHandle {
     }
 
     /// The reader's call answered `fetch`; what the reader does next (a step dropped unexecuted
-    /// would lose a delivery), decided at the same
-    /// moment under the same lock (as the simulation decides it); and the emptied `Vec` the
-    /// records came in, for the next read to fill.
+    /// would lose a delivery), decided at the same moment under the same lock as
+    /// [`next_reads`](Self::next_reads) decides it, with the records handed out with it in
+    /// `more` (as the simulation decides it); and the emptied `Vec` the records came in, for the
+    /// next read to fill.
     #[must_use = "the step may be a delivery: dropped, its record never reaches a handler"]
     pub(crate) fn read_answered(
         &self,
         fetch: Fetch<Record>,
+        (max, more): (usize, &mut Vec<(Record, Ticket)>),
     ) -> (ReadStep<Record, Instant>, Vec<Record>) {
         let coin = rand::random::<u64>();
         let now = Instant::now();
@@ -209,21 +211,12 @@ impl ShardHandle {
             let mut machine = self.lock();
             machine.read_answered(now, fetch, coin);
             let spare = machine.spare_records();
-            (self.step(&mut machine, now), spare)
+            let step = machine.next_reads(now, epoch_millis, (max, more));
+            self.delivering(&step, more);
+            (step, spare)
         };
         self.stepped(&step);
         (step, spare)
-    }
-
-    /// The machine's next step of reading at `now` (the wall clock read only if it is needed).
-    fn step(
-        &self,
-        machine: &mut ShardMachine<Instant, Record>,
-        now: Instant,
-    ) -> ReadStep<Record, Instant> {
-        let step = machine.next_read(now, epoch_millis);
-        self.delivering(&step, &[]);
-        step
     }
 
     /// Tells the harness of the records `step` and `more` hand out.
@@ -673,11 +666,14 @@ mod tests {
             handle.next_reads((2, &mut more)),
             ReadStep::Call(Call::GetRecords(_))
         ));
-        let (mut step, _) = handle.read_answered(Fetch::Records {
-            records: sequences.iter().map(|s| record(s)).collect(),
-            next: Some(ShardIterator::service("next")),
-            millis_behind: Some(0),
-        });
+        let (mut step, _) = handle.read_answered(
+            Fetch::Records {
+                records: sequences.iter().map(|s| record(s)).collect(),
+                next: Some(ShardIterator::service("next")),
+                millis_behind: Some(0),
+            },
+            (2, &mut more),
+        );
         let mut tickets = Vec::new();
         while let ReadStep::Deliver(_, ticket) = step {
             tickets.push(ticket);

@@ -34,6 +34,7 @@ use crate::shard::{
     Stop, Write,
 };
 use crate::telemetry::{ReadRetry, ShardCount, ShardMeters};
+use crate::watermark::Ticket;
 use crate::{KinesisError, KinesisMessage, KinesisSeeker};
 
 mod buffers;
@@ -353,7 +354,7 @@ fn deliver(
     env: &ShardEnv,
     handle: &Arc<ShardHandle>,
     record: Record,
-    ticket: crate::watermark::Ticket,
+    ticket: Ticket,
     attempt: u64,
 ) -> KinesisMessage {
     #[cfg(feature = "dynamodb-lease")]
@@ -399,6 +400,12 @@ fn news_source<'a>(handle: &'a ShardHandle, silent: &'a Notify) -> &'a Notify {
     silent
 }
 
+/// A step of the reader, as the shard's machine decides it.
+type Step = ReadStep<Record, Instant>;
+
+/// The records handed out behind a delivery, taken together with it.
+type HandedOut = Vec<(Record, Ticket)>;
+
 /// How a call of the reader ended.
 enum Answered {
     Fetch(Fetch<Record>),
@@ -429,42 +436,22 @@ impl Reader {
         // The records handed out behind a delivery, taken together.
         let mut more = Vec::new();
         loop {
-            // With room in the channel, the records a fetch brought go out together; without,
-            // one is handed out and waits for room alone, as the simulation's reader does. (A
-            // reader whose room another shard's reader took first waits with its batch: a
-            // reservation made at every turn cost more than the batch saved in process.)
-            let max = if self.env.tx.capacity() > 0 {
-                HANDED_AT_ONCE
-            } else {
-                1
-            };
             let step = decided
                 .take()
-                .unwrap_or_else(|| handle.next_reads((max, &mut more)));
+                .unwrap_or_else(|| handle.next_reads((self.batch_room(), &mut more)));
             match step {
                 ReadStep::Call(call) => {
                     decided = self
                         .call_until_stopped(
                             call,
-                            (&mut events, &mut buffers),
+                            (&mut events, &mut buffers, &mut more),
                             cancelled.as_mut(),
                             woken.as_mut(),
                         )
                         .await;
                 }
                 ReadStep::Deliver(record, ticket) => {
-                    let first = deliver(&self.env, handle, record, ticket, 1);
-                    let messages =
-                        if more.is_empty() {
-                            Items::one(first)
-                        } else {
-                            let mut messages = Vec::with_capacity(1 + more.len());
-                            messages.push(first);
-                            messages.extend(more.drain(..).map(|(record, ticket)| {
-                                deliver(&self.env, handle, record, ticket, 1)
-                            }));
-                            Items::of(messages)
-                        };
+                    let messages = self.delivered(Items::default(), (record, ticket), &mut more);
                     // A delivery dropped unsent (a cancel) is handed back by its drop, and stays
                     // unsettled: the shard is handed back without it. The channel has room
                     // most of the time: the send goes then without a wait, so without polling
@@ -481,11 +468,14 @@ impl Reader {
                                 true
                             }
                             Err(mpsc::error::TrySendError::Closed(_)) => false,
-                            Err(mpsc::error::TrySendError::Full(messages)) => tokio::select! {
-                                biased;
-                                () = &mut cancelled => false,
-                                sent = self.env.tx.send(messages) => sent.is_ok(),
-                            },
+                            Err(mpsc::error::TrySendError::Full(messages)) => {
+                                self.send_when_room(
+                                    messages,
+                                    cancelled.as_mut(),
+                                    (&mut decided, &mut more),
+                                )
+                                .await
+                            }
                         }
                     };
                     if !sent {
@@ -520,17 +510,94 @@ impl Reader {
         }
     }
 
+    /// How many records to hand out at once. With room in the channel, the records a fetch
+    /// brought go out together; without, one is handed out and waits for room alone, and the
+    /// room, when it comes, is filled ([`send_when_room`](Self::send_when_room)), as the
+    /// simulation's reader does. (A reader whose room another shard's reader took first waits
+    /// with its batch: a reservation made at every turn cost more than the batch saved in
+    /// process.)
+    fn batch_room(&self) -> usize {
+        if self.env.tx.capacity() > 0 {
+            HANDED_AT_ONCE
+        } else {
+            1
+        }
+    }
+
+    /// What goes in one send: `before` (records handed out earlier that waited for room), then
+    /// the delivery of the record handed out under `ticket` and those of the records handed
+    /// out with it (taken from `more`).
+    fn delivered(
+        &self,
+        before: Items,
+        (record, ticket): (Record, Ticket),
+        more: &mut HandedOut,
+    ) -> Items {
+        let first = deliver(&self.env, &self.handle, record, ticket, 1);
+        if before.is_empty() && more.is_empty() {
+            return Items::one(first);
+        }
+        let mut messages = Vec::with_capacity(before.len() + 1 + more.len());
+        messages.extend(before);
+        messages.push(first);
+        messages.extend(
+            more.drain(..)
+                .map(|(record, ticket)| deliver(&self.env, &self.handle, record, ticket, 1)),
+        );
+        Items::of(messages)
+    }
+
+    /// Sends `messages` once the channel has room, unless a cancel comes first; `false` when
+    /// they were not sent. The room, when it comes, is filled: tokio hands a slot the receiver
+    /// freed straight to a sender waiting for one, so a reader that waited never sees room
+    /// again by [`Sender::capacity`](mpsc::Sender::capacity), and without this would go on
+    /// sending a record at a time while handlers lag. What the machine hands out once the
+    /// room came (asked again, through all its checks, since time passed) goes in the same
+    /// send; a step that is not a delivery is the reader's next, in `decided`.
+    async fn send_when_room<'a>(
+        &'a self,
+        messages: Items,
+        cancelled: Pin<&mut WaitForCancellationFuture<'a>>,
+        (decided, more): (&mut Option<Step>, &mut HandedOut),
+    ) -> bool {
+        let permit = tokio::select! {
+            biased;
+            () = cancelled => return false,
+            permit = self.env.tx.reserve() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return false,
+            },
+        };
+        let room = HANDED_AT_ONCE.saturating_sub(messages.len());
+        let messages = if room == 0 {
+            messages
+        } else {
+            match self.handle.next_reads((room, more)) {
+                ReadStep::Deliver(record, ticket) => {
+                    self.delivered(messages, (record, ticket), more)
+                }
+                step => {
+                    *decided = Some(step);
+                    messages
+                }
+            }
+        };
+        permit.send(messages);
+        true
+    }
+
     /// Makes `call` unless a cancel comes first, or, waiting for a subscription's next event, a
     /// wake that leaves the event unwanted (a quiet shard's next event may be seconds away: a
     /// seek, a handoff or a close drops the subscription instead). Answers the step the answer
-    /// decided; `None` after a cancel.
+    /// decided (a delivery with the records handed out with it in `more`); `None` after a
+    /// cancel.
     async fn call_until_stopped<'a>(
         &'a self,
         call: Call,
-        (events, buffers): (&mut Option<Events>, &mut Buffers),
+        (events, buffers, more): (&mut Option<Events>, &mut Buffers, &mut HandedOut),
         mut cancelled: Pin<&mut WaitForCancellationFuture<'a>>,
         mut woken: Pin<&mut Notified<'a>>,
-    ) -> Option<ReadStep<Record, Instant>> {
+    ) -> Option<Step> {
         let handle = &self.handle;
         let awaits_event = call == Call::NextEvent;
         // In process, a fan-out reader is quiet where its subscription brings its next event;
@@ -577,7 +644,7 @@ impl Reader {
         };
         match answered {
             Answered::Fetch(fetch) => {
-                let (step, spare) = handle.read_answered(fetch);
+                let (step, spare) = handle.read_answered(fetch, (self.batch_room(), more));
                 buffers.keep_records(spare);
                 Some(step)
             }
@@ -587,7 +654,11 @@ impl Reader {
             }
             Answered::Unwanted => {
                 *events = None;
-                Some(handle.read_answered(Fetch::SubscriptionEnded).0)
+                Some(
+                    handle
+                        .read_answered(Fetch::SubscriptionEnded, (self.batch_room(), more))
+                        .0,
+                )
             }
         }
     }

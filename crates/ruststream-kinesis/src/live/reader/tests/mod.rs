@@ -6,6 +6,7 @@ mod faults;
 mod lease;
 mod pace;
 mod retry;
+mod room;
 mod seek;
 mod takes;
 mod twins;
