@@ -301,10 +301,15 @@ impl KinesisBroker {
     /// after its last beat), not at once as its own, so a paused earlier run that wakes up
     /// again never reads beside it.
     ///
+    /// With [`balance_shards`](Self::balance_shards), a holder that writes nothing while idle
+    /// hears of a handoff asked of it from the stream's notice, where the request is marked
+    /// under it ([`Notice::asks`](crate::Notice::asks)): its poll (every renewal interval while
+    /// it waits for no shard, the handover poll off or not) sees the mark, reads the stream's
+    /// rows once, and hands each shard asked of it over, as a holder renewing per row does at
+    /// its next renewal.
+    ///
     /// `connect` refuses it ([`KinesisError::Config`]) with a lease store that cannot take a
-    /// shard over or keeps no beats ([`LeaseStore::keeps_leases_by_beat`]), and together with
-    /// [`balance_shards`](Self::balance_shards) (a holder that writes nothing while idle would
-    /// not hear a handoff asked of it; not built yet). A subscription refuses to open on a
+    /// shard over or keeps no beats ([`LeaseStore::keeps_leases_by_beat`]). A subscription refuses to open on a
     /// stream whose rows another live instance holds the other way (a fleet split between the
     /// two ways), and one already open reports such a split once each time it appears: stop the
     /// fleet, or let its leases lapse, to change. `TestApp` runs leases per
@@ -501,20 +506,11 @@ impl KinesisBroker {
         Ok(())
     }
 
-    /// Refuses liveness by beat where it cannot work: with balancing, or on a lease store that
-    /// cannot take a shard over or keeps no beats.
+    /// Refuses liveness by beat where it cannot work: on a lease store that cannot take a shard
+    /// over or keeps no beats.
     fn beat_fits(&self) -> Result<(), KinesisError> {
         if !self.by_beat {
             return Ok(());
-        }
-        if self.balance {
-            return Err(KinesisError::Config {
-                message: "keep_leases_alive_by_beat(true) with balance_shards(true): balancing \
-                          with leases kept alive by beat is not built yet (a holder that writes \
-                          nothing while idle does not hear a handoff asked of it); turn one of \
-                          them off"
-                    .to_owned(),
-            });
         }
         if !self.store.keeps_leases_by_beat() {
             let store = self.store.table_name().map_or_else(
@@ -1026,21 +1022,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn leases_kept_alive_by_beat_are_refused_with_balancing_and_on_a_store_without_beats() {
+    async fn leases_kept_alive_by_beat_balance_and_are_refused_on_a_store_without_beats() {
         let by_beat = || {
             KinesisBroker::new()
                 .region("us-east-1")
                 .test_credentials()
                 .keep_leases_alive_by_beat(true)
         };
-        let Err(KinesisError::Config { message }) = by_beat().balance_shards(true).connect().await
-        else {
-            panic!("balancing with leases kept alive by beat is refused");
-        };
-        assert!(
-            message.contains("balance_shards") && message.contains("keep_leases_alive_by_beat"),
-            "{message}"
-        );
+        // Balancing by beat: the holders hear of handoffs from the notice's marks.
+        by_beat()
+            .balance_shards(true)
+            .connect()
+            .await
+            .expect("balancing with leases kept alive by beat connects");
         let rows_only = by_beat().lease_store(Arc::new(FiveCalls(MemoryLeaseStore::new())));
         let Err(KinesisError::Config { message }) = rows_only.connect().await else {
             panic!("a store that cannot take a shard over is refused");

@@ -10,8 +10,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::instances::{Handled, Instance, collect_until, holders, publish_all, table};
-use ruststream_kinesis::{DynamoLeaseStore, KinesisBroker, LeaseKey, LeaseStore, LeaseTimings};
+use common::instances::{
+    Handled, Instance, collect_until, holders, publish_all, table, until_shares,
+};
+use ruststream_kinesis::{KinesisBroker, LeaseKey, LeaseStore, LeaseTimings};
 use tokio::sync::mpsc;
 
 /// A 3 s lease renewed every second, listing every second, a handover poll of 200 ms, and a
@@ -29,40 +31,6 @@ fn balancing_broker(url: &str, store: &Arc<dyn LeaseStore>, owner: &str) -> Kine
         .owner_id(owner)
         .lease_timings(balancing_timings())
         .balance_shards(true)
-}
-
-/// How many shards of `stream` each owner holds.
-async fn shares(store: &DynamoLeaseStore, stream: &str) -> HashMap<String, usize> {
-    let mut shares = HashMap::new();
-    for owner in holders(store, stream).await.into_values().flatten() {
-        *shares.entry(owner).or_default() += 1;
-    }
-    shares
-}
-
-/// Waits until the owners of `stream`'s rows hold `want` shards each; how long it took.
-async fn until_shares(
-    store: &DynamoLeaseStore,
-    stream: &str,
-    want: &[(&str, usize)],
-    within: Duration,
-) -> Duration {
-    let started = Instant::now();
-    let want: HashMap<String, usize> = want
-        .iter()
-        .map(|(owner, count)| ((*owner).to_owned(), *count))
-        .collect();
-    loop {
-        let now = shares(store, stream).await;
-        if now == want {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < within,
-            "the shares of {stream} are {now:?} after {within:?}, not {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Publishes `count` records named `<prefix>-<n>` over about `over`, in the background.

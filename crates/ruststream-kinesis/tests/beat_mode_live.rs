@@ -1,7 +1,8 @@
 //! Live tests of liveness by beat (`KinesisBroker::keep_leases_alive_by_beat`) on the local
 //! stack's DynamoDB: two instances share a stream with every lease kept alive by their beats
 //! (rows kept by beat, no renewal written, one beat per instance while idle, rows released at
-//! a stop), and a fleet split between the two ways is refused. The takeover of a killed
+//! a stop), an instance that joins gets its share from an idle holder (balancing by beat), and
+//! a fleet split between the two ways is refused. The takeover of a killed
 //! instance is in `leases_kinesis.rs`, the chaos run in `chaos_live.rs`.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 
@@ -17,7 +18,8 @@ use tokio::sync::mpsc;
 
 use common::counting::{Counting, delta};
 use common::instances::{
-    Instance, collect_until, payloads, publish_all, stream_of, table, timings,
+    Instance, collect_until, payloads, publish_all, publish_and_handle, stream_of, table, timings,
+    until_shares,
 };
 
 const SHARDS: u32 = 4;
@@ -65,14 +67,7 @@ async fn two_instances_kept_alive_by_beat_read_every_shard_and_write_one_beat_ea
         None,
     )
     .await;
-    let bodies: Vec<String> = (0..80).map(|i| format!("r{i}")).collect();
-    publish_all(&url, &stream, bodies.clone()).await;
-    let mut handled = Vec::new();
-    collect_until(&mut rx, &mut handled, Duration::from_secs(60), |h| {
-        payloads(h).len() == bodies.len()
-    })
-    .await;
-    assert_eq!(payloads(&handled), bodies.iter().cloned().collect());
+    let handled = publish_and_handle(&url, &stream, ("r", 80), &mut rx).await;
     let mut owner_of: HashMap<&str, HashSet<&str>> = HashMap::new();
     for h in &handled {
         owner_of.entry(&h.shard).or_default().insert(&h.instance);
@@ -228,4 +223,41 @@ async fn refused(broker: KinesisBroker, stream: &str) -> String {
         .await
         .unwrap();
     err.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_joining_a_fleet_kept_alive_by_beat_gets_its_share_from_an_idle_holder() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (_, store) = table(&url).await;
+    let stream = common::unique("beat-balance");
+    let shared: Arc<dyn LeaseStore> = Arc::new(store.clone());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let start = |owner: &'static str| {
+        let broker = by_beat(&url, Arc::clone(&shared), owner).balance_shards(true);
+        let tx = tx.clone();
+        let stream = stream.clone();
+        async move { Instance::start_with(broker, owner, (&stream, SHARDS), tx, None).await }
+    };
+    let a = start("pod-a").await;
+    until_shares(&store, &stream, &[("pod-a", 4)], Duration::from_secs(15)).await;
+    // pod-a is idle: kept alive by its beat, it writes no row, so no renewal's answer can tell
+    // it of a request.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let b = start("pod-b").await;
+    let joined = until_shares(
+        &store,
+        &stream,
+        &[("pod-a", 2), ("pod-b", 2)],
+        Duration::from_secs(30),
+    )
+    .await;
+    println!("pod-b joined an idle fleet kept alive by beat: 2 + 2 after {joined:?}");
+    // The moved shards are read by their new holder, and nothing is lost.
+    let handled = publish_and_handle(&url, &stream, ("j", 40), &mut rx).await;
+    let readers: HashSet<&str> = handled.iter().map(|h| h.instance.as_str()).collect();
+    assert_eq!(readers.len(), 2, "both instances read: {readers:?}");
+    a.stop().await;
+    b.stop().await;
 }

@@ -133,6 +133,9 @@ pub(crate) struct Coordinator<T> {
     split: Option<SplitFleet>,
     /// Whether the split as it stands was told to the driver.
     split_told: bool,
+    /// By beat: the newest mark of a handoff asked of this run that it acted on (read its rows
+    /// for) ([`asked`]).
+    asks_acted: u64,
     /// How many polls skipped their weighing.
     #[cfg(test)]
     skipped_weighings: u64,
@@ -181,6 +184,7 @@ impl<T: Moment> Coordinator<T> {
             beat_counts: false,
             split: None,
             split_told: false,
+            asks_acted: 0,
             #[cfg(test)]
             skipped_weighings: 0,
             #[cfg(test)]
@@ -205,10 +209,11 @@ impl<T: Moment> Coordinator<T> {
         self
     }
 
-    /// Whether the poll reads the stream's notice to find another run under this owner id, even
-    /// with the handover poll off.
-    pub(crate) fn checks_twins(&self) -> bool {
-        self.twins.is_some() && self.watch.uses_notices()
+    /// Whether the poll reads the stream's notice even with the handover poll off: to find
+    /// another run under this owner id, or, kept alive by beat, to hear of the handoffs asked of
+    /// this run ([`asked`]: no renewing write's answer shows them).
+    pub(crate) fn reads_notices_unpolled(&self) -> bool {
+        (self.twins.is_some() || self.timings.is_kept_by_beat()) && self.watch.uses_notices()
     }
 
     /// The earlier run under this owner id this subscription found alive, while it is.
@@ -778,11 +783,18 @@ impl<T: Moment> Coordinator<T> {
         self.watch.notice_read(notice);
         self.notice_seen(now);
         let paused = self.paused || matches!(twin, Some(TwinNews::Earlier(_)));
+        // A paused instance reads nothing: its readers stopped.
+        let asked = if paused {
+            None
+        } else {
+            self.asked_of(notice, owner)
+        };
         if paused || !self.reads_notices_to_take() {
             // Paused (it takes nothing), or read for the twins alone (the handover poll is off).
             return Noticed {
                 twin,
                 record,
+                asked,
                 ..Noticed::default()
             };
         }
@@ -822,6 +834,7 @@ impl<T: Moment> Coordinator<T> {
             record,
             beat,
             read_rows,
+            asked,
         }
     }
 
@@ -1312,6 +1325,7 @@ fn lapsed_for(rows: &Rows, shard: &Arc<str>, now_ms: u64) -> Option<Duration> {
     Some(Duration::from_millis(now_ms.saturating_sub(free_ms)))
 }
 
+mod asked;
 mod steady;
 #[cfg(test)]
 mod tests;

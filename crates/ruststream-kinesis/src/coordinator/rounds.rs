@@ -77,6 +77,10 @@ pub(crate) enum Step<T> {
     /// alive the instance pauses (every reader stops, nothing is taken), and reads again once it
     /// is gone ([`twins`](super::twins)).
     Twin(TwinNews),
+    /// By beat: these rows, held by this run, show a handoff asked of it: each goes to its
+    /// shard's reader, as a renewal's answer does per row (the reader starts the handoff).
+    /// Nothing answers it.
+    HandOver(Vec<(Arc<str>, LeaseState)>),
     /// Nothing to do until this moment (`None`: until an answer), or a wake.
     Wait(Option<T>),
     /// Cancelled: the coordinator ends.
@@ -149,6 +153,19 @@ enum Phase {
     Asking(Option<Vec<Ask>>),
     /// The round's takes are over: its deletions go out (or are under way: `None`).
     Deleting(Option<Vec<Deletion>>),
+    /// By beat: a notice showed a handoff asked of this run at `asked_ms`: the rows are to be
+    /// listed (or being listed: `asked`); then the poll's rows, if the notice wanted them.
+    OwnRows {
+        asked_ms: u64,
+        asked: bool,
+        read_rows: bool,
+    },
+    /// By beat: the rows listed for a request show these asked of this run; then the poll's
+    /// rows, if the notice wanted them.
+    HandingOver {
+        rows: Vec<(Arc<str>, LeaseState)>,
+        read_rows: bool,
+    },
 }
 
 /// What a notice read asks for, in order: tell of another run under the owner id, write this
@@ -325,6 +342,25 @@ impl<T: Moment> Rounds<T> {
                 self.phase = Phase::Deleting(None);
                 InPhase::Step(Step::Delete(deletions))
             }
+            Phase::OwnRows {
+                asked_ms,
+                asked,
+                read_rows,
+            } => {
+                let step = self.rows_once(asked, now, || Step::ListRows);
+                self.phase = Phase::OwnRows {
+                    asked_ms,
+                    asked: true,
+                    read_rows,
+                };
+                InPhase::Step(step)
+            }
+            Phase::HandingOver { rows, read_rows } => {
+                if read_rows {
+                    self.read_poll_rows(coordinator);
+                }
+                InPhase::Step(Step::HandOver(rows))
+            }
             phase @ (Phase::Listing
             | Phase::Notice
             | Phase::Taking(_)
@@ -441,6 +477,14 @@ impl<T: Moment> Rounds<T> {
             self.phase = Phase::Noticed(after);
             return InPhase::Step(step);
         }
+        if let Some(asked_ms) = after.noticed.asked {
+            self.phase = Phase::OwnRows {
+                asked_ms,
+                asked: false,
+                read_rows: after.noticed.read_rows,
+            };
+            return InPhase::Again;
+        }
         if after.noticed.read_rows {
             self.read_poll_rows(coordinator);
             if !matches!(self.phase, Phase::Idle) {
@@ -448,6 +492,29 @@ impl<T: Moment> Rounds<T> {
             }
         }
         InPhase::Over
+    }
+
+    /// The rows listed for a handoff asked of this run (`asked_ms`) answered `listed`.
+    fn own_rows_listed(
+        &mut self,
+        coordinator: &mut Coordinator<T>,
+        listed: Listed,
+        (asked_ms, read_rows): (u64, bool),
+        owner: &str,
+        now_ms: u64,
+    ) {
+        self.phase = Phase::Idle;
+        if let Listed::Rows(rows) = listed {
+            let rows = coordinator.asked_rows(asked_ms, rows, owner, now_ms);
+            if !rows.is_empty() {
+                self.phase = Phase::HandingOver { rows, read_rows };
+                return;
+            }
+        }
+        // Not read: the mark is not acted on, and the next poll that sees it lists again.
+        if read_rows {
+            self.read_poll_rows(coordinator);
+        }
     }
 
     /// Between phases: the next round or poll when one is due, else how long to wait for it;
@@ -472,8 +539,8 @@ impl<T: Moment> Rounds<T> {
         }
         let polling = !self.handover_poll.is_zero();
         // With the handover poll off, the notice is still read every renewal interval for
-        // another run under this owner id.
-        let checking = !polling && coordinator.checks_twins();
+        // another run under this owner id, and by beat for the handoffs asked of this run.
+        let checking = !polling && coordinator.reads_notices_unpolled();
         if checking && now >= self.next_poll {
             self.next_poll = now + coordinator.idle_poll_interval();
             self.reading = self.in_hand(reading);
@@ -683,6 +750,15 @@ impl<T: Moment> Rounds<T> {
         now: T,
         now_ms: u64,
     ) {
+        if let Phase::OwnRows {
+            asked_ms,
+            asked: true,
+            read_rows,
+        } = self.phase
+        {
+            self.own_rows_listed(coordinator, listed, (asked_ms, read_rows), owner, now_ms);
+            return;
+        }
         if !matches!(self.phase, Phase::Rows { asked: true, .. }) {
             // Not asked for: nothing changes.
             return;

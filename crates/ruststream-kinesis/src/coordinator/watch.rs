@@ -43,6 +43,9 @@ pub(crate) struct Noticed {
     pub(crate) beat: Option<Beat>,
     /// Read the rows of the shards the poll waits for.
     pub(crate) read_rows: bool,
+    /// By beat: a handoff was asked of this run at this moment (epoch milliseconds), newer than
+    /// any it acted on: read the rows and hand those asked of it to their readers.
+    pub(crate) asked: Option<u64>,
 }
 
 /// The handover poll's memory between listings.

@@ -335,10 +335,19 @@ impl LeaseStore for MemoryLeaseStore {
         to: &'a str,
         asked_ms: u64,
     ) -> LeaseFuture<'a, bool> {
-        let mut rows = self.lock();
-        let asked = rules::ask_handoff(rows.get(key), holder, counter, to, asked_ms)
-            .map(|asked| rows.insert(key.clone(), asked))
-            .is_some();
+        let asked = {
+            let mut rows = self.lock();
+            rules::ask_handoff(rows.get(key), holder, counter, to, asked_ms)
+                .map(|asked| rows.insert(key.clone(), asked))
+                .is_some()
+        };
+        if asked {
+            // The holder hears of it at its poll, kept alive by beat or not.
+            self.notices()
+                .entry(key.stream().to_owned())
+                .or_default()
+                .asked(holder, asked_ms);
+        }
         Box::pin(std::future::ready(Ok(asked)))
     }
 

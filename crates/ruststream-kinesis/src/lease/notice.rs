@@ -43,6 +43,11 @@ pub struct Notice {
     /// instance runs under its owner id, and the later of the two pauses until the earlier is
     /// gone.
     pub incarnations: BTreeMap<String, String>,
+    /// Under each holder, when (epoch milliseconds, by the asker's clock) the latest handoff
+    /// asked of it was asked ([`LeaseStore::ask_handoff`](crate::LeaseStore::ask_handoff)): a
+    /// holder kept alive by its beat writes nothing while idle, so it learns of a request here,
+    /// at its poll, and then reads its rows. Never moves back.
+    pub asks: BTreeMap<String, u64>,
 }
 
 #[cfg(test)]
@@ -72,9 +77,17 @@ impl Notice {
 }
 
 impl Notice {
-    /// Removes the beats and the records of `forget` (but `owner`, the writer) as a store does
-    /// with a beat or a record written at `now_ms` by its clock: all of them, only if every one
-    /// of their beats lapsed more than [`SKEW_TOLERANCE`] ago (or there is none); else nothing.
+    /// Records a handoff asked of `holder` at `asked_ms`, as a store does once the request is in
+    /// the row: an older one lands on no newer one.
+    pub(crate) fn asked(&mut self, holder: &str, asked_ms: u64) {
+        let at = self.asks.entry(holder.to_owned()).or_insert(asked_ms);
+        *at = (*at).max(asked_ms);
+    }
+
+    /// Removes the beats, the records and the asks of `forget` (but `owner`, the writer) as a
+    /// store does with a beat or a record written at `now_ms` by its clock: all of them, only if
+    /// every one of their beats lapsed more than [`SKEW_TOLERANCE`] ago (or there is none); else
+    /// nothing.
     /// An instance judged gone on an older read that has beaten since keeps its beat: an
     /// instance kept alive by its beat counts on it, and a removal would show it lapsed.
     pub(crate) fn forget_gone(&mut self, owner: &str, forget: &[String], now_ms: u64) {
@@ -86,6 +99,7 @@ impl Notice {
         for gone in gone() {
             self.beats.remove(gone);
             self.incarnations.remove(gone);
+            self.asks.remove(gone);
         }
     }
 }

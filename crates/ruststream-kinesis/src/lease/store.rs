@@ -384,6 +384,12 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// Answers whether the request was recorded. Provided as recording nothing (`false`), for a
     /// store without handoffs: a balancing instance then waits for shards to come free.
     ///
+    /// A store that keeps notices then marks the request in `key`'s stream's notice under
+    /// `holder` ([`Notice::asks`]: `asked_ms`, never moving back; a failure of the mark is
+    /// logged, not the request's): a holder kept alive by its beat
+    /// ([`keeps_leases_by_beat`](Self::keeps_leases_by_beat)) writes nothing while idle, and
+    /// hears of the request only there.
+    ///
     /// # Errors
     ///
     /// A store failure.

@@ -1279,6 +1279,26 @@ impl<'s> Run<'s> {
             !other,
             "a standing request was replaced by another asker's",
         );
+        if self.store.keeps_leases_by_beat() {
+            // A holder kept alive by its beat writes nothing while idle: it hears of the request
+            // from the notice's mark.
+            let notice = ok(
+                check,
+                "reading the notice",
+                self.store.notice(key.stream()).await,
+            );
+            let marked = notice
+                .as_ref()
+                .and_then(|notice| notice.asks.get(A).copied());
+            expect(
+                check,
+                marked.is_some_and(|at| at >= asked_ms),
+                &format!(
+                    "a store that keeps leases by beat left no mark of the request under the \
+                     holder in the stream's notice (Notice::asks): {notice:?}"
+                ),
+            );
+        }
         let counter = self
             .handoff_seen_by_holder(check, &key, taken.counter)
             .await;

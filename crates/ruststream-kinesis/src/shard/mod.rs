@@ -477,6 +477,18 @@ impl ShardHandle {
         answered
     }
 
+    /// A read of the stream's rows (by beat, where no renewing write answers the row) showed
+    /// `row`: a handoff asked in it of `owner` starts, as on a renewal's answer
+    /// ([`answer`](Self::answer)), and the reader is woken.
+    pub(crate) fn row_seen(&self, row: &crate::LeaseState, owner: &str) {
+        let moving = self
+            .lock()
+            .row_seen(row, owner, Instant::now(), epoch_millis());
+        if moving {
+            self.read_wake.notify_one();
+        }
+    }
+
     /// Exactly once, this shard's batches that span shards commit through `joints`.
     #[cfg(feature = "dynamodb-lease")]
     pub(crate) fn join(&self, joints: Arc<Joints>) {

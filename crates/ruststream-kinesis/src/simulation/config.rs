@@ -206,13 +206,12 @@ impl Config {
         self.request_lifetime() + self.gone_grace
     }
 
-    /// Whether the instances balance the shards: as drawn, but never kept alive by beats. A
-    /// holder kept alive by its beat writes nothing while idle, so it never hears of a handoff
-    /// asked of it (the request shows in a renewing write's answer): balancing in beat mode
-    /// needs the request signalled (found by the first beat schedules: 7 shards on one of two
-    /// instances for a minute).
+    /// Whether the instances balance the shards, as drawn. (Kept alive by beats, a holder hears
+    /// of a handoff asked of it from the notice's mark, not from a renewing write's answer: it
+    /// writes none while idle. Before the mark, beat schedules did not balance: 7 shards on one
+    /// of two instances for a minute.)
     pub(super) fn balances(&self) -> bool {
-        self.balance && !self.timings.is_kept_by_beat()
+        self.balance
     }
 
     /// Whether the store keeps notices: as drawn, and always in beat mode, which needs them (a

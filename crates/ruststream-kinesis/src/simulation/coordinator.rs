@@ -134,6 +134,26 @@ impl Sim {
                         }
                     }
                 }
+                RoundStep::HandOver(rows) => {
+                    // `hand_over_asked`: each row goes to its shard's reader, if it still reads.
+                    let wall = self.wall(i);
+                    for (id, row) in rows {
+                        let shard = self.stream.ids[&id];
+                        let asked: Vec<u64> = self.insts[i]
+                            .sessions
+                            .iter_mut()
+                            .filter(|(_, s)| s.shard == shard)
+                            .filter_map(|(sid, s)| {
+                                s.machine.row_seen(&row, &owner, now, wall).then_some(*sid)
+                            })
+                            .collect();
+                        for sid in asked {
+                            self.stats.asks_heard_by_beat += 1;
+                            self.log(|| format!("i{i} session {sid} hears of a handoff by beat"));
+                            self.reader_wake(i, sid, false);
+                        }
+                    }
+                }
                 RoundStep::Ask(asks) => {
                     coord.round.asks_left = asks.len();
                     for ask in asks {

@@ -407,6 +407,11 @@ impl Sim {
                     to: op.owner.to_string(),
                     asked_ms: op.wall_ms,
                 });
+                // As the crate's stores: the notice names the holder asked (a second write
+                // there, applied with the first here).
+                if self.cfg.keeps_notices() {
+                    self.notice.asked(holder, op.wall_ms);
+                }
                 self.stats.asks += 1;
                 self.log(|| format!("{} asks {holder} for shard {shard}", op.owner));
                 Res::Ok

@@ -225,6 +225,8 @@ fn random_schedules_keep_the_lease_invariants() {
         stats.beat_schedules > 0 && stats.beat_restarts > 0 && stats.take_overs > 0,
         "{stats:?}"
     );
+    // Balancing by beat: holders heard of handoffs asked of them from the notice's mark.
+    assert!(stats.asks_heard_by_beat > 0, "{stats:?}");
 }
 
 /// Runs the schedule pinned on `seed`, which must keep every invariant: its report otherwise.
@@ -888,5 +890,37 @@ fn a_take_over_found_alive_leaves_the_paced_takes_queued_behind_it() {
     assert!(
         stats.beat_schedules == 1 && stats.lease_beats > 0,
         "the schedule still keeps its leases by beats: {stats:?}"
+    );
+}
+
+/// Balancing by beat: a holder kept alive by its beat writes nothing while idle, so it hears of
+/// a handoff asked of it only from the notice's mark, at its poll, and hands the shard over
+/// after a read of its rows (`coordinator::machine::asked`). Without the mark's step (found
+/// when the random schedules began to balance by beat), this schedule ends with two shards on
+/// one of four instances for a minute.
+#[test]
+fn a_holder_kept_alive_by_beat_hears_of_a_handoff_from_the_notice_and_the_fleet_converges() {
+    let stats = replays_clean(1_796_559_380_354_483_485, &|cfg, _| {
+        cfg.timings = cfg.timings.kept_by_beat();
+    });
+    assert!(
+        stats.beat_schedules == 1 && stats.asks_heard_by_beat > 0 && stats.hand_overs > 0,
+        "the schedule still balances by beat through the notice: {stats:?}"
+    );
+}
+
+/// Balancing by beat: the poll's weighing that found nothing holds until a row kept by beat
+/// could change its answer, judged by its holder's beat as the plan judges it: from the row's
+/// expiry a thousand years ahead, the weighing missed the balancing grace after a holder's beat
+/// lapsed, and this schedule's poll skipped a weighing whose answer had changed (the check of
+/// every skip, `verifying_skips`, caught it).
+#[test]
+fn a_weighing_holds_no_longer_than_the_balancing_grace_of_a_lapsed_beat() {
+    let stats = replays_clean(1_796_559_205_055_984_592, &|cfg, _| {
+        cfg.timings = cfg.timings.kept_by_beat();
+    });
+    assert!(
+        stats.beat_schedules == 1 && stats.take_overs > 0,
+        "the schedule still takes a lapsed holder's shard over by beat: {stats:?}"
     );
 }

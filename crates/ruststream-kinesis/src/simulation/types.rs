@@ -1043,6 +1043,9 @@ pub(super) struct Stats {
     pub(super) hand_overs: u64,
     pub(super) clean_hand_overs: u64,
     pub(super) converged: u64,
+    /// Handoffs a holder kept alive by its beat heard of from the notice's mark (a read of the
+    /// rows), which its reader then started.
+    pub(super) asks_heard_by_beat: u64,
     pub(super) beats: u64,
     /// Records of a run under its owner id written (`LeaseStore::announce`).
     pub(super) announces: u64,
@@ -1162,6 +1165,7 @@ impl Stats {
         self.hand_overs += o.hand_overs;
         self.clean_hand_overs += o.clean_hand_overs;
         self.converged += o.converged;
+        self.asks_heard_by_beat += o.asks_heard_by_beat;
         self.beats += o.beats;
         self.announces += o.announces;
         self.lost_bumps += o.lost_bumps;

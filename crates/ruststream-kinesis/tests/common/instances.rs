@@ -213,6 +213,26 @@ pub fn payloads(handled: &[Handled]) -> HashSet<String> {
     handled.iter().map(|h| h.payload.clone()).collect()
 }
 
+/// Publishes `count` records named `<prefix><n>` to `stream` and waits (a minute at most) until
+/// the instances reporting to `rx` handled every one of them; what they handled, each record
+/// there at least once and nothing else.
+pub async fn publish_and_handle(
+    url: &str,
+    stream: &str,
+    (prefix, count): (&str, usize),
+    rx: &mut mpsc::UnboundedReceiver<Handled>,
+) -> Vec<Handled> {
+    let bodies: Vec<String> = (0..count).map(|i| format!("{prefix}{i}")).collect();
+    publish_all(url, stream, bodies.clone()).await;
+    let mut handled = Vec::new();
+    collect_until(rx, &mut handled, Duration::from_secs(60), |h| {
+        payloads(h).len() == bodies.len()
+    })
+    .await;
+    assert_eq!(payloads(&handled), bodies.into_iter().collect());
+    handled
+}
+
 pub async fn holders(store: &DynamoLeaseStore, stream: &str) -> HashMap<String, Option<String>> {
     store
         .rows()
@@ -222,4 +242,40 @@ pub async fn holders(store: &DynamoLeaseStore, stream: &str) -> HashMap<String, 
         .filter(|(key, _)| key.stream() == stream)
         .map(|(key, row)| (key.shard().to_owned(), row.owner))
         .collect()
+}
+
+/// How many shards of `stream` each instance holds, by owner id (a run holds its rows as
+/// `<owner id>#<run>` when its leases are kept alive by beat).
+pub async fn shares(store: &DynamoLeaseStore, stream: &str) -> HashMap<String, usize> {
+    let mut shares = HashMap::new();
+    for owner in holders(store, stream).await.into_values().flatten() {
+        let id = owner.split_once('#').map_or(owner.as_str(), |(id, _)| id);
+        *shares.entry(id.to_owned()).or_default() += 1;
+    }
+    shares
+}
+
+/// Waits until each owner id holds its count of `want`; how long it took.
+pub async fn until_shares(
+    store: &DynamoLeaseStore,
+    stream: &str,
+    want: &[(&str, usize)],
+    within: Duration,
+) -> Duration {
+    let started = Instant::now();
+    let want: HashMap<String, usize> = want
+        .iter()
+        .map(|(owner, count)| ((*owner).to_owned(), *count))
+        .collect();
+    loop {
+        let now = shares(store, stream).await;
+        if now == want {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "the shares of {stream} are {now:?} after {within:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

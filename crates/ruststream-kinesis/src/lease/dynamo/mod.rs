@@ -855,7 +855,9 @@ impl LeaseStore for DynamoLeaseStore {
         Box::pin(self.write_leave(stream, owner))
     }
 
-    /// One conditional `UpdateItem` that sets `handoff_to` and `handoff_asked`, and no counter.
+    /// One conditional `UpdateItem` that sets `handoff_to` and `handoff_asked`, and no counter;
+    /// once it landed, a second in the stream's notice names the holder asked (its failure is
+    /// logged and not the request's).
     fn ask_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -864,7 +866,15 @@ impl LeaseStore for DynamoLeaseStore {
         to: &'a str,
         asked_ms: u64,
     ) -> LeaseFuture<'a, bool> {
-        Box::pin(self.write_handoff_request(key, holder, counter, to, asked_ms))
+        Box::pin(async move {
+            let asked = self
+                .write_handoff_request(key, holder, counter, to, asked_ms)
+                .await?;
+            if asked {
+                self.write_ask(key.stream(), holder, asked_ms).await;
+            }
+            Ok(asked)
+        })
     }
 
     /// One conditional `UpdateItem` that removes `handoff_to` and `handoff_asked` if the request

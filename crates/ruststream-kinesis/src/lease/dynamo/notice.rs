@@ -1,6 +1,6 @@
-//! The stream's notice row (`<stream>#notice`): its counter, which every release bumps, and the
+//! The stream's notice row (`<stream>#notice`): its counter, which every release bumps, the
 //! instances' beats, one attribute each, so a beat is one unconditional `SET` whether or not the
-//! row exists yet.
+//! row exists yet, and when a handoff was last asked of each holder.
 
 use super::*;
 use crate::lease::{Notice, notice_key};
@@ -13,6 +13,9 @@ const BEAT_PREFIX: &str = "beat_";
 /// The prefix of a run's record: `incarnation_<owner>`, the run (`<started ms>-<nonce>`, S) that
 /// recorded itself last under the owner id.
 const INCARNATION_PREFIX: &str = "incarnation_";
+/// The prefix of a request's mark: `ask_<holder>`, when (epoch milliseconds by the asker's
+/// clock) a handoff was last asked of the holder.
+const ASK_PREFIX: &str = "ask_";
 
 impl DynamoLeaseStore {
     /// The size DynamoDB bills for `stream`'s notice row holding `notice`, by its item-size
@@ -44,6 +47,9 @@ impl DynamoLeaseStore {
         for (owner, run) in &notice.incarnations {
             bytes += INCARNATION_PREFIX.len() + owner.len() + run.len();
         }
+        for (holder, asked) in &notice.asks {
+            bytes += ASK_PREFIX.len() + holder.len() + number(*asked);
+        }
         bytes
     }
 
@@ -68,13 +74,22 @@ impl DynamoLeaseStore {
                 notice.incarnations.insert(owner.to_owned(), run.clone());
                 continue;
             }
-            let Some(owner) = name.strip_prefix(BEAT_PREFIX) else {
-                continue;
-            };
-            let until = match value {
+            let millis = match value {
                 AttributeValue::N(text) => text.parse().ok(),
                 _ => None,
             };
+            if let Some(holder) = name.strip_prefix(ASK_PREFIX) {
+                // A mark that cannot be read is no request: the holder hears of it at its next
+                // full read of the rows.
+                if let Some(asked) = millis {
+                    notice.asks.insert(holder.to_owned(), asked);
+                }
+                continue;
+            }
+            let Some(owner) = name.strip_prefix(BEAT_PREFIX) else {
+                continue;
+            };
+            let until = millis;
             // A beat that cannot be read counts as lapsed: the rows of its owner are read.
             if let Some(until) = until {
                 notice.beats.insert(owner.to_owned(), until);
@@ -144,6 +159,35 @@ impl DynamoLeaseStore {
         Ok(())
     }
 
+    /// Marks in `stream`'s notice that a handoff was asked of `holder` at `asked_ms`, unless a
+    /// later mark stands: a holder kept alive by its beat, which writes nothing while idle,
+    /// reads its rows when it sees a mark newer than the last it acted on. A failure is logged
+    /// and left: the holder then hears of the request at its next full read of the rows.
+    pub(super) async fn write_ask(&self, stream: &str, holder: &str, asked_ms: u64) {
+        let marked = self
+            .write_notice(
+                stream,
+                "ask_handoff",
+                (ASK_PREFIX, holder),
+                number(asked_ms),
+                Some((
+                    "attribute_not_exists(#me) OR NOT attribute_type(#me, :number) OR #me < :value",
+                    string("N"),
+                )),
+            )
+            .await;
+        if let Err(error) = marked {
+            tracing::warn!(
+                table = %self.table,
+                stream,
+                holder,
+                error = %error,
+                "marking a handoff request in the stream's notice failed; a holder kept alive by \
+                 its beat hears of it at its next full read of the rows, minutes later"
+            );
+        }
+    }
+
     /// Records `record` under `owner` in `stream`'s notice and removes the beats and records of
     /// `forget`.
     pub(super) async fn write_incarnation(
@@ -182,13 +226,14 @@ impl DynamoLeaseStore {
             if n > 0 {
                 update.push_str(", ");
             }
-            update.push_str(&format!("#gone{n}, #run{n}"));
+            update.push_str(&format!("#gone{n}, #run{n}, #ask{n}"));
             conditions.push(format!(
                 "(attribute_not_exists(#gone{n}) OR NOT attribute_type(#gone{n}, :number) \
                  OR #gone{n} < :cutoff)"
             ));
             names.insert(format!("#gone{n}"), format!("{BEAT_PREFIX}{gone}"));
             names.insert(format!("#run{n}"), format!("{INCARNATION_PREFIX}{gone}"));
+            names.insert(format!("#ask{n}"), format!("{ASK_PREFIX}{gone}"));
         }
         // Lapsed beyond the skew tolerance by this clock: no holder counts on it any more.
         let cutoff = epoch_millis().saturating_sub(millis(SKEW_TOLERANCE));

@@ -70,6 +70,17 @@ impl Subscription {
         (rows, unreadable)
     }
 
+    /// Hands each of `rows` (held by this run, a handoff asked in it) to its shard's reader, if
+    /// it still reads it.
+    fn hand_over_asked(&self, rows: &[(Arc<str>, crate::LeaseState)]) {
+        let running = lock(&self.running);
+        for (shard, row) in rows {
+            if let Some(running) = running.get(shard) {
+                running.handle.row_seen(row, &self.owner);
+            }
+        }
+    }
+
     /// Tells the readers of the shards `listing` shows closed: with enhanced fan-out, where no
     /// event names child shards, their end is confirmed by polling.
     fn tell_closed(&self, listing: &[ShardInfo]) {
@@ -296,6 +307,7 @@ async fn drive(
             Step::Beat(beat) => sub.write_beat(machines, &beat).await,
             Step::Announce { record, forget } => sub.announce(machines, &record, &forget).await,
             Step::Twin(news) => sub.twin_news(news),
+            Step::HandOver(rows) => sub.hand_over_asked(&rows),
             Step::Ask(asks) => sub.ask_handoffs(machines, &asks).await,
             Step::Take(takes) => sub.take_all(machines, takes).await,
             // The first round is over: the subscription is handed out.

@@ -568,7 +568,13 @@ impl Reader {
                 Err(_) => return false,
             },
         };
-        let room = HANDED_AT_ONCE.saturating_sub(messages.len());
+        // A stop that came while the room did hands out nothing more: what waited goes, and
+        // the next turn sees the stop.
+        let room = if self.cancel.is_cancelled() {
+            0
+        } else {
+            HANDED_AT_ONCE.saturating_sub(messages.len())
+        };
         let messages = if room == 0 {
             messages
         } else {
