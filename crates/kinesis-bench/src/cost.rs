@@ -53,8 +53,6 @@ struct Fleet {
     table: DynamoLeaseStore,
     members: Vec<Member>,
     producer: Option<tokio::task::JoinHandle<Result<u64, Error>>>,
-    /// Whether the instances keep their leases alive by beat (and do not balance).
-    by_beat: bool,
 }
 
 /// What a fleet called, all its instances together, at one moment.
@@ -157,9 +155,7 @@ impl Fleet {
                 LeaseTimings::default(),
                 Mount {
                     registry: Some(registry.clone()),
-                    // Balancing is not built with leases kept alive by beat: instances that start
-                    // together split the new shards by turn, and nothing moves afterwards.
-                    balance: !by_beat,
+                    balance: true,
                     by_beat,
                     from_start: false,
                     ..Mount::new(&stream)
@@ -188,7 +184,6 @@ impl Fleet {
             table,
             members,
             producer,
-            by_beat,
         })
     }
 
@@ -239,9 +234,7 @@ impl Fleet {
             per.resize(self.members.len().max(per.len()), 0);
             per.sort_unstable();
             let all_held = open == shards as usize && per.iter().sum::<usize>() == open;
-            // Without balancing (by beat) the counts stay as the takes left them.
-            let even = self.by_beat
-                || per.last().copied().unwrap_or(0) - per.first().copied().unwrap_or(0) <= 1;
+            let even = per.last().copied().unwrap_or(0) - per.first().copied().unwrap_or(0) <= 1;
             if all_held && even && last.as_ref() == Some(&per) {
                 return Some(started.elapsed());
             }
@@ -419,20 +412,15 @@ fn figures(
 ) -> Vec<Figure> {
     let setup = format!(
         "each fleet on a stream and lease table of its own, default lease timings, {}; steady \
-         state (every shard held{}, twice a second apart), then counted over {} s; loaded: \
+         state (every shard held, the instances' counts within one, twice a second apart), then counted over {} s; loaded: \
          {PER_SHARD} records/s per shard; units: a lease-row write is one write unit, a write \
          to the notice row one per KB of it, a row read one read unit, a notice read one per 4 \
          KB of it, a list Scan one per 4 KB of rows read; dollars at on-demand prices \
          (${WRITE_PRICE} per million writes, ${READ_PRICE} per million reads), 30 days",
         if by_beat {
-            "keep_leases_alive_by_beat(true) (no balancing)"
+            "keep_leases_alive_by_beat(true), balance_shards(true)"
         } else {
             "balance_shards(true)"
-        },
-        if by_beat {
-            ""
-        } else {
-            ", the instances' counts within one"
         },
         window.as_secs()
     );

@@ -30,10 +30,12 @@ pub enum Call {
     /// A run's record under its owner id in the stream's notice row (unconditional): at start,
     /// every two and a half minutes, and in answer to another run under the same owner id.
     Announce,
+    /// The marks of a round's requests for handoffs in the stream's notice row (by beat).
+    MarkAsked,
 }
 
 /// How many kinds of call there are.
-const KINDS: usize = 13;
+const KINDS: usize = 14;
 
 impl Call {
     pub const ALL: [Self; KINDS] = [
@@ -50,6 +52,7 @@ impl Call {
         Self::AskHandoff,
         Self::HandOver,
         Self::Announce,
+        Self::MarkAsked,
     ];
 
     /// Whether the call writes to the table (a beat is the one unconditional write).
@@ -72,6 +75,7 @@ impl Call {
             Self::AskHandoff => "ask_handoff",
             Self::HandOver => "hand_over",
             Self::Announce => "announce",
+            Self::MarkAsked => "mark_asked",
         }
     }
 }
@@ -128,7 +132,11 @@ impl Counts {
     /// The writes of shard rows alone (every write but the notice's: beats, leaves, records),
     /// one write unit each (a lease row stays under 1 KB).
     pub fn row_writes(&self) -> u64 {
-        self.writes() - self.get(Call::Beat) - self.get(Call::Leave) - self.get(Call::Announce)
+        self.writes()
+            - self.get(Call::Beat)
+            - self.get(Call::Leave)
+            - self.get(Call::Announce)
+            - self.get(Call::MarkAsked)
     }
 
     /// What happened between `earlier` and this snapshot.
@@ -430,6 +438,20 @@ impl LeaseStore for CountingStore {
         self.inner.leave(stream, owner)
     }
 
+    fn leave_beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+    ) -> LeaseFuture<'a, ()> {
+        if self.hide_notices {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        self.count(Call::Leave);
+        self.notice_written();
+        self.inner.leave_beat(stream, owner, until_ms)
+    }
+
     fn announce<'a>(
         &'a self,
         stream: &'a str,
@@ -478,6 +500,15 @@ impl LeaseStore for CountingStore {
     ) -> LeaseFuture<'a, bool> {
         self.write(Call::AskHandoff, key);
         self.inner.ask_handoff(key, holder, counter, to, asked_ms)
+    }
+
+    fn mark_asked<'a>(&'a self, stream: &'a str, holders: &'a [String]) -> LeaseFuture<'a, ()> {
+        if self.hide_notices {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        self.count(Call::MarkAsked);
+        self.notice_written();
+        self.inner.mark_asked(stream, holders)
     }
 
     fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {

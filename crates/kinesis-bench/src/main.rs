@@ -73,7 +73,7 @@ struct Cli {
     #[arg(long)]
     idle: bool,
     /// `cost` only: fleets that keep their leases alive by beat
-    /// (`keep_leases_alive_by_beat(true)`, without balancing) instead of renewing each row.
+    /// (`keep_leases_alive_by_beat(true)`, balancing as the others) instead of renewing each row.
     #[arg(long)]
     by_beat: bool,
     /// `cost` only: count over windows of this many seconds (default 60; 300 spans the

@@ -133,9 +133,12 @@ pub(crate) struct Coordinator<T> {
     split: Option<SplitFleet>,
     /// Whether the split as it stands was told to the driver.
     split_told: bool,
-    /// By beat: the newest mark of a handoff asked of this run that it acted on (read its rows
-    /// for) ([`asked`]).
+    /// By beat: the count of marks of handoffs asked of this run as of its last read of the
+    /// rows for them ([`asked`]).
     asks_acted: u64,
+    /// By beat: the holders asked for handoffs in the round under way, whose marks follow its
+    /// requests ([`asked`]).
+    marks: std::collections::BTreeSet<String>,
     /// How many polls skipped their weighing.
     #[cfg(test)]
     skipped_weighings: u64,
@@ -185,6 +188,7 @@ impl<T: Moment> Coordinator<T> {
             split: None,
             split_told: false,
             asks_acted: 0,
+            marks: std::collections::BTreeSet::new(),
             #[cfg(test)]
             skipped_weighings: 0,
             #[cfg(test)]
@@ -391,10 +395,11 @@ impl<T: Moment> Coordinator<T> {
         asks
     }
 
-    /// A request for a handoff of `shard` was recorded at `asked_ms`.
-    pub(crate) fn requested(&mut self, shard: &Arc<str>, asked_ms: u64) {
+    /// A request for a handoff of `shard`, held by `holder`, was recorded at `asked_ms`.
+    pub(crate) fn requested(&mut self, shard: &Arc<str>, holder: &str, asked_ms: u64) {
         self.requested.insert(Arc::clone(shard), asked_ms);
         self.heard_news();
+        self.mark_later(holder);
     }
 
     /// The handoffs the last round asks for (once: taken out).

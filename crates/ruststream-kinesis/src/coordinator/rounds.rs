@@ -77,6 +77,9 @@ pub(crate) enum Step<T> {
     /// alive the instance pauses (every reader stops, nothing is taken), and reads again once it
     /// is gone ([`twins`](super::twins)).
     Twin(TwinNews),
+    /// By beat: mark the round's requests of these holders in the stream's notice
+    /// (`LeaseStore::mark_asked`); answer with [`Rounds::marked`], whatever it answered.
+    MarkAsked(Vec<String>),
     /// By beat: these rows, held by this run, show a handoff asked of it: each goes to its
     /// shard's reader, as a renewal's answer does per row (the reader starts the handoff).
     /// Nothing answers it.
@@ -153,10 +156,13 @@ enum Phase {
     Asking(Option<Vec<Ask>>),
     /// The round's takes are over: its deletions go out (or are under way: `None`).
     Deleting(Option<Vec<Deletion>>),
-    /// By beat: a notice showed a handoff asked of this run at `asked_ms`: the rows are to be
+    /// By beat: the round's requests are over; their holders are to be marked (or being
+    /// marked: `None`).
+    Marking(Option<Vec<String>>),
+    /// By beat: a notice showed `marks` marks of handoffs asked of this run: the rows are to be
     /// listed (or being listed: `asked`); then the poll's rows, if the notice wanted them.
     OwnRows {
-        asked_ms: u64,
+        marks: u64,
         asked: bool,
         read_rows: bool,
     },
@@ -342,14 +348,18 @@ impl<T: Moment> Rounds<T> {
                 self.phase = Phase::Deleting(None);
                 InPhase::Step(Step::Delete(deletions))
             }
+            Phase::Marking(Some(holders)) => {
+                self.phase = Phase::Marking(None);
+                InPhase::Step(Step::MarkAsked(holders))
+            }
             Phase::OwnRows {
-                asked_ms,
+                marks,
                 asked,
                 read_rows,
             } => {
                 let step = self.rows_once(asked, now, || Step::ListRows);
                 self.phase = Phase::OwnRows {
-                    asked_ms,
+                    marks,
                     asked: true,
                     read_rows,
                 };
@@ -365,6 +375,7 @@ impl<T: Moment> Rounds<T> {
             | Phase::Notice
             | Phase::Taking(_)
             | Phase::Asking(None)
+            | Phase::Marking(None)
             | Phase::Deleting(None)) => {
                 self.phase = phase;
                 InPhase::Step(Step::Wait(None))
@@ -477,9 +488,9 @@ impl<T: Moment> Rounds<T> {
             self.phase = Phase::Noticed(after);
             return InPhase::Step(step);
         }
-        if let Some(asked_ms) = after.noticed.asked {
+        if let Some(marks) = after.noticed.asked {
             self.phase = Phase::OwnRows {
-                asked_ms,
+                marks,
                 asked: false,
                 read_rows: after.noticed.read_rows,
             };
@@ -494,18 +505,18 @@ impl<T: Moment> Rounds<T> {
         InPhase::Over
     }
 
-    /// The rows listed for a handoff asked of this run (`asked_ms`) answered `listed`.
+    /// The rows listed for the handoffs asked of this run (`marks` marks) answered `listed`.
     fn own_rows_listed(
         &mut self,
         coordinator: &mut Coordinator<T>,
         listed: Listed,
-        (asked_ms, read_rows): (u64, bool),
+        (marks, read_rows): (u64, bool),
         owner: &str,
         now_ms: u64,
     ) {
         self.phase = Phase::Idle;
         if let Listed::Rows(rows) = listed {
-            let rows = coordinator.asked_rows(asked_ms, rows, owner, now_ms);
+            let rows = coordinator.asked_rows(marks, rows, owner, now_ms);
             if !rows.is_empty() {
                 self.phase = Phase::HandingOver { rows, read_rows };
                 return;
@@ -670,6 +681,23 @@ impl<T: Moment> Rounds<T> {
         }
         self.phase = Phase::Idle;
         coordinator.heard_news();
+        // By beat, the holders hear of the requests from their marks, which follow them.
+        let marks = coordinator.take_marks();
+        if !marks.is_empty() {
+            self.phase = Phase::Marking(Some(marks));
+            return;
+        }
+        self.asks_over(coordinator, now);
+    }
+
+    /// The marks of the round's requests were written (or not: a holder whose mark failed hears
+    /// of nothing; its request lapses, and a later round asks again and marks it).
+    pub(crate) fn marked(&mut self, coordinator: &mut Coordinator<T>, now: T) {
+        if !matches!(self.phase, Phase::Marking(None)) {
+            // Not asked for: nothing changes.
+            return;
+        }
+        self.phase = Phase::Idle;
         self.asks_over(coordinator, now);
     }
 
@@ -751,12 +779,12 @@ impl<T: Moment> Rounds<T> {
         now_ms: u64,
     ) {
         if let Phase::OwnRows {
-            asked_ms,
+            marks,
             asked: true,
             read_rows,
         } = self.phase
         {
-            self.own_rows_listed(coordinator, listed, (asked_ms, read_rows), owner, now_ms);
+            self.own_rows_listed(coordinator, listed, (marks, read_rows), owner, now_ms);
             return;
         }
         if !matches!(self.phase, Phase::Rows { asked: true, .. }) {

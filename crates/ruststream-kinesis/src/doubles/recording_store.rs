@@ -230,6 +230,20 @@ impl LeaseStore for Recording {
         Box::pin(self.timed("leave", owner, false, self.inner.leave(stream, owner)))
     }
 
+    fn leave_beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+    ) -> crate::LeaseFuture<'a, ()> {
+        Box::pin(self.timed(
+            "leave",
+            owner,
+            false,
+            self.inner.leave_beat(stream, owner, until_ms),
+        ))
+    }
+
     fn announce<'a>(
         &'a self,
         stream: &'a str,
@@ -254,6 +268,14 @@ impl LeaseStore for Recording {
             true,
             self.inner.ask_handoff(key, holder, counter, to, asked_ms),
         ))
+    }
+
+    fn mark_asked<'a>(
+        &'a self,
+        stream: &'a str,
+        holders: &'a [String],
+    ) -> crate::LeaseFuture<'a, ()> {
+        self.inner.mark_asked(stream, holders)
     }
 
     fn withdraw_handoff<'a>(

@@ -327,6 +327,18 @@ impl LeaseStore for MemoryLeaseStore {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    fn leave_beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+    ) -> LeaseFuture<'a, ()> {
+        let mut notices = self.notices();
+        let notice = notices.entry(stream.to_owned()).or_default();
+        notice.leave_beat(owner, until_ms);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     fn ask_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -335,20 +347,20 @@ impl LeaseStore for MemoryLeaseStore {
         to: &'a str,
         asked_ms: u64,
     ) -> LeaseFuture<'a, bool> {
-        let asked = {
-            let mut rows = self.lock();
-            rules::ask_handoff(rows.get(key), holder, counter, to, asked_ms)
-                .map(|asked| rows.insert(key.clone(), asked))
-                .is_some()
-        };
-        if asked {
-            // The holder hears of it at its poll, kept alive by beat or not.
-            self.notices()
-                .entry(key.stream().to_owned())
-                .or_default()
-                .asked(holder, asked_ms);
-        }
+        let mut rows = self.lock();
+        let asked = rules::ask_handoff(rows.get(key), holder, counter, to, asked_ms)
+            .map(|asked| rows.insert(key.clone(), asked))
+            .is_some();
         Box::pin(std::future::ready(Ok(asked)))
+    }
+
+    fn mark_asked<'a>(&'a self, stream: &'a str, holders: &'a [String]) -> LeaseFuture<'a, ()> {
+        let mut notices = self.notices();
+        let notice = notices.entry(stream.to_owned()).or_default();
+        for holder in holders {
+            notice.mark_asked(holder);
+        }
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {

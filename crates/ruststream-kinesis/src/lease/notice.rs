@@ -43,10 +43,11 @@ pub struct Notice {
     /// instance runs under its owner id, and the later of the two pauses until the earlier is
     /// gone.
     pub incarnations: BTreeMap<String, String>,
-    /// Under each holder, when (epoch milliseconds, by the asker's clock) the latest handoff
-    /// asked of it was asked ([`LeaseStore::ask_handoff`](crate::LeaseStore::ask_handoff)): a
-    /// holder kept alive by its beat writes nothing while idle, so it learns of a request here,
-    /// at its poll, and then reads its rows. Never moves back.
+    /// Under each holder, how many times handoffs were marked as asked of it
+    /// ([`LeaseStore::mark_asked`](crate::LeaseStore::mark_asked), after the requests landed in
+    /// the rows): a holder kept alive by its beat writes nothing while idle, so it learns of a
+    /// request here, at its poll (the count moved since it last looked), and then reads its rows.
+    /// Only ever grows.
     pub asks: BTreeMap<String, u64>,
 }
 
@@ -77,11 +78,19 @@ impl Notice {
 }
 
 impl Notice {
-    /// Records a handoff asked of `holder` at `asked_ms`, as a store does once the request is in
-    /// the row: an older one lands on no newer one.
-    pub(crate) fn asked(&mut self, holder: &str, asked_ms: u64) {
-        let at = self.asks.entry(holder.to_owned()).or_insert(asked_ms);
-        *at = (*at).max(asked_ms);
+    /// Removes `owner`'s beat and bumps the counter, as a store's `leave_beat` does: unless the
+    /// beat stands later than `until_ms`.
+    pub(crate) fn leave_beat(&mut self, owner: &str, until_ms: u64) {
+        if self.beats.get(owner).is_some_and(|&beat| beat > until_ms) {
+            return;
+        }
+        self.beats.remove(owner);
+        self.counter += 1;
+    }
+
+    /// Marks handoffs asked of `holder`, as a store does after the requests landed in the rows.
+    pub(crate) fn mark_asked(&mut self, holder: &str) {
+        *self.asks.entry(holder.to_owned()).or_insert(0) += 1;
     }
 
     /// Removes the beats, the records and the asks of `forget` (but `owner`, the writer) as a

@@ -375,6 +375,27 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// Removes `owner`'s beat from `stream`'s notice and bumps its counter, as
+    /// [`leave`](Self::leave) does, unless the beat stands later than `until_ms` (the end of
+    /// the last beat `owner` wrote): an instance kept alive by its beat leaves so once every
+    /// reader of its ended, and a removal whose answer was lost, landing late, must not remove a
+    /// later beat under the same owner (a subscription opened again in the same run beats under
+    /// it). Refused, nothing changes, and the call answers `Ok`. Provided as doing nothing (the
+    /// beat then lapses and is forgotten minutes later).
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn leave_beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+    ) -> LeaseFuture<'a, ()> {
+        let _ = (stream, owner, until_ms);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Asks `holder` to hand `key`'s shard to `to`: records [`Handoff`](crate::Handoff)
     /// `{ to, asked_ms }` in the row, if `holder` holds it, its counter is still `counter` (the
     /// row the asker decided on: a late attempt of the request lands on no later lease), and no
@@ -383,12 +404,6 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// counter they left, still land.
     /// Answers whether the request was recorded. Provided as recording nothing (`false`), for a
     /// store without handoffs: a balancing instance then waits for shards to come free.
-    ///
-    /// A store that keeps notices then marks the request in `key`'s stream's notice under
-    /// `holder` ([`Notice::asks`]: `asked_ms`, never moving back; a failure of the mark is
-    /// logged, not the request's): a holder kept alive by its beat
-    /// ([`keeps_leases_by_beat`](Self::keeps_leases_by_beat)) writes nothing while idle, and
-    /// hears of the request only there.
     ///
     /// # Errors
     ///
@@ -403,6 +418,21 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     ) -> LeaseFuture<'a, bool> {
         let _ = (key, holder, counter, to, asked_ms);
         Box::pin(std::future::ready(Ok(false)))
+    }
+
+    /// Marks in `stream`'s notice that handoffs were asked of each of `holders` (adds one to
+    /// each one's count in [`Notice::asks`]), after the requests landed in the rows: a holder
+    /// kept alive by its beat ([`keeps_leases_by_beat`](Self::keeps_leases_by_beat)) writes
+    /// nothing while idle, and hears of a request only here. An instance that balances by beat
+    /// makes one call after each round's requests, whatever their number. Provided as marking
+    /// nothing, for a store that keeps no leases by beat.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn mark_asked<'a>(&'a self, stream: &'a str, holders: &'a [String]) -> LeaseFuture<'a, ()> {
+        let _ = (stream, holders);
+        Box::pin(std::future::ready(Ok(())))
     }
 
     /// Withdraws `to`'s request for a handoff of `key`'s shard, if it still stands in the

@@ -1112,6 +1112,9 @@ impl<'s> Run<'s> {
             "a refused release bumped the notice's counter",
         );
         self.notice_beats(check, stream, after.counter).await;
+        if self.store.keeps_leases_by_beat() {
+            self.leave_beat(check, stream).await;
+        }
         if let Some(rows) = ok(check, "listing the stream", self.store.list(stream).await) {
             let keys: Vec<&LeaseKey> = rows.iter().map(|(key, _)| key).collect();
             expect(
@@ -1120,6 +1123,43 @@ impl<'s> Run<'s> {
                 &format!("listing {stream:?} beside its notice answered {keys:?}, not just {key}"),
             );
         }
+    }
+
+    /// `notices`, continued, for a store that keeps leases by beat: a leave by beat removes no
+    /// later beat under the same owner (a removal landing late, after a later subscription of
+    /// the same run beat), and removes its own with a bump.
+    async fn leave_beat(&self, check: &'static str, stream: &str) {
+        let read =
+            |what: &'static str| async move { ok(check, what, self.store.notice(stream).await) };
+        let until = epoch_millis() + self.lease_ms();
+        ok(
+            check,
+            "A beats",
+            self.store.beat(stream, A, until + 1_000, &[]).await,
+        );
+        let before = read("reading the notice").await.unwrap_or_default();
+        ok(
+            check,
+            "A leaves with an earlier beat's end",
+            self.store.leave_beat(stream, A, until).await,
+        );
+        let kept = read("reading the notice").await.unwrap_or_default();
+        expect(
+            check,
+            kept.beats.get(A) == Some(&(until + 1_000)) && kept.counter == before.counter,
+            &format!("a leave by an earlier beat's end removed a later beat: {kept:?}"),
+        );
+        ok(
+            check,
+            "A leaves with its last beat's end",
+            self.store.leave_beat(stream, A, until + 1_000).await,
+        );
+        let left = read("reading the notice").await.unwrap_or_default();
+        expect(
+            check,
+            !left.beats.contains_key(A) && left.counter == before.counter + 1,
+            &format!("a leave by the last beat's end left {left:?}"),
+        );
     }
 
     /// `notices`, continued: beats are recorded without a bump, a beat removes the ones it
@@ -1280,29 +1320,44 @@ impl<'s> Run<'s> {
             "a standing request was replaced by another asker's",
         );
         if self.store.keeps_leases_by_beat() {
-            // A holder kept alive by its beat writes nothing while idle: it hears of the request
-            // from the notice's mark.
-            let notice = ok(
-                check,
-                "reading the notice",
-                self.store.notice(key.stream()).await,
-            );
-            let marked = notice
-                .as_ref()
-                .and_then(|notice| notice.asks.get(A).copied());
-            expect(
-                check,
-                marked.is_some_and(|at| at >= asked_ms),
-                &format!(
-                    "a store that keeps leases by beat left no mark of the request under the \
-                     holder in the stream's notice (Notice::asks): {notice:?}"
-                ),
-            );
+            self.marks(check, key.stream()).await;
         }
         let counter = self
             .handoff_seen_by_holder(check, &key, taken.counter)
             .await;
         self.handoff_written(check, &key, counter).await;
+    }
+
+    /// `handoff`, continued, for a store that keeps leases by beat: a holder kept alive by its
+    /// beat writes nothing while idle, and hears of a request from its mark in the notice, which
+    /// each `mark_asked` moves on.
+    async fn marks(&self, check: &'static str, stream: &str) {
+        let marks = |notice: Option<Notice>| notice.and_then(|notice| notice.asks.get(A).copied());
+        let before = marks(ok(
+            check,
+            "reading the notice",
+            self.store.notice(stream).await,
+        ));
+        for _ in 0..2 {
+            ok(
+                check,
+                "marking the requests of A",
+                self.store.mark_asked(stream, &[A.to_owned()]).await,
+            );
+        }
+        let after = marks(ok(
+            check,
+            "reading the notice",
+            self.store.notice(stream).await,
+        ));
+        expect(
+            check,
+            after == Some(before.unwrap_or(0) + 2),
+            &format!(
+                "two marks of the requests of A moved its count in the notice (Notice::asks) \
+                 from {before:?} to {after:?}, not by two"
+            ),
+        );
     }
 
     /// `handoff`, continued: the request stands on the row, and the holder's renewal and

@@ -160,6 +160,10 @@ impl LeaseStore for Timed {
         )
     }
 
+    fn mark_asked<'a>(&'a self, stream: &'a str, holders: &'a [String]) -> LeaseFuture<'a, ()> {
+        self.bounded_stream(stream, "mark_asked", self.inner.mark_asked(stream, holders))
+    }
+
     fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {
         self.bounded(
             key,
@@ -243,6 +247,19 @@ impl LeaseStore for Timed {
 
     fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
         self.bounded_stream(stream, "leave", self.inner.leave(stream, owner))
+    }
+
+    fn leave_beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+    ) -> LeaseFuture<'a, ()> {
+        self.bounded_stream(
+            stream,
+            "leave",
+            self.inner.leave_beat(stream, owner, until_ms),
+        )
     }
 
     fn announce<'a>(

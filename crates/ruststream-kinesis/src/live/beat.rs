@@ -58,15 +58,23 @@ pub(crate) async fn run(sub: Arc<Subscription>) {
         return;
     };
     let mut machine = BeatLease::new(sub.timings);
+    // The end of the last beat written: the removal at the end takes no later one (a
+    // subscription opened again in this run beats under the same owner).
+    let mut last_until = 0;
     loop {
         if sub.beat_done(beats) {
-            if let Err(err) = sub.store.leave(&sub.stream, &sub.owner).await {
+            let left = sub
+                .store
+                .leave_beat(&sub.stream, &sub.owner, last_until)
+                .await;
+            if let Err(err) = left {
                 tracing::debug!(stream = %sub.stream, owner = %sub.owner, error = %err, "removing this run's beat as it stops failed; the others forget it minutes after it lapsed");
             }
             return;
         }
         match machine.next(Instant::now(), epoch_millis()) {
             BeatNext::Send { until_ms } => {
+                last_until = last_until.max(until_ms);
                 let answered = sub.store.beat(&sub.stream, &sub.owner, until_ms, &[]).await;
                 sub.upkeep(Upkeep::Beat, &answered);
                 let answer = match &answered {

@@ -26,17 +26,20 @@ pub(crate) enum Upkeep {
     Beat,
     /// This run's record under its owner id in the notice.
     Announce,
+    /// The marks of a round's requests for handoffs in the notice (balancing by beat).
+    MarkAsked,
 }
 
 impl Upkeep {
     /// Every kind, for the series that show from the start.
-    pub(crate) const ALL: [Self; 6] = [
+    pub(crate) const ALL: [Self; 7] = [
         Self::Notice,
         Self::List,
         Self::Delete,
         Self::AskHandoff,
         Self::Beat,
         Self::Announce,
+        Self::MarkAsked,
     ];
 
     /// The `LeaseStore` call, as the gauge's `call` label and the log line name it.
@@ -48,6 +51,7 @@ impl Upkeep {
             Self::AskHandoff => "ask_handoff",
             Self::Beat => "beat",
             Self::Announce => "announce",
+            Self::MarkAsked => "mark_asked",
         }
     }
 
@@ -79,6 +83,11 @@ impl Upkeep {
             Self::Announce => {
                 "this run is not recorded under its owner id, so another instance running under \
                  the same one is not found"
+            }
+            Self::MarkAsked => {
+                "holders kept alive by beat do not hear of the handoffs this instance asks for: \
+                 each request lapses unheard and is asked again a round later, so balancing \
+                 moves shards late"
             }
         }
     }

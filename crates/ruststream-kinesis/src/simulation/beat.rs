@@ -8,13 +8,17 @@ use super::*;
 
 impl Sim {
     /// Asks the subscription's beat what to do now: write a beat, or wait. It stops once the
-    /// coordinator exited and every session of the instance ended (`live`: after the readers).
+    /// coordinator exited and every session of the instance ended (`live`: after the readers);
+    /// the instance's end then removes its beat from the notice (`leave`), so that the others
+    /// count one instance fewer at once: a balancing instance would otherwise leave the stopped
+    /// one's shards to it until its beat lapsed (found when beat schedules began to balance).
     pub(super) fn beat_drive(&mut self, i: usize) {
         let (now, wall) = (self.now, self.wall(i));
         let token = self.token();
         let inst = &mut self.insts[i];
         let inc = inst.inc;
         if inst.coord.exited && inst.sessions.is_empty() {
+            // Its end (`maybe_exit`) removes the beat from the notice.
             return;
         }
         let Some(beat) = inst.coord.beat.as_mut() else {
@@ -22,6 +26,7 @@ impl Sim {
         };
         match beat.next(now, wall) {
             BeatNext::Send { until_ms } => {
+                inst.coord.beat_until = inst.coord.beat_until.max(until_ms);
                 let kind = OpKind::Beat {
                     until_ms,
                     forget: Vec::new(),

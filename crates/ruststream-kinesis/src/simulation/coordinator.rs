@@ -158,12 +158,20 @@ impl Sim {
                     coord.round.asks_left = asks.len();
                     for ask in asks {
                         let shard = self.stream.ids[&ask.shard];
+                        let cont = Cont::Ask {
+                            shard,
+                            holder: ask.holder.clone(),
+                        };
                         let kind = OpKind::AskHandoff {
                             holder: ask.holder,
                             counter: ask.counter,
                         };
-                        self.send(i, 0, shard, kind, Cont::Ask { shard });
+                        self.send(i, 0, shard, kind, cont);
                     }
+                    return;
+                }
+                RoundStep::MarkAsked(holders) => {
+                    self.send(i, 0, 0, OpKind::MarkAsked { holders }, Cont::Marked);
                     return;
                 }
                 RoundStep::ReadRows(wanted) => {
@@ -205,15 +213,16 @@ impl Sim {
                     // shard, and its beat removed, so the others count one instance fewer.
                     let standing = coord.knows.standing_asks(&owner, now_ms, &reading);
                     let balancing = coord.knows.is_balancing();
-                    // Kept alive by its beat, the instance does not remove it: its readers may
-                    // still count on it (the beat lapses once they ended).
+                    // Kept alive by its beat, the instance does not remove it here: its readers may
+                    // still count on it (its end removes it once they ended, `maybe_exit`).
                     let by_beat = coord.beat.is_some();
                     for id in standing {
                         let shard = self.stream.ids[&id];
                         self.send(i, 0, shard, OpKind::Withdraw, Cont::Leave);
                     }
                     if balancing && !by_beat {
-                        self.send(i, 0, 0, OpKind::Leave, Cont::Leave);
+                        let kind = OpKind::Leave { until_ms: None };
+                        self.send(i, 0, 0, kind, Cont::Leave);
                     }
                     self.maybe_exit(i);
                     return;
@@ -344,11 +353,11 @@ impl Sim {
     /// one did, `Rounds` hears it. The live driver applies the answers together once every call
     /// answered; `Coordinator::requested` is read only after `Rounds::asked`, so the two orders
     /// decide alike.
-    pub(super) fn ask_answered(&mut self, i: usize, shard: usize, res: &Res) {
+    pub(super) fn ask_answered(&mut self, i: usize, shard: usize, holder: &str, res: &Res) {
         let now = self.now;
         if matches!(res, Res::Ok) {
             let (id, asked_ms) = (self.id(shard), self.wall(i));
-            self.insts[i].coord.knows.requested(&id, asked_ms);
+            self.insts[i].coord.knows.requested(&id, holder, asked_ms);
         }
         let coord = &mut self.insts[i].coord;
         coord.round.asks_left -= 1;
@@ -356,6 +365,14 @@ impl Sim {
             return;
         }
         coord.rounds.asked(&mut coord.knows, now);
+        self.coord_drive(i);
+    }
+
+    /// The round's marks of its requests answered (whatever they said).
+    pub(super) fn marks_answered(&mut self, i: usize) {
+        let now = self.now;
+        let coord = &mut self.insts[i].coord;
+        coord.rounds.marked(&mut coord.knows, now);
         self.coord_drive(i);
     }
 

@@ -165,10 +165,11 @@ impl Sim {
             | OpKind::TakeOver { .. }
             | OpKind::Notice
             | OpKind::Beat { .. }
-            | OpKind::Leave
+            | OpKind::Leave { .. }
             | OpKind::Announce { .. }
             | OpKind::Withdraw
             | OpKind::AskHandoff { .. }
+            | OpKind::MarkAsked { .. }
             | OpKind::Delete { .. }
             | OpKind::Joint { .. } => return None,
         })
@@ -335,7 +336,11 @@ impl Sim {
         let malformed = match op.kind {
             // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
             OpKind::List => self.rows.iter().any(|row| row.malformed),
-            OpKind::Notice | OpKind::Beat { .. } | OpKind::Leave | OpKind::Announce { .. } => false,
+            OpKind::Notice
+            | OpKind::Beat { .. }
+            | OpKind::Leave { .. }
+            | OpKind::Announce { .. }
+            | OpKind::MarkAsked { .. } => false,
             _ => self.rows[shard].malformed,
         };
         if malformed {
@@ -377,9 +382,21 @@ impl Sim {
                     .insert(op.owner.to_string(), record.clone());
                 Res::Ok
             }
-            OpKind::Leave => {
+            OpKind::Leave { until_ms: None } => {
                 self.notice.beats.remove(op.owner.as_ref());
                 self.notice.counter += 1;
+                Res::Ok
+            }
+            OpKind::Leave {
+                until_ms: Some(until_ms),
+            } => {
+                self.notice.leave_beat(&op.owner, *until_ms);
+                Res::Ok
+            }
+            OpKind::MarkAsked { holders } => {
+                for holder in holders {
+                    self.notice.mark_asked(holder);
+                }
                 Res::Ok
             }
             OpKind::Withdraw => {
@@ -407,11 +424,6 @@ impl Sim {
                     to: op.owner.to_string(),
                     asked_ms: op.wall_ms,
                 });
-                // As the crate's stores: the notice names the holder asked (a second write
-                // there, applied with the first here).
-                if self.cfg.keeps_notices() {
-                    self.notice.asked(holder, op.wall_ms);
-                }
                 self.stats.asks += 1;
                 self.log(|| format!("{} asks {holder} for shard {shard}", op.owner));
                 Res::Ok
@@ -711,10 +723,11 @@ impl Sim {
                     | OpKind::TakeOver { .. }
                     | OpKind::Notice
                     | OpKind::Beat { .. }
-                    | OpKind::Leave
+                    | OpKind::Leave { .. }
                     | OpKind::Announce { .. }
                     | OpKind::Withdraw
                     | OpKind::AskHandoff { .. }
+                    | OpKind::MarkAsked { .. }
                     | OpKind::Delete { .. }
                     | OpKind::Joint { .. } => unreachable!(),
                 }
@@ -879,7 +892,8 @@ impl Sim {
                 sent_ms,
             } => self.take_noticed(i, shard, sid, sent_ms, res),
             Cont::Announce => self.announce_answered(i, &res),
-            Cont::Ask { shard } => self.ask_answered(i, shard, &res),
+            Cont::Ask { shard, holder } => self.ask_answered(i, shard, &holder, &res),
+            Cont::Marked => self.marks_answered(i),
             Cont::Leave => {}
             Cont::Acquire { shard, sid, start } => self.round_acquired(i, shard, sid, start, res),
             Cont::StartCheckpoint { shard, sid, start } => {

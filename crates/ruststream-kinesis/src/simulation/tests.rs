@@ -894,13 +894,13 @@ fn a_take_over_found_alive_leaves_the_paced_takes_queued_behind_it() {
 }
 
 /// Balancing by beat: a holder kept alive by its beat writes nothing while idle, so it hears of
-/// a handoff asked of it only from the notice's mark, at its poll, and hands the shard over
-/// after a read of its rows (`coordinator::machine::asked`). Without the mark's step (found
-/// when the random schedules began to balance by beat), this schedule ends with two shards on
-/// one of four instances for a minute.
+/// a handoff asked of it only from its count of marks in the notice, at its poll, and hands the
+/// shard over after a read of its rows (`coordinator::machine::asked`). Without the step that
+/// hands the rows to the readers, this schedule ends with two shards on one of four instances
+/// for a minute.
 #[test]
 fn a_holder_kept_alive_by_beat_hears_of_a_handoff_from_the_notice_and_the_fleet_converges() {
-    let stats = replays_clean(1_796_559_380_354_483_485, &|cfg, _| {
+    let stats = replays_clean(1_796_561_698_468_527_058, &|cfg, _| {
         cfg.timings = cfg.timings.kept_by_beat();
     });
     assert!(
@@ -922,5 +922,22 @@ fn a_weighing_holds_no_longer_than_the_balancing_grace_of_a_lapsed_beat() {
     assert!(
         stats.beat_schedules == 1 && stats.take_overs > 0,
         "the schedule still takes a lapsed holder's shard over by beat: {stats:?}"
+    );
+}
+
+/// Balancing by beat: a stopping instance's beat is removed once its readers ended, as
+/// `live/beat.rs` removes it, so that the others count one instance fewer at once. Without the
+/// removal (the simulation's beat driver stopped without it), a balancing instance left a shard
+/// released by the stopping one to it until its beat lapsed: taken 4 s after the release, past
+/// the handover bound of three polls.
+#[test]
+fn a_stopped_instances_beat_goes_with_it_and_its_released_shards_are_taken_at_once() {
+    let stats = replays_clean(1_796_560_493_427_092_859, &|cfg, rng| {
+        cfg.timings = cfg.timings.kept_by_beat();
+        fan_out(cfg, rng);
+    });
+    assert!(
+        stats.beat_schedules == 1 && stats.shutdowns > 0,
+        "the schedule still stops an instance kept alive by beat: {stats:?}"
     );
 }

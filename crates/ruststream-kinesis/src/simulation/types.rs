@@ -244,8 +244,11 @@ pub(super) enum OpKind {
         until_ms: u64,
         forget: Vec<String>,
     },
-    /// `LeaseStore::leave`: this instance's beat removed, the notice bumped.
-    Leave,
+    /// `LeaseStore::leave`: this instance's beat removed, the notice bumped; by beat
+    /// (`leave_beat`), only while the beat stands no later than `until_ms`.
+    Leave {
+        until_ms: Option<u64>,
+    },
     /// `LeaseStore::announce`: this run recorded under its owner id in the notice, the beats
     /// and records of `forget` removed.
     Announce {
@@ -265,6 +268,10 @@ pub(super) enum OpKind {
     AskHandoff {
         holder: String,
         counter: u64,
+    },
+    /// `LeaseStore::mark_asked`: the round's requests of `holders` marked in the notice.
+    MarkAsked {
+        holders: Vec<String>,
     },
     /// `LeaseStore::hand_over`: the row to `to`, with `checkpoint`; `cover` the last record
     /// index of the handing session's settled prefix, `last` the last one that reached a
@@ -441,7 +448,10 @@ pub(super) enum Cont {
     /// One of a round's requests for a handoff of `shard`.
     Ask {
         shard: usize,
+        holder: String,
     },
+    /// The round's marks of its requests answered.
+    Marked,
     /// The instance's leave at its coordinator's end: nothing follows.
     Leave,
     /// Take `sid`'s acquire, recording `start` in a row without a checkpoint.
@@ -777,6 +787,8 @@ pub(super) struct Coord {
     pub(super) beat: Option<BeatLease<Time>>,
     /// The token of the beat driver's pending wake-up.
     pub(super) beat_token: u64,
+    /// The end of the last beat the driver wrote (`live/beat.rs`'s `last_until`).
+    pub(super) beat_until: u64,
 }
 
 impl Coord {
@@ -822,6 +834,7 @@ impl Coord {
                 .is_kept_by_beat()
                 .then(|| BeatLease::new(cfg.timings)),
             beat_token: 0,
+            beat_until: 0,
         }
     }
 }

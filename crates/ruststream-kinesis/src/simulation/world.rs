@@ -389,6 +389,13 @@ impl Sim {
             }
             return;
         }
+        // `live/beat.rs`: the beat, whose task the subscription's end waits for, is removed once
+        // the readers all ended. (A subscription followed by another of the same run keeps it:
+        // live, the next one starts only after the removal, and beats at once.)
+        if self.insts[i].coord.beat.take().is_some() {
+            let until_ms = Some(self.insts[i].coord.beat_until);
+            self.send(i, 0, 0, OpKind::Leave { until_ms }, Cont::Leave);
+        }
         self.kill_process_but(i);
         self.kill(i);
         self.log(|| format!("i{i} stopped"));

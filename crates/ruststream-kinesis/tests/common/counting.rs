@@ -127,6 +127,16 @@ impl LeaseStore for Counting {
         self.inner.leave(stream, owner)
     }
 
+    fn leave_beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+    ) -> LeaseFuture<'a, ()> {
+        self.count("leave");
+        self.inner.leave_beat(stream, owner, until_ms)
+    }
+
     fn ask_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -137,6 +147,11 @@ impl LeaseStore for Counting {
     ) -> LeaseFuture<'a, bool> {
         self.count("ask_handoff");
         self.inner.ask_handoff(key, holder, counter, to, asked_ms)
+    }
+
+    fn mark_asked<'a>(&'a self, stream: &'a str, holders: &'a [String]) -> LeaseFuture<'a, ()> {
+        self.count("mark_asked");
+        self.inner.mark_asked(stream, holders)
     }
 
     fn withdraw_handoff<'a>(&'a self, key: &'a LeaseKey, to: &'a str) -> LeaseFuture<'a, bool> {

@@ -309,8 +309,8 @@ fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
 fn a_stopping_instance_withdraws_its_standing_requests_but_for_the_shards_it_reads() {
     let mut coordinator = coordinator(KinesisPosition::Latest).with_balancing(true);
     let (handed, asked): (Arc<str>, Arc<str>) = (Arc::from("shardId-0"), Arc::from("shardId-1"));
-    coordinator.requested(&handed, NOW_MS);
-    coordinator.requested(&asked, NOW_MS);
+    coordinator.requested(&handed, "pod-b", NOW_MS);
+    coordinator.requested(&asked, "pod-b", NOW_MS);
     // shardId-0 was handed off and is read: its reader hands it back with its final
     // checkpoint, and a hand-back beside it would move the row's counter under that checkpoint.
     let reading: HashSet<Arc<str>> = [Arc::clone(&handed)].into();

@@ -855,9 +855,18 @@ impl LeaseStore for DynamoLeaseStore {
         Box::pin(self.write_leave(stream, owner))
     }
 
-    /// One conditional `UpdateItem` that sets `handoff_to` and `handoff_asked`, and no counter;
-    /// once it landed, a second in the stream's notice names the holder asked (its failure is
-    /// logged and not the request's).
+    /// One `UpdateItem` of the stream's notice row: the beat removed, the counter bumped, on
+    /// condition that the beat stands no later than `until_ms`.
+    fn leave_beat<'a>(
+        &'a self,
+        stream: &'a str,
+        owner: &'a str,
+        until_ms: u64,
+    ) -> LeaseFuture<'a, ()> {
+        Box::pin(self.write_leave_beat(stream, owner, until_ms))
+    }
+
+    /// One conditional `UpdateItem` that sets `handoff_to` and `handoff_asked`, and no counter.
     fn ask_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -866,15 +875,13 @@ impl LeaseStore for DynamoLeaseStore {
         to: &'a str,
         asked_ms: u64,
     ) -> LeaseFuture<'a, bool> {
-        Box::pin(async move {
-            let asked = self
-                .write_handoff_request(key, holder, counter, to, asked_ms)
-                .await?;
-            if asked {
-                self.write_ask(key.stream(), holder, asked_ms).await;
-            }
-            Ok(asked)
-        })
+        Box::pin(self.write_handoff_request(key, holder, counter, to, asked_ms))
+    }
+
+    /// One unconditional `UpdateItem` of the stream's notice row: `ADD` one to each holder's
+    /// `ask_<holder>`.
+    fn mark_asked<'a>(&'a self, stream: &'a str, holders: &'a [String]) -> LeaseFuture<'a, ()> {
+        Box::pin(self.write_marks(stream, holders))
     }
 
     /// One conditional `UpdateItem` that removes `handoff_to` and `handoff_asked` if the request

@@ -13,8 +13,8 @@ const BEAT_PREFIX: &str = "beat_";
 /// The prefix of a run's record: `incarnation_<owner>`, the run (`<started ms>-<nonce>`, S) that
 /// recorded itself last under the owner id.
 const INCARNATION_PREFIX: &str = "incarnation_";
-/// The prefix of a request's mark: `ask_<holder>`, when (epoch milliseconds by the asker's
-/// clock) a handoff was last asked of the holder.
+/// The prefix of the requests' mark: `ask_<holder>`, how many times handoffs were marked as
+/// asked of the holder.
 const ASK_PREFIX: &str = "ask_";
 
 impl DynamoLeaseStore {
@@ -74,22 +74,22 @@ impl DynamoLeaseStore {
                 notice.incarnations.insert(owner.to_owned(), run.clone());
                 continue;
             }
-            let millis = match value {
+            let count = match value {
                 AttributeValue::N(text) => text.parse().ok(),
                 _ => None,
             };
             if let Some(holder) = name.strip_prefix(ASK_PREFIX) {
-                // A mark that cannot be read is no request: the holder hears of it at its next
-                // full read of the rows.
-                if let Some(asked) = millis {
-                    notice.asks.insert(holder.to_owned(), asked);
+                // A count that cannot be read (written by hand) marks nothing: the requests
+                // lapse and are asked again.
+                if let Some(marks) = count {
+                    notice.asks.insert(holder.to_owned(), marks);
                 }
                 continue;
             }
             let Some(owner) = name.strip_prefix(BEAT_PREFIX) else {
                 continue;
             };
-            let until = millis;
+            let until = count;
             // A beat that cannot be read counts as lapsed: the rows of its owner are read.
             if let Some(until) = until {
                 notice.beats.insert(owner.to_owned(), until);
@@ -159,33 +159,34 @@ impl DynamoLeaseStore {
         Ok(())
     }
 
-    /// Marks in `stream`'s notice that a handoff was asked of `holder` at `asked_ms`, unless a
-    /// later mark stands: a holder kept alive by its beat, which writes nothing while idle,
-    /// reads its rows when it sees a mark newer than the last it acted on. A failure is logged
-    /// and left: the holder then hears of the request at its next full read of the rows.
-    pub(super) async fn write_ask(&self, stream: &str, holder: &str, asked_ms: u64) {
-        let marked = self
-            .write_notice(
-                stream,
-                "ask_handoff",
-                (ASK_PREFIX, holder),
-                number(asked_ms),
-                Some((
-                    "attribute_not_exists(#me) OR NOT attribute_type(#me, :number) OR #me < :value",
-                    string("N"),
-                )),
-            )
-            .await;
-        if let Err(error) = marked {
-            tracing::warn!(
-                table = %self.table,
-                stream,
-                holder,
-                error = %error,
-                "marking a handoff request in the stream's notice failed; a holder kept alive by \
-                 its beat hears of it at its next full read of the rows, minutes later"
-            );
+    /// Adds one to the mark of each of `holders` in `stream`'s notice, in one `UpdateItem`: a
+    /// holder kept alive by its beat reads its rows when it sees its mark moved.
+    pub(super) async fn write_marks(
+        &self,
+        stream: &str,
+        holders: &[String],
+    ) -> Result<(), LeaseError> {
+        if holders.is_empty() {
+            return Ok(());
         }
+        let key = LeaseKey::new(stream, "*");
+        let mut names = HashMap::new();
+        let mut adds = Vec::new();
+        for (n, holder) in holders.iter().enumerate() {
+            names.insert(format!("#ask{n}"), format!("{ASK_PREFIX}{holder}"));
+            adds.push(format!("#ask{n} :one"));
+        }
+        self.client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&notice_key(stream)))
+            .update_expression(format!("ADD {}", adds.join(", ")))
+            .set_expression_attribute_names(Some(names))
+            .expression_attribute_values(":one", number(1))
+            .send()
+            .await
+            .map(drop)
+            .map_err(|error| self.failure(&key, "mark_asked", &error))
     }
 
     /// Records `record` under `owner` in `stream`'s notice and removes the beats and records of
@@ -352,6 +353,46 @@ impl DynamoLeaseStore {
                 }
                 _ => Err(self.failure(&key, "claim", &error)),
             },
+        }
+    }
+
+    /// Removes `owner`'s beat from `stream`'s notice and bumps its counter, unless the beat
+    /// stands later than `until_ms` (a later subscription under the same owner beats): then
+    /// nothing changes, and the call answers `Ok`.
+    pub(super) async fn write_leave_beat(
+        &self,
+        stream: &str,
+        owner: &str,
+        until_ms: u64,
+    ) -> Result<(), LeaseError> {
+        let key = LeaseKey::new(stream, "*");
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&notice_key(stream)))
+            .update_expression("REMOVE #me ADD #counter :one")
+            .condition_expression(
+                "attribute_not_exists(#me) OR NOT attribute_type(#me, :number) OR #me <= :until",
+            )
+            .expression_attribute_names("#me", format!("{BEAT_PREFIX}{owner}"))
+            .expression_attribute_names("#counter", NOTICE_COUNTER)
+            .expression_attribute_values(":one", number(1))
+            .expression_attribute_values(":until", number(until_ms))
+            .expression_attribute_values(":number", string("N"))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(error)
+                if matches!(
+                    error.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(self.failure(&key, "leave", &error)),
         }
     }
 

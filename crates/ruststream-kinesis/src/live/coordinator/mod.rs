@@ -309,6 +309,7 @@ async fn drive(
             Step::Twin(news) => sub.twin_news(news),
             Step::HandOver(rows) => sub.hand_over_asked(&rows),
             Step::Ask(asks) => sub.ask_handoffs(machines, &asks).await,
+            Step::MarkAsked(holders) => sub.mark_asked(machines, &holders).await,
             Step::Take(takes) => sub.take_all(machines, takes).await,
             // The first round is over: the subscription is handed out.
             Step::Wait(_) if first => return Ok(()),

@@ -160,9 +160,17 @@ impl Subscription {
             self.upkeep(Upkeep::AskHandoff, &answer);
             if let Ok(true) = answer {
                 tracing::debug!(lease = %key, holder = %ask.holder, "asked for a handoff");
-                coordinator.requested(&ask.shard, asked_ms);
+                coordinator.requested(&ask.shard, &ask.holder, asked_ms);
             }
         }
         rounds.asked(coordinator, Instant::now());
+    }
+
+    /// The marks of a round's requests for handoffs (by beat), in one write.
+    pub(super) async fn mark_asked(&self, machines: &mut Machines, holders: &[String]) {
+        let answer = self.store.mark_asked(&self.stream, holders).await;
+        self.upkeep(Upkeep::MarkAsked, &answer);
+        let (rounds, coordinator) = machines.both(self);
+        rounds.marked(coordinator, Instant::now());
     }
 }

@@ -256,7 +256,7 @@ fn while_a_handoff_this_instance_asked_for_stands_every_round_reads_the_rows() {
     fleet
         .rig
         .coordinator
-        .requested(&Arc::from("shardId-0"), NOW_MS);
+        .requested(&Arc::from("shardId-0"), "pod-b", NOW_MS);
     let read = fleet.rounds_reading;
     fleet.rounds(4);
     assert_eq!(fleet.rounds_reading, read + 4);
