@@ -573,18 +573,20 @@ mod tests {
             .await
             .unwrap();
         assert!(store.read(&other).await.unwrap().unwrap().is_held_by("b"));
+        store.mark_asked("s", &["a".to_owned()]).await.unwrap();
         store.leave("s", "a").await.unwrap();
         store.announce("s", "a", "1-1@1", &[]).await.unwrap();
         let notice = store.notice("s").await.unwrap().unwrap();
         assert_eq!(notice.incarnations["a"], "1-1@1");
+        assert_eq!(notice.asks["a"], 1);
         let counts = store.snapshot();
-        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 3, 1, 2, 1, 1, 1, 1, 1]));
-        assert_eq!(counts.writes(), 11);
+        assert_eq!(counts, Counts([2, 1, 1, 1, 1, 3, 1, 2, 1, 1, 1, 1, 1, 1]));
+        assert_eq!(counts.writes(), 12);
         assert_eq!(
             counts
-                .since(&Counts([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
+                .since(&Counts([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
                 .writes(),
-            10
+            11
         );
         let rate = store
             .writes_per_row_minute(Instant::now() - Duration::from_secs(60), Instant::now())

@@ -520,9 +520,9 @@ impl KinesisBroker {
             return Err(KinesisError::Config {
                 message: format!(
                     "keep_leases_alive_by_beat(true): {store} cannot keep leases alive by beat \
-                     (LeaseStore::keeps_leases_by_beat is false: it needs take_over, and notices \
-                     that keep beats); use the DynamoDB or the in-memory lease store, implement \
-                     those calls, or keep leases renewed per row"
+                     (LeaseStore::keeps_leases_by_beat is false: it needs take_over, notices \
+                     that keep beats, leave_beat and mark_asked); use the DynamoDB or the \
+                     in-memory lease store, implement those calls, or keep leases renewed per row"
                 ),
             });
         }

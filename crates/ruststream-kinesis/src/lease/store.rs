@@ -350,8 +350,11 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
 
     /// Whether this store can keep leases alive by beat
     /// (`KinesisBroker::keep_leases_alive_by_beat`): it implements [`take_over`](Self::take_over),
-    /// and keeps notices ([`notice`](Self::notice)) whose beats ([`beat`](Self::beat)) never move
-    /// back. `MemoryLeaseStore` and `DynamoLeaseStore` answer `true`; a store that wraps another
+    /// keeps notices ([`notice`](Self::notice)) whose beats ([`beat`](Self::beat)) never move
+    /// back, removes a beat by [`leave_beat`](Self::leave_beat), marks requests by
+    /// [`mark_asked`](Self::mark_asked) (without it, holders kept alive by beat never hear of a
+    /// handoff: balancing moves nothing), and lists the rows ([`list`](Self::list)).
+    /// `MemoryLeaseStore` and `DynamoLeaseStore` answer `true`; a store that wraps another
     /// forwards the inner store's answer. Provided as `false`: `connect` then refuses beat mode.
     fn keeps_leases_by_beat(&self) -> bool {
         false

@@ -16,18 +16,16 @@ use crate::lease::{LeaseState, Notice};
 use crate::shard::lease::Moment;
 
 impl<T: Moment> Coordinator<T> {
-    /// The count of marks of handoffs asked of `owner` (this run) in `notice`, if it moved past
-    /// the one it last acted on and it holds by beat (per row, a renewal's answer shows a
-    /// request).
+    /// The count of marks of handoffs asked of `owner` (this run) in `notice`, if it differs
+    /// from the one it last acted on and it holds by beat (per row, a renewal's answer shows a
+    /// request). Any change is news, a lower count too: the count of an instance whose beat
+    /// lapsed for minutes is forgotten with it, and starts again from one if it beats again.
     pub(crate) fn asked_of(&self, notice: &Notice, owner: &str) -> Option<u64> {
         if !self.timings.is_kept_by_beat() {
             return None;
         }
-        notice
-            .asks
-            .get(owner)
-            .copied()
-            .filter(|&marks| marks > self.asks_acted)
+        let marks = notice.asks.get(owner).copied().unwrap_or(0);
+        (marks != self.asks_acted).then_some(marks)
     }
 
     /// The rows read after the notice showed `marks` marks: those marks are acted on, and the
@@ -40,7 +38,7 @@ impl<T: Moment> Coordinator<T> {
         owner: &str,
         now_ms: u64,
     ) -> Vec<(Arc<str>, LeaseState)> {
-        self.asks_acted = self.asks_acted.max(marks);
+        self.asks_acted = marks;
         rows.into_iter()
             .filter(|(_, row)| {
                 row.is_held_by(owner)
@@ -117,6 +115,13 @@ mod tests {
         assert_eq!(by_beat.asked_of(&notice, "me"), None);
         notice.mark_asked("me");
         assert_eq!(by_beat.asked_of(&notice, "me"), Some(2));
+        by_beat.asked_rows(2, Vec::new(), "me", now_ms);
+        // Forgotten while its beat lapsed for minutes, the count starts again: news too.
+        notice.asks.remove("me");
+        assert_eq!(by_beat.asked_of(&notice, "me"), Some(0));
+        by_beat.asked_rows(0, Vec::new(), "me", now_ms);
+        notice.mark_asked("me");
+        assert_eq!(by_beat.asked_of(&notice, "me"), Some(1));
     }
 
     #[test]
