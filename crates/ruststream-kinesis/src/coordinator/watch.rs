@@ -43,8 +43,8 @@ pub(crate) struct Noticed {
     pub(crate) beat: Option<Beat>,
     /// Read the rows of the shards the poll waits for.
     pub(crate) read_rows: bool,
-    /// By beat: the notice counts this many marks of handoffs asked of this run, more than it
-    /// acted on: read the rows and hand those asked of it to their readers.
+    /// By beat: the notice counts this many marks of handoffs asked of this run, another count
+    /// than the one it acted on: read the rows and hand those asked of it to their readers.
     pub(crate) asked: Option<u64>,
 }
 

@@ -76,8 +76,12 @@ impl MemoryLeaseStore {
 
     /// Bumps `stream`'s notice counter: a release, a handoff or an instance leaving.
     fn bump(&self, stream: &str) {
-        let mut notices = self.notices();
-        notices.entry(stream.to_owned()).or_default().counter += 1;
+        self.in_notice(stream, |notice| notice.counter += 1);
+    }
+
+    /// Changes `stream`'s notice by `change` (made empty if there is none yet).
+    fn in_notice(&self, stream: &str, change: impl FnOnce(&mut Notice)) {
+        change(self.notices().entry(stream.to_owned()).or_default());
     }
 
     /// Applies `write` of `owner`'s to the row of `key` by the store's rules (on the owner alone:
@@ -294,12 +298,12 @@ impl LeaseStore for MemoryLeaseStore {
         until_ms: u64,
         forget: &'a [String],
     ) -> LeaseFuture<'a, ()> {
-        let mut notices = self.notices();
-        let notice = notices.entry(stream.to_owned()).or_default();
-        notice.forget_gone(owner, forget, epoch_millis());
-        // A beat never moves back: one written late lands on no newer one.
-        let beat = notice.beats.entry(owner.to_owned()).or_insert(until_ms);
-        *beat = (*beat).max(until_ms);
+        self.in_notice(stream, |notice| {
+            notice.forget_gone(owner, forget, epoch_millis());
+            // A beat never moves back: one written late lands on no newer one.
+            let beat = notice.beats.entry(owner.to_owned()).or_insert(until_ms);
+            *beat = (*beat).max(until_ms);
+        });
         Box::pin(std::future::ready(Ok(())))
     }
 
@@ -310,20 +314,18 @@ impl LeaseStore for MemoryLeaseStore {
         record: &'a str,
         forget: &'a [String],
     ) -> LeaseFuture<'a, ()> {
-        let mut notices = self.notices();
-        let notice = notices.entry(stream.to_owned()).or_default();
-        notice.forget_gone(owner, forget, epoch_millis());
-        notice
-            .incarnations
-            .insert(owner.to_owned(), record.to_owned());
+        self.in_notice(stream, |notice| {
+            notice.forget_gone(owner, forget, epoch_millis());
+            notice
+                .incarnations
+                .insert(owner.to_owned(), record.to_owned());
+        });
         Box::pin(std::future::ready(Ok(())))
     }
 
     fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
-        let mut notices = self.notices();
-        let notice = notices.entry(stream.to_owned()).or_default();
-        notice.beats.remove(owner);
-        notice.counter += 1;
+        // Whatever the beat's end.
+        self.in_notice(stream, |notice| notice.leave_beat(owner, u64::MAX));
         Box::pin(std::future::ready(Ok(())))
     }
 
@@ -333,9 +335,7 @@ impl LeaseStore for MemoryLeaseStore {
         owner: &'a str,
         until_ms: u64,
     ) -> LeaseFuture<'a, ()> {
-        let mut notices = self.notices();
-        let notice = notices.entry(stream.to_owned()).or_default();
-        notice.leave_beat(owner, until_ms);
+        self.in_notice(stream, |notice| notice.leave_beat(owner, until_ms));
         Box::pin(std::future::ready(Ok(())))
     }
 
@@ -355,11 +355,11 @@ impl LeaseStore for MemoryLeaseStore {
     }
 
     fn mark_asked<'a>(&'a self, stream: &'a str, holders: &'a [String]) -> LeaseFuture<'a, ()> {
-        let mut notices = self.notices();
-        let notice = notices.entry(stream.to_owned()).or_default();
-        for holder in holders {
-            notice.mark_asked(holder);
-        }
+        self.in_notice(stream, |notice| {
+            for holder in holders {
+                notice.mark_asked(holder);
+            }
+        });
         Box::pin(std::future::ready(Ok(())))
     }
 

@@ -46,8 +46,8 @@ pub struct Notice {
     /// Under each holder, how many times handoffs were marked as asked of it
     /// ([`LeaseStore::mark_asked`](crate::LeaseStore::mark_asked), after the requests landed in
     /// the rows): a holder kept alive by its beat writes nothing while idle, so it learns of a
-    /// request here, at its poll (the count moved since it last looked), and then reads its rows.
-    /// Only ever grows.
+    /// request here, at its poll (the count changed since it last looked), and then reads its
+    /// rows. Forgotten with its holder, as its beat is.
     pub asks: BTreeMap<String, u64>,
 }
 

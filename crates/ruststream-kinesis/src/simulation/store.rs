@@ -382,15 +382,10 @@ impl Sim {
                     .insert(op.owner.to_string(), record.clone());
                 Res::Ok
             }
-            OpKind::Leave { until_ms: None } => {
-                self.notice.beats.remove(op.owner.as_ref());
-                self.notice.counter += 1;
-                Res::Ok
-            }
-            OpKind::Leave {
-                until_ms: Some(until_ms),
-            } => {
-                self.notice.leave_beat(&op.owner, *until_ms);
+            OpKind::Leave { until_ms } => {
+                // `leave` removes the beat whatever its end.
+                self.notice
+                    .leave_beat(&op.owner, until_ms.unwrap_or(u64::MAX));
                 Res::Ok
             }
             OpKind::MarkAsked { holders } => {

@@ -119,6 +119,12 @@ fn run_many(base: u64, count: u64, tweak: &Tweak<'_>) -> (Stats, Option<String>)
     (total, failure)
 }
 
+/// Leases kept alive by beat, for a pinned schedule drawn in beat mode (`replays_clean` renews
+/// per row).
+fn kept_by_beat(cfg: &mut Config, _: &mut StdRng) {
+    cfg.timings = cfg.timings.kept_by_beat();
+}
+
 /// Enhanced fan-out, with or without a closed shard's last event naming its children.
 fn fan_out(cfg: &mut Config, rng: &mut StdRng) {
     cfg.fan_out = true;
@@ -884,9 +890,7 @@ fn lapsed_shards_taken_one_a_second_are_within_the_paced_liveness_bound() {
 /// for the beat-mode schedule it is.
 #[test]
 fn a_take_over_found_alive_leaves_the_paced_takes_queued_behind_it() {
-    let stats = replays_clean(1_796_506_160_364_125_027, &|cfg, _| {
-        cfg.timings = cfg.timings.kept_by_beat();
-    });
+    let stats = replays_clean(1_796_506_160_364_125_027, &kept_by_beat);
     assert!(
         stats.beat_schedules == 1 && stats.lease_beats > 0,
         "the schedule still keeps its leases by beats: {stats:?}"
@@ -900,9 +904,7 @@ fn a_take_over_found_alive_leaves_the_paced_takes_queued_behind_it() {
 /// for a minute.
 #[test]
 fn a_holder_kept_alive_by_beat_hears_of_a_handoff_from_the_notice_and_the_fleet_converges() {
-    let stats = replays_clean(1_796_561_698_468_527_058, &|cfg, _| {
-        cfg.timings = cfg.timings.kept_by_beat();
-    });
+    let stats = replays_clean(1_796_561_698_468_527_058, &kept_by_beat);
     assert!(
         stats.beat_schedules == 1 && stats.asks_heard_by_beat > 0 && stats.hand_overs > 0,
         "the schedule still balances by beat through the notice: {stats:?}"
@@ -916,9 +918,7 @@ fn a_holder_kept_alive_by_beat_hears_of_a_handoff_from_the_notice_and_the_fleet_
 /// every skip, `verifying_skips`, caught it).
 #[test]
 fn a_weighing_holds_no_longer_than_the_balancing_grace_of_a_lapsed_beat() {
-    let stats = replays_clean(1_796_559_205_055_984_592, &|cfg, _| {
-        cfg.timings = cfg.timings.kept_by_beat();
-    });
+    let stats = replays_clean(1_796_559_205_055_984_592, &kept_by_beat);
     assert!(
         stats.beat_schedules == 1 && stats.take_overs > 0,
         "the schedule still takes a lapsed holder's shard over by beat: {stats:?}"
@@ -933,7 +933,7 @@ fn a_weighing_holds_no_longer_than_the_balancing_grace_of_a_lapsed_beat() {
 #[test]
 fn a_stopped_instances_beat_goes_with_it_and_its_released_shards_are_taken_at_once() {
     let stats = replays_clean(1_796_560_493_427_092_859, &|cfg, rng| {
-        cfg.timings = cfg.timings.kept_by_beat();
+        kept_by_beat(cfg, rng);
         fan_out(cfg, rng);
     });
     assert!(

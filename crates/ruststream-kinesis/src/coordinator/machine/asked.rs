@@ -3,7 +3,7 @@
 //! alive by its beat writes nothing while idle. So an instance that asked for handoffs marks
 //! them in the stream's notice once its round's requests are over, adding one to each holder's
 //! count ([`Notice::asks`], one write a round however many it asked for); a holder's poll that
-//! sees its count moved past the one it last acted on reads the stream's rows once, and hands
+//! sees its count changed from the one it last acted on reads the stream's rows once, and hands
 //! each of its rows that a request stands in to its reader, which hands the shard over as it
 //! would on a renewal's answer. The mark follows the requests' writes, so a request that landed
 //! after the holder's read of the rows moves the count again. Cost: a notice write per round

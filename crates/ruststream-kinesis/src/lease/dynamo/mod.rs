@@ -852,7 +852,7 @@ impl LeaseStore for DynamoLeaseStore {
     /// One unconditional `UpdateItem` of the stream's notice row: the beat removed, the
     /// counter bumped.
     fn leave<'a>(&'a self, stream: &'a str, owner: &'a str) -> LeaseFuture<'a, ()> {
-        Box::pin(self.write_leave(stream, owner))
+        Box::pin(self.write_leave(stream, owner, None))
     }
 
     /// One `UpdateItem` of the stream's notice row: the beat removed, the counter bumped, on
@@ -863,7 +863,7 @@ impl LeaseStore for DynamoLeaseStore {
         owner: &'a str,
         until_ms: u64,
     ) -> LeaseFuture<'a, ()> {
-        Box::pin(self.write_leave_beat(stream, owner, until_ms))
+        Box::pin(self.write_leave(stream, owner, Some(until_ms)))
     }
 
     /// One conditional `UpdateItem` that sets `handoff_to` and `handoff_asked`, and no counter.

@@ -1,6 +1,6 @@
 //! The stream's notice row (`<stream>#notice`): its counter, which every release bumps, the
 //! instances' beats, one attribute each, so a beat is one unconditional `SET` whether or not the
-//! row exists yet, and when a handoff was last asked of each holder.
+//! row exists yet, and each holder's count of marks of the handoffs asked of it.
 
 use super::*;
 use crate::lease::{Notice, notice_key};
@@ -356,33 +356,35 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// Removes `owner`'s beat from `stream`'s notice and bumps its counter, unless the beat
-    /// stands later than `until_ms` (a later subscription under the same owner beats): then
-    /// nothing changes, and the call answers `Ok`.
-    pub(super) async fn write_leave_beat(
+    /// Removes `owner`'s beat from `stream`'s notice and bumps its counter: an instance stops.
+    /// With `until_ms`, only while the beat stands no later than it (a later subscription under
+    /// the same owner beats): otherwise nothing changes, and the call answers `Ok`.
+    pub(super) async fn write_leave(
         &self,
         stream: &str,
         owner: &str,
-        until_ms: u64,
+        until_ms: Option<u64>,
     ) -> Result<(), LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let sent = self
+        let mut request = self
             .client
             .update_item()
             .table_name(self.table())
             .key(KEY, string(&notice_key(stream)))
             .update_expression("REMOVE #me ADD #counter :one")
-            .condition_expression(
-                "attribute_not_exists(#me) OR NOT attribute_type(#me, :number) OR #me <= :until",
-            )
             .expression_attribute_names("#me", format!("{BEAT_PREFIX}{owner}"))
             .expression_attribute_names("#counter", NOTICE_COUNTER)
-            .expression_attribute_values(":one", number(1))
-            .expression_attribute_values(":until", number(until_ms))
-            .expression_attribute_values(":number", string("N"))
-            .send()
-            .await;
-        match sent {
+            .expression_attribute_values(":one", number(1));
+        if let Some(until_ms) = until_ms {
+            request = request
+                .condition_expression(
+                    "attribute_not_exists(#me) OR NOT attribute_type(#me, :number) \
+                     OR #me <= :until",
+                )
+                .expression_attribute_values(":until", number(until_ms))
+                .expression_attribute_values(":number", string("N"));
+        }
+        match request.send().await {
             Ok(_) => Ok(()),
             Err(error)
                 if matches!(
@@ -394,22 +396,5 @@ impl DynamoLeaseStore {
             }
             Err(error) => Err(self.failure(&key, "leave", &error)),
         }
-    }
-
-    /// Removes `owner`'s beat from `stream`'s notice and bumps its counter: an instance stops.
-    pub(super) async fn write_leave(&self, stream: &str, owner: &str) -> Result<(), LeaseError> {
-        let key = LeaseKey::new(stream, "*");
-        self.client
-            .update_item()
-            .table_name(self.table())
-            .key(KEY, string(&notice_key(stream)))
-            .update_expression("REMOVE #me ADD #counter :one")
-            .expression_attribute_names("#me", format!("{BEAT_PREFIX}{owner}"))
-            .expression_attribute_names("#counter", NOTICE_COUNTER)
-            .expression_attribute_values(":one", number(1))
-            .send()
-            .await
-            .map(drop)
-            .map_err(|error| self.failure(&key, "leave", &error))
     }
 }
