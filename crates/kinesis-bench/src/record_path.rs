@@ -14,8 +14,8 @@ use crate::report::{Figure, thousands};
 /// their inclusive costs add up).
 const PATH: &[(&str, &str)] = &[
     (
-        "the SDK's record taken apart",
-        "<ruststream_kinesis::kinesis::api::FetchedRecord as core::convert::From<aws_sdk_kinesis::types::_record::Record>>::from",
+        "the SDK's records taken apart",
+        "ruststream_kinesis::kinesis::api::fetched_records",
     ),
     (
         "decoded (KPL, envelope)",
@@ -97,10 +97,19 @@ pub fn run() -> Result<Vec<Figure>, Error> {
     let mut total = 0.0;
     let mut parts = Vec::new();
     for (label, function) in PATH {
-        let cost = costs
+        // A function renamed or inlined away would count as nothing, and the sum would look
+        // better than the path is: the run fails instead, naming it.
+        let Some(cost) = costs
             .iter()
             .find(|(name, _)| name == function)
-            .map_or(0, |(_, cost)| *cost);
+            .map(|(_, cost)| *cost)
+        else {
+            return Err(format!(
+                "record-path: `{function}` ({label}) is not in the profile; it was renamed or \
+                 inlined: name what the record's path calls now in record_path.rs's PATH"
+            )
+            .into());
+        };
         let per = cost as f64 / records as f64;
         total += per;
         parts.push(format!("{label} {}", thousands(per)));

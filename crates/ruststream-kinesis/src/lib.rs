@@ -98,6 +98,7 @@ mod registry;
 mod sdk;
 mod settings;
 mod shard;
+mod shared_str;
 #[cfg(test)]
 mod simulation;
 mod telemetry;
@@ -132,6 +133,7 @@ pub use settings::timings::LeaseTimings;
 pub use settings::validate::{
     MAX_GET_RECORDS_LIMIT, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES, MAX_RECORD_BYTES,
 };
+pub use shared_str::SharedStr;
 #[cfg(feature = "metrics")]
 pub use telemetry::KinesisMetrics;
 

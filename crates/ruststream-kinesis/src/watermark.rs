@@ -1,8 +1,8 @@
 //! Contiguous-acknowledgement tracking for one shard: the checkpoint follows the longest settled
 //! prefix of what was delivered, so an out-of-order ack never checkpoints past an unsettled record.
 
+use crate::SharedStr;
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 /// Which delivery of which generation a settlement is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -14,7 +14,7 @@ pub(crate) struct Ticket {
 #[derive(Debug)]
 struct Pending<S> {
     /// What a checkpoint through this delivery records.
-    sequence: Arc<str>,
+    sequence: SharedStr,
     settled: bool,
     /// Exactly once: what the delivery's handling staged, to commit with the checkpoint.
     staged: Option<Box<S>>,
@@ -78,7 +78,7 @@ impl<S> Default for Watermark<S> {
 impl<S: Weighed> Watermark<S> {
     /// Records a delivery whose settling lets the checkpoint record `sequence`, and returns its
     /// ticket.
-    pub(crate) fn push(&mut self, sequence: Arc<str>) -> Ticket {
+    pub(crate) fn push(&mut self, sequence: SharedStr) -> Ticket {
         let index = self.base + self.pending.len() as u64;
         self.pending.push_back(Pending {
             sequence,
@@ -101,7 +101,7 @@ impl<S: Weighed> Watermark<S> {
     }
 
     /// Settles `ticket`; returns the new checkpoint when the settled prefix grew.
-    pub(crate) fn settle(&mut self, ticket: Ticket) -> Option<Arc<str>> {
+    pub(crate) fn settle(&mut self, ticket: Ticket) -> Option<SharedStr> {
         let offset = self.offset(ticket)?;
         self.pending[offset].settled = true;
         let mut checkpoint = None;
@@ -138,7 +138,7 @@ impl<S: Weighed> Watermark<S> {
 
     /// Exactly once: the settled prefix waiting for its commit, in order: each delivery's
     /// checkpoint and what it staged.
-    pub(crate) fn ready_run(&self) -> impl Iterator<Item = (&Arc<str>, Option<&S>)> {
+    pub(crate) fn ready_run(&self) -> impl Iterator<Item = (&SharedStr, Option<&S>)> {
         self.pending
             .iter()
             .take(self.ready)

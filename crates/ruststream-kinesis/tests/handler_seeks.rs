@@ -4,6 +4,7 @@
 
 mod common;
 
+use ruststream_kinesis::SharedStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,7 +48,9 @@ impl Handle<String, (), (), KinesisContext> for Rewinder {
                 };
                 Some(KinesisPosition::AtSequence {
                     shard,
-                    sequence: Arc::from("49999999999999999999999999999999999999999999999999999999"),
+                    sequence: SharedStr::from(
+                        "49999999999999999999999999999999999999999999999999999999",
+                    ),
                 })
             }
             _ => None,

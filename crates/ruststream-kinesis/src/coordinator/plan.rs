@@ -386,7 +386,7 @@ mod tests {
         ));
         assert_eq!(
             ShardStart::from_checkpoint("s0", "42"),
-            ShardStart::After(Arc::from("42"))
+            ShardStart::After(crate::SharedStr::from("42"))
         );
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ruststream::{BuildBatchContext, BuildContext, ContextField, Field, Positioned};
 
-use crate::{KinesisMessage, KinesisPosition, KinesisSeeker};
+use crate::{KinesisMessage, KinesisPosition, KinesisSeeker, SharedStr};
 
 /// The per-delivery context of a Kinesis subscription: a handler reads it through the keys
 /// [`ShardId`], [`SequenceNumber`], [`StreamName`], [`PartitionKey`], [`Position`] and
@@ -18,10 +18,11 @@ pub struct KinesisContext {
     pub stream: Arc<str>,
     /// The shard it was read from.
     pub shard: Arc<str>,
-    /// Its sequence number (a KPL aggregate's, for one of its user records).
-    pub sequence: Arc<str>,
+    /// Its sequence number (a KPL aggregate's, for one of its user records): part of one string
+    /// that the records of its fetch share ([`SharedStr`]).
+    pub sequence: SharedStr,
     /// Its partition key: a user record's own, inside a KPL aggregate.
-    pub partition_key: Arc<str>,
+    pub partition_key: SharedStr,
     /// Its position: seeking to it delivers the record again, and what follows it in its shard.
     pub position: KinesisPosition,
     /// The subscription's seeker.
@@ -36,8 +37,8 @@ impl BuildContext<KinesisMessage> for KinesisContext {
         Self {
             stream: Arc::clone(&msg.stream),
             shard: Arc::clone(&msg.shard),
-            sequence: Arc::clone(&msg.record.sequence),
-            partition_key: Arc::clone(&msg.record.partition_key),
+            sequence: msg.record.sequence.clone(),
+            partition_key: msg.record.partition_key.clone(),
             position: msg.position(),
             seeker: msg.seeker.clone(),
             #[cfg(feature = "dynamodb-lease")]
@@ -202,16 +203,16 @@ impl Field<KinesisBatchContext> for SeekHandle {
 }
 
 macro_rules! context_key {
-    ($(#[$doc:meta])* $key:ident => $field:ident) => {
+    ($(#[$doc:meta])* $key:ident => $field:ident: $value:ty) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
         pub struct $key;
 
         impl ContextField for $key {
             type Context = KinesisContext;
-            type Value = Arc<str>;
-            fn read(self, src: &KinesisContext) -> Arc<str> {
-                Arc::clone(&src.$field)
+            type Value = $value;
+            fn read(self, src: &KinesisContext) -> $value {
+                src.$field.clone()
             }
         }
 
@@ -269,19 +270,21 @@ context_key!(
     /// # #[cfg(feature = "testing")]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(demo::test()).unwrap();
     /// ```
-    ShardId => shard
+    ShardId => shard: Arc<str>
 );
 context_key!(
-    /// `Ctx<SequenceNumber>` in a handler binds the record's sequence number.
-    SequenceNumber => sequence
+    /// `Ctx<SequenceNumber>` in a handler binds the record's sequence number, a [`SharedStr`]
+    /// (part of one string its fetch's records share: keep `to_string()` of it where a handler
+    /// stores it for long).
+    SequenceNumber => sequence: SharedStr
 );
 context_key!(
     /// `Ctx<StreamName>` in a handler binds the stream the record was read from.
-    StreamName => stream
+    StreamName => stream: Arc<str>
 );
 context_key!(
     /// `Ctx<PartitionKey>` in a handler binds the record's partition key: a user record's own,
-    /// inside a KPL aggregate.
+    /// inside a KPL aggregate; a [`SharedStr`], as the sequence number is.
     ///
     /// # Examples
     ///
@@ -325,5 +328,5 @@ context_key!(
     /// # #[cfg(feature = "testing")]
     /// # tokio::runtime::Runtime::new().unwrap().block_on(demo::test()).unwrap();
     /// ```
-    PartitionKey => partition_key
+    PartitionKey => partition_key: SharedStr
 );

@@ -371,7 +371,7 @@ impl Positioned for KinesisMessage {
     type Position = KinesisPosition;
 
     fn position(&self) -> KinesisPosition {
-        let (shard, sequence) = (Arc::clone(&self.shard), Arc::clone(&self.record.sequence));
+        let (shard, sequence) = (Arc::clone(&self.shard), self.record.sequence.clone());
         match self.record.sub_sequence {
             Some(sub_sequence) => KinesisPosition::AtSubSequence {
                 shard,

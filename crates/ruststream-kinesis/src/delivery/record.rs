@@ -2,13 +2,13 @@
 //! retry hands out again. A Kinesis record the KPL aggregated is its user records, one delivery
 //! each ([`decoded`]).
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use ruststream::HeaderMap;
 
+use crate::SharedStr;
 use crate::kinesis::api::FetchedRecord;
 use crate::kinesis::{envelope, kpl};
+use crate::shared_str::Gathered;
 
 /// What a delivery carries of its record: enough to hand it out again after a retry.
 #[derive(Debug, Clone)]
@@ -16,11 +16,11 @@ pub(crate) struct Record {
     pub(crate) payload: Bytes,
     pub(crate) headers: HeaderMap,
     /// The user record's own partition key (the Kinesis record's, for a plain record).
-    pub(crate) partition_key: Arc<str>,
+    pub(crate) partition_key: SharedStr,
     /// The user record's explicit hash key, where the producer set one inside an aggregate.
     pub(crate) explicit_hash_key: Option<String>,
     /// The Kinesis record's sequence number.
-    pub(crate) sequence: Arc<str>,
+    pub(crate) sequence: SharedStr,
     /// Its index in the aggregate it was packed in; `None` for a plain record.
     pub(crate) sub_sequence: Option<u64>,
     /// Whether it is the last of its Kinesis record (a plain record always is): a checkpoint
@@ -37,9 +37,9 @@ impl Record {
         Self {
             payload: Bytes::from_static(payload),
             headers: HeaderMap::new(),
-            partition_key: Arc::from("k"),
+            partition_key: SharedStr::from("k"),
             explicit_hash_key: None,
-            sequence: Arc::from(sequence),
+            sequence: SharedStr::from(sequence),
             sub_sequence: None,
             ends_record: true,
             arrived_ms: None,
@@ -68,19 +68,32 @@ pub(crate) fn decode_into(record: FetchedRecord, out: &mut Vec<Record>) -> bool 
         return true;
     };
     let last = users.len().saturating_sub(1);
-    out.extend(users.into_iter().enumerate().map(|(index, user)| {
-        let (payload, headers) = envelope::decode(Bytes::from(user.data));
-        Record {
-            payload,
-            headers,
-            partition_key: Arc::from(user.partition_key),
-            explicit_hash_key: user.explicit_hash_key,
-            sequence: Arc::clone(&record.sequence),
-            sub_sequence: Some(index as u64),
-            ends_record: index == last,
-            arrived_ms: record.arrived_ms,
-        }
-    }));
+    // The user records' partition keys share one string, as a fetch's records do.
+    let mut gathered = Gathered::with_capacity(users.iter().map(|u| u.partition_key.len()).sum());
+    let spans: Vec<_> = users
+        .iter()
+        .map(|user| gathered.push(&user.partition_key))
+        .collect();
+    let keys = gathered.share();
+    out.extend(
+        users
+            .into_iter()
+            .zip(spans)
+            .enumerate()
+            .map(|(index, (user, key))| {
+                let (payload, headers) = envelope::decode(Bytes::from(user.data));
+                Record {
+                    payload,
+                    headers,
+                    partition_key: keys.part(key),
+                    explicit_hash_key: user.explicit_hash_key,
+                    sequence: record.sequence.clone(),
+                    sub_sequence: Some(index as u64),
+                    ends_record: index == last,
+                    arrived_ms: record.arrived_ms,
+                }
+            }),
+    );
     false
 }
 
@@ -100,8 +113,8 @@ mod tests {
     fn fetched(data: Vec<u8>) -> FetchedRecord {
         FetchedRecord {
             data: Bytes::from(data),
-            partition_key: Arc::from("outer"),
-            sequence: Arc::from("4711"),
+            partition_key: SharedStr::from("outer"),
+            sequence: SharedStr::from("4711"),
             arrived_ms: Some(1_700_000_000_000),
         }
     }

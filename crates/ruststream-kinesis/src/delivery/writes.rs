@@ -3,6 +3,7 @@
 //! of one transaction as they are staged, and what a refused commit tells the record's next
 //! delivery ([`CommitRefused`]).
 
+use crate::SharedStr;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -96,7 +97,7 @@ pub struct StagedWrites {
 #[derive(Debug)]
 struct Staging {
     shard: Arc<str>,
-    sequence: Arc<str>,
+    sequence: SharedStr,
     /// `None` once the delivery settled: what was staged went to its commit.
     open: Mutex<Option<Open>>,
     /// Why this record's previous commit was refused, if it was.
@@ -303,13 +304,13 @@ impl StagedWrites {
     /// The writes of the delivery of `sequence` from `shard`, read by an exactly-once
     /// subscription; `refused`: why its previous commit was refused.
     pub(crate) fn exactly_once(
-        (shard, sequence): (&Arc<str>, &Arc<str>),
+        (shard, sequence): (&Arc<str>, &SharedStr),
         refused: Option<Arc<CommitRefused>>,
     ) -> Self {
         Self {
             staging: Some(Arc::new(Staging {
                 shard: Arc::clone(shard),
-                sequence: Arc::clone(sequence),
+                sequence: sequence.clone(),
                 open: Mutex::new(Some(Open::default())),
                 refused,
                 #[cfg(feature = "testing")]

@@ -17,7 +17,8 @@ use bytes::Bytes;
 use super::iterator::ShardIterator;
 pub(crate) use super::shards::ShardInfo;
 use crate::settings::position::ShardStart;
-use crate::{KinesisError, KinesisPosition};
+use crate::shared_str::Gathered;
+use crate::{KinesisError, KinesisPosition, SharedStr};
 
 /// The error of a failed call on `stream`: [`KinesisError::StreamNotFound`] when the service
 /// says the stream does not exist, which names the fix, and the service's own error otherwise.
@@ -38,8 +39,8 @@ where
 #[derive(Debug, Clone)]
 pub(crate) struct FetchedRecord {
     pub(crate) data: Bytes,
-    pub(crate) partition_key: Arc<str>,
-    pub(crate) sequence: Arc<str>,
+    pub(crate) partition_key: SharedStr,
+    pub(crate) sequence: SharedStr,
     pub(crate) arrived_ms: Option<i64>,
 }
 
@@ -319,18 +320,47 @@ pub(crate) fn starting_at(
     }
 }
 
-impl From<aws_sdk_kinesis::types::Record> for FetchedRecord {
-    /// Taken apart, not borrowed: the data moves into its delivery uncopied.
-    fn from(record: aws_sdk_kinesis::types::Record) -> Self {
-        Self {
+/// The records of one answer (`GetRecords`, or an event of `SubscribeToShard`), taken apart, not
+/// borrowed: each one's data moves into its delivery uncopied, and their sequence numbers and
+/// partition keys are gathered into one string the records share (one allocation for the
+/// answer, not two for each record).
+pub(crate) fn fetched_records(records: Vec<aws_sdk_kinesis::types::Record>) -> Vec<FetchedRecord> {
+    let key = |record: &aws_sdk_kinesis::types::Record| -> usize {
+        record.partition_key.as_deref().map_or(0, str::len)
+    };
+    let bytes = records
+        .iter()
+        .map(|record| record.sequence_number.len() + key(record))
+        .sum();
+    let mut gathered = Gathered::with_capacity(bytes);
+    for record in &records {
+        gathered.push(&record.sequence_number);
+        gathered.push(record.partition_key.as_deref().unwrap_or_default());
+    }
+    let shared = gathered.share();
+    // Each text lies where the gathering above put it: the same lengths in the same order.
+    let mut at = 0;
+    let mut next = |len: usize| {
+        let span = (at, at + len);
+        at += len;
+        span
+    };
+    // Pushed into a vector of their own size, not collected: collecting in place would shrink
+    // the SDK's (larger) records' buffer with a copy of the whole answer.
+    let mut fetched = Vec::with_capacity(records.len());
+    for record in records {
+        let sequence = next(record.sequence_number.len());
+        let partition_key = next(key(&record));
+        fetched.push(FetchedRecord {
+            partition_key: shared.part(partition_key),
+            sequence: shared.part(sequence),
             arrived_ms: record
                 .approximate_arrival_timestamp
                 .and_then(|at| at.to_millis().ok()),
             data: record.data.into_bytes(),
-            partition_key: Arc::from(record.partition_key.unwrap_or_default()),
-            sequence: Arc::from(record.sequence_number),
-        }
+        });
     }
+    fetched
 }
 
 /// One `GetRecords` call on `shard`.
@@ -366,7 +396,7 @@ pub(crate) async fn get_records(
         }
         Err(err) => return Err(KinesisError::shard_api(stream, shard, "GetRecords", err)),
     };
-    let records = out.records.into_iter().map(FetchedRecord::from).collect();
+    let records = fetched_records(out.records);
     Ok(Fetched::Records {
         records,
         next: out.next_shard_iterator.map(ShardIterator::Service),

@@ -15,7 +15,7 @@ use aws_sdk_kinesis::primitives::event_stream::EventReceiver;
 use aws_sdk_kinesis::types::error::SubscribeToShardEventStreamError;
 use aws_sdk_kinesis::types::{ConsumerStatus, StartingPosition, SubscribeToShardEventStream};
 
-use super::api::{FetchedRecord, starting_at};
+use super::api::{FetchedRecord, fetched_records, starting_at};
 use crate::KinesisError;
 use crate::clock::Instant;
 use crate::settings::position::ShardStart;
@@ -355,7 +355,7 @@ pub(crate) async fn next_event(
                 .filter(|continuation| !continuation.is_empty()),
             millis_behind: Some(event.millis_behind_latest),
             ended,
-            records: event.records.into_iter().map(FetchedRecord::from).collect(),
+            records: fetched_records(event.records),
         });
     }
 }

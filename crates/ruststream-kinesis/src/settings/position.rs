@@ -1,6 +1,7 @@
 //! Where a subscription, a seek or a shard's reader starts, and how a start is recorded as a
 //! checkpoint so a later owner starts no later.
 
+use crate::SharedStr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -69,7 +70,7 @@ pub enum KinesisPosition {
         /// The shard.
         shard: Arc<str>,
         /// The record's sequence number.
-        sequence: Arc<str>,
+        sequence: SharedStr,
     },
     /// This user record of a KPL aggregate (see the KPL records page), and what follows it: the
     /// aggregate is read again from this user record on.
@@ -77,7 +78,7 @@ pub enum KinesisPosition {
         /// The shard.
         shard: Arc<str>,
         /// The aggregate's sequence number.
-        sequence: Arc<str>,
+        sequence: SharedStr,
         /// The user record's index in the aggregate.
         sub_sequence: u64,
     },
@@ -86,7 +87,7 @@ pub enum KinesisPosition {
 impl KinesisPosition {
     /// The position of one record: seeking to it delivers that record again.
     #[must_use]
-    pub fn at_sequence(shard: impl Into<Arc<str>>, sequence: impl Into<Arc<str>>) -> Self {
+    pub fn at_sequence(shard: impl Into<Arc<str>>, sequence: impl Into<SharedStr>) -> Self {
         Self::AtSequence {
             shard: shard.into(),
             sequence: sequence.into(),
@@ -105,7 +106,7 @@ impl KinesisPosition {
     #[must_use]
     pub fn at_sub_sequence(
         shard: impl Into<Arc<str>>,
-        sequence: impl Into<Arc<str>>,
+        sequence: impl Into<SharedStr>,
         sub_sequence: u64,
     ) -> Self {
         Self::AtSubSequence {
@@ -134,10 +135,10 @@ impl KinesisPosition {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ShardStart {
     /// After a checkpointed or already-delivered record.
-    After(Arc<str>),
+    After(SharedStr),
     /// Inside the KPL aggregate at `sequence`, after its user record `through`: the aggregate
     /// is read again (`AT_SEQUENCE_NUMBER`) and its user records up to `through` are dropped.
-    Within { sequence: Arc<str>, through: u64 },
+    Within { sequence: SharedStr, through: u64 },
     /// At a position.
     At(KinesisPosition),
 }
@@ -158,9 +159,9 @@ impl std::fmt::Display for ShardStart {
 
 impl ShardStart {
     /// The aggregate and the last settled user record a start inside an aggregate skips.
-    pub(crate) fn within(&self) -> Option<(Arc<str>, u64)> {
+    pub(crate) fn within(&self) -> Option<(SharedStr, u64)> {
         match self {
-            Self::Within { sequence, through } => Some((Arc::clone(sequence), *through)),
+            Self::Within { sequence, through } => Some((sequence.clone(), *through)),
             _ => None,
         }
     }
@@ -222,11 +223,11 @@ impl ShardStart {
         }
         if let Some((sequence, through)) = split_within(checkpoint) {
             return Self::Within {
-                sequence: Arc::from(sequence),
+                sequence: SharedStr::from(sequence),
                 through,
             };
         }
-        Self::After(Arc::from(checkpoint))
+        Self::After(SharedStr::from(checkpoint))
     }
 
     /// The checkpoint a first owner writes before it reads a shard that has none, so an owner
@@ -294,9 +295,11 @@ mod tests {
         let starts = [
             ShardStart::At(KinesisPosition::TrimHorizon),
             ShardStart::At(KinesisPosition::at_sequence("s-1", "42")),
-            ShardStart::After(Arc::from("43")),
+            ShardStart::After(SharedStr::from("43")),
             ShardStart::Within {
-                sequence: Arc::from("49590338271490256608559692538361571095921575989136588898"),
+                sequence: SharedStr::from(
+                    "49590338271490256608559692538361571095921575989136588898",
+                ),
                 through: 7,
             },
             ShardStart::At(KinesisPosition::AtTimestamp(
@@ -319,7 +322,7 @@ mod tests {
         assert_eq!(
             ShardStart::from_checkpoint("s-1", &third.to_checkpoint(0)),
             ShardStart::Within {
-                sequence: Arc::from("42"),
+                sequence: SharedStr::from("42"),
                 through: 1
             }
         );

@@ -8,6 +8,7 @@
 //! Locks: this book's, then the machines' (in shard order). A shard's own tasks never hold a
 //! machine's lock while they take the book's: they only wake the committer.
 
+use crate::SharedStr;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -58,7 +59,7 @@ struct Pending {
     handling: Handling,
     /// The batch's last record, which a refusal names.
     shard: Arc<str>,
-    sequence: Arc<str>,
+    sequence: SharedStr,
     /// When it settled in every shard: it waits for its parts at most a handoff drain.
     since: Instant,
     in_flight: bool,
@@ -142,7 +143,7 @@ impl Joints {
                 let last = members.last()?;
                 Some((
                     Arc::from(handle.key().shard()),
-                    Arc::clone(&last.record.sequence),
+                    last.record.sequence.clone(),
                 ))
             }),
         ) else {

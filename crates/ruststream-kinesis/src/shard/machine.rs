@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use super::lease::{Answer, Close, Ending, LeaseNews, Moment, Next, ShardLease, Write};
 use super::read::{Call, Fetch, ReadSettings, ReadState, Sequenced, Stop, Want};
-use crate::LeaseState;
 use crate::delivery::settlement::Standing;
 use crate::kinesis::iterator::ShardIterator;
 use crate::settings::position::ShardStart;
 use crate::watermark::{Ticket, Watermark};
+use crate::{LeaseState, SharedStr};
 
 mod commits;
 #[cfg(any(test, feature = "dynamodb-lease"))]
@@ -89,7 +89,7 @@ pub(crate) enum Refusal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Settled {
     /// Where the settled prefix grew to, if it grew.
-    pub(crate) grown_to: Option<Arc<str>>,
+    pub(crate) grown_to: Option<SharedStr>,
     /// The prefix became a new pending checkpoint: the lease's driver has a write.
     pub(crate) checkpoint: bool,
     /// The reader waits for what this settlement gave (room in the window, a drained shard).
@@ -271,7 +271,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// Tracks `record`, handed out at `now`, under the ticket its delivery settles with.
     fn hand_out(&mut self, now: T, record: &R) -> Ticket {
-        let sequence = Arc::clone(record.sequence());
+        let sequence = record.sequence().clone();
         self.last_handed = Some(now);
         self.in_flight += 1;
         let ticket = self.watermark.push(record.checkpoint());
@@ -452,7 +452,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         &mut self,
         iterator: ShardIterator,
         resume: ShardStart,
-        recorded: Arc<str>,
+        recorded: SharedStr,
     ) -> bool {
         if self.read.is_stopped() || self.lease.is_halted() || self.is_handing_over() {
             // Being handed back (or lost): its last checkpoint stands, and the next owner reads
@@ -529,7 +529,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         let grown_to = self.watermark.settle(ticket);
         let checkpoint = grown_to
             .as_ref()
-            .is_some_and(|checkpoint| self.lease.checkpoint_ready(Arc::clone(checkpoint)));
+            .is_some_and(|checkpoint| self.lease.checkpoint_ready(checkpoint.clone()));
         Ok(Settled {
             grown_to,
             checkpoint,

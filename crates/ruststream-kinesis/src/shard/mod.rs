@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
+use crate::SharedStr;
 use crate::clock::Instant;
 
 use tokio::sync::Notify;
@@ -377,7 +378,7 @@ impl ShardHandle {
         &self,
         iterator: ShardIterator,
         resume: ShardStart,
-        recorded: Arc<str>,
+        recorded: SharedStr,
     ) -> bool {
         let applied = {
             let mut machine = self.lock();
@@ -728,7 +729,7 @@ mod tests {
             .committing(1);
         let (handle, tickets) = leased(lease, &closed, &["1", "2", "3"]);
         let staging = |sequence: &str| {
-            let (shard, sequence): (Arc<str>, Arc<str>) =
+            let (shard, sequence): (Arc<str>, SharedStr) =
                 ("shardId-000000000000".into(), sequence.into());
             let writes = crate::StagedWrites::exactly_once((&shard, &sequence), None);
             let check = ConditionCheck::builder()
@@ -751,7 +752,7 @@ mod tests {
         assert!(handle.seek(
             ShardIterator::service("sought"),
             ShardStart::At(crate::KinesisPosition::TrimHorizon),
-            Arc::from("0"),
+            SharedStr::from("0"),
         ));
         handle.answer(Answer::Done, None, "pod-a", Duration::ZERO);
         assert_eq!(handle.units_kept(), (0, 0));

@@ -33,10 +33,10 @@
 //!   `GetRecords`, which reads the rest of the shard.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::lease::{Close, Moment};
+use crate::SharedStr;
 use crate::kinesis::iterator::ShardIterator;
 use crate::settings::position::ShardStart;
 use crate::shard::pace::{self, MIN_CALL_GAP, Pace, TipWait, backoff_ceiling};
@@ -49,7 +49,7 @@ pub(crate) const ITERATOR_TRIES: u32 = 10;
 /// in the driver, a place in a simulated shard in tests.
 pub(crate) trait Sequenced {
     /// Its sequence number: what a checkpoint of it records.
-    fn sequence(&self) -> &Arc<str>;
+    fn sequence(&self) -> &SharedStr;
 
     /// For a user record of a KPL aggregate, its index there.
     fn sub_sequence(&self) -> Option<u64> {
@@ -64,18 +64,18 @@ pub(crate) trait Sequenced {
     /// What a checkpoint through it records: its sequence number, which covers a whole KPL
     /// aggregate, or for a user record that others of its aggregate follow the sequence number
     /// and its index ([`ShardStart::Within`]).
-    fn checkpoint(&self) -> Arc<str> {
+    fn checkpoint(&self) -> SharedStr {
         match self.sub_sequence() {
             Some(sub) if !self.ends_record() => {
-                Arc::from(crate::lease::within_checkpoint(self.sequence(), sub))
+                SharedStr::from(crate::lease::within_checkpoint(self.sequence(), sub))
             }
-            _ => Arc::clone(self.sequence()),
+            _ => self.sequence().clone(),
         }
     }
 }
 
 impl Sequenced for crate::delivery::record::Record {
-    fn sequence(&self) -> &Arc<str> {
+    fn sequence(&self) -> &SharedStr {
         &self.sequence
     }
 
@@ -271,9 +271,9 @@ pub(crate) struct ReadState<T, R> {
     settings: ReadSettings,
     cursor: Cursor,
     resume: ShardStart,
-    last_sequence: Option<Arc<str>>,
+    last_sequence: Option<SharedStr>,
     /// The last event's continuation sequence number (enhanced fan-out).
-    continuation: Option<Arc<str>>,
+    continuation: Option<SharedStr>,
     /// The listing shows the shard closed (enhanced fan-out: its end is confirmed by polling).
     closed: bool,
     last_call: Option<T>,
@@ -299,7 +299,7 @@ pub(crate) struct ReadState<T, R> {
     seek: Option<(ShardIterator, ShardStart)>,
     /// The user records already settled at the start, inside the aggregate it names (its
     /// sequence number, the last settled index): the first records read drop them.
-    skip: Option<(Arc<str>, u64)>,
+    skip: Option<(SharedStr, u64)>,
     cancelled: bool,
     stop: Option<Stop>,
 }
@@ -488,7 +488,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             (a, b) => a.as_ref().or(b.as_ref()),
         };
         match last {
-            Some(last) => ShardStart::After(Arc::clone(last)),
+            Some(last) => ShardStart::After(last.clone()),
             None => {
                 self.skip = self.resume.within();
                 self.resume.clone()
@@ -497,7 +497,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
     }
 
     /// A record of the batch was handed out.
-    pub(super) fn handed(&mut self, sequence: Arc<str>) {
+    pub(super) fn handed(&mut self, sequence: SharedStr) {
         self.last_sequence = Some(sequence);
     }
 
@@ -581,7 +581,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
                 ..
             } => {
                 if let Some(continuation) = continuation {
-                    self.continuation = Some(Arc::from(continuation));
+                    self.continuation = Some(SharedStr::from(continuation));
                 }
                 if confirm_end {
                     // The rest of a closed shard is read by polling, to its end.
@@ -745,7 +745,7 @@ impl<T, R: Sequenced> ReadState<T, R> {
             && let Some((sequence, through)) = self.skip.take()
         {
             records.retain(|record| {
-                *record.sequence() != sequence
+                record.sequence().as_str() != &*sequence
                     || record.sub_sequence().is_none_or(|sub| sub > through)
             });
         }

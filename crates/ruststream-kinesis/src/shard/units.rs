@@ -3,6 +3,7 @@
 //! them until their commit lands, is refused or is dropped by a seek; and the refusal a unit's
 //! next delivery carries.
 
+use crate::SharedStr;
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -24,7 +25,7 @@ use crate::{CommitRefused, KinesisError, StagedWrites};
 struct Kept {
     tickets: Vec<Ticket>,
     /// The sequence number of its (last) record.
-    sequence: Arc<str>,
+    sequence: SharedStr,
     writes: Vec<TransactWriteItem>,
     /// Why its commit was refused, once the store said so.
     refused: Option<CommitRefused>,
@@ -59,7 +60,7 @@ impl Units {
     pub(crate) fn keep(
         &mut self,
         tickets: Vec<Ticket>,
-        sequence: Arc<str>,
+        sequence: SharedStr,
         writes: Vec<TransactWriteItem>,
         handling: Handling,
     ) -> UnitId {
@@ -106,8 +107,8 @@ impl Units {
     }
 
     /// The sequence number of `unit`'s record.
-    pub(crate) fn sequence_of(&self, unit: UnitId) -> Option<Arc<str>> {
-        self.kept.get(&unit).map(|kept| Arc::clone(&kept.sequence))
+    pub(crate) fn sequence_of(&self, unit: UnitId) -> Option<SharedStr> {
+        self.kept.get(&unit).map(|kept| kept.sequence.clone())
     }
 
     /// Whether no unit's writes and no refusal are kept.
@@ -228,7 +229,7 @@ impl ShardHandle {
         let settled = {
             let mut machine = self.lock();
             let mut units = self.units();
-            let unit = units.keep(vec![ticket], Arc::clone(&record.sequence), staged, handling);
+            let unit = units.keep(vec![ticket], record.sequence.clone(), staged, handling);
             let staged = Staged {
                 unit,
                 size,
@@ -264,7 +265,7 @@ impl ShardHandle {
             return self.settle_unstaged(members.iter().map(|member| member.ticket), writes);
         }
         let closed = self.closed();
-        let Some(sequence) = members.last().map(|last| Arc::clone(&last.record.sequence)) else {
+        let Some(sequence) = members.last().map(|last| last.record.sequence.clone()) else {
             return Ok(());
         };
         let tickets: Vec<Ticket> = members.iter().map(|member| member.ticket).collect();
@@ -337,7 +338,7 @@ impl ShardHandle {
     pub(crate) fn commit_refused(
         &self,
         unit: UnitId,
-        why: impl FnOnce(Option<Arc<str>>) -> CommitRefused,
+        why: impl FnOnce(Option<SharedStr>) -> CommitRefused,
     ) -> CommitRefused {
         let _machine = self.lock();
         let mut units = self.units();

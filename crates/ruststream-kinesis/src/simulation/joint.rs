@@ -100,7 +100,7 @@ impl Sim {
             .map(|((commit, (&sid, &shard)), epoch)| JointRow {
                 shard,
                 sid,
-                checkpoint: Arc::clone(&commit.checkpoint),
+                checkpoint: Arc::from(commit.checkpoint.as_str()),
                 expiry_ms: commit.expiry_ms,
                 prior: commit.prior.clone(),
                 epoch,

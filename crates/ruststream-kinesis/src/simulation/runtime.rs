@@ -752,7 +752,7 @@ impl Sim {
         let restarts = s.machine.seek(
             ShardIterator::service(iterator.to_string()),
             resume,
-            Arc::from(recorded),
+            crate::SharedStr::from(recorded),
         );
         s.settled_upto = None;
         s.seek_floor = Some(s.seek_floor.map_or(floor, |known| known.min(floor)));

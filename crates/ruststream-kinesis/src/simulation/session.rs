@@ -174,9 +174,9 @@ impl Sim {
                     Write::Renew => OpKind::Renew,
                     // The lag written with it is for people to read; nothing decides on it.
                     Write::Checkpoint { checkpoint, .. } => {
-                        OpKind::CheckpointRenew(Arc::clone(checkpoint))
+                        OpKind::CheckpointRenew(Arc::from(checkpoint.as_str()))
                     }
-                    Write::Final(checkpoint) => OpKind::Checkpoint(Arc::clone(checkpoint)),
+                    Write::Final(checkpoint) => OpKind::Checkpoint(Arc::from(checkpoint.as_str())),
                     Write::Release => {
                         let stopping = s.finish == (FinishState::Closing { end: false });
                         OpKind::Release {
@@ -186,7 +186,7 @@ impl Sim {
                     }
                     Write::HandOver { to, checkpoint } => OpKind::HandOver {
                         to: Arc::clone(to),
-                        checkpoint: checkpoint.clone(),
+                        checkpoint: checkpoint.as_deref().map(Arc::from),
                         cover: s.settled_upto,
                         last: s.handled_upto,
                         drained: s.machine.handed_over_drained(),
@@ -202,7 +202,7 @@ impl Sim {
                         };
                         s.commit_sent = Some((Arc::clone(&token), first_sent, epoch));
                         OpKind::Commit {
-                            checkpoint: Arc::clone(&commit.checkpoint),
+                            checkpoint: Arc::from(commit.checkpoint.as_str()),
                             expiry_ms: commit.expiry_ms,
                             request: Arc::from(commit.token.request(commit.attempt)),
                             token,

@@ -2,6 +2,7 @@
 //! sessions and instances, the ghost the checks keep, the counts, and the simulation itself.
 
 use super::*;
+use crate::SharedStr;
 
 /// One shard of the simulated stream.
 #[derive(Debug)]
@@ -34,7 +35,7 @@ impl Stream {
     pub(super) fn record(&self, shard: usize, idx: usize) -> SimRecord {
         SimRecord {
             idx,
-            sequence: Arc::from(self.shards[shard].records[idx].to_string()),
+            sequence: SharedStr::from(self.shards[shard].records[idx].to_string()),
             sub: self.shards[shard].subs[idx],
             ends: self.ends_record(shard, idx),
         }
@@ -689,13 +690,13 @@ pub(super) enum FinishState {
 #[derive(Debug, Clone)]
 pub(super) struct SimRecord {
     pub(super) idx: usize,
-    pub(super) sequence: Arc<str>,
+    pub(super) sequence: SharedStr,
     pub(super) sub: Option<u64>,
     pub(super) ends: bool,
 }
 
 impl Sequenced for SimRecord {
-    fn sequence(&self) -> &Arc<str> {
+    fn sequence(&self) -> &SharedStr {
         &self.sequence
     }
 

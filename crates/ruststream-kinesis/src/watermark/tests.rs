@@ -2,8 +2,8 @@
 
 use super::*;
 
-fn seq(n: u32) -> Arc<str> {
-    Arc::from(n.to_string())
+fn seq(n: u32) -> SharedStr {
+    SharedStr::from(n.to_string())
 }
 
 #[test]

@@ -5,7 +5,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWrite
 use super::{StageError, StagedWrites};
 
 fn staging() -> StagedWrites {
-    let (shard, sequence): (Arc<str>, Arc<str>) = ("shardId-000000000000".into(), "49".into());
+    let (shard, sequence): (Arc<str>, crate::SharedStr) =
+        ("shardId-000000000000".into(), "49".into());
     StagedWrites::exactly_once((&shard, &sequence), None)
 }
 

@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use md5::{Digest, Md5};
 
 use super::tap::Tap;
+use crate::SharedStr;
 use crate::kinesis::api::FetchedRecord;
 use crate::kinesis::envelope;
 
@@ -15,8 +16,8 @@ use crate::kinesis::envelope;
 #[derive(Debug)]
 pub(super) struct Stored {
     pub(super) data: Bytes,
-    pub(super) partition_key: Arc<str>,
-    pub(super) sequence: Arc<str>,
+    pub(super) partition_key: SharedStr,
+    pub(super) sequence: SharedStr,
     pub(super) arrived_ms: i64,
 }
 
@@ -25,8 +26,8 @@ impl Stored {
     pub(super) fn fetched(&self) -> FetchedRecord {
         FetchedRecord {
             data: self.data.clone(),
-            partition_key: Arc::clone(&self.partition_key),
-            sequence: Arc::clone(&self.sequence),
+            partition_key: self.partition_key.clone(),
+            sequence: self.sequence.clone(),
             arrived_ms: Some(self.arrived_ms),
         }
     }

@@ -7,7 +7,6 @@
 //! reader's handling of those is covered by its unit tests and the fault injector), no
 //! resharding (split and merge run against the local stack).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
@@ -45,15 +44,18 @@ pub(crate) struct InProcessKinesis {
 
 #[derive(Debug, Default)]
 struct Streams {
-    by_name: HashMap<String, u32>,
+    /// Each stream's name, at its index in `list`. Searched in order, not hashed: a test has a
+    /// few streams, and hashing the name cost more than the rest of a publish's lookup.
+    names: Vec<String>,
     list: Vec<StreamLog>,
 }
 
 impl Streams {
     fn index_of(&self, stream: &str) -> Result<u32, KinesisError> {
-        self.by_name
-            .get(stream)
-            .copied()
+        self.names
+            .iter()
+            .position(|name| name == stream)
+            .map(|index| u32::try_from(index).unwrap_or(u32::MAX))
             .ok_or_else(|| KinesisError::StreamNotFound {
                 stream: stream.to_owned(),
             })
@@ -61,10 +63,9 @@ impl Streams {
 
     /// Creates `stream` with `shards` shards unless it exists.
     fn create(&mut self, stream: &str, shards: u32) {
-        if !self.by_name.contains_key(stream) {
-            let index = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
+        if !self.names.iter().any(|name| name == stream) {
             self.list.push(StreamLog::new(shards));
-            self.by_name.insert(stream.to_owned(), index);
+            self.names.push(stream.to_owned());
         }
     }
 }
@@ -83,7 +84,7 @@ impl InProcessKinesis {
         create_shards: Option<u32>,
     ) -> Result<String, KinesisError> {
         let mut streams = self.lock();
-        if !streams.by_name.contains_key(stream) {
+        if !streams.names.iter().any(|name| name == stream) {
             let Some(shards) = create_shards else {
                 return Err(KinesisError::StreamNotFound {
                     stream: stream.to_owned(),
@@ -332,8 +333,8 @@ impl InProcessKinesis {
         let shard = shard_of_hash(hash, log.shards.len());
         let stored = log::Stored {
             data,
-            partition_key,
-            sequence: sequence_number(written + 1),
+            partition_key: partition_key.into(),
+            sequence: sequence_number(written + 1).into(),
             arrived_ms: i64::try_from(epoch_millis()).unwrap_or(i64::MAX),
         };
         log.shards[shard].push(stored);

@@ -102,11 +102,11 @@ fn applied(
 ) -> Result<(), KinesisError> {
     let now_ms = crate::epoch_millis();
     let resume = ShardStart::resuming_at(to, now_ms);
-    let recorded: Arc<str> = Arc::from(ShardStart::seek_checkpoint(to, now_ms));
+    let recorded = crate::SharedStr::from(ShardStart::seek_checkpoint(to, now_ms));
     let mut applied = Vec::new();
     let mut refused = Vec::new();
     for (shard, handle, iterator) in targets {
-        if handle.seek(iterator, resume.clone(), Arc::clone(&recorded)) {
+        if handle.seek(iterator, resume.clone(), recorded.clone()) {
             applied.push(shard);
         } else {
             refused.push(shard);

@@ -15,6 +15,7 @@
 //! - A unit's own write refused: nothing was applied; the unit goes back to its handler, and the
 //!   units before it fold into the next commit.
 
+use crate::SharedStr;
 use std::sync::Arc;
 
 use super::{Answer, Close, Lost, Moment, Next, Phase, ShardLease, Write};
@@ -27,7 +28,7 @@ use crate::lease::millis;
 pub(crate) struct Commit {
     pub(crate) token: CommitToken,
     pub(crate) attempt: u8,
-    pub(crate) checkpoint: Arc<str>,
+    pub(crate) checkpoint: SharedStr,
     pub(crate) behind_ms: Option<u64>,
     /// The lease's expiry the commit writes, fixed at its first send.
     pub(crate) expiry_ms: u64,
@@ -69,7 +70,7 @@ pub(crate) struct Covers {
 /// What a fold of the settled prefix took, for the next commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Folded {
-    pub(crate) checkpoint: Arc<str>,
+    pub(crate) checkpoint: SharedStr,
     pub(crate) units: Arc<[UnitId]>,
     pub(crate) covers: Covers,
 }

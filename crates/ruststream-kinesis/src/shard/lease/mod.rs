@@ -26,6 +26,7 @@
 //!   owner go out in one write after the write in flight, and nothing after it; a refused one
 //!   (the request was replaced) falls back to the final checkpoint and the release.
 
+use crate::SharedStr;
 use std::ops::Add;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,18 +78,18 @@ pub(crate) enum Write {
     /// `checkpoint_and_renew` with this checkpoint, and how far behind the shard's newest record
     /// the last read before it was (stored with it, for the lease-table view).
     Checkpoint {
-        checkpoint: Arc<str>,
+        checkpoint: SharedStr,
         behind_ms: Option<u64>,
     },
     /// The final `checkpoint` (no renewal: the release follows): the pending checkpoint, or
     /// `SHARD_END`.
-    Final(Arc<str>),
+    Final(SharedStr),
     /// `release`.
     Release,
     /// `hand_over` to `to`, with the pending checkpoint if there is one: the final write.
     HandOver {
         to: Arc<str>,
-        checkpoint: Option<Arc<str>>,
+        checkpoint: Option<SharedStr>,
     },
     /// Exactly once: the handlers' writes and the checkpoint in one transaction, conditioned on
     /// the lease; it renews.
@@ -217,7 +218,7 @@ pub(crate) struct ShardLease<T = Instant> {
     valid_until_ms: u64,
     next_renewal: T,
     /// The newest checkpoint not yet sent.
-    pending: Option<Arc<str>>,
+    pending: Option<SharedStr>,
     /// Not before this moment is the pending checkpoint sent: the cadence after a write, the
     /// retry wait after a failed one.
     checkpoint_due: T,
@@ -389,7 +390,7 @@ impl<T: Moment> ShardLease<T> {
                     // land after it and move the shard back.
                     (Close::Finished, _) => {
                         self.finishing = true;
-                        Write::Final(Arc::from(SHARD_END))
+                        Write::Final(SharedStr::from(SHARD_END))
                     }
                     (Close::HandOver, checkpoint) if self.hand_to.is_some() => {
                         let to = self.hand_to.clone().expect("checked above");
@@ -590,7 +591,7 @@ impl<T: Moment> ShardLease<T> {
     /// A settled prefix grew to `checkpoint`: it is the one to write next. Answers `false` when
     /// no checkpoint of this shard will be written any more (the settlement is then refused:
     /// the shard's next owner delivers the record again).
-    pub(crate) fn checkpoint_ready(&mut self, checkpoint: Arc<str>) -> bool {
+    pub(crate) fn checkpoint_ready(&mut self, checkpoint: SharedStr) -> bool {
         if self.sealed {
             return false;
         }
@@ -728,7 +729,7 @@ impl<T: Moment> ShardLease<T> {
 
     /// The checkpoint waiting to be sent, if any.
     #[cfg(test)]
-    pub(crate) fn pending(&self) -> Option<&Arc<str>> {
+    pub(crate) fn pending(&self) -> Option<&SharedStr> {
         self.pending.as_ref()
     }
 }

@@ -41,7 +41,7 @@ fn exchange(
 
 fn checkpoint(value: &str) -> Write {
     Write::Checkpoint {
-        checkpoint: Arc::from(value),
+        checkpoint: SharedStr::from(value),
         behind_ms: None,
     }
 }
@@ -91,7 +91,7 @@ fn a_refused_write_stops_at_once_and_writes_nothing_more() {
     for refused in [Write::Renew, checkpoint("7")] {
         let mut lease = taken_at(Duration::ZERO);
         if refused != Write::Renew {
-            assert!(lease.checkpoint_ready(Arc::from("7")));
+            assert!(lease.checkpoint_ready(SharedStr::from("7")));
         }
         let at = 3 * S;
         exchange(&mut lease, at, &refused, at, Answer::Refused);
@@ -102,7 +102,7 @@ fn a_refused_write_stops_at_once_and_writes_nothing_more() {
         );
         assert!(!lease.may_deliver(at, ms(at)));
         assert!(
-            !lease.checkpoint_ready(Arc::from("9")),
+            !lease.checkpoint_ready(SharedStr::from("9")),
             "a settlement now is refused"
         );
         lease.close(Close::Release);
@@ -200,11 +200,11 @@ fn after_a_suspension_longer_than_the_lease_the_shard_delivers_nothing() {
 #[test]
 fn one_write_is_in_flight_at_a_time_and_a_checkpoint_renews() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("5")));
+    assert!(lease.checkpoint_ready(SharedStr::from("5")));
     // Sent at 2.9 s, answered at 4 s: the renewal due at 3 s waits for it.
     let sent = Duration::from_millis(2_900);
     assert_eq!(lease.next(sent, ms(sent)), Next::Send(checkpoint("5")));
-    assert!(lease.checkpoint_ready(Arc::from("7")));
+    assert!(lease.checkpoint_ready(SharedStr::from("7")));
     for now in [3 * S, 3 * S + S / 2] {
         assert_eq!(
             lease.next(now, ms(now)),
@@ -223,10 +223,10 @@ fn one_write_is_in_flight_at_a_time_and_a_checkpoint_renews() {
 #[test]
 fn settlements_during_a_write_fold_into_the_next_one() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("1")));
+    assert!(lease.checkpoint_ready(SharedStr::from("1")));
     assert_eq!(lease.next(S, ms(S)), Next::Send(checkpoint("1")));
     for newer in ["2", "3", "4"] {
-        assert!(lease.checkpoint_ready(Arc::from(newer)));
+        assert!(lease.checkpoint_ready(SharedStr::from(newer)));
     }
     lease.on_answer(S, Answer::Done);
     exchange(&mut lease, S, &checkpoint("4"), S, Answer::Done);
@@ -237,39 +237,39 @@ fn settlements_during_a_write_fold_into_the_next_one() {
 fn checkpoints_are_written_at_most_once_per_checkpoint_interval() {
     let timings = timings().with_checkpoint_interval(2 * S);
     let mut lease = ShardLease::taken(timings, Duration::ZERO, ms(Duration::ZERO));
-    assert!(lease.checkpoint_ready(Arc::from("1")));
+    assert!(lease.checkpoint_ready(SharedStr::from("1")));
     exchange(&mut lease, S, &checkpoint("1"), S, Answer::Done);
-    assert!(lease.checkpoint_ready(Arc::from("2")));
+    assert!(lease.checkpoint_ready(SharedStr::from("2")));
     assert_eq!(lease.next(2 * S, ms(2 * S)), Next::Wait(Some(3 * S)));
-    assert!(lease.checkpoint_ready(Arc::from("3")));
+    assert!(lease.checkpoint_ready(SharedStr::from("3")));
     assert_eq!(lease.next(3 * S, ms(3 * S)), Next::Send(checkpoint("3")));
 }
 
 #[test]
 fn by_default_a_checkpoint_is_written_at_most_once_a_second() {
     let mut lease = ShardLease::taken(LeaseTimings::default(), Duration::ZERO, ms(Duration::ZERO));
-    assert!(lease.checkpoint_ready(Arc::from("1")));
+    assert!(lease.checkpoint_ready(SharedStr::from("1")));
     exchange(&mut lease, S / 10, &checkpoint("1"), S / 5, Answer::Done);
     // Settled 0.1 s after the write landed: it waits until a second after that.
-    assert!(lease.checkpoint_ready(Arc::from("2")));
+    assert!(lease.checkpoint_ready(SharedStr::from("2")));
     let due = S / 5 + S;
     assert_eq!(lease.next(S / 2, ms(S / 2)), Next::Wait(Some(due)));
-    assert!(lease.checkpoint_ready(Arc::from("3")));
+    assert!(lease.checkpoint_ready(SharedStr::from("3")));
     assert_eq!(lease.next(due, ms(due)), Next::Send(checkpoint("3")));
 }
 
 #[test]
 fn a_failed_checkpoint_is_sent_again_unless_a_newer_one_replaced_it() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("1")));
+    assert!(lease.checkpoint_ready(SharedStr::from("1")));
     exchange(&mut lease, S, &checkpoint("1"), S, Answer::Failed);
     // Retried a third of the renewal interval later.
     assert_eq!(lease.next(S, ms(S)), Next::Wait(Some(2 * S)));
     exchange(&mut lease, 2 * S, &checkpoint("1"), 2 * S, Answer::Done);
 
-    assert!(lease.checkpoint_ready(Arc::from("2")));
+    assert!(lease.checkpoint_ready(SharedStr::from("2")));
     assert_eq!(lease.next(3 * S, ms(3 * S)), Next::Send(checkpoint("2")));
-    assert!(lease.checkpoint_ready(Arc::from("3")));
+    assert!(lease.checkpoint_ready(SharedStr::from("3")));
     lease.on_answer(3 * S, Answer::Failed);
     assert_eq!(lease.pending().map(AsRef::as_ref), Some("3"));
 }
@@ -277,7 +277,7 @@ fn a_failed_checkpoint_is_sent_again_unless_a_newer_one_replaced_it() {
 #[test]
 fn a_release_follows_the_write_in_flight_and_the_final_checkpoint_and_nothing_follows_it() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("5")));
+    assert!(lease.checkpoint_ready(SharedStr::from("5")));
     assert_eq!(lease.next(S, ms(S)), Next::Send(checkpoint("5")));
     lease.close(Close::Release);
     assert!(!lease.may_deliver(S, ms(S)), "closing delivers nothing");
@@ -287,17 +287,17 @@ fn a_release_follows_the_write_in_flight_and_the_final_checkpoint_and_nothing_fo
         "after the write in flight"
     );
     // A settlement before the final checkpoint is taken still counts.
-    assert!(lease.checkpoint_ready(Arc::from("7")));
+    assert!(lease.checkpoint_ready(SharedStr::from("7")));
     lease.on_answer(2 * S, Answer::Done);
     exchange(
         &mut lease,
         2 * S,
-        &Write::Final(Arc::from("7")),
+        &Write::Final(SharedStr::from("7")),
         2 * S,
         Answer::Done,
     );
     assert!(
-        !lease.checkpoint_ready(Arc::from("8")),
+        !lease.checkpoint_ready(SharedStr::from("8")),
         "the final checkpoint was taken"
     );
     exchange(&mut lease, 2 * S, &Write::Release, 2 * S, Answer::Done);
@@ -312,12 +312,12 @@ fn a_release_follows_the_write_in_flight_and_the_final_checkpoint_and_nothing_fo
 #[test]
 fn shard_end_covers_what_is_pending_and_is_followed_by_the_release() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("5")));
+    assert!(lease.checkpoint_ready(SharedStr::from("5")));
     lease.close(Close::Finished);
     exchange(
         &mut lease,
         S,
-        &Write::Final(Arc::from(SHARD_END)),
+        &Write::Final(SharedStr::from(SHARD_END)),
         S,
         Answer::Done,
     );
@@ -341,7 +341,7 @@ fn a_final_checkpoint_that_did_not_land_is_not_followed_by_a_release() {
         exchange(
             &mut lease,
             S,
-            &Write::Final(Arc::from(SHARD_END)),
+            &Write::Final(SharedStr::from(SHARD_END)),
             S,
             answer,
         );
@@ -356,19 +356,19 @@ fn a_final_checkpoint_that_did_not_land_is_not_followed_by_a_release() {
 #[test]
 fn a_lease_that_ran_out_while_closing_still_closes() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("5")));
+    assert!(lease.checkpoint_ready(SharedStr::from("5")));
     lease.close(Close::Release);
     lease.run_out();
     assert_eq!(
         lease.next(S, ms(S)),
-        Next::Send(Write::Final(Arc::from("5")))
+        Next::Send(Write::Final(SharedStr::from("5")))
     );
 }
 
 #[test]
 fn a_lease_that_ran_out_before_the_close_writes_nothing() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("5")));
+    assert!(lease.checkpoint_ready(SharedStr::from("5")));
     assert_eq!(lease.next(S, ms(S)), Next::Send(checkpoint("5")));
     lease.run_out();
     // The answer of the write that was on its way changes nothing.
@@ -384,7 +384,7 @@ fn a_lease_that_ran_out_before_the_close_writes_nothing() {
 #[test]
 fn a_failed_checkpoint_a_seek_dropped_is_not_sent_again() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("9")));
+    assert!(lease.checkpoint_ready(SharedStr::from("9")));
     assert_eq!(lease.next(S, ms(S)), Next::Send(checkpoint("9")));
     // A seek back to record 3 while the write is on its way: its failure must not bring 9 back.
     lease.drop_pending();
@@ -397,7 +397,7 @@ fn a_failed_checkpoint_a_seek_dropped_is_not_sent_again() {
 #[test]
 fn a_renewal_that_fails_while_closing_leaves_the_final_writes_to_go_out() {
     let mut lease = taken_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("5")));
+    assert!(lease.checkpoint_ready(SharedStr::from("5")));
     // The store failed the renewals until too little of the lease is left for another.
     let late = 9 * S - MIN_RETRY;
     assert_eq!(lease.next(late, ms(late)), Next::Send(checkpoint("5")));
@@ -407,7 +407,7 @@ fn a_renewal_that_fails_while_closing_leaves_the_final_writes_to_go_out() {
     lease.on_answer(late, Answer::Failed);
     assert_eq!(
         lease.next(late, ms(late)),
-        Next::Send(Write::Final(Arc::from("5"))),
+        Next::Send(Write::Final(SharedStr::from("5"))),
         "the final checkpoint still goes out; the row refuses it if another holds the shard"
     );
 }
@@ -420,7 +420,7 @@ mod news {
     fn hand_over_to(to: &str) -> Write {
         Write::HandOver {
             to: Arc::from(to),
-            checkpoint: Some(Arc::from("5")),
+            checkpoint: Some(SharedStr::from("5")),
         }
     }
 
@@ -429,12 +429,12 @@ mod news {
         let mut lease = taken_at(Duration::ZERO);
         exchange(&mut lease, 3 * S, &Write::Renew, 3 * S, Answer::Done);
         assert_eq!(lease.take_news(), [], "a renewal is no news");
-        assert!(lease.checkpoint_ready(Arc::from("5")));
+        assert!(lease.checkpoint_ready(SharedStr::from("5")));
         lease.close(Close::Release);
         exchange(
             &mut lease,
             4 * S,
-            &Write::Final(Arc::from("5")),
+            &Write::Final(SharedStr::from("5")),
             4 * S,
             Answer::Done,
         );
@@ -459,7 +459,7 @@ mod news {
             exchange(
                 &mut lease,
                 S,
-                &Write::Final(Arc::from(SHARD_END)),
+                &Write::Final(SharedStr::from(SHARD_END)),
                 S,
                 Answer::Done,
             );
@@ -472,7 +472,7 @@ mod news {
         exchange(
             &mut lease,
             S,
-            &Write::Final(Arc::from(SHARD_END)),
+            &Write::Final(SharedStr::from(SHARD_END)),
             S,
             Answer::Failed,
         );
@@ -491,7 +491,7 @@ mod news {
         assert_eq!(LeaseNews::Refused.event(), LeaseEvent::Lost);
 
         let mut lease = taken_at(Duration::ZERO);
-        assert!(lease.checkpoint_ready(Arc::from("5")));
+        assert!(lease.checkpoint_ready(SharedStr::from("5")));
         exchange(&mut lease, S, &checkpoint("5"), S, Answer::Refused);
         assert_eq!(lease.take_news(), [LeaseNews::Refused]);
 
@@ -511,12 +511,12 @@ mod news {
     #[test]
     fn a_refused_closing_write_is_a_loss_that_says_whether_the_final_checkpoint_landed() {
         let mut lease = taken_at(Duration::ZERO);
-        assert!(lease.checkpoint_ready(Arc::from("5")));
+        assert!(lease.checkpoint_ready(SharedStr::from("5")));
         lease.close(Close::Release);
         exchange(
             &mut lease,
             S,
-            &Write::Final(Arc::from("5")),
+            &Write::Final(SharedStr::from("5")),
             S,
             Answer::Refused,
         );
@@ -527,12 +527,12 @@ mod news {
         assert_eq!(refused.event(), LeaseEvent::Lost);
 
         let mut lease = taken_at(Duration::ZERO);
-        assert!(lease.checkpoint_ready(Arc::from("5")));
+        assert!(lease.checkpoint_ready(SharedStr::from("5")));
         lease.close(Close::Release);
         exchange(
             &mut lease,
             S,
-            &Write::Final(Arc::from("5")),
+            &Write::Final(SharedStr::from("5")),
             S,
             Answer::Done,
         );
@@ -548,7 +548,7 @@ mod news {
     #[test]
     fn a_hand_over_that_lands_names_the_new_owner_and_a_refused_one_falls_back_to_a_release() {
         let mut lease = taken_at(Duration::ZERO);
-        assert!(lease.checkpoint_ready(Arc::from("5")));
+        assert!(lease.checkpoint_ready(SharedStr::from("5")));
         lease.hand_to(Arc::from("pod-b"));
         lease.close(Close::HandOver);
         exchange(&mut lease, S, &hand_over_to("pod-b"), S, Answer::Done);
@@ -562,7 +562,7 @@ mod news {
         assert_eq!(told[0].event(), LeaseEvent::HandedOver);
 
         let mut lease = taken_at(Duration::ZERO);
-        assert!(lease.checkpoint_ready(Arc::from("5")));
+        assert!(lease.checkpoint_ready(SharedStr::from("5")));
         lease.hand_to(Arc::from("pod-b"));
         lease.close(Close::HandOver);
         exchange(&mut lease, S, &hand_over_to("pod-b"), S, Answer::Refused);
@@ -574,7 +574,7 @@ mod news {
         exchange(
             &mut lease,
             S,
-            &Write::Final(Arc::from("5")),
+            &Write::Final(SharedStr::from("5")),
             S,
             Answer::Done,
         );

@@ -100,7 +100,7 @@ pub(super) fn fold_ready<R>(watermark: &Watermark<Staged<R>>, solo: bool) -> Opt
         }
     }
     Some(Folded {
-        checkpoint: Arc::clone(checkpoint),
+        checkpoint: checkpoint.clone(),
         units: units.into(),
         covers: Covers {
             generation: watermark.generation(),

@@ -198,7 +198,7 @@ fn a_shard_read_to_its_end_commits_before_shard_end() {
     machine.write_answered(S / 10, Answer::Done);
     assert_eq!(
         machine.next_write(S / 10, ms(S / 10)),
-        Next::Send(Write::Final(Arc::from(crate::SHARD_END)))
+        Next::Send(Write::Final(SharedStr::from(crate::SHARD_END)))
     );
 }
 

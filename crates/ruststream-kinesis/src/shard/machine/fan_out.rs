@@ -88,7 +88,7 @@ fn a_subscription_that_ends_is_renewed_after_its_last_event_with_no_gap_and_no_d
     let (tickets, step) = event(&mut machine, S, &[], Some("7"), false);
     assert!(tickets.is_empty() && is_next_event(&step), "{step:?}");
     machine.read_answered(S * 3, Fetch::SubscriptionEnded, 0);
-    subscribed(&mut machine, S * 3, ShardStart::After(Arc::from("7")));
+    subscribed(&mut machine, S * 3, ShardStart::After(SharedStr::from("7")));
     // A record handed out after the continuation counts: it lies further on.
     assert_eq!(call(&mut machine, S * 3), Call::NextEvent);
     let (_, step) = event(&mut machine, S * 3, &["9"], None, false);
@@ -96,7 +96,7 @@ fn a_subscription_that_ends_is_renewed_after_its_last_event_with_no_gap_and_no_d
     machine.read_answered(S * 4, Fetch::SubscriptionEnded, 0);
     assert_eq!(
         call(&mut machine, S * 5),
-        Call::Subscribe(ShardStart::After(Arc::from("9")))
+        Call::Subscribe(ShardStart::After(SharedStr::from("9")))
     );
 }
 
@@ -127,7 +127,7 @@ fn failed_and_refused_subscriptions_back_off_and_stay_a_second_apart() {
     assert!(at > S * 2 && at <= S * 2 + MAX_BACKOFF, "{at:?}");
     assert_eq!(
         call(&mut machine, at),
-        Call::Subscribe(ShardStart::After(Arc::from("3")))
+        Call::Subscribe(ShardStart::After(SharedStr::from("3")))
     );
 }
 
@@ -196,7 +196,7 @@ fn a_seek_subscribes_again_at_its_position() {
     assert!(machine.seek(
         ShardIterator::service("it-seek"),
         target.clone(),
-        Arc::from("TRIM_HORIZON")
+        SharedStr::from("TRIM_HORIZON")
     ));
     // The event in flight was for the old position: dropped.
     machine.read_answered(
@@ -236,7 +236,10 @@ fn a_closed_shard_whose_subscription_fails_is_read_to_its_end_by_polling() {
     assert!(is_next_event(&step));
     machine.read_answered(ZERO, Fetch::Failed, 0);
     let (at, polled) = first_call(&mut machine, ZERO);
-    assert_eq!(polled, Call::GetIterator(ShardStart::After(Arc::from("1"))));
+    assert_eq!(
+        polled,
+        Call::GetIterator(ShardStart::After(SharedStr::from("1")))
+    );
     machine.read_answered(at, Fetch::Iterator(ShardIterator::service("it-9")), 0);
     read(&mut machine, at, &[], None, 0);
     machine.settle(tickets[0], false).unwrap();
@@ -255,7 +258,7 @@ fn an_event_waited_for_is_unwanted_once_a_seek_arrives() {
     assert!(machine.seek(
         ShardIterator::service("it-seek"),
         ShardStart::At(KinesisPosition::TrimHorizon),
-        Arc::from("TRIM_HORIZON")
+        SharedStr::from("TRIM_HORIZON")
     ));
     assert!(machine.event_unwanted());
     // The driver drops the subscription and says so; the seek's subscription follows.

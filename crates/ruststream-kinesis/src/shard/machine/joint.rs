@@ -64,7 +64,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             .take(members)
             .all(|(_, staged)| is_part(staged));
         (whole && is_part(last)).then(|| Folded {
-            checkpoint: Arc::clone(checkpoint),
+            checkpoint: checkpoint.clone(),
             units: Arc::from([unit]),
             covers: Covers {
                 generation: self.watermark.generation(),

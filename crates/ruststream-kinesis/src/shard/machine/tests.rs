@@ -21,21 +21,21 @@ const POLL: Duration = Duration::from_secs(1);
 /// whether it is the aggregate's last. `rec("5.0")` is user record 0 of the aggregate at 5, which
 /// others follow; `rec("5.2$")` the last of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Rec(Arc<str>, Option<(u64, bool)>);
+struct Rec(SharedStr, Option<(u64, bool)>);
 
 fn rec(name: &str) -> Rec {
     match name.split_once('.') {
-        None => Rec(Arc::from(name), None),
+        None => Rec(SharedStr::from(name), None),
         Some((sequence, sub)) => {
             let last = sub.ends_with('$');
             let sub = sub.trim_end_matches('$').parse().expect("an index");
-            Rec(Arc::from(sequence), Some((sub, last)))
+            Rec(SharedStr::from(sequence), Some((sub, last)))
         }
     }
 }
 
 impl Sequenced for Rec {
-    fn sequence(&self) -> &Arc<str> {
+    fn sequence(&self) -> &SharedStr {
         &self.0
     }
 
@@ -67,8 +67,8 @@ fn recorded() -> ShardStart {
 }
 
 /// A seek's position as its checkpoint records it.
-fn sought() -> Arc<str> {
-    Arc::from("AT_SEQUENCE:5")
+fn sought() -> SharedStr {
+    SharedStr::from("AT_SEQUENCE:5")
 }
 
 fn taken_with(window: usize) -> ShardMachine<Duration, Rec> {
@@ -154,7 +154,7 @@ fn a_shard_resumed_inside_an_aggregate_drops_the_user_records_settled_before() {
     assert_eq!(
         resume,
         ShardStart::Within {
-            sequence: Arc::from("5"),
+            sequence: SharedStr::from("5"),
             through: 1
         }
     );
@@ -415,7 +415,7 @@ fn an_expired_iterator_resumes_after_the_last_record_handed_out_or_at_the_record
     machine.read_answered(now, Fetch::Expired, 0);
     assert_eq!(
         step_call(next(&mut machine, now)),
-        Some(Call::GetIterator(ShardStart::After(Arc::from("8"))))
+        Some(Call::GetIterator(ShardStart::After(SharedStr::from("8"))))
     );
 }
 
@@ -627,7 +627,7 @@ fn a_settlement_that_grows_the_prefix_is_the_next_write() {
     assert_eq!(
         machine.next_write(S, ms(S)),
         Next::Send(Write::Checkpoint {
-            checkpoint: Arc::from("2"),
+            checkpoint: SharedStr::from("2"),
             behind_ms: Some(0),
         })
     );
@@ -708,7 +708,7 @@ fn a_checkpoint_carries_how_far_behind_the_last_read_was() {
     assert_eq!(
         machine.next_write(S, ms(S)),
         Next::Send(Write::Checkpoint {
-            checkpoint: Arc::from("2"),
+            checkpoint: SharedStr::from("2"),
             behind_ms: Some(4_000),
         })
     );
@@ -721,7 +721,7 @@ fn a_checkpoint_carries_how_far_behind_the_last_read_was() {
     assert_eq!(
         machine.next_write(later, ms(later)),
         Next::Send(Write::Checkpoint {
-            checkpoint: Arc::from("3"),
+            checkpoint: SharedStr::from("3"),
             behind_ms: Some(0),
         })
     );
@@ -802,7 +802,7 @@ fn a_seek_of_a_shard_being_handed_back_keeps_its_pending_checkpoint() {
     assert!(!machine.seek(ShardIterator::service("it-seek"), recorded(), sought()));
     assert_eq!(
         machine.next_write(S, ms(S)),
-        Next::Send(Write::Final(Arc::from("1"))),
+        Next::Send(Write::Final(SharedStr::from("1"))),
         "the settled prefix is written before the release"
     );
 }
@@ -828,7 +828,7 @@ fn a_seek_that_settled_nothing_survives_a_hand_over() {
                 machine.next_write(S, ms(S)),
                 Next::Send(Write::HandOver {
                     to: Arc::from("pod-b"),
-                    checkpoint: Some(Arc::from("1")),
+                    checkpoint: Some(SharedStr::from("1")),
                 })
             );
             continue;
@@ -912,7 +912,7 @@ fn a_handoff_waits_for_every_delivery_then_hands_over_with_the_last_checkpoint()
         machine.next_write(S, ms(S)),
         Next::Send(Write::HandOver {
             to: Arc::from("pod-b"),
-            checkpoint: Some(Arc::from("2")),
+            checkpoint: Some(SharedStr::from("2")),
         }),
         "one write: the checkpoint of everything delivered, and the new owner"
     );
@@ -953,7 +953,7 @@ fn a_handoff_whose_deliveries_outlast_the_drain_hands_over_the_settled_prefix() 
         machine.next_write(S * 3, ms(S * 3)),
         Next::Send(Write::HandOver {
             to: Arc::from("pod-b"),
-            checkpoint: Some(Arc::from("1")),
+            checkpoint: Some(SharedStr::from("1")),
         })
     );
     // Record 2 settles too late: the next owner delivers it again (at least once).
@@ -1009,7 +1009,7 @@ fn a_refused_hand_over_falls_back_to_the_final_checkpoint_and_the_release() {
     machine.write_answered(S, Answer::Refused);
     assert_eq!(
         machine.next_write(S, ms(S)),
-        Next::Send(Write::Final(Arc::from("1")))
+        Next::Send(Write::Final(SharedStr::from("1")))
     );
     machine.write_answered(S, Answer::Done);
     assert_eq!(machine.next_write(S, ms(S)), Next::Send(Write::Release));

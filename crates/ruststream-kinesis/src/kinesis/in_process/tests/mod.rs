@@ -115,7 +115,7 @@ fn iterators_start_where_the_service_would_start_them() {
         &ShardStart::At(KinesisPosition::TrimHorizon),
         10,
     );
-    let sequences: Vec<Arc<str>> = written.into_iter().map(|r| r.sequence).collect();
+    let sequences: Vec<crate::SharedStr> = written.into_iter().map(|r| r.sequence).collect();
     let (all, _) = read_all(
         &kinesis,
         "orders",
@@ -131,13 +131,13 @@ fn iterators_start_where_the_service_would_start_them() {
     let after = read_all(
         &kinesis,
         "orders",
-        &ShardStart::After(Arc::clone(&sequences[0])),
+        &ShardStart::After(sequences[0].clone()),
         10,
     );
     assert_eq!(after.0.len(), 2, "after the first");
     let at = ShardStart::At(KinesisPosition::at_sequence(
         shard_id(0),
-        Arc::clone(&sequences[1]),
+        sequences[1].clone(),
     ));
     assert_eq!(
         read_all(&kinesis, "orders", &at, 10).0.len(),

@@ -20,7 +20,7 @@ fn committing_at(sent: Duration) -> ShardLease<Duration> {
 
 fn folded(checkpoint: &str, units: &[u64], entries: usize) -> Folded {
     Folded {
-        checkpoint: Arc::from(checkpoint),
+        checkpoint: SharedStr::from(checkpoint),
         units: units.iter().map(|&unit| UnitId(unit)).collect(),
         covers: Covers {
             generation: 0,
@@ -181,7 +181,7 @@ fn a_shard_read_to_its_end_commits_what_settled_then_writes_shard_end() {
     lease.on_answer(S, Answer::Done);
     assert_eq!(
         lease.next_folding(S, ms(S), no_fold),
-        Next::Send(Write::Final(Arc::from(crate::SHARD_END)))
+        Next::Send(Write::Final(SharedStr::from(crate::SHARD_END)))
     );
     lease.on_answer(S, Answer::Done);
     assert_eq!(
@@ -244,7 +244,7 @@ fn a_handoff_under_exactly_once_commits_first_and_hands_over_without_a_checkpoin
 #[test]
 fn a_seeks_position_commits_without_writes() {
     let mut lease = committing_at(Duration::ZERO);
-    assert!(lease.checkpoint_ready(Arc::from("AT_SEQUENCE:7")));
+    assert!(lease.checkpoint_ready(SharedStr::from("AT_SEQUENCE:7")));
     let commit = commit_at_nothing_settled(&mut lease, Duration::ZERO);
     assert_eq!(
         (&*commit.checkpoint, commit.units.len()),

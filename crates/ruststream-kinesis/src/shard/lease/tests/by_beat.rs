@@ -38,7 +38,7 @@ fn a_lease_kept_alive_by_beats_lasts_as_the_chain_and_writes_no_renewal() {
     // Nothing to write: the timer is the moment the chain runs out.
     assert_eq!(lease.next(7 * S, ms(7 * S)), Next::Wait(Some(12 * S)));
     // A checkpoint still goes out, conditioned on the row as always.
-    assert!(lease.checkpoint_ready(Arc::from("5")));
+    assert!(lease.checkpoint_ready(SharedStr::from("5")));
     assert_eq!(lease.next(7 * S, ms(7 * S)), Next::Send(checkpoint("5")));
 }
 
@@ -84,7 +84,7 @@ fn a_chain_begun_after_the_lease_ran_out_never_revives_it() {
 #[test]
 fn a_checkpoint_does_not_extend_a_lease_kept_alive_by_beats() {
     let mut lease = taken_by_beat_at(S, &beats(Duration::ZERO, Duration::ZERO));
-    assert!(lease.checkpoint_ready(Arc::from("5")));
+    assert!(lease.checkpoint_ready(SharedStr::from("5")));
     exchange(&mut lease, 8 * S, &checkpoint("5"), 8 * S, Answer::Done);
     // The row's expiry protects nothing from an instance that judges by beats: the lease still
     // ends with its chain, at 9 s.

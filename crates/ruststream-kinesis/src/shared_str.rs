@@ -1,0 +1,239 @@
+//! [`SharedStr`]: a record's sequence number and partition key, as a part of one string that
+//! every record of a fetch shares. A shard's reader takes a `GetRecords` answer apart into as
+//! many records as it brought, and each record used to make two shared strings of its own (an
+//! allocation and a copy each, and their release when the record settled); one string for the
+//! whole fetch costs one allocation, and a record's part of it a count.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// A string shared by the records of one fetch: its sequence numbers and partition keys, one
+/// after the other, of which this is one. It reads as a `str` (`Deref`), and cloning it counts a
+/// reference, as cloning an `Arc<str>` does.
+///
+/// A `SharedStr` keeps its whole fetch's string alive (a few dozen bytes a record): keep
+/// `to_string()` of it, not the `SharedStr`, where a handler stores it for long.
+///
+/// # Examples
+///
+/// ```
+/// use ruststream_kinesis::SharedStr;
+///
+/// let sequence = SharedStr::from("49590338271490256608559692538361571095921575989136588898");
+/// assert_eq!(&*sequence, "49590338271490256608559692538361571095921575989136588898");
+/// assert!(sequence.starts_with("4959"));
+/// assert_eq!(sequence, "49590338271490256608559692538361571095921575989136588898");
+/// ```
+#[derive(Clone)]
+pub struct SharedStr {
+    whole: Arc<str>,
+    // `u32`, not `usize`: the record that carries two of these is moved on every delivery, and
+    // a fetch's texts stay far below 4 GiB (10 MiB of records at most).
+    start: u32,
+    end: u32,
+}
+
+impl SharedStr {
+    /// The part `start..end` (byte offsets on char boundaries) of `whole`.
+    fn part(whole: &Arc<str>, (start, end): Span) -> Self {
+        debug_assert!(whole.is_char_boundary(start) && whole.is_char_boundary(end));
+        Self {
+            whole: Arc::clone(whole),
+            start: offset(start),
+            end: offset(end),
+        }
+    }
+
+    /// The text as a `str`.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.whole[self.start as usize..self.end as usize]
+    }
+}
+
+impl Deref for SharedStr {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for SharedStr {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for SharedStr {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for SharedStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for SharedStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for SharedStr {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SharedStr {}
+
+impl PartialEq<str> for SharedStr {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for SharedStr {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialOrd for SharedStr {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SharedStr {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Hash for SharedStr {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Default for SharedStr {
+    fn default() -> Self {
+        Self::from("")
+    }
+}
+
+impl From<String> for SharedStr {
+    fn from(text: String) -> Self {
+        Self::from(Arc::<str>::from(text))
+    }
+}
+
+impl From<&str> for SharedStr {
+    fn from(text: &str) -> Self {
+        Self::from(Arc::<str>::from(text))
+    }
+}
+
+impl From<Arc<str>> for SharedStr {
+    /// All of `text`, shared, not copied.
+    fn from(text: Arc<str>) -> Self {
+        let end = offset(text.len());
+        Self {
+            whole: text,
+            start: 0,
+            end,
+        }
+    }
+}
+
+impl From<SharedStr> for String {
+    fn from(text: SharedStr) -> Self {
+        text.as_str().to_owned()
+    }
+}
+
+/// `at` as a stored offset. A text past 4 GiB is cut there (no fetch comes near it).
+fn offset(at: usize) -> u32 {
+    u32::try_from(at).unwrap_or(u32::MAX)
+}
+
+/// Where a text lies in the string being gathered: its byte offsets.
+pub(crate) type Span = (usize, usize);
+
+/// The texts of one fetch, gathered into one string: [`push`](Self::push) each, then
+/// [`share`](Self::share) them all at once and take each part by its span.
+#[derive(Debug, Default)]
+pub(crate) struct Gathered {
+    text: String,
+}
+
+impl Gathered {
+    /// Room for `bytes` of text.
+    pub(crate) fn with_capacity(bytes: usize) -> Self {
+        Self {
+            text: String::with_capacity(bytes),
+        }
+    }
+
+    /// Adds `text`; answers where it lies.
+    pub(crate) fn push(&mut self, text: &str) -> Span {
+        let start = self.text.len();
+        self.text.push_str(text);
+        (start, self.text.len())
+    }
+
+    /// The gathered string, shared (one copy, into the shared allocation): [`Shared::part`]
+    /// takes each text out of it.
+    pub(crate) fn share(self) -> Shared {
+        Shared(Arc::from(self.text))
+    }
+}
+
+/// The texts of one fetch in one shared string.
+#[derive(Debug)]
+pub(crate) struct Shared(Arc<str>);
+
+impl Shared {
+    /// The text that lies at `span`.
+    pub(crate) fn part(&self, span: Span) -> SharedStr {
+        SharedStr::part(&self.0, span)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_texts_of_a_fetch_share_one_string_and_read_as_their_own() {
+        let mut gathered = Gathered::with_capacity(16);
+        let sequence = gathered.push("4711");
+        let key = gathered.push("order-ü");
+        let empty = gathered.push("");
+        let shared = gathered.share();
+        let (sequence, key, empty) = (shared.part(sequence), shared.part(key), shared.part(empty));
+        assert_eq!(sequence, "4711");
+        assert_eq!(&*key, "order-ü");
+        assert_eq!(empty, "");
+        assert!(
+            Arc::ptr_eq(&sequence.whole, &key.whole),
+            "one string for the fetch"
+        );
+        assert_eq!(
+            key,
+            SharedStr::from("order-ü"),
+            "compared by text, not by place"
+        );
+        assert!(sequence < key);
+        assert_eq!(format!("{sequence} {key:?}"), "4711 \"order-ü\"");
+        assert_eq!(String::from(key), "order-ü");
+    }
+}
