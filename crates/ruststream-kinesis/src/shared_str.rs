@@ -14,8 +14,14 @@ use std::sync::Arc;
 /// after the other, of which this is one. It reads as a `str` (`Deref`), and cloning it counts a
 /// reference, as cloning an `Arc<str>` does.
 ///
-/// A `SharedStr` keeps its whole fetch's string alive (a few dozen bytes a record): keep
-/// `to_string()` of it, not the `SharedStr`, where a handler stores it for long.
+/// A `SharedStr` keeps its whole fetch's string alive: a few dozen bytes for each record of the
+/// fetch (up to 10,000 records, with partition keys of up to 256 bytes). Keep
+/// [`detached`](Self::detached) or `to_string()` of it, not the `SharedStr`, where a handler
+/// stores it for long (a set of sequence numbers seen, a position to seek back to).
+///
+/// # Panics
+///
+/// Made from a text of 4 GiB or more.
 ///
 /// # Examples
 ///
@@ -44,6 +50,26 @@ impl SharedStr {
             whole: Arc::clone(whole),
             start: offset(start),
             end: offset(end),
+        }
+    }
+
+    /// This text in a string of its own when it is a part of a larger one (a copy), else a
+    /// clone: what a holder that keeps it for long keeps, so that it does not keep the rest.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ruststream_kinesis::SharedStr;
+    ///
+    /// let kept = SharedStr::from("4711").detached();
+    /// assert_eq!(kept, "4711");
+    /// ```
+    #[must_use]
+    pub fn detached(&self) -> Self {
+        if self.start == 0 && self.end as usize == self.whole.len() {
+            self.clone()
+        } else {
+            Self::from(self.as_str())
         }
     }
 
@@ -160,9 +186,14 @@ impl From<SharedStr> for String {
     }
 }
 
-/// `at` as a stored offset. A text past 4 GiB is cut there (no fetch comes near it).
+/// `at` as a stored offset.
+///
+/// # Panics
+///
+/// At 4 GiB or more: no fetch comes near it (10 MiB of records at most), and a text cut there
+/// would read as another one.
 fn offset(at: usize) -> u32 {
-    u32::try_from(at).unwrap_or(u32::MAX)
+    u32::try_from(at).expect("a SharedStr's text is shorter than 4 GiB")
 }
 
 /// Where a text lies in the string being gathered: its byte offsets.
@@ -234,6 +265,11 @@ mod tests {
         );
         assert!(sequence < key);
         assert_eq!(format!("{sequence} {key:?}"), "4711 \"order-ü\"");
-        assert_eq!(String::from(key), "order-ü");
+        assert_eq!(String::from(key.clone()), "order-ü");
+        // Detached, a part keeps a string of its own; a whole one is only counted again.
+        let kept = key.detached();
+        assert_eq!(kept, key);
+        assert!(!Arc::ptr_eq(&kept.whole, &key.whole));
+        assert!(Arc::ptr_eq(&kept.detached().whole, &kept.whole));
     }
 }

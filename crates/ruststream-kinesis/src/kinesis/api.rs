@@ -510,4 +510,36 @@ mod tests {
                 .all(|(op, body)| op == "GetRecords" && body["Limit"] == 500)
         );
     }
+
+    /// A fetch's records share one string for their sequence numbers and partition keys, and
+    /// each reads as its own: a missing key, a key of several bytes a char, their order.
+    #[test]
+    fn the_records_of_a_fetch_read_their_own_texts_from_the_string_they_share() {
+        let record = |sequence: &str, key: Option<&str>, data: &'static [u8]| {
+            aws_sdk_kinesis::types::Record::builder()
+                .sequence_number(sequence)
+                .set_partition_key(key.map(str::to_owned))
+                .data(Blob::new(data))
+                .build()
+                .expect("a record")
+        };
+        let fetched = fetched_records(vec![
+            record("4959001", Some("order-ü€"), b"one"),
+            record("4959002", None, b"two"),
+            record("4959003", Some("k"), b"three"),
+        ]);
+        let read: Vec<(&str, &str, &[u8])> = fetched
+            .iter()
+            .map(|r| (r.sequence.as_str(), r.partition_key.as_str(), &r.data[..]))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                ("4959001", "order-ü€", &b"one"[..]),
+                ("4959002", "", &b"two"[..]),
+                ("4959003", "k", &b"three"[..]),
+            ]
+        );
+        assert!(fetched_records(Vec::new()).is_empty());
+    }
 }

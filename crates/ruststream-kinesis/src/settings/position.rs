@@ -65,7 +65,9 @@ pub enum KinesisPosition {
     Latest,
     /// The first record of each shard written at or after this time.
     AtTimestamp(SystemTime),
-    /// This record of this shard, and what follows it.
+    /// This record of this shard, and what follows it. A delivery's position shares its
+    /// sequence number with the records of its fetch ([`SharedStr`]): one kept for long keeps
+    /// [`SharedStr::detached`] of it.
     AtSequence {
         /// The shard.
         shard: Arc<str>,

@@ -496,9 +496,14 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         }
     }
 
-    /// A record of the batch was handed out.
+    /// A record of the batch was handed out. The last of a batch keeps a copy of its own: it
+    /// may stay for long (a shard idle after a burst), and would keep its whole fetch's string.
     pub(super) fn handed(&mut self, sequence: SharedStr) {
-        self.last_sequence = Some(sequence);
+        self.last_sequence = Some(if self.batch.is_empty() {
+            sequence.detached()
+        } else {
+            sequence
+        });
     }
 
     /// The next record of the batch read when [`want`](Self::want) would hand it out now:
