@@ -73,6 +73,12 @@ impl SharedStr {
         }
     }
 
+    /// Whether `other` is a part of the same string as this one.
+    #[cfg(test)]
+    pub(crate) fn shares_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.whole, &other.whole)
+    }
+
     /// The text as a `str`.
     #[must_use]
     pub fn as_str(&self) -> &str {

@@ -8,7 +8,6 @@ use ruststream::HeaderMap;
 use crate::SharedStr;
 use crate::kinesis::api::FetchedRecord;
 use crate::kinesis::{envelope, kpl};
-use crate::shared_str::Gathered;
 
 /// What a delivery carries of its record: enough to hand it out again after a retry.
 #[derive(Debug, Clone)]
@@ -68,32 +67,20 @@ pub(crate) fn decode_into(record: FetchedRecord, out: &mut Vec<Record>) -> bool 
         return true;
     };
     let last = users.len().saturating_sub(1);
-    // The user records' partition keys share one string, as a fetch's records do.
-    let mut gathered = Gathered::with_capacity(users.iter().map(|u| u.partition_key.len()).sum());
-    let spans: Vec<_> = users
-        .iter()
-        .map(|user| gathered.push(&user.partition_key))
-        .collect();
-    let keys = gathered.share();
-    out.extend(
-        users
-            .into_iter()
-            .zip(spans)
-            .enumerate()
-            .map(|(index, (user, key))| {
-                let (payload, headers) = envelope::decode(Bytes::from(user.data));
-                Record {
-                    payload,
-                    headers,
-                    partition_key: keys.part(key),
-                    explicit_hash_key: user.explicit_hash_key,
-                    sequence: record.sequence.clone(),
-                    sub_sequence: Some(index as u64),
-                    ends_record: index == last,
-                    arrived_ms: record.arrived_ms,
-                }
-            }),
-    );
+    out.extend(users.into_iter().enumerate().map(|(index, user)| {
+        let (payload, headers) = envelope::decode(Bytes::from(user.data));
+        Record {
+            payload,
+            headers,
+            // A part of the one string the aggregate's partition keys share.
+            partition_key: user.partition_key,
+            explicit_hash_key: user.explicit_hash_key,
+            sequence: record.sequence.clone(),
+            sub_sequence: Some(index as u64),
+            ends_record: index == last,
+            arrived_ms: record.arrived_ms,
+        }
+    }));
     false
 }
 

@@ -19,6 +19,9 @@ use md5::{Digest, Md5};
 use prost::Message;
 use prost::encoding::encoded_len_varint;
 
+use crate::SharedStr;
+use crate::shared_str::Gathered;
+
 /// The first four bytes of an aggregated record's data.
 pub(crate) const MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 
@@ -65,7 +68,9 @@ struct Tag {
 /// One user record of an aggregate, in its order there (its sub-sequence number is its index).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct UserRecord {
-    pub(crate) partition_key: String,
+    /// A part of one string that the aggregate's partition keys share: each key of the table
+    /// once, however many user records name it.
+    pub(crate) partition_key: SharedStr,
     pub(crate) explicit_hash_key: Option<String>,
     pub(crate) data: Vec<u8>,
 }
@@ -92,18 +97,23 @@ pub(crate) fn deaggregate(data: &[u8]) -> Option<Vec<UserRecord>> {
         return None;
     }
     let aggregated = AggregatedRecord::decode(message).ok()?;
-    let key = |table: &[String], index: u64| {
-        usize::try_from(index)
-            .ok()
-            .and_then(|index| table.get(index))
-            .cloned()
-    };
+    let at = |index: u64| usize::try_from(index).ok();
+    let key = |table: &[String], index: u64| at(index).and_then(|index| table.get(index)).cloned();
+    let mut gathered =
+        Gathered::with_capacity(aggregated.partition_key_table.iter().map(String::len).sum());
+    let spans: Vec<_> = aggregated
+        .partition_key_table
+        .iter()
+        .map(|key| gathered.push(key))
+        .collect();
+    let keys = gathered.share();
     aggregated
         .records
         .into_iter()
         .map(|record| {
+            let span = at(record.partition_key_index).and_then(|index| spans.get(index))?;
             Some(UserRecord {
-                partition_key: key(&aggregated.partition_key_table, record.partition_key_index)?,
+                partition_key: keys.part(*span),
                 explicit_hash_key: match record.explicit_hash_key_index {
                     Some(index) => Some(key(&aggregated.explicit_hash_key_table, index)?),
                     None => None,

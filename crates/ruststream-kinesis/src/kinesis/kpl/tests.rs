@@ -5,7 +5,7 @@ use super::*;
 
 fn user(partition_key: &str, explicit_hash_key: Option<&str>, data: &[u8]) -> UserRecord {
     UserRecord {
-        partition_key: partition_key.to_owned(),
+        partition_key: SharedStr::from(partition_key),
         explicit_hash_key: explicit_hash_key.map(str::to_owned),
         data: data.to_vec(),
     }
@@ -198,7 +198,7 @@ fn records_aws_aggregates_read_back_as_their_user_records() {
             .iter()
             .map(|r| {
                 let hash = r.explicit_hash_key.clone();
-                (r.partition_key.clone(), hash, r.data.clone())
+                (r.partition_key.to_string(), hash, r.data.clone())
             })
             .collect();
         let mut read = Vec::new();
@@ -222,7 +222,7 @@ fn records_we_aggregate_are_read_back_by_aws_kinesis_agg() {
         let read = agg_lib::deaggregate(&python, "key-0", &packed(&records));
         assert_eq!(read.len(), records.len());
         for (n, (got, want)) in read.iter().zip(&records).enumerate() {
-            assert_eq!(got.partition_key, want.partition_key, "user record {n}");
+            assert_eq!(got.partition_key, *want.partition_key, "user record {n}");
             assert_eq!(
                 got.explicit_hash_key, want.explicit_hash_key,
                 "user record {n}"
@@ -234,4 +234,20 @@ fn records_we_aggregate_are_read_back_by_aws_kinesis_agg() {
             );
         }
     }
+}
+
+/// The partition keys of an aggregate's user records are read from its table once: each user
+/// record's key is a part of one string, a key named by several user records there once.
+#[test]
+fn the_user_records_keys_are_parts_of_one_string_read_from_the_table() {
+    let users = deaggregate(&packed(&[
+        user("order-1", None, b"one"),
+        user("order-ü", None, b"two"),
+        user("order-1", None, b"three"),
+    ]))
+    .expect("an aggregate");
+    let keys: Vec<&str> = users.iter().map(|u| u.partition_key.as_str()).collect();
+    assert_eq!(keys, ["order-1", "order-ü", "order-1"]);
+    assert!(users[0].partition_key.shares_with(&users[1].partition_key));
+    assert!(users[0].partition_key.shares_with(&users[2].partition_key));
 }

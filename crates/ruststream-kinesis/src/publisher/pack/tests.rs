@@ -85,7 +85,7 @@ fn each_aggregate_holds_one_shards_records_in_publish_order_and_goes_there() {
             .collect();
         let got: Vec<(String, Vec<u8>)> = users
             .into_iter()
-            .map(|user| (user.partition_key, user.data))
+            .map(|user| (user.partition_key.to_string(), user.data))
             .collect();
         assert_eq!(got, want, "shard {shard}: its records, in publish order");
         assert_eq!(aggregate.done.len(), want.len(), "it answers each of them");
