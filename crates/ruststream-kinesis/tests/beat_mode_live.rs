@@ -2,7 +2,8 @@
 //! stack's DynamoDB: two instances share a stream with every lease kept alive by their beats
 //! (rows kept by beat, no renewal written, one beat per instance while idle, rows released at
 //! a stop), an instance that joins gets its share from an idle holder (balancing by beat), and
-//! a fleet split between the two ways is refused. The takeover of a killed
+//! a fleet split between the two ways is refused, as is a notice kept in another layout by
+//! another version. The takeover of a killed
 //! instance is in `leases_kinesis.rs`, the chaos run in `chaos_live.rs`.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 
@@ -211,11 +212,54 @@ async fn a_fleet_split_between_the_two_ways_is_refused_with_the_fix() {
 }
 
 /// The error `broker`'s subscription to `stream` fails to open with.
+/// An instance of another version that keeps the stream's notice in another layout (its beats
+/// elsewhere) wrote its layout into the notice row: an instance of this version, per row or by
+/// beat, does not open on the stream, and says why and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_kept_in_another_layout_is_refused_in_either_way_with_the_fix() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (config, store) = table(&url).await;
+    let stream = common::unique("layout");
+    aws_sdk_dynamodb::Client::new(&config)
+        .update_item()
+        .table_name(store.table())
+        .key(
+            "lease_key",
+            aws_sdk_dynamodb::types::AttributeValue::S(format!("{stream}#notice")),
+        )
+        .update_expression("SET notice_layout = :two")
+        .expression_attribute_values(
+            ":two",
+            aws_sdk_dynamodb::types::AttributeValue::N("2".to_owned()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let store: Arc<dyn LeaseStore> = Arc::new(store);
+    for broker in [
+        common::broker_with(&url, Arc::clone(&store))
+            .owner_id("pod-a")
+            .lease_timings(timings()),
+        by_beat(&url, Arc::clone(&store), "pod-b"),
+    ] {
+        let refused = refused(broker, &stream).await;
+        for named in [stream.as_str(), "layout 2", "layout 1", "one version"] {
+            assert!(
+                refused.contains(named),
+                "the error names {named}: {refused}"
+            );
+        }
+        println!("refused: {refused}");
+    }
+}
+
 async fn refused(broker: KinesisBroker, stream: &str) -> String {
     let connected = broker.connect().await.unwrap();
     let opened = stream_of(stream, 2).subscribe(&connected).await;
     let err = match opened {
-        Ok(_) => panic!("a subscription of a split fleet opened"),
+        Ok(_) => panic!("a subscription that was to be refused opened"),
         Err(err) => err,
     };
     assert!(matches!(err, KinesisError::Config { .. }), "{err:?}");

@@ -133,6 +133,11 @@ pub(crate) struct Coordinator<T> {
     split: Option<SplitFleet>,
     /// Whether the split as it stands was told to the driver.
     split_told: bool,
+    /// Another layout of the stream's notice than this version's, as the last notice read said
+    /// ([`Notice::other_layout`]).
+    other_layout: Option<u64>,
+    /// Whether that was told to the driver.
+    layout_told: bool,
     /// By beat: the count of marks of handoffs asked of this run as of its last read of the
     /// rows for them ([`asked`]).
     asks_acted: u64,
@@ -187,6 +192,8 @@ impl<T: Moment> Coordinator<T> {
             beat_counts: false,
             split: None,
             split_told: false,
+            other_layout: None,
+            layout_told: true,
             asks_acted: 0,
             marks: std::collections::BTreeSet::new(),
             #[cfg(test)]
@@ -738,8 +745,30 @@ impl<T: Moment> Coordinator<T> {
     /// judges the rows kept by beat (a holder it found alive is not chosen again on an older
     /// notice, nor every holder on none, with the handover poll off).
     pub(crate) fn take_notice_read(&mut self, notice: &Notice) {
+        self.layout_read(notice);
         self.watch.notice_read(notice);
         self.changed();
+    }
+
+    /// A notice was read: another layout than this version's is news for the driver, once for
+    /// each layout it names.
+    fn layout_read(&mut self, notice: &Notice) {
+        let other = notice.other_layout();
+        if other != self.other_layout {
+            self.other_layout = other;
+            self.layout_told = other.is_none();
+        }
+    }
+
+    /// Another layout of the stream's notice than this version's, once each time a notice
+    /// names a new one: an instance of another version keeps the notice otherwise, and the two
+    /// would miss each other's beats; the driver refuses to open, and says so later.
+    pub(crate) fn layout_news(&mut self) -> Option<u64> {
+        if self.layout_told {
+            return None;
+        }
+        self.layout_told = true;
+        self.other_layout
     }
 
     /// A fleet split between the two ways of keeping leases alive, once per episode: the row
@@ -785,6 +814,7 @@ impl<T: Moment> Coordinator<T> {
             )
         });
         let (twin, record) = seen.map_or((None, false), |seen| (seen.news, seen.record));
+        self.layout_read(notice);
         self.watch.notice_read(notice);
         self.notice_seen(now);
         let paused = self.paused || matches!(twin, Some(TwinNews::Earlier(_)));

@@ -42,7 +42,7 @@ pub use journal::{HandledRecord, InProcessCommit, InProcessCommits, InProcessHan
 pub(crate) use journal::{HandlingEntry, HandlingSeed};
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
-pub use notice::Notice;
+pub use notice::{NOTICE_LAYOUT, Notice};
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use notice::{NOTICE_SUFFIX, notice_key};
 #[cfg(feature = "dynamodb-lease")]

@@ -49,7 +49,17 @@ pub struct Notice {
     /// request here, at its poll (the count changed since it last looked), and then reads its
     /// rows. Forgotten with its holder, as its beat is.
     pub asks: BTreeMap<String, u64>,
+    /// The layout of the notice that the instances on the stream write, where one wrote it:
+    /// `None` is this version's ([`NOTICE_LAYOUT`]), which writes none. A version that keeps
+    /// the notice otherwise (its beats in items of their own, say) writes its layout here, and
+    /// an instance of this version refuses to share the stream with it: each would miss the
+    /// other's beats.
+    pub layout: Option<u64>,
 }
+
+/// The layout of the stream's notice this version reads and writes: one row holding the
+/// counter, every instance's beat, run record and count of marks.
+pub const NOTICE_LAYOUT: u64 = 1;
 
 #[cfg(test)]
 impl Notice {
@@ -67,6 +77,22 @@ impl Notice {
 }
 
 impl Notice {
+    /// The layout this notice says its instances write, when it is another than this
+    /// version's ([`NOTICE_LAYOUT`]).
+    ///
+    /// ```
+    /// use ruststream_kinesis::Notice;
+    ///
+    /// let mut notice = Notice::default();
+    /// assert_eq!(notice.other_layout(), None);
+    /// notice.layout = Some(2);
+    /// assert_eq!(notice.other_layout(), Some(2));
+    /// ```
+    #[must_use]
+    pub fn other_layout(&self) -> Option<u64> {
+        self.layout.filter(|&layout| layout != NOTICE_LAYOUT)
+    }
+
     /// Whether `owner`'s beat still runs at `now_ms`, judged as lease expiries are: it lapses once
     /// it lies more than [`SKEW_TOLERANCE`] in the past.
     #[must_use]

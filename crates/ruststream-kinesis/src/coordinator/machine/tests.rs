@@ -660,3 +660,29 @@ fn the_children_of_a_listed_parent_go_by_no_turn() {
     let planned = plan_at(&mut coordinator, &listing, &rows, Duration::ZERO);
     assert_eq!(planned.len(), 10, "every child, pod-b's turns too");
 }
+
+/// A notice of another layout than this version's is news for the driver once for each layout
+/// it names, whichever read brought it (the poll's, a take-over's); this version's is none.
+#[test]
+fn a_notice_of_another_layout_is_told_once_for_each_layout() {
+    let mut coordinator = coordinator(KinesisPosition::Latest);
+    let reading = HashSet::new();
+    let mut notice = Notice::default();
+    coordinator.noticed(&notice, &reading, OWNER, Duration::ZERO, NOW_MS);
+    assert_eq!(coordinator.layout_news(), None);
+    notice.layout = Some(crate::NOTICE_LAYOUT);
+    coordinator.noticed(&notice, &reading, OWNER, Duration::ZERO, NOW_MS);
+    assert_eq!(
+        coordinator.layout_news(),
+        None,
+        "this version's own, written"
+    );
+    notice.layout = Some(2);
+    coordinator.take_notice_read(&notice);
+    assert_eq!(coordinator.layout_news(), Some(2));
+    coordinator.noticed(&notice, &reading, OWNER, Duration::ZERO, NOW_MS);
+    assert_eq!(coordinator.layout_news(), None, "told once");
+    notice.layout = Some(3);
+    coordinator.noticed(&notice, &reading, OWNER, Duration::ZERO, NOW_MS);
+    assert_eq!(coordinator.layout_news(), Some(3));
+}

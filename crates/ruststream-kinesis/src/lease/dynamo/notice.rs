@@ -7,6 +7,9 @@ use crate::lease::{Notice, notice_key};
 
 /// Bumped by every release of one of the stream's shards.
 const NOTICE_COUNTER: &str = "notice_counter";
+/// The layout of the notice its instances write, where a version that keeps it otherwise wrote
+/// it (`Notice::layout`); this version writes none.
+const NOTICE_LAYOUT_ATTRIBUTE: &str = "notice_layout";
 /// The prefix of a beat's attribute: `beat_<owner>`, until when (epoch milliseconds by the
 /// owner's clock) the owner is alive.
 const BEAT_PREFIX: &str = "beat_";
@@ -50,6 +53,9 @@ impl DynamoLeaseStore {
         for (holder, asked) in &notice.asks {
             bytes += ASK_PREFIX.len() + holder.len() + number(*asked);
         }
+        if let Some(layout) = notice.layout {
+            bytes += NOTICE_LAYOUT_ATTRIBUTE.len() + number(layout);
+        }
         bytes
     }
 
@@ -63,8 +69,11 @@ impl DynamoLeaseStore {
         let counter = number_attribute(&item, NOTICE_COUNTER)
             .map_err(|problem| self.malformed(&key, "notice", &problem))?
             .unwrap_or(0);
+        let layout = number_attribute(&item, NOTICE_LAYOUT_ATTRIBUTE)
+            .map_err(|problem| self.malformed(&key, "notice", &problem))?;
         let mut notice = Notice {
             counter,
+            layout,
             ..Notice::default()
         };
         for (name, value) in &item {

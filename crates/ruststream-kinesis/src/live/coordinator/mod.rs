@@ -296,6 +296,13 @@ async fn drive(
                 }
                 sub.report(err);
             }
+            if let Some(layout) = coordinator.layout_news() {
+                let err = sub.other_layout(layout);
+                if first {
+                    return Err(err);
+                }
+                sub.report(err);
+            }
             step
         };
         match step {
@@ -389,6 +396,25 @@ impl Subscription {
                 way(split.theirs_by_beat),
                 self.owner,
                 way(!split.theirs_by_beat),
+            ),
+        }
+    }
+
+    /// What a notice of another layout than this version's is told: the stream, the table,
+    /// both layouts, and the fix.
+    fn other_layout(&self, layout: u64) -> KinesisError {
+        KinesisError::Config {
+            message: format!(
+                "stream {:?} on {}: its notice row says its instances keep it in layout {layout}, \
+                 written by another version of ruststream-kinesis, while this version ({}) keeps \
+                 layout {}; instances of the two cannot share the stream's leases (each would \
+                 miss the other's beats), and a subscription that finds this as it opens does \
+                 not open: run one version on the stream, and to change versions stop the fleet \
+                 (or let its leases lapse) first",
+                self.stream,
+                self.table(),
+                env!("CARGO_PKG_VERSION"),
+                crate::NOTICE_LAYOUT,
             ),
         }
     }
