@@ -214,30 +214,31 @@ async fn a_fleet_split_between_the_two_ways_is_refused_with_the_fix() {
 /// The error `broker`'s subscription to `stream` fails to open with.
 /// An instance of another version that keeps the stream's notice in another layout (its beats
 /// elsewhere) wrote its layout into the notice row: an instance of this version, per row or by
-/// beat, does not open on the stream, and says why and what to do.
+/// beat, does not open on the stream, and says why and what to do; by beat, it wrote no beat
+/// into that notice first. A layout that cannot be read is refused as another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notice_kept_in_another_layout_is_refused_in_either_way_with_the_fix() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+
     let Some(url) = common::endpoint() else {
         return;
     };
     let (config, store) = table(&url).await;
     let stream = common::unique("layout");
-    aws_sdk_dynamodb::Client::new(&config)
-        .update_item()
-        .table_name(store.table())
-        .key(
-            "lease_key",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("{stream}#notice")),
-        )
-        .update_expression("SET notice_layout = :two")
-        .expression_attribute_values(
-            ":two",
-            aws_sdk_dynamodb::types::AttributeValue::N("2".to_owned()),
-        )
-        .send()
-        .await
-        .unwrap();
+    let client = aws_sdk_dynamodb::Client::new(&config);
+    let table_name = store.table().to_owned();
+    let set_layout = |value: AttributeValue| {
+        client
+            .update_item()
+            .table_name(&table_name)
+            .key("lease_key", AttributeValue::S(format!("{stream}#notice")))
+            .update_expression("SET notice_layout = :layout")
+            .expression_attribute_values(":layout", value)
+            .send()
+    };
+    set_layout(AttributeValue::N("2".to_owned())).await.unwrap();
     let store: Arc<dyn LeaseStore> = Arc::new(store);
+    let counter = store.notice(&stream).await.unwrap().unwrap().counter;
     for broker in [
         common::broker_with(&url, Arc::clone(&store))
             .owner_id("pod-a")
@@ -253,8 +254,19 @@ async fn a_notice_kept_in_another_layout_is_refused_in_either_way_with_the_fix()
         }
         println!("refused: {refused}");
     }
+    // Refused before its beat started, the instance by beat wrote no beat into the other
+    // version's notice (nor removed one, which bumps the counter).
+    let notice = store.notice(&stream).await.unwrap().unwrap();
+    assert!(!notice.beats.contains_key("pod-b"), "{notice:?}");
+    assert_eq!(notice.counter, counter, "{notice:?}");
+    set_layout(AttributeValue::S("two".to_owned()))
+        .await
+        .unwrap();
+    let refused = refused(by_beat(&url, Arc::clone(&store), "pod-b"), &stream).await;
+    assert!(refused.contains("cannot read"), "{refused}");
 }
 
+/// The error `broker`'s subscription to `stream` is refused with as it opens.
 async fn refused(broker: KinesisBroker, stream: &str) -> String {
     let connected = broker.connect().await.unwrap();
     let opened = stream_of(stream, 2).subscribe(&connected).await;

@@ -184,8 +184,10 @@ impl<T: Moment> Take<T> {
 
     /// The notice a take-over read answered (`None`: the read failed), the read sent at
     /// `sent_ms` by the wall clock: the take goes on if the holder's beat lapsed by then
-    /// ([`Notice::is_alive`]: more than the skew tolerance before it); else it is over. The
-    /// notice is the coordinator's from now: the next plan judges by it.
+    /// ([`Notice::is_alive`]: more than the skew tolerance before it); else it is over. A
+    /// notice of another layout than this version's judges no holder gone: that version may
+    /// keep its beats where this one does not look. The notice is the coordinator's from now:
+    /// the next plan judges by it.
     pub(crate) fn judged(
         &mut self,
         coordinator: &mut Coordinator<T>,
@@ -198,7 +200,9 @@ impl<T: Moment> Take<T> {
         if let Some(notice) = notice {
             coordinator.take_notice_read(notice);
         }
-        let lapsed = notice.is_some_and(|notice| !notice.is_alive(&over.holder, sent_ms));
+        let lapsed = notice.is_some_and(|notice| {
+            notice.other_layout().is_none() && !notice.is_alive(&over.holder, sent_ms)
+        });
         self.phase = if lapsed {
             Phase::Acquire
         } else {

@@ -53,7 +53,8 @@ pub struct Notice {
     /// `None` is this version's ([`NOTICE_LAYOUT`]), which writes none. A version that keeps
     /// the notice otherwise (its beats in items of their own, say) writes its layout here, and
     /// an instance of this version refuses to share the stream with it: each would miss the
-    /// other's beats.
+    /// other's beats. `Some(0)`: one that cannot be read (not a whole number), refused as
+    /// another.
     pub layout: Option<u64>,
 }
 

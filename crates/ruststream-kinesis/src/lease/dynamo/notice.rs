@@ -69,8 +69,9 @@ impl DynamoLeaseStore {
         let counter = number_attribute(&item, NOTICE_COUNTER)
             .map_err(|problem| self.malformed(&key, "notice", &problem))?
             .unwrap_or(0);
-        let layout = number_attribute(&item, NOTICE_LAYOUT_ATTRIBUTE)
-            .map_err(|problem| self.malformed(&key, "notice", &problem))?;
+        // A layout that cannot be read (written by hand) is another layout than this one's,
+        // and refused as one (`Notice::layout`'s 0), rather than failing every notice read.
+        let layout = number_attribute(&item, NOTICE_LAYOUT_ATTRIBUTE).unwrap_or(Some(0));
         let mut notice = Notice {
             counter,
             layout,

@@ -224,10 +224,6 @@ pub(crate) async fn start(
     // Dropped however the coordinator ends (the first round failing, the caller going away, a
     // panic), it cancels the subscription and ends the beat.
     let exit = Exit::new(&sub);
-    if sub.beats.is_some() {
-        // The beat first: the first round takes shards only once a chain of beats counts.
-        sub.spawn(crate::live::beat::run(Arc::clone(&sub)));
-    }
     // The first round runs on the broker's runtime, where the SDK clients then keep their pooled
     // connections: a connection made on the caller's runtime dies with it, and the readers'
     // first calls would fail on it once a caller's runtime stopped. It is one of the
@@ -403,9 +399,13 @@ impl Subscription {
     /// What a notice of another layout than this version's is told: the stream, the table,
     /// both layouts, and the fix.
     fn other_layout(&self, layout: u64) -> KinesisError {
+        let layout = match layout {
+            0 => "a layout it cannot read (notice_layout is not a whole number)".to_owned(),
+            layout => format!("layout {layout}"),
+        };
         KinesisError::Config {
             message: format!(
-                "stream {:?} on {}: its notice row says its instances keep it in layout {layout}, \
+                "stream {:?} on {}: its notice row says its instances keep it in {layout}, \
                  written by another version of ruststream-kinesis, while this version ({}) keeps \
                  layout {}; instances of the two cannot share the stream's leases (each would \
                  miss the other's beats), and a subscription that finds this as it opens does \
@@ -510,8 +510,18 @@ impl Subscription {
         // The notice before the first plan: it judges the rows kept alive by beat by their
         // holders' beats (a live one is not taken over, and a holder keeping its leases the
         // other way refuses this subscription) rather than count every such holder gone.
+        // A notice of another layout refuses the subscription here, before its beat writes
+        // into a notice another version keeps. A failed read opens (a later notice read reports
+        // the layout, and no take-over judges a holder of that layout gone).
         if let Ok(Some(notice)) = self.store.notice(&self.stream).await {
             coordinator.take_notice_read(&notice);
+            if let Some(layout) = coordinator.layout_news() {
+                return Err(self.other_layout(layout));
+            }
+        }
+        if self.beats.is_some() {
+            // The beat next: the first round takes shards only once a chain of beats counts.
+            self.spawn(crate::live::beat::run(Arc::clone(self)));
         }
         let rounds = Rounds::new(
             self.timings.listing_interval(),
