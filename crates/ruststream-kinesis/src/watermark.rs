@@ -1,8 +1,9 @@
 //! Contiguous-acknowledgement tracking for one shard: the checkpoint follows the longest settled
 //! prefix of what was delivered, so an out-of-order ack never checkpoints past an unsettled record.
 
-use crate::SharedStr;
 use std::collections::VecDeque;
+
+use crate::SharedStr;
 
 /// Which delivery of which generation a settlement is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -3,7 +3,6 @@
 //! of one transaction as they are staged, and what a refused commit tells the record's next
 //! delivery ([`CommitRefused`]).
 
-use crate::SharedStr;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 use ruststream::{ContextField, Field};
 
+use crate::SharedStr;
 use crate::commit::fold::{Exceeded, fits};
 use crate::commit::{ItemRef, Limits, UnitSize};
 use crate::lease::CommitTables;

@@ -325,32 +325,26 @@ pub(crate) fn starting_at(
 /// partition keys are gathered into one string the records share (one allocation for the
 /// answer, not two for each record).
 pub(crate) fn fetched_records(records: Vec<aws_sdk_kinesis::types::Record>) -> Vec<FetchedRecord> {
-    let key = |record: &aws_sdk_kinesis::types::Record| -> usize {
-        record.partition_key.as_deref().map_or(0, str::len)
-    };
     let bytes = records
         .iter()
-        .map(|record| record.sequence_number.len() + key(record))
+        .map(|record| {
+            record.sequence_number.len() + record.partition_key.as_deref().map_or(0, str::len)
+        })
         .sum();
     let mut gathered = Gathered::with_capacity(bytes);
-    for record in &records {
-        gathered.push(&record.sequence_number);
-        gathered.push(record.partition_key.as_deref().unwrap_or_default());
-    }
+    let spans: Vec<_> = records
+        .iter()
+        .map(|record| {
+            let sequence = gathered.push(&record.sequence_number);
+            let key = gathered.push(record.partition_key.as_deref().unwrap_or_default());
+            (sequence, key)
+        })
+        .collect();
     let shared = gathered.share();
-    // Each text lies where the gathering above put it: the same lengths in the same order.
-    let mut at = 0;
-    let mut next = |len: usize| {
-        let span = (at, at + len);
-        at += len;
-        span
-    };
     // Pushed into a vector of their own size, not collected: collecting in place would shrink
     // the SDK's (larger) records' buffer with a copy of the whole answer.
     let mut fetched = Vec::with_capacity(records.len());
-    for record in records {
-        let sequence = next(record.sequence_number.len());
-        let partition_key = next(key(&record));
+    for (record, (sequence, partition_key)) in records.into_iter().zip(spans) {
         fetched.push(FetchedRecord {
             partition_key: shared.part(partition_key),
             sequence: shared.part(sequence),

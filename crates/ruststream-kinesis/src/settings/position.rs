@@ -1,10 +1,10 @@
 //! Where a subscription, a seek or a shard's reader starts, and how a start is recorded as a
 //! checkpoint so a later owner starts no later.
 
-use crate::SharedStr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::SharedStr;
 use crate::lease::{millis, split_within, within_checkpoint};
 
 /// Where a shard starts reading: the argument of `start_at(..)` and of a seek.

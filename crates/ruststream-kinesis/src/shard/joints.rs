@@ -8,7 +8,6 @@
 //! Locks: this book's, then the machines' (in shard order). A shard's own tasks never hold a
 //! machine's lock while they take the book's: they only wake the committer.
 
-use crate::SharedStr;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -21,6 +20,7 @@ use tokio::sync::futures::Notified;
 use super::joint::{self, JointNext};
 use super::lease::Commit;
 use super::{Answer, Member, ShardHandle, ShardMachine};
+use crate::SharedStr;
 use crate::clock::Instant;
 use crate::commit::UnitId;
 use crate::delivery::record::Record;

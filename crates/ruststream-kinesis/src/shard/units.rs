@@ -3,7 +3,6 @@
 //! them until their commit lands, is refused or is dropped by a seek; and the refusal a unit's
 //! next delivery carries.
 
-use crate::SharedStr;
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -11,6 +10,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 
 use super::{Member, ShardHandle, ShardMachine, Staged};
+use crate::SharedStr;
 use crate::commit::UnitId;
 use crate::delivery::record::Record;
 use crate::delivery::writes::Handling;

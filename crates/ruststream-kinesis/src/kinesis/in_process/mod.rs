@@ -51,6 +51,11 @@ struct Streams {
 }
 
 impl Streams {
+    /// Whether `stream` exists.
+    fn has(&self, stream: &str) -> bool {
+        self.names.iter().any(|name| name == stream)
+    }
+
     fn index_of(&self, stream: &str) -> Result<u32, KinesisError> {
         self.names
             .iter()
@@ -63,7 +68,7 @@ impl Streams {
 
     /// Creates `stream` with `shards` shards unless it exists.
     fn create(&mut self, stream: &str, shards: u32) {
-        if !self.names.iter().any(|name| name == stream) {
+        if !self.has(stream) {
             self.list.push(StreamLog::new(shards));
             self.names.push(stream.to_owned());
         }
@@ -84,7 +89,7 @@ impl InProcessKinesis {
         create_shards: Option<u32>,
     ) -> Result<String, KinesisError> {
         let mut streams = self.lock();
-        if !streams.names.iter().any(|name| name == stream) {
+        if !streams.has(stream) {
             let Some(shards) = create_shards else {
                 return Err(KinesisError::StreamNotFound {
                     stream: stream.to_owned(),

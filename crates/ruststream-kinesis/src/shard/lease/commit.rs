@@ -15,10 +15,10 @@
 //! - A unit's own write refused: nothing was applied; the unit goes back to its handler, and the
 //!   units before it fold into the next commit.
 
-use crate::SharedStr;
 use std::sync::Arc;
 
 use super::{Answer, Close, Lost, Moment, Next, Phase, ShardLease, Write};
+use crate::SharedStr;
 use crate::commit::{CommitToken, UnitId};
 use crate::lease::millis;
 

@@ -26,11 +26,11 @@
 //!   owner go out in one write after the write in flight, and nothing after it; a refused one
 //!   (the request was replaced) falls back to the final checkpoint and the release.
 
-use crate::SharedStr;
 use std::ops::Add;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::SharedStr;
 use crate::clock::Instant;
 use crate::commit::UnitId;
 use crate::lease::millis;
