@@ -38,7 +38,11 @@ const PATH: &[(&str, &str)] = &[
         "tokio::sync::mpsc::chan::Rx<T,S>::recv",
     ),
     (
-        "the lease checks",
+        "the pull's check",
+        "<ruststream_kinesis::shard::ShardHandle as ruststream_kinesis::delivery::settlement::Settlement>::queued_standing",
+    ),
+    (
+        "the lease check at the handler",
         "<ruststream_kinesis::shard::ShardHandle as ruststream_kinesis::delivery::settlement::Settlement>::standing",
     ),
     (

@@ -247,11 +247,12 @@ impl KinesisMessage {
     }
 
     /// Whether this delivery may still reach its handler (the filter in front of the handlers
-    /// asks).
+    /// asks): its shard has not stopped, and no seek made it stale. Its lease is checked where
+    /// its handler starts ([`decode_error`](IncomingMessage::decode_error)).
     pub(crate) fn is_current(&self) -> bool {
         self.settle
             .as_ref()
-            .is_none_or(|hold| hold.target.standing(hold.ticket).reaches_handler())
+            .is_none_or(|hold| hold.target.queued_standing(hold.ticket).reaches_handler())
     }
 
     /// Why this delivery may not reach its handler now, if it may not.

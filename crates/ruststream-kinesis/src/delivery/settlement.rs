@@ -66,6 +66,11 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
     /// Whether the record may still reach a handler now. A shard whose lease ran out by this
     /// instance's clock stops here, which also ends its reader.
     fn standing(&self, ticket: Ticket) -> Standing;
+
+    /// Whether the record may still reach a handler as the subscription pulls it: its shard
+    /// stopped, or a seek made it stale. No clock is read: [`standing`](Self::standing) checks
+    /// the lease where the handler starts.
+    fn queued_standing(&self, ticket: Ticket) -> Standing;
 }
 
 /// A batch's records of one shard, as they settle together: each ticket, record and attempts so

@@ -174,8 +174,9 @@ impl Subscriber for Deliveries {
 
     fn stream(&mut self) -> impl Stream<Item = Result<KinesisMessage, KinesisError>> + Send + '_ {
         futures::stream::poll_fn(move |cx| self.inlet.poll_next(cx)).filter(|item| {
-            // A delivery whose shard stopped, whose lease ran out while it waited in the
-            // channel, or that a seek made stale never reaches a handler.
+            // A delivery whose shard stopped or that a seek made stale never reaches a handler.
+            // One whose lease ran out while it waited is withheld where its handler starts
+            // (`decode_error`): the clocks are read there, not twice a record.
             std::future::ready(item.as_ref().map_or(true, KinesisMessage::is_current))
         })
     }

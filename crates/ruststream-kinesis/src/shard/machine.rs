@@ -674,7 +674,18 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             self.lease.run_out();
             return Standing::RanOut;
         }
-        if ticket.generation == self.watermark.generation() {
+        self.queued_standing(ticket)
+    }
+
+    /// How a delivery of `ticket` stands as the subscription pulls it, before any handler:
+    /// stopped, stale or current, by the shard alone. The lease's clocks are read where its
+    /// handler starts ([`standing`](Self::standing)), which withholds it all the same: reading
+    /// them here too cost two clock reads a record to catch, a moment earlier, a lease that
+    /// ran out while the record waited in the channel.
+    pub(crate) fn queued_standing(&self, ticket: Ticket) -> Standing {
+        if self.lease.is_halted() {
+            Standing::Stopped
+        } else if ticket.generation == self.watermark.generation() {
             Standing::Current
         } else {
             Standing::Stale

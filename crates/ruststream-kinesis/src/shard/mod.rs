@@ -631,6 +631,10 @@ impl Settlement for ShardHandle {
         }
         standing
     }
+
+    fn queued_standing(&self, ticket: Ticket) -> Standing {
+        self.lock().queued_standing(ticket)
+    }
 }
 
 #[cfg(test)]

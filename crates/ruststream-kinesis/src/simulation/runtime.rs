@@ -158,26 +158,20 @@ impl Sim {
     }
 
     /// `subscriber.rs`'s filter (`KinesisMessage::is_current`): whether a delivery may still
-    /// reach a handler, as the shard's machine answers it (`ShardMachine::standing`,
-    /// `ShardHandle::standing` live) and production's rule reads the answer
-    /// (`Standing::reaches_handler`); a lease that ran out by this instance's clock stops the
-    /// shard for good (`Standing::stops_shard`).
+    /// reach a handler, as the shard's machine answers it without a clock
+    /// (`ShardMachine::queued_standing`, `ShardHandle::queued_standing` live) and production's
+    /// rule reads the answer (`Standing::reaches_handler`). A lease that ran out is found where
+    /// the handler starts (`handler_start`).
     pub(super) fn current(&mut self, i: usize, msg: Msg) -> bool {
-        let now = self.now;
-        let wall = self.wall(i);
-        let Some(s) = self.session(i, msg.sid) else {
-            return false;
-        };
-        let standing = s.machine.standing(msg.ticket, now, wall);
-        if standing.stops_shard() {
-            self.stop(i, msg.sid);
-        }
-        standing.reaches_handler()
+        self.session(i, msg.sid)
+            .is_some_and(|s| s.machine.queued_standing(msg.ticket).reaches_handler())
     }
 
-    /// The runtime pulled a delivery from the subscription: the checks of invariants 4 and 5
-    /// (the broker hands a shard's records out in order, a child's after its parents ended, and
-    /// none a release covered).
+    /// The runtime pulled a delivery from the subscription: the checks of invariant 4 (the
+    /// broker hands a shard's records out in order, a child's after its parents ended). Those of
+    /// invariant 5 (none a release or handoff covered reaches a handler) are made where the
+    /// handler starts (`deliver`): a delivery whose lease ran out while it waited passes the
+    /// pull, which reads no clock, and is withheld there.
     pub(super) fn pulled(&mut self, i: usize, msg: Msg) {
         let parents_done = self.stream.shards[msg.shard]
             .parents
@@ -190,9 +184,6 @@ impl Sim {
         if !msg.redelivery {
             s.last_idx = Some(msg.idx);
         }
-        // A seek back delivers again on purpose what a release had covered (and lowers
-        // the cover for the owners after it).
-        let seeked = s.seek_floor.is_some();
         let shard = msg.shard;
         let idx = msg.idx;
         if idx != expected && !msg.redelivery {
@@ -207,7 +198,6 @@ impl Sim {
         }
         let g = &mut self.ghost[shard];
         let first_upto = g.first_upto;
-        let covered = g.covered_upto;
         match idx.cmp(&first_upto) {
             Ordering::Equal => g.first_upto += 1,
             Ordering::Less => self.stats.redeliveries += 1,
@@ -222,6 +212,24 @@ impl Sim {
                 )),
             },
         }
+    }
+
+    /// A record reaches a handler: the checks of invariant 1c, where the handler starts.
+    pub(super) fn deliver(&mut self, i: usize, msg: Msg) {
+        let now = self.now;
+        let holder = self.rows[msg.shard].holder;
+        let owner = Arc::clone(&self.insts[i].owner);
+        let Some(s) = self.insts[i].sessions.get(&msg.sid) else {
+            return;
+        };
+        let (deadline, lost) = (s.deadline, s.lost);
+        let stale = s.machine.generation() != msg.ticket.generation;
+        // A seek back delivers again on purpose what a release had covered (and lowers the
+        // cover for the owners after it).
+        let seeked = s.seek_floor.is_some();
+        let shard = msg.shard;
+        let idx = msg.idx;
+        let covered = self.ghost[shard].covered_upto;
         if idx < covered && !seeked {
             self.fail(format!(
                 "release: shard {shard} #{idx} delivered again after a release had \
@@ -235,20 +243,6 @@ impl Sim {
                  which every delivery had settled (handed over below #{planned})"
             ));
         }
-    }
-
-    /// A record reaches a handler: the checks of invariant 1c, where the handler starts.
-    pub(super) fn deliver(&mut self, i: usize, msg: Msg) {
-        let now = self.now;
-        let holder = self.rows[msg.shard].holder;
-        let owner = Arc::clone(&self.insts[i].owner);
-        let Some(s) = self.insts[i].sessions.get(&msg.sid) else {
-            return;
-        };
-        let (deadline, lost) = (s.deadline, s.lost);
-        let stale = s.machine.generation() != msg.ticket.generation;
-        let shard = msg.shard;
-        let idx = msg.idx;
         if stale {
             self.fail(format!(
                 "seek: shard {shard} #{idx}, read before a seek of session {}, reached a handler \

@@ -1140,3 +1140,21 @@ fn the_vec_records_came_in_is_handed_back_empty_for_the_next_read() {
     // The records themselves are queued, not lost with the Vec.
     assert_eq!(hand_out(&mut machine, Duration::ZERO).len(), 3);
 }
+
+#[test]
+fn a_delivery_whose_lease_ran_out_in_the_channel_passes_the_pull_and_is_withheld_at_its_handler() {
+    let mut machine = taken();
+    read(&mut machine, Duration::ZERO, &["1"], Some("it-1"), 0);
+    let ticket = hand_out(&mut machine, Duration::ZERO)[0];
+    let late = LeaseTimings::default().lease() * 2;
+    // The pull reads no clock: the shard still holds, and no seek moved it.
+    assert_eq!(machine.queued_standing(ticket), Standing::Current);
+    // Its handler's start reads both, and stops the shard.
+    assert_eq!(machine.standing(ticket, late, ms(late)), Standing::RanOut);
+    assert!(machine.is_lost());
+    assert_eq!(
+        machine.queued_standing(ticket),
+        Standing::Stopped,
+        "the next pull of the shard's deliveries finds it stopped"
+    );
+}
