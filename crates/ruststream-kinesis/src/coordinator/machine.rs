@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::balance::{self, Ask};
 use super::hygiene::{Deletion, Hygiene};
 use super::modes::{self, SplitFleet};
+use super::notice_reads::NoticeReads;
 use super::plan::{self, Over, Rows, TakeFor, Verdict};
 #[cfg(test)]
 use super::take_pace::take_backoff_ceiling;
@@ -72,6 +73,8 @@ pub(crate) struct Coordinator<T> {
     last_listing: Vec<ShardInfo>,
     /// What the handover poll keeps between listings to read the rows only when they moved.
     watch: Watch,
+    /// Which of the poll's notice reads are whole ([`notice_reads`](super::notice_reads)).
+    notice_reads: NoticeReads,
     /// Which rows the rounds delete, and the deletions the last round's rows asked for.
     hygiene: Hygiene<T>,
     deletions: Vec<Deletion>,
@@ -170,6 +173,7 @@ impl<T: Moment> Coordinator<T> {
             backoff: HashMap::new(),
             last_listing: Vec::new(),
             watch: Watch::default(),
+            notice_reads: NoticeReads::default(),
             hygiene: Hygiene::new(&timings),
             deletions: Vec::new(),
             balancing: false,
@@ -257,7 +261,36 @@ impl<T: Moment> Coordinator<T> {
     pub(crate) fn recorded(&mut self, landed: bool, now_ms: u64) {
         if let Some(twins) = &mut self.twins {
             twins.recorded(landed, now_ms);
+            // The check judges the next read that shows the runs' records.
+            self.notice_reads.whole_next();
         }
+    }
+
+    /// The store keeps the notice's head apart from its beats and runs' records (`apart`): the
+    /// poll reads the head alone while the beats it last read still say who is alive
+    /// ([`notice_reads`](super::notice_reads)).
+    #[must_use]
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "no store of the crate keeps the head apart yet: the simulation's does"
+        )
+    )]
+    pub(crate) fn with_notice_head_apart(mut self, apart: bool) -> Self {
+        self.notice_reads = NoticeReads::new(apart);
+        self
+    }
+
+    /// This instance's beat until `until_ms` landed: the notice it knows shows it, as a read
+    /// of the beats would (one never moves back).
+    pub(crate) fn own_beat_landed(&mut self, owner: &str, until_ms: u64) {
+        self.watch.own_beat_landed(owner, until_ms);
+    }
+
+    /// Whether the poll's notice read sent at `now_ms` reads the whole notice, or its head alone.
+    pub(crate) fn whole_notice_due(&self, now_ms: u64) -> bool {
+        self.notice_reads.whole_due(now_ms)
     }
 
     /// Balances the shards with the other instances ([`balance`]): takes free shards only up
@@ -744,9 +777,11 @@ impl<T: Moment> Coordinator<T> {
     /// A take-over read the stream's notice: the last notice known, by which the next plan
     /// judges the rows kept by beat (a holder it found alive is not chosen again on an older
     /// notice, nor every holder on none, with the handover poll off).
-    pub(crate) fn take_notice_read(&mut self, notice: &Notice) {
+    pub(crate) fn take_notice_read(&mut self, notice: &Notice, now_ms: u64) {
         self.layout_read(notice);
         self.watch.notice_read(notice);
+        self.notice_reads
+            .whole_read(&notice.beats, self.timings.lease(), now_ms);
         self.changed();
     }
 
@@ -796,8 +831,8 @@ impl<T: Moment> Coordinator<T> {
         self.timings.renew()
     }
 
-    /// What the stream's notice, read at `now`, asks of the poll: a beat of this instance's, and
-    /// whether to read the rows it waits for ([`watch`] says when).
+    /// What the stream's notice, read whole at `now`, asks of the poll: a beat of this
+    /// instance's, and whether to read the rows it waits for ([`watch`] says when).
     pub(crate) fn noticed(
         &mut self,
         notice: &Notice,
@@ -806,7 +841,48 @@ impl<T: Moment> Coordinator<T> {
         now: T,
         now_ms: u64,
     ) -> Noticed {
-        let seen = self.twins.as_mut().map(|twins| {
+        self.notice_answered(notice, true, reading, owner, now, now_ms)
+    }
+
+    /// What a read of the notice's head alone asks of the poll, as [`noticed`](Self::noticed):
+    /// the head is taken with the beats and runs' records of the last whole read
+    /// ([`notice_reads`](super::notice_reads)), and the check for another run under the owner
+    /// id waits for a whole read.
+    pub(crate) fn head_noticed(
+        &mut self,
+        head: &Notice,
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> Noticed {
+        self.notice_answered(head, false, reading, owner, now, now_ms)
+    }
+
+    fn notice_answered(
+        &mut self,
+        notice: &Notice,
+        whole: bool,
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> Noticed {
+        let merged;
+        let notice = if whole {
+            self.notice_reads
+                .whole_read(&notice.beats, self.timings.lease(), now_ms);
+            notice
+        } else {
+            let last = self.watch.notice();
+            merged = Notice {
+                beats: last.beats.clone(),
+                incarnations: last.incarnations.clone(),
+                ..notice.clone()
+            };
+            &merged
+        };
+        let seen = self.twins.as_mut().filter(|_| whole).map(|twins| {
             twins.read(
                 notice.incarnations.get(owner).map(String::as_str),
                 now_ms,

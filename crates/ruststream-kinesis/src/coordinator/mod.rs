@@ -4,7 +4,8 @@
 //! their calls ([`rounds`]), which rows a round deletes ([`hygiene`]), whether another instance
 //! runs under this one's owner id ([`twins`]), whether the fleet keeps its leases alive one way
 //! ([`modes`]), what the handover poll keeps between listings so
-//! that it reads the rows only when they moved ([`watch`]), how fast it takes shards
+//! that it reads the rows only when they moved ([`watch`]), which of its notice reads are whole
+//! ([`notice_reads`]), how fast it takes shards
 //! ([`take_pace`]), whose turn a free shard is among instances that do not balance ([`turns`]),
 //! and one take's calls ([`take`]). `live/coordinator` executes them on tokio;
 //! the simulation drives the same types on a virtual clock.
@@ -13,6 +14,7 @@ pub(crate) mod balance;
 pub(crate) mod hygiene;
 pub(crate) mod machine;
 pub(crate) mod modes;
+pub(crate) mod notice_reads;
 pub(crate) mod plan;
 pub(crate) mod rounds;
 pub(crate) mod take;

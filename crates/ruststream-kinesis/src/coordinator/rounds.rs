@@ -65,8 +65,9 @@ pub(crate) enum Step<T> {
     /// Ask for these handoffs (in parallel); answer with [`Rounds::asked`] once every
     /// request is over, whatever each answered.
     Ask(Vec<Ask>),
-    /// Read the stream's notice; answer with [`Rounds::notice_read`].
-    ReadNotice,
+    /// Read the stream's notice, whole or its head alone
+    /// ([`notice_reads`](super::notice_reads)); answer with [`Rounds::notice_read`].
+    ReadNotice { whole: bool },
     /// Write this instance's beat in the stream's notice; answer with [`Rounds::beaten`],
     /// whatever the write answered.
     Beat(Beat),
@@ -112,7 +113,18 @@ pub(crate) enum Listed {
 /// What a read of the stream's notice answered.
 #[derive(Debug)]
 pub(crate) enum NoticeRead {
+    /// The whole notice.
     Notice(Notice),
+    /// Its head alone: the counter, the marks and the layout (the beats and runs' records are
+    /// not read).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "no store of the crate keeps the head apart yet: the simulation's does"
+        )
+    )]
+    Head(Notice),
     /// The store keeps no notices: the poll reads the rows from now on.
     Unsupported,
     Failed,
@@ -181,6 +193,8 @@ struct AfterNotice {
     noticed: Noticed,
     /// A write was asked for and is not answered yet.
     waiting: bool,
+    /// The end of the beat asked for, until its write is answered.
+    beat_until: Option<u64>,
 }
 
 /// What the phase under way answers.
@@ -480,6 +494,7 @@ impl<T: Moment> Rounds<T> {
             Some(Step::Announce { record, forget })
         } else if let Some(beat) = noticed.beat.take() {
             after.waiting = true;
+            after.beat_until = Some(beat.until_ms);
             Some(Step::Beat(beat))
         } else {
             None
@@ -556,11 +571,13 @@ impl<T: Moment> Rounds<T> {
             self.next_poll = now + coordinator.idle_poll_interval();
             self.reading = self.in_hand(reading);
             self.phase = Phase::Notice;
-            return Some(Step::ReadNotice);
+            return Some(Step::ReadNotice {
+                whole: coordinator.whole_notice_due(now_ms),
+            });
         }
         if polling
             && now >= self.next_poll
-            && let Some(step) = self.poll(coordinator, reading, now)
+            && let Some(step) = self.poll(coordinator, reading, now, now_ms)
         {
             return Some(step);
         }
@@ -618,6 +635,7 @@ impl<T: Moment> Rounds<T> {
         coordinator: &mut Coordinator<T>,
         reading: &HashSet<Arc<str>>,
         now: T,
+        now_ms: u64,
     ) -> Option<Step<T>> {
         let in_hand = self.in_hand(reading);
         if coordinator.uses_notices() {
@@ -629,7 +647,9 @@ impl<T: Moment> Rounds<T> {
                 };
             self.reading = in_hand;
             self.phase = Phase::Notice;
-            return Some(Step::ReadNotice);
+            return Some(Step::ReadNotice {
+                whole: coordinator.whole_notice_due(now_ms),
+            });
         }
         self.next_poll = now + self.handover_poll;
         let wanted = coordinator.poll_wanted(&in_hand);
@@ -923,6 +943,9 @@ impl<T: Moment> Rounds<T> {
             NoticeRead::Notice(notice) => {
                 coordinator.noticed(&notice, &self.reading, owner, now, now_ms)
             }
+            NoticeRead::Head(head) => {
+                coordinator.head_noticed(&head, &self.reading, owner, now, now_ms)
+            }
             NoticeRead::Unsupported => {
                 coordinator.notices_unsupported();
                 Noticed {
@@ -935,6 +958,7 @@ impl<T: Moment> Rounds<T> {
         self.phase = Phase::Noticed(AfterNotice {
             noticed,
             waiting: false,
+            beat_until: None,
         });
     }
 
@@ -952,10 +976,15 @@ impl<T: Moment> Rounds<T> {
         }
     }
 
-    /// The poll's beat was written (or not: a beat is a hint).
-    pub(crate) fn beaten(&mut self) {
+    /// The poll's beat was written (`landed`), or not: a beat is a hint. One that landed is
+    /// this instance's own beat from now, whether or not the next read of the notice reads the
+    /// beats ([`notice_reads`](super::notice_reads)).
+    pub(crate) fn beaten(&mut self, coordinator: &mut Coordinator<T>, owner: &str, landed: bool) {
         if let Phase::Noticed(after) = &mut self.phase {
             after.waiting = false;
+            if let Some(until_ms) = after.beat_until.take().filter(|_| landed) {
+                coordinator.own_beat_landed(owner, until_ms);
+            }
         }
     }
 

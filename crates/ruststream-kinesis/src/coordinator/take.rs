@@ -198,7 +198,7 @@ impl<T: Moment> Take<T> {
             return;
         };
         if let Some(notice) = notice {
-            coordinator.take_notice_read(notice);
+            coordinator.take_notice_read(notice, sent_ms);
         }
         let lapsed = notice.is_some_and(|notice| {
             notice.other_layout().is_none() && !notice.is_alive(&over.holder, sent_ms)

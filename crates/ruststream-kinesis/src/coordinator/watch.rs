@@ -82,6 +82,13 @@ impl Watch {
         self.last.clone_from(notice);
     }
 
+    /// `owner`'s own beat until `until_ms` landed: the last notice known shows it (unless it
+    /// shows a later one: a beat never moves back).
+    pub(crate) fn own_beat_landed(&mut self, owner: &str, until_ms: u64) {
+        let beat = self.last.beats.entry(owner.to_owned()).or_insert(until_ms);
+        *beat = (*beat).max(until_ms);
+    }
+
     /// The last notice read (an empty one before the first).
     pub(crate) fn notice(&self) -> &Notice {
         &self.last

@@ -108,6 +108,11 @@ pub(super) struct Config {
     /// the crate do, or answers `None` (a store written against the five calls), so the poll
     /// reads the rows at every poll.
     pub(super) notices: bool,
+    /// Whether the store keeps the notice's head apart from its beats and runs' records, so the
+    /// poll reads the head alone while the beats it last read still say who is alive
+    /// (`coordinator/notice_reads.rs`, `Coordinator::with_notice_head_apart`). No store of the
+    /// crate does yet: the layout that will (the cost plan's step 1) is simulated first.
+    pub(super) notice_apart: bool,
     /// Whether each run records itself under its owner id in the notice and judges the notices
     /// it reads after that (`Coordinator::with_incarnation`), as every live subscription does.
     /// No two runs of one owner id are alive at once here (a restart follows every request of
@@ -332,6 +337,7 @@ impl Config {
             wait_for_peers: true,
             table_write_rate: None,
             take_budget: None,
+            notice_apart: false,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)
@@ -341,6 +347,16 @@ impl Config {
         .with_steady_rounds(rng)
         .with_pace(rng)
         .with_beat_mode(rng)
+        .with_notice_apart(rng)
+    }
+
+    /// Whether the store keeps the notice's head apart, from a generator of its own (as
+    /// [`with_balancing`](Self::with_balancing) draws): in half the schedules (`SIM_APART=1`
+    /// draws it in every one, to replay a seed found so).
+    fn with_notice_apart(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0x0a9a_47ed);
+        self.notice_apart = side.random_bool(0.5) || apart_forced();
+        self
     }
 
     /// Whether the instances keep their leases alive by their beats
@@ -443,4 +459,10 @@ impl Config {
 /// beat.
 pub(super) fn beat_forced() -> bool {
     std::env::var("SIM_BEAT").is_ok_and(|value| value == "1")
+}
+
+/// `SIM_APART=1`: every schedule's store keeps the notice's head apart
+/// ([`Config::notice_apart`]).
+pub(super) fn apart_forced() -> bool {
+    std::env::var("SIM_APART").is_ok_and(|value| value == "1")
 }

@@ -76,7 +76,7 @@ impl Sim {
                     }
                     return;
                 }
-                RoundStep::ReadNotice if !self.cfg.keeps_notices() => {
+                RoundStep::ReadNotice { .. } if !self.cfg.keeps_notices() => {
                     // A store written against the five calls answers at once, with no call.
                     let coord = &mut self.insts[i].coord;
                     coord.rounds.notice_read(
@@ -87,9 +87,15 @@ impl Sim {
                         now_ms,
                     );
                 }
-                RoundStep::ReadNotice => {
-                    self.stats.notice_reads += 1;
-                    self.send(i, 0, 0, OpKind::Notice, Cont::Notice);
+                RoundStep::ReadNotice { whole } => {
+                    let kind = if whole {
+                        self.stats.notice_reads += 1;
+                        OpKind::Notice
+                    } else {
+                        self.stats.notice_head_reads += 1;
+                        OpKind::NoticeHead
+                    };
+                    self.send(i, 0, 0, kind, Cont::Notice { whole });
                     return;
                 }
                 RoundStep::Beat(beat) => {
@@ -312,14 +318,15 @@ impl Sim {
     }
 
     /// The poll's read of the notice answered.
-    pub(super) fn notice_answered(&mut self, i: usize, res: Res) {
+    pub(super) fn notice_answered(&mut self, i: usize, res: Res, whole: bool) {
         let now = self.now;
         let now_ms = self.wall(i);
         let inst = &mut self.insts[i];
         let owner = Arc::clone(&inst.owner);
         let coord = &mut inst.coord;
         let read = match res {
-            Res::Notice(notice) => NoticeRead::Notice(notice),
+            Res::Notice(notice) if whole => NoticeRead::Notice(notice),
+            Res::Notice(head) => NoticeRead::Head(head),
             _ => NoticeRead::Failed,
         };
         let skipped = coord.knows.skipped_weighings();
@@ -387,9 +394,12 @@ impl Sim {
     }
 
     /// The poll's beat answered (whatever it said).
-    pub(super) fn beat_answered(&mut self, i: usize) {
+    pub(super) fn beat_answered(&mut self, i: usize, res: &Res) {
+        let owner = Arc::clone(&self.insts[i].owner);
         let coord = &mut self.insts[i].coord;
-        coord.rounds.beaten();
+        coord
+            .rounds
+            .beaten(&mut coord.knows, &owner, matches!(res, Res::Ok));
         self.coord_drive(i);
     }
 

@@ -24,6 +24,7 @@ impl Sim {
             OpKind::List => "list",
             OpKind::Read => "read",
             OpKind::Notice => "notice",
+            OpKind::NoticeHead => "notice head",
             OpKind::Beat { .. } => "beat",
             OpKind::Announce { .. } => "announce",
             OpKind::Acquire => "acquire",

@@ -81,8 +81,12 @@
 //! beat (`ShardLease::taken_by_beat`), the rows are written a thousand years ahead, a
 //! coordinator takes nothing while its chain does not count, and a take of a row kept by beat is
 //! a take-over that reads the notice first (`Take::judged`, `LeaseStore::take_over`, one write
-//! with its start). Not yet in beat mode: balancing (a holder that writes nothing while idle
-//! never hears of a handoff asked of it; `Config::balances`).
+//! with its start). Balancing is drawn in beat mode as in the other (a holder that writes nothing
+//! while idle hears of a handoff asked of it from the notice's mark: `Config::balances`).
+//!
+//! In half the schedules the store keeps the notice's head apart from its beats and runs'
+//! records (`Config::notice_apart`): the polls read the head alone while the beats of the last
+//! whole read are live (`coordinator/notice_reads.rs`), as a store of that layout will.
 //!
 //! Where shards start and end is modelled too. The subscription's initial position is the
 //! oldest record, the tip or a timestamp (`Config::initial`); records carry arrival times, and a
@@ -207,7 +211,9 @@
 //! `SIM_SCHEDULES=n` runs `n`; `SIM_BASE_SEED=b` fixes the base; `SIM_SEED=s` replays one
 //! schedule, and `SIM_TRACE=1` with it prints its whole trace (with `-- --nocapture`);
 //! `SIM_FAN_OUT=1` with it replays a seed of the fan-out schedules (`SIM_BEAT=1` puts every
-//! schedule in beat mode). A failure panics with
+//! schedule in beat mode; `SIM_APART=1` has every schedule's store keep the notice's head apart,
+//! so the polls read the head alone while the beats last read are live:
+//! `coordinator/notice_reads.rs`). A failure panics with
 //! `seed=<s>`, the invariant, the schedule's settings and its last events.
 
 use std::cmp::{Ordering, Reverse};

@@ -164,6 +164,7 @@ impl Sim {
             | OpKind::Acquire
             | OpKind::TakeOver { .. }
             | OpKind::Notice
+            | OpKind::NoticeHead
             | OpKind::Beat { .. }
             | OpKind::Leave { .. }
             | OpKind::Announce { .. }
@@ -303,7 +304,10 @@ impl Sim {
     /// Counts a write sent now in its second, and answers whether the table refuses it for want
     /// of capacity (`Config::table_write_rate`): not applied, answered at once.
     fn throttles(&mut self, op: &Op) -> bool {
-        if matches!(op.kind, OpKind::Read | OpKind::List | OpKind::Notice) {
+        if matches!(
+            op.kind,
+            OpKind::Read | OpKind::List | OpKind::Notice | OpKind::NoticeHead
+        ) {
             return false;
         }
         let second = self.now.as_secs();
@@ -337,6 +341,7 @@ impl Sim {
             // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
             OpKind::List => self.rows.iter().any(|row| row.malformed),
             OpKind::Notice
+            | OpKind::NoticeHead
             | OpKind::Beat { .. }
             | OpKind::Leave { .. }
             | OpKind::Announce { .. }
@@ -364,6 +369,12 @@ impl Sim {
                 Res::Ok
             }
             OpKind::Notice => Res::Notice(self.notice.clone()),
+            OpKind::NoticeHead => Res::Notice(Notice {
+                counter: self.notice.counter,
+                asks: self.notice.asks.clone(),
+                layout: self.notice.layout,
+                ..Notice::default()
+            }),
             OpKind::Beat { until_ms, forget } => {
                 self.notice.forget_gone(&op.owner, forget, op.wall_ms);
                 // As the crate's stores: a beat never moves back.
@@ -717,6 +728,7 @@ impl Sim {
                     | OpKind::Acquire
                     | OpKind::TakeOver { .. }
                     | OpKind::Notice
+                    | OpKind::NoticeHead
                     | OpKind::Beat { .. }
                     | OpKind::Leave { .. }
                     | OpKind::Announce { .. }
@@ -877,9 +889,9 @@ impl Sim {
         match cont {
             Cont::Read { shard } => self.round_read(i, shard, res),
             Cont::RoundList => self.round_listed(i, res),
-            Cont::Notice => self.notice_answered(i, res),
+            Cont::Notice { whole } => self.notice_answered(i, res, whole),
             Cont::Delete { shard } => self.round_deleted(i, shard, res),
-            Cont::Beat => self.beat_answered(i),
+            Cont::Beat => self.beat_answered(i, &res),
             Cont::BeatLease => self.beat_lease_answered(i, &res),
             Cont::TakeNotice {
                 shard,

@@ -240,6 +240,9 @@ pub(super) enum OpKind {
     },
     /// `LeaseStore::notice`: the stream's notice, read consistently.
     Notice,
+    /// The notice's head alone (the counter, the marks, the layout), where the store keeps it
+    /// apart from the beats and runs' records (`Config::notice_apart`).
+    NoticeHead,
     /// `LeaseStore::beat`: this instance alive until `until_ms`, the beats of `forget` removed.
     Beat {
         until_ms: u64,
@@ -432,8 +435,10 @@ pub(super) enum Cont {
     Delete {
         shard: usize,
     },
-    /// The poll's read of the notice.
-    Notice,
+    /// The poll's read of the notice: whole, or its head alone.
+    Notice {
+        whole: bool,
+    },
     /// The poll's beat.
     Beat,
     /// A beat of the beat's driver (liveness by beat).
@@ -798,7 +803,8 @@ impl Coord {
         Self {
             knows: {
                 let mut knows = Coordinator::new(cfg.timings, cfg.initial.clone())
-                    .with_balancing(cfg.balances());
+                    .with_balancing(cfg.balances())
+                    .with_notice_head_apart(cfg.notice_apart);
                 if cfg.twin_check {
                     knows = knows.with_incarnation(run);
                 }
@@ -1049,6 +1055,8 @@ pub(super) struct Stats {
     pub(super) poll_rounds: u64,
     /// Reads of the notice, beats written, and releases whose bump of the notice failed.
     pub(super) notice_reads: u64,
+    /// The polls' reads of the notice's head alone (`Config::notice_apart`).
+    pub(super) notice_head_reads: u64,
     /// Rows a round deleted.
     pub(super) deletions: u64,
     /// Handoffs asked for and recorded, handoffs whose write landed, those in which every
@@ -1174,6 +1182,7 @@ impl Stats {
         self.polls += o.polls;
         self.poll_rounds += o.poll_rounds;
         self.notice_reads += o.notice_reads;
+        self.notice_head_reads += o.notice_head_reads;
         self.deletions += o.deletions;
         self.asks += o.asks;
         self.hand_overs += o.hand_overs;

@@ -46,6 +46,19 @@ fn plan_at(
         .collect()
 }
 
+/// A row pod-b holds until `expiry_ms`, at counter 3, checkpointed at 42.
+fn held_by_pod_b(expiry_ms: u64) -> Option<LeaseState> {
+    Some(LeaseState {
+        owner: Some("pod-b".to_owned()),
+        expiry_ms,
+        counter: 3,
+        checkpoint: Some("42".to_owned()),
+        behind_ms: None,
+        handoff: None,
+        commit_token: None,
+    })
+}
+
 fn no_rows(listing: &[ShardInfo]) -> Rows {
     listing.iter().map(|s| (Arc::clone(&s.id), None)).collect()
 }
@@ -185,15 +198,7 @@ fn a_round_that_marks_never_read_parents_takes_their_children_in_another_pass() 
 fn the_handover_poll_sees_a_released_row_of_the_last_listing() {
     let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
     let listing = vec![shard("shardId-0", &[], false)];
-    let held = Some(LeaseState {
-        owner: Some("pod-b".to_owned()),
-        expiry_ms: NOW_MS + 10_000,
-        counter: 3,
-        checkpoint: Some("42".to_owned()),
-        behind_ms: None,
-        handoff: None,
-        commit_token: None,
-    });
+    let held = held_by_pod_b(NOW_MS + 10_000);
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held.clone())].into();
     coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let reading = HashSet::new();
@@ -244,17 +249,7 @@ fn a_listing_forgets_what_left_the_stream_and_a_deleted_stream_forgets_everythin
 fn the_notice_has_the_rows_read_only_when_they_may_have_moved() {
     let mut coordinator = coordinator(KinesisPosition::TrimHorizon);
     let listing = vec![shard("shardId-0", &[], false)];
-    let held = |expiry_ms| {
-        Some(LeaseState {
-            owner: Some("pod-b".to_owned()),
-            expiry_ms,
-            counter: 3,
-            checkpoint: Some("42".to_owned()),
-            behind_ms: None,
-            handoff: None,
-            commit_token: None,
-        })
-    };
+    let held = held_by_pod_b;
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held(NOW_MS + 7_000))].into();
     coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let reading = HashSet::new();
@@ -678,11 +673,97 @@ fn a_notice_of_another_layout_is_told_once_for_each_layout() {
         "this version's own, written"
     );
     notice.layout = Some(2);
-    coordinator.take_notice_read(&notice);
+    coordinator.take_notice_read(&notice, NOW_MS);
     assert_eq!(coordinator.layout_news(), Some(2));
     coordinator.noticed(&notice, &reading, OWNER, Duration::ZERO, NOW_MS);
     assert_eq!(coordinator.layout_news(), None, "told once");
     notice.layout = Some(3);
     coordinator.noticed(&notice, &reading, OWNER, Duration::ZERO, NOW_MS);
     assert_eq!(coordinator.layout_news(), Some(3));
+}
+
+/// Where the store keeps the notice's head apart: the poll reads the head alone while the beats
+/// of the last whole read are live, and takes the head with them: a holder whose beat was live
+/// is not counted gone on a head read, and a head's counter still has the rows read.
+#[test]
+fn a_read_of_the_notices_head_is_taken_with_the_beats_of_the_last_whole_read() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon).with_notice_head_apart(true);
+    let listing = vec![shard("shardId-0", &[], false)];
+    let held = held_by_pod_b(NOW_MS + 7_000);
+    let mut rows: Rows = [(Arc::clone(&listing[0].id), held.clone())].into();
+    coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
+    let reading = HashSet::new();
+    let now = Duration::ZERO;
+    assert!(
+        coordinator.whole_notice_due(NOW_MS),
+        "the first read is whole"
+    );
+    let whole = Notice {
+        counter: 5,
+        beats: [("pod-b".to_owned(), NOW_MS + 9_000)].into(),
+        ..Notice::default()
+    };
+    let first = coordinator.noticed(&whole, &reading, OWNER, now, NOW_MS);
+    assert!(first.read_rows);
+    let read: Rows = [(Arc::clone(&listing[0].id), held)].into();
+    assert!(!coordinator.poll_finds_takeable(read, &reading, OWNER, now, NOW_MS));
+    // Its own beat landed: the beats it knows show it, and it does not beat again so soon.
+    let until = first.beat.expect("it waits, so it beats").until_ms;
+    coordinator.own_beat_landed(OWNER, until);
+    let head = |counter| Notice {
+        counter,
+        ..Notice::default()
+    };
+    let soon = NOW_MS + 4_000;
+    let known = coordinator.head_noticed(&head(5), &reading, OWNER, now, soon);
+    assert_eq!(
+        known.beat, None,
+        "its own beat is known, and runs for more than half a lease"
+    );
+    // Past the row's expiry, before pod-b's beat ends: the head alone, and pod-b's beat as read
+    // last counts it alive.
+    let later = NOW_MS + 8_000;
+    assert!(!coordinator.whole_notice_due(later));
+    let quiet = coordinator.head_noticed(&head(5), &reading, OWNER, now, later);
+    assert!(
+        !quiet.read_rows,
+        "pod-b's beat as last read spares the rows"
+    );
+    // A release moved the counter: the head alone has the rows read.
+    let moved = coordinator.head_noticed(&head(6), &reading, OWNER, now, later);
+    assert!(moved.read_rows);
+    // pod-b's beat as last read ends: the next read is whole, to see a later one.
+    assert!(coordinator.whole_notice_due(NOW_MS + 9_000));
+}
+
+/// The check for another run under the owner id judges only whole reads: the head holds no
+/// run's record, and a head read taken for "no record" would have the run write its own again at
+/// every poll. Once its record landed, the next read is whole.
+#[test]
+fn the_twins_check_waits_for_a_whole_read_of_the_notice() {
+    let run = super::super::twins::Incarnation::new(NOW_MS - 1_000, 7);
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon)
+        .with_notice_head_apart(true)
+        .with_incarnation(run);
+    let none = HashSet::new();
+    let first = coordinator.noticed(&Notice::default(), &none, OWNER, Duration::ZERO, NOW_MS);
+    assert!(first.record, "its record is due");
+    coordinator.recorded(true, NOW_MS);
+    assert!(coordinator.whole_notice_due(NOW_MS + 1));
+    let mine = Notice {
+        incarnations: [(OWNER.to_owned(), run.record(NOW_MS))].into(),
+        ..Notice::default()
+    };
+    let judged = coordinator.noticed(&mine, &none, OWNER, Duration::ZERO, NOW_MS + 1_000);
+    assert!(!judged.record, "its own record stands");
+    assert!(!coordinator.whole_notice_due(NOW_MS + 2_000));
+    let head = coordinator.head_noticed(
+        &Notice::default(),
+        &none,
+        OWNER,
+        Duration::ZERO,
+        NOW_MS + 2_000,
+    );
+    assert!(!head.record, "a head shows no record, and means none");
+    assert_eq!(head.twin, None);
 }

@@ -167,7 +167,7 @@ fn the_handover_poll_of_a_store_without_notices_reads_the_rows_at_every_poll() {
     // The poll of a store without notices: its list fails, then shows the row still held,
     // then released.
     let mut at = POLL;
-    assert!(matches!(rig.next(at), Step::ReadNotice));
+    assert!(matches!(rig.next(at), Step::ReadNotice { .. }));
     rig.rounds.notice_read(
         &mut rig.coordinator,
         NoticeRead::Unsupported,
@@ -274,7 +274,7 @@ fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it
     };
     // The first poll: the notice, this instance's beat (it waits on pod-b), then the rows once.
     let mut at = POLL;
-    assert!(matches!(rig.next(at), Step::ReadNotice));
+    assert!(matches!(rig.next(at), Step::ReadNotice { .. }));
     assert!(matches!(rig.next(at), Step::Wait(None)), "until it answers");
     rig.rounds.notice_read(
         &mut rig.coordinator,
@@ -287,7 +287,7 @@ fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it
         panic!("a beat");
     };
     assert_eq!(beat.until_ms, NOW_MS + 10_000);
-    rig.rounds.beaten();
+    rig.rounds.beaten(&mut rig.coordinator, OWNER, true);
     assert!(matches!(rig.next(at), Step::ListRows));
     rig.rounds.rows_listed(
         &mut rig.coordinator,
@@ -301,7 +301,7 @@ fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it
     at += POLL;
     let mut quiet = notice(2);
     quiet.beats.insert(OWNER.to_owned(), NOW_MS + 10_000);
-    assert!(matches!(rig.next(at), Step::ReadNotice));
+    assert!(matches!(rig.next(at), Step::ReadNotice { .. }));
     rig.rounds.notice_read(
         &mut rig.coordinator,
         NoticeRead::Notice(quiet.clone()),
@@ -312,14 +312,14 @@ fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it
     assert!(matches!(rig.next(at), Step::Wait(Some(t)) if t == at + POLL));
     // A failed read does nothing.
     at += POLL;
-    assert!(matches!(rig.next(at), Step::ReadNotice));
+    assert!(matches!(rig.next(at), Step::ReadNotice { .. }));
     rig.rounds
         .notice_read(&mut rig.coordinator, NoticeRead::Failed, OWNER, at, NOW_MS);
     assert!(matches!(rig.next(at), Step::Wait(Some(_))));
     // A release bumped it: the rows, which show the shard free, and a round.
     at += POLL;
     quiet.counter = 3;
-    assert!(matches!(rig.next(at), Step::ReadNotice));
+    assert!(matches!(rig.next(at), Step::ReadNotice { .. }));
     rig.rounds.notice_read(
         &mut rig.coordinator,
         NoticeRead::Notice(quiet),
@@ -358,7 +358,7 @@ fn an_instance_waiting_for_no_shard_reads_the_notice_every_renewal_interval() {
     let Step::Wait(Some(first)) = rig.next(now) else {
         panic!("a wait");
     };
-    assert!(matches!(rig.next(first), Step::ReadNotice));
+    assert!(matches!(rig.next(first), Step::ReadNotice { .. }));
     rig.rounds.notice_read(
         &mut rig.coordinator,
         NoticeRead::Notice(Notice::default()),
@@ -390,7 +390,7 @@ fn balancing_rig_after_notice(beats: &[&str], now: Duration) -> Rig {
         NOW_MS,
     );
     assert!(matches!(rig.next(Duration::ZERO), Step::Wait(Some(_))));
-    assert!(matches!(rig.next(now), Step::ReadNotice));
+    assert!(matches!(rig.next(now), Step::ReadNotice { .. }));
     let notice = Notice {
         counter: 1,
         beats: beats
@@ -590,10 +590,10 @@ impl Rig {
     fn look(&mut self, at: Duration, now_ms: u64, notice: Notice) -> Duration {
         let due = match self.next(at) {
             Step::Wait(Some(due)) => {
-                assert!(matches!(self.next(due), Step::ReadNotice));
+                assert!(matches!(self.next(due), Step::ReadNotice { .. }));
                 due
             }
-            Step::ReadNotice => at,
+            Step::ReadNotice { .. } => at,
             other => panic!("a look at the notice, or a wait for it: {other:?}"),
         };
         self.rounds.notice_read(
@@ -781,7 +781,7 @@ fn a_rounds_takes_go_out_as_the_pace_allows_with_the_poll_between_and_the_next_r
                 taken += batch.len();
                 rig.rounds.took(&mut rig.coordinator, at);
             }
-            Step::ReadNotice => {
+            Step::ReadNotice { .. } => {
                 // The poll runs while takes wait for the pace.
                 polled = true;
                 rig.rounds.notice_read(
@@ -905,7 +905,7 @@ fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
                     .extend(batch.iter().map(|(shard, _)| Arc::clone(&shard.id)));
                 rig.rounds.took(&mut rig.coordinator, at);
             }
-            Step::ReadNotice => {
+            Step::ReadNotice { .. } => {
                 notices += 1;
                 let notice = if notices == 1 {
                     Notice::default()
@@ -923,7 +923,7 @@ fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
             }
             Step::Beat(_) => {
                 beaten = true;
-                rig.rounds.beaten();
+                rig.rounds.beaten(&mut rig.coordinator, OWNER, true);
             }
             Step::ListShards => {
                 replanned |= known.is_some_and(|known| at >= known);

@@ -306,7 +306,7 @@ async fn drive(
             Step::ListRows => sub.list_rows(machines).await,
             Step::ReadRows(wanted) => sub.read_rows(machines, &wanted).await,
             Step::Delete(deletions) => sub.delete_rows(machines, &deletions).await,
-            Step::ReadNotice => sub.read_notice(machines).await,
+            Step::ReadNotice { whole } => sub.read_notice(machines, whole).await,
             Step::Beat(beat) => sub.write_beat(machines, &beat).await,
             Step::Announce { record, forget } => sub.announce(machines, &record, &forget).await,
             Step::Twin(news) => sub.twin_news(news),
@@ -514,7 +514,7 @@ impl Subscription {
         // into a notice another version keeps. A failed read opens (a later notice read reports
         // the layout, and no take-over judges a holder of that layout gone).
         if let Ok(Some(notice)) = self.store.notice(&self.stream).await {
-            coordinator.take_notice_read(&notice);
+            coordinator.take_notice_read(&notice, epoch_millis());
             if let Some(layout) = coordinator.layout_news() {
                 return Err(self.other_layout(layout));
             }

@@ -103,8 +103,10 @@ impl Subscription {
         machines.rounds().deleted(Instant::now());
     }
 
-    /// A read of the stream's notice.
-    pub(super) async fn read_notice(&self, machines: &mut Machines) {
+    /// A read of the stream's notice: `whole`, or its head alone. No store keeps the head apart
+    /// yet (`Coordinator::with_notice_head_apart` is off live), so every read is whole.
+    pub(super) async fn read_notice(&self, machines: &mut Machines, whole: bool) {
+        debug_assert!(whole, "no store keeps the notice's head apart yet");
         let answer = self.store.notice(&self.stream).await;
         self.upkeep(Upkeep::Notice, &answer);
         let read = match answer {
@@ -129,7 +131,8 @@ impl Subscription {
             .beat(&self.stream, &self.owner, beat.until_ms, &beat.forget)
             .await;
         self.upkeep(Upkeep::Beat, &answer);
-        machines.rounds().beaten();
+        let (rounds, coordinator) = machines.both(self);
+        rounds.beaten(coordinator, &self.owner, answer.is_ok());
     }
 
     /// This run's record under its owner id in the notice.

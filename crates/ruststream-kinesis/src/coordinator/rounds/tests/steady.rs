@@ -98,14 +98,17 @@ impl Fleet {
     /// Answers a step of the poll (a wait moves the clock to its end).
     fn answer_poll(&mut self, step: Step<Duration>) {
         match step {
-            Step::ReadNotice => self.rig.rounds.notice_read(
+            Step::ReadNotice { .. } => self.rig.rounds.notice_read(
                 &mut self.rig.coordinator,
                 NoticeRead::Notice(self.notice.clone()),
                 OWNER,
                 self.at,
                 NOW_MS,
             ),
-            Step::Beat(_) => self.rig.rounds.beaten(),
+            Step::Beat(_) => self
+                .rig
+                .rounds
+                .beaten(&mut self.rig.coordinator, OWNER, true),
             Step::ListRows => self.list_rows(),
             Step::Wait(Some(until)) => self.at = until,
             step => panic!("between rounds: {step:?}"),
