@@ -126,6 +126,8 @@ pub(crate) struct Coordinator<T> {
     /// known to it, and it to them ([`own_beat_shown`](Self::own_beat_shown)); it knows its
     /// peers a renewal interval later ([`knows_peers`](Self::knows_peers)).
     own_beat_seen: Option<T>,
+    /// When the poll last read the whole notice.
+    whole_read_at: Option<T>,
     /// How often a seek moved where shards without a checkpoint start ([`start_at`](Self::start_at)).
     starts_moved: u64,
     /// Liveness by beat: whether this instance's chain of beats counts now (as its driver last
@@ -192,6 +194,7 @@ impl<T: Moment> Coordinator<T> {
             free_seen: None,
             blind_takes_wait: false,
             own_beat_seen: None,
+            whole_read_at: None,
             starts_moved: 0,
             beat_counts: false,
             split: None,
@@ -288,9 +291,48 @@ impl<T: Moment> Coordinator<T> {
         self.watch.own_beat_landed(owner, until_ms);
     }
 
-    /// Whether the poll's notice read sent at `now_ms` reads the whole notice, or its head alone.
-    pub(crate) fn whole_notice_due(&self, now_ms: u64) -> bool {
-        self.notice_reads.whole_due(now_ms)
+    /// Whether the poll's notice read sent at `now` (`now_ms` by the wall clock) reads the whole
+    /// notice, or its head alone: when the beats last read say so
+    /// ([`notice_reads`](super::notice_reads)); until a whole read a renewal interval after this
+    /// instance's own beat first showed, which shows the peers that started with it (it knows
+    /// its peers by that read: [`knows_peers`](Self::knows_peers)); and at every poll while this
+    /// run is paused for an earlier one under its owner id, whose answer it watches for.
+    pub(crate) fn whole_notice_due(&self, now: T, now_ms: u64) -> bool {
+        if self.notice_reads.whole_due(now_ms) {
+            return true;
+        }
+        let paused_for_twin = self
+            .twins
+            .as_ref()
+            .is_some_and(|twins| twins.paused_for().is_some());
+        paused_for_twin || self.peers_unsettled(now)
+    }
+
+    /// Whether the whole reads have yet to show this instance's peers: its own beat showed in
+    /// none yet (while it does not know its peers), or in none read a renewal interval after it.
+    fn peers_unsettled(&self, now: T) -> bool {
+        if !self.reads_notices_to_take() || !self.watch.uses_notices() {
+            return false;
+        }
+        match self.own_beat_seen {
+            None => !self.knows_peers(now),
+            Some(seen) => self
+                .whole_read_at
+                .is_none_or(|at| at < seen + self.timings.renew()),
+        }
+    }
+
+    /// How long this run, paused for an earlier one under its owner id, waits for that one's
+    /// answer before it counts it gone: a lease, and where the whole notice is read only now and
+    /// then, the longest gap between two of the earlier run's whole reads besides (it answers at
+    /// one of them).
+    fn twins_patience(&self) -> Duration {
+        let lease = self.timings.lease();
+        if self.notice_reads.is_apart() {
+            lease + NoticeReads::longest_gap(lease, self.idle_poll_interval())
+        } else {
+            lease
+        }
     }
 
     /// Balances the shards with the other instances ([`balance`]): takes free shards only up
@@ -781,7 +823,7 @@ impl<T: Moment> Coordinator<T> {
         self.layout_read(notice);
         self.watch.notice_read(notice);
         self.notice_reads
-            .whole_read(&notice.beats, self.timings.lease(), now_ms);
+            .whole_read(&notice.beats, self.timings.lease(), now_ms, false);
         self.changed();
     }
 
@@ -871,7 +913,8 @@ impl<T: Moment> Coordinator<T> {
         let merged;
         let notice = if whole {
             self.notice_reads
-                .whole_read(&notice.beats, self.timings.lease(), now_ms);
+                .whole_read(&notice.beats, self.timings.lease(), now_ms, true);
+            self.whole_read_at = Some(now);
             notice
         } else {
             let last = self.watch.notice();
@@ -882,11 +925,12 @@ impl<T: Moment> Coordinator<T> {
             };
             &merged
         };
+        let patience = self.twins_patience();
         let seen = self.twins.as_mut().filter(|_| whole).map(|twins| {
             twins.read(
                 notice.incarnations.get(owner).map(String::as_str),
                 now_ms,
-                self.timings.lease(),
+                patience,
             )
         });
         let (twin, record) = seen.map_or((None, false), |seen| (seen.news, seen.record));
@@ -912,7 +956,9 @@ impl<T: Moment> Coordinator<T> {
         let watching = self.poll_waits(reading);
         let peers_known = self.own_beat_shown();
         self.watch.beats_read(notice);
-        if self.own_beat_seen.is_none() && notice.beats.contains_key(owner) {
+        // Only a whole read shows it with the beats of the instances that started with it: a
+        // head read is taken with its own beat as it landed, and the beats of an older read.
+        if whole && self.own_beat_seen.is_none() && notice.beats.contains_key(owner) {
             self.own_beat_seen = Some(now);
         }
         if peers_known != self.own_beat_shown() {

@@ -572,7 +572,7 @@ impl<T: Moment> Rounds<T> {
             self.reading = self.in_hand(reading);
             self.phase = Phase::Notice;
             return Some(Step::ReadNotice {
-                whole: coordinator.whole_notice_due(now_ms),
+                whole: coordinator.whole_notice_due(now, now_ms),
             });
         }
         if polling
@@ -648,7 +648,7 @@ impl<T: Moment> Rounds<T> {
             self.reading = in_hand;
             self.phase = Phase::Notice;
             return Some(Step::ReadNotice {
-                whole: coordinator.whole_notice_due(now_ms),
+                whole: coordinator.whole_notice_due(now, now_ms),
             });
         }
         self.next_poll = now + self.handover_poll;

@@ -143,7 +143,6 @@ impl Twins {
     }
 
     /// The earlier run this one paused for, while it is alive.
-    #[cfg(test)]
     pub(crate) fn paused_for(&self) -> Option<Incarnation> {
         self.paused_for
     }

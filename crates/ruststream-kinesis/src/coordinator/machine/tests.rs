@@ -682,9 +682,11 @@ fn a_notice_of_another_layout_is_told_once_for_each_layout() {
     assert_eq!(coordinator.layout_news(), Some(3));
 }
 
-/// Where the store keeps the notice's head apart: the poll reads the head alone while the beats
-/// of the last whole read are live, and takes the head with them: a holder whose beat was live
-/// is not counted gone on a head read, and a head's counter still has the rows read.
+/// Where the store keeps the notice's head apart: the poll reads the whole notice until one read
+/// a renewal interval after its own beat first showed (it knows its peers by then), and then the
+/// head alone while the beats of the last whole read are live, taken with them: a holder whose
+/// beat was live is not counted gone on a head read, and a head's counter still has the rows
+/// read.
 #[test]
 fn a_read_of_the_notices_head_is_taken_with_the_beats_of_the_last_whole_read() {
     let mut coordinator = coordinator(KinesisPosition::TrimHorizon).with_notice_head_apart(true);
@@ -693,77 +695,165 @@ fn a_read_of_the_notices_head_is_taken_with_the_beats_of_the_last_whole_read() {
     let mut rows: Rows = [(Arc::clone(&listing[0].id), held.clone())].into();
     coordinator.round_rows(&listing, &mut rows, Duration::ZERO, NOW_MS);
     let reading = HashSet::new();
-    let now = Duration::ZERO;
-    assert!(
-        coordinator.whole_notice_due(NOW_MS),
-        "the first read is whole"
-    );
-    let whole = Notice {
+    let at = |secs: u64| (Duration::from_secs(secs), NOW_MS + secs * 1_000);
+    let whole = |pod_b_until: u64, mine: Option<u64>| Notice {
         counter: 5,
-        beats: [("pod-b".to_owned(), NOW_MS + 9_000)].into(),
+        beats: [("pod-b".to_owned(), pod_b_until)]
+            .into_iter()
+            .chain(mine.map(|until| (OWNER.to_owned(), until)))
+            .collect(),
         ..Notice::default()
     };
-    let first = coordinator.noticed(&whole, &reading, OWNER, now, NOW_MS);
+    let (now, now_ms) = at(0);
+    assert!(
+        coordinator.whole_notice_due(now, now_ms),
+        "the first read is whole"
+    );
+    let first = coordinator.noticed(&whole(NOW_MS + 9_000, None), &reading, OWNER, now, now_ms);
     assert!(first.read_rows);
     let read: Rows = [(Arc::clone(&listing[0].id), held)].into();
-    assert!(!coordinator.poll_finds_takeable(read, &reading, OWNER, now, NOW_MS));
-    // Its own beat landed: the beats it knows show it, and it does not beat again so soon.
+    assert!(!coordinator.poll_finds_takeable(read, &reading, OWNER, now, now_ms));
+    // Its own beat landed: the beats it knows show it, but only a whole read shows it beside
+    // the peers that started with it.
     let until = first.beat.expect("it waits, so it beats").until_ms;
     coordinator.own_beat_landed(OWNER, until);
+    let (now, now_ms) = at(1);
+    assert!(
+        coordinator.whole_notice_due(now, now_ms),
+        "its beat showed in no whole read"
+    );
+    coordinator.noticed(
+        &whole(NOW_MS + 9_000, Some(until)),
+        &reading,
+        OWNER,
+        now,
+        now_ms,
+    );
+    let (now, now_ms) = at(3);
+    assert!(
+        coordinator.whole_notice_due(now, now_ms),
+        "not yet a renewal interval after its beat showed"
+    );
+    let (now, now_ms) = at(4);
+    coordinator.noticed(
+        &whole(NOW_MS + 12_000, Some(until)),
+        &reading,
+        OWNER,
+        now,
+        now_ms,
+    );
+    assert!(coordinator.knows_peers(now));
     let head = |counter| Notice {
         counter,
         ..Notice::default()
     };
-    let soon = NOW_MS + 4_000;
-    let known = coordinator.head_noticed(&head(5), &reading, OWNER, now, soon);
+    let (now, now_ms) = at(5);
+    assert!(
+        !coordinator.whole_notice_due(now, now_ms),
+        "the head alone now"
+    );
+    let known = coordinator.head_noticed(&head(5), &reading, OWNER, now, now_ms);
     assert_eq!(
         known.beat, None,
-        "its own beat is known, and runs for more than half a lease"
+        "its own beat is known, and runs for half a lease more"
     );
     // Past the row's expiry, before pod-b's beat ends: the head alone, and pod-b's beat as read
     // last counts it alive.
-    let later = NOW_MS + 8_000;
-    assert!(!coordinator.whole_notice_due(later));
-    let quiet = coordinator.head_noticed(&head(5), &reading, OWNER, now, later);
+    let (now, now_ms) = at(8);
+    assert!(!coordinator.whole_notice_due(now, now_ms));
+    let quiet = coordinator.head_noticed(&head(5), &reading, OWNER, now, now_ms);
     assert!(
         !quiet.read_rows,
         "pod-b's beat as last read spares the rows"
     );
     // A release moved the counter: the head alone has the rows read.
-    let moved = coordinator.head_noticed(&head(6), &reading, OWNER, now, later);
+    let moved = coordinator.head_noticed(&head(6), &reading, OWNER, now, now_ms);
     assert!(moved.read_rows);
-    // pod-b's beat as last read ends: the next read is whole, to see a later one.
-    assert!(coordinator.whole_notice_due(NOW_MS + 9_000));
+    // Its own beat as last read ends (the first to end): the next read is whole.
+    let (now, now_ms) = at(10);
+    assert!(coordinator.whole_notice_due(now, now_ms));
 }
 
 /// The check for another run under the owner id judges only whole reads: the head holds no
 /// run's record, and a head read taken for "no record" would have the run write its own again at
-/// every poll. Once its record landed, the next read is whole.
+/// every poll. Once its record landed, the next read is whole; and a paused run, which waits for
+/// the earlier one's answer, reads the whole notice at every poll, and waits for it a lease and
+/// the longest gap between the earlier run's whole reads.
 #[test]
 fn the_twins_check_waits_for_a_whole_read_of_the_notice() {
-    let run = super::super::twins::Incarnation::new(NOW_MS - 1_000, 7);
-    let mut coordinator = coordinator(KinesisPosition::TrimHorizon)
+    use super::super::twins::Incarnation;
+    let run = Incarnation::new(NOW_MS - 1_000, 7);
+    let mut earliest = coordinator(KinesisPosition::TrimHorizon)
         .with_notice_head_apart(true)
+        .without_waiting_for_peers()
         .with_incarnation(run);
     let none = HashSet::new();
-    let first = coordinator.noticed(&Notice::default(), &none, OWNER, Duration::ZERO, NOW_MS);
+    let zero = Duration::ZERO;
+    let first = earliest.noticed(&Notice::default(), &none, OWNER, zero, NOW_MS);
     assert!(first.record, "its record is due");
-    coordinator.recorded(true, NOW_MS);
-    assert!(coordinator.whole_notice_due(NOW_MS + 1));
+    earliest.recorded(true, NOW_MS);
+    assert!(earliest.whole_notice_due(zero, NOW_MS + 1));
     let mine = Notice {
         incarnations: [(OWNER.to_owned(), run.record(NOW_MS))].into(),
         ..Notice::default()
     };
-    let judged = coordinator.noticed(&mine, &none, OWNER, Duration::ZERO, NOW_MS + 1_000);
+    let judged = earliest.noticed(&mine, &none, OWNER, zero, NOW_MS + 1_000);
     assert!(!judged.record, "its own record stands");
-    assert!(!coordinator.whole_notice_due(NOW_MS + 2_000));
-    let head = coordinator.head_noticed(
-        &Notice::default(),
-        &none,
-        OWNER,
-        Duration::ZERO,
-        NOW_MS + 2_000,
-    );
+    assert!(!earliest.whole_notice_due(zero, NOW_MS + 2_000));
+    let head = earliest.head_noticed(&Notice::default(), &none, OWNER, zero, NOW_MS + 2_000);
     assert!(!head.record, "a head shows no record, and means none");
     assert_eq!(head.twin, None);
+    // A later run under the owner id: this one found an earlier one's answer, and pauses.
+    let later = Incarnation::new(NOW_MS + 60_000, 1);
+    let mut paused = coordinator(KinesisPosition::TrimHorizon)
+        .with_notice_head_apart(true)
+        .without_waiting_for_peers()
+        .with_incarnation(later);
+    let landed = NOW_MS + 61_000;
+    paused.noticed(&Notice::default(), &none, OWNER, zero, landed);
+    paused.recorded(true, landed);
+    let earlier = Notice {
+        incarnations: [(OWNER.to_owned(), run.record(landed + 500))].into(),
+        ..Notice::default()
+    };
+    let found = paused.noticed(&earlier, &none, OWNER, zero, landed + 1_000);
+    assert!(matches!(found.twin, Some(TwinNews::Earlier(_))));
+    paused.recorded(true, landed + 1_200);
+    paused.noticed(
+        &mine_of(later, landed + 1_200),
+        &none,
+        OWNER,
+        zero,
+        landed + 2_000,
+    );
+    assert!(
+        paused.whole_notice_due(zero, landed + 3_000),
+        "paused: every poll reads whole"
+    );
+    // A lease after its record, no answer yet: the earlier run may still be between two of its
+    // whole reads, so it is not counted gone.
+    let waited = paused.noticed(
+        &mine_of(later, landed + 1_200),
+        &none,
+        OWNER,
+        zero,
+        landed + 12_000,
+    );
+    assert_eq!(waited.twin, None, "not gone after a lease alone");
+    let gone = paused.noticed(
+        &mine_of(later, landed + 1_200),
+        &none,
+        OWNER,
+        zero,
+        landed + 25_000,
+    );
+    assert!(matches!(gone.twin, Some(TwinNews::Gone(_))));
+}
+
+/// The notice holding only `run`'s record, written at `written_ms`.
+fn mine_of(run: super::super::twins::Incarnation, written_ms: u64) -> Notice {
+    Notice {
+        incarnations: [(OWNER.to_owned(), run.record(written_ms))].into(),
+        ..Notice::default()
+    }
 }
