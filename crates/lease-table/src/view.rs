@@ -9,7 +9,7 @@ use ruststream_kinesis::{LeaseKey, LeaseState, Notice, SHARD_END, SHARD_SKIPPED}
 pub type Row = (LeaseKey, LeaseState, Option<String>);
 
 /// The notices of the streams whose rows are kept alive by their holders' beats
-/// (`keep_leases_alive_by_beat`), by stream: such a row's expiry lies decades ahead,
+/// (`keep_leases_alive_by_beat`), by stream: such a row's expiry lies a thousand years ahead,
 /// and it lasts as long as its holder's beat.
 pub type Notices = HashMap<String, Notice>;
 

@@ -36,28 +36,14 @@ pub const SHARD_END: &str = "SHARD_END";
 pub const SHARD_SKIPPED: &str = "SHARD_SKIPPED";
 
 /// The lease a row kept alive by its holder's beat is written with (a take, a checkpoint, a
-/// hand-over): fifty years, so that no instance judges it by its expiry.
-///
-/// Versions before 0.11 wrote a thousand years, and took a row for one kept by beat only past a
-/// hundred: they take this version's rows for rows held per row whose lease runs for decades, so
-/// they never take them, and one of theirs kept alive by beat reports a fleet split between the
-/// two ways. That is what keeps them from judging this version's rows by beats they cannot see,
-/// should this version keep its beats elsewhere (the cost plan's layout 2): an older instance by
-/// beat finds no beat of the holder in its notice and would take the row over from a live
-/// reader. This version reads their thousand years as kept by beat too.
+/// hand-over): a thousand years, so that no instance judges it by its expiry.
 pub(crate) const KEPT_BY_BEAT: std::time::Duration =
-    std::time::Duration::from_secs(50 * 365 * 24 * 3600);
+    std::time::Duration::from_secs(1000 * 365 * 24 * 3600);
 
-/// A row whose expiry lies further ahead than this (twenty years) is kept alive by its holder's
-/// beat ([`LeaseState::is_kept_by_beat`]): past any lease renewed per row, the ten years of a
-/// reader in process included, and short of [`KEPT_BY_BEAT`].
+/// A row whose expiry lies further ahead than this (a hundred years) is kept alive by its
+/// holder's beat ([`LeaseState::is_kept_by_beat`]): past any lease renewed per row, the ten years
+/// of a reader in process included.
 pub(crate) const BEAT_KEPT_AFTER: std::time::Duration =
-    std::time::Duration::from_secs(20 * 365 * 24 * 3600);
-
-/// What versions before 0.11 took for the least expiry of a row kept by beat: a hundred years.
-/// This version's rows kept by beat must lie short of it ([`KEPT_BY_BEAT`]).
-#[cfg(test)]
-pub(crate) const OLDER_VERSIONS_BEAT_KEPT_AFTER: std::time::Duration =
     std::time::Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Between the sequence number and the user record's index of a checkpoint inside a KPL
@@ -224,9 +210,8 @@ impl LeaseState {
     }
 
     /// Whether this row's holder keeps its lease alive by its beat rather than by renewing the
-    /// row (liveness by beat): the row's expiry lies more than twenty years ahead of `now_ms`,
-    /// where no lease a holder renews reaches (this version writes fifty years; versions before
-    /// 0.11 wrote a thousand). Such a row is never expired
+    /// row (liveness by beat): the row's expiry lies more than a hundred years ahead of `now_ms`,
+    /// where no lease a holder renews reaches. Such a row is never expired
     /// by its expiry: an instance that renews leases per row never takes it, and one kept alive
     /// by beats takes it over once its holder's beat lapsed.
     #[must_use]

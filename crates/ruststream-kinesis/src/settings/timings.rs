@@ -191,7 +191,7 @@ impl LeaseTimings {
     }
 
     /// The lease the rows' writes give (a take, a renewing checkpoint, a hand-over): the
-    /// lease, or the fifty years of a row kept alive by its holder's beat
+    /// lease, or the thousand years of a row kept alive by its holder's beat
     /// ([`KEPT_BY_BEAT`](crate::lease::KEPT_BY_BEAT)), which no instance judges by its expiry.
     pub(crate) fn row_lease(&self) -> Duration {
         if self.by_beat {

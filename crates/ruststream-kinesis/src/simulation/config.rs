@@ -360,7 +360,7 @@ impl Config {
     }
 
     /// Whether the instances keep their leases alive by their beats
-    /// (`LeaseTimings::kept_by_beat`, their rows kept fifty years ahead), from a generator
+    /// (`LeaseTimings::kept_by_beat`, their rows kept a thousand years ahead), from a generator
     /// of its own (as [`with_balancing`](Self::with_balancing) draws): a third of the schedules
     /// (`SIM_BEAT=1` draws it in every one, to replay a seed found in beat mode).
     fn with_beat_mode(mut self, rng: &StdRng) -> Self {

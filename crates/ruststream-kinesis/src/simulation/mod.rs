@@ -78,7 +78,7 @@
 //! subscription runs the real [`BeatLease`] as its own driver (`simulation/beat.rs`), every
 //! answered chain goes to its sessions (`ShardMachine::follow_beat`) and to the ghost (which
 //! extends a session's deadline only by a chain that began before it), sessions are taken by
-//! beat (`ShardLease::taken_by_beat`), the rows are written fifty years ahead, a
+//! beat (`ShardLease::taken_by_beat`), the rows are written a thousand years ahead, a
 //! coordinator takes nothing while its chain does not count, and a take of a row kept by beat is
 //! a take-over that reads the notice first (`Take::judged`, `LeaseStore::take_over`, one write
 //! with its start). Balancing is drawn in beat mode as in the other (a holder that writes nothing

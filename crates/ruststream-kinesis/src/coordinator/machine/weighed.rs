@@ -156,7 +156,7 @@ impl<T: Moment> Coordinator<T> {
         let grace_ms = millis(self.free_grace());
         let notice = self.watch.notice();
         // A row kept by beat lapses with its holder's beat, as the plan judges it: its expiry a
-        // decades ahead would put its balancing grace out of sight (found when beat
+        // thousand years ahead would put its balancing grace out of sight (found when beat
         // schedules began to balance).
         let rows = crate::coordinator::watch::judged_by_beats(rows, notice, now_ms);
         let mut moments = Vec::new();

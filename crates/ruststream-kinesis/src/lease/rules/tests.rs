@@ -294,23 +294,4 @@ fn a_row_is_kept_by_beat_when_its_expiry_lies_past_any_renewed_lease() {
     assert!(!in_process.is_kept_by_beat(NOW));
     // A released row is nobody's.
     assert!(!row(None, NOW + millis(crate::lease::KEPT_BY_BEAT), 4).is_kept_by_beat(NOW));
-    // A row an older version kept by beat, a thousand years ahead, is read as one.
-    let older = row(Some("b"), NOW + 1000 * 365 * 24 * 3_600_000, 4);
-    assert!(older.is_kept_by_beat(NOW) && !older.is_expired_at(NOW));
-}
-
-/// Versions before 0.11 take a row for one kept by beat only past a hundred years, and judge
-/// such a row by its holder's beat in their notice. This version's rows kept by beat lie short
-/// of it: an older instance takes them for rows held per row, and never takes one over on a
-/// beat it cannot see.
-#[test]
-fn a_row_kept_by_beat_reads_as_a_live_lease_to_older_versions() {
-    use crate::lease::state::OLDER_VERSIONS_BEAT_KEPT_AFTER;
-    let kept = row(Some("b"), NOW + millis(crate::lease::KEPT_BY_BEAT), 4);
-    let older_kept_by_beat = kept.expiry_ms > NOW + millis(OLDER_VERSIONS_BEAT_KEPT_AFTER);
-    assert!(
-        !older_kept_by_beat,
-        "an older version would judge it by beats"
-    );
-    assert!(!kept.is_expired_at(NOW + 40 * 365 * 24 * 3_600_000));
 }

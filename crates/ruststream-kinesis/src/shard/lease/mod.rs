@@ -278,7 +278,7 @@ impl<T: Moment> ShardLease<T> {
 
     /// A shard taken at `sent` by an instance whose chain of beats stood at `grant` then: kept
     /// alive by that chain ([`follow_beat`](Self::follow_beat)), not by renewals of its own.
-    /// The take grants nothing by itself (the row's expiry lies fifty years ahead and
+    /// The take grants nothing by itself (the row's expiry lies a thousand years ahead and
     /// protects nothing from an instance that judges by beats): the lease lasts as long as the
     /// chain, and not at all if the chain did not count when the take was sent.
     pub(crate) fn taken_by_beat(
@@ -305,7 +305,7 @@ impl<T: Moment> ShardLease<T> {
     }
 
     /// The lease the row's writes give it (a checkpoint that renews, a commit, a hand-over): the
-    /// lease of the timings, or for a lease kept alive by beats the fifty years of
+    /// lease of the timings, or for a lease kept alive by beats the thousand years of
     /// [`KEPT_BY_BEAT`](crate::lease::KEPT_BY_BEAT), so that its row stays one no instance
     /// judges by its expiry (a commit writing ten seconds would let any take through ten
     /// seconds later, while this instance still reads the shard).
@@ -552,7 +552,7 @@ impl<T: Moment> ShardLease<T> {
     /// A write that renewed, sent at `sent`: the lease holds until
     /// [`valid_after(sent)`](Self::valid_after) by each clock, a late answer never shortening it.
     /// A lease kept alive by beats is not extended by a row's write: its row's expiry lies a
-    /// fifty years ahead and protects nothing from an instance that judges by beats.
+    /// thousand years ahead and protects nothing from an instance that judges by beats.
     fn extended(&mut self, sent: T, sent_ms: u64) {
         if self.by_beat {
             return;
