@@ -915,14 +915,10 @@ impl<T: Moment> Coordinator<T> {
             self.notice_reads
                 .whole_read(&notice.beats, self.timings.lease(), now_ms, true);
             self.whole_read_at = Some(now);
+            self.watch.notice_read(notice);
             notice
         } else {
-            let last = self.watch.notice();
-            merged = Notice {
-                beats: last.beats.clone(),
-                incarnations: last.incarnations.clone(),
-                ..notice.clone()
-            };
+            merged = self.watch.head_read(notice);
             &merged
         };
         let patience = self.twins_patience();
@@ -935,7 +931,6 @@ impl<T: Moment> Coordinator<T> {
         });
         let (twin, record) = seen.map_or((None, false), |seen| (seen.news, seen.record));
         self.layout_read(notice);
-        self.watch.notice_read(notice);
         self.notice_seen(now);
         let paused = self.paused || matches!(twin, Some(TwinNews::Earlier(_)));
         // A paused instance reads nothing: its readers stopped.

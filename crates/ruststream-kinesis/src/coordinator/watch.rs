@@ -82,6 +82,15 @@ impl Watch {
         self.last.clone_from(notice);
     }
 
+    /// A read of the notice's head alone: its counter, marks and layout replace those of the
+    /// last notice known, whose beats and runs' records stay; answers that notice.
+    pub(crate) fn head_read(&mut self, head: &Notice) -> Notice {
+        self.last.counter = head.counter;
+        self.last.asks.clone_from(&head.asks);
+        self.last.layout = head.layout;
+        self.last.clone()
+    }
+
     /// `owner`'s own beat until `until_ms` landed: the last notice known shows it (unless it
     /// shows a later one: a beat never moves back).
     pub(crate) fn own_beat_landed(&mut self, owner: &str, until_ms: u64) {

@@ -667,10 +667,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// How a delivery of `ticket` stands where its handler starts at `now`: a lapsed lease
     /// stops the shard then and there (another instance may hold it by now).
     pub(crate) fn standing(&mut self, ticket: Ticket, now: T, now_ms: u64) -> Standing {
-        if self.lease.is_halted() {
-            return Standing::Stopped;
-        }
-        if !self.lease.may_deliver(now, now_ms) {
+        // A halted shard stands stopped (`queued_standing`), whatever its clocks say.
+        if !self.lease.is_halted() && !self.lease.may_deliver(now, now_ms) {
             self.lease.run_out();
             return Standing::RanOut;
         }
