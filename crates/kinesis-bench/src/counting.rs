@@ -414,6 +414,31 @@ impl LeaseStore for CountingStore {
         })
     }
 
+    // The head alone (a store that keeps it apart): counted as a notice read, at its own size.
+    fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        if self.hide_notices {
+            return Box::pin(std::future::ready(Ok(None)));
+        }
+        self.count(Call::Notice);
+        Box::pin(async move {
+            let head = self.inner.notice_head(stream).await?;
+            if let Some(head) = &head {
+                let bytes = DynamoLeaseStore::notice_item_bytes(stream, head);
+                self.notice_read_units
+                    .fetch_add(read_units(bytes), Ordering::Relaxed);
+            }
+            Ok(head)
+        })
+    }
+
+    fn keeps_notice_head_apart(&self) -> bool {
+        !self.hide_notices && self.inner.keeps_notice_head_apart()
+    }
+
+    fn keep_layout<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        self.inner.keep_layout(stream)
+    }
+
     fn beat<'a>(
         &'a self,
         stream: &'a str,

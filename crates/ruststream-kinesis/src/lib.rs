@@ -119,8 +119,8 @@ pub use error::{ExactlyOnceRefusal, KinesisError};
 pub use lease::{CommitRefused, DynamoLeaseStore, Transactions};
 pub use lease::{
     HANDOFF_REQUEST_LIFETIME, Handoff, LeaseError, LeaseFuture, LeaseKey, LeaseState, LeaseStore,
-    MemoryLeaseStore, NOTICE_LAYOUT, Notice, SHARD_END, SHARD_SKIPPED, SKEW_TOLERANCE,
-    epoch_millis,
+    MemoryLeaseStore, NOTICE_LAYOUT, NOTICE_LAYOUT_APART, Notice, SHARD_END, SHARD_SKIPPED,
+    SKEW_TOLERANCE, epoch_millis,
 };
 #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
 pub use lease::{

@@ -3,7 +3,8 @@
 //! (rows kept by beat, no renewal written, one beat per instance while idle, rows released at
 //! a stop), an instance that joins gets its share from an idle holder (balancing by beat), and
 //! a fleet split between the two ways is refused, as is a notice kept in another layout by
-//! another version. The takeover of a killed
+//! another version; a fleet that keeps the notice's head apart reads the head at its polls and
+//! refuses the one-row layout, and is refused by it. The takeover of a killed
 //! instance is in `leases_kinesis.rs`, the chaos run in `chaos_live.rs`.
 #![cfg(all(feature = "dynamodb-lease", feature = "testing"))]
 
@@ -52,31 +53,9 @@ async fn two_instances_kept_alive_by_beat_read_every_shard_and_write_one_beat_ea
     let own_store = || Counting::new(DynamoLeaseStore::new(&config, store.table()));
     let (store_a, store_b) = (own_store(), own_store());
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let a = Instance::start_with(
-        by_beat(&url, store_a.clone(), "pod-a"),
-        "pod-a",
-        (&stream, SHARDS),
-        tx.clone(),
-        None,
-    )
-    .await;
-    let b = Instance::start_with(
-        by_beat(&url, store_b.clone(), "pod-b"),
-        "pod-b",
-        (&stream, SHARDS),
-        tx.clone(),
-        None,
-    )
-    .await;
+    let (a, b) = start_pair(&url, (store_a.clone(), store_b.clone()), &stream, &tx).await;
     let handled = publish_and_handle(&url, &stream, ("r", 80), &mut rx).await;
-    let mut owner_of: HashMap<&str, HashSet<&str>> = HashMap::new();
-    for h in &handled {
-        owner_of.entry(&h.shard).or_default().insert(&h.instance);
-    }
-    assert!(
-        owner_of.values().all(|instances| instances.len() == 1),
-        "one instance a shard: {owner_of:?}"
-    );
+    one_instance_a_shard(&handled);
     // Every held row is kept by beat: no instance judges it by its expiry.
     let rows = store.rows().await.unwrap();
     let ours: Vec<_> = rows
@@ -264,6 +243,99 @@ async fn a_notice_kept_in_another_layout_is_refused_in_either_way_with_the_fix()
         .unwrap();
     let refused = refused(by_beat(&url, Arc::clone(&store), "pod-b"), &stream).await;
     assert!(refused.contains("cannot read"), "{refused}");
+}
+
+/// Two instances by beat whose store keeps each notice's head apart
+/// (`DynamoLeaseStore::keep_notice_head_apart`) share a stream: one instance a shard, and their
+/// polls read the head alone far more often than the whole notice. An instance of the one-row
+/// layout does not open beside them, and one of theirs does not open beside a one-row fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_that_keeps_the_notice_head_apart_reads_the_head_and_refuses_the_one_row_layout() {
+    let Some(url) = common::endpoint() else {
+        return;
+    };
+    let (config, store) = table(&url).await;
+    let stream = common::unique("apart");
+    let apart =
+        || Counting::new(DynamoLeaseStore::new(&config, store.table()).keep_notice_head_apart());
+    let (store_a, store_b) = (apart(), apart());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (a, b) = start_pair(&url, (store_a.clone(), store_b.clone()), &stream, &tx).await;
+    let handled = publish_and_handle(&url, &stream, ("r", 40), &mut rx).await;
+    one_instance_a_shard(&handled);
+    // With these timings (a lease of 3 s, beats every second) a whole read is due about every
+    // 2 s, when the first beat it showed ends; the polls between read the head alone.
+    let before = store_a.snapshot();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after = store_a.snapshot();
+    let (heads, wholes) = (
+        delta(&after, &before, "notice_head"),
+        delta(&after, &before, "notice"),
+    );
+    println!("pod-a over 10 s: {heads} head reads, {wholes} whole reads");
+    assert!(
+        heads > 0 && heads >= wholes,
+        "{heads} head reads, {wholes} whole reads"
+    );
+    let one_row: Arc<dyn LeaseStore> = Arc::new(store.clone());
+    let refused_one_row = refused(by_beat(&url, Arc::clone(&one_row), "pod-c"), &stream).await;
+    assert!(refused_one_row.contains("layout 2"), "{refused_one_row}");
+    a.stop().await;
+    b.stop().await;
+    // A one-row fleet by beat on another stream: an instance that keeps the head apart is
+    // refused, and names the layout it found.
+    let other = common::unique("one-row");
+    let c = Instance::start_with(
+        by_beat(&url, Arc::clone(&one_row), "pod-c"),
+        "pod-c",
+        (&other, 2),
+        tx.clone(),
+        None,
+    )
+    .await;
+    until_shares(&store, &other, &[("pod-c", 2)], Duration::from_secs(15)).await;
+    let refused_apart = refused(by_beat(&url, apart(), "pod-d"), &other).await;
+    assert!(
+        refused_apart.contains("layout 1") && refused_apart.contains("keeps layout 2"),
+        "{refused_apart}"
+    );
+    c.stop().await;
+}
+
+/// Starts pod-a on `stores.0` and pod-b on `stores.1`, both by beat, on `stream`'s shards.
+async fn start_pair(
+    url: &str,
+    stores: (Arc<Counting>, Arc<Counting>),
+    stream: &str,
+    tx: &mpsc::UnboundedSender<common::instances::Handled>,
+) -> (Instance, Instance) {
+    let mut started = Vec::new();
+    for (owner, store) in [("pod-a", stores.0), ("pod-b", stores.1)] {
+        started.push(
+            Instance::start_with(
+                by_beat(url, store, owner),
+                owner,
+                (stream, SHARDS),
+                tx.clone(),
+                None,
+            )
+            .await,
+        );
+    }
+    let b = started.pop().expect("two");
+    (started.pop().expect("two"), b)
+}
+
+/// Asserts that every shard of `handled` was handled by one instance alone.
+fn one_instance_a_shard(handled: &[common::instances::Handled]) {
+    let mut owner_of: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for h in handled {
+        owner_of.entry(&h.shard).or_default().insert(&h.instance);
+    }
+    assert!(
+        owner_of.values().all(|instances| instances.len() == 1),
+        "one instance a shard: {owner_of:?}"
+    );
 }
 
 /// The error `broker`'s subscription to `stream` is refused with as it opens.

@@ -91,6 +91,19 @@ async fn the_store_passes_the_lease_store_suite() {
     suite::run(&store.application("suite-app"), LEASE).await;
 }
 
+/// The suite against a store that keeps each notice in three rows, its head apart: the notices
+/// behave as one row's do.
+#[tokio::test]
+async fn a_store_that_keeps_the_notice_head_apart_passes_the_lease_store_suite() {
+    let Some(config) =
+        live_config("a_store_that_keeps_the_notice_head_apart_passes_the_lease_store_suite")
+    else {
+        return;
+    };
+    let store = fresh_store(&config).await.keep_notice_head_apart();
+    suite::run(&store, LEASE).await;
+}
+
 #[tokio::test]
 async fn a_row_of_another_application_is_never_taken_and_the_refusal_names_both() {
     let Some(config) = live_config("a_row_of_another_application_is_never_taken") else {

@@ -273,13 +273,6 @@ impl<T: Moment> Coordinator<T> {
     /// poll reads the head alone while the beats it last read still say who is alive
     /// ([`notice_reads`](super::notice_reads)).
     #[must_use]
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "no store of the crate keeps the head apart yet: the simulation's does"
-        )
-    )]
     pub(crate) fn with_notice_head_apart(mut self, apart: bool) -> Self {
         self.notice_reads = NoticeReads::new(apart);
         self
@@ -289,6 +282,26 @@ impl<T: Moment> Coordinator<T> {
     /// of the beats would (one never moves back).
     pub(crate) fn own_beat_landed(&mut self, owner: &str, until_ms: u64) {
         self.watch.own_beat_landed(owner, until_ms);
+    }
+
+    /// The layout of the notice this instance's store keeps: [`NOTICE_LAYOUT_APART`] where it
+    /// keeps the head apart, else [`NOTICE_LAYOUT`].
+    ///
+    /// [`NOTICE_LAYOUT_APART`]: crate::NOTICE_LAYOUT_APART
+    /// [`NOTICE_LAYOUT`]: crate::NOTICE_LAYOUT
+    pub(crate) fn notice_layout(&self) -> u64 {
+        if self.notice_reads.is_apart() {
+            crate::NOTICE_LAYOUT_APART
+        } else {
+            crate::NOTICE_LAYOUT
+        }
+    }
+
+    /// Whether `notice` is kept in this instance's layout (or names none): a notice of another
+    /// layout judges no holder gone, since that layout may keep its beats where this one does
+    /// not look.
+    pub(crate) fn reads_layout_of(&self, notice: &Notice) -> bool {
+        notice.other_layout_than(self.notice_layout()).is_none()
     }
 
     /// Whether the poll's notice read sent at `now` (`now_ms` by the wall clock) reads the whole
@@ -830,7 +843,7 @@ impl<T: Moment> Coordinator<T> {
     /// A notice was read: another layout than this version's is news for the driver, once for
     /// each layout it names.
     fn layout_read(&mut self, notice: &Notice) {
-        let other = notice.other_layout();
+        let other = notice.other_layout_than(self.notice_layout());
         if other != self.other_layout {
             self.other_layout = other;
             self.layout_told = other.is_none();

@@ -117,13 +117,6 @@ pub(crate) enum NoticeRead {
     Notice(Notice),
     /// Its head alone: the counter, the marks and the layout (the beats and runs' records are
     /// not read).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "no store of the crate keeps the head apart yet: the simulation's does"
-        )
-    )]
     Head(Notice),
     /// The store keeps no notices: the poll reads the rows from now on.
     Unsupported,

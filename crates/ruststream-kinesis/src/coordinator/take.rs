@@ -201,7 +201,7 @@ impl<T: Moment> Take<T> {
             coordinator.take_notice_read(notice, sent_ms);
         }
         let lapsed = notice.is_some_and(|notice| {
-            notice.other_layout().is_none() && !notice.is_alive(&over.holder, sent_ms)
+            coordinator.reads_layout_of(notice) && !notice.is_alive(&over.holder, sent_ms)
         });
         self.phase = if lapsed {
             Phase::Acquire

@@ -211,6 +211,18 @@ impl LeaseStore for Recording {
         self.inner.notice(stream)
     }
 
+    fn notice_head<'a>(&'a self, stream: &'a str) -> crate::LeaseFuture<'a, Option<crate::Notice>> {
+        self.inner.notice_head(stream)
+    }
+
+    fn keeps_notice_head_apart(&self) -> bool {
+        self.inner.keeps_notice_head_apart()
+    }
+
+    fn keep_layout<'a>(&'a self, stream: &'a str) -> crate::LeaseFuture<'a, ()> {
+        self.inner.keep_layout(stream)
+    }
+
     fn beat<'a>(
         &'a self,
         stream: &'a str,

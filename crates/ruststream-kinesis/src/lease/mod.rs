@@ -42,9 +42,9 @@ pub use journal::{HandledRecord, InProcessCommit, InProcessCommits, InProcessHan
 pub(crate) use journal::{HandlingEntry, HandlingSeed};
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
-pub use notice::{NOTICE_LAYOUT, Notice};
+pub use notice::{NOTICE_LAYOUT, NOTICE_LAYOUT_APART, Notice};
 #[cfg(any(test, feature = "dynamodb-lease"))]
-pub(crate) use notice::{NOTICE_SUFFIX, notice_key};
+pub(crate) use notice::{NOTICE_SUFFIX, beats_key, notice_key, runs_key};
 #[cfg(feature = "dynamodb-lease")]
 pub use outcome::{CommitRefused, HandlingOutcome};
 pub(crate) use state::KEPT_BY_BEAT;

@@ -62,6 +62,14 @@ pub struct Notice {
 /// counter, every instance's beat, run record and count of marks.
 pub const NOTICE_LAYOUT: u64 = 1;
 
+/// The layout of a notice kept in three rows, its head (the counter, the marks, the layout)
+/// apart from the beats and the runs' records, so that the handover poll reads the head alone
+/// while the beats it last read say who is alive
+/// ([`LeaseStore::keeps_notice_head_apart`](crate::LeaseStore::keeps_notice_head_apart);
+/// `DynamoLeaseStore::keep_notice_head_apart`). A store of one layout and a store of the other
+/// refuse to share a stream.
+pub const NOTICE_LAYOUT_APART: u64 = 2;
+
 #[cfg(test)]
 impl Notice {
     /// A notice at counter 1 with a beat of each of `owners` until `until_ms`.
@@ -91,7 +99,38 @@ impl Notice {
     /// ```
     #[must_use]
     pub fn other_layout(&self) -> Option<u64> {
-        self.layout.filter(|&layout| layout != NOTICE_LAYOUT)
+        self.other_layout_than(NOTICE_LAYOUT)
+    }
+
+    /// The layout this notice says its instances write, when it is another than `mine`: what
+    /// [`other_layout`](Self::other_layout) says for a store of layout `mine`.
+    ///
+    /// ```
+    /// use ruststream_kinesis::{NOTICE_LAYOUT, NOTICE_LAYOUT_APART, Notice};
+    ///
+    /// let mut notice = Notice::default();
+    /// notice.layout = Some(NOTICE_LAYOUT_APART);
+    /// assert_eq!(notice.other_layout_than(NOTICE_LAYOUT_APART), None);
+    /// notice.layout = Some(NOTICE_LAYOUT);
+    /// assert_eq!(notice.other_layout_than(NOTICE_LAYOUT_APART), Some(NOTICE_LAYOUT));
+    /// ```
+    #[must_use]
+    pub fn other_layout_than(&self, mine: u64) -> Option<u64> {
+        self.layout.filter(|&layout| layout != mine)
+    }
+
+    /// The layout the head of a notice kept apart says at `now_ms`: the one written there, or,
+    /// where none is, the one-row layout ([`NOTICE_LAYOUT`]) while a beat in the head itself
+    /// runs (an instance of that layout keeps its beats there, and the two cannot share the
+    /// stream). Beats in the head that all lapsed are a stopped fleet's: no layout.
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn head_layout(&self, now_ms: u64) -> Option<u64> {
+        self.layout.or_else(|| {
+            self.beats
+                .keys()
+                .any(|owner| self.is_alive(owner, now_ms))
+                .then_some(NOTICE_LAYOUT)
+        })
     }
 
     /// Whether `owner`'s beat still runs at `now_ms`, judged as lease expiries are: it lapses once
@@ -145,8 +184,22 @@ impl Notice {
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) const NOTICE_SUFFIX: &str = "#notice";
 
-/// The key (`lease_key`) of `stream`'s notice row.
+/// The key (`lease_key`) of `stream`'s notice row: the whole notice in the one-row layout, its
+/// head in [`NOTICE_LAYOUT_APART`].
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) fn notice_key(stream: &str) -> String {
     format!("{stream}{NOTICE_SUFFIX}")
+}
+
+/// The key of the row of `stream`'s beats in [`NOTICE_LAYOUT_APART`]. It ends as every notice
+/// row does, so that the Scans of every version since the notice skip it.
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) fn beats_key(stream: &str) -> String {
+    format!("{stream}#beats{NOTICE_SUFFIX}")
+}
+
+/// The key of the row of `stream`'s runs' records in [`NOTICE_LAYOUT_APART`].
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) fn runs_key(stream: &str) -> String {
+    format!("{stream}#runs{NOTICE_SUFFIX}")
 }

@@ -296,6 +296,43 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(None)))
     }
 
+    /// Reads the head of `stream`'s notice alone, where the store keeps it apart from the beats
+    /// and the runs' records ([`keeps_notice_head_apart`](Self::keeps_notice_head_apart)): its
+    /// counter, its marks ([`Notice::asks`]) and its layout ([`Notice::layout`]); the beats and
+    /// records it leaves empty, and the poll takes those of its last whole read. Read at every
+    /// handover poll while the beats last read still say who is alive, so it is the poll's
+    /// steady cost. Provided as [`notice`](Self::notice): the whole notice.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.notice(stream)
+    }
+
+    /// Whether the store keeps each stream's notice head apart from its beats and runs'
+    /// records ([`NOTICE_LAYOUT_APART`](crate::NOTICE_LAYOUT_APART)), so that
+    /// [`notice_head`](Self::notice_head) reads less than [`notice`](Self::notice) and the
+    /// handover poll reads the head alone while it can. A store that wraps another forwards the
+    /// inner store's answer. Provided as `false`.
+    fn keeps_notice_head_apart(&self) -> bool {
+        false
+    }
+
+    /// Writes in `stream`'s notice the layout this store keeps it in, once a subscription's
+    /// read of the notice as it opens found no instance of another layout: an instance of a
+    /// version that keeps the notice otherwise then refuses to open on the stream. Refused,
+    /// with an error naming both layouts, when the notice already names another. Provided as
+    /// doing nothing: a store of this version's layout writes none.
+    ///
+    /// # Errors
+    ///
+    /// A store failure, or another layout written first.
+    fn keep_layout<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        let _ = stream;
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Writes `owner`'s beat in `stream`'s notice: alive until `until_ms` (epoch milliseconds),
     /// and removes the beats and the [`announce`](Self::announce)d runs of `forget` (instances
     /// whose beats lapsed long ago). An owner's beat never moves back: when a later one stands

@@ -1254,6 +1254,25 @@ impl<'s> Run<'s> {
             !left.beats.contains_key(B) && left.counter == forgot.counter + 1,
             &format!("after B left the notice reads {left:?}: its beat stays or no bump"),
         );
+        // The head alone (the whole notice, for a store that keeps none apart) reads the same
+        // counter and marks, and the same layout.
+        let head = ok(
+            check,
+            "reading the notice's head",
+            self.store.notice_head(stream).await,
+        )
+        .unwrap_or_default();
+        expect(
+            check,
+            head.counter == left.counter && head.asks == left.asks && head.layout == left.layout,
+            &format!("the notice's head reads {head:?}, where the whole notice reads {left:?}"),
+        );
+        expect(
+            check,
+            !self.store.keeps_notice_head_apart()
+                || head.beats.is_empty() && head.incarnations.is_empty(),
+            &format!("the head of a notice kept apart reads beats or records: {head:?}"),
+        );
     }
 
     /// `handoff`: a handoff, asked, then written.

@@ -231,6 +231,18 @@ impl LeaseStore for Timed {
         self.bounded_stream(stream, "notice", self.inner.notice(stream))
     }
 
+    fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.bounded_stream(stream, "notice_head", self.inner.notice_head(stream))
+    }
+
+    fn keeps_notice_head_apart(&self) -> bool {
+        self.inner.keeps_notice_head_apart()
+    }
+
+    fn keep_layout<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        self.bounded_stream(stream, "keep_layout", self.inner.keep_layout(stream))
+    }
+
     fn beat<'a>(
         &'a self,
         stream: &'a str,

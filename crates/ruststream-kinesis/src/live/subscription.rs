@@ -265,6 +265,7 @@ impl Subscription {
         let read = ReadSettings::of(source, fan_out.is_some(), kinesis.pushes());
         let coordinator = Coordinator::new(timings, source.initial.clone())
             .with_balancing(balance)
+            .with_notice_head_apart(store.keeps_notice_head_apart())
             .with_incarnation(incarnation);
         let store: Arc<dyn LeaseStore> = Arc::new(Timed::new(
             store,

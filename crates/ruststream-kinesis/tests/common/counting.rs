@@ -111,6 +111,20 @@ impl LeaseStore for Counting {
         self.inner.notice(stream)
     }
 
+    fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.count("notice_head");
+        self.inner.notice_head(stream)
+    }
+
+    fn keeps_notice_head_apart(&self) -> bool {
+        self.inner.keeps_notice_head_apart()
+    }
+
+    fn keep_layout<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        self.count("keep_layout");
+        self.inner.keep_layout(stream)
+    }
+
     fn beat<'a>(
         &'a self,
         stream: &'a str,

@@ -19,6 +19,7 @@ mod check;
 pub(crate) mod commit;
 mod item;
 mod notice;
+mod notice_apart;
 mod refused;
 mod writes;
 
@@ -199,6 +200,9 @@ pub struct DynamoLeaseStore {
     /// Exactly once: the key attributes of the tables handlers put items into, and this table's
     /// region once it was described.
     commit_tables: crate::lease::CommitTables,
+    /// Each stream's notice kept in three rows, its head apart
+    /// ([`keep_notice_head_apart`](Self::keep_notice_head_apart)).
+    notice_apart: bool,
 }
 
 /// What a Scan of the table read.
@@ -316,6 +320,7 @@ impl DynamoLeaseStore {
             bare_rows: Arc::default(),
             fences: Arc::default(),
             commit_tables: crate::lease::CommitTables::default(),
+            notice_apart: false,
         }
     }
 
@@ -355,6 +360,32 @@ impl DynamoLeaseStore {
     #[must_use]
     pub fn application_name(&self) -> Option<&str> {
         self.application.as_deref()
+    }
+
+    /// Keeps each stream's notice in three rows ([`NOTICE_LAYOUT_APART`](crate::NOTICE_LAYOUT_APART)):
+    /// its head (`<stream>#notice`: the releases' counter, the marks of handoffs asked, the
+    /// layout), its beats (`<stream>#beats#notice`) and its runs' records
+    /// (`<stream>#runs#notice`). The handover poll then reads the head alone (one read unit)
+    /// while the beats it last read still say who is alive, and a beat rewrites the beats' row
+    /// alone: what the notice costs grows with the instances once, not twice. Opt-in: every
+    /// instance on a stream must keep its notice the same way (a subscription refuses to open
+    /// beside one of the other layout), so switch a fleet after stopping it.
+    ///
+    /// ```
+    /// use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// use ruststream_kinesis::{DynamoLeaseStore, LeaseStore};
+    ///
+    /// let config = SdkConfig::builder()
+    ///     .behavior_version(BehaviorVersion::latest())
+    ///     .region(Region::new("us-east-1"))
+    ///     .build();
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases").keep_notice_head_apart();
+    /// assert!(store.keeps_notice_head_apart());
+    /// ```
+    #[must_use]
+    pub fn keep_notice_head_apart(mut self) -> Self {
+        self.notice_apart = true;
+        self
     }
 
     /// Names the stream that the rows of an earlier version belong to: rows keyed by the bare
@@ -816,7 +847,39 @@ impl LeaseStore for DynamoLeaseStore {
 
     /// One consistent `GetItem` of the stream's notice row (`<stream>#notice`).
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
-        Box::pin(async move { self.read_notice(stream).await.map(Some) })
+        Box::pin(async move {
+            if self.notice_apart {
+                self.read_notice_apart(stream).await.map(Some)
+            } else {
+                self.read_notice(stream).await.map(Some)
+            }
+        })
+    }
+
+    /// Kept apart: one consistent `GetItem` of the head. Else the whole notice.
+    fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        Box::pin(async move {
+            if self.notice_apart {
+                self.read_notice_head(stream).await.map(Some)
+            } else {
+                self.read_notice(stream).await.map(Some)
+            }
+        })
+    }
+
+    fn keeps_notice_head_apart(&self) -> bool {
+        self.notice_apart
+    }
+
+    /// Kept apart: `notice_layout` written in the head, unless another is there.
+    fn keep_layout<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
+        Box::pin(async move {
+            if self.notice_apart {
+                self.write_layout(stream).await
+            } else {
+                Ok(())
+            }
+        })
     }
 
     /// One unconditional `UpdateItem` of the stream's notice row.

@@ -3,13 +3,13 @@
 //! row exists yet, and each holder's count of marks of the handoffs asked of it.
 
 use super::*;
-use crate::lease::{Notice, notice_key};
+use crate::lease::{Notice, beats_key, notice_key, runs_key};
 
 /// Bumped by every release of one of the stream's shards.
 const NOTICE_COUNTER: &str = "notice_counter";
 /// The layout of the notice its instances write, where a version that keeps it otherwise wrote
 /// it (`Notice::layout`); this version writes none.
-const NOTICE_LAYOUT_ATTRIBUTE: &str = "notice_layout";
+pub(super) const NOTICE_LAYOUT_ATTRIBUTE: &str = "notice_layout";
 /// The prefix of a beat's attribute: `beat_<owner>`, until when (epoch milliseconds by the
 /// owner's clock) the owner is alive.
 const BEAT_PREFIX: &str = "beat_";
@@ -61,23 +61,41 @@ impl DynamoLeaseStore {
 
     /// One consistent `GetItem` of `stream`'s notice row: one read unit while the row stays
     /// under 4 KB (about 80 instances' beats).
+    ///
+    /// A row that says its stream keeps the notice apart ([`crate::NOTICE_LAYOUT_APART`]) is
+    /// that notice's head: the whole notice is read as such a store reads it, so that a store
+    /// of either layout (`lease-table`'s, say) shows that stream's beats.
     pub(super) async fn read_notice(&self, stream: &str) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let Some(item) = self.get(&key, notice_key(stream), "notice").await? else {
-            return Ok(Notice::default());
+        let notice = match self.get(&key, notice_key(stream), "notice").await? {
+            Some(item) => self.notice_from_item(&key, &item)?,
+            None => return Ok(Notice::default()),
         };
-        let counter = number_attribute(&item, NOTICE_COUNTER)
-            .map_err(|problem| self.malformed(&key, "notice", &problem))?
+        if !self.notice_apart && notice.layout == Some(crate::NOTICE_LAYOUT_APART) {
+            return self.read_notice_apart(stream).await;
+        }
+        Ok(notice)
+    }
+
+    /// What one row of `key`'s stream's notice holds, as a notice: every attribute of either
+    /// layout it finds (a row of the three of [`crate::NOTICE_LAYOUT_APART`] holds some of them).
+    pub(super) fn notice_from_item(
+        &self,
+        key: &LeaseKey,
+        item: &Item,
+    ) -> Result<Notice, LeaseError> {
+        let counter = number_attribute(item, NOTICE_COUNTER)
+            .map_err(|problem| self.malformed(key, "notice", &problem))?
             .unwrap_or(0);
         // A layout that cannot be read (written by hand) is another layout than this one's,
         // and refused as one (`Notice::layout`'s 0), rather than failing every notice read.
-        let layout = number_attribute(&item, NOTICE_LAYOUT_ATTRIBUTE).unwrap_or(Some(0));
+        let layout = number_attribute(item, NOTICE_LAYOUT_ATTRIBUTE).unwrap_or(Some(0));
         let mut notice = Notice {
             counter,
             layout,
             ..Notice::default()
         };
-        for (name, value) in &item {
+        for (name, value) in item {
             if let (Some(owner), AttributeValue::S(run)) =
                 (name.strip_prefix(INCARNATION_PREFIX), value)
             {
@@ -145,7 +163,7 @@ impl DynamoLeaseStore {
     ) -> Result<(), LeaseError> {
         let later_stands = self
             .write_notice(
-                stream,
+                (stream, self.beats_row(stream)),
                 "beat",
                 (BEAT_PREFIX, owner),
                 number(until_ms),
@@ -209,7 +227,7 @@ impl DynamoLeaseStore {
         forget: &[String],
     ) -> Result<(), LeaseError> {
         self.write_notice(
-            stream,
+            (stream, self.runs_row(stream)),
             "announce",
             (INCARNATION_PREFIX, owner),
             string(record),
@@ -224,60 +242,116 @@ impl DynamoLeaseStore {
     /// `stream`'s notice conditioned on every one of those beats being lapsed still (or absent,
     /// or not a number): an instance judged gone on an older read that has beaten since keeps
     /// its beat, since an instance kept alive by its beat counts on it. Refused, or failed,
-    /// nothing is removed, and a later write tries again (a failure is not the write's).
+    /// nothing is removed, and a later write tries again (a failure is not the write's). Kept
+    /// apart, the beats' row first, under that condition, and the runs' records and the head's
+    /// marks (with a one-row layout's leftovers in the head, under the same condition) only once
+    /// it was applied.
     async fn forget_gone(&self, stream: &str, owner: &str, forget: &[String]) {
         let gone: Vec<&String> = forget.iter().filter(|gone| *gone != owner).collect();
         if gone.is_empty() {
             return;
         }
-        let mut update = "REMOVE ".to_owned();
-        let mut conditions = Vec::new();
-        let mut names = HashMap::new();
-        for (n, gone) in gone.iter().enumerate() {
-            if n > 0 {
-                update.push_str(", ");
-            }
-            update.push_str(&format!("#gone{n}, #run{n}, #ask{n}"));
-            conditions.push(format!(
-                "(attribute_not_exists(#gone{n}) OR NOT attribute_type(#gone{n}, :number) \
-                 OR #gone{n} < :cutoff)"
-            ));
-            names.insert(format!("#gone{n}"), format!("{BEAT_PREFIX}{gone}"));
-            names.insert(format!("#run{n}"), format!("{INCARNATION_PREFIX}{gone}"));
-            names.insert(format!("#ask{n}"), format!("{ASK_PREFIX}{gone}"));
+        let whole = [BEAT_PREFIX, INCARNATION_PREFIX, ASK_PREFIX];
+        if !self.notice_apart {
+            self.remove_gone(stream, notice_key(stream), &gone, &whole)
+                .await;
+            return;
         }
-        // Lapsed beyond the skew tolerance by this clock: no holder counts on it any more.
-        let cutoff = epoch_millis().saturating_sub(millis(SKEW_TOLERANCE));
-        let sent = self
-            .client
-            .update_item()
-            .table_name(self.table())
-            .key(KEY, string(&notice_key(stream)))
-            .update_expression(update)
-            .condition_expression(conditions.join(" AND "))
-            .set_expression_attribute_names(Some(names))
-            .expression_attribute_values(":cutoff", number(cutoff))
-            .expression_attribute_values(":number", string("N"))
-            .send()
-            .await;
-        if let Err(error) = sent {
-            tracing::debug!(
-                table = %self.table,
-                stream,
-                forget = ?gone,
-                error = %crate::sdk::failure::described(&error),
-                "removing gone instances from the stream's notice changed nothing (one beat \
-                 again, or the call failed); a later write tries again"
-            );
+        if self
+            .remove_gone(stream, beats_key(stream), &gone, &[BEAT_PREFIX])
+            .await
+        {
+            self.remove_gone(stream, runs_key(stream), &gone, &[INCARNATION_PREFIX])
+                .await;
+            self.remove_gone(stream, notice_key(stream), &gone, &whole)
+                .await;
         }
     }
 
-    /// One `UpdateItem` of `stream`'s notice: `<prefix><owner>` (`#me`) set to `value`
+    /// Removes the attributes of `prefixes` of each of `gone` from the notice's `row`, in one
+    /// `UpdateItem`, conditioned, where the beats are among them, on each of those beats being
+    /// lapsed beyond the skew tolerance by this clock (or absent, or not a number). Whether it
+    /// was applied.
+    async fn remove_gone(
+        &self,
+        stream: &str,
+        row: String,
+        gone: &[&String],
+        prefixes: &[&str],
+    ) -> bool {
+        let mut removed = Vec::new();
+        let mut conditions = Vec::new();
+        let mut names = HashMap::new();
+        for (n, gone) in gone.iter().enumerate() {
+            for (p, prefix) in prefixes.iter().enumerate() {
+                let name = format!("#g{n}p{p}");
+                if *prefix == BEAT_PREFIX {
+                    conditions.push(format!(
+                        "(attribute_not_exists({name}) OR NOT attribute_type({name}, :number) \
+                         OR {name} < :cutoff)"
+                    ));
+                }
+                removed.push(name.clone());
+                names.insert(name, format!("{prefix}{gone}"));
+            }
+        }
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&row))
+            .update_expression(format!("REMOVE {}", removed.join(", ")))
+            .set_expression_attribute_names(Some(names));
+        if !conditions.is_empty() {
+            // Lapsed beyond the skew tolerance by this clock: no holder counts on it any more.
+            let cutoff = epoch_millis().saturating_sub(millis(SKEW_TOLERANCE));
+            request = request
+                .condition_expression(conditions.join(" AND "))
+                .expression_attribute_values(":cutoff", number(cutoff))
+                .expression_attribute_values(":number", string("N"));
+        }
+        match request.send().await {
+            Ok(_) => true,
+            Err(error) => {
+                tracing::debug!(
+                    table = %self.table,
+                    stream,
+                    row,
+                    forget = ?gone,
+                    error = %crate::sdk::failure::described(&error),
+                    "removing gone instances from the stream's notice changed nothing (one beat \
+                     again, or the call failed); a later write tries again"
+                );
+                false
+            }
+        }
+    }
+
+    /// The row of `stream`'s notice that holds the beats: the notice's own, or, kept apart, the
+    /// beats' row.
+    pub(super) fn beats_row(&self, stream: &str) -> String {
+        if self.notice_apart {
+            beats_key(stream)
+        } else {
+            notice_key(stream)
+        }
+    }
+
+    /// The row of `stream`'s notice that holds the runs' records.
+    pub(super) fn runs_row(&self, stream: &str) -> String {
+        if self.notice_apart {
+            runs_key(stream)
+        } else {
+            notice_key(stream)
+        }
+    }
+
+    /// One `UpdateItem` of the notice's `row`: `<prefix><owner>` (`#me`) set to `value`
     /// (`:value`); unconditional, or under `condition` (an expression and its `:number` value).
     /// Answers whether the condition refused the write (nothing changed).
     async fn write_notice(
         &self,
-        stream: &str,
+        (stream, row): (&str, String),
         operation: &'static str,
         (prefix, owner): (&str, &str),
         value: AttributeValue,
@@ -288,7 +362,7 @@ impl DynamoLeaseStore {
             .client
             .update_item()
             .table_name(self.table())
-            .key(KEY, string(&notice_key(stream)))
+            .key(KEY, string(&row))
             .update_expression("SET #me = :value")
             .expression_attribute_names("#me", format!("{prefix}{owner}"))
             .expression_attribute_values(":value", value);
@@ -299,14 +373,7 @@ impl DynamoLeaseStore {
         }
         match request.send().await {
             Ok(_) => Ok(false),
-            Err(error)
-                if matches!(
-                    error.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(true)
-            }
+            Err(error) if condition_refused(&error) => Ok(true),
             Err(error) => Err(self.failure(&key, operation, &error)),
         }
     }
@@ -380,11 +447,17 @@ impl DynamoLeaseStore {
             .client
             .update_item()
             .table_name(self.table())
-            .key(KEY, string(&notice_key(stream)))
-            .update_expression("REMOVE #me ADD #counter :one")
-            .expression_attribute_names("#me", format!("{BEAT_PREFIX}{owner}"))
-            .expression_attribute_names("#counter", NOTICE_COUNTER)
-            .expression_attribute_values(":one", number(1));
+            .key(KEY, string(&self.beats_row(stream)))
+            .expression_attribute_names("#me", format!("{BEAT_PREFIX}{owner}"));
+        request = if self.notice_apart {
+            // The beats' row: the counter, in the head, is bumped once the beat is gone.
+            request.update_expression("REMOVE #me")
+        } else {
+            request
+                .update_expression("REMOVE #me ADD #counter :one")
+                .expression_attribute_names("#counter", NOTICE_COUNTER)
+                .expression_attribute_values(":one", number(1))
+        };
         if let Some(until_ms) = until_ms {
             request = request
                 .condition_expression(
@@ -395,16 +468,23 @@ impl DynamoLeaseStore {
                 .expression_attribute_values(":number", string("N"));
         }
         match request.send().await {
-            Ok(_) => Ok(()),
-            Err(error)
-                if matches!(
-                    error.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
+            Ok(_) => {
+                if self.notice_apart {
+                    self.bump_notice(stream).await;
+                }
                 Ok(())
             }
+            Err(error) if condition_refused(&error) => Ok(()),
             Err(error) => Err(self.failure(&key, "leave", &error)),
         }
     }
+}
+
+/// Whether an `UpdateItem` of the notice failed on its condition only: nothing changed, which
+/// the notice's writes answer as `Ok` (a later beat stands, another layout is written, ...).
+pub(super) fn condition_refused<R>(error: &SdkError<UpdateItemError, R>) -> bool {
+    matches!(
+        error.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
 }

@@ -293,7 +293,7 @@ async fn drive(
                 sub.report(err);
             }
             if let Some(layout) = coordinator.layout_news() {
-                let err = sub.other_layout(layout);
+                let err = sub.other_layout(layout, coordinator.notice_layout());
                 if first {
                     return Err(err);
                 }
@@ -396,9 +396,9 @@ impl Subscription {
         }
     }
 
-    /// What a notice of another layout than this version's is told: the stream, the table,
-    /// both layouts, and the fix.
-    fn other_layout(&self, layout: u64) -> KinesisError {
+    /// What a notice of another layout than this store's (`mine`) is told: the stream, the
+    /// table, both layouts, and the fix.
+    fn other_layout(&self, layout: u64, mine: u64) -> KinesisError {
         let layout = match layout {
             0 => "a layout it cannot read (notice_layout is not a whole number)".to_owned(),
             layout => format!("layout {layout}"),
@@ -406,15 +406,17 @@ impl Subscription {
         KinesisError::Config {
             message: format!(
                 "stream {:?} on {}: its notice row says its instances keep it in {layout}, \
-                 written by another version of ruststream-kinesis, while this version ({}) keeps \
-                 layout {}; instances of the two cannot share the stream's leases (each would \
-                 miss the other's beats), and a subscription that finds this as it opens does \
-                 not open: run one version on the stream, and to change versions stop the fleet \
-                 (or let its leases lapse) first",
+                 while this instance (ruststream-kinesis {}) keeps layout {mine} (layout {} is \
+                 one row; layout {} keeps the head apart, `DynamoLeaseStore::\
+                 keep_notice_head_apart`); instances of the two cannot share the stream's leases \
+                 (each would miss the other's beats), and a subscription that finds this as it \
+                 opens does not open: run every instance on the stream with one version and one \
+                 layout, and to change either stop the fleet (or let its leases lapse) first",
                 self.stream,
                 self.table(),
                 env!("CARGO_PKG_VERSION"),
                 crate::NOTICE_LAYOUT,
+                crate::NOTICE_LAYOUT_APART,
             ),
         }
     }
@@ -516,8 +518,18 @@ impl Subscription {
         if let Ok(Some(notice)) = self.store.notice(&self.stream).await {
             coordinator.take_notice_read(&notice, epoch_millis());
             if let Some(layout) = coordinator.layout_news() {
-                return Err(self.other_layout(layout));
+                return Err(self.other_layout(layout, coordinator.notice_layout()));
             }
+        }
+        // Its layout in the notice, for an instance of another to find as it opens. A failure
+        // opens all the same: every later subscription of the store writes it again.
+        if let Err(err) = self.store.keep_layout(&self.stream).await {
+            tracing::warn!(
+                stream = %self.stream,
+                error = %err,
+                "writing this store's layout in the stream's notice failed; an instance of \
+                 another layout opening now would not be refused"
+            );
         }
         if self.beats.is_some() {
             // The beat next: the first round takes shards only once a chain of beats counts.

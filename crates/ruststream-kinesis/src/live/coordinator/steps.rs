@@ -103,14 +103,18 @@ impl Subscription {
         machines.rounds().deleted(Instant::now());
     }
 
-    /// A read of the stream's notice: `whole`, or its head alone. No store keeps the head apart
-    /// yet (`Coordinator::with_notice_head_apart` is off live), so every read is whole.
+    /// A read of the stream's notice: `whole`, or its head alone (a store that keeps the head
+    /// apart, `LeaseStore::keeps_notice_head_apart`).
     pub(super) async fn read_notice(&self, machines: &mut Machines, whole: bool) {
-        debug_assert!(whole, "no store keeps the notice's head apart yet");
-        let answer = self.store.notice(&self.stream).await;
+        let answer = if whole {
+            self.store.notice(&self.stream).await
+        } else {
+            self.store.notice_head(&self.stream).await
+        };
         self.upkeep(Upkeep::Notice, &answer);
         let read = match answer {
-            Ok(Some(notice)) => NoticeRead::Notice(notice),
+            Ok(Some(notice)) if whole => NoticeRead::Notice(notice),
+            Ok(Some(head)) => NoticeRead::Head(head),
             Ok(None) => NoticeRead::Unsupported,
             Err(_) => NoticeRead::Failed,
         };
