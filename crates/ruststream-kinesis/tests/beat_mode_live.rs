@@ -12,7 +12,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ruststream::{Broker, SubscriptionSource};
 use ruststream_kinesis::{DynamoLeaseStore, KinesisBroker, KinesisError, LeaseStore};
@@ -23,18 +23,9 @@ use common::instances::{
     Instance, collect_until, payloads, publish_all, publish_and_handle, stream_of, table, timings,
     until_shares,
 };
+use common::now_ms;
 
 const SHARDS: u32 = 4;
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 fn by_beat(url: &str, store: Arc<dyn LeaseStore>, owner: &str) -> KinesisBroker {
     common::broker_with(url, store)
@@ -215,7 +206,8 @@ async fn a_notice_kept_in_another_layout_is_refused_in_either_way_with_the_fix()
             .expression_attribute_values(":layout", value)
             .send()
     };
-    set_layout(AttributeValue::N("2".to_owned())).await.unwrap();
+    // A layout of a later version (layout 2, kept apart, counts only while its beats run).
+    set_layout(AttributeValue::N("3".to_owned())).await.unwrap();
     let store: Arc<dyn LeaseStore> = Arc::new(store);
     let counter = store.notice(&stream).await.unwrap().unwrap().counter;
     for broker in [
@@ -225,7 +217,7 @@ async fn a_notice_kept_in_another_layout_is_refused_in_either_way_with_the_fix()
         by_beat(&url, Arc::clone(&store), "pod-b"),
     ] {
         let refused = refused(broker, &stream).await;
-        for named in [stream.as_str(), "layout 2", "layout 1", "one version"] {
+        for named in [stream.as_str(), "layout 3", "layout 1", "one version"] {
             assert!(
                 refused.contains(named),
                 "the error names {named}: {refused}"

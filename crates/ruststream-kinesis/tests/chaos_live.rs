@@ -12,8 +12,9 @@
 //!   another instance within lease + skew tolerance + listing interval (plus slack for calls).
 //!
 //! The same chaos runs again with every lease kept alive by its instance's beat
-//! (`KinesisBroker::keep_leases_alive_by_beat`), under the same checks. It runs once more with
-//! the subscription exactly once
+//! (`KinesisBroker::keep_leases_alive_by_beat`), under the same checks, and by beat again with
+//! every store keeping the notice's head apart (`DynamoLeaseStore::keep_notice_head_apart`). It
+//! runs once more with the subscription exactly once
 //! (`KinesisStream::exactly_once()`): each handling stages `ADD applied :one` on the record's
 //! item of a counts table, and the checker also asserts that every record written is counted
 //! exactly once, while deliveries may repeat. A last run does the same with a batch handler,
@@ -30,7 +31,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -43,6 +44,7 @@ use ruststream_kinesis::{
 use serde_json::json;
 
 use common::injector::Injector;
+use common::now_ms;
 
 /// The lease the instances run with, and how often they list: short, so the run sees many
 /// handovers. A takeover is due within lease + `SKEW_TOLERANCE` + listing, plus the calls.
@@ -60,16 +62,6 @@ fn timings() -> LeaseTimings {
     LeaseTimings::new(LEASE, RENEW)
         .unwrap()
         .with_listing_interval(LISTING)
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -147,6 +139,10 @@ enum Mode {
     /// At least once, every instance keeping its leases alive by its beat
     /// (`KinesisBroker::keep_leases_alive_by_beat`).
     AtLeastOnceByBeat,
+    /// At least once by beat, every instance's store keeping the notice's head apart
+    /// (`DynamoLeaseStore::keep_notice_head_apart`): beats in a row of their own, and polls
+    /// that read the head alone while the beats last read say who is alive.
+    AtLeastOnceByBeatApart,
     ExactlyOnce,
     /// Exactly once, with a batch handler of at most 16 records.
     ExactlyOnceBatches,
@@ -157,6 +153,7 @@ impl Mode {
         match self {
             Self::AtLeastOnce => "at-least-once",
             Self::AtLeastOnceByBeat => "at-least-once-by-beat",
+            Self::AtLeastOnceByBeatApart => "at-least-once-by-beat-apart",
             Self::ExactlyOnce => "exactly-once",
             Self::ExactlyOnceBatches => "exactly-once-batches",
         }
@@ -193,7 +190,11 @@ fn chaos_child() {
     runtime.block_on(async {
         // The client's app name lets the parent fault this instance's lease-table calls alone.
         let config = Injector::new(url, client).sdk_config();
-        let store = Arc::new(DynamoLeaseStore::new(&config, table));
+        let mut store = DynamoLeaseStore::new(&config, table);
+        if std::env::var("CHAOS_APART").as_deref() == Ok("1") {
+            store = store.keep_notice_head_apart();
+        }
+        let store = Arc::new(store);
         let broker = KinesisBroker::from_config(config)
             .lease_store(store)
             .owner_id(owner)
@@ -313,7 +314,18 @@ fn spawn(
         .env("RUST_LOG", "info")
         .env(
             "CHAOS_BEAT",
-            if setup.mode == Mode::AtLeastOnceByBeat {
+            if matches!(
+                setup.mode,
+                Mode::AtLeastOnceByBeat | Mode::AtLeastOnceByBeatApart
+            ) {
+                "1"
+            } else {
+                "0"
+            },
+        )
+        .env(
+            "CHAOS_APART",
+            if setup.mode == Mode::AtLeastOnceByBeatApart {
                 "1"
             } else {
                 "0"
@@ -445,6 +457,13 @@ async fn chaos_loses_nothing_and_never_overlaps_tenures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_with_leases_kept_alive_by_beat_loses_nothing_and_never_overlaps_tenures() {
     chaos(Mode::AtLeastOnceByBeat).await;
+}
+
+/// The same chaos by beat with the notice's head kept apart: the beats every take-over judges
+/// are in a row of their own, and the polls between whole reads read the head alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_by_beat_with_the_notice_head_apart_loses_nothing_and_never_overlaps_tenures() {
+    chaos(Mode::AtLeastOnceByBeatApart).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use ruststream_kinesis::lease::{DynamoLeaseStore, LeaseError, LeaseKey, LeaseStore, suite};
 use ruststream_kinesis::local_stack_config;
 
+mod common;
+
 const SHARD: &str = "shardId-000000000001";
 const LEASE: Duration = Duration::from_secs(1);
 
@@ -743,4 +745,68 @@ async fn a_handoff_is_recorded_in_two_attributes_that_the_hand_over_removes() {
     // The stream's notice moved with the handoff, as with a release: the taker's poll sees it.
     let notice = taker.notice("orders-h").await.unwrap().unwrap();
     assert_eq!(notice.counter, 1);
+}
+
+/// Whether the raw row `row_key` holds an attribute named with `prefix`.
+async fn holds(config: &SdkConfig, table: &str, row_key: &str, prefix: &str) -> bool {
+    raw_row(config, table, row_key)
+        .await
+        .unwrap_or_default()
+        .keys()
+        .any(|name| name.starts_with(prefix))
+}
+
+/// Kept apart, each part of the notice lands in its own row (the head holds no beat and no
+/// record, read past the store), the layout before the first beat; a one-row store is refused
+/// while the fleet of layout 2 beats, and not once it left, and a running one-row beat in the
+/// head refuses layout 2 in turn, whatever layout the head names.
+#[tokio::test]
+async fn a_notice_kept_apart_writes_each_part_in_its_row_and_a_stopped_fleet_leaves_the_stream() {
+    let Some(config) = live_config("a_notice_kept_apart_writes_each_part_in_its_row") else {
+        return;
+    };
+    let apart = fresh_store(&config).await.keep_notice_head_apart();
+    let table = apart.table().to_owned();
+    let one_row = DynamoLeaseStore::new(&config, table.clone());
+    let until = || common::now_ms() + 60_000;
+    apart.beat("orders", "pod-a", until(), &[]).await.unwrap();
+    apart
+        .announce("orders", "pod-a", "1-00000000000000ff@2", &[])
+        .await
+        .unwrap();
+    let head = raw_row(&config, &table, "orders#notice").await.unwrap();
+    assert_eq!(
+        head.get("notice_layout"),
+        Some(&AttributeValue::N("2".to_owned())),
+        "{head:?}"
+    );
+    assert!(!holds(&config, &table, "orders#notice", "beat_").await);
+    assert!(!holds(&config, &table, "orders#notice", "incarnation_").await);
+    assert!(holds(&config, &table, "orders#beats#notice", "beat_pod-a").await);
+    assert!(holds(&config, &table, "orders#runs#notice", "incarnation_pod-a").await);
+
+    let seen = one_row.notice("orders").await.unwrap().unwrap();
+    assert_eq!(
+        seen.other_layout(),
+        Some(ruststream_kinesis::NOTICE_LAYOUT_APART)
+    );
+    assert!(seen.beats.contains_key("pod-a"), "{seen:?}");
+
+    apart.leave("orders", "pod-a").await.unwrap();
+    assert!(!holds(&config, &table, "orders#beats#notice", "beat_").await);
+    let seen = one_row.notice("orders").await.unwrap().unwrap();
+    assert_eq!(
+        seen.other_layout(),
+        None,
+        "a stopped fleet of layout 2: {seen:?}"
+    );
+
+    one_row.beat("orders", "pod-z", until(), &[]).await.unwrap();
+    assert!(holds(&config, &table, "orders#notice", "beat_pod-z").await);
+    let seen = apart.notice("orders").await.unwrap().unwrap();
+    assert_eq!(
+        seen.other_layout_than(ruststream_kinesis::NOTICE_LAYOUT_APART),
+        Some(ruststream_kinesis::NOTICE_LAYOUT),
+        "{seen:?}"
+    );
 }

@@ -29,6 +29,7 @@ use common::counting::{Counting, delta};
 use common::instances::{
     Instance, collect_until, holders, payloads, publish_all, stream_of, table, timings,
 };
+use common::now_ms;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_never_handle_one_shard_at_the_same_time() {
@@ -330,16 +331,6 @@ async fn killed_and_taken_over(by_beat: bool) {
         }
     );
     b.stop().await;
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
 }
 
 fn spawn_child(url: &str, table: &str, stream: &str, owner: &str, by_beat: bool) -> Child {

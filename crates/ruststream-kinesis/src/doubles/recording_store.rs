@@ -30,6 +30,12 @@ pub(crate) struct Recording {
     /// Before the next take, another instance marks the row `SHARD_SKIPPED` (it saw the shard
     /// closed and never read), as if its mark landed between this round's read and its take.
     pub(crate) mark_before_take: std::sync::atomic::AtomicBool,
+    /// Says it keeps the notice's head apart (its reads are the memory store's, whole).
+    pub(crate) head_apart: std::sync::atomic::AtomicBool,
+    /// Whole reads of the notice fail, as a read IAM denies fails.
+    pub(crate) fail_notice: std::sync::atomic::AtomicBool,
+    /// Writes of the layout fail.
+    pub(crate) fail_layout: std::sync::atomic::AtomicBool,
 }
 
 impl Recording {
@@ -208,6 +214,13 @@ impl LeaseStore for Recording {
     }
 
     fn notice<'a>(&'a self, stream: &'a str) -> crate::LeaseFuture<'a, Option<crate::Notice>> {
+        if self.fail_notice.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(std::future::ready(Err(crate::LeaseError::Store {
+                key: LeaseKey::new(stream, "*"),
+                operation: "notice",
+                message: "AccessDeniedException (test)".to_owned(),
+            })));
+        }
         self.inner.notice(stream)
     }
 
@@ -216,10 +229,18 @@ impl LeaseStore for Recording {
     }
 
     fn keeps_notice_head_apart(&self) -> bool {
-        self.inner.keeps_notice_head_apart()
+        self.head_apart.load(std::sync::atomic::Ordering::SeqCst)
+            || self.inner.keeps_notice_head_apart()
     }
 
     fn keep_layout<'a>(&'a self, stream: &'a str) -> crate::LeaseFuture<'a, ()> {
+        if self.fail_layout.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(std::future::ready(Err(crate::LeaseError::Store {
+                key: LeaseKey::new(stream, "*"),
+                operation: "keep_layout",
+                message: "unreachable (test)".to_owned(),
+            })));
+        }
         self.inner.keep_layout(stream)
     }
 

@@ -119,18 +119,23 @@ impl Notice {
         self.layout.filter(|&layout| layout != mine)
     }
 
-    /// The layout the head of a notice kept apart says at `now_ms`: the one written there, or,
-    /// where none is, the one-row layout ([`NOTICE_LAYOUT`]) while a beat in the head itself
-    /// runs (an instance of that layout keeps its beats there, and the two cannot share the
-    /// stream). Beats in the head that all lapsed are a stopped fleet's: no layout.
+    /// The layout the head of a notice kept apart says at `now_ms`: the one-row layout
+    /// ([`NOTICE_LAYOUT`]) while a beat in the head itself runs, whatever layout the head
+    /// names (an instance of that layout keeps its beats there, and the two cannot share the
+    /// stream; the layout written may be a stopped fleet's), else the one written there, if
+    /// any.
     #[cfg(any(test, feature = "dynamodb-lease"))]
     pub(crate) fn head_layout(&self, now_ms: u64) -> Option<u64> {
-        self.layout.or_else(|| {
-            self.beats
-                .keys()
-                .any(|owner| self.is_alive(owner, now_ms))
-                .then_some(NOTICE_LAYOUT)
-        })
+        if self.any_alive(now_ms) {
+            return Some(NOTICE_LAYOUT);
+        }
+        self.layout
+    }
+
+    /// Whether any beat of this notice runs at `now_ms` ([`is_alive`](Self::is_alive)).
+    #[cfg(any(test, feature = "dynamodb-lease"))]
+    pub(crate) fn any_alive(&self, now_ms: u64) -> bool {
+        self.beats.keys().any(|owner| self.is_alive(owner, now_ms))
     }
 
     /// Whether `owner`'s beat still runs at `now_ms`, judged as lease expiries are: it lapses once

@@ -313,8 +313,14 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// Whether the store keeps each stream's notice head apart from its beats and runs'
     /// records ([`NOTICE_LAYOUT_APART`](crate::NOTICE_LAYOUT_APART)), so that
     /// [`notice_head`](Self::notice_head) reads less than [`notice`](Self::notice) and the
-    /// handover poll reads the head alone while it can. A store that wraps another forwards the
-    /// inner store's answer. Provided as `false`.
+    /// handover poll reads the head alone while it can. Provided as `false`.
+    ///
+    /// A store that wraps another must forward this, [`notice_head`](Self::notice_head) and
+    /// [`keep_layout`](Self::keep_layout) together (as it forwards [`notice`](Self::notice)
+    /// and [`beat`](Self::beat)). One that does not runs as the one-row layout while its
+    /// inner store keeps the head apart and writes layout 2 before its first beat: its
+    /// instance then finds its own beats in the notice as another layout's, and its
+    /// subscriptions do not open (the error names these three calls).
     fn keeps_notice_head_apart(&self) -> bool {
         false
     }
@@ -322,8 +328,10 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// Writes in `stream`'s notice the layout this store keeps it in, once a subscription's
     /// read of the notice as it opens found no instance of another layout: an instance of a
     /// version that keeps the notice otherwise then refuses to open on the stream. Refused,
-    /// with an error naming both layouts, when the notice already names another. Provided as
-    /// doing nothing: a store of this version's layout writes none.
+    /// with an error naming both layouts, when the notice already names another; a
+    /// subscription whose write of its layout fails does not open (its beats would land where
+    /// an instance of the other layout does not look). Provided as doing nothing: a store of
+    /// the one-row layout writes none.
     ///
     /// # Errors
     ///

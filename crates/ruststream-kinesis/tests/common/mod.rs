@@ -17,6 +17,17 @@ use std::sync::Arc;
 
 use ruststream_kinesis::{KinesisBroker, LeaseStore};
 
+/// The wall clock in epoch milliseconds, as beats and lease expiries are written.
+pub fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
 /// The local stack's endpoint, or `None` to skip a live test. With `KINESIS_TEST_STRICT=1` a
 /// missing endpoint fails the test instead, so CI cannot pass by skipping.
 pub fn endpoint() -> Option<String> {

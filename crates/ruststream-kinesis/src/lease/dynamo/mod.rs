@@ -203,6 +203,11 @@ pub struct DynamoLeaseStore {
     /// Each stream's notice kept in three rows, its head apart
     /// ([`keep_notice_head_apart`](Self::keep_notice_head_apart)).
     notice_apart: bool,
+    /// The streams whose notice head says layout 2, as this store last wrote or read it. Kept
+    /// apart, a beat into the beats' row is written only once that is so (the store writes it
+    /// again when a read found it gone, removed by hand); either way, gone instances are
+    /// forgotten from the three rows.
+    apart_heads: Arc<Mutex<HashSet<String>>>,
 }
 
 /// What a Scan of the table read.
@@ -321,6 +326,7 @@ impl DynamoLeaseStore {
             fences: Arc::default(),
             commit_tables: crate::lease::CommitTables::default(),
             notice_apart: false,
+            apart_heads: Arc::default(),
         }
     }
 

@@ -71,8 +71,11 @@ impl DynamoLeaseStore {
             Some(item) => self.notice_from_item(&key, &item)?,
             None => return Ok(Notice::default()),
         };
-        if !self.notice_apart && notice.layout == Some(crate::NOTICE_LAYOUT_APART) {
-            return self.read_notice_apart(stream).await;
+        if !self.notice_apart {
+            self.head_says(stream, notice.layout);
+            if notice.layout == Some(crate::NOTICE_LAYOUT_APART) {
+                return self.read_notice_apart(stream).await;
+            }
         }
         Ok(notice)
     }
@@ -141,7 +144,7 @@ impl DynamoLeaseStore {
             .send()
             .await;
         if let Err(error) = sent {
-            tracing::debug!(
+            tracing::warn!(
                 table = %self.table,
                 stream,
                 error = %crate::sdk::failure::described(&error),
@@ -161,6 +164,9 @@ impl DynamoLeaseStore {
         until_ms: u64,
         forget: &[String],
     ) -> Result<(), LeaseError> {
+        if self.notice_apart {
+            self.layout_before_beat(stream).await?;
+        }
         let later_stands = self
             .write_notice(
                 (stream, self.beats_row(stream)),
@@ -252,19 +258,81 @@ impl DynamoLeaseStore {
             return;
         }
         let whole = [BEAT_PREFIX, INCARNATION_PREFIX, ASK_PREFIX];
-        if !self.notice_apart {
+        // A one-row store on a stream whose head still says layout 2 (a fleet of it stopped)
+        // forgets that fleet's leftovers from the three rows too.
+        if !self.notice_apart && !self.head_apart(stream) {
             self.remove_gone(stream, notice_key(stream), &gone, &whole)
                 .await;
             return;
         }
+        // The runs' records as they stand before the beats go: a gone owner whose new run
+        // records itself after this read keeps that record. (One that recorded itself before
+        // this read and beats only after the beats' removal loses it, as in one row: its twin
+        // check then waits for its next record.)
+        let key = LeaseKey::new(stream, "*");
+        let records = match self.get(&key, runs_key(stream), "notice").await {
+            Ok(item) => item.unwrap_or_default(),
+            Err(error) => {
+                tracing::debug!(
+                    table = %self.table,
+                    stream,
+                    error = %error,
+                    "reading the runs' records before forgetting gone instances failed; a later \
+                     write tries again"
+                );
+                return;
+            }
+        };
         if self
             .remove_gone(stream, beats_key(stream), &gone, &[BEAT_PREFIX])
             .await
         {
-            self.remove_gone(stream, runs_key(stream), &gone, &[INCARNATION_PREFIX])
-                .await;
+            self.remove_records(stream, &gone, &records).await;
             self.remove_gone(stream, notice_key(stream), &gone, &whole)
                 .await;
+        }
+    }
+
+    /// Removes from the runs' row the record of each of `gone` that `records` (the row as read
+    /// before) holds, in one `UpdateItem` conditioned on each being the one read still.
+    async fn remove_records(&self, stream: &str, gone: &[&String], records: &Item) {
+        let mut removed = Vec::new();
+        let mut conditions = Vec::new();
+        let mut names = HashMap::new();
+        let mut values = HashMap::new();
+        for (n, gone) in gone.iter().enumerate() {
+            let attribute = format!("{INCARNATION_PREFIX}{gone}");
+            let Some(record) = records.get(&attribute) else {
+                continue;
+            };
+            removed.push(format!("#r{n}"));
+            conditions.push(format!("#r{n} = :r{n}"));
+            names.insert(format!("#r{n}"), attribute);
+            values.insert(format!(":r{n}"), record.clone());
+        }
+        if removed.is_empty() {
+            return;
+        }
+        let sent = self
+            .client
+            .update_item()
+            .table_name(self.table())
+            .key(KEY, string(&runs_key(stream)))
+            .update_expression(format!("REMOVE {}", removed.join(", ")))
+            .condition_expression(conditions.join(" AND "))
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .send()
+            .await;
+        if let Err(error) = sent {
+            tracing::debug!(
+                table = %self.table,
+                stream,
+                forget = ?gone,
+                error = %crate::sdk::failure::described(&error),
+                "removing gone instances' records changed nothing (one recorded a new run, or \
+                 the call failed); a later write tries again"
+            );
         }
     }
 

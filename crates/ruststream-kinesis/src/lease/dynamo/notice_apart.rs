@@ -4,88 +4,76 @@
 //! last read say who is alive (`coordinator/notice_reads.rs`), and a beat rewrites the beats'
 //! row alone. The writes to each row are `notice.rs`'s, on the row that holds what they write.
 
-use aws_sdk_dynamodb::types::KeysAndAttributes;
-
 use super::notice::{NOTICE_LAYOUT_ATTRIBUTE, condition_refused};
 use super::*;
 use crate::NOTICE_LAYOUT_APART;
 use crate::lease::{beats_key, notice_key, runs_key};
 
 impl DynamoLeaseStore {
-    /// One consistent `BatchGetItem` of the notice's three rows (each billed on its own: the
-    /// head a read unit, the beats' and the runs' rows a unit per 4 KB), as one notice: the
-    /// head's counter, marks and layout ([`Notice::head_layout`]: a live one-row fleet's beats in
-    /// the head say it keeps that layout), the beats of the beats' row and of the head (a
-    /// one-row layout's leftovers, lapsed), the runs' records of both. A key the table left
-    /// unprocessed (throttled) fails the read: the next poll reads again.
+    /// Three consistent `GetItem`s of the notice's rows, sent together (each billed on its own:
+    /// the head a read unit, the beats' and the runs' rows a unit per 4 KB; the permission
+    /// they need is the `dynamodb:GetItem` every store needs), as one notice: the head's
+    /// counter and marks, its layout as [`Self::whole_layout`] tells it, the beats of the
+    /// beats' row and of the head (a one-row layout's leftovers), the runs' records of both.
+    /// Any of the three failing fails the read: the next poll reads again, and a subscription
+    /// that opens refuses to.
     pub(super) async fn read_notice_apart(&self, stream: &str) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let rows = [notice_key(stream), beats_key(stream), runs_key(stream)];
-        let keys = rows
-            .iter()
-            .map(|row| HashMap::from([(KEY.to_owned(), string(row))]))
-            .collect();
-        let wanted = KeysAndAttributes::builder()
-            .set_keys(Some(keys))
-            .consistent_read(true)
-            .build()
-            .map_err(|error| LeaseError::Store {
-                key: key.clone(),
-                operation: "notice",
-                message: error.to_string(),
-            })?;
-        let answer = self
-            .client
-            .batch_get_item()
-            .request_items(self.table(), wanted)
-            .send()
-            .await
-            .map_err(|error| self.failure(&key, "notice", &error))?;
-        if answer
-            .unprocessed_keys
-            .as_ref()
-            .is_some_and(|left| !left.is_empty())
-        {
-            return Err(LeaseError::Throttled {
-                key,
-                operation: "notice",
-                code: "UnprocessedKeys".to_owned(),
-            });
-        }
-        let mut found: HashMap<String, Item> = HashMap::new();
-        for item in answer
-            .responses
-            .and_then(|mut tables| tables.remove(self.table()))
-            .unwrap_or_default()
-        {
-            if let Some(AttributeValue::S(row)) = item.get(KEY) {
-                found.insert(row.clone(), item);
-            }
-        }
-        let mut part = |row: &String| -> Result<Notice, LeaseError> {
-            found.remove(row).map_or_else(
+        let (head, beats, runs) = tokio::try_join!(
+            self.get(&key, notice_key(stream), "notice"),
+            self.get(&key, beats_key(stream), "notice"),
+            self.get(&key, runs_key(stream), "notice"),
+        )?;
+        let part = |item: Option<Item>| -> Result<Notice, LeaseError> {
+            item.map_or_else(
                 || Ok(Notice::default()),
                 |item| self.notice_from_item(&key, &item),
             )
         };
-        let head = part(&rows[0])?;
-        let beats = part(&rows[1])?;
-        let runs = part(&rows[2])?;
-        let mut notice = Self::head_alone(head.clone());
-        notice.beats = head.beats;
+        let (head, beats, runs) = (part(head)?, part(beats)?, part(runs)?);
+        self.head_says(stream, head.layout);
+        let now_ms = epoch_millis();
+        if head.any_alive(now_ms) && beats.any_alive(now_ms) {
+            tracing::warn!(
+                table = %self.table,
+                stream,
+                "beats run both in the stream's notice row and in its beats' row: instances that \
+                 keep the notice in one row and instances that keep its head apart \
+                 (`DynamoLeaseStore::keep_notice_head_apart`) run on it at once; run one layout"
+            );
+        }
+        let mut notice = Notice {
+            layout: Self::whole_layout(&head, &beats, now_ms),
+            counter: head.counter,
+            asks: head.asks,
+            beats: head.beats,
+            incarnations: head.incarnations,
+        };
         for (owner, until) in beats.beats {
             let beat = notice.beats.entry(owner).or_insert(until);
             *beat = (*beat).max(until);
         }
-        notice.incarnations = head.incarnations;
         notice.incarnations.extend(runs.incarnations);
         Ok(notice)
+    }
+
+    /// The layout a notice kept apart says at `now_ms`, read whole: the one-row layout while a
+    /// beat in the head runs ([`Notice::head_layout`]); layout 2 only while a beat in the beats'
+    /// row runs, since nothing removes the layout once written, and a fleet of it that stopped
+    /// must not refuse a one-row fleet that follows; any other layout written, as written.
+    fn whole_layout(head: &Notice, beats: &Notice, now_ms: u64) -> Option<u64> {
+        match head.head_layout(now_ms) {
+            Some(NOTICE_LAYOUT_APART) if !beats.any_alive(now_ms) => None,
+            layout => layout,
+        }
     }
 
     /// One consistent `GetItem` of the notice's head: its counter, marks and layout, the beats
     /// and runs' records left out.
     pub(super) async fn read_notice_head(&self, stream: &str) -> Result<Notice, LeaseError> {
-        self.read_notice(stream).await.map(Self::head_alone)
+        let head = self.read_notice(stream).await?;
+        self.head_says(stream, head.layout);
+        Ok(Self::head_alone(head))
     }
 
     /// The head's part of `head`, read from the head's row: its layout as
@@ -100,8 +88,8 @@ impl DynamoLeaseStore {
     }
 
     /// Writes this layout in `stream`'s notice head, unless the head names another already
-    /// (written meanwhile by an instance of another layout): then nothing changes, and the next
-    /// read of the notice tells of the other layout.
+    /// (written meanwhile by an instance of another layout): then nothing changes, and the call
+    /// is refused, naming both layouts.
     pub(super) async fn write_layout(&self, stream: &str) -> Result<(), LeaseError> {
         let key = LeaseKey::new(stream, "*");
         let sent = self
@@ -116,9 +104,53 @@ impl DynamoLeaseStore {
             .send()
             .await;
         match sent {
-            Ok(_) => Ok(()),
-            Err(error) if condition_refused(&error) => Ok(()),
+            Ok(_) => {
+                self.head_says(stream, Some(NOTICE_LAYOUT_APART));
+                Ok(())
+            }
+            Err(error) if condition_refused(&error) => Err(LeaseError::Store {
+                key,
+                operation: "keep_layout",
+                message: format!(
+                    "the notice row {:?} names another layout than {NOTICE_LAYOUT_APART} in \
+                     {NOTICE_LAYOUT_ATTRIBUTE}, written by an instance of another version; run \
+                     one version and one layout on the stream",
+                    notice_key(stream)
+                ),
+            }),
             Err(error) => Err(self.failure(&key, "keep_layout", &error)),
+        }
+    }
+
+    /// Writes the layout in `stream`'s head unless this store wrote or read it there last: a
+    /// beat into the beats' row only follows it, even where the subscription's own write of it
+    /// ([`LeaseStore::keep_layout`]) was not forwarded by a wrapper, or where it was removed
+    /// by hand while this instance still beats.
+    pub(super) async fn layout_before_beat(&self, stream: &str) -> Result<(), LeaseError> {
+        if self.head_apart(stream) {
+            return Ok(());
+        }
+        self.write_layout(stream).await
+    }
+
+    /// Whether `stream`'s head said layout 2 as this store last wrote or read it.
+    pub(super) fn head_apart(&self, stream: &str) -> bool {
+        self.apart_heads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(stream)
+    }
+
+    /// Notes the layout `stream`'s head was just read or written with.
+    pub(super) fn head_says(&self, stream: &str, layout: Option<u64>) {
+        let mut heads = self
+            .apart_heads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if layout == Some(NOTICE_LAYOUT_APART) {
+            heads.insert(stream.to_owned());
+        } else {
+            heads.remove(stream);
         }
     }
 }

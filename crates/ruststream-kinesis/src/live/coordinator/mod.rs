@@ -411,7 +411,10 @@ impl Subscription {
                  keep_notice_head_apart`); instances of the two cannot share the stream's leases \
                  (each would miss the other's beats), and a subscription that finds this as it \
                  opens does not open: run every instance on the stream with one version and one \
-                 layout, and to change either stop the fleet (or let its leases lapse) first",
+                 layout, and to change either stop the fleet (or let its leases lapse) first; a \
+                 `LeaseStore` wrapper around a store that keeps the head apart must forward \
+                 `keeps_notice_head_apart`, `notice_head` and `keep_layout`, or its instance \
+                 takes its own beats for another layout's",
                 self.stream,
                 self.table(),
                 env!("CARGO_PKG_VERSION"),
@@ -513,23 +516,28 @@ impl Subscription {
         // holders' beats (a live one is not taken over, and a holder keeping its leases the
         // other way refuses this subscription) rather than count every such holder gone.
         // A notice of another layout refuses the subscription here, before its beat writes
-        // into a notice another version keeps. A failed read opens (a later notice read reports
-        // the layout, and no take-over judges a holder of that layout gone).
-        if let Ok(Some(notice)) = self.store.notice(&self.stream).await {
-            coordinator.take_notice_read(&notice, epoch_millis());
-            if let Some(layout) = coordinator.layout_news() {
-                return Err(self.other_layout(layout, coordinator.notice_layout()));
+        // into a notice another version keeps. A failed read opens a store of the one-row
+        // layout (a later notice read reports the layout, and no take-over judges a holder of
+        // that layout gone); a store that keeps the head apart writes its layout next, which
+        // only a read that found none of the other may allow, so its failed read refuses.
+        match self.store.notice(&self.stream).await {
+            Ok(Some(notice)) => {
+                coordinator.take_notice_read(&notice, epoch_millis());
+                if let Some(layout) = coordinator.layout_news() {
+                    return Err(self.other_layout(layout, coordinator.notice_layout()));
+                }
             }
+            Err(err) if self.store.keeps_notice_head_apart() => {
+                return Err(self.lease_error("*", err));
+            }
+            Ok(None) | Err(_) => {}
         }
-        // Its layout in the notice, for an instance of another to find as it opens. A failure
-        // opens all the same: every later subscription of the store writes it again.
+        // Its layout in the notice, for an instance of another to find as it opens, before its
+        // first beat: a beat where an instance of the other layout looks for none, with no
+        // layout to tell it so, would be missed, and its holders' rows taken from live readers.
+        // So a failure refuses the subscription.
         if let Err(err) = self.store.keep_layout(&self.stream).await {
-            tracing::warn!(
-                stream = %self.stream,
-                error = %err,
-                "writing this store's layout in the stream's notice failed; an instance of \
-                 another layout opening now would not be refused"
-            );
+            return Err(self.lease_error("*", err));
         }
         if self.beats.is_some() {
             // The beat next: the first round takes shards only once a chain of beats counts.

@@ -1,20 +1,47 @@
-//! The notice kept apart at the SDK boundary: a `BatchGetItem` answer as DynamoDB shapes it,
-//! merged into one notice, and the keys it leaves unprocessed.
+//! The notice kept apart at the SDK boundary: its three rows read by `GetItem` as DynamoDB
+//! answers them and merged into one notice, the layouts each read tells, a read IAM denies,
+//! the layout written before the first beat, and forgetting row by row.
+
+use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
 use super::*;
-use crate::doubles::fake_kinesis::{Reply, replying};
+use crate::doubles::fake_kinesis::{Reply, Seen, replying};
 use crate::{NOTICE_LAYOUT, NOTICE_LAYOUT_APART};
 
-/// A store that keeps the notice apart, on a fake DynamoDB answering every `BatchGetItem` with
-/// `answer` and every `GetItem` with `head`.
-fn apart(answer: Value, head: Value) -> DynamoLeaseStore {
-    let (config, _) = replying(move |_, operation, _| match operation {
-        "BatchGetItem" => Reply::ok(answer.clone()),
-        "GetItem" => Reply::ok(json!({ "Item": head.clone() })),
-        other => Reply::error(400, &format!("Unexpected{other}")),
-    });
+/// A fake DynamoDB holding `rows` (by `lease_key`): `GetItem` answers the row asked for (or
+/// none), `UpdateItem` answers `update`, and `BatchGetItem`, outside the guide's IAM policy,
+/// is denied.
+fn table(rows: &[Value], update: Reply) -> (aws_config::SdkConfig, Seen) {
+    let rows: HashMap<String, Value> = rows
+        .iter()
+        .map(|row| {
+            (
+                row["lease_key"]["S"].as_str().unwrap().to_owned(),
+                row.clone(),
+            )
+        })
+        .collect();
+    replying(move |_, operation, body| match operation {
+        "GetItem" => {
+            let key = body["Key"]["lease_key"]["S"].as_str().unwrap_or_default();
+            match rows.get(key) {
+                Some(row) if row.get("denied").is_some() => {
+                    Reply::error(400, "AccessDeniedException")
+                }
+                Some(row) => Reply::ok(json!({ "Item": row })),
+                None => Reply::ok(json!({})),
+            }
+        }
+        "UpdateItem" => update.clone(),
+        other => Reply::error(400, &format!("AccessDeniedException{other}")),
+    })
+}
+
+/// A store that keeps the notice apart, on [`table`].
+fn apart(rows: &[Value]) -> DynamoLeaseStore {
+    let (config, _) = table(rows, Reply::ok(json!({})));
     DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart()
 }
 
@@ -22,9 +49,33 @@ fn number(n: u64) -> Value {
     json!({ "N": n.to_string() })
 }
 
+fn far() -> u64 {
+    epoch_millis() + 60_000
+}
+
+/// The keys and update expressions of the `UpdateItem`s `seen`, in order.
+fn updates(seen: &Seen) -> Vec<(String, String)> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|(operation, _)| operation == "UpdateItem")
+        .map(|(_, body)| {
+            (
+                body["Key"]["lease_key"]["S"].as_str().unwrap().to_owned(),
+                body["UpdateExpression"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The keys of the `UpdateItem`s `seen`, in order.
+fn update_keys(seen: &Seen) -> Vec<String> {
+    updates(seen).into_iter().map(|(key, _)| key).collect()
+}
+
 #[tokio::test]
-async fn the_three_rows_read_as_one_notice() {
-    let far = epoch_millis() + 60_000;
+async fn the_three_rows_read_as_one_notice_by_get_item() {
+    let far = far();
     let head = json!({
         "lease_key": { "S": "orders#notice" },
         "notice_counter": number(7),
@@ -33,22 +84,18 @@ async fn the_three_rows_read_as_one_notice() {
         // A one-row fleet's leftover, lapsed long ago.
         "beat_old": number(1_000),
     });
-    let answer = json!({
-        "Responses": { "leases": [
-            head.clone(),
-            {
-                "lease_key": { "S": "orders#beats#notice" },
-                "beat_pod-a": number(far),
-                "beat_pod-b": number(far + 1),
-            },
-            {
-                "lease_key": { "S": "orders#runs#notice" },
-                "incarnation_pod-a": { "S": "1-00000000000000ff@2" },
-            },
-        ] },
-        "UnprocessedKeys": {},
-    });
-    let store = apart(answer, head);
+    let store = apart(&[
+        head,
+        json!({
+            "lease_key": { "S": "orders#beats#notice" },
+            "beat_pod-a": number(far),
+            "beat_pod-b": number(far + 1),
+        }),
+        json!({
+            "lease_key": { "S": "orders#runs#notice" },
+            "incarnation_pod-a": { "S": "1-00000000000000ff@2" },
+        }),
+    ]);
     let notice = store.notice("orders").await.unwrap().unwrap();
     assert_eq!(notice.counter, 7);
     assert_eq!(notice.layout, Some(NOTICE_LAYOUT_APART));
@@ -67,19 +114,35 @@ async fn the_three_rows_read_as_one_notice() {
 }
 
 #[tokio::test]
-async fn a_live_beat_in_the_head_is_a_one_row_fleets() {
+async fn a_whole_read_that_iam_denies_fails_naming_the_table() {
+    let store = apart(&[
+        json!({ "lease_key": { "S": "orders#notice" }, "notice_counter": number(1) }),
+        json!({ "lease_key": { "S": "orders#beats#notice" }, "denied": true }),
+    ]);
+    let error = store.notice("orders").await.unwrap_err();
+    assert!(!error.is_throttled(), "{error}");
+    let told = error.to_string();
+    assert!(
+        told.contains("leases") && told.contains("AccessDenied"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_live_beat_in_the_head_is_a_one_row_fleets_whatever_layout_the_head_names() {
+    // A one-row fleet started after a fleet of layout 2 stopped: the layout it left stays.
     let head = json!({
         "lease_key": { "S": "orders#notice" },
         "notice_counter": number(3),
-        "beat_pod-z": number(epoch_millis() + 60_000),
+        "notice_layout": number(NOTICE_LAYOUT_APART),
+        "beat_pod-z": number(far()),
     });
-    let answer = json!({ "Responses": { "leases": [head.clone()] } });
-    let store = apart(answer, head);
+    let store = apart(&[head]);
     let notice = store.notice("orders").await.unwrap().unwrap();
     assert_eq!(
         notice.layout,
         Some(NOTICE_LAYOUT),
-        "refused as another layout"
+        "refused as the one-row layout"
     );
     let head = store.notice_head("orders").await.unwrap().unwrap();
     assert_eq!(
@@ -89,39 +152,145 @@ async fn a_live_beat_in_the_head_is_a_one_row_fleets() {
 }
 
 #[tokio::test]
-async fn keys_left_unprocessed_fail_the_read_as_throttled() {
-    let answer = json!({
-        "Responses": { "leases": [] },
-        "UnprocessedKeys": { "leases": {
-            "Keys": [{ "lease_key": { "S": "orders#beats#notice" } }],
-            "ConsistentRead": true,
-        } },
-    });
-    let store = apart(answer, json!({}));
-    let error = store.notice("orders").await.unwrap_err();
-    assert!(error.is_throttled(), "{error}");
-}
-
-#[tokio::test]
-async fn a_one_row_store_reads_a_notice_kept_apart_whole() {
-    let far = epoch_millis() + 60_000;
+async fn a_one_row_store_is_refused_by_a_running_fleet_of_layout_2_and_not_by_a_stopped_one() {
     let head = json!({
         "lease_key": { "S": "orders#notice" },
         "notice_counter": number(4),
         "notice_layout": number(NOTICE_LAYOUT_APART),
     });
-    let answer = json!({ "Responses": { "leases": [
-        head.clone(),
-        { "lease_key": { "S": "orders#beats#notice" }, "beat_pod-a": number(far) },
-    ] } });
-    let (config, _) = replying(move |_, operation, _| match operation {
-        "BatchGetItem" => Reply::ok(answer.clone()),
-        "GetItem" => Reply::ok(json!({ "Item": head.clone() })),
-        other => Reply::error(400, &format!("Unexpected{other}")),
-    });
-    // As `lease-table` reads it: its store keeps no notice apart.
-    let store = DynamoLeaseStore::new(&config, "leases");
-    let notice = store.notice("orders").await.unwrap().unwrap();
-    assert_eq!(notice.beats.get("pod-a"), Some(&far), "{notice:?}");
+    let beats = |until: u64| json!({ "lease_key": { "S": "orders#beats#notice" }, "beat_pod-a": number(until) });
+    // As `lease-table` and a one-row fleet read it: their store keeps no notice apart.
+    let one_row = |rows: &[Value]| {
+        let (config, _) = table(rows, Reply::ok(json!({})));
+        DynamoLeaseStore::new(&config, "leases")
+    };
+    let running = one_row(&[head.clone(), beats(far())]);
+    let notice = running.notice("orders").await.unwrap().unwrap();
+    assert!(notice.beats.contains_key("pod-a"), "{notice:?}");
     assert_eq!(notice.other_layout(), Some(NOTICE_LAYOUT_APART));
+    let stopped = one_row(&[head, beats(1_000)]);
+    let notice = stopped.notice("orders").await.unwrap().unwrap();
+    assert_eq!(
+        notice.other_layout(),
+        None,
+        "a stopped fleet of layout 2 leaves the stream to either layout: {notice:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_layout_is_refused_where_another_is_written() {
+    let refused = Reply::error(
+        400,
+        "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+    );
+    let (config, _) = table(&[], refused);
+    let store = DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart();
+    let error = store.keep_layout("orders").await.unwrap_err();
+    let told = error.to_string();
+    assert!(
+        told.contains("orders#notice") && told.contains("another layout than 2"),
+        "{told}"
+    );
+    let error = store.beat("orders", "pod-a", far(), &[]).await.unwrap_err();
+    assert!(error.to_string().contains("another layout"), "{error}");
+}
+
+#[tokio::test]
+async fn the_first_beat_writes_the_layout_before_it_and_later_beats_do_not() {
+    let (config, seen) = table(&[], Reply::ok(json!({})));
+    let store = DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart();
+    store.beat("orders", "pod-a", far(), &[]).await.unwrap();
+    store.beat("orders", "pod-a", far() + 1, &[]).await.unwrap();
+    assert_eq!(
+        update_keys(&seen),
+        [
+            "orders#notice",
+            "orders#beats#notice",
+            "orders#beats#notice"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn forgetting_removes_beats_then_records_as_read_then_the_heads_leftovers() {
+    let runs = json!({
+        "lease_key": { "S": "orders#runs#notice" },
+        "incarnation_gone": { "S": "5-00000000000000aa@6" },
+    });
+    let (config, seen) = table(&[runs], Reply::ok(json!({})));
+    let store = DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart();
+    store.keep_layout("orders").await.unwrap();
+    store
+        .beat("orders", "pod-a", far(), &["gone".to_owned()])
+        .await
+        .unwrap();
+    let writes = updates(&seen);
+    let keys: Vec<&str> = writes.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "orders#notice",
+            "orders#beats#notice",
+            "orders#beats#notice",
+            "orders#runs#notice",
+            "orders#notice"
+        ],
+        "{writes:?}"
+    );
+    let records = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(operation, body)| {
+            operation == "UpdateItem" && body["Key"]["lease_key"]["S"] == "orders#runs#notice"
+        })
+        .map(|(_, body)| body.clone())
+        .next()
+        .unwrap();
+    assert_eq!(
+        records["ExpressionAttributeValues"][":r0"]["S"], "5-00000000000000aa@6",
+        "the record is removed only while it is the one read: {records}"
+    );
+}
+
+#[tokio::test]
+async fn a_layout_found_gone_is_written_again_before_the_next_beat() {
+    // The head as an operator left it, `notice_layout` removed by hand.
+    let head = json!({ "lease_key": { "S": "orders#notice" }, "notice_counter": number(1) });
+    let (config, seen) = table(&[head], Reply::ok(json!({})));
+    let store = DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart();
+    store.keep_layout("orders").await.unwrap();
+    store.beat("orders", "pod-a", far(), &[]).await.unwrap();
+    store.notice_head("orders").await.unwrap();
+    store.beat("orders", "pod-a", far() + 1, &[]).await.unwrap();
+    assert_eq!(
+        update_keys(&seen),
+        [
+            "orders#notice",
+            "orders#beats#notice",
+            "orders#notice",
+            "orders#beats#notice"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_one_row_store_forgets_a_stopped_fleet_of_layout_2_from_its_three_rows() {
+    let head = json!({
+        "lease_key": { "S": "orders#notice" },
+        "notice_counter": number(4),
+        "notice_layout": number(NOTICE_LAYOUT_APART),
+    });
+    let (config, seen) = table(&[head], Reply::ok(json!({})));
+    let store = DynamoLeaseStore::new(&config, "leases");
+    store.notice("orders").await.unwrap();
+    store
+        .beat("orders", "pod-z", far(), &["gone".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(
+        update_keys(&seen),
+        ["orders#notice", "orders#beats#notice", "orders#notice"],
+        "its beat in the head, then the leftovers from the beats' row and the head"
+    );
 }

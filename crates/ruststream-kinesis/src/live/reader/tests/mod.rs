@@ -3,6 +3,7 @@
 
 mod ends;
 mod faults;
+mod layout;
 mod lease;
 mod pace;
 mod retry;
