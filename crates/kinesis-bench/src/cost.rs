@@ -139,6 +139,7 @@ impl Fleet {
     async fn start(
         stack: &Stack,
         (shards, instances, loaded, by_beat): (u32, usize, bool, bool),
+        apart: bool,
         stop: &CancellationToken,
     ) -> Result<Self, Error> {
         let stream = unique("bench-cost");
@@ -146,7 +147,12 @@ impl Fleet {
         let table = stack.table("bench-cost").await?;
         let mut members = Vec::with_capacity(instances);
         for n in 0..instances {
-            let counted = Arc::new(CountingStore::new(Arc::new(table.clone())));
+            let store = if apart {
+                table.clone().keep_notice_head_apart()
+            } else {
+                table.clone()
+            };
+            let counted = Arc::new(CountingStore::new(Arc::new(store)));
             let registry = prometheus::Registry::new();
             let running = service::app(
                 stack,
@@ -358,7 +364,8 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
                     if loaded { "loaded" } else { "idle" }
                 );
                 // One fleet that fails is a line of the figure; the others are still measured.
-                match measure(stack, (shards, instances, loaded, opts.by_beat), window).await {
+                let fleet = (shards, instances, loaded, opts.by_beat);
+                match measure(stack, fleet, opts.apart, window).await {
                     Ok(m) => {
                         eprintln!("cost: {}", m.line());
                         measured.push(m);
@@ -371,7 +378,12 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
             }
         }
     }
-    Ok(figures(&measured, &failed, window, opts.by_beat))
+    Ok(figures(
+        &measured,
+        &failed,
+        window,
+        (opts.by_beat, opts.apart),
+    ))
 }
 
 /// One fleet of `instances` on `shards` shards, idle or `loaded`, counted over `window` once
@@ -379,10 +391,11 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
 async fn measure(
     stack: &Stack,
     (shards, instances, loaded, by_beat): (u32, usize, bool, bool),
+    apart: bool,
     window: Duration,
 ) -> Result<Measured, Error> {
     let stop = CancellationToken::new();
-    let fleet = Fleet::start(stack, (shards, instances, loaded, by_beat), &stop).await?;
+    let fleet = Fleet::start(stack, (shards, instances, loaded, by_beat), apart, &stop).await?;
     let Some(settled_in) = fleet.steady(shards, Duration::from_secs(180)).await else {
         stop.cancel();
         fleet.close(stack).await?;
@@ -408,7 +421,7 @@ fn figures(
     measured: &[Measured],
     failed: &[(u32, String)],
     window: Duration,
-    by_beat: bool,
+    (by_beat, apart): (bool, bool),
 ) -> Vec<Figure> {
     let setup = format!(
         "each fleet on a stream and lease table of its own, default lease timings, {}; steady \
@@ -417,10 +430,17 @@ fn figures(
          to the notice row one per KB of it, a row read one read unit, a notice read one per 4 \
          KB of it, a list Scan one per 4 KB of rows read; dollars at on-demand prices \
          (${WRITE_PRICE} per million writes, ${READ_PRICE} per million reads), 30 days",
-        if by_beat {
-            "keep_leases_alive_by_beat(true), balance_shards(true)"
-        } else {
-            "balance_shards(true)"
+        match (by_beat, apart) {
+            (true, true) => {
+                "keep_leases_alive_by_beat(true), balance_shards(true), \
+                 keep_notice_head_apart() (each notice row priced by its size)"
+            }
+            (true, false) => "keep_leases_alive_by_beat(true), balance_shards(true)",
+            (false, true) => {
+                "balance_shards(true), keep_notice_head_apart() (each notice row priced by its \
+                 size)"
+            }
+            (false, false) => "balance_shards(true)",
         },
         window.as_secs()
     );
@@ -433,15 +453,20 @@ fn figures(
     {
         let of: Vec<&Measured> = measured.iter().filter(|m| m.shards == shards).collect();
         let idle: Vec<&&Measured> = of.iter().filter(|m| !m.loaded).collect();
-        let name: &'static str = match (by_beat, shards) {
-            (false, 8) => "coordination cost, 8 shards",
-            (false, 64) => "coordination cost, 64 shards",
-            (false, 256) => "coordination cost, 256 shards",
-            (false, _) => "coordination cost",
-            (true, 8) => "coordination cost by beat, 8 shards",
-            (true, 64) => "coordination cost by beat, 64 shards",
-            (true, 256) => "coordination cost by beat, 256 shards",
-            (true, _) => "coordination cost by beat",
+        let name: &'static str = match (by_beat, apart, shards) {
+            (false, false, 8) => "coordination cost, 8 shards",
+            (false, false, 64) => "coordination cost, 64 shards",
+            (false, false, 256) => "coordination cost, 256 shards",
+            (false, false, _) => "coordination cost",
+            (false, true, _) => "coordination cost, head apart",
+            (true, false, 8) => "coordination cost by beat, 8 shards",
+            (true, false, 64) => "coordination cost by beat, 64 shards",
+            (true, false, 256) => "coordination cost by beat, 256 shards",
+            (true, false, _) => "coordination cost by beat",
+            (true, true, 8) => "coordination cost by beat, head apart, 8 shards",
+            (true, true, 64) => "coordination cost by beat, head apart, 64 shards",
+            (true, true, 256) => "coordination cost by beat, head apart, 256 shards",
+            (true, true, _) => "coordination cost by beat, head apart",
         };
         let mut f = Figure::new(name, "cost");
         f.measured = idle

@@ -181,9 +181,26 @@ pub struct CountingStore {
     notice_read_units: AtomicU64,
     notice_write_units: AtomicU64,
     writes: Mutex<HashMap<String, Vec<Instant>>>,
+    /// Kept apart (`DynamoLeaseStore::keep_notice_head_apart`): the size of each row of the
+    /// notice as last read whole (`DynamoLeaseStore::notice_rows_bytes`), so a write is priced
+    /// by the row it writes and a whole read by every row it reads.
+    notice_rows: Mutex<std::collections::BTreeMap<String, usize>>,
     /// Answers that it keeps no notices (a store written against the five calls), so the
     /// handover poll reads the rows at every poll: the cost before the notice, for comparison.
     hide_notices: bool,
+}
+
+/// The row of the stream's notice a write goes to, kept apart.
+#[derive(Debug, Clone, Copy)]
+enum NoticeRow<'a> {
+    /// The head: a release's bump, the marks of handoffs asked.
+    Head(&'a str),
+    /// The owner's group of beats.
+    Beat(&'a str, &'a str),
+    /// The owner's group of beats, then the head's counter.
+    Leave(&'a str, &'a str),
+    /// The runs' records.
+    Runs(&'a str),
 }
 
 impl CountingStore {
@@ -197,6 +214,7 @@ impl CountingStore {
             notice_read_units: AtomicU64::new(0),
             notice_write_units: AtomicU64::new(0),
             writes: Mutex::default(),
+            notice_rows: Mutex::default(),
             hide_notices: false,
         }
     }
@@ -244,13 +262,32 @@ impl CountingStore {
         (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64)
     }
 
-    /// A write to the stream's notice row, as big as it was last read.
-    fn notice_written(&self) {
-        let bytes = self.notice_bytes.load(Ordering::Relaxed);
-        self.notice_write_units.fetch_add(
-            write_units(usize::try_from(bytes).unwrap_or(usize::MAX)),
-            Ordering::Relaxed,
-        );
+    /// A write to the stream's notice: in one row, the row as big as it was last read; kept
+    /// apart, the row that holds what `row` writes, as big as it was last read whole.
+    fn notice_written(&self, row: NoticeRow<'_>) {
+        let units = if self.inner.keeps_notice_head_apart() {
+            let rows = self
+                .notice_rows
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let of = |key: &str| write_units(rows.get(key).copied().unwrap_or(0));
+            let head = |stream: &str| of(&format!("{stream}#notice"));
+            match row {
+                NoticeRow::Head(stream) => head(stream),
+                NoticeRow::Beat(stream, owner) => {
+                    of(&DynamoLeaseStore::notice_beats_key(stream, owner))
+                }
+                // The beat's removal, then the bump of the counter in the head.
+                NoticeRow::Leave(stream, owner) => {
+                    of(&DynamoLeaseStore::notice_beats_key(stream, owner)) + head(stream)
+                }
+                NoticeRow::Runs(stream) => of(&format!("{stream}#runs#notice")),
+            }
+        } else {
+            let bytes = self.notice_bytes.load(Ordering::Relaxed);
+            write_units(usize::try_from(bytes).unwrap_or(usize::MAX))
+        };
+        self.notice_write_units.fetch_add(units, Ordering::Relaxed);
     }
 
     /// The read units the notice's reads cost so far, the write units of the writes to it, and
@@ -372,7 +409,7 @@ impl LeaseStore for CountingStore {
         self.write(Call::Release, key);
         if !self.hide_notices {
             // The release's bump of the stream's notice, a write of its own.
-            self.notice_written();
+            self.notice_written(NoticeRow::Head(key.stream()));
         }
         self.inner.release(key, owner)
     }
@@ -407,8 +444,19 @@ impl LeaseStore for CountingStore {
             if let Some(notice) = &notice {
                 let bytes = DynamoLeaseStore::notice_item_bytes(stream, notice);
                 self.notice_bytes.store(bytes as u64, Ordering::Relaxed);
-                self.notice_read_units
-                    .fetch_add(read_units(bytes), Ordering::Relaxed);
+                let units = if self.inner.keeps_notice_head_apart() {
+                    // Kept apart, a whole read reads every row, each billed on its own.
+                    let rows = DynamoLeaseStore::notice_rows_bytes(stream, notice);
+                    let units = rows.values().map(|bytes| read_units(*bytes)).sum();
+                    *self
+                        .notice_rows
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = rows;
+                    units
+                } else {
+                    read_units(bytes)
+                };
+                self.notice_read_units.fetch_add(units, Ordering::Relaxed);
             }
             Ok(notice)
         })
@@ -450,7 +498,7 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(())));
         }
         self.count(Call::Beat);
-        self.notice_written();
+        self.notice_written(NoticeRow::Beat(stream, owner));
         self.inner.beat(stream, owner, until_ms, forget)
     }
 
@@ -459,7 +507,7 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(())));
         }
         self.count(Call::Leave);
-        self.notice_written();
+        self.notice_written(NoticeRow::Leave(stream, owner));
         self.inner.leave(stream, owner)
     }
 
@@ -473,7 +521,7 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(())));
         }
         self.count(Call::Leave);
-        self.notice_written();
+        self.notice_written(NoticeRow::Leave(stream, owner));
         self.inner.leave_beat(stream, owner, until_ms)
     }
 
@@ -488,7 +536,7 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(())));
         }
         self.count(Call::Announce);
-        self.notice_written();
+        self.notice_written(NoticeRow::Runs(stream));
         self.inner.announce(stream, owner, record, forget)
     }
 
@@ -532,7 +580,7 @@ impl LeaseStore for CountingStore {
             return Box::pin(std::future::ready(Ok(())));
         }
         self.count(Call::MarkAsked);
-        self.notice_written();
+        self.notice_written(NoticeRow::Head(stream));
         self.inner.mark_asked(stream, holders)
     }
 

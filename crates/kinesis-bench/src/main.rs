@@ -76,6 +76,10 @@ struct Cli {
     /// (`keep_leases_alive_by_beat(true)`, balancing as the others) instead of renewing each row.
     #[arg(long)]
     by_beat: bool,
+    /// `cost` only: fleets whose stores keep each notice's head apart
+    /// (`DynamoLeaseStore::keep_notice_head_apart()`), each notice row priced by its size.
+    #[arg(long)]
+    apart: bool,
     /// `cost` only: count over windows of this many seconds (default 60; 300 spans the
     /// five-minute cadence at which every row is read).
     #[arg(long, value_name = "SECS")]
@@ -197,6 +201,8 @@ pub struct Options {
     pub idle: bool,
     /// `cost`: fleets keeping their leases alive by beat, not balancing.
     pub by_beat: bool,
+    /// `cost`: fleets whose stores keep each notice's head apart.
+    pub apart: bool,
     /// `cost`: the counting window, in seconds.
     pub window: Option<u64>,
 }
@@ -225,6 +231,7 @@ where
             instances: cli.instances,
             idle: cli.idle,
             by_beat: cli.by_beat,
+            apart: cli.apart,
             window: cli.window,
         },
     ))

@@ -782,7 +782,8 @@ async fn a_notice_kept_apart_writes_each_part_in_its_row_and_a_stopped_fleet_lea
     );
     assert!(!holds(&config, &table, "orders#notice", "beat_").await);
     assert!(!holds(&config, &table, "orders#notice", "incarnation_").await);
-    assert!(holds(&config, &table, "orders#beats#notice", "beat_pod-a").await);
+    let beats = DynamoLeaseStore::notice_beats_key("orders", "pod-a");
+    assert!(holds(&config, &table, &beats, "beat_pod-a").await);
     assert!(holds(&config, &table, "orders#runs#notice", "incarnation_pod-a").await);
 
     let seen = one_row.notice("orders").await.unwrap().unwrap();
@@ -793,7 +794,7 @@ async fn a_notice_kept_apart_writes_each_part_in_its_row_and_a_stopped_fleet_lea
     assert!(seen.beats.contains_key("pod-a"), "{seen:?}");
 
     apart.leave("orders", "pod-a").await.unwrap();
-    assert!(!holds(&config, &table, "orders#beats#notice", "beat_").await);
+    assert!(!holds(&config, &table, &beats, "beat_").await);
     let seen = one_row.notice("orders").await.unwrap().unwrap();
     assert_eq!(
         seen.other_layout(),

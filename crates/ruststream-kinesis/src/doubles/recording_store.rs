@@ -36,6 +36,8 @@ pub(crate) struct Recording {
     pub(crate) fail_notice: std::sync::atomic::AtomicBool,
     /// Writes of the layout fail.
     pub(crate) fail_layout: std::sync::atomic::AtomicBool,
+    /// The writes of the layout sent.
+    pub(crate) layout_writes: std::sync::atomic::AtomicUsize,
 }
 
 impl Recording {
@@ -234,6 +236,8 @@ impl LeaseStore for Recording {
     }
 
     fn keep_layout<'a>(&'a self, stream: &'a str) -> crate::LeaseFuture<'a, ()> {
+        self.layout_writes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if self.fail_layout.load(std::sync::atomic::Ordering::SeqCst) {
             return Box::pin(std::future::ready(Err(crate::LeaseError::Store {
                 key: LeaseKey::new(stream, "*"),

@@ -42,9 +42,9 @@ pub use journal::{HandledRecord, InProcessCommit, InProcessCommits, InProcessHan
 pub(crate) use journal::{HandlingEntry, HandlingSeed};
 pub use key::LeaseKey;
 pub use memory::MemoryLeaseStore;
-pub use notice::{NOTICE_LAYOUT, NOTICE_LAYOUT_APART, Notice};
 #[cfg(any(test, feature = "dynamodb-lease"))]
-pub(crate) use notice::{NOTICE_SUFFIX, beats_key, notice_key, runs_key};
+pub(crate) use notice::{BEAT_GROUPS, NOTICE_SUFFIX, beat_group, beats_key, notice_key, runs_key};
+pub use notice::{NOTICE_LAYOUT, NOTICE_LAYOUT_APART, Notice};
 #[cfg(feature = "dynamodb-lease")]
 pub use outcome::{CommitRefused, HandlingOutcome};
 pub(crate) use state::KEPT_BY_BEAT;

@@ -62,7 +62,7 @@ pub struct Notice {
 /// counter, every instance's beat, run record and count of marks.
 pub const NOTICE_LAYOUT: u64 = 1;
 
-/// The layout of a notice kept in three rows, its head (the counter, the marks, the layout)
+/// The layout of a notice kept in several rows, its head (the counter, the marks, the layout)
 /// apart from the beats and the runs' records, so that the handover poll reads the head alone
 /// while the beats it last read say who is alive
 /// ([`LeaseStore::keeps_notice_head_apart`](crate::LeaseStore::keeps_notice_head_apart);
@@ -196,11 +196,27 @@ pub(crate) fn notice_key(stream: &str) -> String {
     format!("{stream}{NOTICE_SUFFIX}")
 }
 
-/// The key of the row of `stream`'s beats in [`NOTICE_LAYOUT_APART`]. It ends as every notice
-/// row does, so that the Scans of every version since the notice skip it.
+/// How many rows hold a stream's beats in [`NOTICE_LAYOUT_APART`]: each instance beats into the
+/// row of its group ([`beat_group`]), so that a row stays under 1 KB (one write unit a beat)
+/// with about 20 instances in it, 160 in all, and a whole read reads each once.
 #[cfg(any(test, feature = "dynamodb-lease"))]
-pub(crate) fn beats_key(stream: &str) -> String {
-    format!("{stream}#beats{NOTICE_SUFFIX}")
+pub(crate) const BEAT_GROUPS: u32 = 8;
+
+/// The group of `owner`'s beat: FNV-1a of its bytes modulo [`BEAT_GROUPS`], the same in every
+/// build and on every platform, since every instance must find every other's beat there.
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) fn beat_group(owner: &str) -> u32 {
+    let hash = owner.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    });
+    hash % BEAT_GROUPS
+}
+
+/// The key of the row of `stream`'s beats of `group` in [`NOTICE_LAYOUT_APART`]. It ends as
+/// every notice row does, so that the Scans of every version since the notice skip it.
+#[cfg(any(test, feature = "dynamodb-lease"))]
+pub(crate) fn beats_key(stream: &str, group: u32) -> String {
+    format!("{stream}#beats{group}{NOTICE_SUFFIX}")
 }
 
 /// The key of the row of `stream`'s runs' records in [`NOTICE_LAYOUT_APART`].

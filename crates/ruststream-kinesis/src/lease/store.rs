@@ -319,8 +319,9 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// [`keep_layout`](Self::keep_layout) together (as it forwards [`notice`](Self::notice)
     /// and [`beat`](Self::beat)). One that does not runs as the one-row layout while its
     /// inner store keeps the head apart and writes layout 2 before its first beat: its
-    /// instance then finds its own beats in the notice as another layout's, and its
-    /// subscriptions do not open (the error names these three calls).
+    /// instance then finds its own beats in the notice as another layout's, and, unless a
+    /// one-row instance runs beside it, its subscriptions do not open (the error names these
+    /// three calls).
     fn keeps_notice_head_apart(&self) -> bool {
         false
     }

@@ -17,6 +17,7 @@ use aws_sdk_dynamodb::types::{
 
 mod check;
 pub(crate) mod commit;
+mod head_marks;
 mod item;
 mod notice;
 mod notice_apart;
@@ -200,14 +201,14 @@ pub struct DynamoLeaseStore {
     /// Exactly once: the key attributes of the tables handlers put items into, and this table's
     /// region once it was described.
     commit_tables: crate::lease::CommitTables,
-    /// Each stream's notice kept in three rows, its head apart
+    /// Each stream's notice kept in several rows, its head apart
     /// ([`keep_notice_head_apart`](Self::keep_notice_head_apart)).
     notice_apart: bool,
-    /// The streams whose notice head says layout 2, as this store last wrote or read it. Kept
-    /// apart, a beat into the beats' row is written only once that is so (the store writes it
-    /// again when a read found it gone, removed by hand); either way, gone instances are
-    /// forgotten from the three rows.
-    apart_heads: Arc<Mutex<HashSet<String>>>,
+    /// What this store last learnt of each stream's notice head (`head_marks.rs`): kept apart,
+    /// a beat into the beats' rows is written only after a fresh mark says the head holds
+    /// layout 2, else after the store wrote it; either way, gone instances are forgotten from
+    /// every row while the head says 2.
+    head_marks: Arc<Mutex<head_marks::HeadMarks>>,
 }
 
 /// What a Scan of the table read.
@@ -326,7 +327,7 @@ impl DynamoLeaseStore {
             fences: Arc::default(),
             commit_tables: crate::lease::CommitTables::default(),
             notice_apart: false,
-            apart_heads: Arc::default(),
+            head_marks: Arc::default(),
         }
     }
 
@@ -368,14 +369,16 @@ impl DynamoLeaseStore {
         self.application.as_deref()
     }
 
-    /// Keeps each stream's notice in three rows ([`NOTICE_LAYOUT_APART`](crate::NOTICE_LAYOUT_APART)):
+    /// Keeps each stream's notice apart ([`NOTICE_LAYOUT_APART`](crate::NOTICE_LAYOUT_APART)):
     /// its head (`<stream>#notice`: the releases' counter, the marks of handoffs asked, the
-    /// layout), its beats (`<stream>#beats#notice`) and its runs' records
+    /// layout), its beats in the rows of eight groups (`<stream>#beats<group>#notice`:
+    /// [`notice_beats_key`](Self::notice_beats_key)) and its runs' records
     /// (`<stream>#runs#notice`). The handover poll then reads the head alone (one read unit)
-    /// while the beats it last read still say who is alive, and a beat rewrites the beats' row
-    /// alone: what the notice costs grows with the instances once, not twice. Opt-in: every
-    /// instance on a stream must keep its notice the same way (a subscription refuses to open
-    /// beside one of the other layout), so switch a fleet after stopping it.
+    /// while the beats it last read still say who is alive, and a beat rewrites its group's row
+    /// alone (one write unit while the row holds about 20 instances' beats): what the notice
+    /// costs grows with the instances once, not twice. A whole read reads the ten rows. Opt-in:
+    /// every instance on a stream must keep its notice the same way (a subscription refuses to
+    /// open beside one of the other layout), so switch a fleet after stopping it.
     ///
     /// ```
     /// use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -392,6 +395,22 @@ impl DynamoLeaseStore {
     pub fn keep_notice_head_apart(mut self) -> Self {
         self.notice_apart = true;
         self
+    }
+
+    /// The key (`lease_key`) of the row that holds `owner`'s beat on `stream` where the notice's
+    /// head is kept apart ([`keep_notice_head_apart`](Self::keep_notice_head_apart)): the row
+    /// of its group, one of eight, the same in every build.
+    ///
+    /// ```
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// let key = DynamoLeaseStore::notice_beats_key("orders", "pod-7");
+    /// assert!(key.starts_with("orders#beats") && key.ends_with("#notice"));
+    /// assert_eq!(key, DynamoLeaseStore::notice_beats_key("orders", "pod-7"));
+    /// ```
+    #[must_use]
+    pub fn notice_beats_key(stream: &str, owner: &str) -> String {
+        crate::lease::beats_key(stream, crate::lease::beat_group(owner))
     }
 
     /// Names the stream that the rows of an earlier version belong to: rows keyed by the bare

@@ -3,7 +3,7 @@
 //! row exists yet, and each holder's count of marks of the handoffs asked of it.
 
 use super::*;
-use crate::lease::{Notice, beats_key, notice_key, runs_key};
+use crate::lease::{BEAT_GROUPS, Notice, beat_group, beats_key, notice_key, runs_key};
 
 /// Bumped by every release of one of the stream's shards.
 const NOTICE_COUNTER: &str = "notice_counter";
@@ -41,22 +41,82 @@ impl DynamoLeaseStore {
     /// ```
     #[must_use]
     pub fn notice_item_bytes(stream: &str, notice: &Notice) -> usize {
-        let number = |n: u64| n.to_string().len().div_ceil(2) + 1;
-        let mut bytes = KEY.len() + notice_key(stream).len();
-        bytes += NOTICE_COUNTER.len() + number(notice.counter);
-        for (owner, until) in &notice.beats {
-            bytes += BEAT_PREFIX.len() + owner.len() + number(*until);
+        let mut bytes = KEY.len() + notice_key(stream).len() + Self::head_bytes(notice);
+        bytes += Self::beats_bytes(notice.beats.iter());
+        bytes += Self::runs_bytes(notice);
+        bytes
+    }
+
+    /// The rows of `stream`'s notice holding `notice` where its head is kept apart
+    /// ([`keep_notice_head_apart`](Self::keep_notice_head_apart)), each by its key with the
+    /// size DynamoDB bills for it, as [`notice_item_bytes`](Self::notice_item_bytes) sizes the
+    /// one row: the head, the beats' row of every group (an empty one is its key alone, and its
+    /// consistent read costs a read unit all the same) and the runs' records. A beat writes its
+    /// group's row ([`notice_beats_key`](Self::notice_beats_key)).
+    ///
+    /// ```
+    /// use ruststream_kinesis::{DynamoLeaseStore, Notice};
+    ///
+    /// let mut notice = Notice::default();
+    /// notice.beats.insert("pod-7".to_owned(), 1_700_000_010_000);
+    /// let rows = DynamoLeaseStore::notice_rows_bytes("orders", &notice);
+    /// assert_eq!(rows.len(), 10);
+    /// let group = &rows[&DynamoLeaseStore::notice_beats_key("orders", "pod-7")];
+    /// assert!(rows.values().all(|bytes| bytes <= group));
+    /// ```
+    #[must_use]
+    pub fn notice_rows_bytes(
+        stream: &str,
+        notice: &Notice,
+    ) -> std::collections::BTreeMap<String, usize> {
+        let key_bytes = |row: &String| KEY.len() + row.len();
+        let mut rows = std::collections::BTreeMap::new();
+        let head = notice_key(stream);
+        rows.insert(head.clone(), key_bytes(&head) + Self::head_bytes(notice));
+        for group in 0..BEAT_GROUPS {
+            let row = beats_key(stream, group);
+            let beats = notice
+                .beats
+                .iter()
+                .filter(|(owner, _)| beat_group(owner) == group);
+            rows.insert(row.clone(), key_bytes(&row) + Self::beats_bytes(beats));
         }
-        for (owner, run) in &notice.incarnations {
-            bytes += INCARNATION_PREFIX.len() + owner.len() + run.len();
-        }
+        let runs = runs_key(stream);
+        rows.insert(runs.clone(), key_bytes(&runs) + Self::runs_bytes(notice));
+        rows
+    }
+
+    /// The bytes of a number attribute's value: its significant digits halved, plus one.
+    fn number_bytes(n: u64) -> usize {
+        n.to_string().len().div_ceil(2) + 1
+    }
+
+    /// The bytes of the head's attributes: the counter, the marks, the layout.
+    fn head_bytes(notice: &Notice) -> usize {
+        let mut bytes = NOTICE_COUNTER.len() + Self::number_bytes(notice.counter);
         for (holder, asked) in &notice.asks {
-            bytes += ASK_PREFIX.len() + holder.len() + number(*asked);
+            bytes += ASK_PREFIX.len() + holder.len() + Self::number_bytes(*asked);
         }
         if let Some(layout) = notice.layout {
-            bytes += NOTICE_LAYOUT_ATTRIBUTE.len() + number(layout);
+            bytes += NOTICE_LAYOUT_ATTRIBUTE.len() + Self::number_bytes(layout);
         }
         bytes
+    }
+
+    /// The bytes of `beats`' attributes.
+    fn beats_bytes<'b>(beats: impl Iterator<Item = (&'b String, &'b u64)>) -> usize {
+        beats
+            .map(|(owner, until)| BEAT_PREFIX.len() + owner.len() + Self::number_bytes(*until))
+            .sum()
+    }
+
+    /// The bytes of the runs' records.
+    fn runs_bytes(notice: &Notice) -> usize {
+        notice
+            .incarnations
+            .iter()
+            .map(|(owner, run)| INCARNATION_PREFIX.len() + owner.len() + run.len())
+            .sum()
     }
 
     /// One consistent `GetItem` of `stream`'s notice row: one read unit while the row stays
@@ -67,12 +127,13 @@ impl DynamoLeaseStore {
     /// of either layout (`lease-table`'s, say) shows that stream's beats.
     pub(super) async fn read_notice(&self, stream: &str) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
+        let sent = Instant::now();
         let notice = match self.get(&key, notice_key(stream), "notice").await? {
             Some(item) => self.notice_from_item(&key, &item)?,
             None => return Ok(Notice::default()),
         };
         if !self.notice_apart {
-            self.head_says(stream, notice.layout);
+            self.head_says(stream, sent, notice.layout);
             if notice.layout == Some(crate::NOTICE_LAYOUT_APART) {
                 return self.read_notice_apart(stream).await;
             }
@@ -167,9 +228,9 @@ impl DynamoLeaseStore {
         if self.notice_apart {
             self.layout_before_beat(stream).await?;
         }
-        let later_stands = self
+        let written = self
             .write_notice(
-                (stream, self.beats_row(stream)),
+                (stream, self.beats_row(stream, owner)),
                 "beat",
                 (BEAT_PREFIX, owner),
                 number(until_ms),
@@ -179,7 +240,12 @@ impl DynamoLeaseStore {
                     string("N"),
                 )),
             )
-            .await?;
+            .await;
+        if written.is_err() {
+            // Its chain starts again from the next beat, which writes the layout first.
+            self.head_unknown(stream);
+        }
+        let later_stands = written?;
         if later_stands {
             tracing::debug!(
                 table = %self.table,
@@ -259,7 +325,7 @@ impl DynamoLeaseStore {
         }
         let whole = [BEAT_PREFIX, INCARNATION_PREFIX, ASK_PREFIX];
         // A one-row store on a stream whose head still says layout 2 (a fleet of it stopped)
-        // forgets that fleet's leftovers from the three rows too.
+        // forgets that fleet's leftovers from its other rows too.
         if !self.notice_apart && !self.head_apart(stream) {
             self.remove_gone(stream, notice_key(stream), &gone, &whole)
                 .await;
@@ -283,12 +349,26 @@ impl DynamoLeaseStore {
                 return;
             }
         };
-        if self
-            .remove_gone(stream, beats_key(stream), &gone, &[BEAT_PREFIX])
-            .await
-        {
-            self.remove_records(stream, &gone, &records).await;
-            self.remove_gone(stream, notice_key(stream), &gone, &whole)
+        // Group by group, the beats first under their condition; the records and the head's
+        // leftovers of those whose beats' removal was applied.
+        let mut forgotten: Vec<&String> = Vec::new();
+        for group in 0..BEAT_GROUPS {
+            let members: Vec<&String> = gone
+                .iter()
+                .copied()
+                .filter(|gone| beat_group(gone) == group)
+                .collect();
+            if !members.is_empty()
+                && self
+                    .remove_gone(stream, beats_key(stream, group), &members, &[BEAT_PREFIX])
+                    .await
+            {
+                forgotten.extend(members);
+            }
+        }
+        if !forgotten.is_empty() {
+            self.remove_records(stream, &forgotten, &records).await;
+            self.remove_gone(stream, notice_key(stream), &forgotten, &whole)
                 .await;
         }
     }
@@ -395,11 +475,11 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// The row of `stream`'s notice that holds the beats: the notice's own, or, kept apart, the
-    /// beats' row.
-    pub(super) fn beats_row(&self, stream: &str) -> String {
+    /// The row of `stream`'s notice that holds `owner`'s beat: the notice's own, or, kept apart,
+    /// the beats' row of its group.
+    pub(super) fn beats_row(&self, stream: &str, owner: &str) -> String {
         if self.notice_apart {
-            beats_key(stream)
+            beats_key(stream, beat_group(owner))
         } else {
             notice_key(stream)
         }
@@ -515,7 +595,7 @@ impl DynamoLeaseStore {
             .client
             .update_item()
             .table_name(self.table())
-            .key(KEY, string(&self.beats_row(stream)))
+            .key(KEY, string(&self.beats_row(stream, owner)))
             .expression_attribute_names("#me", format!("{BEAT_PREFIX}{owner}"));
         request = if self.notice_apart {
             // The beats' row: the counter, in the head, is bumped once the beat is gone.

@@ -1,28 +1,34 @@
-//! The stream's notice kept in three rows ([`NOTICE_LAYOUT_APART`]): its head (`<stream>#notice`:
-//! the counter, the marks, the layout), its beats (`<stream>#beats#notice`) and its runs'
-//! records (`<stream>#runs#notice`). The handover poll reads the head alone while the beats it
-//! last read say who is alive (`coordinator/notice_reads.rs`), and a beat rewrites the beats'
-//! row alone. The writes to each row are `notice.rs`'s, on the row that holds what they write.
+//! The stream's notice kept apart ([`NOTICE_LAYOUT_APART`]): its head (`<stream>#notice`: the
+//! counter, the marks, the layout), its beats in rows of eight groups
+//! (`<stream>#beats<group>#notice`, `crate::lease::beat_group`) and its runs' records
+//! (`<stream>#runs#notice`). The handover poll reads the head alone while the beats it
+//! last read say who is alive (`coordinator/notice_reads.rs`), and a beat rewrites its
+//! group's row alone. The writes to each row are `notice.rs`'s, on the row that holds what
+//! they write.
 
 use super::notice::{NOTICE_LAYOUT_ATTRIBUTE, condition_refused};
 use super::*;
 use crate::NOTICE_LAYOUT_APART;
-use crate::lease::{beats_key, notice_key, runs_key};
+use crate::lease::{BEAT_GROUPS, beats_key, notice_key, runs_key};
 
 impl DynamoLeaseStore {
-    /// Three consistent `GetItem`s of the notice's rows, sent together (each billed on its own:
-    /// the head a read unit, the beats' and the runs' rows a unit per 4 KB; the permission
-    /// they need is the `dynamodb:GetItem` every store needs), as one notice: the head's
-    /// counter and marks, its layout as [`Self::whole_layout`] tells it, the beats of the
-    /// beats' row and of the head (a one-row layout's leftovers), the runs' records of both.
-    /// Any of the three failing fails the read: the next poll reads again, and a subscription
-    /// that opens refuses to.
+    /// Consistent `GetItem`s of the notice's rows, sent together: the head, the runs' records and
+    /// the beats' row of each group (each billed on its own, a read unit per 4 KB, at least one;
+    /// the permission they need is the `dynamodb:GetItem` every store needs), as one notice:
+    /// the head's counter and marks, its layout as [`Self::whole_layout`] tells it, the beats of
+    /// the beats' rows and of the head (a one-row layout's leftovers), the runs' records of
+    /// both. Any read failing fails the whole read: the next poll reads again, and a
+    /// subscription that opens refuses to.
     pub(super) async fn read_notice_apart(&self, stream: &str) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let (head, beats, runs) = tokio::try_join!(
+        let sent = Instant::now();
+        let groups = futures::future::try_join_all(
+            (0..BEAT_GROUPS).map(|group| self.get(&key, beats_key(stream, group), "notice")),
+        );
+        let (head, runs, groups) = tokio::try_join!(
             self.get(&key, notice_key(stream), "notice"),
-            self.get(&key, beats_key(stream), "notice"),
             self.get(&key, runs_key(stream), "notice"),
+            groups,
         )?;
         let part = |item: Option<Item>| -> Result<Notice, LeaseError> {
             item.map_or_else(
@@ -30,10 +36,15 @@ impl DynamoLeaseStore {
                 |item| self.notice_from_item(&key, &item),
             )
         };
-        let (head, beats, runs) = (part(head)?, part(beats)?, part(runs)?);
-        self.head_says(stream, head.layout);
+        let (head, runs) = (part(head)?, part(runs)?);
+        self.head_says(stream, sent, head.layout);
+        let mut beats = Notice::default();
+        for group in groups {
+            beats.beats.extend(part(group)?.beats);
+        }
         let now_ms = epoch_millis();
-        if head.any_alive(now_ms) && beats.any_alive(now_ms) {
+        let mixed = head.any_alive(now_ms) && beats.any_alive(now_ms);
+        if self.marks().mixed_news(stream, mixed) {
             tracing::warn!(
                 table = %self.table,
                 stream,
@@ -71,8 +82,9 @@ impl DynamoLeaseStore {
     /// One consistent `GetItem` of the notice's head: its counter, marks and layout, the beats
     /// and runs' records left out.
     pub(super) async fn read_notice_head(&self, stream: &str) -> Result<Notice, LeaseError> {
+        let sent = Instant::now();
         let head = self.read_notice(stream).await?;
-        self.head_says(stream, head.layout);
+        self.head_says(stream, sent, head.layout);
         Ok(Self::head_alone(head))
     }
 
@@ -92,6 +104,7 @@ impl DynamoLeaseStore {
     /// is refused, naming both layouts.
     pub(super) async fn write_layout(&self, stream: &str) -> Result<(), LeaseError> {
         let key = LeaseKey::new(stream, "*");
+        let sent_at = Instant::now();
         let sent = self
             .client
             .update_item()
@@ -105,7 +118,7 @@ impl DynamoLeaseStore {
             .await;
         match sent {
             Ok(_) => {
-                self.head_says(stream, Some(NOTICE_LAYOUT_APART));
+                self.head_says(stream, sent_at, Some(NOTICE_LAYOUT_APART));
                 Ok(())
             }
             Err(error) if condition_refused(&error) => Err(LeaseError::Store {
@@ -122,36 +135,38 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// Writes the layout in `stream`'s head unless this store wrote or read it there last: a
-    /// beat into the beats' row only follows it, even where the subscription's own write of it
-    /// ([`LeaseStore::keep_layout`]) was not forwarded by a wrapper, or where it was removed
-    /// by hand while this instance still beats.
+    /// Writes the layout in `stream`'s head unless a fresh mark says it stands there
+    /// (`head_marks.rs`): a beat into the beats' rows only follows it, even where the
+    /// subscription's own write of it ([`LeaseStore::keep_layout`]) was not forwarded by a
+    /// wrapper, or where it was removed by hand while this instance was cut off or paused.
     pub(super) async fn layout_before_beat(&self, stream: &str) -> Result<(), LeaseError> {
-        if self.head_apart(stream) {
+        if self.marks().fresh_apart(stream, Instant::now()) {
             return Ok(());
         }
         self.write_layout(stream).await
     }
 
-    /// Whether `stream`'s head said layout 2 as this store last wrote or read it.
+    /// Whether `stream`'s head said layout 2 as this store last learnt, however long ago.
     pub(super) fn head_apart(&self, stream: &str) -> bool {
-        self.apart_heads
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(stream)
+        self.marks().apart(stream)
     }
 
-    /// Notes the layout `stream`'s head was just read or written with.
-    pub(super) fn head_says(&self, stream: &str, layout: Option<u64>) {
-        let mut heads = self
-            .apart_heads
+    /// Notes the layout `stream`'s head was read or written with by a call sent at `sent`.
+    pub(super) fn head_says(&self, stream: &str, sent: Instant, layout: Option<u64>) {
+        self.marks()
+            .noted(stream, sent, layout == Some(NOTICE_LAYOUT_APART));
+    }
+
+    /// Forgets what this store learnt of `stream`'s head: a beat failed, and the next one
+    /// writes the layout first.
+    pub(super) fn head_unknown(&self, stream: &str) {
+        self.marks().forget(stream);
+    }
+
+    fn marks(&self) -> std::sync::MutexGuard<'_, super::head_marks::HeadMarks> {
+        self.head_marks
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if layout == Some(NOTICE_LAYOUT_APART) {
-            heads.insert(stream.to_owned());
-        } else {
-            heads.remove(stream);
-        }
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 

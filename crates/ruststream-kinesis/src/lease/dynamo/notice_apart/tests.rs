@@ -1,4 +1,4 @@
-//! The notice kept apart at the SDK boundary: its three rows read by `GetItem` as DynamoDB
+//! The notice kept apart at the SDK boundary: its rows read by `GetItem` as DynamoDB
 //! answers them and merged into one notice, the layouts each read tells, a read IAM denies,
 //! the layout written before the first beat, and forgetting row by row.
 
@@ -45,6 +45,11 @@ fn apart(rows: &[Value]) -> DynamoLeaseStore {
     DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart()
 }
 
+/// The key of the beats' row of `owner`'s group.
+fn beats_of(owner: &str) -> String {
+    DynamoLeaseStore::notice_beats_key("orders", owner)
+}
+
 fn number(n: u64) -> Value {
     json!({ "N": n.to_string() })
 }
@@ -74,7 +79,7 @@ fn update_keys(seen: &Seen) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn the_three_rows_read_as_one_notice_by_get_item() {
+async fn the_rows_read_as_one_notice_by_get_item() {
     let far = far();
     let head = json!({
         "lease_key": { "S": "orders#notice" },
@@ -86,11 +91,9 @@ async fn the_three_rows_read_as_one_notice_by_get_item() {
     });
     let store = apart(&[
         head,
-        json!({
-            "lease_key": { "S": "orders#beats#notice" },
-            "beat_pod-a": number(far),
-            "beat_pod-b": number(far + 1),
-        }),
+        // Two groups: pod-a's and pod-b's beats are in rows of their own.
+        json!({ "lease_key": { "S": beats_of("pod-a") }, "beat_pod-a": number(far) }),
+        json!({ "lease_key": { "S": beats_of("pod-b") }, "beat_pod-b": number(far + 1) }),
         json!({
             "lease_key": { "S": "orders#runs#notice" },
             "incarnation_pod-a": { "S": "1-00000000000000ff@2" },
@@ -117,7 +120,7 @@ async fn the_three_rows_read_as_one_notice_by_get_item() {
 async fn a_whole_read_that_iam_denies_fails_naming_the_table() {
     let store = apart(&[
         json!({ "lease_key": { "S": "orders#notice" }, "notice_counter": number(1) }),
-        json!({ "lease_key": { "S": "orders#beats#notice" }, "denied": true }),
+        json!({ "lease_key": { "S": "orders#beats5#notice" }, "denied": true }),
     ]);
     let error = store.notice("orders").await.unwrap_err();
     assert!(!error.is_throttled(), "{error}");
@@ -158,7 +161,7 @@ async fn a_one_row_store_is_refused_by_a_running_fleet_of_layout_2_and_not_by_a_
         "notice_counter": number(4),
         "notice_layout": number(NOTICE_LAYOUT_APART),
     });
-    let beats = |until: u64| json!({ "lease_key": { "S": "orders#beats#notice" }, "beat_pod-a": number(until) });
+    let beats = |until: u64| json!({ "lease_key": { "S": beats_of("pod-a") }, "beat_pod-a": number(until) });
     // As `lease-table` and a one-row fleet read it: their store keeps no notice apart.
     let one_row = |rows: &[Value]| {
         let (config, _) = table(rows, Reply::ok(json!({})));
@@ -183,9 +186,14 @@ async fn the_layout_is_refused_where_another_is_written() {
         400,
         "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
     );
-    let (config, _) = table(&[], refused);
+    let (config, seen) = table(&[], refused);
     let store = DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart();
     let error = store.keep_layout("orders").await.unwrap_err();
+    let condition = seen.lock().unwrap()[0].1["ConditionExpression"].clone();
+    assert_eq!(
+        condition, "attribute_not_exists(#layout) OR #layout = :mine",
+        "the layout is written only where none or the same stands"
+    );
     let told = error.to_string();
     assert!(
         told.contains("orders#notice") && told.contains("another layout than 2"),
@@ -205,8 +213,8 @@ async fn the_first_beat_writes_the_layout_before_it_and_later_beats_do_not() {
         update_keys(&seen),
         [
             "orders#notice",
-            "orders#beats#notice",
-            "orders#beats#notice"
+            "orders#beats6#notice",
+            "orders#beats6#notice"
         ]
     );
 }
@@ -230,8 +238,8 @@ async fn forgetting_removes_beats_then_records_as_read_then_the_heads_leftovers(
         keys,
         [
             "orders#notice",
-            "orders#beats#notice",
-            "orders#beats#notice",
+            "orders#beats6#notice",
+            "orders#beats6#notice",
             "orders#runs#notice",
             "orders#notice"
         ],
@@ -263,19 +271,60 @@ async fn a_layout_found_gone_is_written_again_before_the_next_beat() {
     store.beat("orders", "pod-a", far(), &[]).await.unwrap();
     store.notice_head("orders").await.unwrap();
     store.beat("orders", "pod-a", far() + 1, &[]).await.unwrap();
+    // A whole read tells the same.
+    store.notice("orders").await.unwrap();
+    store.beat("orders", "pod-a", far() + 2, &[]).await.unwrap();
     assert_eq!(
         update_keys(&seen),
         [
             "orders#notice",
-            "orders#beats#notice",
+            "orders#beats6#notice",
             "orders#notice",
-            "orders#beats#notice"
+            "orders#beats6#notice",
+            "orders#notice",
+            "orders#beats6#notice"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_gap_or_a_failed_beat_the_layout_is_written_again_first() {
+    let failed_once = std::sync::atomic::AtomicBool::new(false);
+    let (config, seen) = replying(move |_, operation, body| {
+        let beats = body["Key"]["lease_key"]["S"] == "orders#beats6#notice";
+        match operation {
+            "UpdateItem"
+                if beats && !failed_once.swap(true, std::sync::atomic::Ordering::SeqCst) =>
+            {
+                Reply::error(400, "AccessDeniedException")
+            }
+            _ => Reply::ok(json!({})),
+        }
+    });
+    let store = DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart();
+    store.keep_layout("orders").await.unwrap();
+    assert!(store.beat("orders", "pod-a", far(), &[]).await.is_err());
+    store.beat("orders", "pod-a", far(), &[]).await.unwrap();
+    // Fresh, the mark spares the next beat the layout; past it (a pause), it does not.
+    store.beat("orders", "pod-a", far() + 1, &[]).await.unwrap();
+    tokio::time::advance(std::time::Duration::from_secs(3)).await;
+    store.beat("orders", "pod-a", far() + 2, &[]).await.unwrap();
+    assert_eq!(
+        update_keys(&seen),
+        [
+            "orders#notice",
+            "orders#beats6#notice",
+            "orders#notice",
+            "orders#beats6#notice",
+            "orders#beats6#notice",
+            "orders#notice",
+            "orders#beats6#notice"
         ]
     );
 }
 
 #[tokio::test]
-async fn a_one_row_store_forgets_a_stopped_fleet_of_layout_2_from_its_three_rows() {
+async fn a_one_row_store_forgets_a_stopped_fleet_of_layout_2_from_its_rows() {
     let head = json!({
         "lease_key": { "S": "orders#notice" },
         "notice_counter": number(4),
@@ -290,7 +339,48 @@ async fn a_one_row_store_forgets_a_stopped_fleet_of_layout_2_from_its_three_rows
         .unwrap();
     assert_eq!(
         update_keys(&seen),
-        ["orders#notice", "orders#beats#notice", "orders#notice"],
+        ["orders#notice", "orders#beats6#notice", "orders#notice"],
         "its beat in the head, then the leftovers from the beats' row and the head"
+    );
+}
+
+/// Every instance must find every other's beat in the same row, whatever build it runs: the
+/// groups are pinned here, and a change to the hash fails this test.
+#[test]
+fn the_group_of_a_beat_is_the_same_in_every_build() {
+    let groups: Vec<u32> = ["pod-a", "pod-b", "gone", "pod-7", ""]
+        .into_iter()
+        .map(crate::lease::beat_group)
+        .collect();
+    assert_eq!(groups, [6, 3, 6, 4, 5]);
+    assert_eq!(beats_of("pod-a"), "orders#beats6#notice");
+}
+
+/// A hundred instances with owner ids of 30 characters: each group's row stays under 1 KB (a
+/// beat is one write unit), and a whole read reads ten rows.
+#[test]
+fn a_hundred_instances_beat_into_rows_under_a_kilobyte() {
+    let mut notice = crate::Notice::default();
+    for n in 0..100 {
+        let owner = format!("orders-consumer-{n:04}-abcdefghi");
+        notice.beats.insert(owner.clone(), 1_700_000_010_000);
+        notice.incarnations.insert(
+            owner,
+            "1700000000000-00000000000000ff@1700000000001".to_owned(),
+        );
+    }
+    let rows = DynamoLeaseStore::notice_rows_bytes("orders", &notice);
+    assert_eq!(rows.len(), 10);
+    let groups: Vec<usize> = rows
+        .iter()
+        .filter(|(key, _)| key.starts_with("orders#beats"))
+        .map(|(_, bytes)| *bytes)
+        .collect();
+    assert_eq!(groups.len(), 8);
+    assert!(groups.iter().all(|bytes| *bytes < 1_024), "{groups:?}");
+    let whole = DynamoLeaseStore::notice_item_bytes("orders", &notice);
+    assert!(
+        whole > 10_000,
+        "in one row a beat would write {whole} bytes"
     );
 }
