@@ -202,13 +202,20 @@ pub(crate) fn notice_key(stream: &str) -> String {
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) const BEAT_GROUPS: u32 = 8;
 
-/// The group of `owner`'s beat: FNV-1a of its bytes modulo [`BEAT_GROUPS`], the same in every
-/// build and on every platform, since every instance must find every other's beat there.
+/// The group of `owner`'s beat: FNV-1a of its bytes, mixed by MurmurHash3's finalizer (FNV's
+/// low bits follow only the low bits of each byte, so `pod-a` and `pod-q` would share a group),
+/// modulo [`BEAT_GROUPS`]; the same in every build and on every platform, since every instance
+/// must find every other's beat there.
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) fn beat_group(owner: &str) -> u32 {
-    let hash = owner.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+    let mut hash = owner.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
         (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
     });
+    hash ^= hash >> 16;
+    hash = hash.wrapping_mul(0x85eb_ca6b);
+    hash ^= hash >> 13;
+    hash = hash.wrapping_mul(0xc2b2_ae35);
+    hash ^= hash >> 16;
     hash % BEAT_GROUPS
 }
 

@@ -3,21 +3,27 @@
 //! before a beat unless a fresh mark says it stands; a store of either layout forgets a fleet's
 //! gone instances from every row while the head says 2.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::clock::Instant;
 
-/// How long a mark that the head says layout 2 spares a beat the write of the layout: about two
-/// polls. Past it (an instance cut off, paused, or whose coordinator stopped reading), the next
-/// beat writes the layout first, so a layout removed by hand meanwhile is back before the beat.
-pub(super) const MARK_FRESH: Duration = Duration::from_secs(2);
+/// How long, at most, a mark that the head says layout 2 spares a beat the write of the layout,
+/// by both clocks: longer than the idle poll's head read at the default timings (every renewal
+/// interval, 3 s), so that a beat after a read rarely pays the write. A beat also bounds it by
+/// half the lease it writes (the store knows no timings; the beat's end does): an instance
+/// paused or cut off until its beat could lapse (the guide's condition to remove the layout by
+/// hand) last read the head at least a lease less a renewal interval before, and writes the
+/// layout before its next beat.
+pub(super) const MARK_FRESH: Duration = Duration::from_secs(4);
 
 /// One stream's mark.
 #[derive(Debug, Clone, Copy)]
 struct Mark {
-    /// When the call that told it was sent.
+    /// When the call that told it was sent, by the monotonic clock and by the wall clock (which
+    /// also moves while the machine sleeps).
     sent: Instant,
+    sent_ms: u64,
     /// Whether the head said layout 2.
     apart: bool,
 }
@@ -26,29 +32,58 @@ struct Mark {
 #[derive(Debug, Default)]
 pub(super) struct HeadMarks {
     marks: HashMap<String, Mark>,
+    /// The streams where a beat failed since this store last wrote the layout: no read spares
+    /// the next beat the write (the layout may have been removed while the beats failed).
+    doubted: HashSet<String>,
     /// The streams whose last whole read found beats running in both layouts' rows.
-    mixed: std::collections::HashSet<String>,
+    mixed: HashSet<String>,
 }
 
 impl HeadMarks {
-    /// What a call sent at `sent` found (a read) or made (a write) the head say: `apart`.
-    /// An answer to a call sent before the one the mark holds changes nothing: answers may
-    /// arrive out of order.
-    pub(super) fn noted(&mut self, stream: &str, sent: Instant, apart: bool) {
+    /// What a call sent at `sent` (`sent_ms` by the wall clock) found (a read) or made (a
+    /// `written` layout) the head say: `apart`. An answer to a call sent before the one the
+    /// mark holds changes nothing: answers may arrive out of order. A written layout ends a
+    /// doubt.
+    pub(super) fn noted(
+        &mut self,
+        stream: &str,
+        (sent, sent_ms): (Instant, u64),
+        apart: bool,
+        written: bool,
+    ) {
+        if written {
+            self.doubted.remove(stream);
+        }
+        let mark = Mark {
+            sent,
+            sent_ms,
+            apart,
+        };
         match self.marks.get_mut(stream) {
-            Some(mark) if mark.sent > sent => {}
-            Some(mark) => *mark = Mark { sent, apart },
+            Some(held) if held.sent > sent => {}
+            Some(held) => *held = mark,
             None => {
-                self.marks.insert(stream.to_owned(), Mark { sent, apart });
+                self.marks.insert(stream.to_owned(), mark);
             }
         }
     }
 
-    /// Whether a mark younger than [`MARK_FRESH`] at `now` says the head holds layout 2.
-    pub(super) fn fresh_apart(&self, stream: &str, now: Instant) -> bool {
-        self.marks
-            .get(stream)
-            .is_some_and(|mark| mark.apart && now.saturating_duration_since(mark.sent) < MARK_FRESH)
+    /// Whether a mark younger than `within` by both clocks at `now` (`now_ms`) says the head
+    /// holds layout 2, with no beat failed since the layout was last written.
+    pub(super) fn fresh_apart(
+        &self,
+        stream: &str,
+        (now, now_ms): (Instant, u64),
+        within: Duration,
+    ) -> bool {
+        let within_ms = u64::try_from(within.as_millis()).unwrap_or(u64::MAX);
+        !self.doubted.contains(stream)
+            && self.marks.get(stream).is_some_and(|mark| {
+                mark.apart
+                    && now.saturating_duration_since(mark.sent) < within
+                    && now_ms.saturating_sub(mark.sent_ms) < within_ms
+                    && now_ms >= mark.sent_ms
+            })
     }
 
     /// Whether the last mark says the head holds layout 2, however old.
@@ -67,9 +102,10 @@ impl HeadMarks {
         }
     }
 
-    /// Forgets `stream`'s mark (a beat failed): the next beat writes the layout first.
-    pub(super) fn forget(&mut self, stream: &str) {
-        self.marks.remove(stream);
+    /// A beat on `stream` failed: until this store writes the layout again, no mark spares a
+    /// beat the write.
+    pub(super) fn doubt(&mut self, stream: &str) {
+        self.doubted.insert(stream.to_owned());
     }
 }
 
@@ -80,24 +116,42 @@ mod tests {
     #[test]
     fn a_mark_spares_a_beat_the_layout_only_while_fresh_and_only_the_latest_call_counts() {
         let start = Instant::now();
+        let ms = 1_700_000_000_000;
+        let at = |secs: f64| {
+            (
+                start + Duration::from_secs_f64(secs),
+                ms + (secs * 1_000.0) as u64,
+            )
+        };
+        let fresh =
+            |marks: &HeadMarks, secs: f64| marks.fresh_apart("orders", at(secs), MARK_FRESH);
         let mut marks = HeadMarks::default();
-        assert!(!marks.fresh_apart("orders", start));
-        marks.noted("orders", start, true);
-        assert!(marks.fresh_apart("orders", start + Duration::from_secs(1)));
-        assert!(!marks.fresh_apart("orders", start + MARK_FRESH));
+        assert!(!fresh(&marks, 0.0));
+        marks.noted("orders", at(0.0), true, true);
+        assert!(fresh(&marks, 3.5), "past the idle poll");
+        assert!(!fresh(&marks, 4.0));
         assert!(marks.apart("orders"), "forgetting does not ask freshness");
+        // The machine slept: the monotonic clock stood, the wall clock moved.
+        let slept = (start + Duration::from_secs(1), ms + 60_000);
+        assert!(!marks.fresh_apart("orders", slept, MARK_FRESH));
+        // A short lease bounds it closer.
+        assert!(!marks.fresh_apart("orders", at(1.5), Duration::from_secs(1)));
         // A read sent later found the layout gone; a write's answer sent before it arrives
         // after and changes nothing.
-        marks.noted("orders", start + Duration::from_millis(500), false);
-        marks.noted("orders", start + Duration::from_millis(100), true);
-        assert!(!marks.fresh_apart("orders", start + Duration::from_millis(600)));
+        marks.noted("orders", at(0.5), false, false);
+        marks.noted("orders", at(0.1), true, true);
+        assert!(!fresh(&marks, 0.6));
         assert!(!marks.apart("orders"));
-        marks.noted("orders", start + Duration::from_millis(700), true);
-        assert!(marks.fresh_apart("orders", start + Duration::from_millis(800)));
-        marks.forget("orders");
-        assert!(!marks.fresh_apart("orders", start + Duration::from_millis(800)));
+        marks.noted("orders", at(0.7), true, false);
+        assert!(fresh(&marks, 0.8));
+        // A failed beat: reads that find the layout spare no beat until it is written again.
+        marks.doubt("orders");
+        marks.noted("orders", at(0.9), true, false);
+        assert!(!fresh(&marks, 1.0));
+        marks.noted("orders", at(1.1), true, true);
+        assert!(fresh(&marks, 1.2));
         assert!(
-            !marks.fresh_apart("payments", start),
+            !marks.fresh_apart("payments", at(0.0), MARK_FRESH),
             "marks are per stream"
         );
     }

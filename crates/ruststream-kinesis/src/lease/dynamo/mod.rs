@@ -209,6 +209,8 @@ pub struct DynamoLeaseStore {
     /// layout 2, else after the store wrote it; either way, gone instances are forgotten from
     /// every row while the head says 2.
     head_marks: Arc<Mutex<head_marks::HeadMarks>>,
+    /// The writes of the layout this store (and its clones) sent: for cost accounting.
+    layout_writes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What a Scan of the table read.
@@ -328,6 +330,7 @@ impl DynamoLeaseStore {
             commit_tables: crate::lease::CommitTables::default(),
             notice_apart: false,
             head_marks: Arc::default(),
+            layout_writes: Arc::default(),
         }
     }
 
@@ -395,6 +398,28 @@ impl DynamoLeaseStore {
     pub fn keep_notice_head_apart(mut self) -> Self {
         self.notice_apart = true;
         self
+    }
+
+    /// How many writes of its layout into a notice head this store and its clones sent, one
+    /// write unit each (the head stays under 1 KB): a store that keeps the head apart writes it
+    /// as each subscription opens and before a beat that no fresh read of the head spares it.
+    /// For cost accounting (`kinesis-bench cost --apart`), where a wrapper sees only the beat.
+    ///
+    /// ```
+    /// use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// let config = SdkConfig::builder()
+    ///     .behavior_version(BehaviorVersion::latest())
+    ///     .region(Region::new("us-east-1"))
+    ///     .build();
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases").keep_notice_head_apart();
+    /// assert_eq!(store.notice_layout_writes(), 0);
+    /// ```
+    #[must_use]
+    pub fn notice_layout_writes(&self) -> u64 {
+        self.layout_writes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The key (`lease_key`) of the row that holds `owner`'s beat on `stream` where the notice's

@@ -127,7 +127,7 @@ impl DynamoLeaseStore {
     /// of either layout (`lease-table`'s, say) shows that stream's beats.
     pub(super) async fn read_notice(&self, stream: &str) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let sent = Instant::now();
+        let sent = (Instant::now(), epoch_millis());
         let notice = match self.get(&key, notice_key(stream), "notice").await? {
             Some(item) => self.notice_from_item(&key, &item)?,
             None => return Ok(Notice::default()),
@@ -142,7 +142,7 @@ impl DynamoLeaseStore {
     }
 
     /// What one row of `key`'s stream's notice holds, as a notice: every attribute of either
-    /// layout it finds (a row of the three of [`crate::NOTICE_LAYOUT_APART`] holds some of them).
+    /// layout it finds (each row of [`crate::NOTICE_LAYOUT_APART`] holds some of them).
     pub(super) fn notice_from_item(
         &self,
         key: &LeaseKey,
@@ -226,7 +226,7 @@ impl DynamoLeaseStore {
         forget: &[String],
     ) -> Result<(), LeaseError> {
         if self.notice_apart {
-            self.layout_before_beat(stream).await?;
+            self.layout_before_beat(stream, until_ms).await?;
         }
         let written = self
             .write_notice(

@@ -21,7 +21,7 @@ impl DynamoLeaseStore {
     /// subscription that opens refuses to.
     pub(super) async fn read_notice_apart(&self, stream: &str) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let sent = Instant::now();
+        let sent = (Instant::now(), epoch_millis());
         let groups = futures::future::try_join_all(
             (0..BEAT_GROUPS).map(|group| self.get(&key, beats_key(stream, group), "notice")),
         );
@@ -48,7 +48,7 @@ impl DynamoLeaseStore {
             tracing::warn!(
                 table = %self.table,
                 stream,
-                "beats run both in the stream's notice row and in its beats' row: instances that \
+                "beats run both in the stream's notice row and in its beats' rows: instances that \
                  keep the notice in one row and instances that keep its head apart \
                  (`DynamoLeaseStore::keep_notice_head_apart`) run on it at once; run one layout"
             );
@@ -82,7 +82,7 @@ impl DynamoLeaseStore {
     /// One consistent `GetItem` of the notice's head: its counter, marks and layout, the beats
     /// and runs' records left out.
     pub(super) async fn read_notice_head(&self, stream: &str) -> Result<Notice, LeaseError> {
-        let sent = Instant::now();
+        let sent = (Instant::now(), epoch_millis());
         let head = self.read_notice(stream).await?;
         self.head_says(stream, sent, head.layout);
         Ok(Self::head_alone(head))
@@ -104,7 +104,9 @@ impl DynamoLeaseStore {
     /// is refused, naming both layouts.
     pub(super) async fn write_layout(&self, stream: &str) -> Result<(), LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let sent_at = Instant::now();
+        let sent_at = (Instant::now(), epoch_millis());
+        self.layout_writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let sent = self
             .client
             .update_item()
@@ -118,7 +120,7 @@ impl DynamoLeaseStore {
             .await;
         match sent {
             Ok(_) => {
-                self.head_says(stream, sent_at, Some(NOTICE_LAYOUT_APART));
+                self.marks().noted(stream, sent_at, true, true);
                 Ok(())
             }
             Err(error) if condition_refused(&error) => Err(LeaseError::Store {
@@ -136,11 +138,23 @@ impl DynamoLeaseStore {
     }
 
     /// Writes the layout in `stream`'s head unless a fresh mark says it stands there
-    /// (`head_marks.rs`): a beat into the beats' rows only follows it, even where the
-    /// subscription's own write of it ([`LeaseStore::keep_layout`]) was not forwarded by a
-    /// wrapper, or where it was removed by hand while this instance was cut off or paused.
-    pub(super) async fn layout_before_beat(&self, stream: &str) -> Result<(), LeaseError> {
-        if self.marks().fresh_apart(stream, Instant::now()) {
+    /// (`head_marks.rs`; fresh: within `MARK_FRESH` and within half the lease of the beat about
+    /// to be written, which ends at `until_ms`): a beat into the beats' rows only follows it,
+    /// even where the subscription's own write of it ([`LeaseStore::keep_layout`]) was not
+    /// forwarded by a wrapper, or where it was removed by hand while this instance was cut off
+    /// or paused.
+    pub(super) async fn layout_before_beat(
+        &self,
+        stream: &str,
+        until_ms: u64,
+    ) -> Result<(), LeaseError> {
+        let now_ms = epoch_millis();
+        let within = super::head_marks::MARK_FRESH
+            .min(Duration::from_millis(until_ms.saturating_sub(now_ms) / 2));
+        if self
+            .marks()
+            .fresh_apart(stream, (Instant::now(), now_ms), within)
+        {
             return Ok(());
         }
         self.write_layout(stream).await
@@ -151,16 +165,15 @@ impl DynamoLeaseStore {
         self.marks().apart(stream)
     }
 
-    /// Notes the layout `stream`'s head was read or written with by a call sent at `sent`.
-    pub(super) fn head_says(&self, stream: &str, sent: Instant, layout: Option<u64>) {
+    /// Notes the layout `stream`'s head was read with by a call sent at `sent` (both clocks).
+    pub(super) fn head_says(&self, stream: &str, sent: (Instant, u64), layout: Option<u64>) {
         self.marks()
-            .noted(stream, sent, layout == Some(NOTICE_LAYOUT_APART));
+            .noted(stream, sent, layout == Some(NOTICE_LAYOUT_APART), false);
     }
 
-    /// Forgets what this store learnt of `stream`'s head: a beat failed, and the next one
-    /// writes the layout first.
+    /// A beat on `stream` failed: the next one writes the layout first, whatever reads say.
     pub(super) fn head_unknown(&self, stream: &str) {
-        self.marks().forget(stream);
+        self.marks().doubt(stream);
     }
 
     fn marks(&self) -> std::sync::MutexGuard<'_, super::head_marks::HeadMarks> {

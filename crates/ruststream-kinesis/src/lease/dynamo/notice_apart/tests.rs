@@ -89,22 +89,38 @@ async fn the_rows_read_as_one_notice_by_get_item() {
         // A one-row fleet's leftover, lapsed long ago.
         "beat_old": number(1_000),
     });
-    let store = apart(&[
-        head,
-        // Two groups: pod-a's and pod-b's beats are in rows of their own.
-        json!({ "lease_key": { "S": beats_of("pod-a") }, "beat_pod-a": number(far) }),
-        json!({ "lease_key": { "S": beats_of("pod-b") }, "beat_pod-b": number(far + 1) }),
-        json!({
-            "lease_key": { "S": "orders#runs#notice" },
-            "incarnation_pod-a": { "S": "1-00000000000000ff@2" },
-        }),
-    ]);
+    let (config, seen) = table(
+        &[
+            head,
+            // Two groups: pod-a's and pod-7's beats are in rows of their own.
+            json!({ "lease_key": { "S": beats_of("pod-a") }, "beat_pod-a": number(far) }),
+            json!({ "lease_key": { "S": beats_of("pod-7") }, "beat_pod-7": number(far + 1) }),
+            json!({
+                "lease_key": { "S": "orders#runs#notice" },
+                "incarnation_pod-a": { "S": "1-00000000000000ff@2" },
+            }),
+        ],
+        Reply::ok(json!({})),
+    );
+    let store = DynamoLeaseStore::new(&config, "leases").keep_notice_head_apart();
     let notice = store.notice("orders").await.unwrap().unwrap();
+    let read: std::collections::BTreeSet<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(operation, _)| operation == "GetItem")
+        .map(|(_, body)| body["Key"]["lease_key"]["S"].as_str().unwrap().to_owned())
+        .collect();
+    let mut every: std::collections::BTreeSet<String> = (0..crate::lease::BEAT_GROUPS)
+        .map(|group| crate::lease::beats_key("orders", group))
+        .collect();
+    every.extend(["orders#notice".to_owned(), "orders#runs#notice".to_owned()]);
+    assert_eq!(read, every, "a whole read reads every group");
     assert_eq!(notice.counter, 7);
     assert_eq!(notice.layout, Some(NOTICE_LAYOUT_APART));
     assert_eq!(notice.asks.get("pod-b"), Some(&2));
     assert_eq!(notice.beats.get("pod-a"), Some(&far));
-    assert_eq!(notice.beats.get("pod-b"), Some(&(far + 1)));
+    assert_eq!(notice.beats.get("pod-7"), Some(&(far + 1)));
     assert_eq!(
         notice.beats.get("old"),
         Some(&1_000),
@@ -213,8 +229,8 @@ async fn the_first_beat_writes_the_layout_before_it_and_later_beats_do_not() {
         update_keys(&seen),
         [
             "orders#notice",
-            "orders#beats6#notice",
-            "orders#beats6#notice"
+            "orders#beats4#notice",
+            "orders#beats4#notice"
         ]
     );
 }
@@ -238,7 +254,7 @@ async fn forgetting_removes_beats_then_records_as_read_then_the_heads_leftovers(
         keys,
         [
             "orders#notice",
-            "orders#beats6#notice",
+            "orders#beats4#notice",
             "orders#beats6#notice",
             "orders#runs#notice",
             "orders#notice"
@@ -278,11 +294,11 @@ async fn a_layout_found_gone_is_written_again_before_the_next_beat() {
         update_keys(&seen),
         [
             "orders#notice",
-            "orders#beats6#notice",
+            "orders#beats4#notice",
             "orders#notice",
-            "orders#beats6#notice",
+            "orders#beats4#notice",
             "orders#notice",
-            "orders#beats6#notice"
+            "orders#beats4#notice"
         ]
     );
 }
@@ -291,7 +307,7 @@ async fn a_layout_found_gone_is_written_again_before_the_next_beat() {
 async fn after_a_gap_or_a_failed_beat_the_layout_is_written_again_first() {
     let failed_once = std::sync::atomic::AtomicBool::new(false);
     let (config, seen) = replying(move |_, operation, body| {
-        let beats = body["Key"]["lease_key"]["S"] == "orders#beats6#notice";
+        let beats = body["Key"]["lease_key"]["S"] == "orders#beats4#notice";
         match operation {
             "UpdateItem"
                 if beats && !failed_once.swap(true, std::sync::atomic::Ordering::SeqCst) =>
@@ -307,18 +323,18 @@ async fn after_a_gap_or_a_failed_beat_the_layout_is_written_again_first() {
     store.beat("orders", "pod-a", far(), &[]).await.unwrap();
     // Fresh, the mark spares the next beat the layout; past it (a pause), it does not.
     store.beat("orders", "pod-a", far() + 1, &[]).await.unwrap();
-    tokio::time::advance(std::time::Duration::from_secs(3)).await;
+    tokio::time::advance(std::time::Duration::from_secs(5)).await;
     store.beat("orders", "pod-a", far() + 2, &[]).await.unwrap();
     assert_eq!(
         update_keys(&seen),
         [
             "orders#notice",
-            "orders#beats6#notice",
+            "orders#beats4#notice",
             "orders#notice",
-            "orders#beats6#notice",
-            "orders#beats6#notice",
+            "orders#beats4#notice",
+            "orders#beats4#notice",
             "orders#notice",
-            "orders#beats6#notice"
+            "orders#beats4#notice"
         ]
     );
 }
@@ -352,8 +368,13 @@ fn the_group_of_a_beat_is_the_same_in_every_build() {
         .into_iter()
         .map(crate::lease::beat_group)
         .collect();
-    assert_eq!(groups, [6, 3, 6, 4, 5]);
-    assert_eq!(beats_of("pod-a"), "orders#beats6#notice");
+    assert_eq!(groups, [4, 4, 6, 2, 3]);
+    assert_eq!(beats_of("pod-a"), "orders#beats4#notice");
+    // Ids that differ in one character spread over the groups.
+    let spread: std::collections::BTreeSet<u32> = (0..40)
+        .map(|n| crate::lease::beat_group(&format!("pod-{n}")))
+        .collect();
+    assert_eq!(spread.len(), 8, "{spread:?}");
 }
 
 /// A hundred instances with owner ids of 30 characters: each group's row stays under 1 KB (a
