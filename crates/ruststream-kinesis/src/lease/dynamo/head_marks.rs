@@ -12,9 +12,10 @@ use crate::clock::Instant;
 /// by both clocks: longer than the idle poll's head read at the default timings (every renewal
 /// interval, 3 s), so that a beat after a read rarely pays the write. A beat also bounds it by
 /// half the lease it writes (the store knows no timings; the beat's end does): an instance
-/// paused or cut off until its beat could lapse (the guide's condition to remove the layout by
-/// hand) last read the head at least a lease less a renewal interval before, and writes the
-/// layout before its next beat.
+/// paused until its beat lapsed last read the head at least a lease less a renewal interval
+/// before, and writes the layout before its next beat. It does not make a removal by hand safe
+/// while the instance runs (a removal landing between that write and the beat goes unseen for
+/// up to this long): the guide asks for every process of layout 2 to have exited first.
 pub(super) const MARK_FRESH: Duration = Duration::from_secs(4);
 
 /// One stream's mark.
@@ -32,9 +33,10 @@ struct Mark {
 #[derive(Debug, Default)]
 pub(super) struct HeadMarks {
     marks: HashMap<String, Mark>,
-    /// The streams where a beat failed since this store last wrote the layout: no read spares
-    /// the next beat the write (the layout may have been removed while the beats failed).
-    doubted: HashSet<String>,
+    /// The streams where a beat failed since this store last wrote the layout, with when the
+    /// doubt began: no read spares the next beat the write (the layout may have been removed
+    /// while the beats failed), and only a write of the layout sent after it ends it.
+    doubted: HashMap<String, Instant>,
     /// The streams whose last whole read found beats running in both layouts' rows.
     mixed: HashSet<String>,
 }
@@ -51,7 +53,7 @@ impl HeadMarks {
         apart: bool,
         written: bool,
     ) {
-        if written {
+        if written && self.doubted.get(stream).is_some_and(|since| sent >= *since) {
             self.doubted.remove(stream);
         }
         let mark = Mark {
@@ -77,7 +79,7 @@ impl HeadMarks {
         within: Duration,
     ) -> bool {
         let within_ms = u64::try_from(within.as_millis()).unwrap_or(u64::MAX);
-        !self.doubted.contains(stream)
+        !self.doubted.contains_key(stream)
             && self.marks.get(stream).is_some_and(|mark| {
                 mark.apart
                     && now.saturating_duration_since(mark.sent) < within
@@ -102,10 +104,10 @@ impl HeadMarks {
         }
     }
 
-    /// A beat on `stream` failed: until this store writes the layout again, no mark spares a
-    /// beat the write.
-    pub(super) fn doubt(&mut self, stream: &str) {
-        self.doubted.insert(stream.to_owned());
+    /// A beat on `stream` failed at `now`: until this store writes the layout again (a write
+    /// sent after `now`), no mark spares a beat the write.
+    pub(super) fn doubt(&mut self, stream: &str, now: Instant) {
+        self.doubted.entry(stream.to_owned()).or_insert(now);
     }
 }
 
@@ -144,9 +146,12 @@ mod tests {
         assert!(!marks.apart("orders"));
         marks.noted("orders", at(0.7), true, false);
         assert!(fresh(&marks, 0.8));
-        // A failed beat: reads that find the layout spare no beat until it is written again.
-        marks.doubt("orders");
+        // A failed beat: reads that find the layout spare no beat until it is written again,
+        // by a write sent after the failure (one sent before, answered after, does not count).
+        marks.doubt("orders", at(0.85).0);
         marks.noted("orders", at(0.9), true, false);
+        assert!(!fresh(&marks, 1.0));
+        marks.noted("orders", at(0.8), true, true);
         assert!(!fresh(&marks, 1.0));
         marks.noted("orders", at(1.1), true, true);
         assert!(fresh(&marks, 1.2));

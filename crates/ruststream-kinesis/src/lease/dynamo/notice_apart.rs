@@ -173,7 +173,7 @@ impl DynamoLeaseStore {
 
     /// A beat on `stream` failed: the next one writes the layout first, whatever reads say.
     pub(super) fn head_unknown(&self, stream: &str) {
-        self.marks().doubt(stream);
+        self.marks().doubt(stream, Instant::now());
     }
 
     fn marks(&self) -> std::sync::MutexGuard<'_, super::head_marks::HeadMarks> {
