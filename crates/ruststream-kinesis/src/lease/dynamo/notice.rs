@@ -135,7 +135,9 @@ impl DynamoLeaseStore {
         if !self.notice_apart {
             self.head_says(stream, sent, notice.layout);
             if notice.layout == Some(crate::NOTICE_LAYOUT_APART) {
-                return self.read_notice_apart(stream).await;
+                return self
+                    .read_notice_apart_after(stream, Some((sent, notice)))
+                    .await;
             }
         }
         Ok(notice)

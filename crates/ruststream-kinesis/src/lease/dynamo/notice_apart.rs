@@ -20,23 +20,40 @@ impl DynamoLeaseStore {
     /// both. Any read failing fails the whole read: the next poll reads again, and a
     /// subscription that opens refuses to.
     pub(super) async fn read_notice_apart(&self, stream: &str) -> Result<Notice, LeaseError> {
+        self.read_notice_apart_after(stream, None).await
+    }
+
+    /// [`read_notice_apart`](Self::read_notice_apart), the head taken as `head` where the
+    /// caller read it already (a one-row store's read of a head that says layout 2, sent at
+    /// the time it carries), so that it is not read twice.
+    pub(super) async fn read_notice_apart_after(
+        &self,
+        stream: &str,
+        head: Option<((Instant, u64), Notice)>,
+    ) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
-        let sent = (Instant::now(), epoch_millis());
-        let groups = futures::future::try_join_all(
-            (0..BEAT_GROUPS).map(|group| self.get(&key, beats_key(stream, group), "notice")),
-        );
-        let (head, runs, groups) = tokio::try_join!(
-            self.get(&key, notice_key(stream), "notice"),
-            self.get(&key, runs_key(stream), "notice"),
-            groups,
-        )?;
         let part = |item: Option<Item>| -> Result<Notice, LeaseError> {
             item.map_or_else(
                 || Ok(Notice::default()),
                 |item| self.notice_from_item(&key, &item),
             )
         };
-        let (head, runs) = (part(head)?, part(runs)?);
+        let head = async {
+            match head {
+                Some(read) => Ok(read),
+                None => {
+                    let sent = (Instant::now(), epoch_millis());
+                    let item = self.get(&key, notice_key(stream), "notice").await?;
+                    Ok((sent, part(item)?))
+                }
+            }
+        };
+        let groups = futures::future::try_join_all(
+            (0..BEAT_GROUPS).map(|group| self.get(&key, beats_key(stream, group), "notice")),
+        );
+        let ((sent, head), runs, groups) =
+            tokio::try_join!(head, self.get(&key, runs_key(stream), "notice"), groups,)?;
+        let runs = part(runs)?;
         self.head_says(stream, sent, head.layout);
         let mut beats = Notice::default();
         for group in groups {

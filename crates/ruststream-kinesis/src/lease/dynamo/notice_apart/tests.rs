@@ -349,6 +349,18 @@ async fn a_one_row_store_forgets_a_stopped_fleet_of_layout_2_from_its_rows() {
     let (config, seen) = table(&[head], Reply::ok(json!({})));
     let store = DynamoLeaseStore::new(&config, "leases");
     store.notice("orders").await.unwrap();
+    let head_reads = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(operation, body)| {
+            operation == "GetItem" && body["Key"]["lease_key"]["S"] == "orders#notice"
+        })
+        .count();
+    assert_eq!(
+        head_reads, 1,
+        "the head it read once is taken for the whole read"
+    );
     store
         .beat("orders", "pod-z", far(), &["gone".to_owned()])
         .await
