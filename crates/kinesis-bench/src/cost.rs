@@ -142,7 +142,7 @@ impl Fleet {
     async fn start(
         stack: &Stack,
         (shards, instances, loaded, by_beat): (u32, usize, bool, bool),
-        apart: bool,
+        (apart, behind): (bool, bool),
         stop: &CancellationToken,
     ) -> Result<Self, Error> {
         let stream = unique("bench-cost");
@@ -157,7 +157,13 @@ impl Fleet {
             } else {
                 table.clone()
             };
-            let counted = Arc::new(CountingStore::new(Arc::new(store.clone())));
+            let store = if behind {
+                store.eventually_consistent_polls()
+            } else {
+                store
+            };
+            let counted =
+                Arc::new(CountingStore::new(Arc::new(store.clone())).reading_behind(behind));
             let registry = prometheus::Registry::new();
             let running = service::app(
                 stack,
@@ -378,7 +384,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
                 );
                 // One fleet that fails is a line of the figure; the others are still measured.
                 let fleet = (shards, instances, loaded, opts.by_beat);
-                match measure(stack, fleet, opts.apart, window).await {
+                match measure(stack, fleet, (opts.apart, opts.behind), window).await {
                     Ok(m) => {
                         eprintln!("cost: {}", m.line());
                         measured.push(m);
@@ -395,7 +401,7 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
         &measured,
         &failed,
         window,
-        (opts.by_beat, opts.apart),
+        (opts.by_beat, opts.apart, opts.behind),
     ))
 }
 
@@ -404,11 +410,11 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
 async fn measure(
     stack: &Stack,
     (shards, instances, loaded, by_beat): (u32, usize, bool, bool),
-    apart: bool,
+    reads: (bool, bool),
     window: Duration,
 ) -> Result<Measured, Error> {
     let stop = CancellationToken::new();
-    let fleet = Fleet::start(stack, (shards, instances, loaded, by_beat), apart, &stop).await?;
+    let fleet = Fleet::start(stack, (shards, instances, loaded, by_beat), reads, &stop).await?;
     let Some(settled_in) = fleet.steady(shards, Duration::from_secs(180)).await else {
         stop.cancel();
         fleet.close(stack).await?;
@@ -434,7 +440,7 @@ fn figures(
     measured: &[Measured],
     failed: &[(u32, String)],
     window: Duration,
-    (by_beat, apart): (bool, bool),
+    (by_beat, apart, behind): (bool, bool, bool),
 ) -> Vec<Figure> {
     let setup = format!(
         "each fleet on a stream and lease table of its own, default lease timings, {}; steady \
@@ -442,7 +448,7 @@ fn figures(
          {PER_SHARD} records/s per shard; units: a lease-row write is one write unit, a write \
          to the notice row one per KB of it, a row read one read unit, a notice read one per 4 \
          KB of it, a list Scan one per 4 KB of rows read; dollars at on-demand prices \
-         (${WRITE_PRICE} per million writes, ${READ_PRICE} per million reads), 30 days",
+         (${WRITE_PRICE} per million writes, ${READ_PRICE} per million reads), 30 days{}",
         match (by_beat, apart) {
             (true, true) => {
                 "keep_leases_alive_by_beat(true), balance_shards(true), \
@@ -455,7 +461,13 @@ fn figures(
             }
             (false, false) => "balance_shards(true)",
         },
-        window.as_secs()
+        window.as_secs(),
+        if behind {
+            "; eventually_consistent_polls(): the poll's notice reads and the full-read \
+             cadence's Scans at half a read unit per 4 KB"
+        } else {
+            ""
+        }
     );
     let mut figures = Vec::new();
     for shards in measured

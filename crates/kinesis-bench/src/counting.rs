@@ -104,6 +104,17 @@ pub fn read_units(bytes: usize) -> u64 {
     bytes.div_ceil(READ_UNIT_BYTES).max(1) as u64
 }
 
+/// Half read units of one read of `bytes` of items: two a read unit consistent, one eventually
+/// consistent (DynamoDB bills such a read half).
+fn half_read_units(bytes: usize, consistent: bool) -> u64 {
+    read_units(bytes) * if consistent { 2 } else { 1 }
+}
+
+/// Whole read units of `half` half units, a half rounded up.
+fn whole(half: u64) -> u64 {
+    half.div_ceil(2)
+}
+
 /// A write unit: 1 KB of the item written (the larger of before and after).
 pub const WRITE_UNIT_BYTES: usize = 1_024;
 
@@ -169,16 +180,17 @@ impl Counts {
 pub struct CountingStore {
     inner: Arc<dyn LeaseStore>,
     calls: [AtomicU64; KINDS],
-    /// The bytes of the rows every `list` answered, by DynamoDB's item-size rules, and the read
-    /// units each answer cost (a consistent Scan: one per 4 KB of items, at least one).
+    /// The bytes of the rows every `list` answered, by DynamoDB's item-size rules, and the half
+    /// read units each answer cost (a consistent Scan: a read unit per 4 KB of items, at least
+    /// one; an eventually consistent one, `list_eventually`, half that).
     listed_bytes: AtomicU64,
-    listed_units: AtomicU64,
+    listed_half_units: AtomicU64,
     /// The size of the stream's notice row as last read ([`DynamoLeaseStore::notice_item_bytes`]),
-    /// the read units its reads cost, and the write units of the writes to it (a beat, a leave,
-    /// a run's record, a release's bump), each by the size last read: a notice grows with the
-    /// instances on the stream.
+    /// the half read units its reads cost (eventually consistent ones half), and the write
+    /// units of the writes to it (a beat, a leave, a run's record, a release's bump), each by
+    /// the size last read: a notice grows with the instances on the stream.
     notice_bytes: AtomicU64,
-    notice_read_units: AtomicU64,
+    notice_read_half_units: AtomicU64,
     notice_write_units: AtomicU64,
     writes: Mutex<HashMap<String, Vec<Instant>>>,
     /// Kept apart (`DynamoLeaseStore::keep_notice_head_apart`): the size of each row of the
@@ -188,6 +200,9 @@ pub struct CountingStore {
     /// Answers that it keeps no notices (a store written against the five calls), so the
     /// handover poll reads the rows at every poll: the cost before the notice, for comparison.
     hide_notices: bool,
+    /// The inner store reads `list_eventually`, `notice_eventually` and `notice_head`
+    /// eventually consistent (`DynamoLeaseStore::eventually_consistent_polls`): priced half.
+    behind: bool,
 }
 
 /// The row of the stream's notice a write goes to, kept apart.
@@ -209,14 +224,23 @@ impl CountingStore {
             inner,
             calls: Default::default(),
             listed_bytes: AtomicU64::new(0),
-            listed_units: AtomicU64::new(0),
+            listed_half_units: AtomicU64::new(0),
             notice_bytes: AtomicU64::new(0),
-            notice_read_units: AtomicU64::new(0),
+            notice_read_half_units: AtomicU64::new(0),
             notice_write_units: AtomicU64::new(0),
             writes: Mutex::default(),
             notice_rows: Mutex::default(),
             hide_notices: false,
+            behind: false,
         }
+    }
+
+    /// Prices the reads a view behind will do at half a unit, as the inner store makes them
+    /// eventually consistent (`DynamoLeaseStore::eventually_consistent_polls`).
+    #[must_use]
+    pub fn reading_behind(mut self, behind: bool) -> Self {
+        self.behind = behind;
+        self
     }
 
     /// A store that counts like [`new`](Self::new)'s but keeps no notices, as a store written
@@ -294,7 +318,7 @@ impl CountingStore {
     /// its size as last read.
     pub fn notice_units(&self) -> (u64, u64, u64) {
         (
-            self.notice_read_units.load(Ordering::Relaxed),
+            whole(self.notice_read_half_units.load(Ordering::Relaxed)),
             self.notice_write_units.load(Ordering::Relaxed),
             self.notice_bytes.load(Ordering::Relaxed),
         )
@@ -303,9 +327,75 @@ impl CountingStore {
     /// The read units the `list` calls cost so far, and the bytes of rows they read.
     pub fn listed(&self) -> (u64, u64) {
         (
-            self.listed_units.load(Ordering::Relaxed),
+            whole(self.listed_half_units.load(Ordering::Relaxed)),
             self.listed_bytes.load(Ordering::Relaxed),
         )
+    }
+
+    /// A `list` (`eventually`: `list_eventually`), counted with its read units (half of them
+    /// where the inner store reads it behind).
+    async fn counted_list(
+        &self,
+        stream: &str,
+        eventually: bool,
+    ) -> Result<Option<Vec<(LeaseKey, LeaseState)>>, ruststream_kinesis::LeaseError> {
+        self.count(Call::List);
+        let listed = if eventually {
+            self.inner.list_eventually(stream).await?
+        } else {
+            self.inner.list(stream).await?
+        };
+        let consistent = !(eventually && self.behind);
+        let bytes: usize = listed
+            .iter()
+            .flatten()
+            .map(|(key, row)| item_bytes(&key.row_key(), row))
+            .sum();
+        self.listed_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.listed_half_units
+            .fetch_add(half_read_units(bytes, consistent), Ordering::Relaxed);
+        Ok(listed)
+    }
+
+    /// A whole read of the notice (`eventually`: `notice_eventually`), counted with its read
+    /// units (half of them where the inner store reads it behind).
+    async fn counted_notice(
+        &self,
+        stream: &str,
+        eventually: bool,
+    ) -> Result<Option<Notice>, ruststream_kinesis::LeaseError> {
+        if self.hide_notices {
+            return Ok(None);
+        }
+        self.count(Call::Notice);
+        let notice = if eventually {
+            self.inner.notice_eventually(stream).await?
+        } else {
+            self.inner.notice(stream).await?
+        };
+        let consistent = !(eventually && self.behind);
+        if let Some(notice) = &notice {
+            let bytes = DynamoLeaseStore::notice_item_bytes(stream, notice);
+            self.notice_bytes.store(bytes as u64, Ordering::Relaxed);
+            let half = if self.inner.keeps_notice_head_apart() {
+                // Kept apart, a whole read reads every row, each billed on its own.
+                let rows = DynamoLeaseStore::notice_rows_bytes(stream, notice);
+                let half = rows
+                    .values()
+                    .map(|bytes| half_read_units(*bytes, consistent))
+                    .sum();
+                *self
+                    .notice_rows
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = rows;
+                half
+            } else {
+                half_read_units(bytes, consistent)
+            };
+            self.notice_read_half_units
+                .fetch_add(half, Ordering::Relaxed);
+        }
+        Ok(notice)
     }
 
     pub fn snapshot(&self) -> Counts {
@@ -415,19 +505,15 @@ impl LeaseStore for CountingStore {
     }
 
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
-        self.count(Call::List);
-        Box::pin(async move {
-            let listed = self.inner.list(stream).await?;
-            let bytes: usize = listed
-                .iter()
-                .flatten()
-                .map(|(key, row)| item_bytes(&key.row_key(), row))
-                .sum();
-            self.listed_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-            self.listed_units
-                .fetch_add(read_units(bytes), Ordering::Relaxed);
-            Ok(listed)
-        })
+        Box::pin(self.counted_list(stream, false))
+    }
+
+    /// Counted as a `list`, at half the read units where the inner store reads it behind.
+    fn list_eventually<'a>(
+        &'a self,
+        stream: &'a str,
+    ) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        Box::pin(self.counted_list(stream, true))
     }
 
     fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
@@ -435,34 +521,16 @@ impl LeaseStore for CountingStore {
     }
 
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
-        if self.hide_notices {
-            return Box::pin(std::future::ready(Ok(None)));
-        }
-        self.count(Call::Notice);
-        Box::pin(async move {
-            let notice = self.inner.notice(stream).await?;
-            if let Some(notice) = &notice {
-                let bytes = DynamoLeaseStore::notice_item_bytes(stream, notice);
-                self.notice_bytes.store(bytes as u64, Ordering::Relaxed);
-                let units = if self.inner.keeps_notice_head_apart() {
-                    // Kept apart, a whole read reads every row, each billed on its own.
-                    let rows = DynamoLeaseStore::notice_rows_bytes(stream, notice);
-                    let units = rows.values().map(|bytes| read_units(*bytes)).sum();
-                    *self
-                        .notice_rows
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = rows;
-                    units
-                } else {
-                    read_units(bytes)
-                };
-                self.notice_read_units.fetch_add(units, Ordering::Relaxed);
-            }
-            Ok(notice)
-        })
+        Box::pin(self.counted_notice(stream, false))
     }
 
-    // The head alone (a store that keeps it apart): counted as a notice read, at its own size.
+    /// Counted as a notice read, at half the read units where the inner store reads it behind.
+    fn notice_eventually<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        Box::pin(self.counted_notice(stream, true))
+    }
+
+    // The head alone (a store that keeps it apart): counted as a notice read, at its own size,
+    // half of it where the inner store reads it behind.
     fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
         if self.hide_notices {
             return Box::pin(std::future::ready(Ok(None)));
@@ -472,8 +540,8 @@ impl LeaseStore for CountingStore {
             let head = self.inner.notice_head(stream).await?;
             if let Some(head) = &head {
                 let bytes = DynamoLeaseStore::notice_item_bytes(stream, head);
-                self.notice_read_units
-                    .fetch_add(read_units(bytes), Ordering::Relaxed);
+                self.notice_read_half_units
+                    .fetch_add(half_read_units(bytes, !self.behind), Ordering::Relaxed);
             }
             Ok(head)
         })

@@ -80,6 +80,10 @@ struct Cli {
     /// (`DynamoLeaseStore::keep_notice_head_apart()`), each notice row priced by its size.
     #[arg(long)]
     apart: bool,
+    /// `cost` only: fleets whose stores read the polls eventually consistent
+    /// (`DynamoLeaseStore::eventually_consistent_polls()`), those reads priced at half a unit.
+    #[arg(long)]
+    behind: bool,
     /// `cost` only: count over windows of this many seconds (default 60; 300 spans the
     /// five-minute cadence at which every row is read).
     #[arg(long, value_name = "SECS")]
@@ -203,6 +207,8 @@ pub struct Options {
     pub by_beat: bool,
     /// `cost`: fleets whose stores keep each notice's head apart.
     pub apart: bool,
+    /// `cost`: fleets whose stores read the polls eventually consistent.
+    pub behind: bool,
     /// `cost`: the counting window, in seconds.
     pub window: Option<u64>,
 }
@@ -232,6 +238,7 @@ where
             idle: cli.idle,
             by_beat: cli.by_beat,
             apart: cli.apart,
+            behind: cli.behind,
             window: cli.window,
         },
     ))

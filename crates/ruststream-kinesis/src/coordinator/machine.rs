@@ -29,6 +29,17 @@ use crate::shard::Stop;
 use crate::shard::lease::Moment;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SHARD_SKIPPED};
 
+/// How the poll read the notice it judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoticeRead {
+    /// Whole, strongly consistent.
+    Consistent,
+    /// Whole, eventually consistent: it may miss the latest writes.
+    Behind,
+    /// Its head alone (a little behind, too).
+    Head,
+}
+
 /// A shard whose takes keep failing after the lease was won: how often in a row, and when it
 /// may be tried again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +139,9 @@ pub(crate) struct Coordinator<T> {
     own_beat_seen: Option<T>,
     /// When the poll last read the whole notice.
     whole_read_at: Option<T>,
+    /// A whole read a little behind the latest writes showed a record under this owner id that
+    /// may be one this run's record replaced: the next whole read is consistent, and judged.
+    twin_doubt: bool,
     /// How often a seek moved where shards without a checkpoint start ([`start_at`](Self::start_at)).
     starts_moved: u64,
     /// Liveness by beat: whether this instance's chain of beats counts now (as its driver last
@@ -195,6 +209,7 @@ impl<T: Moment> Coordinator<T> {
             blind_takes_wait: false,
             own_beat_seen: None,
             whole_read_at: None,
+            twin_doubt: false,
             starts_moved: 0,
             beat_counts: false,
             split: None,
@@ -314,11 +329,31 @@ impl<T: Moment> Coordinator<T> {
         if self.notice_reads.whole_due(now_ms) {
             return true;
         }
-        let paused_for_twin = self
-            .twins
+        // A record in doubt is judged at the next poll, not at the next whole read the beats
+        // call for (a lease later): an earlier run must answer a later one within its patience.
+        self.twin_doubt || self.paused_for_twin() || self.peers_unsettled(now)
+    }
+
+    /// Whether the poll's whole read of the notice is consistent (`LeaseStore::notice`) rather
+    /// than a little behind the latest writes (`LeaseStore::notice_eventually`, half the read
+    /// units): for the check for another run under the owner id, at the first read, the one
+    /// after each record of this run landed, every read while paused, and the one after a read
+    /// a little behind showed a record it cannot judge ([`Twins::judges_behind`]). Nothing else
+    /// the poll decides needs the latest writes: a take-over reads the notice consistent for
+    /// itself, and every write is conditioned on what it changes. The reads that settle which
+    /// peers started with this instance are consistent too (a few, once): one behind might
+    /// miss a peer, and this instance would take past its share and hand the rest over.
+    pub(crate) fn consistent_notice_due(&self, now: T) -> bool {
+        self.notice_reads.pending()
+            || self.twin_doubt
+            || self.paused_for_twin()
+            || self.peers_unsettled(now)
+    }
+
+    fn paused_for_twin(&self) -> bool {
+        self.twins
             .as_ref()
-            .is_some_and(|twins| twins.paused_for().is_some());
-        paused_for_twin || self.peers_unsettled(now)
+            .is_some_and(|twins| twins.paused_for().is_some())
     }
 
     /// Whether the whole reads have yet to show this instance's peers: its own beat showed in
@@ -886,8 +921,8 @@ impl<T: Moment> Coordinator<T> {
         self.timings.renew()
     }
 
-    /// What the stream's notice, read whole at `now`, asks of the poll: a beat of this
-    /// instance's, and whether to read the rows it waits for ([`watch`] says when).
+    /// What the stream's notice, read whole and consistent at `now`, asks of the poll: a beat
+    /// of this instance's, and whether to read the rows it waits for ([`watch`] says when).
     pub(crate) fn noticed(
         &mut self,
         notice: &Notice,
@@ -896,7 +931,22 @@ impl<T: Moment> Coordinator<T> {
         now: T,
         now_ms: u64,
     ) -> Noticed {
-        self.notice_answered(notice, true, reading, owner, now, now_ms)
+        self.notice_answered(notice, NoticeRead::Consistent, reading, owner, now, now_ms)
+    }
+
+    /// As [`noticed`](Self::noticed), of a whole read a little behind the latest writes
+    /// (`LeaseStore::notice_eventually`): the check for another run under the owner id judges
+    /// it only where it can ([`Twins::judges_behind`]), and has the next read consistent
+    /// otherwise.
+    pub(crate) fn noticed_behind(
+        &mut self,
+        notice: &Notice,
+        reading: &HashSet<Arc<str>>,
+        owner: &str,
+        now: T,
+        now_ms: u64,
+    ) -> Noticed {
+        self.notice_answered(notice, NoticeRead::Behind, reading, owner, now, now_ms)
     }
 
     /// What a read of the notice's head alone asks of the poll, as [`noticed`](Self::noticed):
@@ -911,37 +961,56 @@ impl<T: Moment> Coordinator<T> {
         now: T,
         now_ms: u64,
     ) -> Noticed {
-        self.notice_answered(head, false, reading, owner, now, now_ms)
+        self.notice_answered(head, NoticeRead::Head, reading, owner, now, now_ms)
     }
 
     fn notice_answered(
         &mut self,
         notice: &Notice,
-        whole: bool,
+        read: NoticeRead,
         reading: &HashSet<Arc<str>>,
         owner: &str,
         now: T,
         now_ms: u64,
     ) -> Noticed {
+        let whole = read != NoticeRead::Head;
         let merged;
-        let notice = if whole {
+        let notice = match read {
+            NoticeRead::Consistent => {
+                self.watch.notice_read(notice);
+                notice
+            }
+            // What a read behind shows is merged with what is known: its counter, marks and this
+            // instance's own beat never move back (`Watch::read_behind`).
+            NoticeRead::Behind | NoticeRead::Head => {
+                merged = self.watch.read_behind(notice, owner, whole);
+                &merged
+            }
+        };
+        if whole {
             self.notice_reads
                 .whole_read(&notice.beats, self.timings.lease(), now_ms, true);
             self.whole_read_at = Some(now);
-            self.watch.notice_read(notice);
-            notice
-        } else {
-            merged = self.watch.head_read(notice);
-            &merged
-        };
+        }
         let patience = self.twins_patience();
-        let seen = self.twins.as_mut().filter(|_| whole).map(|twins| {
-            twins.read(
-                notice.incarnations.get(owner).map(String::as_str),
-                now_ms,
-                patience,
-            )
-        });
+        let theirs = notice.incarnations.get(owner).map(String::as_str);
+        let judged = match read {
+            NoticeRead::Head => false,
+            NoticeRead::Consistent => true,
+            NoticeRead::Behind => self
+                .twins
+                .as_ref()
+                .is_none_or(|twins| twins.judges_behind(theirs)),
+        };
+        if whole && self.twins.is_some() {
+            // A record it cannot judge on a read behind is judged on the next, consistent.
+            self.twin_doubt = !judged;
+        }
+        let seen = self
+            .twins
+            .as_mut()
+            .filter(|_| judged)
+            .map(|twins| twins.read(theirs, now_ms, patience));
         let (twin, record) = seen.map_or((None, false), |seen| (seen.news, seen.record));
         self.layout_read(notice);
         self.notice_seen(now);

@@ -57,6 +57,12 @@ impl NoticeReads {
         }
     }
 
+    /// Whether the next poll's read is whole whatever the beats say, for the check for another
+    /// run under the owner id: that read must show the latest writes.
+    pub(crate) fn pending(&self) -> bool {
+        self.pending
+    }
+
     /// Whether the store keeps the head apart.
     pub(crate) fn is_apart(&self) -> bool {
         self.apart

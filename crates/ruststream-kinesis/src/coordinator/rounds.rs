@@ -52,8 +52,10 @@ use crate::shard::lease::Moment;
 pub(crate) enum Step<T> {
     /// `ListShards`; answer with [`Rounds::listed`].
     ListShards,
-    /// One `list` of the stream's rows; answer with [`Rounds::rows_listed`].
-    ListRows,
+    /// One `list` of the stream's rows (`eventual`: for the full-read cadence alone, where rows
+    /// a little behind the latest writes will do: `LeaseStore::list_eventually`); answer with
+    /// [`Rounds::rows_listed`].
+    ListRows { eventual: bool },
     /// A read of each of these rows (in parallel); answer with [`Rounds::rows_read`].
     ReadRows(Vec<Arc<str>>),
     /// Take these shards (in parallel), each for its purpose; answer with [`Rounds::took`] once
@@ -66,8 +68,11 @@ pub(crate) enum Step<T> {
     /// request is over, whatever each answered.
     Ask(Vec<Ask>),
     /// Read the stream's notice, whole or its head alone
-    /// ([`notice_reads`](super::notice_reads)); answer with [`Rounds::notice_read`].
-    ReadNotice { whole: bool },
+    /// ([`notice_reads`](super::notice_reads)); a whole read `consistent`
+    /// (`LeaseStore::notice`) or a little behind the latest writes
+    /// (`LeaseStore::notice_eventually`; a head alone always may be); answer with
+    /// [`Rounds::notice_read`].
+    ReadNotice { whole: bool, consistent: bool },
     /// Write this instance's beat in the stream's notice; answer with [`Rounds::beaten`],
     /// whatever the write answered.
     Beat(Beat),
@@ -130,12 +135,14 @@ enum Phase {
     RoundDue,
     Listing,
     /// The rows `wanted` are to be listed (or being listed: `asked`), for a round of `listing`
-    /// or for the poll.
+    /// or for the poll; `eventual`: for the full-read cadence alone, a little behind the latest
+    /// writes will do (`LeaseStore::list_eventually`).
     Rows {
         listing: Vec<ShardInfo>,
         wanted: Vec<Arc<str>>,
         poll: bool,
         asked: bool,
+        eventual: bool,
     },
     /// A round of `listing` that needs the rows of `wanted` may plan on the rows as last read;
     /// else they are listed.
@@ -216,6 +223,8 @@ pub(crate) struct Rounds<T> {
     reading: HashSet<Arc<str>>,
     /// When the rows under way were asked for.
     rows_asked: T,
+    /// Whether the notice read under way was asked for whole and consistent.
+    notice_consistent: bool,
     /// A round whose planned takes wait for the pace ([`take_pace`](super::take_pace)): they go
     /// out between rounds and polls as it allows, until the next round plans again.
     paced: Option<RoundPasses>,
@@ -242,6 +251,7 @@ impl<T: Moment> Rounds<T> {
             phase: Phase::RoundDue,
             reading: HashSet::new(),
             rows_asked: now,
+            notice_consistent: false,
             paced: None,
             #[cfg(test)]
             steady_rounds: 0,
@@ -364,7 +374,7 @@ impl<T: Moment> Rounds<T> {
                 asked,
                 read_rows,
             } => {
-                let step = self.rows_once(asked, now, || Step::ListRows);
+                let step = self.rows_once(asked, now, || Step::ListRows { eventual: false });
                 self.phase = Phase::OwnRows {
                     marks,
                     asked: true,
@@ -392,13 +402,15 @@ impl<T: Moment> Rounds<T> {
                 wanted,
                 poll,
                 asked,
+                eventual,
             } => {
-                let step = self.rows_once(asked, now, || Step::ListRows);
+                let step = self.rows_once(asked, now, || Step::ListRows { eventual });
                 self.phase = Phase::Rows {
                     listing,
                     wanted,
                     poll,
                     asked: true,
+                    eventual,
                 };
                 InPhase::Step(step)
             }
@@ -429,11 +441,13 @@ impl<T: Moment> Rounds<T> {
                     }
                     return InPhase::Over;
                 }
+                let eventual = coordinator.rows_read_for_cadence_alone(&listing, &wanted, at);
                 self.phase = Phase::Rows {
                     listing,
                     wanted,
                     poll: false,
                     asked: false,
+                    eventual,
                 };
                 InPhase::Again
             }
@@ -564,9 +578,7 @@ impl<T: Moment> Rounds<T> {
             self.next_poll = now + coordinator.idle_poll_interval();
             self.reading = self.in_hand(reading);
             self.phase = Phase::Notice;
-            return Some(Step::ReadNotice {
-                whole: coordinator.whole_notice_due(now, now_ms),
-            });
+            return Some(self.notice_step(coordinator, now, now_ms));
         }
         if polling
             && now >= self.next_poll
@@ -598,6 +610,17 @@ impl<T: Moment> Rounds<T> {
             }
         }
         Some(Step::Wait(Some(until)))
+    }
+
+    /// The poll's read of the notice: whole or its head alone, and a whole read consistent or a
+    /// little behind ([`Coordinator::consistent_notice_due`]).
+    fn notice_step(&mut self, coordinator: &Coordinator<T>, now: T, now_ms: u64) -> Step<T> {
+        let whole = coordinator.whole_notice_due(now, now_ms);
+        self.notice_consistent = whole && coordinator.consistent_notice_due(now);
+        Step::ReadNotice {
+            whole,
+            consistent: self.notice_consistent,
+        }
     }
 
     /// Keeps `passes` for between the rounds if takes of theirs wait for the pace.
@@ -640,9 +663,7 @@ impl<T: Moment> Rounds<T> {
                 };
             self.reading = in_hand;
             self.phase = Phase::Notice;
-            return Some(Step::ReadNotice {
-                whole: coordinator.whole_notice_due(now, now_ms),
-            });
+            return Some(self.notice_step(coordinator, now, now_ms));
         }
         self.next_poll = now + self.handover_poll;
         let wanted = coordinator.poll_wanted(&in_hand);
@@ -655,9 +676,10 @@ impl<T: Moment> Rounds<T> {
             wanted,
             poll: true,
             asked: true,
+            eventual: false,
         };
         self.rows_asked = now;
-        Some(Step::ListRows)
+        Some(Step::ListRows { eventual: false })
     }
 
     fn round(&mut self, reading: &HashSet<Arc<str>>, now: T) -> Step<T> {
@@ -776,6 +798,7 @@ impl<T: Moment> Rounds<T> {
                 wanted,
                 poll: false,
                 asked: false,
+                eventual: false,
             }
         } else {
             Phase::Steady { listing, wanted }
@@ -933,8 +956,11 @@ impl<T: Moment> Rounds<T> {
         }
         self.phase = Phase::Idle;
         let noticed = match read {
-            NoticeRead::Notice(notice) => {
+            NoticeRead::Notice(notice) if self.notice_consistent => {
                 coordinator.noticed(&notice, &self.reading, owner, now, now_ms)
+            }
+            NoticeRead::Notice(notice) => {
+                coordinator.noticed_behind(&notice, &self.reading, owner, now, now_ms)
             }
             NoticeRead::Head(head) => {
                 coordinator.head_noticed(&head, &self.reading, owner, now, now_ms)
@@ -990,6 +1016,7 @@ impl<T: Moment> Rounds<T> {
                 wanted,
                 poll: true,
                 asked: false,
+                eventual: false,
             };
         }
     }

@@ -236,6 +236,22 @@ impl Twins {
         }
     }
 
+    /// Whether a notice read a little behind the latest writes (eventually consistent) that
+    /// holds `theirs` under this owner id can be judged: this run's record has not landed yet
+    /// (nothing is judged), or it shows this run's own record while this run runs unpaused (so
+    /// it shows what a consistent read would, or an older own record: either means no news).
+    /// Any other record, or none, may be one that this run's record replaced a moment ago: it
+    /// is judged on a consistent read.
+    pub(crate) fn judges_behind(&self, theirs: Option<&str>) -> bool {
+        if !matches!(self.record, Record::Landed { .. }) {
+            return true;
+        }
+        self.paused_for.is_none()
+            && theirs
+                .and_then(Incarnation::parse_record)
+                .is_some_and(|(run, _)| run == self.mine)
+    }
+
     /// This run and `theirs`, for the news.
     fn twin(&self, theirs: Incarnation) -> Twin {
         Twin {

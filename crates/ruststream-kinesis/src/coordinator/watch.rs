@@ -82,13 +82,35 @@ impl Watch {
         self.last.clone_from(notice);
     }
 
-    /// A read of the notice's head alone: its counter, marks and layout replace those of the
-    /// last notice known, whose beats and runs' records stay; answers that notice.
-    pub(crate) fn head_read(&mut self, head: &Notice) -> Notice {
-        self.last.counter = head.counter;
-        self.last.asks.clone_from(&head.asks);
-        self.last.layout = head.layout;
-        self.last.clone()
+    /// A read that may be behind the latest writes (`LeaseStore::notice_eventually`, or a head
+    /// alone: `whole` false, whose beats and runs' records are those of the last notice known):
+    /// merged with the last notice known and answered. Its counter, its marks and `owner`'s own
+    /// beat never move back: a read behind that showed them older after a newer one would have
+    /// the poll take an old counter for a moved one (and read every row), or its own beat for
+    /// one running out (and beat again). A consistent read replaces all
+    /// ([`notice_read`](Self::notice_read)).
+    pub(crate) fn read_behind(&mut self, notice: &Notice, owner: &str, whole: bool) -> Notice {
+        let mut merged = if whole {
+            notice.clone()
+        } else {
+            Notice {
+                counter: notice.counter,
+                asks: notice.asks.clone(),
+                layout: notice.layout,
+                ..self.last.clone()
+            }
+        };
+        merged.counter = merged.counter.max(self.last.counter);
+        for (holder, &marks) in &self.last.asks {
+            let count = merged.asks.entry(holder.clone()).or_insert(marks);
+            *count = (*count).max(marks);
+        }
+        if let Some(&mine) = self.last.beats.get(owner) {
+            let beat = merged.beats.entry(owner.to_owned()).or_insert(mine);
+            *beat = (*beat).max(mine);
+        }
+        self.last.clone_from(&merged);
+        merged
     }
 
     /// `owner`'s own beat until `until_ms` landed: the last notice known shows it (unless it

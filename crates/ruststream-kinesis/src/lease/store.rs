@@ -266,6 +266,24 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(None)))
     }
 
+    /// [`list`](Self::list), where rows a little behind the latest writes will do: a store may
+    /// answer them from an eventually consistent read (DynamoDB's costs half a strongly
+    /// consistent one, and usually shows every write older than about a second). A listing
+    /// round calls it only when it reads the rows for the full-read cadence alone (nothing told
+    /// it that a row moved): every write it may lead to is conditioned on the row's counter as
+    /// read, so a row read behind its latest write can only leave a take unmade until a later
+    /// read, never make a second holder. Provided as [`list`](Self::list).
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn list_eventually<'a>(
+        &'a self,
+        stream: &'a str,
+    ) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        self.list(stream)
+    }
+
     /// Deletes the row of `key` if its counter is still `counter` and no owner holds an
     /// unexpired lease of it (more than [`SKEW_TOLERANCE`](super::SKEW_TOLERANCE) in the past):
     /// a listing round tidies the table this way (a finished shard whose children all moved past
@@ -296,12 +314,30 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(None)))
     }
 
+    /// [`notice`](Self::notice), where a notice a little behind the latest writes will do: a
+    /// store may answer it from an eventually consistent read. The handover poll reads the
+    /// whole notice so (it learns of a change a moment later at worst); a take-over judges its
+    /// holder's beat only on a notice read by [`notice`](Self::notice), and the check for
+    /// another run under the owner id judges another run's record so too (on a read behind,
+    /// only its own run's). Provided as [`notice`](Self::notice): a store that wraps another
+    /// forwards this and [`list_eventually`](Self::list_eventually), or its instance reads
+    /// consistent at the full price.
+    ///
+    /// # Errors
+    ///
+    /// A store failure.
+    fn notice_eventually<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.notice(stream)
+    }
+
     /// Reads the head of `stream`'s notice alone, where the store keeps it apart from the beats
     /// and the runs' records ([`keeps_notice_head_apart`](Self::keeps_notice_head_apart)): its
     /// counter, its marks ([`Notice::asks`]) and its layout ([`Notice::layout`]); the beats and
     /// records it leaves empty, and the poll takes those of its last whole read. Read at every
     /// handover poll while the beats last read still say who is alive, so it is the poll's
-    /// steady cost. Provided as [`notice`](Self::notice): the whole notice.
+    /// steady cost; so a store may answer it from an eventually consistent read, as
+    /// [`notice_eventually`](Self::notice_eventually). Provided as [`notice`](Self::notice):
+    /// the whole notice.
     ///
     /// # Errors
     ///

@@ -223,12 +223,23 @@ impl LeaseStore for Timed {
         self.bounded_stream(stream, "rows", self.inner.list(stream))
     }
 
+    fn list_eventually<'a>(
+        &'a self,
+        stream: &'a str,
+    ) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        self.bounded_stream(stream, "rows", self.inner.list_eventually(stream))
+    }
+
     fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
         self.bounded(key, "delete", self.inner.delete(key, counter))
     }
 
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
         self.bounded_stream(stream, "notice", self.inner.notice(stream))
+    }
+
+    fn notice_eventually<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.bounded_stream(stream, "notice", self.inner.notice_eventually(stream))
     }
 
     fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {

@@ -38,7 +38,10 @@ impl Sim {
         // Balancing, the released shard may wait for the instance below its target, or for a
         // leaver's beat to go; one that nobody with room took is taken two polls later anyway.
         let polls = if self.cfg.balances() { 3 } else { 1 };
-        let bound = millis(poll) * polls + 1_000 + self.pace_slack_ms();
+        // Reads behind (`Config::read_lag`) may show the bumped notice, and the leaver's beat
+        // gone, each up to the lag later.
+        let behind = 2 * millis(self.cfg.read_lag);
+        let bound = millis(poll) * polls + 1_000 + self.pace_slack_ms() + behind;
         if quiet && step == Step::Take && !poll.is_zero() && took > bound {
             // With no fault, the next poll of an instance ready to take sees the release (through
             // the bumped notice, or the rows of a store without notices).

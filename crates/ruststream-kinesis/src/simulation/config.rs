@@ -113,6 +113,16 @@ pub(super) struct Config {
     /// (`coordinator/notice_reads.rs`, `Coordinator::with_notice_head_apart`). No store of the
     /// crate does yet: the layout that will (the cost plan's step 1) is simulated first.
     pub(super) notice_apart: bool,
+    /// How far behind the latest writes a read that may be (`LeaseStore::list_eventually`,
+    /// `notice_eventually`, `notice_head`) answers at most, each item on its own: zero (every
+    /// read consistent) in half the schedules; DynamoDB's usually within a second, and here up
+    /// to a few.
+    pub(super) read_lag: Duration,
+    /// The mistake reads behind invite, set back: a take-over judges its holder's beat on a
+    /// notice read behind (`notice_eventually`) rather than consistent.
+    pub(super) take_reads_behind: bool,
+    /// Seeds the generator that draws each read's lag.
+    pub(super) behind_seed: u64,
     /// Whether each run records itself under its owner id in the notice and judges the notices
     /// it reads after that (`Coordinator::with_incarnation`), as every live subscription does.
     /// No two runs of one owner id are alive at once here (a restart follows every request of
@@ -338,6 +348,9 @@ impl Config {
             table_write_rate: None,
             take_budget: None,
             notice_apart: false,
+            read_lag: Duration::ZERO,
+            behind_seed: 0,
+            take_reads_behind: false,
         }
         .with_exactly_once(rng)
         .with_balancing(rng)
@@ -348,6 +361,24 @@ impl Config {
         .with_pace(rng)
         .with_beat_mode(rng)
         .with_notice_apart(rng)
+        .with_reads_behind(rng)
+    }
+
+    /// How far behind a read that may be answers, from a generator of its own (as
+    /// [`with_balancing`](Self::with_balancing) draws): none in half the schedules, up to
+    /// 300 ms, 1 s or 3 s in the others (`SIM_BEHIND=<ms>` sets it in every one).
+    fn with_reads_behind(mut self, rng: &StdRng) -> Self {
+        let mut side = StdRng::seed_from_u64(rng.clone().random::<u64>() ^ 0xbe41_d000);
+        self.read_lag = if side.random_bool(0.5) {
+            [ms(300), ms(1_000), ms(3_000)][side.random_range(0..3)]
+        } else {
+            Duration::ZERO
+        };
+        if let Some(lag) = behind_forced() {
+            self.read_lag = lag;
+        }
+        self.behind_seed = side.random();
+        self
     }
 
     /// Whether the store keeps the notice's head apart, from a generator of its own (as
@@ -465,4 +496,12 @@ pub(super) fn beat_forced() -> bool {
 /// ([`Config::notice_apart`]).
 pub(super) fn apart_forced() -> bool {
     std::env::var("SIM_APART").is_ok_and(|value| value == "1")
+}
+
+/// `SIM_BEHIND=<ms>`: every schedule's reads that may be behind are, up to that lag
+/// ([`Config::read_lag`]; `0`: none).
+pub(super) fn behind_forced() -> Option<Duration> {
+    std::env::var("SIM_BEHIND")
+        .ok()
+        .map(|lag| ms(lag.parse().expect("SIM_BEHIND: milliseconds")))
 }

@@ -58,11 +58,11 @@ impl Sim {
                     let coord = &mut self.insts[i].coord;
                     coord.rounds.listed(&mut coord.knows, shards, now);
                 }
-                RoundStep::ListRows => {
+                RoundStep::ListRows { eventual } => {
                     if !polling && coord.rounds.is_polling() {
                         self.stats.polls += 1;
                     }
-                    self.send(i, 0, 0, OpKind::List, Cont::RoundList);
+                    self.send(i, 0, 0, OpKind::List { eventual }, Cont::RoundList);
                     return;
                 }
                 RoundStep::Delete(deletions) => {
@@ -87,10 +87,12 @@ impl Sim {
                         now_ms,
                     );
                 }
-                RoundStep::ReadNotice { whole } => {
+                RoundStep::ReadNotice { whole, consistent } => {
                     let kind = if whole {
                         self.stats.notice_reads += 1;
-                        OpKind::Notice
+                        OpKind::Notice {
+                            eventual: !consistent,
+                        }
                     } else {
                         self.stats.notice_head_reads += 1;
                         OpKind::NoticeHead
@@ -472,7 +474,11 @@ impl Sim {
                         sid,
                         sent_ms: self.wall(i),
                     };
-                    return self.send(i, sid, shard, OpKind::Notice, cont);
+                    // A take-over judges the holder's beat on a consistent read.
+                    let kind = OpKind::Notice {
+                        eventual: self.cfg.take_reads_behind,
+                    };
+                    return self.send(i, sid, shard, kind, cont);
                 }
                 TakeStep::Call(TakeCall::Acquire {
                     start,

@@ -248,6 +248,7 @@ use crate::watermark::Ticket;
 use crate::{KinesisPosition, LeaseTimings, SHARD_END, SKEW_TOLERANCE};
 
 mod beat;
+mod behind;
 mod checks;
 mod config;
 mod coordinator;

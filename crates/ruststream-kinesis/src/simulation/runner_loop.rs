@@ -158,6 +158,7 @@ impl Sim {
                 // a resend pair; only the former leaves a take with no reader behind it.
                 let unanswered = reply.is_none() && op.pair.is_none();
                 let res = self.apply(&op, unanswered);
+                self.note_versions(&op);
                 if let (Some(pair), false, Res::Ok) = (op.pair, op.resend, &res) {
                     self.landed_pairs.insert(pair);
                 }

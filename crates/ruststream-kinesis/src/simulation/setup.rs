@@ -14,6 +14,8 @@ impl Sim {
         let mut sim = Self {
             rng,
             drops: StdRng::seed_from_u64(cfg.drop_seed),
+            behind: StdRng::seed_from_u64(cfg.behind_seed),
+            versions: super::behind::Versions::default(),
             dropped: HashSet::new(),
             now: Time::ZERO,
             seq: 0,

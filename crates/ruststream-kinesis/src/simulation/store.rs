@@ -160,10 +160,10 @@ impl Sim {
                 prior: prior.as_deref(),
             },
             OpKind::Read
-            | OpKind::List
+            | OpKind::List { .. }
             | OpKind::Acquire
             | OpKind::TakeOver { .. }
-            | OpKind::Notice
+            | OpKind::Notice { .. }
             | OpKind::NoticeHead
             | OpKind::Beat { .. }
             | OpKind::Leave { .. }
@@ -306,7 +306,7 @@ impl Sim {
     fn throttles(&mut self, op: &Op) -> bool {
         if matches!(
             op.kind,
-            OpKind::Read | OpKind::List | OpKind::Notice | OpKind::NoticeHead
+            OpKind::Read | OpKind::List { .. } | OpKind::Notice { .. } | OpKind::NoticeHead
         ) {
             return false;
         }
@@ -339,8 +339,8 @@ impl Sim {
         let shard = op.shard;
         let malformed = match op.kind {
             // `DynamoLeaseStore::list`: a bad row of the listed stream fails the listing.
-            OpKind::List => self.rows.iter().any(|row| row.malformed),
-            OpKind::Notice
+            OpKind::List { .. } => self.rows.iter().any(|row| row.malformed),
+            OpKind::Notice { .. }
             | OpKind::NoticeHead
             | OpKind::Beat { .. }
             | OpKind::Leave { .. }
@@ -368,13 +368,27 @@ impl Sim {
                 self.log(|| format!("shard {shard}'s row deleted"));
                 Res::Ok
             }
-            OpKind::Notice => Res::Notice(self.notice.clone()),
-            OpKind::NoticeHead => Res::Notice(Notice {
-                counter: self.notice.counter,
-                asks: self.notice.asks.clone(),
-                layout: self.notice.layout,
-                ..Notice::default()
-            }),
+            OpKind::Notice { eventual: false } => Res::Notice(self.notice.clone()),
+            OpKind::Notice { eventual: true } => {
+                let notice = self.notice_behind();
+                self.stats.reads_behind += 1;
+                self.stats.reads_missed += u64::from(notice != self.notice);
+                Res::Notice(notice)
+            }
+            OpKind::NoticeHead => {
+                let notice = self.notice_behind();
+                self.stats.reads_behind += 1;
+                self.stats.reads_missed += u64::from(
+                    (notice.counter, &notice.asks, notice.layout)
+                        != (self.notice.counter, &self.notice.asks, self.notice.layout),
+                );
+                Res::Notice(Notice {
+                    counter: notice.counter,
+                    asks: notice.asks,
+                    layout: notice.layout,
+                    ..Notice::default()
+                })
+            }
             OpKind::Beat { until_ms, forget } => {
                 self.notice.forget_gone(&op.owner, forget, op.wall_ms);
                 // As the crate's stores: a beat never moves back.
@@ -435,13 +449,26 @@ impl Sim {
                 Res::Ok
             }
             OpKind::Read => Res::Row(self.rows[shard].state.clone()),
-            OpKind::List => Res::Rows(
+            OpKind::List { eventual: false } => Res::Rows(
                 self.rows
                     .iter()
                     .enumerate()
                     .filter_map(|(shard, row)| row.state.clone().map(|state| (shard, state)))
                     .collect(),
             ),
+            OpKind::List { eventual: true } => {
+                let rows: Vec<_> = (0..self.rows.len())
+                    .filter_map(|shard| self.row_behind(shard).map(|state| (shard, state)))
+                    .collect();
+                self.stats.reads_behind += 1;
+                let missed = rows.len()
+                    != self.rows.iter().filter(|row| row.state.is_some()).count()
+                    || rows
+                        .iter()
+                        .any(|(shard, state)| self.rows[*shard].state.as_ref() != Some(state));
+                self.stats.reads_missed += u64::from(missed);
+                Res::Rows(rows)
+            }
             OpKind::Acquire | OpKind::TakeOver { .. } => {
                 // `acquire` (the trait's default `acquire_from` checkpoints the start after
                 // it), or `take_over`, which records the start in the same write.
@@ -492,16 +519,22 @@ impl Sim {
                 // back, and the row stays this owner's. The live session keeps the row; its next
                 // write meets the bumped counter (or adopts it, if that write's answer was lost).
                 // Sent before the live session's own take: a take sent while that session
-                // already held the shard would be the coordinator taking a shard twice.
+                // already held the shard would be the coordinator taking a shard twice. The same
+                // instance: the same subscription's run, or another subscription of the same
+                // process run (a resubscribe's, which shares the store and the owner id).
                 let phantom = unanswered
                     && !stolen
                     && state.expiry_ms <= op.wall_ms + lease_ms
                     && previous.is_some_and(|prev| {
-                        self.sid_inst.get(&prev) == Some(&(op.inst, op.inc))
-                            && self.insts[op.inst]
+                        self.sid_inst.get(&prev).is_some_and(|&(held_by, inc)| {
+                            let (theirs, mine) = (&self.insts[held_by], &self.insts[op.inst]);
+                            let same = (held_by, inc) == (op.inst, op.inc)
+                                || (theirs.process == mine.process && theirs.run == mine.run);
+                            same && theirs
                                 .sessions
                                 .get(&prev)
                                 .is_none_or(|held| op.sent < held.take_sent)
+                        })
                     });
                 let taken = rules::taken(Some(&*state), &take);
                 *state = taken;
@@ -724,10 +757,10 @@ impl Sim {
                         }
                     }
                     OpKind::Read
-                    | OpKind::List
+                    | OpKind::List { .. }
                     | OpKind::Acquire
                     | OpKind::TakeOver { .. }
-                    | OpKind::Notice
+                    | OpKind::Notice { .. }
                     | OpKind::NoticeHead
                     | OpKind::Beat { .. }
                     | OpKind::Leave { .. }

@@ -218,8 +218,11 @@ impl Row {
 #[derive(Debug, Clone)]
 pub(super) enum OpKind {
     Read,
-    /// `LeaseStore::list`: every row of the stream, read consistently.
-    List,
+    /// `LeaseStore::list`: every row of the stream, read consistently; `eventual`:
+    /// `list_eventually`, each row a little behind (`Config::read_lag`).
+    List {
+        eventual: bool,
+    },
     Acquire,
     Renew,
     /// `LeaseStore::checkpoint`: the start checkpoint of a take, and a closing shard's final
@@ -238,10 +241,14 @@ pub(super) enum OpKind {
     Delete {
         counter: u64,
     },
-    /// `LeaseStore::notice`: the stream's notice, read consistently.
-    Notice,
+    /// `LeaseStore::notice`: the stream's notice, read consistently; `eventual`:
+    /// `notice_eventually`, a little behind (`Config::read_lag`).
+    Notice {
+        eventual: bool,
+    },
     /// The notice's head alone (the counter, the marks, the layout), where the store keeps it
-    /// apart from the beats and runs' records (`Config::notice_apart`).
+    /// apart from the beats and runs' records (`Config::notice_apart`): read a little behind,
+    /// as `DynamoLeaseStore` reads it.
     NoticeHead,
     /// `LeaseStore::beat`: this instance alive until `until_ms`, the beats of `forget` removed.
     Beat {
@@ -1057,6 +1064,10 @@ pub(super) struct Stats {
     pub(super) notice_reads: u64,
     /// The polls' reads of the notice's head alone (`Config::notice_apart`).
     pub(super) notice_head_reads: u64,
+    /// Reads answered behind the latest writes (`Config::read_lag`): `list`s and whole
+    /// notices, and those of them that missed a write (answered an older version).
+    pub(super) reads_behind: u64,
+    pub(super) reads_missed: u64,
     /// Rows a round deleted.
     pub(super) deletions: u64,
     /// Handoffs asked for and recorded, handoffs whose write landed, those in which every
@@ -1253,6 +1264,11 @@ pub(super) struct Sim {
     pub(super) rng: StdRng,
     /// Decides which handlings drop their records (`Config::p_drop`).
     pub(super) drops: StdRng,
+    /// Decides how far behind each read behind answers (`Config::read_lag`), apart from the
+    /// schedule's generator, which a schedule without reads behind draws from as it did.
+    pub(super) behind: StdRng,
+    /// What reads behind may still answer.
+    pub(super) versions: super::behind::Versions,
     /// Exactly once: the records a handling dropped (`nack(false)`): the checkpoint may pass them
     /// with no effect applied.
     pub(super) dropped: HashSet<(usize, usize)>,

@@ -101,6 +101,15 @@ impl LeaseStore for Counting {
         self.inner.list(stream)
     }
 
+    // Counted as a `list`: the same call, read behind.
+    fn list_eventually<'a>(
+        &'a self,
+        stream: &'a str,
+    ) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        self.count("list");
+        self.inner.list_eventually(stream)
+    }
+
     fn delete<'a>(&'a self, key: &'a LeaseKey, counter: u64) -> LeaseFuture<'a, bool> {
         self.count("delete");
         self.inner.delete(key, counter)
@@ -109,6 +118,12 @@ impl LeaseStore for Counting {
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
         self.count("notice");
         self.inner.notice(stream)
+    }
+
+    // Counted as a `notice`: the same read, behind.
+    fn notice_eventually<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        self.count("notice");
+        self.inner.notice_eventually(stream)
     }
 
     fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {

@@ -148,9 +148,35 @@ impl<T: Moment> Coordinator<T> {
         takes.is_empty() && self.asks.is_empty()
     }
 
+    /// Whether a round at `now` that does not plan on the rows as last read reads them for the
+    /// full-read cadence alone: nothing told it that a row moved. Rows a little behind the
+    /// latest writes will do then (`LeaseStore::list_eventually`): what they miss was told by a
+    /// signal this round saw too (the notice's counter, the beats, the listing, its own news),
+    /// so the round that follows the signal reads them consistent; and every write the plan
+    /// makes is conditioned on the row's counter as read.
+    pub(crate) fn rows_read_for_cadence_alone(
+        &self,
+        listing: &[ShardInfo],
+        wanted: &[Arc<str>],
+        (now, now_ms): (T, u64),
+    ) -> bool {
+        self.hygiene.due(now) && self.nothing_moved(listing, wanted, now, now_ms)
+    }
+
     /// Whether nothing that tells of a moved row moved since the last read of every row, and that
     /// read is recent and covers `wanted`.
     fn rows_unchanged(
+        &self,
+        listing: &[ShardInfo],
+        wanted: &[Arc<str>],
+        now: T,
+        now_ms: u64,
+    ) -> bool {
+        !self.hygiene.due(now) && self.nothing_moved(listing, wanted, now, now_ms)
+    }
+
+    /// [`rows_unchanged`](Self::rows_unchanged) but for the full-read cadence.
+    fn nothing_moved(
         &self,
         listing: &[ShardInfo],
         wanted: &[Arc<str>],
@@ -176,7 +202,6 @@ impl<T: Moment> Coordinator<T> {
             && !poll.is_zero()
             && self.watch.uses_notices()
             && notice_recent
-            && !self.hygiene.due(now)
             && read.counter == self.watch.notice().counter
             && read.listing == listing
             && read.instances == self.live_instances(now_ms)

@@ -857,3 +857,122 @@ fn mine_of(run: super::super::twins::Incarnation, written_ms: u64) -> Notice {
         ..Notice::default()
     }
 }
+
+/// A whole read behind the latest writes that shows another run's record under this owner id
+/// judges nothing (it may be the record this run's replaced a moment ago), and has the next poll
+/// read the whole notice, consistent, however long the beats would let the head alone do: an
+/// earlier run answers a later one within the later one's patience.
+#[test]
+fn a_record_in_doubt_is_judged_at_the_next_poll_on_a_consistent_whole_read() {
+    use super::super::twins::Incarnation;
+    let run = Incarnation::new(NOW_MS - 1_000, 7);
+    let mut earliest = coordinator(KinesisPosition::TrimHorizon)
+        .with_notice_head_apart(true)
+        .without_waiting_for_peers()
+        .with_incarnation(run);
+    let none = HashSet::new();
+    let zero = Duration::ZERO;
+    earliest.noticed(&Notice::default(), &none, OWNER, zero, NOW_MS);
+    earliest.recorded(true, NOW_MS);
+    // Beats that run for a minute: the head alone would do for that long.
+    let beats = |record: String| Notice {
+        beats: [("pod-b".to_owned(), NOW_MS + 60_000)].into(),
+        incarnations: [(OWNER.to_owned(), record)].into(),
+        ..Notice::default()
+    };
+    earliest.noticed(
+        &beats(run.record(NOW_MS)),
+        &none,
+        OWNER,
+        zero,
+        NOW_MS + 1_000,
+    );
+    assert!(!earliest.whole_notice_due(zero, NOW_MS + 2_000));
+    assert!(!earliest.consistent_notice_due(zero));
+    // A later run recorded itself: a read behind shows its record.
+    let later = Incarnation::new(NOW_MS + 1_500, 9);
+    let behind = earliest.noticed_behind(
+        &beats(later.record(NOW_MS + 1_600)),
+        &none,
+        OWNER,
+        zero,
+        NOW_MS + 2_000,
+    );
+    assert_eq!(behind.twin, None, "nothing judged on a read behind");
+    assert!(
+        earliest.whole_notice_due(zero, NOW_MS + 3_000),
+        "the next poll reads the whole notice"
+    );
+    assert!(
+        earliest.consistent_notice_due(zero),
+        "and reads it consistent"
+    );
+    let judged = earliest.noticed(
+        &beats(later.record(NOW_MS + 1_600)),
+        &none,
+        OWNER,
+        zero,
+        NOW_MS + 3_000,
+    );
+    assert!(
+        matches!(judged.twin, Some(TwinNews::Later(_))) && judged.record,
+        "the later run is told of, and this run's record written again: {:?}",
+        judged.twin
+    );
+    assert!(!earliest.consistent_notice_due(zero));
+}
+
+/// What a read behind shows never moves the counter, the marks or this instance's own beat back
+/// from what a newer read showed: an old counter would be taken for a moved one (every row read
+/// again), an old own beat for one running out (a beat written again).
+#[test]
+fn a_read_behind_moves_no_counter_mark_or_own_beat_back() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon).with_notice_head_apart(true);
+    let none = HashSet::new();
+    let zero = Duration::ZERO;
+    let newer = Notice {
+        counter: 9,
+        asks: [(OWNER.to_owned(), 3)].into(),
+        beats: [
+            (OWNER.to_owned(), NOW_MS + 9_000),
+            ("pod-b".to_owned(), NOW_MS + 9_000),
+        ]
+        .into(),
+        ..Notice::default()
+    };
+    coordinator.noticed(&newer, &none, OWNER, zero, NOW_MS);
+    let older = Notice {
+        counter: 8,
+        asks: [(OWNER.to_owned(), 2)].into(),
+        beats: [
+            (OWNER.to_owned(), NOW_MS + 4_000),
+            ("pod-b".to_owned(), NOW_MS + 4_000),
+        ]
+        .into(),
+        ..Notice::default()
+    };
+    coordinator.noticed_behind(&older, &none, OWNER, zero, NOW_MS + 500);
+    let known = coordinator.watch.notice();
+    assert_eq!(known.counter, 9);
+    assert_eq!(known.asks.get(OWNER), Some(&3));
+    assert_eq!(known.beats.get(OWNER), Some(&(NOW_MS + 9_000)));
+    assert_eq!(
+        known.beats.get("pod-b"),
+        Some(&(NOW_MS + 4_000)),
+        "another's beat as read"
+    );
+    coordinator.head_noticed(
+        &Notice {
+            counter: 7,
+            ..Notice::default()
+        },
+        &none,
+        OWNER,
+        zero,
+        NOW_MS + 600,
+    );
+    assert_eq!(coordinator.watch.notice().counter, 9, "nor a head behind");
+    // A consistent read is the truth, whatever came before.
+    coordinator.noticed(&older, &none, OWNER, zero, NOW_MS + 700);
+    assert_eq!(coordinator.watch.notice().counter, 8);
+}

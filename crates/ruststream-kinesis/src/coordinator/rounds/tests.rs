@@ -52,7 +52,7 @@ impl Rig {
         let listing: Vec<ShardInfo> = (0..count).map(|n| shard(&format!("shardId-{n}"))).collect();
         self.rounds
             .listed(&mut self.coordinator, Shards::Listed(listing), now);
-        assert!(matches!(self.next(now), Step::ListRows));
+        assert!(matches!(self.next(now), Step::ListRows { .. }));
     }
 
     fn row(owner: Option<&str>, expiry_ms: u64) -> LeaseState {
@@ -85,7 +85,7 @@ fn a_round_lists_reads_the_rows_and_takes_then_waits_for_the_next_listing() {
         Shards::Listed(vec![shard("shardId-0"), shard("shardId-1")]),
         now,
     );
-    assert!(matches!(rig.next(now), Step::ListRows));
+    assert!(matches!(rig.next(now), Step::ListRows { .. }));
     let held = Rig::row(Some("pod-b"), NOW_MS + 10_000);
     rig.rounds.rows_listed(
         &mut rig.coordinator,
@@ -175,7 +175,7 @@ fn the_handover_poll_of_a_store_without_notices_reads_the_rows_at_every_poll() {
         at,
         NOW_MS,
     );
-    assert!(matches!(rig.next(at), Step::ListRows));
+    assert!(matches!(rig.next(at), Step::ListRows { .. }));
     rig.rounds
         .rows_listed(&mut rig.coordinator, Listed::Failed, OWNER, at, NOW_MS);
     assert!(
@@ -185,7 +185,7 @@ fn the_handover_poll_of_a_store_without_notices_reads_the_rows_at_every_poll() {
     rig.rounds.listed(&mut rig.coordinator, Shards::Failed, at);
     // The store keeps no notices: from now on every poll lists the rows at once.
     at += POLL;
-    assert!(matches!(rig.next(at), Step::ListRows));
+    assert!(matches!(rig.next(at), Step::ListRows { .. }));
     let released = Rig::row(None, NOW_MS);
     rig.rounds.rows_listed(
         &mut rig.coordinator,
@@ -288,7 +288,7 @@ fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it
     };
     assert_eq!(beat.until_ms, NOW_MS + 10_000);
     rig.rounds.beaten(&mut rig.coordinator, OWNER, true);
-    assert!(matches!(rig.next(at), Step::ListRows));
+    assert!(matches!(rig.next(at), Step::ListRows { .. }));
     rig.rounds.rows_listed(
         &mut rig.coordinator,
         Listed::Rows(vec![(Arc::from("shardId-0"), held)]),
@@ -327,7 +327,7 @@ fn the_handover_poll_reads_the_notice_and_the_rows_only_once_a_release_bumped_it
         at,
         NOW_MS,
     );
-    assert!(matches!(rig.next(at), Step::ListRows));
+    assert!(matches!(rig.next(at), Step::ListRows { .. }));
     rig.rounds.rows_listed(
         &mut rig.coordinator,
         Listed::Rows(vec![(Arc::from("shardId-0"), Rig::row(None, 0))]),
@@ -407,7 +407,7 @@ fn balancing_rig_after_notice(beats: &[&str], now: Duration) -> Rig {
         NOW_MS,
     );
     // The notice moved: the poll reads the rows.
-    assert!(matches!(rig.next(now), Step::ListRows));
+    assert!(matches!(rig.next(now), Step::ListRows { .. }));
     rig.rounds.rows_listed(
         &mut rig.coordinator,
         Listed::Rows(Vec::new()),
@@ -439,7 +439,7 @@ fn round_over(
         Shards::Listed(shards.iter().map(|id| shard(id)).collect()),
         now,
     );
-    assert!(matches!(rig.next(now), Step::ListRows));
+    assert!(matches!(rig.next(now), Step::ListRows { .. }));
     rig.rounds
         .rows_listed(&mut rig.coordinator, Listed::Rows(rows), OWNER, now, NOW_MS);
     match rig.next(now) {
@@ -588,12 +588,19 @@ fn notice_of(run: Option<Incarnation>) -> Notice {
 impl Rig {
     /// The next look at the notice, due by `at`, read at `now_ms`: answers `notice`.
     fn look(&mut self, at: Duration, now_ms: u64, notice: Notice) -> Duration {
-        let due = match self.next(at) {
+        self.look_read(at, now_ms, notice).0
+    }
+
+    /// [`look`](Self::look), and whether the read was asked for consistent.
+    fn look_read(&mut self, at: Duration, now_ms: u64, notice: Notice) -> (Duration, bool) {
+        let (due, consistent) = match self.next(at) {
             Step::Wait(Some(due)) => {
-                assert!(matches!(self.next(due), Step::ReadNotice { .. }));
-                due
+                let Step::ReadNotice { consistent, .. } = self.next(due) else {
+                    panic!("a look at the notice");
+                };
+                (due, consistent)
             }
-            Step::ReadNotice { .. } => at,
+            Step::ReadNotice { consistent, .. } => (at, consistent),
             other => panic!("a look at the notice, or a wait for it: {other:?}"),
         };
         self.rounds.notice_read(
@@ -603,7 +610,7 @@ impl Rig {
             due,
             now_ms,
         );
-        due
+        (due, consistent)
     }
 
     /// The next step writes this run's record; it lands at `now_ms`.
@@ -632,8 +639,12 @@ fn the_later_of_two_live_runs_pauses_until_the_earlier_is_gone() {
     // Its own record: nothing to say, nothing written.
     let at = rig.look(at, NOW_MS + 1_000, notice_of(Some(late)));
     assert!(matches!(rig.next(at), Step::Wait(Some(_))));
-    // The earlier run wrote its record after this one's landed: it is alive.
-    let at = rig.look(at, NOW_MS + 2_000, notice_of(Some(early)));
+    // The earlier run wrote its record after this one's landed: it is alive. (The read is
+    // consistent: this run does not know its peers yet. A read behind would judge nothing and
+    // have the next poll read consistent: `machine::tests::a_record_in_doubt_is_judged_at_the_
+    // next_poll_on_a_consistent_whole_read`.)
+    let (at, consistent) = rig.look_read(at, NOW_MS + 2_000, notice_of(Some(early)));
+    assert!(consistent, "the reads that settle the peers are consistent");
     let Step::Twin(TwinNews::Earlier(twin)) = rig.next(at) else {
         panic!("told of the earlier run");
     };
@@ -652,7 +663,7 @@ fn the_later_of_two_live_runs_pauses_until_the_earlier_is_gone() {
         Shards::Listed(vec![shard("shardId-0")]),
         at,
     );
-    assert!(matches!(rig.next(at), Step::ListRows));
+    assert!(matches!(rig.next(at), Step::ListRows { .. }));
     rig.rounds.rows_listed(
         &mut rig.coordinator,
         Listed::Rows(vec![(Arc::from("shardId-0"), Rig::row(None, 0))]),
@@ -932,7 +943,7 @@ fn takes_queued_before_the_peers_were_known_are_planned_again_once_they_are() {
                 rig.rounds
                     .listed(&mut rig.coordinator, Shards::Listed(listing), at);
             }
-            Step::ListRows => rig.no_rows_listed(at),
+            Step::ListRows { .. } => rig.no_rows_listed(at),
             step => panic!("{step:?} at {at:?}"),
         }
     }

@@ -15,7 +15,9 @@ use crate::clock::Instant;
 /// paused until its beat lapsed last read the head at least a lease less a renewal interval
 /// before, and writes the layout before its next beat. It does not make a removal by hand safe
 /// while the instance runs (a removal landing between that write and the beat goes unseen for
-/// up to this long): the guide asks for every process of layout 2 to have exited first.
+/// up to this long, and for up to the replication lag more where the head is read eventually
+/// consistent, `eventually_consistent_polls`, whose marks show the head as it was that much
+/// earlier): the guide asks for every process of layout 2 to have exited first.
 pub(super) const MARK_FRESH: Duration = Duration::from_secs(4);
 
 /// One stream's mark.

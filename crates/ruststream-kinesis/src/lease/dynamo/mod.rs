@@ -204,6 +204,9 @@ pub struct DynamoLeaseStore {
     /// Each stream's notice kept in several rows, its head apart
     /// ([`keep_notice_head_apart`](Self::keep_notice_head_apart)).
     notice_apart: bool,
+    /// The handover poll's reads of the notice and the full-read cadence's Scans are eventually
+    /// consistent ([`eventually_consistent_polls`](Self::eventually_consistent_polls)).
+    polls_behind: bool,
     /// What this store last learnt of each stream's notice head (`head_marks.rs`): kept apart,
     /// a beat into the beats' rows is written only after a fresh mark says the head holds
     /// layout 2, else after the store wrote it; either way, gone instances are forgotten from
@@ -211,6 +214,16 @@ pub struct DynamoLeaseStore {
     head_marks: Arc<Mutex<head_marks::HeadMarks>>,
     /// The writes of the layout this store (and its clones) sent: for cost accounting.
     layout_writes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// How a read is made: strongly consistent (every write answered before it was sent shows), or
+/// eventually consistent (half the read units; DynamoDB's usually shows every write older than
+/// about a second, but may miss later ones), where the trait's caller says a view a little
+/// behind will do (`LeaseStore::list_eventually`, `notice_eventually`, `notice_head`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reading {
+    Consistent,
+    Eventual,
 }
 
 /// What a Scan of the table read.
@@ -329,6 +342,7 @@ impl DynamoLeaseStore {
             fences: Arc::default(),
             commit_tables: crate::lease::CommitTables::default(),
             notice_apart: false,
+            polls_behind: false,
             head_marks: Arc::default(),
             layout_writes: Arc::default(),
         }
@@ -398,6 +412,53 @@ impl DynamoLeaseStore {
     pub fn keep_notice_head_apart(mut self) -> Self {
         self.notice_apart = true;
         self
+    }
+
+    /// Reads eventually consistent (half the read units) where the coordinator says a view a
+    /// little behind the latest writes will do: the handover poll's reads of the stream's
+    /// notice ([`LeaseStore::notice_eventually`], [`LeaseStore::notice_head`]) and the Scan a
+    /// listing round makes for the full-read cadence alone ([`LeaseStore::list_eventually`]).
+    /// What a decision rests on stays strongly consistent: a take-over's read of the holder's
+    /// beat, the check for another run under the owner id, the rows read after a sign that
+    /// they moved, and every conditional write. Such a read usually shows every write older
+    /// than a second; one that misses a write has the poll learn of it that much later.
+    /// Opt-in, as the lease protocol reads strongly consistent by default; instances of one
+    /// stream may differ in it.
+    ///
+    /// ```
+    /// use aws_config::{BehaviorVersion, Region, SdkConfig};
+    /// use ruststream_kinesis::DynamoLeaseStore;
+    ///
+    /// let config = SdkConfig::builder()
+    ///     .behavior_version(BehaviorVersion::latest())
+    ///     .region(Region::new("us-east-1"))
+    ///     .build();
+    /// let store = DynamoLeaseStore::new(&config, "warehouse-leases")
+    ///     .keep_notice_head_apart()
+    ///     .eventually_consistent_polls();
+    /// assert!(store.polls_eventually_consistent());
+    /// ```
+    #[must_use]
+    pub fn eventually_consistent_polls(mut self) -> Self {
+        self.polls_behind = true;
+        self
+    }
+
+    /// Whether the store reads the polls eventually consistent
+    /// ([`eventually_consistent_polls`](Self::eventually_consistent_polls)).
+    #[must_use]
+    pub fn polls_eventually_consistent(&self) -> bool {
+        self.polls_behind
+    }
+
+    /// How the reads a view behind will do are made: eventually consistent where the store was
+    /// asked to ([`eventually_consistent_polls`](Self::eventually_consistent_polls)).
+    fn poll_reading(&self) -> Reading {
+        if self.polls_behind {
+            Reading::Eventual
+        } else {
+            Reading::Consistent
+        }
     }
 
     /// How many writes of its layout into a notice head this store and its clones sent, one
@@ -537,7 +598,9 @@ impl DynamoLeaseStore {
     /// # }
     /// ```
     pub async fn rows(&self) -> Result<Vec<(LeaseKey, LeaseState)>, LeaseError> {
-        self.scan().await.map(|scanned| scanned.rows)
+        self.scan(Reading::Consistent)
+            .await
+            .map(|scanned| scanned.rows)
     }
 
     /// [`rows`](Self::rows), each with the application it names
@@ -553,7 +616,7 @@ impl DynamoLeaseStore {
             rows,
             mut applications,
             ..
-        } = self.scan().await?;
+        } = self.scan(Reading::Consistent).await?;
         Ok(rows
             .into_iter()
             .map(|(key, state)| {
@@ -563,9 +626,50 @@ impl DynamoLeaseStore {
             .collect())
     }
 
+    /// The whole notice of `stream`, read as `reading` says: `notice` and `notice_eventually`.
+    async fn notice_read(
+        &self,
+        stream: &str,
+        reading: Reading,
+    ) -> Result<Option<Notice>, LeaseError> {
+        if self.notice_apart {
+            self.read_notice_apart(stream, reading).await.map(Some)
+        } else {
+            self.read_notice(stream, reading).await.map(Some)
+        }
+    }
+
+    /// The rows of `stream`, by one Scan read as `reading` says: `list` and `list_eventually`.
+    async fn rows_of(
+        &self,
+        stream: &str,
+        reading: Reading,
+    ) -> Result<Option<Vec<(LeaseKey, LeaseState)>>, LeaseError> {
+        let Scanned {
+            rows,
+            malformed,
+            foreign,
+            ..
+        } = self.scan(reading).await?;
+        if let Some((key, theirs)) = foreign.into_iter().find(|(key, _)| key.stream() == stream) {
+            return Err(self.other_application_error(&key, theirs));
+        }
+        if let Some((key, problem)) = malformed
+            .into_iter()
+            .find(|(key, _)| key.stream() == stream)
+        {
+            return Err(self.malformed(&key, "rows", &problem));
+        }
+        Ok(Some(
+            rows.into_iter()
+                .filter(|(key, _)| key.stream() == stream)
+                .collect(),
+        ))
+    }
+
     /// Every row of the table, and the keys of the rows it could not read (with what is wrong
-    /// with each), each skipped with a warning.
-    async fn scan(&self) -> Result<Scanned, LeaseError> {
+    /// with each), each skipped with a warning; read as `reading` says.
+    async fn scan(&self, reading: Reading) -> Result<Scanned, LeaseError> {
         let whole = LeaseKey::new("*", "*");
         let mut scanned = Scanned::default();
         let mut start: Option<Item> = None;
@@ -574,7 +678,7 @@ impl DynamoLeaseStore {
                 .client
                 .scan()
                 .table_name(self.table())
-                .consistent_read(true)
+                .consistent_read(reading == Reading::Consistent)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -594,6 +698,11 @@ impl DynamoLeaseStore {
         // subscription of a broker shares this store, and another one's take may be deciding on
         // an older view in which the row existed (only a take refused for it, or this store's
         // own deletion, forgets a key).
+        if reading == Reading::Eventual {
+            // A view a little behind may miss a bare row written a moment ago (by an earlier
+            // version beside this one): only a consistent Scan says which shards have none.
+            return Ok(scanned);
+        }
         let mut bare = HashSet::new();
         for key in scanned
             .rows
@@ -870,49 +979,40 @@ impl LeaseStore for DynamoLeaseStore {
     /// ([`application`](Self::application)): each read of such a row fails with
     /// [`LeaseError::OtherApplication`], which the subscription reports at every listing.
     fn list<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
-        Box::pin(async move {
-            let Scanned {
-                rows,
-                malformed,
-                foreign,
-                ..
-            } = self.scan().await?;
-            if let Some((key, theirs)) = foreign.into_iter().find(|(key, _)| key.stream() == stream)
-            {
-                return Err(self.other_application_error(&key, theirs));
-            }
-            if let Some((key, problem)) = malformed
-                .into_iter()
-                .find(|(key, _)| key.stream() == stream)
-            {
-                return Err(self.malformed(&key, "rows", &problem));
-            }
-            Ok(Some(
-                rows.into_iter()
-                    .filter(|(key, _)| key.stream() == stream)
-                    .collect(),
-            ))
-        })
+        Box::pin(self.rows_of(stream, Reading::Consistent))
     }
 
-    /// One consistent `GetItem` of the stream's notice row (`<stream>#notice`).
+    /// [`list`](Self::list)'s Scan; eventually consistent (half the read units) where asked
+    /// ([`eventually_consistent_polls`](Self::eventually_consistent_polls)).
+    fn list_eventually<'a>(
+        &'a self,
+        stream: &'a str,
+    ) -> LeaseFuture<'a, Option<Vec<(LeaseKey, LeaseState)>>> {
+        Box::pin(self.rows_of(stream, self.poll_reading()))
+    }
+
+    /// One consistent `GetItem` of the stream's notice row (`<stream>#notice`); kept apart,
+    /// one of each of its rows, sent together.
     fn notice<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
-        Box::pin(async move {
-            if self.notice_apart {
-                self.read_notice_apart(stream).await.map(Some)
-            } else {
-                self.read_notice(stream).await.map(Some)
-            }
-        })
+        Box::pin(self.notice_read(stream, Reading::Consistent))
     }
 
-    /// Kept apart: one consistent `GetItem` of the head. Else the whole notice.
+    /// [`notice`](Self::notice)'s reads; eventually consistent (half the read units) where
+    /// asked ([`eventually_consistent_polls`](Self::eventually_consistent_polls)).
+    fn notice_eventually<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
+        Box::pin(self.notice_read(stream, self.poll_reading()))
+    }
+
+    /// Kept apart: one `GetItem` of the head. Else the whole notice. Eventually consistent
+    /// where asked ([`eventually_consistent_polls`](Self::eventually_consistent_polls)).
     fn notice_head<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, Option<Notice>> {
         Box::pin(async move {
             if self.notice_apart {
                 self.read_notice_head(stream).await.map(Some)
             } else {
-                self.read_notice(stream).await.map(Some)
+                self.read_notice(stream, self.poll_reading())
+                    .await
+                    .map(Some)
             }
         })
     }

@@ -119,16 +119,23 @@ impl DynamoLeaseStore {
             .sum()
     }
 
-    /// One consistent `GetItem` of `stream`'s notice row: one read unit while the row stays
-    /// under 4 KB (about 80 instances' beats).
+    /// One `GetItem` of `stream`'s notice row, read as `reading` says: one read unit while the
+    /// row stays under 4 KB (about 80 instances' beats) consistent, half of one eventually.
     ///
     /// A row that says its stream keeps the notice apart ([`crate::NOTICE_LAYOUT_APART`]) is
     /// that notice's head: the whole notice is read as such a store reads it, so that a store
     /// of either layout (`lease-table`'s, say) shows that stream's beats.
-    pub(super) async fn read_notice(&self, stream: &str) -> Result<Notice, LeaseError> {
+    pub(super) async fn read_notice(
+        &self,
+        stream: &str,
+        reading: Reading,
+    ) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
         let sent = (Instant::now(), epoch_millis());
-        let notice = match self.get(&key, notice_key(stream), "notice").await? {
+        let notice = match self
+            .get_read(&key, notice_key(stream), "notice", reading)
+            .await?
+        {
             Some(item) => self.notice_from_item(&key, &item)?,
             None => return Ok(Notice::default()),
         };
@@ -136,7 +143,7 @@ impl DynamoLeaseStore {
             self.head_says(stream, sent, notice.layout);
             if notice.layout == Some(crate::NOTICE_LAYOUT_APART) {
                 return self
-                    .read_notice_apart_after(stream, Some((sent, notice)))
+                    .read_notice_apart_after(stream, Some((sent, notice)), reading)
                     .await;
             }
         }
@@ -547,7 +554,7 @@ impl DynamoLeaseStore {
         // Rows another application took before streams were claimed: the claim would hand the
         // stream to the wrong one.
         if let Some((row, theirs)) = self
-            .scan()
+            .scan(Reading::Consistent)
             .await?
             .foreign
             .into_iter()

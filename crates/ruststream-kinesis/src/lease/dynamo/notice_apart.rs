@@ -12,15 +12,20 @@ use crate::NOTICE_LAYOUT_APART;
 use crate::lease::{BEAT_GROUPS, beats_key, notice_key, runs_key};
 
 impl DynamoLeaseStore {
-    /// Consistent `GetItem`s of the notice's rows, sent together: the head, the runs' records and
+    /// `GetItem`s of the notice's rows, read as `reading` says and sent together: the head, the
+    /// runs' records and
     /// the beats' row of each group (each billed on its own, a read unit per 4 KB, at least one;
     /// the permission they need is the `dynamodb:GetItem` every store needs), as one notice:
     /// the head's counter and marks, its layout as [`Self::whole_layout`] tells it, the beats of
     /// the beats' rows and of the head (a one-row layout's leftovers), the runs' records of
     /// both. Any read failing fails the whole read: the next poll reads again, and a
     /// subscription that opens refuses to.
-    pub(super) async fn read_notice_apart(&self, stream: &str) -> Result<Notice, LeaseError> {
-        self.read_notice_apart_after(stream, None).await
+    pub(super) async fn read_notice_apart(
+        &self,
+        stream: &str,
+        reading: Reading,
+    ) -> Result<Notice, LeaseError> {
+        self.read_notice_apart_after(stream, None, reading).await
     }
 
     /// [`read_notice_apart`](Self::read_notice_apart), the head taken as `head` where the
@@ -30,6 +35,7 @@ impl DynamoLeaseStore {
         &self,
         stream: &str,
         head: Option<((Instant, u64), Notice)>,
+        reading: Reading,
     ) -> Result<Notice, LeaseError> {
         let key = LeaseKey::new(stream, "*");
         let part = |item: Option<Item>| -> Result<Notice, LeaseError> {
@@ -43,16 +49,19 @@ impl DynamoLeaseStore {
                 Some(read) => Ok(read),
                 None => {
                     let sent = (Instant::now(), epoch_millis());
-                    let item = self.get(&key, notice_key(stream), "notice").await?;
+                    let item = self
+                        .get_read(&key, notice_key(stream), "notice", reading)
+                        .await?;
                     Ok((sent, part(item)?))
                 }
             }
         };
         let groups = futures::future::try_join_all(
-            (0..BEAT_GROUPS).map(|group| self.get(&key, beats_key(stream, group), "notice")),
+            (0..BEAT_GROUPS)
+                .map(|group| self.get_read(&key, beats_key(stream, group), "notice", reading)),
         );
-        let ((sent, head), runs, groups) =
-            tokio::try_join!(head, self.get(&key, runs_key(stream), "notice"), groups,)?;
+        let runs = self.get_read(&key, runs_key(stream), "notice", reading);
+        let ((sent, head), runs, groups) = tokio::try_join!(head, runs, groups)?;
         let runs = part(runs)?;
         self.head_says(stream, sent, head.layout);
         let mut beats = Notice::default();
@@ -96,11 +105,14 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// One consistent `GetItem` of the notice's head: its counter, marks and layout, the beats
-    /// and runs' records left out.
+    /// One `GetItem` of the notice's head: its counter, marks and layout, the beats and runs'
+    /// records left out; eventually consistent (half a read unit) where the store was asked to
+    /// (`eventually_consistent_polls`). Only the poll reads it, and a head a moment behind only
+    /// tells it of a change a moment later; what a take decides on is read whole and
+    /// consistent.
     pub(super) async fn read_notice_head(&self, stream: &str) -> Result<Notice, LeaseError> {
         let sent = (Instant::now(), epoch_millis());
-        let head = self.read_notice(stream).await?;
+        let head = self.read_notice(stream, self.poll_reading()).await?;
         self.head_says(stream, sent, head.layout);
         Ok(Self::head_alone(head))
     }

@@ -193,11 +193,24 @@ impl DynamoLeaseStore {
         row_key: String,
         operation: &'static str,
     ) -> Result<Option<Item>, LeaseError> {
+        self.get_read(key, row_key, operation, Reading::Consistent)
+            .await
+    }
+
+    /// Reads the row keyed `row_key`, as `reading` says: an eventually consistent read costs
+    /// half a consistent one, and may miss the latest writes.
+    pub(super) async fn get_read(
+        &self,
+        key: &LeaseKey,
+        row_key: String,
+        operation: &'static str,
+        reading: Reading,
+    ) -> Result<Option<Item>, LeaseError> {
         self.client
             .get_item()
             .table_name(self.table())
             .key(KEY, AttributeValue::S(row_key))
-            .consistent_read(true)
+            .consistent_read(reading == Reading::Consistent)
             .send()
             .await
             .map(|out| out.item)

@@ -303,10 +303,12 @@ async fn drive(
         };
         match step {
             Step::ListShards => sub.list_shards(machines, first).await?,
-            Step::ListRows => sub.list_rows(machines).await,
+            Step::ListRows { eventual } => sub.list_rows(machines, eventual).await,
             Step::ReadRows(wanted) => sub.read_rows(machines, &wanted).await,
             Step::Delete(deletions) => sub.delete_rows(machines, &deletions).await,
-            Step::ReadNotice { whole } => sub.read_notice(machines, whole).await,
+            Step::ReadNotice { whole, consistent } => {
+                sub.read_notice(machines, whole, consistent).await;
+            }
             Step::Beat(beat) => sub.write_beat(machines, &beat).await,
             Step::Announce { record, forget } => sub.announce(machines, &record, &forget).await,
             Step::Twin(news) => sub.twin_news(news),

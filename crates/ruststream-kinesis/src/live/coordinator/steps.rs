@@ -46,8 +46,12 @@ impl Subscription {
     }
 
     /// A `list` of the stream's rows.
-    pub(super) async fn list_rows(&self, machines: &mut Machines) {
-        let answer = self.store.list(&self.stream).await;
+    pub(super) async fn list_rows(&self, machines: &mut Machines, eventual: bool) {
+        let answer = if eventual {
+            self.store.list_eventually(&self.stream).await
+        } else {
+            self.store.list(&self.stream).await
+        };
         self.upkeep(Upkeep::List, &answer);
         let listed = match answer {
             Ok(Some(rows)) => Listed::Rows(
@@ -103,11 +107,14 @@ impl Subscription {
         machines.rounds().deleted(Instant::now());
     }
 
-    /// A read of the stream's notice: `whole`, or its head alone (a store that keeps the head
-    /// apart, `LeaseStore::keeps_notice_head_apart`).
-    pub(super) async fn read_notice(&self, machines: &mut Machines, whole: bool) {
-        let answer = if whole {
+    /// A read of the stream's notice: `whole` (`consistent`, or a little behind the latest
+    /// writes), or its head alone (a store that keeps the head apart,
+    /// `LeaseStore::keeps_notice_head_apart`).
+    pub(super) async fn read_notice(&self, machines: &mut Machines, whole: bool, consistent: bool) {
+        let answer = if whole && consistent {
             self.store.notice(&self.stream).await
+        } else if whole {
+            self.store.notice_eventually(&self.stream).await
         } else {
             self.store.notice_head(&self.stream).await
         };

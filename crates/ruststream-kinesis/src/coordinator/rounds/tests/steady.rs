@@ -14,6 +14,8 @@ struct Fleet {
     notice: Notice,
     rounds_reading: usize,
     rounds: usize,
+    /// Whether the last round that read the rows read them behind (`list_eventually`).
+    last_read_behind: Option<bool>,
 }
 
 impl Fleet {
@@ -41,11 +43,17 @@ impl Fleet {
             },
             rounds_reading: 0,
             rounds: 0,
+            last_read_behind: None,
         };
         // The first round reads the rows, and so does the one after it (no notice was read
         // before the first): then the rounds read none.
         fleet.rounds(2);
         assert_eq!(fleet.rounds_reading, 2);
+        assert_eq!(
+            fleet.last_read_behind,
+            Some(false),
+            "the first rounds read consistent"
+        );
         fleet.rounds(3);
         assert_eq!(
             fleet.rounds_reading, 2,
@@ -78,8 +86,9 @@ impl Fleet {
         let mut read = false;
         loop {
             match self.next() {
-                Step::ListRows => {
+                Step::ListRows { eventual } => {
                     read = true;
+                    self.last_read_behind = Some(eventual);
                     self.list_rows();
                 }
                 Step::Take(_) => self.rig.rounds.took(&mut self.rig.coordinator, self.at),
@@ -109,7 +118,7 @@ impl Fleet {
                 .rig
                 .rounds
                 .beaten(&mut self.rig.coordinator, OWNER, true),
-            Step::ListRows => self.list_rows(),
+            Step::ListRows { .. } => self.list_rows(),
             Step::Wait(Some(until)) => self.at = until,
             step => panic!("between rounds: {step:?}"),
         }
@@ -154,6 +163,11 @@ fn rounds_in_steady_state_read_no_row_and_every_row_is_read_again_within_five_mi
         fleet.rig.rounds.steady_rounds() as usize,
         fleet.rounds - fleet.rounds_reading
     );
+    assert_eq!(
+        fleet.last_read_behind,
+        Some(true),
+        "a read for the cadence alone may be behind the latest writes (half the read units)"
+    );
 }
 
 #[test]
@@ -192,6 +206,11 @@ fn each_sign_of_a_change_has_the_next_round_read_the_rows() {
         let mut fleet = Fleet::steady();
         apply(&mut fleet);
         assert!(fleet.round(), "{change}: the next round reads the rows");
+        assert_eq!(
+            fleet.last_read_behind,
+            Some(false),
+            "{change}: the rows read after a sign of a change show the latest writes"
+        );
         fleet.rounds(2);
         let (read, rounds) = (fleet.rounds_reading, fleet.rounds);
         fleet.rounds(2);

@@ -417,3 +417,58 @@ fn a_hundred_instances_beat_into_rows_under_a_kilobyte() {
         "in one row a beat would write {whole} bytes"
     );
 }
+
+/// Whether each request `seen` of `operation` asked for a consistent read (`ConsistentRead`
+/// absent is DynamoDB's default: eventually consistent).
+fn consistency(seen: &Seen, operation: &str) -> Vec<bool> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|(op, _)| op == operation)
+        .map(|(_, body)| body["ConsistentRead"].as_bool().unwrap_or(false))
+        .collect()
+}
+
+/// The reads a take-over or the check for another run judges are consistent; those the poll
+/// and the full-read cadence make (`notice_eventually`, `notice_head`, `list_eventually`) are
+/// eventually consistent, at half the read units, in either layout, where the store was asked
+/// to (`eventually_consistent_polls`), and consistent by default.
+#[tokio::test]
+async fn the_reads_a_view_behind_will_do_are_eventually_consistent_where_asked() {
+    for (apart, behind) in [(false, false), (true, false), (false, true), (true, true)] {
+        let (config, seen) = replying(|_, operation, _| match operation {
+            "GetItem" => Reply::ok(json!({})),
+            "Scan" => Reply::ok(json!({ "Items": [], "Count": 0 })),
+            other => Reply::error(400, &format!("AccessDeniedException{other}")),
+        });
+        let store = DynamoLeaseStore::new(&config, "leases");
+        let store = if apart {
+            store.keep_notice_head_apart()
+        } else {
+            store
+        };
+        let store = if behind {
+            store.eventually_consistent_polls()
+        } else {
+            store
+        };
+        let expect = |seen: &Seen, operation: &str, consistent: bool, what: &str| {
+            let asked = consistency(seen, operation);
+            assert!(
+                !asked.is_empty() && asked.iter().all(|&asked| asked == consistent),
+                "apart {apart}, behind {behind}: {what} reads consistent {consistent}: {asked:?}"
+            );
+            seen.lock().unwrap().clear();
+        };
+        store.notice("orders").await.unwrap();
+        expect(&seen, "GetItem", true, "notice");
+        store.notice_eventually("orders").await.unwrap();
+        expect(&seen, "GetItem", !behind, "notice_eventually");
+        store.notice_head("orders").await.unwrap();
+        expect(&seen, "GetItem", !behind, "notice_head");
+        store.list("orders").await.unwrap();
+        expect(&seen, "Scan", true, "list");
+        store.list_eventually("orders").await.unwrap();
+        expect(&seen, "Scan", !behind, "list_eventually");
+    }
+}
