@@ -139,9 +139,13 @@ pub(crate) struct Coordinator<T> {
     own_beat_seen: Option<T>,
     /// When the poll last read the whole notice.
     whole_read_at: Option<T>,
-    /// A whole read a little behind the latest writes showed a record under this owner id that
-    /// may be one this run's record replaced: the next whole read is consistent, and judged.
-    twin_doubt: bool,
+    /// The store's polls may read behind the latest writes (`LeaseStore::polls_read_behind`).
+    polls_behind: bool,
+    /// A read behind showed what only a consistent read tells apart: a record under this owner
+    /// id that may be one this run's record replaced, or a counter or count of marks lower
+    /// than known (behind, or a notice written afresh). The next poll reads the whole notice,
+    /// consistent.
+    doubt: bool,
     /// How often a seek moved where shards without a checkpoint start ([`start_at`](Self::start_at)).
     starts_moved: u64,
     /// Liveness by beat: whether this instance's chain of beats counts now (as its driver last
@@ -209,7 +213,8 @@ impl<T: Moment> Coordinator<T> {
             blind_takes_wait: false,
             own_beat_seen: None,
             whole_read_at: None,
-            twin_doubt: false,
+            polls_behind: false,
+            doubt: false,
             starts_moved: 0,
             beat_counts: false,
             split: None,
@@ -293,6 +298,14 @@ impl<T: Moment> Coordinator<T> {
         self
     }
 
+    /// Whether the store's polls may read behind the latest writes
+    /// (`LeaseStore::polls_read_behind`): else every whole read the poll asks for is
+    /// consistent, and what every read shows is taken as the latest.
+    pub(crate) fn with_polls_behind(mut self, behind: bool) -> Self {
+        self.polls_behind = behind;
+        self
+    }
+
     /// This instance's beat until `until_ms` landed: the notice it knows shows it, as a read
     /// of the beats would (one never moves back).
     pub(crate) fn own_beat_landed(&mut self, owner: &str, until_ms: u64) {
@@ -329,9 +342,9 @@ impl<T: Moment> Coordinator<T> {
         if self.notice_reads.whole_due(now_ms) {
             return true;
         }
-        // A record in doubt is judged at the next poll, not at the next whole read the beats
+        // What is in doubt is judged at the next poll, not at the next whole read the beats
         // call for (a lease later): an earlier run must answer a later one within its patience.
-        self.twin_doubt || self.paused_for_twin() || self.peers_unsettled(now)
+        self.doubt || self.paused_for_twin() || self.peers_unsettled(now)
     }
 
     /// Whether the poll's whole read of the notice is consistent (`LeaseStore::notice`) rather
@@ -344,8 +357,9 @@ impl<T: Moment> Coordinator<T> {
     /// peers started with this instance are consistent too (a few, once): one behind might
     /// miss a peer, and this instance would take past its share and hand the rest over.
     pub(crate) fn consistent_notice_due(&self, now: T) -> bool {
-        self.notice_reads.pending()
-            || self.twin_doubt
+        !self.polls_behind
+            || self.notice_reads.pending()
+            || self.doubt
             || self.paused_for_twin()
             || self.peers_unsettled(now)
     }
@@ -975,6 +989,7 @@ impl<T: Moment> Coordinator<T> {
     ) -> Noticed {
         let whole = read != NoticeRead::Head;
         let merged;
+        let mut went_back = false;
         let notice = match read {
             NoticeRead::Consistent => {
                 self.watch.notice_read(notice);
@@ -982,8 +997,16 @@ impl<T: Moment> Coordinator<T> {
             }
             // What a read behind shows is merged with what is known: its counter, marks and this
             // instance's own beat never move back (`Watch::read_behind`).
-            NoticeRead::Behind | NoticeRead::Head => {
-                merged = self.watch.read_behind(notice, owner, whole);
+            NoticeRead::Behind | NoticeRead::Head if self.polls_behind => {
+                (merged, went_back) = self.watch.read_behind(notice, owner, whole);
+                &merged
+            }
+            NoticeRead::Behind => {
+                self.watch.notice_read(notice);
+                notice
+            }
+            NoticeRead::Head => {
+                merged = self.watch.head_read(notice);
                 &merged
             }
         };
@@ -996,15 +1019,18 @@ impl<T: Moment> Coordinator<T> {
         let theirs = notice.incarnations.get(owner).map(String::as_str);
         let judged = match read {
             NoticeRead::Head => false,
-            NoticeRead::Consistent => true,
-            NoticeRead::Behind => self
+            NoticeRead::Behind if self.polls_behind => self
                 .twins
                 .as_ref()
                 .is_none_or(|twins| twins.judges_behind(theirs)),
+            NoticeRead::Consistent | NoticeRead::Behind => true,
         };
-        if whole && self.twins.is_some() {
-            // A record it cannot judge on a read behind is judged on the next, consistent.
-            self.twin_doubt = !judged;
+        // A record it cannot judge on a read behind, or a counter or mark shown lower than
+        // known, is judged on the next read, whole and consistent.
+        if whole {
+            self.doubt = (self.twins.is_some() && !judged) || went_back;
+        } else {
+            self.doubt |= went_back;
         }
         let seen = self
             .twins

@@ -82,14 +82,34 @@ impl Watch {
         self.last.clone_from(notice);
     }
 
+    /// A read of the notice's head alone that shows the latest writes: its counter, marks and
+    /// layout replace those of the last notice known, whose beats and runs' records stay;
+    /// answers that notice.
+    pub(crate) fn head_read(&mut self, head: &Notice) -> Notice {
+        self.last.counter = head.counter;
+        self.last.asks.clone_from(&head.asks);
+        self.last.layout = head.layout;
+        self.last.clone()
+    }
+
     /// A read that may be behind the latest writes (`LeaseStore::notice_eventually`, or a head
     /// alone: `whole` false, whose beats and runs' records are those of the last notice known):
     /// merged with the last notice known and answered. Its counter, its marks and `owner`'s own
     /// beat never move back: a read behind that showed them older after a newer one would have
     /// the poll take an old counter for a moved one (and read every row), or its own beat for
     /// one running out (and beat again). A consistent read replaces all
-    /// ([`notice_read`](Self::notice_read)).
-    pub(crate) fn read_behind(&mut self, notice: &Notice, owner: &str, whole: bool) -> Notice {
+    /// ([`notice_read`](Self::notice_read)). Also answers whether the read showed the counter,
+    /// or `owner`'s count of marks, lower than known: a read behind, or a notice written
+    /// afresh (a row removed and written again starts from zero), which only a consistent read
+    /// tells apart.
+    pub(crate) fn read_behind(
+        &mut self,
+        notice: &Notice,
+        owner: &str,
+        whole: bool,
+    ) -> (Notice, bool) {
+        let marks = |of: &Notice| of.asks.get(owner).copied().unwrap_or(0);
+        let went_back = notice.counter < self.last.counter || marks(notice) < marks(&self.last);
         let mut merged = if whole {
             notice.clone()
         } else {
@@ -110,7 +130,7 @@ impl Watch {
             *beat = (*beat).max(mine);
         }
         self.last.clone_from(&merged);
-        merged
+        (merged, went_back)
     }
 
     /// `owner`'s own beat until `until_ms` landed: the last notice known shows it (unless it

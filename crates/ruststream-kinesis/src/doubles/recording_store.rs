@@ -230,6 +230,10 @@ impl LeaseStore for Recording {
         self.inner.notice_head(stream)
     }
 
+    fn polls_read_behind(&self) -> bool {
+        self.inner.polls_read_behind()
+    }
+
     fn keeps_notice_head_apart(&self) -> bool {
         self.head_apart.load(std::sync::atomic::Ordering::SeqCst)
             || self.inner.keeps_notice_head_apart()

@@ -314,6 +314,17 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(None)))
     }
 
+    /// Whether [`notice_eventually`](Self::notice_eventually), [`notice_head`](Self::notice_head)
+    /// and [`list_eventually`](Self::list_eventually) may answer a little behind the latest
+    /// writes (`DynamoLeaseStore::eventually_consistent_polls`): the coordinator then judges
+    /// what they show as such (the check for another run under the owner id waits for a
+    /// consistent read, and a counter or mark shown lower than one read before has the next
+    /// poll read consistent). Provided as `false`: every read shows the latest writes. A store
+    /// that wraps another forwards it.
+    fn polls_read_behind(&self) -> bool {
+        false
+    }
+
     /// [`notice`](Self::notice), where a notice a little behind the latest writes will do: a
     /// store may answer it from an eventually consistent read. The handover poll reads the
     /// whole notice so (it learns of a change a moment later at worst); a take-over judges its

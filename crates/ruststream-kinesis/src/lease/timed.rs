@@ -250,6 +250,10 @@ impl LeaseStore for Timed {
         self.inner.keeps_notice_head_apart()
     }
 
+    fn polls_read_behind(&self) -> bool {
+        self.inner.polls_read_behind()
+    }
+
     fn keep_layout<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
         self.bounded_stream(stream, "keep_layout", self.inner.keep_layout(stream))
     }

@@ -266,6 +266,7 @@ impl Subscription {
         let coordinator = Coordinator::new(timings, source.initial.clone())
             .with_balancing(balance)
             .with_notice_head_apart(store.keeps_notice_head_apart())
+            .with_polls_behind(store.polls_read_behind())
             .with_incarnation(incarnation);
         let store: Arc<dyn LeaseStore> = Arc::new(Timed::new(
             store,

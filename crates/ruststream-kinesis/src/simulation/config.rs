@@ -123,6 +123,10 @@ pub(super) struct Config {
     pub(super) take_reads_behind: bool,
     /// Seeds the generator that draws each read's lag.
     pub(super) behind_seed: u64,
+    /// Whether the coordinators are told the store's polls may read behind
+    /// (`LeaseStore::polls_read_behind`): in the schedules that draw a lag, and in the fleet
+    /// that prices them (whose reads show the latest writes all the same).
+    pub(super) polls_behind: bool,
     /// Whether each run records itself under its owner id in the notice and judges the notices
     /// it reads after that (`Coordinator::with_incarnation`), as every live subscription does.
     /// No two runs of one owner id are alive at once here (a restart follows every request of
@@ -350,6 +354,7 @@ impl Config {
             notice_apart: false,
             read_lag: Duration::ZERO,
             behind_seed: 0,
+            polls_behind: false,
             take_reads_behind: false,
         }
         .with_exactly_once(rng)
@@ -377,6 +382,7 @@ impl Config {
         if let Some(lag) = behind_forced() {
             self.read_lag = lag;
         }
+        self.polls_behind = !self.read_lag.is_zero();
         self.behind_seed = side.random();
         self
     }

@@ -24,6 +24,7 @@ fn one_record_handlers(cfg: &mut Config, _: &mut StdRng) {
 fn as_found(cfg: &mut Config, _: &mut StdRng) {
     cfg.timings = cfg.timings.renewed_per_row();
     cfg.read_lag = Duration::ZERO;
+    cfg.polls_behind = false;
     cfg.fan_out = false;
     cfg.aggregates = 0.0;
     cfg.p_empty = 0.0;
@@ -243,6 +244,7 @@ fn replays_clean(seed: u64, tweak: &Tweak<'_>) -> Stats {
     let as_pinned = |cfg: &mut Config, rng: &mut StdRng| {
         cfg.timings = cfg.timings.renewed_per_row();
         cfg.read_lag = Duration::ZERO;
+        cfg.polls_behind = false;
         tweak(cfg, rng);
     };
     run_seed(seed, &as_pinned).unwrap_or_else(|report| panic!("{report}"))
@@ -275,6 +277,7 @@ fn assert_caught(count: u64, tweak: &Tweak<'_>, expect: &str, missing: &str) {
 fn reads_behind_the_latest_writes_keep_the_invariants() {
     let behind = |cfg: &mut Config, rng: &mut StdRng| {
         cfg.read_lag = Duration::from_secs(3);
+        cfg.polls_behind = true;
         if rng.random_bool(0.5) {
             kept_by_beat(cfg, rng);
         }
@@ -300,6 +303,7 @@ fn a_take_over_judged_on_a_notice_behind_is_caught() {
     let tweak = |cfg: &mut Config, rng: &mut StdRng| {
         kept_by_beat(cfg, rng);
         cfg.read_lag = Duration::from_secs(3);
+        cfg.polls_behind = true;
         cfg.take_reads_behind = true;
     };
     assert_caught(

@@ -811,7 +811,8 @@ impl Coord {
             knows: {
                 let mut knows = Coordinator::new(cfg.timings, cfg.initial.clone())
                     .with_balancing(cfg.balances())
-                    .with_notice_head_apart(cfg.notice_apart);
+                    .with_notice_head_apart(cfg.notice_apart)
+                    .with_polls_behind(cfg.polls_behind);
                 if cfg.twin_check {
                     knows = knows.with_incarnation(run);
                 }

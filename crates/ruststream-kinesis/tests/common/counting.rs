@@ -135,6 +135,10 @@ impl LeaseStore for Counting {
         self.inner.keeps_notice_head_apart()
     }
 
+    fn polls_read_behind(&self) -> bool {
+        self.inner.polls_read_behind()
+    }
+
     fn keep_layout<'a>(&'a self, stream: &'a str) -> LeaseFuture<'a, ()> {
         self.count("keep_layout");
         self.inner.keep_layout(stream)

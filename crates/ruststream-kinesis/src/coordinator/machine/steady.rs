@@ -149,7 +149,8 @@ impl<T: Moment> Coordinator<T> {
     }
 
     /// Whether a round at `now` that does not plan on the rows as last read reads them for the
-    /// full-read cadence alone: nothing told it that a row moved. Rows a little behind the
+    /// full-read cadence alone (nothing told it that a row moved), from a store whose polls may
+    /// read behind (`LeaseStore::polls_read_behind`). Rows a little behind the
     /// latest writes will do then (`LeaseStore::list_eventually`): what they miss was told by a
     /// signal this round saw too (the notice's counter, the beats, the listing, its own news),
     /// so the round that follows the signal reads them consistent; and every write the plan
@@ -160,7 +161,9 @@ impl<T: Moment> Coordinator<T> {
         wanted: &[Arc<str>],
         (now, now_ms): (T, u64),
     ) -> bool {
-        self.hygiene.due(now) && self.nothing_moved(listing, wanted, now, now_ms)
+        self.polls_behind
+            && self.hygiene.due(now)
+            && self.nothing_moved(listing, wanted, now, now_ms)
     }
 
     /// Whether nothing that tells of a moved row moved since the last read of every row, and that

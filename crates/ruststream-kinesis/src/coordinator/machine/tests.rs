@@ -868,6 +868,7 @@ fn a_record_in_doubt_is_judged_at_the_next_poll_on_a_consistent_whole_read() {
     let run = Incarnation::new(NOW_MS - 1_000, 7);
     let mut earliest = coordinator(KinesisPosition::TrimHorizon)
         .with_notice_head_apart(true)
+        .with_polls_behind(true)
         .without_waiting_for_peers()
         .with_incarnation(run);
     let none = HashSet::new();
@@ -927,7 +928,10 @@ fn a_record_in_doubt_is_judged_at_the_next_poll_on_a_consistent_whole_read() {
 /// again), an old own beat for one running out (a beat written again).
 #[test]
 fn a_read_behind_moves_no_counter_mark_or_own_beat_back() {
-    let mut coordinator = coordinator(KinesisPosition::TrimHorizon).with_notice_head_apart(true);
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon)
+        .with_notice_head_apart(true)
+        .with_polls_behind(true)
+        .without_waiting_for_peers();
     let none = HashSet::new();
     let zero = Duration::ZERO;
     let newer = Notice {
@@ -961,6 +965,10 @@ fn a_read_behind_moves_no_counter_mark_or_own_beat_back() {
         Some(&(NOW_MS + 4_000)),
         "another's beat as read"
     );
+    // Lower than known: a read behind, or a notice written afresh; the next poll reads the
+    // whole notice consistent to tell.
+    assert!(coordinator.whole_notice_due(zero, NOW_MS + 600));
+    assert!(coordinator.consistent_notice_due(zero));
     coordinator.head_noticed(
         &Notice {
             counter: 7,
@@ -972,7 +980,46 @@ fn a_read_behind_moves_no_counter_mark_or_own_beat_back() {
         NOW_MS + 600,
     );
     assert_eq!(coordinator.watch.notice().counter, 9, "nor a head behind");
-    // A consistent read is the truth, whatever came before.
-    coordinator.noticed(&older, &none, OWNER, zero, NOW_MS + 700);
+    // A consistent read is the truth, whatever came before (a notice written afresh counts
+    // from zero again), and ends the doubt (a renewal interval after its own beat showed, so
+    // the reads that settle the peers are over too).
+    let later = Duration::from_secs(10);
+    coordinator.noticed(&older, &none, OWNER, later, NOW_MS + 10_000);
     assert_eq!(coordinator.watch.notice().counter, 8);
+    assert!(!coordinator.consistent_notice_due(later));
+}
+
+/// A coordinator whose store reads every poll consistent (`LeaseStore::polls_read_behind`
+/// false, the default) asks for every whole read consistent and takes what a head shows as the
+/// latest, as before reads behind: a counter lower than known is a notice written afresh.
+#[test]
+fn without_reads_behind_every_whole_read_is_consistent_and_a_head_is_the_latest() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon)
+        .with_notice_head_apart(true)
+        .without_waiting_for_peers();
+    let none = HashSet::new();
+    let zero = Duration::ZERO;
+    assert!(coordinator.consistent_notice_due(zero));
+    let notice = Notice {
+        counter: 9,
+        beats: [("pod-b".to_owned(), NOW_MS + 60_000)].into(),
+        ..Notice::default()
+    };
+    coordinator.noticed(&notice, &none, OWNER, zero, NOW_MS);
+    assert!(coordinator.consistent_notice_due(zero));
+    coordinator.head_noticed(
+        &Notice {
+            counter: 2,
+            ..Notice::default()
+        },
+        &none,
+        OWNER,
+        zero,
+        NOW_MS + 500,
+    );
+    assert_eq!(coordinator.watch.notice().counter, 2);
+    assert!(
+        !coordinator.whole_notice_due(zero, NOW_MS + 1_000),
+        "no doubt: the head read is the latest"
+    );
 }

@@ -419,11 +419,14 @@ impl DynamoLeaseStore {
     /// notice ([`LeaseStore::notice_eventually`], [`LeaseStore::notice_head`]) and the Scan a
     /// listing round makes for the full-read cadence alone ([`LeaseStore::list_eventually`]).
     /// What a decision rests on stays strongly consistent: a take-over's read of the holder's
-    /// beat, the check for another run under the owner id, the rows read after a sign that
-    /// they moved, and every conditional write. Such a read usually shows every write older
-    /// than a second; one that misses a write has the poll learn of it that much later.
-    /// Opt-in, as the lease protocol reads strongly consistent by default; instances of one
-    /// stream may differ in it.
+    /// beat, the check for another run under the owner id wherever a read shows a record other
+    /// than its own run's, the reads that settle an instance's peers as it starts, the rows read
+    /// after a sign that they moved, and every conditional write; a read that shows a counter
+    /// or count of marks lower than one read before has the next poll read consistent. Such a
+    /// read usually shows every write older than a second (DynamoDB promises no bound); one
+    /// that misses a write has the poll learn of it that much later. Opt-in
+    /// ([`LeaseStore::polls_read_behind`] tells the coordinator), as the lease protocol reads
+    /// strongly consistent by default; instances of one stream may differ in it.
     ///
     /// ```
     /// use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -1019,6 +1022,10 @@ impl LeaseStore for DynamoLeaseStore {
 
     fn keeps_notice_head_apart(&self) -> bool {
         self.notice_apart
+    }
+
+    fn polls_read_behind(&self) -> bool {
+        self.polls_behind
     }
 
     /// Kept apart: `notice_layout` written in the head, unless another is there.

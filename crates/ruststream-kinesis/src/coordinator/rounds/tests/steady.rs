@@ -19,11 +19,18 @@ struct Fleet {
 }
 
 impl Fleet {
-    /// One shard, held by pod-b (beating) for the next hour; this instance balances.
+    /// One shard, held by pod-b (beating) for the next hour; this instance balances, on a
+    /// store whose polls may read behind (`LeaseStore::polls_read_behind`).
     fn steady() -> Self {
+        Self::steady_reading(true)
+    }
+
+    /// [`steady`](Self::steady), on a store whose polls read `behind` or not.
+    fn steady_reading(behind: bool) -> Self {
         let mut rig = Rig::new();
         rig.coordinator = Coordinator::new(LeaseTimings::default(), KinesisPosition::TrimHorizon)
-            .with_balancing(true);
+            .with_balancing(true)
+            .with_polls_behind(behind);
         let mut fleet = Self {
             rig,
             at: Duration::ZERO,
@@ -141,6 +148,14 @@ impl Fleet {
 
 #[test]
 fn rounds_in_steady_state_read_no_row_and_every_row_is_read_again_within_five_minutes() {
+    // On a store whose polls read every row consistent, the cadence's read is consistent too.
+    let mut consistent = Fleet::steady_reading(false);
+    let (start, before) = (consistent.at, consistent.rounds_reading);
+    while consistent.at < start + Duration::from_secs(300) {
+        consistent.round();
+    }
+    assert_eq!(consistent.rounds_reading - before, 1, "one cadence read");
+    assert_eq!(consistent.last_read_behind, Some(false));
     let mut fleet = Fleet::steady();
     let start = fleet.at;
     let (before, rounds) = (fleet.rounds_reading, fleet.rounds);
