@@ -268,11 +268,13 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
 
     /// [`list`](Self::list), where rows a little behind the latest writes will do: a store may
     /// answer them from an eventually consistent read (DynamoDB's costs half a strongly
-    /// consistent one, and usually shows every write older than about a second). A listing
-    /// round calls it only when it reads the rows for the full-read cadence alone (nothing told
+    /// consistent one, and usually shows every write older than about a second) where it
+    /// answers [`polls_read_behind`](Self::polls_read_behind) `true`. A listing round calls it
+    /// only then, and only when it reads the rows for the full-read cadence alone (nothing told
     /// it that a row moved): every write it may lead to is conditioned on the row's counter as
-    /// read, so a row read behind its latest write can only leave a take unmade until a later
-    /// read, never make a second holder. Provided as [`list`](Self::list).
+    /// read, so a row read behind its latest write can only leave a take unmade (or a write
+    /// refused) until a later read, never make a second holder. Provided as
+    /// [`list`](Self::list).
     ///
     /// # Errors
     ///
@@ -318,21 +320,25 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// and [`list_eventually`](Self::list_eventually) may answer a little behind the latest
     /// writes (`DynamoLeaseStore::eventually_consistent_polls`): the coordinator then judges
     /// what they show as such (the check for another run under the owner id waits for a
-    /// consistent read, and a counter or mark shown lower than one read before has the next
-    /// poll read consistent). Provided as `false`: every read shows the latest writes. A store
-    /// that wraps another forwards it.
+    /// consistent read, and a counter, or this instance's own count of marks, shown lower than
+    /// one read before has the next poll read consistent). Provided as `false`: every read
+    /// shows the latest writes, and the coordinator calls only the consistent reads (and
+    /// `notice_head`, taken as the latest). A store that wraps another forwards it with the
+    /// three reads: one that does not forwards nothing read behind to the coordinator but a
+    /// head (if it forwards `notice_head`), which the coordinator then takes as the latest (a
+    /// counter read behind is taken for a moved one: the rows are read again), and pays the
+    /// full price for the rest.
     fn polls_read_behind(&self) -> bool {
         false
     }
 
     /// [`notice`](Self::notice), where a notice a little behind the latest writes will do: a
     /// store may answer it from an eventually consistent read. The handover poll reads the
-    /// whole notice so (it learns of a change a moment later at worst); a take-over judges its
-    /// holder's beat only on a notice read by [`notice`](Self::notice), and the check for
-    /// another run under the owner id judges another run's record so too (on a read behind,
-    /// only its own run's). Provided as [`notice`](Self::notice): a store that wraps another
-    /// forwards this and [`list_eventually`](Self::list_eventually), or its instance reads
-    /// consistent at the full price.
+    /// whole notice so (it usually learns of a change a moment later), where the store answers
+    /// [`polls_read_behind`](Self::polls_read_behind) `true`; a take-over judges its holder's
+    /// beat only on a notice read by [`notice`](Self::notice), and the check for another run
+    /// under the owner id judges another run's record so too (on a read behind, only its own
+    /// run's). Provided as [`notice`](Self::notice).
     ///
     /// # Errors
     ///
@@ -346,9 +352,10 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// counter, its marks ([`Notice::asks`]) and its layout ([`Notice::layout`]); the beats and
     /// records it leaves empty, and the poll takes those of its last whole read. Read at every
     /// handover poll while the beats last read still say who is alive, so it is the poll's
-    /// steady cost; so a store may answer it from an eventually consistent read, as
-    /// [`notice_eventually`](Self::notice_eventually). Provided as [`notice`](Self::notice):
-    /// the whole notice.
+    /// steady cost; so a store that answers [`polls_read_behind`](Self::polls_read_behind)
+    /// `true` may answer it from an eventually consistent read, as
+    /// [`notice_eventually`](Self::notice_eventually) (one that answers `false` must answer
+    /// the latest head). Provided as [`notice`](Self::notice): the whole notice.
     ///
     /// # Errors
     ///

@@ -421,10 +421,10 @@ impl DynamoLeaseStore {
     /// What a decision rests on stays strongly consistent: a take-over's read of the holder's
     /// beat, the check for another run under the owner id wherever a read shows a record other
     /// than its own run's, the reads that settle an instance's peers as it starts, the rows read
-    /// after a sign that they moved, and every conditional write; a read that shows a counter
-    /// or count of marks lower than one read before has the next poll read consistent. Such a
-    /// read usually shows every write older than a second (DynamoDB promises no bound); one
-    /// that misses a write has the poll learn of it that much later. Opt-in
+    /// after a sign that they moved, and every conditional write; a read that shows a counter,
+    /// or this instance's own count of marks, lower than one read before has the next poll read
+    /// consistent. Such a read usually shows every write older than a second (DynamoDB promises
+    /// no bound); one that misses a write has the poll learn of it that much later. Opt-in
     /// ([`LeaseStore::polls_read_behind`] tells the coordinator), as the lease protocol reads
     /// strongly consistent by default; instances of one stream may differ in it.
     ///
