@@ -162,8 +162,7 @@ impl Fleet {
             } else {
                 store
             };
-            let counted =
-                Arc::new(CountingStore::new(Arc::new(store.clone())).reading_behind(behind));
+            let counted = Arc::new(CountingStore::new(Arc::new(store.clone())));
             let registry = prometheus::Registry::new();
             let running = service::app(
                 stack,

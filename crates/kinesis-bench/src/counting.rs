@@ -200,9 +200,6 @@ pub struct CountingStore {
     /// Answers that it keeps no notices (a store written against the five calls), so the
     /// handover poll reads the rows at every poll: the cost before the notice, for comparison.
     hide_notices: bool,
-    /// The inner store reads `list_eventually`, `notice_eventually` and `notice_head`
-    /// eventually consistent (`DynamoLeaseStore::eventually_consistent_polls`): priced half.
-    behind: bool,
 }
 
 /// The row of the stream's notice a write goes to, kept apart.
@@ -231,16 +228,14 @@ impl CountingStore {
             writes: Mutex::default(),
             notice_rows: Mutex::default(),
             hide_notices: false,
-            behind: false,
         }
     }
 
-    /// Prices the reads a view behind will do at half a unit, as the inner store makes them
-    /// eventually consistent (`DynamoLeaseStore::eventually_consistent_polls`).
-    #[must_use]
-    pub fn reading_behind(mut self, behind: bool) -> Self {
-        self.behind = behind;
-        self
+    /// Whether the inner store reads `list_eventually`, `notice_eventually` and `notice_head`
+    /// eventually consistent (`DynamoLeaseStore::eventually_consistent_polls`): those reads
+    /// are priced half.
+    fn behind(&self) -> bool {
+        self.inner.polls_read_behind()
     }
 
     /// A store that counts like [`new`](Self::new)'s but keeps no notices, as a store written
@@ -345,7 +340,7 @@ impl CountingStore {
         } else {
             self.inner.list(stream).await?
         };
-        let consistent = !(eventually && self.behind);
+        let consistent = !(eventually && self.behind());
         let bytes: usize = listed
             .iter()
             .flatten()
@@ -373,7 +368,7 @@ impl CountingStore {
         } else {
             self.inner.notice(stream).await?
         };
-        let consistent = !(eventually && self.behind);
+        let consistent = !(eventually && self.behind());
         if let Some(notice) = &notice {
             let bytes = DynamoLeaseStore::notice_item_bytes(stream, notice);
             self.notice_bytes.store(bytes as u64, Ordering::Relaxed);
@@ -541,7 +536,7 @@ impl LeaseStore for CountingStore {
             if let Some(head) = &head {
                 let bytes = DynamoLeaseStore::notice_item_bytes(stream, head);
                 self.notice_read_half_units
-                    .fetch_add(half_read_units(bytes, !self.behind), Ordering::Relaxed);
+                    .fetch_add(half_read_units(bytes, !self.behind()), Ordering::Relaxed);
             }
             Ok(head)
         })

@@ -349,9 +349,10 @@ impl<T: Moment> Coordinator<T> {
 
     /// Whether the poll's whole read of the notice is consistent (`LeaseStore::notice`) rather
     /// than a little behind the latest writes (`LeaseStore::notice_eventually`, half the read
-    /// units): for the check for another run under the owner id, at the first read, the one
-    /// after each record of this run landed, every read while paused, and the one after a read
-    /// a little behind showed a record it cannot judge ([`Twins::judges_behind`]). Nothing else
+    /// units), where the store reads behind at all: for the check for another run under the
+    /// owner id, at the first read, the one after each record of this run landed, every read
+    /// while paused, and the one after a read behind left a doubt (a record it cannot judge,
+    /// [`Twins::judges_behind`], or a counter or own count of marks lower than known). Nothing else
     /// the poll decides needs the latest writes: a take-over reads the notice consistent for
     /// itself, and every write is conditioned on what it changes. The reads that settle which
     /// peers started with this instance are consistent too (a few, once): one behind might
@@ -987,6 +988,11 @@ impl<T: Moment> Coordinator<T> {
         now: T,
         now_ms: u64,
     ) -> Noticed {
+        // A store whose polls never read behind answers the latest writes to every read.
+        let read = match read {
+            NoticeRead::Behind if !self.polls_behind => NoticeRead::Consistent,
+            read => read,
+        };
         let whole = read != NoticeRead::Head;
         let merged;
         let mut went_back = false;
@@ -995,18 +1001,14 @@ impl<T: Moment> Coordinator<T> {
                 self.watch.notice_read(notice);
                 notice
             }
-            // What a read behind shows is merged with what is known: its counter, marks and this
-            // instance's own beat never move back (`Watch::read_behind`).
-            NoticeRead::Behind | NoticeRead::Head if self.polls_behind => {
-                (merged, went_back) = self.watch.read_behind(notice, owner, whole);
+            NoticeRead::Head if !self.polls_behind => {
+                merged = self.watch.head_read(notice);
                 &merged
             }
-            NoticeRead::Behind => {
-                self.watch.notice_read(notice);
-                notice
-            }
-            NoticeRead::Head => {
-                merged = self.watch.head_read(notice);
+            // What a read behind shows is merged with what is known: its counter, marks and this
+            // instance's own beat never move back (`Watch::read_behind`).
+            NoticeRead::Behind | NoticeRead::Head => {
+                (merged, went_back) = self.watch.read_behind(notice, owner, whole);
                 &merged
             }
         };
@@ -1019,11 +1021,11 @@ impl<T: Moment> Coordinator<T> {
         let theirs = notice.incarnations.get(owner).map(String::as_str);
         let judged = match read {
             NoticeRead::Head => false,
-            NoticeRead::Behind if self.polls_behind => self
+            NoticeRead::Consistent => true,
+            NoticeRead::Behind => self
                 .twins
                 .as_ref()
                 .is_none_or(|twins| twins.judges_behind(theirs)),
-            NoticeRead::Consistent | NoticeRead::Behind => true,
         };
         // A record it cannot judge on a read behind, or a counter or mark shown lower than
         // known, is judged on the next read, whole and consistent.

@@ -430,7 +430,7 @@ impl DynamoLeaseStore {
     ///
     /// ```
     /// use aws_config::{BehaviorVersion, Region, SdkConfig};
-    /// use ruststream_kinesis::DynamoLeaseStore;
+    /// use ruststream_kinesis::{DynamoLeaseStore, LeaseStore};
     ///
     /// let config = SdkConfig::builder()
     ///     .behavior_version(BehaviorVersion::latest())
@@ -439,19 +439,12 @@ impl DynamoLeaseStore {
     /// let store = DynamoLeaseStore::new(&config, "warehouse-leases")
     ///     .keep_notice_head_apart()
     ///     .eventually_consistent_polls();
-    /// assert!(store.polls_eventually_consistent());
+    /// assert!(store.polls_read_behind());
     /// ```
     #[must_use]
     pub fn eventually_consistent_polls(mut self) -> Self {
         self.polls_behind = true;
         self
-    }
-
-    /// Whether the store reads the polls eventually consistent
-    /// ([`eventually_consistent_polls`](Self::eventually_consistent_polls)).
-    #[must_use]
-    pub fn polls_eventually_consistent(&self) -> bool {
-        self.polls_behind
     }
 
     /// How the reads a view behind will do are made: eventually consistent where the store was
