@@ -994,6 +994,10 @@ impl<T: Moment> Coordinator<T> {
             read => read,
         };
         let whole = read != NoticeRead::Head;
+        if !whole && notice.counter > self.watch.notice().counter {
+            // A leave may be behind it: its beat is gone only from the beats a whole read shows.
+            self.notice_reads.counter_moved();
+        }
         let merged;
         let mut went_back = false;
         let notice = match read {

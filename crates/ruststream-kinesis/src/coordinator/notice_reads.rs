@@ -7,9 +7,11 @@
 //! A beat never moves back, and one instance's beat is removed only when it left or was gone for
 //! minutes. So between two whole reads the beats last read still say who is alive, each until its
 //! end: what a whole read could add before the first of them ends is a later end (which changes
-//! no judgement yet), an instance that joined, or one that left (a balancing instance learns of
-//! either at the next whole read: a leaver's shards are released, which moves the counter in
-//! the head and has the rows read at once, but its beat counts in the shares until its end).
+//! no judgement yet), an instance that joined, or one that left. A leave moves the counter in the
+//! head, as a leaver's releases do: a head read that shows the counter moved has the next poll
+//! read whole ([`counter_moved`](NoticeReads::counter_moved)), or a balancing instance would
+//! count the leaver's beat in the shares until its end and leave a released shard to it (the
+//! stopping instance's shard waited 4 s for a taker: simulation seed 1796613900746723232).
 //! The next whole read is due when the first beat still live at the last one ends (within the
 //! skew tolerance), and a lease after the last at the latest (so, with the poll's interval, a
 //! lease and a poll apart at most: [`longest_gap`](NoticeReads::longest_gap)); and while the
@@ -101,6 +103,13 @@ impl NoticeReads {
         if by_poll {
             self.pending = false;
         }
+    }
+
+    /// A read of the head alone showed the counter moved: a release, a handover or a leave landed,
+    /// and a leave changes the beats. The next poll reads whole (without making it consistent:
+    /// no check for another run waits on it).
+    pub(crate) fn counter_moved(&mut self) {
+        self.next_whole_ms = 0;
     }
 
     /// The next poll's read is whole, whenever it comes: this run's record was answered, and the

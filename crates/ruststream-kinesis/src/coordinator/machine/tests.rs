@@ -769,6 +769,20 @@ fn a_read_of_the_notices_head_is_taken_with_the_beats_of_the_last_whole_read() {
     // A release moved the counter: the head alone has the rows read.
     let moved = coordinator.head_noticed(&head(6), &reading, OWNER, now, now_ms);
     assert!(moved.read_rows);
+    // A leave may have moved it: the next poll reads whole, before any beat known ends.
+    let (now, now_ms) = at(9);
+    assert!(
+        coordinator.whole_notice_due(now, now_ms),
+        "a leave's beat is gone only from a whole read"
+    );
+    coordinator.noticed(
+        &whole(NOW_MS + 12_000, Some(until)),
+        &reading,
+        OWNER,
+        now,
+        now_ms,
+    );
+    assert!(!coordinator.whole_notice_due(now, now_ms + 1));
     // Its own beat as last read ends (the first to end): the next read is whole.
     let (now, now_ms) = at(10);
     assert!(coordinator.whole_notice_due(now, now_ms));
