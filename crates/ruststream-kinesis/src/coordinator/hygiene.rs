@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::full_read_turns::Turn;
 use super::plan::{self, Rows};
 use crate::LeaseTimings;
 use crate::kinesis::shards::ShardInfo;
-use crate::lease::LeaseState;
+use crate::lease::{LeaseState, millis};
 use crate::shard::lease::Moment;
 
 /// How many listing intervals a row must have been one no reader needs before it is deleted:
@@ -21,12 +22,16 @@ use crate::shard::lease::Moment;
 const GRACE_LISTINGS: u32 = 30;
 /// The least grace, in leases: 100 s with the default 10 s lease.
 const GRACE_LEASES: u32 = 10;
-/// How many listing intervals apart a round reads every row of the stream whatever else it
+/// How many listing intervals apart the fleet reads every row of the stream whatever else it
 /// knows (5 minutes by default): for their own sake, when it needs none to decide its takes (an
 /// instance that reads every shard), and to catch what no signal tells a round that plans on the
-/// rows it last read (`machine/steady.rs`: a row changed by hand, a bump that failed). A row is
-/// deleted at the first such read a grace after it became one no reader needs: 5 to 10 minutes
-/// after, by default, or sooner when a change has the rows read.
+/// rows it last read (`machine/steady.rs`: a row changed by hand, a bump that failed). The
+/// instances alive by their beats take turns, one such interval each
+/// ([`full_read_turns`](super::full_read_turns)): alone, an instance reads every row every
+/// interval; one of `n` instances, every `n` intervals (`n` as its last notice read counted
+/// them). A row is deleted at the first read a grace after it became one no reader
+/// needs: 5 to 10 minutes after, by default, for a lone instance, or sooner when a change has the
+/// rows read.
 pub(crate) const FULL_READ_LISTINGS: u32 = 30;
 
 /// A row to delete: the shard, and the counter it had when the round read it.
@@ -46,6 +51,15 @@ pub(crate) struct Hygiene<T> {
     since: HashMap<Arc<str>, T>,
     /// When a round last had every row of the stream.
     last_full: Option<T>,
+    /// This instance's turn among the instances alive by their beats, as the last notice read
+    /// showed ([`turn_read`](Self::turn_read)).
+    turn: Turn,
+    /// When that turn has the next full read due (`None`: reading alone, every interval).
+    turn_at: Option<T>,
+    /// From when (epoch ms) a full read is owed whatever the turn, until one is made: after a
+    /// request for a handoff could have been answered last
+    /// ([`read_owed_from`](Self::read_owed_from)); 0 for none.
+    owed_from_ms: u64,
 }
 
 impl<T: Moment> Hygiene<T> {
@@ -77,18 +91,66 @@ impl<T: Moment> Hygiene<T> {
             every,
             since: HashMap::new(),
             last_full: None,
+            turn: Turn::ALONE,
+            turn_at: None,
+            owed_from_ms: 0,
         }
     }
 
-    /// Whether a round at `now` that needs no row to decide its takes reads them all anyway.
+    /// Whether a round at `now` that needs no row to decide its takes reads them all anyway: at
+    /// its turn, or, reading alone, an interval after the last full read.
     pub(crate) fn due(&self, now: T) -> bool {
-        self.last_full
-            .is_none_or(|last| now.saturating_since(last) >= self.every)
+        let Some(last) = self.last_full else {
+            return true;
+        };
+        match self.turn_at {
+            None => now.saturating_since(last) >= self.every,
+            Some(at) => now >= at,
+        }
     }
 
-    /// A round at `now` read every row of the stream (one `list`).
-    pub(crate) fn read_all(&mut self, now: T) {
+    /// A round at `now` (`now_ms` by the wall clock) read every row of the stream (one `list`).
+    pub(crate) fn read_all(&mut self, now: T, now_ms: u64) {
         self.last_full = Some(now);
+        if now_ms >= self.owed_from_ms {
+            self.owed_from_ms = 0;
+        }
+        self.schedule_turn(now, now_ms);
+    }
+
+    /// A full read is owed from `from_ms` (epoch ms), whatever the turn: the moment after which
+    /// a request for a handoff this instance made can no longer be answered. A hand-over that
+    /// lands after the request ran out by the asker's clock (which then no longer reads the
+    /// rows at each round) and whose bump of the notice failed names this instance in a row
+    /// that every other instance takes for held, kept alive by its beat: only its own full read
+    /// finds it, and its turn may be hours away.
+    pub(crate) fn read_owed_from(&mut self, from_ms: u64) {
+        self.owed_from_ms = self.owed_from_ms.max(from_ms);
+    }
+
+    /// A notice read at `now` (`now_ms`) showed this instance's `turn` among the live ones.
+    pub(crate) fn turn_read(&mut self, turn: Turn, now: T, now_ms: u64) {
+        self.turn = turn;
+        self.schedule_turn(now, now_ms);
+    }
+
+    fn schedule_turn(&mut self, now: T, now_ms: u64) {
+        self.turn_at = None;
+        let Some(last) = self.last_full else {
+            return;
+        };
+        if self.turn.instances() <= 1 || self.every.is_zero() {
+            return;
+        }
+        // The last full read by the wall clock as it reads now, not as it read then: a clock
+        // stepped back since would otherwise put every slot of this turn before that read, and
+        // the turn off for as long as the step.
+        let last_ms = now_ms.saturating_sub(millis(now.saturating_since(last)));
+        let mut from_ms = self.turn.due_from_ms(millis(self.every), now_ms, last_ms);
+        if self.owed_from_ms != 0 {
+            from_ms = from_ms.min(self.owed_from_ms);
+        }
+        self.turn_at = Some(now + Duration::from_millis(from_ms.saturating_sub(now_ms)));
     }
 
     /// The rows of `rows` (as the store answered, nothing added) that the round at `now` deletes:

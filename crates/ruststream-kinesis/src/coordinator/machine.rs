@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::balance::{self, Ask};
+use super::full_read_turns::Turn;
 use super::hygiene::{Deletion, Hygiene};
 use super::modes::{self, SplitFleet};
 use super::notice_reads::NoticeReads;
@@ -143,8 +144,9 @@ pub(crate) struct Coordinator<T> {
     polls_behind: bool,
     /// A read behind showed what only a consistent read tells apart: a record under this owner
     /// id that may be one this run's record replaced, or a counter or count of marks lower
-    /// than known (behind, or a notice written afresh). The next poll reads the whole notice,
-    /// consistent.
+    /// than known (behind, or a notice written afresh); or a head read showed the counter
+    /// moved, which a leave may have done, and a whole read behind might still show its beat.
+    /// The next poll reads the whole notice, consistent.
     doubt: bool,
     /// How often a seek moved where shards without a checkpoint start ([`start_at`](Self::start_at)).
     starts_moved: u64,
@@ -543,6 +545,14 @@ impl<T: Moment> Coordinator<T> {
     /// A request for a handoff of `shard`, held by `holder`, was recorded at `asked_ms`.
     pub(crate) fn requested(&mut self, shard: &Arc<str>, holder: &str, asked_ms: u64) {
         self.requested.insert(Arc::clone(shard), asked_ms);
+        // The last moment a hand-over could land: the holder sees the request standing until
+        // its lifetime ends (by its clock), drains, and its write takes up to a lease.
+        let answerable = crate::lease::HANDOFF_REQUEST_LIFETIME
+            + self.timings.handoff_drain()
+            + self.timings.lease()
+            + crate::SKEW_TOLERANCE * 2;
+        self.hygiene
+            .read_owed_from(asked_ms.saturating_add(crate::lease::millis(answerable)));
         self.heard_news();
         self.mark_later(holder);
     }
@@ -995,8 +1005,10 @@ impl<T: Moment> Coordinator<T> {
         };
         let whole = read != NoticeRead::Head;
         if !whole && notice.counter > self.watch.notice().counter {
-            // A leave may be behind it: its beat is gone only from the beats a whole read shows.
+            // A leave may be behind it: its beat is gone only from the beats a whole read shows,
+            // and one read behind may show the beat still (a leave removes it before the bump).
             self.notice_reads.counter_moved();
+            self.doubt |= self.polls_behind;
         }
         let merged;
         let mut went_back = false;
@@ -1038,11 +1050,10 @@ impl<T: Moment> Coordinator<T> {
         } else {
             self.doubt |= went_back;
         }
-        let seen = self
-            .twins
-            .as_mut()
-            .filter(|_| judged)
-            .map(|twins| twins.read(theirs, now_ms, patience));
+        let seen = self.twins.as_mut().filter(|_| judged).map(|twins| {
+            let beat_shown = notice.beats.contains_key(owner);
+            twins.read_beside_beat(theirs, beat_shown, now_ms, patience)
+        });
         let (twin, record) = seen.map_or((None, false), |seen| (seen.news, seen.record));
         self.layout_read(notice);
         self.notice_seen(now);
@@ -1065,6 +1076,8 @@ impl<T: Moment> Coordinator<T> {
         let watching = self.poll_waits(reading);
         let peers_known = self.own_beat_shown();
         self.watch.beats_read(notice);
+        let turn = Turn::among(owner, self.watch.live_beats(now_ms));
+        self.hygiene.turn_read(turn, now, now_ms);
         // Only a whole read shows it with the beats of the instances that started with it: a
         // head read is taken with its own beat as it landed, and the beats of an older read.
         if whole && self.own_beat_seen.is_none() && notice.beats.contains_key(owner) {

@@ -1,7 +1,8 @@
 //! Which shards this instance reads, decided with no I/O and no clock of its own: what the
 //! subscription knows of its stream's shards and every decision on it ([`machine`]), the verdict
 //! on each shard ([`plan`]), when a listing round or the handover poll runs and the order of
-//! their calls ([`rounds`]), which rows a round deletes ([`hygiene`]), whether another instance
+//! their calls ([`rounds`]), which rows a round deletes ([`hygiene`]), whose turn it is to read
+//! every row ([`full_read_turns`]), whether another instance
 //! runs under this one's owner id ([`twins`]), whether the fleet keeps its leases alive one way
 //! ([`modes`]), what the handover poll keeps between listings so
 //! that it reads the rows only when they moved ([`watch`]), which of its notice reads are whole
@@ -11,6 +12,7 @@
 //! the simulation drives the same types on a virtual clock.
 
 pub(crate) mod balance;
+pub(crate) mod full_read_turns;
 pub(crate) mod hygiene;
 pub(crate) mod machine;
 pub(crate) mod modes;

@@ -6,7 +6,8 @@
 //! (`LeaseStore::announce`), and judges only notices read after that record landed:
 //!
 //! - the notice shows its own record: nothing to say (it writes it again every
-//!   [`REFRESH`], so that the others, who forget records not written for a while, keep it);
+//!   [`REFRESH`], so that the others, who forget records not written for a while, keep it;
+//!   not while the notice shows its beat, beside which nobody forgets a record);
 //! - it shows none (removed as stale): it records itself again;
 //! - it shows another run's: that one was written after its own record landed, so another run
 //!   under this owner id is alive now, not a crashed one's leftover. Unless it is an earlier
@@ -147,10 +148,27 @@ impl Twins {
         self.paused_for
     }
 
+    /// [`read_beside_beat`](Self::read_beside_beat) of a notice that does not show this run's
+    /// beat.
+    #[cfg(test)]
+    pub(crate) fn read(&mut self, theirs: Option<&str>, now_ms: u64, lease: Duration) -> Seen {
+        self.read_beside_beat(theirs, false, now_ms, lease)
+    }
+
     /// A notice read at `now_ms` holds `theirs` under this owner id (`None`: nothing, or text
     /// that is no record); `lease` is how long a record of this run stands unanswered before the
-    /// run it paused for counts as gone.
-    pub(crate) fn read(&mut self, theirs: Option<&str>, now_ms: u64, lease: Duration) -> Seen {
+    /// run it paused for counts as gone. Where the notice shows this run's beat (`beat_shown`), no
+    /// instance forgets the record of an owner whose beat it shows (`watch::gone_instances`), so
+    /// an unpaused run whose beat shows writes its own record again only when it is missing or
+    /// another's, never for [`REFRESH`] alone (issue 29: a hundred instances kept alive by beat
+    /// wrote 40 records a minute, each a write of every run's record, about $9 a month).
+    pub(crate) fn read_beside_beat(
+        &mut self,
+        theirs: Option<&str>,
+        beat_shown: bool,
+        now_ms: u64,
+        lease: Duration,
+    ) -> Seen {
         let Record::Landed { at_ms } = self.record else {
             return Seen {
                 news: None,
@@ -175,7 +193,7 @@ impl Twins {
             },
             // An earlier run wrote after this one's record landed: it is alive.
             Some((run, _)) if run < self.mine => self.earlier_alive(run, since, lease),
-            Some((run, _)) => self.own_or_later(run, since, lease),
+            Some((run, _)) => self.own_or_later(run, since, lease, beat_shown),
         };
         if seen.record {
             self.record = Record::Due;
@@ -204,7 +222,7 @@ impl Twins {
 
     /// What its own record, or a later run's (`run`), means `since` ms after this run's record
     /// landed.
-    fn own_or_later(&mut self, run: Incarnation, since: u64, lease: u64) -> Seen {
+    fn own_or_later(&mut self, run: Incarnation, since: u64, lease: u64, beat_shown: bool) -> Seen {
         match self.paused_for {
             // Paused a whole lease since its record landed, and no earlier run answered it:
             // the earlier run is gone.
@@ -224,7 +242,7 @@ impl Twins {
             },
             None if run == self.mine => Seen {
                 news: None,
-                record: since >= millis(REFRESH),
+                record: !beat_shown && since >= millis(REFRESH),
             },
             None => Seen {
                 news: (self.told != Some(run)).then(|| {
@@ -463,6 +481,16 @@ mod tests {
                 .read(Some(&record(EARLY)), NOW + refresh, LEASE)
                 .record
         );
+        // Beside its beat nobody forgets it: no refresh, but a missing record is written again.
+        let mut beating = landed(EARLY, NOW);
+        let own = record(EARLY);
+        let later = NOW + 10 * refresh;
+        assert!(
+            !beating
+                .read_beside_beat(Some(&own), true, later, LEASE)
+                .record
+        );
+        assert!(beating.read_beside_beat(None, true, later, LEASE).record);
     }
 
     /// Runs under one owner id sharing one notice slot: each alive run reads it in turn and

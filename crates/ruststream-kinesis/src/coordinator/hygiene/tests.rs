@@ -180,3 +180,83 @@ fn a_closed_shard_without_a_row_whose_children_moved_on_counts_as_finished() {
     let before = rows(&[("p", None), ("a", moved), ("b", None)]);
     assert!(matches!(verdict(&before), plan::Verdict::Take { .. }));
 }
+
+/// The full read for the cadence alone comes by turns where instances share the stream: one of
+/// three reads at its slot (each third interval), not an interval after its last read; alone it
+/// reads every interval; and a wall clock stepped back keeps its turn within a round of them.
+#[test]
+fn the_full_read_comes_by_turns_among_the_live_instances() {
+    use crate::coordinator::full_read_turns::Turn;
+    let every = Duration::from_secs(300);
+    let at = |secs: u64| (Duration::from_secs(secs), secs * 1_000);
+    let mut alone: Hygiene<Duration> = Hygiene::with_grace_every(Duration::ZERO, every);
+    assert!(alone.due(Duration::ZERO), "nothing read yet");
+    let (now, now_ms) = at(3_000);
+    alone.read_all(now, now_ms);
+    alone.turn_read(Turn::ALONE, now, now_ms);
+    assert!(!alone.due(at(3_299).0));
+    assert!(alone.due(at(3_300).0), "an interval after its last read");
+
+    // "b" of a, b and c: slot 10 (3,000 s) is b's, 11 c's, 12 a's, 13 b's (slot k is the
+    // turn of rank k modulo 3).
+    let b = Turn::among("b", ["a", "b", "c"].into_iter());
+    let mut hygiene: Hygiene<Duration> = Hygiene::with_grace_every(Duration::ZERO, every);
+    hygiene.read_all(now, now_ms);
+    hygiene.turn_read(b, now, now_ms);
+    assert!(
+        !hygiene.due(at(3_300).0),
+        "an interval later: c's turn, not b's"
+    );
+    assert!(!hygiene.due(at(3_899).0));
+    assert!(
+        hygiene.due(at(3_900).0),
+        "its slot began, and it read nothing in it"
+    );
+    let (now, now_ms) = at(3_910);
+    hygiene.read_all(now, now_ms);
+    assert!(
+        !hygiene.due(at(4_799).0),
+        "c and a read in the next two slots"
+    );
+    assert!(hygiene.due(at(4_800).0), "its next slot");
+
+    // Its wall clock stepped back half an hour after its last read, and its notice reads go on
+    // every second: its next turn still comes within a round of them.
+    let step_back = 1_800_000;
+    let mut due_at = None;
+    for secs in 3_920..3_920 + 1_000 {
+        let (now, now_ms) = at(secs);
+        hygiene.turn_read(b, now, now_ms - step_back);
+        if hygiene.due(now) {
+            due_at = Some(secs);
+            break;
+        }
+    }
+    assert!(
+        due_at.is_some_and(|secs| secs <= 3_910 + 900),
+        "due at {due_at:?} s"
+    );
+
+    // A full read is owed once a request for a handoff can no longer be answered, whatever
+    // the turn: a hand-over landing late whose bump failed names it in a row that only its own
+    // full read finds.
+    let mut asker: Hygiene<Duration> = Hygiene::with_grace_every(Duration::ZERO, every);
+    let (now, now_ms) = at(3_000);
+    asker.read_all(now, now_ms);
+    asker.read_owed_from(now_ms + 64_000);
+    asker.turn_read(b, now, now_ms);
+    assert!(!asker.due(at(3_063).0));
+    assert!(
+        asker.due(at(3_064).0),
+        "owed, though slot 10 was b's and b read in it"
+    );
+    let (now, now_ms) = at(3_070);
+    asker.read_all(now, now_ms);
+    assert!(!asker.due(at(3_899).0), "paid: by its turn again");
+    assert!(asker.due(at(3_900).0), "its slot");
+    // One made before the owed moment does not pay it.
+    asker.read_owed_from(3_950_000);
+    let (now, now_ms) = at(3_900);
+    asker.read_all(now, now_ms);
+    assert!(asker.due(at(3_950).0));
+}

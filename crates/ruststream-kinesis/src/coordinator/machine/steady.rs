@@ -12,9 +12,10 @@
 //! - a handoff this instance asked for still stands: the holder's hand-over bumps the notice,
 //!   but a bump is a call of its own after it and may fail, and the shard would wait, unread,
 //!   until the request runs out;
-//! - its last full read is older than the full-read cadence (`Hygiene::due`: 30 listing
-//!   intervals, 5 minutes by default), which bounds what no signal covers (a row changed by hand,
-//!   a bump that failed);
+//! - its turn to read every row came (`Hygiene::due`: the instances alive by their beats take
+//!   turns of 30 listing intervals, 5 minutes by default, so the fleet reads every row once such
+//!   an interval; alone, every interval: [`full_read_turns`](super::super::full_read_turns)),
+//!   which bounds what no signal covers (a row changed by hand, a bump that failed);
 //! - the plan on the rows as last read, each live holder's lease counted as lasting until its
 //!   beat ([`Watch::hinted_rows`](super::super::watch::Watch::hinted_rows)), would take or ask
 //!   for anything: every renewal moves a held row's counter, so such a plan is made again on rows
@@ -48,7 +49,7 @@ pub(super) struct RowsRead {
 impl<T: Moment> Coordinator<T> {
     /// A round at `now` (`now_ms`) read every row of the stream for `listing` (one `list`).
     pub(crate) fn read_all_rows(&mut self, listing: &[ShardInfo], now: T, now_ms: u64) {
-        self.hygiene.read_all(now);
+        self.hygiene.read_all(now, now_ms);
         self.news = false;
         self.changed();
         self.rows_read = self.notice_at.map(|_| RowsRead {

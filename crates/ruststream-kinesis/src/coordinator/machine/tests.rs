@@ -937,6 +937,50 @@ fn a_record_in_doubt_is_judged_at_the_next_poll_on_a_consistent_whole_read() {
     assert!(!earliest.consistent_notice_due(zero));
 }
 
+/// Where polls read behind, a head read that shows the counter moved has the next poll read
+/// the whole notice consistent: a leave removes its beat before it bumps the counter, and a
+/// whole read behind might still show the beat, a balancing instance then leaving the leaver's
+/// released shard to it until the beat ends (the review of seed 1796613900746723232's fix).
+#[test]
+fn a_counter_moved_on_a_head_read_has_the_next_whole_read_consistent_where_polls_read_behind() {
+    let mut coordinator = coordinator(KinesisPosition::TrimHorizon)
+        .with_notice_head_apart(true)
+        .with_polls_behind(true)
+        .without_waiting_for_peers();
+    let none = HashSet::new();
+    let whole = Notice {
+        counter: 4,
+        beats: [
+            (OWNER.to_owned(), NOW_MS + 9_000),
+            ("pod-b".to_owned(), NOW_MS + 9_000),
+        ]
+        .into(),
+        ..Notice::default()
+    };
+    let later = Duration::from_secs(5);
+    coordinator.noticed(&whole, &none, OWNER, Duration::ZERO, NOW_MS);
+    // A renewal interval after its own beat showed: it knows its peers.
+    coordinator.noticed(&whole, &none, OWNER, later, NOW_MS + 500);
+    let quiet = Notice {
+        counter: 4,
+        ..Notice::default()
+    };
+    coordinator.head_noticed(&quiet, &none, OWNER, later, NOW_MS + 1_000);
+    assert!(
+        !coordinator.whole_notice_due(later, NOW_MS + 2_000),
+        "the head alone"
+    );
+    let moved = Notice {
+        counter: 5,
+        ..Notice::default()
+    };
+    coordinator.head_noticed(&moved, &none, OWNER, later, NOW_MS + 2_000);
+    assert!(coordinator.whole_notice_due(later, NOW_MS + 3_000));
+    assert!(
+        coordinator.consistent_notice_due(later),
+        "a read behind might still show the leaver's beat"
+    );
+}
 /// What a read behind shows never moves the counter, the marks or this instance's own beat back
 /// from what a newer read showed: an old counter would be taken for a moved one (every row read
 /// again), an old own beat for one running out (a beat written again).

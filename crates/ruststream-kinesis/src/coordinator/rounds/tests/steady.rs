@@ -16,6 +16,8 @@ struct Fleet {
     rounds: usize,
     /// Whether the last round that read the rows read them behind (`list_eventually`).
     last_read_behind: Option<bool>,
+    /// Whether the wall clock moves with `at` (from `NOW_MS`), or stays at `NOW_MS`.
+    clock_runs: bool,
 }
 
 impl Fleet {
@@ -51,6 +53,7 @@ impl Fleet {
             rounds_reading: 0,
             rounds: 0,
             last_read_behind: None,
+            clock_runs: false,
         };
         // The first round reads the rows, and so does the one after it (no notice was read
         // before the first): then the rounds read none.
@@ -113,13 +116,14 @@ impl Fleet {
 
     /// Answers a step of the poll (a wait moves the clock to its end).
     fn answer_poll(&mut self, step: Step<Duration>) {
+        let wall_ms = self.wall_ms();
         match step {
             Step::ReadNotice { .. } => self.rig.rounds.notice_read(
                 &mut self.rig.coordinator,
                 NoticeRead::Notice(self.notice.clone()),
                 OWNER,
                 self.at,
-                NOW_MS,
+                wall_ms,
             ),
             Step::Beat(_) => self
                 .rig
@@ -135,43 +139,73 @@ impl Fleet {
         self.rig.next(self.at)
     }
 
+    /// The wall clock (epoch ms) at `at`.
+    fn wall_ms(&self) -> u64 {
+        if self.clock_runs {
+            NOW_MS + crate::lease::millis(self.at)
+        } else {
+            NOW_MS
+        }
+    }
+
     fn list_rows(&mut self) {
+        let wall_ms = self.wall_ms();
         self.rig.rounds.rows_listed(
             &mut self.rig.coordinator,
             Listed::Rows(self.rows.clone()),
             OWNER,
             self.at,
-            NOW_MS,
+            wall_ms,
         );
     }
 }
 
 #[test]
-fn rounds_in_steady_state_read_no_row_and_every_row_is_read_again_within_five_minutes() {
+fn rounds_in_steady_state_read_no_row_and_every_row_is_read_again_by_turns() {
     // On a store whose polls read every row consistent, the cadence's read is consistent too.
+    // Two instances alive by their beats take turns of five minutes: each reads every row once
+    // in ten.
     let mut consistent = Fleet::steady_reading(false);
+    consistent.clock_runs = true;
     let (start, before) = (consistent.at, consistent.rounds_reading);
-    while consistent.at < start + Duration::from_secs(300) {
+    while consistent.at < start + Duration::from_secs(600) {
         consistent.round();
     }
     assert_eq!(consistent.rounds_reading - before, 1, "one cadence read");
     assert_eq!(consistent.last_read_behind, Some(false));
+    // Alone (pod-b stopped beating, its lease kept alive an hour by its row), every five
+    // minutes.
+    let mut alone = Fleet::steady_reading(false);
+    alone.clock_runs = true;
+    alone.notice.beats.remove("pod-b");
+    alone.notice.counter += 1;
+    alone.round();
+    let (start, before) = (alone.at, alone.rounds_reading);
+    while alone.at < start + Duration::from_secs(600) {
+        alone.round();
+    }
+    assert_eq!(
+        alone.rounds_reading - before,
+        2,
+        "alone, every five minutes"
+    );
     let mut fleet = Fleet::steady();
+    fleet.clock_runs = true;
     let start = fleet.at;
     let (before, rounds) = (fleet.rounds_reading, fleet.rounds);
-    // Five minutes of rounds 10 s apart: one of them reads every row, for what no signal tells.
-    while fleet.at < start + Duration::from_secs(300) {
+    // Ten minutes of rounds 10 s apart: one of them reads every row, for what no signal tells.
+    while fleet.at < start + Duration::from_secs(600) {
         fleet.round();
     }
     assert!(
-        fleet.rounds - rounds >= 29,
+        fleet.rounds - rounds >= 59,
         "{} rounds",
         fleet.rounds - rounds
     );
     assert_eq!(
         fleet.rounds_reading - before,
         1,
-        "one round of {} in five minutes reads the rows",
+        "one round of {} in ten minutes reads the rows",
         fleet.rounds - rounds
     );
     assert_eq!(
