@@ -109,13 +109,21 @@ impl<T: Moment> Hygiene<T> {
         }
     }
 
-    /// A round at `now` (`now_ms` by the wall clock) read every row of the stream (one `list`).
-    pub(crate) fn read_all(&mut self, now: T, now_ms: u64) {
+    /// A round at `now` (`now_ms` by the wall clock) read every row of the stream (one `list`);
+    /// `sent_ms`: when the read was sent, by the wall clock; one sent before a full read owed
+    /// ([`read_owed_from`](Self::read_owed_from)) does not pay it.
+    pub(crate) fn read_all(&mut self, now: T, now_ms: u64, sent_ms: u64) {
         self.last_full = Some(now);
-        if now_ms >= self.owed_from_ms {
+        if sent_ms >= self.owed_from_ms {
             self.owed_from_ms = 0;
         }
         self.schedule_turn(now, now_ms);
+    }
+
+    /// Whether a read sent at `now_ms` would pay a full read owed: it must then show the latest
+    /// writes (no signal told of the write it is owed for).
+    pub(crate) fn owes_read(&self, now_ms: u64) -> bool {
+        self.owed_from_ms != 0 && now_ms >= self.owed_from_ms
     }
 
     /// A full read is owed from `from_ms` (epoch ms), whatever the turn: the moment after which

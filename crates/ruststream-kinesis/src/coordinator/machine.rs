@@ -545,16 +545,28 @@ impl<T: Moment> Coordinator<T> {
     /// A request for a handoff of `shard`, held by `holder`, was recorded at `asked_ms`.
     pub(crate) fn requested(&mut self, shard: &Arc<str>, holder: &str, asked_ms: u64) {
         self.requested.insert(Arc::clone(shard), asked_ms);
-        // The last moment a hand-over could land: the holder sees the request standing until
-        // its lifetime ends (by its clock), drains, and its write takes up to a lease.
+        self.owe_read_after_ask(asked_ms);
+        self.heard_news();
+        self.mark_later(holder);
+    }
+
+    /// A request for a handoff sent at `asked_ms` went unanswered (the call failed or timed
+    /// out): it may have landed all the same, and been handed over on.
+    pub(crate) fn ask_unanswered(&mut self, asked_ms: u64) {
+        self.owe_read_after_ask(asked_ms);
+    }
+
+    /// A request asked at `asked_ms` may be answered by a hand-over whose bump of the notice
+    /// fails: this instance owes a full read of its own once no hand-over can land any more
+    /// ([`Hygiene::read_owed_from`]). The holder sees the request standing until its lifetime
+    /// ends (by its clock), drains, and its write takes up to two leases to land.
+    fn owe_read_after_ask(&mut self, asked_ms: u64) {
         let answerable = crate::lease::HANDOFF_REQUEST_LIFETIME
             + self.timings.handoff_drain()
-            + self.timings.lease()
+            + self.timings.lease() * 2
             + crate::SKEW_TOLERANCE * 2;
         self.hygiene
             .read_owed_from(asked_ms.saturating_add(crate::lease::millis(answerable)));
-        self.heard_news();
-        self.mark_later(holder);
     }
 
     /// The handoffs the last round asks for (once: taken out).

@@ -106,8 +106,8 @@ impl NoticeReads {
     }
 
     /// A read of the head alone showed the counter moved: a release, a handover or a leave landed,
-    /// and a leave changes the beats. The next poll reads whole (without making it consistent:
-    /// no check for another run waits on it).
+    /// and a leave changes the beats. The next poll reads whole (consistent where polls read
+    /// behind: the coordinator's `doubt`, since a read behind may still show the leaver's beat).
     pub(crate) fn counter_moved(&mut self) {
         self.next_whole_ms = 0;
     }

@@ -853,7 +853,8 @@ impl<T: Moment> Rounds<T> {
                 if poll {
                     self.poll_rows(coordinator, rows, owner, now, now_ms);
                 } else {
-                    coordinator.read_all_rows(&listing, now, now_ms);
+                    let age = crate::lease::millis(now.saturating_since(self.rows_asked));
+                    coordinator.read_all_rows(&listing, now, now_ms, now_ms.saturating_sub(age));
                     self.rows_of_round(coordinator, listing, rows, &HashSet::new(), (now, now_ms));
                 }
             }

@@ -178,11 +178,44 @@ impl Sim {
             + ms(self.pace_slack_ms())
     }
 
+    /// The fleet reads every row at least every full-read interval between its instances, by
+    /// turns (`coordinator::full_read_turns`): in the quiet phase, while an instance runs, no
+    /// two reads of every row are further apart than two intervals (a slot whose instance
+    /// stopped or crashed goes unread until its beat lapses), a listing interval, a lease and
+    /// the skews. Schedules that read every row at every round (`full_read_listings` 0) have
+    /// nothing to check.
+    fn check_fleet_full_reads(&mut self) {
+        let t = self.cfg.timings;
+        let every = t.listing_interval() * self.cfg.full_read_listings;
+        let running = self
+            .insts
+            .iter()
+            .any(|inst| inst.alive && !inst.shutting_down);
+        if every.is_zero() || !running {
+            self.last_full_read = self.now;
+            return;
+        }
+        let bound = every * 2 + t.listing_interval() + t.lease() + SKEW_TOLERANCE + self.cfg.skew;
+        let since = self.last_full_read.max(self.live_from);
+        let waited = self.now.saturating_sub(since);
+        let permille =
+            u64::try_from(waited.as_micros() * 1000 / bound.as_micros()).unwrap_or(u64::MAX);
+        self.stats.worst_full_read_permille = self.stats.worst_full_read_permille.max(permille);
+        if waited > bound {
+            self.fail(format!(
+                "full read by turns: no instance read every row since {} (bound {bound:?}, \
+                 every {every:?})",
+                secs(since)
+            ));
+        }
+    }
+
     pub(super) fn check_liveness(&mut self) {
         if self.now < self.live_from || self.now < self.last_live_check + ms(100) {
             return;
         }
         self.last_live_check = self.now;
+        self.check_fleet_full_reads();
         for shard in 0..self.stream.shards.len() {
             let finished =
                 |rows: &[Row], s: usize| rows[s].seen().is_some_and(LeaseState::is_finished);

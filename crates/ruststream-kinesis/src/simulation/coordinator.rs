@@ -367,6 +367,10 @@ impl Sim {
         if matches!(res, Res::Ok) {
             let (id, asked_ms) = (self.id(shard), self.wall(i));
             self.insts[i].coord.knows.requested(&id, holder, asked_ms);
+        } else if matches!(res, Res::Failed | Res::Throttled) {
+            // Unanswered: it may have landed all the same.
+            let asked_ms = self.wall(i);
+            self.insts[i].coord.knows.ask_unanswered(asked_ms);
         }
         let coord = &mut self.insts[i].coord;
         coord.round.asks_left -= 1;

@@ -49,6 +49,7 @@ impl Sim {
             live_from,
             writes_until: quiet_at + cfg.timings.lease(),
             last_live_check: Time::ZERO,
+            last_full_read: Time::ZERO,
             reshaped_at: Time::ZERO,
             last_progress: Time::ZERO,
             seeks_left: cfg.seeks,

@@ -449,14 +449,18 @@ impl Sim {
                 Res::Ok
             }
             OpKind::Read => Res::Row(self.rows[shard].state.clone()),
-            OpKind::List { eventual: false } => Res::Rows(
-                self.rows
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(shard, row)| row.state.clone().map(|state| (shard, state)))
-                    .collect(),
-            ),
+            OpKind::List { eventual: false } => {
+                self.last_full_read = self.now;
+                Res::Rows(
+                    self.rows
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(shard, row)| row.state.clone().map(|state| (shard, state)))
+                        .collect(),
+                )
+            }
             OpKind::List { eventual: true } => {
+                self.last_full_read = self.now;
                 let rows: Vec<_> = (0..self.rows.len())
                     .filter_map(|shard| self.row_behind(shard).map(|state| (shard, state)))
                     .collect();

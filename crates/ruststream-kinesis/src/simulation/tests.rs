@@ -296,6 +296,30 @@ fn reads_behind_the_latest_writes_keep_the_invariants() {
     );
 }
 
+/// The fleet reads every row by turns (`coordinator::full_read_turns`): with three to five
+/// instances and a full read every four listing intervals, no two reads of every row in the
+/// quiet phase are further apart than two intervals, a listing interval, a lease and the skews
+/// (`Sim::check_fleet_full_reads`), however the instances' slots fall; and the gaps came near
+/// that bound (the check is not idle).
+#[test]
+fn the_fleet_reads_every_row_by_turns_within_the_bound() {
+    let turns = |cfg: &mut Config, rng: &mut StdRng| {
+        cfg.full_read_listings = 4;
+        cfg.instances = rng.random_range(3..=5);
+        cfg.notices = true;
+        if rng.random_bool(0.5) {
+            kept_by_beat(cfg, rng);
+        }
+    };
+    let mut worst = 0;
+    let count = env_u64("SIM_SCHEDULES").map_or(200, |n| (n / 5).max(1));
+    for seed in 0..count {
+        let run = run_seed(0x7e45_0000 + seed, &turns).unwrap_or_else(|report| panic!("{report}"));
+        worst = worst.max(run.worst_full_read_permille);
+    }
+    assert!(worst > 300, "the longest gap was {worst}‰ of the bound");
+}
+
 /// The checker catches a take-over judged on a notice read behind: a holder whose beat was
 /// renewed a moment ago shows lapsed, and its shard is taken while it still reads.
 #[test]

@@ -1084,6 +1084,9 @@ pub(super) struct Stats {
     /// Records of a run under its owner id written (`LeaseStore::announce`).
     pub(super) announces: u64,
     pub(super) lost_bumps: u64,
+    /// The longest gap between two reads of every row in the quiet phase, in thousandths of
+    /// its bound (`Sim::check_fleet_full_reads`).
+    pub(super) worst_full_read_permille: u64,
     pub(super) resubscribes: u64,
     /// Closed shards a round skipped (never read, starting at the tip); shards trimmed by
     /// retention, and their owed records still unread then; readers that found their shard gone.
@@ -1204,6 +1207,9 @@ impl Stats {
         self.beats += o.beats;
         self.announces += o.announces;
         self.lost_bumps += o.lost_bumps;
+        self.worst_full_read_permille = self
+            .worst_full_read_permille
+            .max(o.worst_full_read_permille);
         self.resubscribes += o.resubscribes;
         self.skipped += o.skipped;
         self.trimmed += o.trimmed;
@@ -1317,6 +1323,8 @@ pub(super) struct Sim {
     pub(super) live_from: Time,
     pub(super) writes_until: Time,
     pub(super) last_live_check: Time,
+    /// When the store last answered a read of every row (a `list`, any instance's).
+    pub(super) last_full_read: Time,
     /// When the instances or the open shards last changed (a start, a stop, a crash, a stall
     /// or partition ending, a reshard, a shard read to its end): balancing converges from there.
     pub(super) reshaped_at: Time,

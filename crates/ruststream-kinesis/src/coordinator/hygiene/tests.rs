@@ -192,7 +192,7 @@ fn the_full_read_comes_by_turns_among_the_live_instances() {
     let mut alone: Hygiene<Duration> = Hygiene::with_grace_every(Duration::ZERO, every);
     assert!(alone.due(Duration::ZERO), "nothing read yet");
     let (now, now_ms) = at(3_000);
-    alone.read_all(now, now_ms);
+    alone.read_all(now, now_ms, now_ms);
     alone.turn_read(Turn::ALONE, now, now_ms);
     assert!(!alone.due(at(3_299).0));
     assert!(alone.due(at(3_300).0), "an interval after its last read");
@@ -201,7 +201,7 @@ fn the_full_read_comes_by_turns_among_the_live_instances() {
     // turn of rank k modulo 3).
     let b = Turn::among("b", ["a", "b", "c"].into_iter());
     let mut hygiene: Hygiene<Duration> = Hygiene::with_grace_every(Duration::ZERO, every);
-    hygiene.read_all(now, now_ms);
+    hygiene.read_all(now, now_ms, now_ms);
     hygiene.turn_read(b, now, now_ms);
     assert!(
         !hygiene.due(at(3_300).0),
@@ -213,7 +213,7 @@ fn the_full_read_comes_by_turns_among_the_live_instances() {
         "its slot began, and it read nothing in it"
     );
     let (now, now_ms) = at(3_910);
-    hygiene.read_all(now, now_ms);
+    hygiene.read_all(now, now_ms, now_ms);
     assert!(
         !hygiene.due(at(4_799).0),
         "c and a read in the next two slots"
@@ -242,7 +242,7 @@ fn the_full_read_comes_by_turns_among_the_live_instances() {
     // full read finds.
     let mut asker: Hygiene<Duration> = Hygiene::with_grace_every(Duration::ZERO, every);
     let (now, now_ms) = at(3_000);
-    asker.read_all(now, now_ms);
+    asker.read_all(now, now_ms, now_ms);
     asker.read_owed_from(now_ms + 64_000);
     asker.turn_read(b, now, now_ms);
     assert!(!asker.due(at(3_063).0));
@@ -251,12 +251,19 @@ fn the_full_read_comes_by_turns_among_the_live_instances() {
         "owed, though slot 10 was b's and b read in it"
     );
     let (now, now_ms) = at(3_070);
-    asker.read_all(now, now_ms);
+    asker.read_all(now, now_ms, now_ms);
     assert!(!asker.due(at(3_899).0), "paid: by its turn again");
     assert!(asker.due(at(3_900).0), "its slot");
-    // One made before the owed moment does not pay it.
+    // One sent before the owed moment does not pay it, though answered after.
     asker.read_owed_from(3_950_000);
-    let (now, now_ms) = at(3_900);
-    asker.read_all(now, now_ms);
-    assert!(asker.due(at(3_950).0));
+    assert!(!asker.owes_read(3_949_999));
+    assert!(
+        asker.owes_read(3_950_000),
+        "the read that pays it must show the latest writes"
+    );
+    let (now, now_ms) = at(3_951);
+    asker.read_all(now, now_ms, 3_949_000);
+    assert!(asker.due(at(3_952).0));
+    asker.read_all(at(3_953).0, 3_953_000, 3_952_000);
+    assert!(!asker.owes_read(3_953_000), "paid");
 }

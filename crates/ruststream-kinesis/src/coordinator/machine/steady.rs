@@ -48,8 +48,15 @@ pub(super) struct RowsRead {
 
 impl<T: Moment> Coordinator<T> {
     /// A round at `now` (`now_ms`) read every row of the stream for `listing` (one `list`).
-    pub(crate) fn read_all_rows(&mut self, listing: &[ShardInfo], now: T, now_ms: u64) {
-        self.hygiene.read_all(now, now_ms);
+    /// `sent_ms`: when the read was sent (epoch ms), which pays a full read owed from then on.
+    pub(crate) fn read_all_rows(
+        &mut self,
+        listing: &[ShardInfo],
+        now: T,
+        now_ms: u64,
+        sent_ms: u64,
+    ) {
+        self.hygiene.read_all(now, now_ms, sent_ms);
         self.news = false;
         self.changed();
         self.rows_read = self.notice_at.map(|_| RowsRead {
@@ -164,6 +171,7 @@ impl<T: Moment> Coordinator<T> {
     ) -> bool {
         self.polls_behind
             && self.hygiene.due(now)
+            && !self.hygiene.owes_read(now_ms)
             && self.nothing_moved(listing, wanted, now, now_ms)
     }
 

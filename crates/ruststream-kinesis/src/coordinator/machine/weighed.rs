@@ -21,7 +21,8 @@
 //! past the weighing, and at least every 6 listing intervals (a minute); a steady round whose
 //! plan found nothing to take or ask for is kept alike, and the next steady round skips its
 //! plan while it holds. A time rule added later and forgotten here costs up to that minute (and
-//! every full read of the rows, 5 minutes apart, weighs again), never a wedge; the random
+//! every full read of the rows, this instance's turn among the live ones, weighs again), never a
+//! wedge; the random
 //! schedules check every skip against a weighing made anyway (`verifying_skips`).
 
 use std::collections::HashSet;

@@ -172,9 +172,14 @@ impl Subscription {
         let (rounds, coordinator) = machines.both(self);
         for (ask, key, asked_ms, answer) in answers {
             self.upkeep(Upkeep::AskHandoff, &answer);
-            if let Ok(true) = answer {
-                tracing::debug!(lease = %key, holder = %ask.holder, "asked for a handoff");
-                coordinator.requested(&ask.shard, &ask.holder, asked_ms);
+            match answer {
+                Ok(true) => {
+                    tracing::debug!(lease = %key, holder = %ask.holder, "asked for a handoff");
+                    coordinator.requested(&ask.shard, &ask.holder, asked_ms);
+                }
+                Ok(false) => {}
+                // Unanswered: it may have landed all the same, and been handed over on.
+                Err(_) => coordinator.ask_unanswered(asked_ms),
             }
         }
         rounds.asked(coordinator, Instant::now());

@@ -215,7 +215,7 @@ fn a_steady_round_plans_once_and_again_when_its_answer_may_have_changed() {
     let mut coordinator = watching(START_MS + 7_000);
     let listing = listing();
     let none = HashSet::new();
-    coordinator.read_all_rows(&listing, Duration::ZERO, START_MS);
+    coordinator.read_all_rows(&listing, Duration::ZERO, START_MS, START_MS);
     let wanted = coordinator.poll_wanted(&none);
     let round = |coordinator: &mut Coordinator<Duration>, second: u64| {
         let skipped = coordinator.skipped_plans();
