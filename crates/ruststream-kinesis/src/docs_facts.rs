@@ -338,6 +338,18 @@ fn the_several_instances_pages_say_how_often_every_row_is_read() {
 }
 
 #[test]
+fn the_several_instances_pages_say_when_an_asker_reads_every_row_again() {
+    let timings = LeaseTimings::default();
+    let secs = crate::coordinator::machine::last_hand_over_after_ask(&timings).as_secs();
+    for (page, said) in [
+        (SEVERAL, format!("{secs} s after it by default")),
+        (SEVERAL_RU, format!("по умолчанию через {secs} с после неё")),
+    ] {
+        assert!(one_line(page).contains(&said), "the page says: {said}");
+    }
+}
+
+#[test]
 fn the_several_instances_pages_say_the_fleets_take_budget() {
     let budget = crate::coordinator::take_pace::FLEET_TAKES_PER_SECOND;
     for (page, said) in [

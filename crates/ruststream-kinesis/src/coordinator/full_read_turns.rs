@@ -15,7 +15,7 @@
 //! not read: changed by hand, or handed over to it after its request ran out, the hand-over's
 //! bump failed. For the second, an instance that asked for a handoff reads every row once more
 //! when the request can no longer be answered (`Hygiene::read_owed_from`: its lifetime, the
-//! drain, two leases and twice the skew tolerance after the ask, 74 s by default, and it reads
+//! drain, two leases and twice the skew tolerance after the ask, 57 s by default, and it reads
 //! them consistent); the first
 //! waits for its turn.
 //!

@@ -561,10 +561,7 @@ impl<T: Moment> Coordinator<T> {
     /// ([`Hygiene::read_owed_from`]). The holder sees the request standing until its lifetime
     /// ends (by its clock), drains, and its write takes up to two leases to land.
     fn owe_read_after_ask(&mut self, asked_ms: u64) {
-        let answerable = crate::lease::HANDOFF_REQUEST_LIFETIME
-            + self.timings.handoff_drain()
-            + self.timings.lease() * 2
-            + crate::SKEW_TOLERANCE * 2;
+        let answerable = last_hand_over_after_ask(&self.timings);
         self.hygiene
             .read_owed_from(asked_ms.saturating_add(crate::lease::millis(answerable)));
     }
@@ -1618,6 +1615,16 @@ fn lapsed_for(rows: &Rows, shard: &Arc<str>, now_ms: u64) -> Option<Duration> {
 
 mod asked;
 mod steady;
+/// How long after a request for a handoff a hand-over of it may still land, with `timings`:
+/// the holder sees the request standing until its lifetime ends (by its clock, up to twice the
+/// skew tolerance apart), drains, and its write takes up to two leases to land. 57 s by default.
+pub(crate) fn last_hand_over_after_ask(timings: &LeaseTimings) -> Duration {
+    crate::lease::HANDOFF_REQUEST_LIFETIME
+        + timings.handoff_drain()
+        + timings.lease() * 2
+        + crate::SKEW_TOLERANCE * 2
+}
+
 #[cfg(test)]
 mod tests;
 mod weighed;

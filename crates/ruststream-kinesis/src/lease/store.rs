@@ -420,7 +420,8 @@ pub trait LeaseStore: Send + Sync + std::fmt::Debug {
     /// when it wrote this) under `owner` in `stream`'s notice ([`Notice::incarnations`]), in place
     /// of what was there, and removes the beats and records of `forget` (instances gone for
     /// minutes), as [`beat`](Self::beat) does. Unconditional. The subscriptions record their run
-    /// once they start (and again every few minutes), and judge every notice read after that:
+    /// once they start (and again every few minutes while the notice does not show their beat),
+    /// and judge every notice read after that:
     /// another run's record under their owner id means a second instance runs under it, and the
     /// later of the two pauses until the earlier is gone. Provided as doing nothing, for a store
     /// without notices (which then cannot find one owner id on two instances).
