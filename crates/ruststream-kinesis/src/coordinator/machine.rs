@@ -1613,8 +1613,6 @@ fn lapsed_for(rows: &Rows, shard: &Arc<str>, now_ms: u64) -> Option<Duration> {
     Some(Duration::from_millis(now_ms.saturating_sub(free_ms)))
 }
 
-mod asked;
-mod steady;
 /// How long after a request for a handoff a hand-over of it may still land, with `timings`:
 /// the holder sees the request standing until its lifetime ends (by its clock, up to twice the
 /// skew tolerance apart), drains, and its write takes up to two leases to land. 57 s by default.
@@ -1625,6 +1623,8 @@ pub(crate) fn last_hand_over_after_ask(timings: &LeaseTimings) -> Duration {
         + crate::SKEW_TOLERANCE * 2
 }
 
+mod asked;
+mod steady;
 #[cfg(test)]
 mod tests;
 mod weighed;

@@ -59,6 +59,15 @@ fn held_by_pod_b(expiry_ms: u64) -> Option<LeaseState> {
     })
 }
 
+/// A notice at `counter` with this instance's beat ending at `mine` and pod-b's at `pod_b`.
+fn beside_pod_b(counter: u64, mine: u64, pod_b: u64) -> Notice {
+    Notice {
+        counter,
+        beats: [(OWNER.to_owned(), mine), ("pod-b".to_owned(), pod_b)].into(),
+        ..Notice::default()
+    }
+}
+
 fn no_rows(listing: &[ShardInfo]) -> Rows {
     listing.iter().map(|s| (Arc::clone(&s.id), None)).collect()
 }
@@ -347,15 +356,7 @@ fn a_balancing_instance_takes_free_shards_once_it_knows_who_else_started_or_a_le
         "nobody's beat known yet"
     );
     // A notice shows its own beat, and pod-b's beside it: half the shards are its share.
-    let beats = Notice {
-        counter: 1,
-        beats: [
-            (OWNER.to_owned(), NOW_MS + 11_000),
-            ("pod-b".to_owned(), NOW_MS + 11_000),
-        ]
-        .into(),
-        ..Notice::default()
-    };
+    let beats = beside_pod_b(1, NOW_MS + 11_000, NOW_MS + 11_000);
     let second = Duration::from_secs(1);
     coordinator.noticed(&beats, &none, OWNER, second, NOW_MS + 1_000);
     assert_eq!(take(&mut coordinator, second), 2);
@@ -948,15 +949,7 @@ fn a_counter_moved_on_a_head_read_has_the_next_whole_read_consistent_where_polls
         .with_polls_behind(true)
         .without_waiting_for_peers();
     let none = HashSet::new();
-    let whole = Notice {
-        counter: 4,
-        beats: [
-            (OWNER.to_owned(), NOW_MS + 9_000),
-            ("pod-b".to_owned(), NOW_MS + 9_000),
-        ]
-        .into(),
-        ..Notice::default()
-    };
+    let whole = beside_pod_b(4, NOW_MS + 9_000, NOW_MS + 9_000);
     let later = Duration::from_secs(5);
     coordinator.noticed(&whole, &none, OWNER, Duration::ZERO, NOW_MS);
     // A renewal interval after its own beat showed: it knows its peers.
