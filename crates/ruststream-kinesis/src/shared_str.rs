@@ -2,7 +2,7 @@
 //! every record of a fetch shares. A shard's reader takes a `GetRecords` answer apart into as
 //! many records as it brought, and each record used to make two shared strings of its own (an
 //! allocation and a copy each, and their release when the record settled); one string for the
-//! whole fetch costs one allocation, and a record's part of it a count.
+//! whole fetch costs one string and its count, and a record's part of it a count.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -35,7 +35,9 @@ use std::sync::Arc;
 /// ```
 #[derive(Clone)]
 pub struct SharedStr {
-    whole: Arc<str>,
+    // An `Arc<String>`, not an `Arc<str>`: sharing a gathered `String` then moves it rather than
+    // copying its text, and the pointer is one word, not two (16 bytes a `SharedStr`, not 24).
+    whole: Arc<String>,
     // `u32`, not `usize`: the record that carries two of these is moved on every delivery, and
     // a fetch's texts stay far below 4 GiB (10 MiB of records at most).
     start: u32,
@@ -44,7 +46,7 @@ pub struct SharedStr {
 
 impl SharedStr {
     /// The part `start..end` (byte offsets on char boundaries) of `whole`.
-    fn part(whole: &Arc<str>, (start, end): Span) -> Self {
+    fn part(whole: &Arc<String>, (start, end): Span) -> Self {
         debug_assert!(whole.is_char_boundary(start) && whole.is_char_boundary(end));
         Self {
             whole: Arc::clone(whole),
@@ -70,6 +72,17 @@ impl SharedStr {
             self.clone()
         } else {
             Self::from(self.as_str())
+        }
+    }
+
+    /// This text as a holder that may keep it for long keeps it: [`detached`](Self::detached)
+    /// when it is a part of a string of more than [`KEPT_WHOLE`] bytes, else as it is (what
+    /// it keeps of the rest is less than a copy would cost: a few records' texts).
+    pub(crate) fn to_keep(&self) -> Self {
+        if self.whole.len() > KEPT_WHOLE {
+            self.detached()
+        } else {
+            self.clone()
         }
     }
 
@@ -163,26 +176,27 @@ impl Default for SharedStr {
 }
 
 impl From<String> for SharedStr {
+    /// All of `text`, moved, not copied.
     fn from(text: String) -> Self {
-        Self::from(Arc::<str>::from(text))
+        let end = offset(text.len());
+        Self {
+            whole: Arc::new(text),
+            start: 0,
+            end,
+        }
     }
 }
 
 impl From<&str> for SharedStr {
     fn from(text: &str) -> Self {
-        Self::from(Arc::<str>::from(text))
+        Self::from(text.to_owned())
     }
 }
 
 impl From<Arc<str>> for SharedStr {
-    /// All of `text`, shared, not copied.
+    /// All of `text`, copied into a string of its own.
     fn from(text: Arc<str>) -> Self {
-        let end = offset(text.len());
-        Self {
-            whole: text,
-            start: 0,
-            end,
-        }
+        Self::from(&*text)
     }
 }
 
@@ -191,6 +205,10 @@ impl From<SharedStr> for String {
         text.as_str().to_owned()
     }
 }
+
+/// The longest string a part kept for long keeps whole ([`SharedStr::to_keep`]): a fetch of
+/// a few dozen records, or 64 sequence numbers written in process.
+const KEPT_WHOLE: usize = 4096;
 
 /// `at` as a stored offset.
 ///
@@ -227,16 +245,16 @@ impl Gathered {
         (start, self.text.len())
     }
 
-    /// The gathered string, shared (one copy, into the shared allocation): [`Shared::part`]
-    /// takes each text out of it.
+    /// The gathered string, shared (moved, not copied): [`Shared::part`] takes each text out
+    /// of it.
     pub(crate) fn share(self) -> Shared {
-        Shared(Arc::from(self.text))
+        Shared(Arc::new(self.text))
     }
 }
 
 /// The texts of one fetch in one shared string.
 #[derive(Debug)]
-pub(crate) struct Shared(Arc<str>);
+pub(crate) struct Shared(Arc<String>);
 
 impl Shared {
     /// The text that lies at `span`.
@@ -277,5 +295,26 @@ mod tests {
         assert_eq!(kept, key);
         assert!(!Arc::ptr_eq(&kept.whole, &key.whole));
         assert!(Arc::ptr_eq(&kept.detached().whole, &kept.whole));
+    }
+
+    #[test]
+    fn a_part_kept_for_long_keeps_a_small_string_whole_and_copies_out_of_a_large_one() {
+        let mut small = Gathered::with_capacity(16);
+        let (sequence, _key) = (small.push("4711"), small.push("order-1"));
+        let sequence = small.share().part(sequence);
+        assert!(
+            sequence.to_keep().shares_with(&sequence),
+            "a few records' texts: kept whole"
+        );
+        let mut large = Gathered::with_capacity(KEPT_WHOLE + 8);
+        let sequence_span = large.push("4711");
+        large.push(&"k".repeat(KEPT_WHOLE));
+        let sequence = large.share().part(sequence_span);
+        let kept = sequence.to_keep();
+        assert_eq!(kept, "4711");
+        assert!(
+            !kept.shares_with(&sequence),
+            "a large fetch's string is let go"
+        );
     }
 }

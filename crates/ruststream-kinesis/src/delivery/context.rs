@@ -35,12 +35,12 @@ pub struct KinesisContext {
 impl BuildContext<KinesisMessage> for KinesisContext {
     fn build(msg: &KinesisMessage) -> Self {
         Self {
-            stream: Arc::clone(&msg.stream),
-            shard: Arc::clone(&msg.shard),
+            stream: Arc::clone(&msg.origin.stream),
+            shard: Arc::clone(&msg.origin.shard),
             sequence: msg.record.sequence.clone(),
             partition_key: msg.record.partition_key.clone(),
             position: msg.position(),
-            seeker: msg.seeker.clone(),
+            seeker: msg.origin.seeker.clone(),
             #[cfg(feature = "dynamodb-lease")]
             writes: msg.writes.clone(),
         }
@@ -100,7 +100,7 @@ pub struct KinesisBatchContext {
 impl BuildBatchContext<KinesisMessage> for KinesisBatchContext {
     fn build(first: &KinesisMessage) -> Self {
         Self {
-            seeker: first.seeker.clone(),
+            seeker: first.origin.seeker.clone(),
             #[cfg(feature = "dynamodb-lease")]
             writes: first.writes.clone(),
         }

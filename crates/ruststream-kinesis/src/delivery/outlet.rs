@@ -2,6 +2,8 @@
 //! [`HANDED_AT_ONCE`] each, and failures to report, on a channel of their own so that records
 //! waiting never crowd a report out.
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
 
 use tokio::sync::mpsc;
@@ -20,16 +22,21 @@ const REPORTS_WAITING: usize = 64;
 /// sends carry a record or two each.
 const MIN_SENDS_WAITING: usize = 16;
 
+/// Emptied lists of sends kept for the readers' next sends (each with room for
+/// [`HANDED_AT_ONCE`] deliveries, about 17 KiB): as many as the channel holds sends at the
+/// least, so a channel that filled and drained allocates nothing when it fills again (fewer
+/// were let go and allocated again at every such turn); past that, a large batch size's
+/// channel lets the rest go.
+const SPARES_KEPT: usize = MIN_SENDS_WAITING;
+
 /// What one send carries, in order: the records a reader handed out at once, or one record,
 /// which needs no list of its own (a record at the tip, in process, a redelivery).
 #[derive(Debug)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one record goes unboxed: a box would be the allocation a list is spared for"
-)]
 pub(crate) enum Items {
     One(Option<KinesisMessage>),
-    Many(std::vec::IntoIter<KinesisMessage>),
+    /// Taken from the front (a `VecDeque` made of the readers' `Vec`, which it takes as it
+    /// is); the emptied list goes back to the readers ([`Spares`]).
+    Many(VecDeque<KinesisMessage>),
 }
 
 impl Items {
@@ -38,11 +45,21 @@ impl Items {
         Self::One(Some(message))
     }
 
-    /// `messages`, in order; one alone goes as [`one`](Self::one) does.
-    pub(crate) fn of(mut messages: Vec<KinesisMessage>) -> Self {
-        match messages.len() {
-            1 => Self::One(messages.pop()),
-            _ => Self::Many(messages.into_iter()),
+    /// `messages`, in order.
+    pub(crate) fn of(messages: Vec<KinesisMessage>) -> Self {
+        Self::Many(VecDeque::from(messages))
+    }
+
+    /// The list to add more deliveries to: this one's (none was taken from it yet, so it is
+    /// taken as it is), or an emptied one from `spares` with this one's delivery in it.
+    pub(crate) fn into_list(self, spares: &Spares) -> Vec<KinesisMessage> {
+        match self {
+            Self::Many(messages) => Vec::from(messages),
+            Self::One(message) => {
+                let mut messages = spares.take();
+                messages.extend(message);
+                messages
+            }
         }
     }
 
@@ -69,10 +86,45 @@ impl Default for Items {
 impl Iterator for Items {
     type Item = KinesisMessage;
 
+    // Inlined into the subscriber's poll, so a delivery is copied once into what the poll
+    // answers, not once more on the way.
+    #[inline]
     fn next(&mut self) -> Option<KinesisMessage> {
         match self {
             Self::One(message) => message.take(),
-            Self::Many(messages) => messages.next(),
+            Self::Many(messages) => messages.pop_front(),
+        }
+    }
+}
+
+/// The emptied lists of a subscription's sends, which the subscriber hands back as it takes
+/// their last delivery and the readers fill again: a send's list is allocated once, not at
+/// every send (an allocation and its release cost about 50 instructions a record, at a few
+/// dozen records a send).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Spares(Arc<Mutex<Vec<Vec<KinesisMessage>>>>);
+
+impl Spares {
+    /// An empty list, with room for [`HANDED_AT_ONCE`] deliveries when none was kept.
+    pub(crate) fn take(&self) -> Vec<KinesisMessage> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(HANDED_AT_ONCE))
+    }
+
+    /// Keeps the list `items` came in, once emptied, unless [`SPARES_KEPT`] are kept already.
+    fn give(&self, items: Items) {
+        let Items::Many(list) = items else {
+            return;
+        };
+        if !list.is_empty() || list.capacity() == 0 {
+            return;
+        }
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < SPARES_KEPT {
+            kept.push(Vec::from(list));
         }
     }
 }
@@ -81,6 +133,8 @@ impl Iterator for Items {
 #[derive(Debug, Clone)]
 pub(crate) struct Outlet {
     pub(crate) records: mpsc::Sender<Items>,
+    /// The lists the subscriber emptied, for the next sends.
+    pub(crate) spares: Spares,
     reports: mpsc::Sender<KinesisError>,
 }
 
@@ -103,6 +157,8 @@ pub(crate) struct Inlet {
     reports: mpsc::Receiver<KinesisError>,
     /// What the last receive brought that the subscriber has not taken yet.
     received: Items,
+    /// Where its list goes once emptied.
+    spares: Spares,
     /// The sends of records received so far (the tests' view of how records were batched).
     #[cfg(test)]
     pub(crate) sends: std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -131,7 +187,8 @@ impl Inlet {
                     #[cfg(test)]
                     self.sends
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    self.received = items;
+                    let emptied = std::mem::replace(&mut self.received, items);
+                    self.spares.give(emptied);
                 }
                 Poll::Ready(None) => return self.reports.poll_recv(cx).map(|err| err.map(Err)),
                 Poll::Pending => {
@@ -154,15 +211,18 @@ pub(crate) fn channel(records: usize) -> (Outlet, Inlet) {
     let sends = records.div_ceil(HANDED_AT_ONCE).max(MIN_SENDS_WAITING);
     let (records_tx, records_rx) = mpsc::channel(sends);
     let (reports_tx, reports_rx) = mpsc::channel(REPORTS_WAITING);
+    let spares = Spares::default();
     (
         Outlet {
             records: records_tx,
+            spares: spares.clone(),
             reports: reports_tx,
         },
         Inlet {
             records: records_rx,
             reports: reports_rx,
             received: Items::default(),
+            spares,
             #[cfg(test)]
             sends: std::sync::Arc::default(),
         },
@@ -210,5 +270,37 @@ mod tests {
         assert!(matches!(Items::of(Vec::new()), Items::Many(_)));
         assert_eq!(Items::of(Vec::new()).count(), 0);
         assert_eq!(Items::default().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_lists_the_subscriber_empties_go_back_to_the_readers_and_few_are_kept() {
+        let (outlet, mut inlet) = channel(HANDED_AT_ONCE * (SPARES_KEPT + 2));
+        let spares = outlet.spares.clone();
+        for _ in 0..SPARES_KEPT + 2 {
+            outlet
+                .records
+                .try_send(Items::of(Vec::with_capacity(8)))
+                .unwrap();
+        }
+        drop(outlet);
+        assert!(poll_fn(|cx| inlet.poll_next(cx)).await.is_none());
+        // Each list but the last was emptied and replaced by the next: as many as are kept
+        // come back, as they were sent.
+        for kept in 0..SPARES_KEPT {
+            let list = spares.take();
+            assert!(list.is_empty());
+            assert!(
+                (8..HANDED_AT_ONCE).contains(&list.capacity()),
+                "list {kept} is one that was sent: {}",
+                list.capacity()
+            );
+        }
+        assert!(
+            spares.take().capacity() >= HANDED_AT_ONCE,
+            "past those kept, a new list"
+        );
+        // A single delivery's send has no list to give back.
+        spares.give(Items::default());
+        assert!(spares.take().capacity() >= HANDED_AT_ONCE);
     }
 }

@@ -17,7 +17,9 @@ pub(crate) struct Record {
     /// The user record's own partition key (the Kinesis record's, for a plain record).
     pub(crate) partition_key: SharedStr,
     /// The user record's explicit hash key, where the producer set one inside an aggregate.
-    pub(crate) explicit_hash_key: Option<String>,
+    /// (A `Box<str>`, not a `String`: the record is moved on every delivery, and it is 8 bytes
+    /// less.)
+    pub(crate) explicit_hash_key: Option<Box<str>>,
     /// The Kinesis record's sequence number.
     pub(crate) sequence: SharedStr,
     /// Its index in the aggregate it was packed in; `None` for a plain record.
@@ -74,7 +76,7 @@ pub(crate) fn decode_into(record: FetchedRecord, out: &mut Vec<Record>) -> bool 
             headers,
             // A part of the one string the aggregate's partition keys share.
             partition_key: user.partition_key,
-            explicit_hash_key: user.explicit_hash_key,
+            explicit_hash_key: user.explicit_hash_key.map(String::into_boxed_str),
             sequence: record.sequence.clone(),
             sub_sequence: Some(index as u64),
             ends_record: index == last,

@@ -108,14 +108,15 @@ fn units_of(batch: Batch) -> Vec<Batch> {
                 shards.push(&hold.target);
             }
         }
-        let writes = crate::StagedWrites::exactly_once((&last.shard, &last.record.sequence), None)
-            .with_commit_tables(fresh[0].writes.commit_tables())
-            .spanning(shards.len());
+        let writes =
+            crate::StagedWrites::exactly_once((&last.origin.shard, &last.record.sequence), None)
+                .with_commit_tables(fresh[0].writes.commit_tables())
+                .spanning(shards.len());
         #[cfg(feature = "testing")]
         let writes = match fresh[0].writes.journal() {
             Some(journal) => writes.logged(crate::lease::HandlingSeed {
                 journal,
-                stream: Arc::clone(&last.stream),
+                stream: Arc::clone(&last.origin.stream),
                 records: fresh.iter().map(KinesisMessage::handled_record).collect(),
                 attempt: 1,
             }),

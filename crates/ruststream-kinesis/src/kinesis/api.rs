@@ -332,22 +332,29 @@ pub(crate) fn fetched_records(records: Vec<aws_sdk_kinesis::types::Record>) -> V
         })
         .sum();
     let mut gathered = Gathered::with_capacity(bytes);
-    let spans: Vec<_> = records
-        .iter()
-        .map(|record| {
-            let sequence = gathered.push(&record.sequence_number);
-            let key = gathered.push(record.partition_key.as_deref().unwrap_or_default());
-            (sequence, key)
-        })
-        .collect();
+    for record in &records {
+        gathered.push(&record.sequence_number);
+        gathered.push(record.partition_key.as_deref().unwrap_or_default());
+    }
     let shared = gathered.share();
+    // Each record's texts lie where the loop above pushed them, one after the other: read off
+    // by their lengths again rather than kept in a `Vec` of spans (an allocation and a move
+    // each record less).
+    let mut at = 0;
+    let mut next = |text: &str| {
+        let span = (at, at + text.len());
+        at = span.1;
+        shared.part(span)
+    };
     // Pushed into a vector of their own size, not collected: collecting in place would shrink
     // the SDK's (larger) records' buffer with a copy of the whole answer.
     let mut fetched = Vec::with_capacity(records.len());
-    for (record, (sequence, partition_key)) in records.into_iter().zip(spans) {
+    for record in records {
+        let sequence = next(&record.sequence_number);
+        let partition_key = next(record.partition_key.as_deref().unwrap_or_default());
         fetched.push(FetchedRecord {
-            partition_key: shared.part(partition_key),
-            sequence: shared.part(sequence),
+            partition_key,
+            sequence,
             arrived_ms: record
                 .approximate_arrival_timestamp
                 .and_then(|at| at.to_millis().ok()),

@@ -44,6 +44,7 @@ pub(crate) use lease::{Answer, Close, Ending, LeaseNews, Next, ShardLease, Write
 pub(crate) use machine::CommitNews;
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use machine::Member;
+#[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use machine::Staged;
 pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, Settled, ShardMachine, Stall};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
@@ -257,18 +258,11 @@ impl ShardHandle {
     /// no longer be checkpointed (the lease is lost, the shard was handed back) is refused: the
     /// shard's next owner delivers the record again.
     pub(crate) fn settle(&self, ticket: Ticket) -> Result<(), KinesisError> {
-        self.settle_staged(ticket, None)
-    }
-
-    /// Settles one delivery with what its handling staged (exactly once; `None`: nothing),
-    /// refused as [`settle`](Self::settle) is.
-    fn settle_staged(
-        &self,
-        ticket: Ticket,
-        staged: Option<Staged<Record>>,
-    ) -> Result<(), KinesisError> {
+        // The machine's `settle` (which settles as its `settle_staged` does while the lease
+        // commits), not `settle_staged` with nothing staged: an empty `Staged` passed by value
+        // is copied whole, on every record's settle.
         let closed = self.closed();
-        let settled = self.lock().settle_staged(ticket, staged, closed);
+        let settled = self.lock().settle(ticket, closed);
         self.settle_answered(settled, true)
     }
 

@@ -496,11 +496,12 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         }
     }
 
-    /// A record of the batch was handed out. The last of a batch keeps a copy of its own: it
-    /// may stay for long (a shard idle after a burst), and would keep its whole fetch's string.
+    /// A record of the batch was handed out. The last of a batch is kept as a text kept for
+    /// long is ([`SharedStr::to_keep`]): it may stay for long (a shard idle after a burst),
+    /// and would keep a large fetch's whole string.
     pub(super) fn handed(&mut self, sequence: SharedStr) {
         self.last_sequence = Some(if self.batch.is_empty() {
-            sequence.detached()
+            sequence.to_keep()
         } else {
             sequence
         });
@@ -508,6 +509,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
 
     /// The next record of the batch read when [`want`](Self::want) would hand it out now:
     /// nothing is in flight, and reading is not draining.
+    #[inline]
     pub(super) fn next_record(&mut self) -> Option<R> {
         if self.in_flight != InFlight::None || self.phase == Phase::Draining {
             return None;
@@ -753,6 +755,14 @@ impl<T, R: Sequenced> ReadState<T, R> {
                 record.sequence().as_str() != &*sequence
                     || record.sub_sequence().is_none_or(|sub| sub > through)
             });
+        }
+        if self.batch.is_empty() {
+            // The usual case: the records stay where they were decoded (a `VecDeque` made of a
+            // `Vec` takes its buffer as it is), and the batch's emptied buffer is the spare.
+            // Moved one by one, each record (about 170 bytes) cost a copy more.
+            let emptied = std::mem::replace(&mut self.batch, VecDeque::from(records));
+            self.spare = Vec::from(emptied);
+            return;
         }
         self.batch.extend(records.drain(..));
         self.spare = records;

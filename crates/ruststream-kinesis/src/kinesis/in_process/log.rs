@@ -11,6 +11,7 @@ use super::tap::Tap;
 use crate::SharedStr;
 use crate::kinesis::api::FetchedRecord;
 use crate::kinesis::envelope;
+use crate::shared_str::{Gathered, Shared};
 
 /// One record as a shard holds it.
 #[derive(Debug)]
@@ -48,7 +49,7 @@ pub(super) struct StreamLog {
     pub(super) arena: Arena,
     /// The partition keys of injected records, [`INPUT_KEYS_PER_SHARD`] landing in each shard,
     /// with their hash keys; made at the stream's first inject.
-    input_keys: Vec<Vec<(Arc<str>, u128)>>,
+    input_keys: Vec<Vec<(SharedStr, u128)>>,
     /// How many records a test injected.
     injected: usize,
 }
@@ -78,13 +79,13 @@ impl StreamLog {
     /// The partition key of the next record a test injects (Kinesis requires one, and a test
     /// names none), with its hash key: random keys given out shard by shard in turn, so inputs
     /// spread evenly over the shards, and an input costs neither a key nor an MD5 of its own.
-    pub(super) fn input_key(&mut self) -> (Arc<str>, u128) {
+    pub(super) fn input_key(&mut self) -> (SharedStr, u128) {
         let shards = self.shards.len();
         if self.input_keys.is_empty() {
-            let mut keys: Vec<Vec<(Arc<str>, u128)>> = vec![Vec::new(); shards];
+            let mut keys: Vec<Vec<(SharedStr, u128)>> = vec![Vec::new(); shards];
             let mut short = shards;
             while short > 0 {
-                let key = random_key();
+                let key = SharedStr::from(random_key());
                 let hash = hash_key(&key);
                 let of_shard = &mut keys[shard_of_hash(hash, shards)];
                 if of_shard.len() < INPUT_KEYS_PER_SHARD {
@@ -99,7 +100,7 @@ impl StreamLog {
         let n = self.injected;
         self.injected += 1;
         let (key, hash) = &self.input_keys[n % shards][(n / shards) % INPUT_KEYS_PER_SHARD];
-        (Arc::clone(key), *hash)
+        (key.clone(), *hash)
     }
 }
 
@@ -154,15 +155,61 @@ fn random_key() -> Arc<str> {
     fixed_width::<32>(rand::random::<u128>(), 16)
 }
 
-/// The sequence number of the `n`th record written: 56 digits, as Kinesis's are, in one
-/// allocation.
-pub(super) fn sequence_number(n: u64) -> Arc<str> {
-    fixed_width::<56>(u128::from(n), 10)
+/// How many sequence numbers are formatted at once, into one string.
+const SEQUENCES_AHEAD: u64 = 64;
+
+/// The digits of a sequence number: 56, as Kinesis's have.
+const SEQUENCE_DIGITS: usize = 56;
+
+/// The sequence numbers of the next records written, formatted ahead: [`SEQUENCES_AHEAD`] in
+/// one string their records share, so a record written costs no allocation of its own for its
+/// sequence number (a `SharedStr` of a text of its own costs two).
+#[derive(Debug, Default)]
+pub(super) struct Sequences {
+    /// The first number of `block`, and how many it holds.
+    first: u64,
+    count: u64,
+    block: Option<Shared>,
 }
 
-/// `n` in `radix` (10 or 16), zero-padded to `WIDTH` digits, formatted on the stack: the one
-/// allocation is the shared string.
+impl Sequences {
+    /// The sequence number of the `n`th record written.
+    pub(super) fn number(&mut self, n: u64) -> SharedStr {
+        let block = match &self.block {
+            Some(block) if n >= self.first && n - self.first < self.count => block,
+            _ => {
+                let mut gathered =
+                    Gathered::with_capacity(SEQUENCE_DIGITS * SEQUENCES_AHEAD as usize);
+                let mut count = 0;
+                for ahead in (0..SEQUENCES_AHEAD).map_while(|k| n.checked_add(k)) {
+                    let digits = fixed_digits::<SEQUENCE_DIGITS>(u128::from(ahead), 10);
+                    gathered.push(std::str::from_utf8(&digits).unwrap_or_default());
+                    count += 1;
+                }
+                self.first = n;
+                self.count = count;
+                self.block.insert(gathered.share())
+            }
+        };
+        let at = usize::try_from(n - self.first).unwrap_or(0) * SEQUENCE_DIGITS;
+        block.part((at, at + SEQUENCE_DIGITS))
+    }
+}
+
+/// The sequence number of the `n`th record written: 56 digits, as Kinesis's are.
+#[cfg(test)]
+fn sequence_number(n: u64) -> Arc<str> {
+    fixed_width::<SEQUENCE_DIGITS>(u128::from(n), 10)
+}
+
+/// `n` in `radix` (10 or 16), zero-padded to `WIDTH` digits, in one allocation (the shared
+/// string).
 fn fixed_width<const WIDTH: usize>(n: u128, radix: u32) -> Arc<str> {
+    Arc::from(std::str::from_utf8(&fixed_digits::<WIDTH>(n, radix)).unwrap_or_default())
+}
+
+/// `n` in `radix` (10 or 16), zero-padded to `WIDTH` digits, formatted on the stack.
+fn fixed_digits<const WIDTH: usize>(n: u128, radix: u32) -> [u8; WIDTH] {
     let mut digits = [b'0'; WIDTH];
     let mut slots = digits.iter_mut().rev();
     let digit_of = |value: u64| {
@@ -189,7 +236,7 @@ fn fixed_width<const WIDTH: usize>(n: u128, radix: u32) -> Arc<str> {
         *slot = digit_of(small % u64::from(radix));
         small /= u64::from(radix);
     }
-    Arc::from(std::str::from_utf8(&digits).unwrap_or_default())
+    digits
 }
 
 /// Which shard of `shards` a partition key lands in.
@@ -227,6 +274,26 @@ mod tests {
         assert_eq!(shards.len(), 4, "200 keys reach all four shards");
         assert_eq!(shard_of("customer-1", 4), shard_of("customer-1", 4));
         assert_eq!(shard_of("anything", 1), 0);
+    }
+
+    #[test]
+    fn sequence_numbers_formatted_ahead_read_as_each_alone_and_share_a_string_by_the_block() {
+        let mut sequences = Sequences::default();
+        let first = sequences.number(1);
+        let mut last = first.clone();
+        for n in 1..=SEQUENCES_AHEAD {
+            let number = sequences.number(n);
+            assert_eq!(&*number, &*sequence_number(n));
+            assert!(number.shares_with(&first), "{n}: one string for the block");
+            last = number;
+        }
+        let next = sequences.number(SEQUENCES_AHEAD + 1);
+        assert_eq!(&*next, &*sequence_number(SEQUENCES_AHEAD + 1));
+        assert!(!next.shares_with(&last), "past the block, a new one");
+        // Numbers that jump (another stream wrote between), back or far ahead, and the last.
+        for n in [7, 1_000_000, 1_000_001, u64::MAX - 1, u64::MAX, 3] {
+            assert_eq!(&*sequences.number(n), &*sequence_number(n), "{n}");
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::kinesis::shards::ShardInfo;
 use crate::kinesis::{envelope, kpl};
 use crate::lease::epoch_millis;
 use crate::settings::position::{ShardStart, sequence_cmp};
-use crate::{KinesisError, KinesisPosition};
+use crate::{KinesisError, KinesisPosition, SharedStr};
 
 mod events;
 mod log;
@@ -31,7 +31,7 @@ pub(crate) use events::InProcessEvents;
 pub(crate) use log::shard_id;
 #[cfg(test)]
 pub(crate) use log::shard_of;
-use log::{StreamLog, hash_key, sequence_number, shard_of_hash};
+use log::{Sequences, StreamLog, hash_key, shard_of_hash};
 pub(crate) use tap::{Delivering, Tap};
 
 /// The in-process Kinesis every connection of one broker (and its clones) shares.
@@ -48,6 +48,8 @@ struct Streams {
     /// few streams, and hashing the name cost more than the rest of a publish's lookup.
     names: Vec<String>,
     list: Vec<StreamLog>,
+    /// The next sequence numbers, formatted ahead.
+    sequences: Sequences,
 }
 
 impl Streams {
@@ -307,8 +309,13 @@ impl InProcessKinesis {
             .unwrap_or_else(|| hash_key(&partition_key));
         let mut streams = self.lock();
         let index = streams.index_of(stream)?;
-        let log = &mut streams.list[index as usize];
-        self.append(log, data, Arc::from(partition_key), hash);
+        self.append(
+            &mut streams,
+            index,
+            data,
+            SharedStr::from(partition_key),
+            hash,
+        );
         Ok(())
     }
 
@@ -329,17 +336,27 @@ impl InProcessKinesis {
         let log = &mut streams.list[index as usize];
         let data = log.arena.encode(payload, &headers);
         let (key, hash) = log.input_key();
-        self.append(log, data, key, hash);
+        self.append(&mut streams, index, data, key, hash);
         Ok(())
     }
 
-    fn append(&self, log: &mut StreamLog, data: Bytes, partition_key: Arc<str>, hash: u128) {
+    /// Writes a record to the stream at `index`, in the shard `hash` falls in.
+    fn append(
+        &self,
+        streams: &mut Streams,
+        index: u32,
+        data: Bytes,
+        partition_key: SharedStr,
+        hash: u128,
+    ) {
         let written = self.written.fetch_add(1, Ordering::Relaxed);
+        let sequence = streams.sequences.number(written + 1);
+        let log = &mut streams.list[index as usize];
         let shard = shard_of_hash(hash, log.shards.len());
         let stored = log::Stored {
             data,
-            partition_key: partition_key.into(),
-            sequence: sequence_number(written + 1).into(),
+            partition_key,
+            sequence,
             arrived_ms: i64::try_from(epoch_millis()).unwrap_or(i64::MAX),
         };
         log.shards[shard].push(stored);

@@ -6,9 +6,11 @@
 use std::sync::Arc;
 
 use super::ShardEnv;
-use crate::KinesisError;
+use crate::delivery::message::Origin;
+use crate::delivery::seeker::Source;
 use crate::live::subscription::Subscription;
 use crate::telemetry::LeaseEvent;
+use crate::{KinesisError, KinesisSeeker};
 
 impl ShardEnv {
     /// The world of the reader of `shard` of `home`'s stream.
@@ -35,6 +37,11 @@ impl ShardEnv {
                 .as_ref()
                 .and_then(crate::lease::Transactions::commit_tables),
             tx: home.tx.records.clone(),
+            origin: Arc::new(Origin {
+                stream: Arc::clone(&home.stream),
+                shard: Arc::clone(shard),
+                seeker: KinesisSeeker::new(Arc::clone(home) as Arc<dyn Source>),
+            }),
             home: Arc::clone(home),
         }
     }

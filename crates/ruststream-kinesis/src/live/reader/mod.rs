@@ -17,9 +17,9 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tracing::Instrument;
 
 use crate::clock::{Instant, sleep_until};
+use crate::delivery::message::Origin;
 use crate::delivery::outlet::{HANDED_AT_ONCE, Items};
 use crate::delivery::record::{self, Record};
-use crate::delivery::seeker::Source;
 use crate::delivery::settlement::{Hold, Settlement};
 use crate::kinesis::api::{Fetched, FetchedRecord};
 use crate::kinesis::calls::{Events, Kinesis};
@@ -35,7 +35,7 @@ use crate::shard::{
 };
 use crate::telemetry::{ReadRetry, ShardCount, ShardMeters};
 use crate::watermark::Ticket;
-use crate::{KinesisError, KinesisMessage, KinesisSeeker};
+use crate::{KinesisError, KinesisMessage};
 
 mod buffers;
 mod commit;
@@ -73,6 +73,8 @@ pub(crate) struct ShardEnv {
     #[cfg(feature = "dynamodb-lease")]
     commit_tables: Option<crate::lease::CommitTables>,
     tx: mpsc::Sender<Items>,
+    /// What every delivery of the shard carries of where it comes from.
+    origin: Arc<Origin>,
     /// The subscription the shard is read for.
     home: Arc<Subscription>,
 }
@@ -350,6 +352,9 @@ async fn redeliver(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cancell
 }
 
 /// A delivery of `record` from the shard, its `attempt`th.
+// Inlined into the loop that builds a send's deliveries: the record and the delivery are then
+// built where they go rather than copied there (about 310 bytes a delivery).
+#[inline]
 fn deliver(
     env: &ShardEnv,
     handle: &Arc<ShardHandle>,
@@ -367,9 +372,8 @@ fn deliver(
     });
     let message = KinesisMessage::new(
         record,
-        (Arc::clone(&env.stream), Arc::clone(&env.shard)),
+        Arc::clone(&env.origin),
         attempt,
-        KinesisSeeker::new(Arc::clone(&env.home) as Arc<dyn Source>),
         Hold::new(Arc::clone(handle) as Arc<dyn Settlement>, ticket),
     );
     #[cfg(feature = "dynamodb-lease")]
@@ -434,7 +438,9 @@ impl Reader {
         // The step an answer's handling already decided, if any.
         let mut decided = None;
         // The records handed out behind a delivery, taken together.
-        let mut more = Vec::new();
+        // Room for a whole batch at once, as the machine hands one out: grown step by step, the
+        // records would be copied at every step.
+        let mut more = Vec::with_capacity(HANDED_AT_ONCE);
         loop {
             let step = decided
                 .take()
@@ -537,8 +543,8 @@ impl Reader {
         if before.is_empty() && more.is_empty() {
             return Items::one(first);
         }
-        let mut messages = Vec::with_capacity(before.len() + 1 + more.len());
-        messages.extend(before);
+        let mut messages = before.into_list(&self.env.home.tx.spares);
+        messages.reserve(1 + more.len());
         messages.push(first);
         messages.extend(
             more.drain(..)

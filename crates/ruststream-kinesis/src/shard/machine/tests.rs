@@ -1124,7 +1124,7 @@ fn a_full_window_after_a_read_at_the_tip_stalls_once_the_bound_passed() {
 }
 
 #[test]
-fn the_vec_records_came_in_is_handed_back_empty_for_the_next_read() {
+fn a_read_keeps_its_records_in_the_vec_they_came_in_and_hands_back_the_one_emptied_before() {
     let mut machine = taken();
     assert_eq!(machine.spare_records().capacity(), 0, "nothing read yet");
     read(
@@ -1134,11 +1134,22 @@ fn the_vec_records_came_in_is_handed_back_empty_for_the_next_read() {
         Some("it-1"),
         0,
     );
-    let spare = machine.spare_records();
-    assert!(spare.is_empty() && spare.capacity() >= 3, "{spare:?}");
-    assert_eq!(machine.spare_records().capacity(), 0, "handed back once");
-    // The records themselves are queued, not lost with the Vec.
+    assert_eq!(
+        machine.spare_records().capacity(),
+        0,
+        "the records stay in the Vec they came in (not copied out of it), and the batch had \
+         no buffer to hand back"
+    );
     assert_eq!(hand_out(&mut machine, Duration::ZERO).len(), 3);
+    read(&mut machine, S, &["4"], Some("it-2"), 0);
+    let spare = machine.spare_records();
+    assert!(
+        spare.is_empty() && spare.capacity() >= 3,
+        "the first read's Vec, emptied, for the next read to fill: {spare:?}"
+    );
+    assert_eq!(machine.spare_records().capacity(), 0, "handed back once");
+    // The records themselves are queued, not lost with a Vec.
+    assert_eq!(hand_out(&mut machine, S).len(), 1);
 }
 
 #[test]
