@@ -55,8 +55,9 @@ impl SharedStr {
         }
     }
 
-    /// This text in a string of its own when it is a part of a larger one (a copy), else a
-    /// clone: what a holder that keeps it for long keeps, so that it does not keep the rest.
+    /// This text in a string of its own when it is a part of a larger one (a copy: the text
+    /// and its count, two allocations), else a clone: what a holder that keeps it for long
+    /// keeps, so that it does not keep the rest.
     ///
     /// # Examples
     ///
@@ -176,8 +177,9 @@ impl Default for SharedStr {
 }
 
 impl From<String> for SharedStr {
-    /// All of `text`, moved, not copied.
-    fn from(text: String) -> Self {
+    /// All of `text`, moved, not copied (its spare capacity let go).
+    fn from(mut text: String) -> Self {
+        text.shrink_to_fit();
         let end = offset(text.len());
         Self {
             whole: Arc::new(text),

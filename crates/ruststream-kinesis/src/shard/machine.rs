@@ -258,12 +258,21 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     ) -> ReadStep<R, T> {
         let step = self.next_read(now, now_ms);
         if matches!(step, ReadStep::Deliver(..)) {
-            while more.len() + 1 < max {
-                let Some(record) = self.read.next_record() else {
-                    break;
-                };
-                let ticket = self.hand_out(now, &record);
-                more.push((record, ticket));
+            // As `hand_out` each, in one pass: the batch's records go straight into `more`, and
+            // the read side hears of the last one only (what it keeps of the others would be
+            // replaced at once).
+            let before = more.len();
+            let room = max.saturating_sub(before + 1);
+            let watermark = &mut self.watermark;
+            more.extend(self.read.next_records(room).map(|record| {
+                let ticket = watermark.push(record.checkpoint());
+                (record, ticket)
+            }));
+            let handed = more.len() - before;
+            if let Some((last, _)) = more.last().filter(|_| handed > 0) {
+                self.last_handed = Some(now);
+                self.in_flight += handed;
+                self.read.handed(last.sequence().clone());
             }
         }
         step
@@ -413,7 +422,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.read.answered(now, fetch, coin);
     }
 
-    /// The emptied `Vec` the last records read came in, for the next read to fill.
+    /// The batch's emptied buffer from before the last read (the records read stay in the
+    /// `Vec` they came in), for the next read to fill.
     pub(crate) fn spare_records(&mut self) -> Vec<R> {
         self.read.take_spare()
     }

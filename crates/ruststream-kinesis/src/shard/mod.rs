@@ -199,8 +199,8 @@ impl ShardHandle {
     /// The reader's call answered `fetch`; what the reader does next (a step dropped unexecuted
     /// would lose a delivery), decided at the same moment under the same lock as
     /// [`next_reads`](Self::next_reads) decides it, with the records handed out with it in
-    /// `more` (as the simulation decides it); and the emptied `Vec` the records came in, for the
-    /// next read to fill.
+    /// `more` (as the simulation decides it); and the batch's emptied buffer from before (the
+    /// records stay in the `Vec` they came in), for the next read to fill.
     #[must_use = "the step may be a delivery: dropped, its record never reaches a handler"]
     pub(crate) fn read_answered(
         &self,

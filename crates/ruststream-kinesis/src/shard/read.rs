@@ -287,8 +287,9 @@ pub(crate) struct ReadState<T, R> {
     quiet_tip: bool,
     failures: u32,
     batch: VecDeque<R>,
-    /// The emptied `Vec` the last records came in, for the reader's next read to fill (a
-    /// read of a few records then allocates nothing).
+    /// The batch's emptied buffer from before the last read (the records read stay in the
+    /// `Vec` they came in, which became the batch), for the reader's next read to fill (a read
+    /// of a few records then allocates nothing).
     spare: Vec<R>,
     /// Whether the last answer said records follow it (a full batch, or `MillisBehindLatest`
     /// above zero): the shard is behind its newest record.
@@ -515,6 +516,17 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             return None;
         }
         self.batch.pop_front()
+    }
+
+    /// The next records of the batch read, up to `most`, when [`want`](Self::want) would hand
+    /// them out now one after another: none while a call is in flight or reading drains.
+    pub(super) fn next_records(
+        &mut self,
+        most: usize,
+    ) -> std::collections::vec_deque::Drain<'_, R> {
+        let ready = self.in_flight == InFlight::None && self.phase != Phase::Draining;
+        let count = if ready { most.min(self.batch.len()) } else { 0 };
+        self.batch.drain(..count)
     }
 
     /// What reading wants next at `now`, with `room` for one more delivery in the window.
@@ -757,9 +769,11 @@ impl<T, R: Sequenced> ReadState<T, R> {
             });
         }
         if self.batch.is_empty() {
-            // The usual case: the records stay where they were decoded (a `VecDeque` made of a
-            // `Vec` takes its buffer as it is), and the batch's emptied buffer is the spare.
-            // Moved one by one, each record (about 170 bytes) cost a copy more.
+            // Always so when an answer lands (a call goes out only once the batch is drained,
+            // and a seek or a stop clears it): the records stay where they were decoded (a
+            // `VecDeque` made of a `Vec` takes its buffer as it is), and the batch's emptied
+            // buffer is the spare. Moved one by one, each record (144 bytes) cost a copy more.
+            // The extend below keeps a batch that was not empty whole all the same.
             let emptied = std::mem::replace(&mut self.batch, VecDeque::from(records));
             self.spare = Vec::from(emptied);
             return;
@@ -768,7 +782,8 @@ impl<T, R: Sequenced> ReadState<T, R> {
         self.spare = records;
     }
 
-    /// The emptied `Vec` the last records came in (an empty one when none did since).
+    /// The batch's emptied buffer from before the last read (an unallocated one when there was
+    /// none, or when it was taken since).
     pub(super) fn take_spare(&mut self) -> Vec<R> {
         std::mem::take(&mut self.spare)
     }
