@@ -24,10 +24,9 @@ const MIN_SENDS_WAITING: usize = 16;
 
 /// Emptied lists of sends kept for the readers' next sends (each with room for
 /// [`HANDED_AT_ONCE`] deliveries, about 15 KiB: up to about 240 KiB a subscription kept while
-/// it idles): as many as the channel holds sends at the
-/// least, so a channel that filled and drained allocates nothing when it fills again (fewer
-/// were let go and allocated again at every such turn); past that, a large batch size's
-/// channel lets the rest go.
+/// it idles): as many as the channel holds sends at the least, so a channel that filled and
+/// drained allocates nothing when it fills again (fewer were let go and allocated again at
+/// every such turn); past that, a large batch size's channel lets the rest go.
 const SPARES_KEPT: usize = MIN_SENDS_WAITING;
 
 /// What one send carries, in order: the records a reader handed out at once, or one record,

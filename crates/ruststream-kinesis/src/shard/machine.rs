@@ -268,11 +268,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
                 let ticket = watermark.push(record.checkpoint());
                 (record, ticket)
             }));
-            let handed = more.len() - before;
-            if let Some((last, _)) = more.last().filter(|_| handed > 0) {
-                self.last_handed = Some(now);
-                self.in_flight += handed;
-                self.read.handed(last.sequence().clone());
+            let count = more.len() - before;
+            if let Some((last, _)) = more.last().filter(|_| count > 0) {
+                self.handed(now, count, last);
             }
         }
         step
@@ -280,12 +278,17 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// Tracks `record`, handed out at `now`, under the ticket its delivery settles with.
     fn hand_out(&mut self, now: T, record: &R) -> Ticket {
-        let sequence = record.sequence().clone();
-        self.last_handed = Some(now);
-        self.in_flight += 1;
         let ticket = self.watermark.push(record.checkpoint());
-        self.read.handed(sequence);
+        self.handed(now, 1, record);
         ticket
+    }
+
+    /// `count` records were handed out at `now`, `last` the last of them (their tickets taken):
+    /// they are in flight, and the read side keeps the last one's sequence number.
+    fn handed(&mut self, now: T, count: usize, last: &R) {
+        self.last_handed = Some(now);
+        self.in_flight += count;
+        self.read.handed(last.sequence().clone());
     }
 
     /// Records were written to the shard: a reader that waits at the tip for news

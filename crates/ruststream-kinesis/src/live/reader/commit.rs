@@ -65,8 +65,8 @@ pub(super) async fn send(
                     .map(str::to_owned)
             });
             let why = handle.commit_refused(unit, |sequence| crate::CommitRefused {
-                stream: env.stream.to_string(),
-                shard: env.shard.to_string(),
+                stream: env.origin.stream.to_string(),
+                shard: env.origin.shard.to_string(),
                 sequence: sequence.map(|s| s.to_string()).unwrap_or_default(),
                 action: refusal.action,
                 table,

@@ -16,8 +16,6 @@ impl ShardEnv {
     /// The world of the reader of `shard` of `home`'s stream.
     pub(crate) fn of(home: &Arc<Subscription>, shard: &Arc<str>) -> Self {
         Self {
-            stream: Arc::clone(&home.stream),
-            shard: Arc::clone(shard),
             owner: Arc::clone(&home.owner),
             store: Arc::clone(&home.store),
             kinesis: home.kinesis.clone(),
@@ -60,6 +58,7 @@ impl ShardEnv {
 
     /// Reports a failed lease write.
     pub(super) fn lease_failed(&self, source: crate::LeaseError) {
-        self.home.report(self.home.lease_error(&self.shard, source));
+        self.home
+            .report(self.home.lease_error(&self.origin.shard, source));
     }
 }

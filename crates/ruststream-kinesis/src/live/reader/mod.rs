@@ -47,8 +47,6 @@ use buffers::Buffers;
 /// One shard reader's world (made in `env.rs`).
 #[derive(Debug)]
 pub(crate) struct ShardEnv {
-    stream: Arc<str>,
-    shard: Arc<str>,
     owner: Arc<str>,
     store: Arc<dyn LeaseStore>,
     kinesis: Kinesis,
@@ -73,7 +71,8 @@ pub(crate) struct ShardEnv {
     #[cfg(feature = "dynamodb-lease")]
     commit_tables: Option<crate::lease::CommitTables>,
     tx: mpsc::Sender<Items>,
-    /// What every delivery of the shard carries of where it comes from.
+    /// Its stream and shard, and the subscription's seeker: what every delivery of the shard
+    /// carries of where it comes from.
     origin: Arc<Origin>,
     /// The subscription the shard is read for.
     home: Arc<Subscription>,
@@ -129,7 +128,7 @@ impl Drop for Ended {
         self.env.meters.reader_ended();
         self.env
             .home
-            .reader_ended(&self.env.shard, self.finished.unwrap_or(false));
+            .reader_ended(&self.env.origin.shard, self.finished.unwrap_or(false));
     }
 }
 
@@ -353,7 +352,7 @@ async fn redeliver(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cancell
 
 /// A delivery of `record` from the shard, its `attempt`th.
 // Inlined into the loop that builds a send's deliveries: the record and the delivery are then
-// built where they go rather than copied there (about 310 bytes a delivery).
+// built where they go rather than copied there (232 bytes a delivery).
 #[inline]
 fn deliver(
     env: &ShardEnv,
@@ -365,7 +364,7 @@ fn deliver(
     #[cfg(feature = "dynamodb-lease")]
     let writes = env.exactly_once.then(|| {
         crate::StagedWrites::exactly_once(
-            (&env.shard, &record.sequence),
+            (&env.origin.shard, &record.sequence),
             handle.take_refusal(ticket),
         )
         .with_commit_tables(env.commit_tables.clone())
@@ -382,7 +381,7 @@ fn deliver(
         let writes = match env.home.journal.clone() {
             Some(journal) => writes.logged(crate::lease::HandlingSeed {
                 journal,
-                stream: Arc::clone(&env.stream),
+                stream: Arc::clone(&env.origin.stream),
                 records: vec![message.handled_record()],
                 attempt,
             }),
@@ -693,7 +692,7 @@ impl Reader {
             Call::GetIterator(start) => {
                 match env
                     .kinesis
-                    .shard_iterator(&env.stream, &env.shard, &start)
+                    .shard_iterator(&env.origin.stream, &env.origin.shard, &start)
                     .await
                 {
                     Ok(iterator) => Fetch::Iterator(iterator),
@@ -715,8 +714,8 @@ impl Reader {
         let fetched = env
             .kinesis
             .get_records(
-                &env.stream,
-                &env.shard,
+                &env.origin.stream,
+                &env.origin.shard,
                 iterator,
                 env.batch_size,
                 buffers.take_fetched(),
@@ -800,7 +799,7 @@ impl Reader {
             .expect("a fan-out reader's subscription has a consumer");
         match env
             .kinesis
-            .subscribe(&env.stream, consumer, &env.shard, start)
+            .subscribe(&env.origin.stream, consumer, &env.origin.shard, start)
             .await
         {
             Ok(opened) => {
@@ -842,7 +841,7 @@ impl Reader {
         let start = ShardStart::At(crate::KinesisPosition::TrimHorizon);
         match env
             .kinesis
-            .shard_iterator(&env.stream, &env.shard, &start)
+            .shard_iterator(&env.origin.stream, &env.origin.shard, &start)
             .await
         {
             Err(KinesisError::ShardNotFound { .. }) => Fetch::Gone,
@@ -853,13 +852,13 @@ impl Reader {
                     .map_or("?", |consumer| consumer.name.as_ref());
                 env.meters.read_retry(ReadRetry::Failed);
                 env.report(KinesisError::Api {
-                    stream: env.stream.to_string(),
+                    stream: env.origin.stream.to_string(),
                     operation: "SubscribeToShard",
                     message: format!(
                         "shard {}, consumer {consumer}: the service does not know the consumer \
                          (deregistered since the subscription started?); the shard is tried \
                          again after a backoff, and a restart registers the consumer again",
-                        env.shard
+                        env.origin.shard
                     ),
                 });
                 Fetch::Failed
@@ -878,7 +877,7 @@ impl Reader {
         let (Some(open), Some(consumer)) = (events.as_mut(), env.fan_out.as_ref()) else {
             return Fetch::SubscriptionEnded;
         };
-        let event = open.next(&env.stream, consumer, &env.shard);
+        let event = open.next(&env.origin.stream, consumer, &env.origin.shard);
         let next = match env.event_silence {
             Some(limit) => tokio::time::timeout(limit, event).await,
             None => Ok(event.await),
@@ -937,7 +936,7 @@ impl Reader {
             }
             Stop::Ended | Stop::Cancelled | Stop::Lost | Stop::HandedOver => {}
         }
-        self.env.home.reader_stopped(&self.env.shard, stop);
+        self.env.home.reader_stopped(&self.env.origin.shard, stop);
         self.cancel.cancel();
         // Lost, or ran out by our clock: no checkpoint, no release.
         let Some(how) = stop.close() else {
