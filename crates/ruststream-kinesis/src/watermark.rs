@@ -12,6 +12,19 @@ pub(crate) struct Ticket {
     index: u64,
 }
 
+impl Ticket {
+    /// The ticket of the delivery pushed right after this one's, with no seek between: the
+    /// records a shard hands out at once take consecutive tickets, so they travel as a list of
+    /// records and the first one's ticket rather than a ticket beside each.
+    #[must_use]
+    pub(crate) fn following(self) -> Self {
+        Self {
+            generation: self.generation,
+            index: self.index + 1,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Pending<S> {
     /// What a checkpoint through this delivery records.

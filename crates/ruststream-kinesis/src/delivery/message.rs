@@ -121,7 +121,7 @@ impl KinesisMessage {
     /// `None` for a plain record.
     #[must_use]
     pub fn sub_sequence_number(&self) -> Option<u64> {
-        self.record.sub_sequence
+        self.record.sub_sequence()
     }
 
     /// The record's partition key as a string: a user record's own, inside a KPL aggregate.
@@ -143,14 +143,14 @@ impl KinesisMessage {
         crate::HandledRecord {
             shard: self.origin.shard.to_string(),
             sequence: self.record.sequence.to_string(),
-            sub_sequence: self.record.sub_sequence,
+            sub_sequence: self.record.sub_sequence(),
         }
     }
 
     /// When Kinesis received the record, in milliseconds since the Unix epoch.
     #[must_use]
     pub fn arrived_ms(&self) -> Option<i64> {
-        self.record.arrived_ms
+        self.record.arrived_ms()
     }
 
     /// Settles the delivery: acknowledged, or dropped (`dropped`: `nack(false)`).
@@ -298,7 +298,7 @@ impl KinesisMessage {
     /// The record in a log line: its sequence number, and its index for a user record of a KPL
     /// aggregate.
     fn record_name(&self) -> String {
-        match self.record.sub_sequence {
+        match self.record.sub_sequence() {
             Some(sub) => format!(
                 "sequence number {}, user record {sub} of its KPL aggregate",
                 self.record.sequence
@@ -375,7 +375,7 @@ impl Positioned for KinesisMessage {
 
     fn position(&self) -> KinesisPosition {
         let (shard, sequence) = (Arc::clone(&self.origin.shard), self.record.sequence.clone());
-        match self.record.sub_sequence {
+        match self.record.sub_sequence() {
             Some(sub_sequence) => KinesisPosition::AtSubSequence {
                 shard,
                 sequence,

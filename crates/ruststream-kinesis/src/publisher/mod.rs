@@ -1059,10 +1059,11 @@ mod tests {
             .into_iter()
             .flat_map(crate::delivery::record::decoded)
             .map(|r| {
+                let sub_sequence = r.sub_sequence();
                 (
                     r.payload,
                     r.headers.get("kind").map(<[u8]>::to_vec),
-                    r.sub_sequence,
+                    sub_sequence,
                 )
             })
             .collect();

@@ -49,7 +49,7 @@ impl Harness {
     pub(crate) fn delivering_read(&self, record: &crate::delivery::record::Record) {
         #[cfg(feature = "testing")]
         if let Some(tap) = &self.tap {
-            tap.delivering(if record.sub_sequence.is_none_or(|sub| sub == 0) {
+            tap.delivering(if record.sub_sequence().is_none_or(|sub| sub == 0) {
                 Delivering::FirstOfRecord
             } else {
                 Delivering::RestOfRecord

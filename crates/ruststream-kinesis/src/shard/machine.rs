@@ -90,7 +90,8 @@ pub(crate) enum Refusal {
 pub(crate) struct Settled {
     /// Where the settled prefix grew to, if it grew.
     pub(crate) grown_to: Option<SharedStr>,
-    /// The prefix became a new pending checkpoint: the lease's driver has a write.
+    /// The prefix became the pending checkpoint where none was (or, exactly once, the prefix
+    /// waiting for its commit grew): the lease's driver has a write it was not told of.
     pub(crate) checkpoint: bool,
     /// The reader waits for what this settlement gave (room in the window, a drained shard).
     pub(crate) wake_reader: bool,
@@ -245,32 +246,34 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     }
 
     /// What the reader does next at `now`, as [`next_read`](Self::next_read); when that is a
-    /// delivery, the records read behind it follow into `more`, up to `max` in all, handed out
-    /// at the same moment: what as many more `next_read`s at `now` would hand out (nothing
-    /// else changed meanwhile, so the same checks pass, the lease's by the same clocks), one
-    /// lock and one reading of the clocks for a batch rather than a record each. It stops
-    /// before any other step, which the next call decides.
+    /// delivery, the records read behind it follow into `more` (emptied by the caller since
+    /// the last step), up to `max` in all, handed out at the same moment: what as many more
+    /// `next_read`s at `now` would hand out (nothing else changed meanwhile, so the same checks
+    /// pass, the lease's by the same clocks), one lock and one reading of the clocks for a
+    /// batch rather than a record each. Each settles under the ticket following the one before
+    /// it ([`Ticket::following`]), the first after the step's. It stops before any other step,
+    /// which the next call decides.
     pub(crate) fn next_reads(
         &mut self,
         now: T,
         now_ms: impl FnOnce() -> u64,
-        (max, more): (usize, &mut Vec<(R, Ticket)>),
+        (max, more): (usize, &mut Vec<R>),
     ) -> ReadStep<R, T> {
+        debug_assert!(more.is_empty(), "the last step's records were taken");
+        more.clear();
         let step = self.next_read(now, now_ms);
         if matches!(step, ReadStep::Deliver(..)) {
             // As `hand_out` each, in one pass: the batch's records go straight into `more`, and
             // the read side hears of the last one only (what it keeps of the others would be
-            // replaced at once).
-            let before = more.len();
-            let room = max.saturating_sub(before + 1);
+            // replaced at once). Their tickets follow the step's, one after another
+            // ([`Ticket::following`]): nothing else takes a ticket meanwhile.
+            let room = max.saturating_sub(1);
             let watermark = &mut self.watermark;
-            more.extend(self.read.next_records(room).map(|record| {
-                let ticket = watermark.push(record.checkpoint());
-                (record, ticket)
+            more.extend(self.read.next_records(room).inspect(|record| {
+                watermark.push(record.checkpoint());
             }));
-            let count = more.len() - before;
-            if let Some((last, _)) = more.last().filter(|_| count > 0) {
-                self.handed(now, count, last);
+            if let Some(last) = more.last() {
+                self.handed(now, more.len(), last);
             }
         }
         step
@@ -540,9 +543,15 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         }
         self.leave_flight(broker_closed)?;
         let grown_to = self.watermark.settle(ticket);
+        // The driver is told of a pending checkpoint where none was: one already pending was
+        // told of (or the driver was sending when it came, and looks again after the answer),
+        // and the driver's timer counts the cadence for it; a newer one replaces it in place.
+        // Told at every settle, the lease's driver woke for every record.
+        let told = self.lease.has_pending();
         let checkpoint = grown_to
             .as_ref()
-            .is_some_and(|checkpoint| self.lease.checkpoint_ready(checkpoint.clone()));
+            .is_some_and(|checkpoint| self.lease.checkpoint_ready(checkpoint.clone()))
+            && !told;
         Ok(Settled {
             grown_to,
             checkpoint,

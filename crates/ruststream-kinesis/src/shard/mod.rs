@@ -184,7 +184,7 @@ impl ShardHandle {
     /// ([`ShardMachine::next_reads`]: one lock and one reading of the clocks for them all).
     pub(crate) fn next_reads(
         &self,
-        (max, more): (usize, &mut Vec<(Record, Ticket)>),
+        (max, more): (usize, &mut Vec<Record>),
     ) -> ReadStep<Record, Instant> {
         let step = {
             let mut machine = self.lock();
@@ -205,7 +205,7 @@ impl ShardHandle {
     pub(crate) fn read_answered(
         &self,
         fetch: Fetch<Record>,
-        (max, more): (usize, &mut Vec<(Record, Ticket)>),
+        (max, more): (usize, &mut Vec<Record>),
     ) -> (ReadStep<Record, Instant>, Vec<Record>) {
         let coin = rand::random::<u64>();
         let now = Instant::now();
@@ -222,10 +222,10 @@ impl ShardHandle {
     }
 
     /// Tells the harness of the records `step` and `more` hand out.
-    fn delivering(&self, step: &ReadStep<Record, Instant>, more: &[(Record, Ticket)]) {
+    fn delivering(&self, step: &ReadStep<Record, Instant>, more: &[Record]) {
         if let ReadStep::Deliver(record, _) = step {
             self.harness.delivering_read(record);
-            for (record, _) in more {
+            for record in more {
                 self.harness.delivering_read(record);
             }
         }
@@ -687,8 +687,10 @@ mod tests {
         );
         let mut tickets = Vec::new();
         while let ReadStep::Deliver(_, ticket) = step {
-            tickets.push(ticket);
-            tickets.extend(more.drain(..).map(|(_, ticket)| ticket));
+            tickets.extend(
+                std::iter::successors(Some(ticket), |t| Some(t.following())).take(1 + more.len()),
+            );
+            more.clear();
             step = handle.next_reads((2, &mut more));
         }
         (handle, tickets)

@@ -80,7 +80,7 @@ impl Sequenced for crate::delivery::record::Record {
     }
 
     fn sub_sequence(&self) -> Option<u64> {
-        self.sub_sequence
+        crate::delivery::record::Record::sub_sequence(self)
     }
 
     fn ends_record(&self) -> bool {

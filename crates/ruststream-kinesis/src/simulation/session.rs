@@ -558,7 +558,8 @@ impl Sim {
                 }
                 ReadStep::Deliver(record, ticket) => {
                     let shard = s.shard;
-                    for (record, ticket) in std::iter::once((record, ticket)).chain(more) {
+                    let tickets = std::iter::successors(Some(ticket), |t| Some(t.following()));
+                    for (record, ticket) in std::iter::once(record).chain(more).zip(tickets) {
                         let msg = Msg {
                             sid,
                             shard,

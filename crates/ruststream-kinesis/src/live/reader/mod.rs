@@ -406,8 +406,9 @@ fn news_source<'a>(handle: &'a ShardHandle, silent: &'a Notify) -> &'a Notify {
 /// A step of the reader, as the shard's machine decides it.
 type Step = ReadStep<Record, Instant>;
 
-/// The records handed out behind a delivery, taken together with it.
-type HandedOut = Vec<(Record, Ticket)>;
+/// The records handed out behind a delivery, taken together with it, under the tickets
+/// following its own ([`Ticket::following`]).
+type HandedOut = Vec<Record>;
 
 /// How a call of the reader ended.
 enum Answered {
@@ -545,10 +546,11 @@ impl Reader {
         let mut messages = before.into_list(&self.env.home.tx.spares);
         messages.reserve(1 + more.len());
         messages.push(first);
-        messages.extend(
-            more.drain(..)
-                .map(|(record, ticket)| deliver(&self.env, &self.handle, record, ticket, 1)),
-        );
+        let mut ticket = ticket;
+        messages.extend(more.drain(..).map(|record| {
+            ticket = ticket.following();
+            deliver(&self.env, &self.handle, record, ticket, 1)
+        }));
         Items::of(messages)
     }
 

@@ -727,6 +727,12 @@ impl<T: Moment> ShardLease<T> {
         self.in_flight.as_ref().map(|flight| &flight.write)
     }
 
+    /// Whether a checkpoint waits to be sent: the driver, told of it when it came, has a timer
+    /// for it ([`next_timer`](Self::next_timer) counts the cadence while one waits).
+    pub(crate) fn has_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// The checkpoint waiting to be sent, if any.
     #[cfg(test)]
     pub(crate) fn pending(&self) -> Option<&SharedStr> {

@@ -239,8 +239,8 @@ fn records_handed_out_together_are_those_handed_out_one_by_one_and_the_step_afte
         match together.next_reads(Duration::ZERO, || ms(Duration::ZERO), (3, &mut more)) {
             ReadStep::Deliver(record, ticket) => {
                 sizes.push(1 + more.len());
-                handed.push((record, ticket));
-                handed.append(&mut more);
+                let tickets = std::iter::successors(Some(ticket), |t| Some(t.following()));
+                handed.extend(std::iter::once(record).chain(more.drain(..)).zip(tickets));
             }
             other => break other,
         }
@@ -633,11 +633,8 @@ fn a_settlement_that_grows_the_prefix_is_the_next_write() {
     );
 }
 
-/// The checkpoint lag counts deliveries settled in order that no checkpoint written covers yet:
-/// it grows with in-order settlements, ignores out-of-order ones, and falls to what settled
-/// since once a checkpoint write lands (a failed one changes nothing).
-#[test]
-fn the_checkpoint_lag_is_what_settled_in_order_and_is_not_yet_written() {
+/// A machine that read records 1 to 4 and handed them out, and their tickets.
+fn four_handed_out() -> (ShardMachine<Duration, Rec>, Vec<Ticket>) {
     let mut machine = taken();
     read(
         &mut machine,
@@ -647,6 +644,60 @@ fn the_checkpoint_lag_is_what_settled_in_order_and_is_not_yet_written() {
         0,
     );
     let tickets = hand_out(&mut machine, Duration::ZERO);
+    (machine, tickets)
+}
+
+/// The lease's driver is woken for a checkpoint when one comes where none was pending: a newer
+/// one replaces the pending one in place, written at the cadence the driver's timer already
+/// counts (woken at every settle, the driver woke for every record).
+#[test]
+fn the_lease_driver_is_told_of_the_first_pending_checkpoint_and_not_of_those_replacing_it() {
+    let (mut machine, tickets) = four_handed_out();
+    // The first checkpoint goes out at once; the cadence counts from it.
+    assert!(machine.settle(tickets[0], false).unwrap().checkpoint);
+    let Next::Send(Write::Checkpoint { checkpoint, .. }) = machine.next_write(S, ms(S)) else {
+        panic!("the first checkpoint is due");
+    };
+    assert_eq!(&*checkpoint, "1");
+    machine.write_answered(S, Answer::Done);
+    let Next::Wait(Some(renewal)) = machine.next_write(S, ms(S)) else {
+        panic!("nothing pending: the driver waits for the renewal");
+    };
+    let settled = machine.settle(tickets[1], false).unwrap();
+    assert_eq!(settled.grown_to.as_deref(), Some("2"));
+    assert!(settled.checkpoint, "none was pending: the driver is told");
+    let Next::Wait(Some(due)) = machine.next_write(S, ms(S)) else {
+        panic!("within the cadence, the driver waits");
+    };
+    assert!(due < renewal, "its timer is the checkpoint's cadence now");
+    let settled = machine.settle(tickets[2], false).unwrap();
+    assert_eq!(settled.grown_to.as_deref(), Some("3"));
+    assert!(
+        !settled.checkpoint,
+        "one was pending: its timer serves the newer"
+    );
+    assert_eq!(
+        machine.next_write(S, ms(S)),
+        Next::Wait(Some(due)),
+        "the same timer"
+    );
+    let Next::Send(Write::Checkpoint { checkpoint, .. }) = machine.next_write(due, ms(due)) else {
+        panic!("the checkpoint is due at the timer");
+    };
+    assert_eq!(&*checkpoint, "3", "the newest pending one goes");
+    machine.write_answered(due, Answer::Done);
+    assert!(
+        machine.settle(tickets[3], false).unwrap().checkpoint,
+        "written: the next one is told again"
+    );
+}
+
+/// The checkpoint lag counts deliveries settled in order that no checkpoint written covers yet:
+/// it grows with in-order settlements, ignores out-of-order ones, and falls to what settled
+/// since once a checkpoint write lands (a failed one changes nothing).
+#[test]
+fn the_checkpoint_lag_is_what_settled_in_order_and_is_not_yet_written() {
+    let (mut machine, tickets) = four_handed_out();
     machine.settle(tickets[0], false).unwrap();
     machine.settle(tickets[2], false).unwrap();
     assert_eq!(
