@@ -106,6 +106,7 @@ impl<S: Weighed> Watermark<S> {
     }
 
     /// Where `ticket`'s delivery sits in `pending`, if it is of this generation and still there.
+    #[inline]
     fn offset(&self, ticket: Ticket) -> Option<usize> {
         if ticket.generation != self.generation || ticket.index < self.base {
             return None;
@@ -115,6 +116,7 @@ impl<S: Weighed> Watermark<S> {
     }
 
     /// Settles `ticket`; returns the new checkpoint when the settled prefix grew.
+    #[inline]
     pub(crate) fn settle(&mut self, ticket: Ticket) -> Option<SharedStr> {
         let offset = self.offset(ticket)?;
         self.pending[offset].settled = true;
@@ -253,6 +255,7 @@ impl<S: Weighed> Watermark<S> {
     }
 
     /// The current generation.
+    #[inline]
     pub(crate) fn generation(&self) -> u64 {
         self.generation
     }

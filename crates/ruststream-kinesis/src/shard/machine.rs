@@ -259,8 +259,8 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         now_ms: impl FnOnce() -> u64,
         (max, more): (usize, &mut Vec<R>),
     ) -> ReadStep<R, T> {
-        debug_assert!(more.is_empty(), "the last step's records were taken");
-        more.clear();
+        // Left there, they would stay in flight undelivered, and the checkpoint behind them.
+        assert!(more.is_empty(), "the last step's records were taken");
         let step = self.next_read(now, now_ms);
         if matches!(step, ReadStep::Deliver(..)) {
             // As `hand_out` each, in one pass: the batch's records go straight into `more`, and
@@ -521,6 +521,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     }
 
     /// What a delivery leaving flight gives the reader.
+    #[inline]
     fn wakes_reader(&self) -> bool {
         match self.awaiting {
             Awaiting::Nothing => false,
@@ -532,6 +533,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// Settles one delivery (`broker_closed`: the broker shut down meanwhile); a grown prefix
     /// becomes the pending checkpoint. Refused once no checkpoint of the shard will be written
     /// any more: the shard's next owner delivers the record again.
+    #[inline]
     pub(crate) fn settle(
         &mut self,
         ticket: Ticket,
@@ -544,9 +546,10 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         self.leave_flight(broker_closed)?;
         let grown_to = self.watermark.settle(ticket);
         // The driver is told of a pending checkpoint where none was: one already pending was
-        // told of (or the driver was sending when it came, and looks again after the answer),
-        // and the driver's timer counts the cadence for it; a newer one replaces it in place.
-        // Told at every settle, the lease's driver woke for every record.
+        // told of (by the settle or the seek that made it pending; or the driver was sending
+        // when it came, and looks again after the answer), and the driver's timer counts the
+        // cadence for it; a newer one replaces it in place. Told at every settle, the lease's
+        // driver woke for every record.
         let told = self.lease.has_pending();
         let checkpoint = grown_to
             .as_ref()
@@ -561,6 +564,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// A settled delivery leaves flight; refused when the broker shut down meanwhile
     /// (`broker_closed`) or no checkpoint of the shard will be written any more.
+    #[inline]
     fn leave_flight(&mut self, broker_closed: bool) -> Result<(), Refusal> {
         self.in_flight = self.in_flight.saturating_sub(1);
         if broker_closed {
@@ -688,6 +692,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// How a delivery of `ticket` stands where its handler starts at `now`: a lapsed lease
     /// stops the shard then and there (another instance may hold it by now).
+    #[inline]
     pub(crate) fn standing(&mut self, ticket: Ticket, now: T, now_ms: u64) -> Standing {
         // A halted shard stands stopped (`queued_standing`), whatever its clocks say.
         if !self.lease.is_halted() && !self.lease.may_deliver(now, now_ms) {
@@ -702,6 +707,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// handler starts ([`standing`](Self::standing)), which withholds it all the same: reading
     /// them here too cost two clock reads a record to catch, a moment earlier, a lease that
     /// ran out while the record waited in the channel.
+    #[inline]
     pub(crate) fn queued_standing(&self, ticket: Ticket) -> Standing {
         if self.lease.is_halted() {
             Standing::Stopped

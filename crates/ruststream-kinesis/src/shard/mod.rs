@@ -171,10 +171,12 @@ impl ShardHandle {
         &self.harness
     }
 
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, ShardMachine<Instant, Record>> {
         self.machine.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    #[inline]
     fn closed(&self) -> bool {
         self.broker_closed.load(Ordering::Acquire)
     }
@@ -257,6 +259,7 @@ impl ShardHandle {
     /// Settles one delivery; a grown prefix becomes the pending checkpoint. A settlement that can
     /// no longer be checkpointed (the lease is lost, the shard was handed back) is refused: the
     /// shard's next owner delivers the record again.
+    #[inline]
     pub(crate) fn settle(&self, ticket: Ticket) -> Result<(), KinesisError> {
         // The machine's `settle` (which settles as its `settle_staged` does while the lease
         // commits), not `settle_staged` with nothing staged: an empty `Staged` passed by value
@@ -269,6 +272,7 @@ impl ShardHandle {
     /// Says what a settle came to: the harness is told (`harness`: here, else where the writes
     /// it kept are let go), whoever must act is woken, and a refusal becomes the error that
     /// names why.
+    #[inline]
     fn settle_answered(
         &self,
         settled: Result<Settled, Refusal>,
@@ -387,6 +391,9 @@ impl ShardHandle {
         if applied {
             self.read_wake.notify_one();
             self.handed_back.notify_one();
+            // The seek's position is the pending checkpoint now: the lease writer is told, as a
+            // settle tells it of the first one pending (it is not told again of those after).
+            self.wake.notify_one();
             self.poke_joints();
         }
         applied
@@ -524,6 +531,7 @@ impl ShardHandle {
 
 /// A live delivery settles against the shard that read it, by its place in the watermark.
 impl Settlement for ShardHandle {
+    #[inline]
     fn on_settle(&self, ticket: Ticket) -> Result<(), AckError> {
         self.settle(ticket)
             .map_err(|err| AckError::Broker(Box::new(err)))
@@ -616,6 +624,7 @@ impl Settlement for ShardHandle {
             .map_err(|err| AckError::Broker(Box::new(err)))
     }
 
+    #[inline]
     fn standing(&self, ticket: Ticket) -> Standing {
         let standing = self.lock().standing(ticket, Instant::now(), epoch_millis());
         if standing.stops_shard() {
@@ -626,6 +635,7 @@ impl Settlement for ShardHandle {
         standing
     }
 
+    #[inline]
     fn queued_standing(&self, ticket: Ticket) -> Standing {
         self.lock().queued_standing(ticket)
     }
@@ -694,6 +704,31 @@ mod tests {
             step = handle.next_reads((2, &mut more));
         }
         (handle, tickets)
+    }
+
+    #[test]
+    fn the_lease_writer_is_told_of_a_checkpoint_pending_where_none_was_by_a_settle_or_a_seek() {
+        use futures::FutureExt;
+        let closed = Arc::new(AtomicBool::new(false));
+        let (handle, tickets) = taken(&closed, &["1", "2"]);
+        let told = || handle.writer_wake().now_or_never().is_some();
+        assert!(!told(), "nothing woke the writer yet");
+        handle.settle(tickets[0]).unwrap();
+        assert!(told(), "the first pending checkpoint: the writer is told");
+        handle.settle(tickets[1]).unwrap();
+        assert!(
+            !told(),
+            "a checkpoint was pending: the writer, told of it, has its timer"
+        );
+        assert!(handle.seek(
+            ShardIterator::service("at-7"),
+            ShardStart::At(crate::KinesisPosition::TrimHorizon),
+            SharedStr::from("7"),
+        ));
+        assert!(
+            told(),
+            "the seek's checkpoint replaces it: the writer is told"
+        );
     }
 
     #[test]

@@ -81,6 +81,11 @@ impl Sim {
                     s.deadline = s.deadline.max(grant.valid_until);
                 }
             }
+            // `ShardHandle::follow_beat`: each lease's driver sets its timer again.
+            let sids: Vec<u64> = self.insts[i].sessions.keys().copied().collect();
+            for sid in sids {
+                self.lease_wake(i, sid);
+            }
         }
         match news {
             Some(BeatNews::Restarted) => {

@@ -133,6 +133,10 @@ pub(super) struct Config {
     /// the dead run), so a run that stops for another one is a false alarm, and fails the
     /// schedule.
     pub(super) twin_check: bool,
+    /// Whether a seek tells the lease's driver of its checkpoint (`ShardHandle::seek`, since
+    /// settles tell it of the first pending checkpoint only). Not drawn; off in the schedules
+    /// pinned before it (their replays would take other turns).
+    pub(super) seek_wakes_writer: bool,
     /// How much longer than a request lives a row must have been one no reader needs before a
     /// round deletes it (`hygiene`): short, so that deletions happen within a schedule.
     pub(super) gone_grace: Duration,
@@ -338,6 +342,7 @@ impl Config {
             aggregates: 0.0,
             p_empty: 0.0,
             twin_check: false,
+            seek_wakes_writer: true,
             exactly_once: false,
             stage_every: usize::MAX,
             p_user_refuse: 0.0,

@@ -758,6 +758,10 @@ impl Sim {
         if !restarts {
             return;
         }
+        // The seek's position is the pending checkpoint: the lease's driver is told of it.
+        if self.cfg.seek_wakes_writer {
+            self.lease_wake(i, sid);
+        }
         // Exactly once: the records after the target are asked for again, effects included;
         // those before it are let go, the seeking handling's own included (its settle comes
         // after the seek: what it staged is dropped with the old position).

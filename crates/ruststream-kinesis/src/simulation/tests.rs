@@ -19,8 +19,9 @@ fn one_record_handlers(cfg: &mut Config, _: &mut StdRng) {
     cfg.full_read_listings = 0;
 }
 
-/// The schedule as drawn before enhanced fan-out and KPL aggregates existed: the seeds pinned
-/// on a bug of polling plain records replay what they were found with.
+/// The schedule as drawn before enhanced fan-out and KPL aggregates existed (and before a seek
+/// told the lease's driver of its checkpoint): the seeds pinned on a bug of polling plain
+/// records replay what they were found with.
 fn as_found(cfg: &mut Config, _: &mut StdRng) {
     cfg.timings = cfg.timings.renewed_per_row();
     cfg.read_lag = Duration::ZERO;
@@ -30,6 +31,7 @@ fn as_found(cfg: &mut Config, _: &mut StdRng) {
     cfg.p_empty = 0.0;
     cfg.twin_check = false;
     cfg.exactly_once = false;
+    cfg.seek_wakes_writer = false;
 }
 
 /// Runs one schedule; on failure runs it again with a trace and returns the report.
@@ -749,12 +751,14 @@ fn a_shard_reached_after_everything_was_acked_gets_its_own_time_to_checkpoint() 
 #[test]
 fn an_own_take_landing_late_behind_a_later_one_takes_nothing_from_its_session() {
     // As drawn when it was found, before empty answers were modelled, before balancing
-    // instances waited for their peers' beats and before takes were paced.
+    // instances waited for their peers' beats, before takes were paced and before a seek told
+    // the lease's driver of its checkpoint.
     let stats = replays_clean(1_796_258_382_717_998_942, &|cfg, _| {
         cfg.p_empty = 0.0;
         cfg.wait_for_peers = false;
         cfg.take_budget = None;
         cfg.table_write_rate = None;
+        cfg.seek_wakes_writer = false;
     });
     assert!(
         stats.phantom_takes >= 1,

@@ -181,9 +181,9 @@ async fn together(
 /// lease ended: lost (the shard's other tasks are cancelled) or closed with its last writes.
 async fn write_lease(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
     let key = handle.key();
-    // Kept from one wait to the next while the machine's timer stays where it was (a
-    // settlement wakes the writer for every record, and a new timer each time cost more than
-    // the turn).
+    // Kept from one wait to the next while the machine's timer stays where it was (wakes come
+    // often: a settlement that makes a checkpoint pending, a beat, and a new timer each time
+    // cost more than the turn).
     let mut woken = pin!(handle.writer_wake());
     let mut timer: Option<(Instant, Pin<Box<Sleep>>)> = None;
     loop {

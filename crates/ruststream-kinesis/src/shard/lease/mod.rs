@@ -591,6 +591,7 @@ impl<T: Moment> ShardLease<T> {
     /// A settled prefix grew to `checkpoint`: it is the one to write next. Answers `false` when
     /// no checkpoint of this shard will be written any more (the settlement is then refused:
     /// the shard's next owner delivers the record again).
+    #[inline]
     pub(crate) fn checkpoint_ready(&mut self, checkpoint: SharedStr) -> bool {
         if self.sealed {
             return false;
@@ -613,6 +614,7 @@ impl<T: Moment> ShardLease<T> {
     }
 
     /// Whether a settlement still counts (no final checkpoint was taken, the lease is not lost).
+    #[inline]
     pub(crate) fn takes_settlements(&self) -> bool {
         !self.sealed
     }
@@ -677,16 +679,19 @@ impl<T: Moment> ShardLease<T> {
     /// held, not closing, and its lease is valid by both clocks. The monotonic one ignores
     /// steps of the wall clock, but stands still while the host is suspended, and the lease in
     /// the table runs on in wall time meanwhile.
+    #[inline]
     pub(crate) fn may_deliver(&self, now: T, now_ms: u64) -> bool {
         self.phase == Phase::Holding && self.counts_at(now, now_ms)
     }
 
     /// Whether the lease counts at `now` by both clocks, whatever the phase.
+    #[inline]
     fn counts_at(&self, now: T, now_ms: u64) -> bool {
         now < self.valid_until && now_ms < self.valid_until_ms
     }
 
     /// Whether the shard delivers nothing more: closing, or ended.
+    #[inline]
     pub(crate) fn is_halted(&self) -> bool {
         self.phase != Phase::Holding
     }
@@ -727,8 +732,10 @@ impl<T: Moment> ShardLease<T> {
         self.in_flight.as_ref().map(|flight| &flight.write)
     }
 
-    /// Whether a checkpoint waits to be sent: the driver, told of it when it came, has a timer
-    /// for it ([`next_timer`](Self::next_timer) counts the cadence while one waits).
+    /// Whether a checkpoint waits to be sent: the driver, told of it when it came (by the settle
+    /// or the seek that made it pending), has a timer for it ([`next_timer`](Self::next_timer)
+    /// counts the cadence while one waits).
+    #[inline]
     pub(crate) fn has_pending(&self) -> bool {
         self.pending.is_some()
     }
