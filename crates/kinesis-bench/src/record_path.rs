@@ -35,14 +35,8 @@ const PATH: &[(&str, &str)] = &[
         "the deliveries built",
         "ruststream_kinesis::live::reader::Reader::delivered",
     ),
-    (
-        "the channel's receive",
-        "ruststream_kinesis::delivery::outlet::Inlet::poll_next",
-    ),
-    (
-        "the pull's check",
-        "ruststream_kinesis::delivery::message::KinesisMessage::is_current",
-    ),
+    ("the channel's receive", RECEIVE),
+    ("the pull's check", PULL_CHECK),
     (
         "the lease check at the handler",
         "<ruststream_kinesis::delivery::message::KinesisMessage as ruststream_core::message::IncomingMessage>::decode_error",
@@ -71,6 +65,14 @@ const ACK: &str = "<ruststream_kinesis::delivery::message::KinesisMessage as rus
 /// then moved the delivery into it, a copy the sum did not count); such a profile, read again,
 /// counts its settle alone.
 const ACK_INLINED: &str = "ruststream_kinesis::delivery::message::KinesisMessage::settle_now";
+
+/// The check of a delivery as the subscription takes it. Since the twenty-fourth session it is
+/// made in the receive (`Inlet::poll_next`, rather than in a stream combinator after it) and
+/// inlined there, where it counts; a profile from before has it on its own.
+const PULL_CHECK: &str = "ruststream_kinesis::delivery::message::KinesisMessage::is_current";
+
+/// The receive, which [`PULL_CHECK`] may be inlined into.
+const RECEIVE: &str = "ruststream_kinesis::delivery::outlet::Inlet::poll_next";
 
 /// The calls between functions of [`PATH`] (caller, callee): the callee is its own part of the
 /// sum, so the caller counts without it.
@@ -306,12 +308,16 @@ impl Costs {
     }
 
     /// What `function` of [`PATH`] counts for: its inclusive instructions less its calls of
-    /// other functions of the path ([`NESTED`]); for [`ACK`] inlined away, [`ACK_INLINED`]'s.
+    /// other functions of the path ([`NESTED`]); for [`ACK`] inlined away, [`ACK_INLINED`]'s;
+    /// for [`PULL_CHECK`] inlined into [`RECEIVE`], nothing more.
     fn own(&self, function: &str) -> Option<u64> {
         let Some(cost) = self.inclusive(function) else {
-            return (function == ACK)
-                .then(|| self.inclusive(ACK_INLINED))
-                .flatten();
+            return match function {
+                ACK => self.inclusive(ACK_INLINED),
+                // Counted in the receive, which the profile must have.
+                PULL_CHECK => self.inclusive(RECEIVE).map(|_| 0),
+                _ => None,
+            };
         };
         let nested: u64 = NESTED
             .iter()
@@ -443,7 +449,7 @@ mod tests {
     }
 
     #[test]
-    fn the_acknowledgement_counts_without_the_drop_it_calls_and_its_settle_where_it_was_inlined() {
+    fn the_acknowledgement_counts_without_its_drop_and_what_was_inlined_counts_where_it_was() {
         let line = |cost: u64, mark: &str, name: &str| {
             format!("  {cost} ( 0.1%)  {mark}  ???:{name} [/x/kinesis-bench]\n")
         };
@@ -472,6 +478,9 @@ mod tests {
             None,
             "neither: the run fails, naming it"
         );
+        let received = Costs::read(&line(90, "*", RECEIVE));
+        assert_eq!(received.own(PULL_CHECK), Some(0), "counted in the receive");
+        assert_eq!(Costs::read("").own(PULL_CHECK), None);
     }
 
     /// The tree of a run whose records' texts cost 40 to release, and whose records' drops

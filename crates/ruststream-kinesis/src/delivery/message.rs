@@ -248,8 +248,8 @@ impl KinesisMessage {
             .on_hand_back(hold.ticket, self.record.clone(), self.attempt, delay)
     }
 
-    /// Whether this delivery may still reach its handler (the filter in front of the handlers
-    /// asks): its shard has not stopped, and no seek made it stale. Its lease is checked where
+    /// Whether this delivery may still reach its handler (the subscription's receive asks,
+    /// `Inlet::poll_next`): its shard has not stopped, and no seek made it stale. Its lease is checked where
     /// its handler starts ([`decode_error`](IncomingMessage::decode_error)).
     pub(crate) fn is_current(&self) -> bool {
         self.settle

@@ -165,15 +165,25 @@ pub(crate) struct Inlet {
 }
 
 impl Inlet {
-    /// The next delivery, or a report (one waiting goes ahead of the records of the next send);
-    /// `None` once every sender went and nothing waits.
+    /// The next delivery that may still reach a handler, or a report (one waiting goes ahead of
+    /// the records of the next send); `None` once every sender went and nothing waits.
+    ///
+    /// A delivery whose shard stopped or that a seek made stale never reaches a handler: it is
+    /// dropped here ([`KinesisMessage::is_current`]; its drop lets it go). One whose lease ran
+    /// out while it waited is withheld where its handler starts
+    /// ([`decode_error`](ruststream::IncomingMessage::decode_error)): the clocks are read there,
+    /// not twice a record. (Checked here rather than by a stream combinator, which moved every
+    /// delivery in and out of its own slot: two copies of 216 bytes a record.)
     pub(crate) fn poll_next(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<KinesisMessage, KinesisError>>> {
         loop {
             if let Some(message) = self.received.next() {
-                return Poll::Ready(Some(Ok(message)));
+                if message.is_current() {
+                    return Poll::Ready(Some(Ok(message)));
+                }
+                continue;
             }
             // A report waiting is taken at once; otherwise the reports are polled (a waker
             // registered) only when no record waits either, which spares the poll a record.

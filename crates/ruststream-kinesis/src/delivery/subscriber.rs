@@ -174,12 +174,8 @@ impl Subscriber for Deliveries {
     type Error = KinesisError;
 
     fn stream(&mut self) -> impl Stream<Item = Result<KinesisMessage, KinesisError>> + Send + '_ {
-        futures::stream::poll_fn(move |cx| self.inlet.poll_next(cx)).filter(|item| {
-            // A delivery whose shard stopped or that a seek made stale never reaches a handler.
-            // One whose lease ran out while it waited is withheld where its handler starts
-            // (`decode_error`): the clocks are read there, not twice a record.
-            std::future::ready(item.as_ref().map_or(true, KinesisMessage::is_current))
-        })
+        // Only deliveries that may still reach a handler come out (`Inlet::poll_next`).
+        futures::stream::poll_fn(move |cx| self.inlet.poll_next(cx))
     }
 }
 

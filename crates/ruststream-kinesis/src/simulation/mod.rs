@@ -30,10 +30,10 @@
 //! as `reader::redeliver`. [`ShardStart::from_checkpoint`] / [`ShardStart::to_checkpoint`] read
 //! and record where a shard starts, and [`LeaseState::is_expired_at`] /
 //! [`LeaseState::is_held_by`] are the store's conditions. The rest of the I/O is a model:
-//! `delivery/subscriber.rs` (the filter in front of the handlers) and `broker.rs` (`register`:
-//! a new subscription to a stream waits for the previous one's tasks), including the races
-//! between them (a write in flight while the reader finishes, a reader blocked on a full
-//! channel, a cancel that comes while a round runs).
+//! `delivery/outlet.rs` (the receive, which lets only current deliveries through) and
+//! `broker.rs` (`register`: a new subscription to a stream waits for the previous one's tasks),
+//! including the races between them (a write in flight while the reader finishes, a reader
+//! blocked on a full channel, a cancel that comes while a round runs).
 //!
 //! The world: 2 to 5 instances sharing one stream of 1 to 8 open shards that split and merge
 //! (closed shards keep a finite record list, open ones grow as a producer writes plain records
