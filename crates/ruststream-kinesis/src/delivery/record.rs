@@ -81,21 +81,34 @@ impl Record {
 /// the headers of our envelope read from its data. Whether it went as it is (not as an
 /// aggregate's user records). Pushed where they go, not returned: a record is moved once less,
 /// on every record read.
+// Inlined into the reader's loop over an answer's records, with the envelope's check: a plain
+// record, the usual one, is pushed without a call; an aggregate's user records are pushed out of
+// line.
+#[inline]
 pub(crate) fn decode_into(record: FetchedRecord, out: &mut Vec<Record>) -> bool {
-    let Some(users) = kpl::deaggregate(&record.data) else {
-        let (payload, headers) = envelope::decode(record.data);
-        out.push(Record {
-            payload,
-            headers,
-            partition_key: record.partition_key,
-            explicit_hash_key: None,
-            sequence: record.sequence,
-            sub_sequence: None,
-            ends_record: true,
-            arrived_ms: record.arrived_ms.unwrap_or(NO_ARRIVAL),
-        });
-        return true;
-    };
+    if kpl::has_magic(&record.data)
+        && let Some(users) = kpl::deaggregate(&record.data)
+    {
+        push_user_records(record, users, out);
+        return false;
+    }
+    let (payload, headers) = envelope::decode(record.data);
+    out.push(Record {
+        payload,
+        headers,
+        partition_key: record.partition_key,
+        explicit_hash_key: None,
+        sequence: record.sequence,
+        sub_sequence: None,
+        ends_record: true,
+        arrived_ms: record.arrived_ms.unwrap_or(NO_ARRIVAL),
+    });
+    true
+}
+
+/// Pushes the user records of `record`, a KPL aggregate, in order: `users`.
+#[inline(never)]
+fn push_user_records(record: FetchedRecord, users: Vec<kpl::UserRecord>, out: &mut Vec<Record>) {
     let last = users.len().saturating_sub(1);
     out.extend(users.into_iter().enumerate().map(|(index, user)| {
         let (payload, headers) = envelope::decode(Bytes::from(user.data));
@@ -112,7 +125,6 @@ pub(crate) fn decode_into(record: FetchedRecord, out: &mut Vec<Record>) -> bool 
             arrived_ms: record.arrived_ms.unwrap_or(NO_ARRIVAL),
         }
     }));
-    false
 }
 
 /// The deliveries of one Kinesis record, in order ([`decode_into`]).

@@ -54,7 +54,19 @@ pub(crate) fn encode_into(out: &mut BytesMut, payload: &[u8], headers: &HeaderMa
 }
 
 /// Splits a record into its payload and headers; a record with no envelope is all payload.
+// Inlined where records are decoded: a record without our envelope (one published without
+// headers, or by another producer) goes as it is without a call.
+#[inline]
 pub(crate) fn decode(record: Bytes) -> (Bytes, HeaderMap) {
+    if !record.starts_with(MAGIC) {
+        return (record, HeaderMap::new());
+    }
+    decode_enveloped(record)
+}
+
+/// [`decode`] of a record that starts with our envelope's magic.
+#[inline(never)]
+fn decode_enveloped(record: Bytes) -> (Bytes, HeaderMap) {
     match parse(&record) {
         Some((headers, offset)) => (record.slice(offset..), headers),
         None => (record, HeaderMap::new()),

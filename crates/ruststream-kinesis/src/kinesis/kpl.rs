@@ -83,6 +83,7 @@ pub(crate) fn hash_of(partition_key: &str) -> u128 {
 
 /// Whether `data` starts as a KPL aggregate does; one whose [`deaggregate`] answers `None`
 /// is a broken aggregate (or a plain record that happens to start with the magic).
+#[inline]
 pub(crate) fn has_magic(data: &[u8]) -> bool {
     data.starts_with(&MAGIC)
 }
