@@ -657,8 +657,12 @@ impl Reader {
         };
         match answered {
             Answered::Fetch(fetch) => {
+                let read = match &fetch {
+                    Fetch::Records { records, .. } | Fetch::Event { records, .. } => records.len(),
+                    _ => 0,
+                };
                 let (step, spare) = handle.read_answered(fetch, (self.batch_room(), more));
-                buffers.keep_records(spare);
+                buffers.keep_records(spare, read);
                 Some(step)
             }
             Answered::Cancelled => {
