@@ -249,8 +249,8 @@ impl KinesisMessage {
     }
 
     /// Whether this delivery may still reach its handler (the subscription's receive asks,
-    /// `Inlet::poll_next`): its shard has not stopped, and no seek made it stale. Its lease is checked where
-    /// its handler starts ([`decode_error`](IncomingMessage::decode_error)).
+    /// `Inlet::poll_next`): its shard has not stopped, and no seek made it stale. Its lease is
+    /// checked where its handler starts ([`decode_error`](IncomingMessage::decode_error)).
     pub(crate) fn is_current(&self) -> bool {
         self.settle
             .as_ref()
@@ -394,5 +394,43 @@ impl Positioned for KinesisMessage {
 impl ruststream::Partitioned for KinesisMessage {
     fn partition_key(&self) -> Option<&[u8]> {
         Some(self.record.partition_key.as_bytes())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::delivery::seeker::{Seeking, Source};
+
+    /// A subscription that seeks nothing: the source of a delivery made in a test.
+    #[derive(Debug)]
+    struct NoSource;
+
+    impl Source for NoSource {
+        fn seek(&self, _: crate::KinesisPosition) -> Seeking<'_> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn close(&self) {}
+    }
+
+    /// A delivery of `record` that settles against nothing (of stream `orders`, shard
+    /// `shardId-0`).
+    pub(crate) fn unheld(record: Record) -> KinesisMessage {
+        KinesisMessage {
+            #[cfg(feature = "dynamodb-lease")]
+            writes: crate::StagedWrites::default(),
+            #[cfg(feature = "dynamodb-lease")]
+            batch: None,
+            record,
+            origin: Arc::new(Origin {
+                stream: Arc::from("orders"),
+                shard: Arc::from("shardId-0"),
+                seeker: KinesisSeeker::new(Arc::new(NoSource)),
+            }),
+            attempt: 1,
+            refused: OnceLock::new(),
+            settle: None,
+        }
     }
 }

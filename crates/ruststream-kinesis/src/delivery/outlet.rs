@@ -8,6 +8,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::sync::mpsc;
 
+use crate::delivery::run::Run;
 use crate::{KinesisError, KinesisMessage};
 
 /// The most records a reader hands out at once, in one send: a batch shares the shard's lock,
@@ -34,8 +35,11 @@ const SPARES_KEPT: usize = MIN_SENDS_WAITING;
 #[derive(Debug)]
 pub(crate) enum Items {
     One(Option<KinesisMessage>),
-    /// Taken from the front (a `VecDeque` made of the readers' `Vec`, which it takes as it
-    /// is); the emptied list goes back to the readers ([`Spares`]).
+    /// The records a reader handed out at once, made deliveries as they are taken.
+    Run(Run),
+    /// Deliveries taken from the front (a `VecDeque` made of the readers' `Vec`, which it takes
+    /// as it is); the emptied list goes back to the readers ([`Spares`]). A send that waited
+    /// for room and was joined by more records.
     Many(VecDeque<KinesisMessage>),
 }
 
@@ -60,6 +64,11 @@ impl Items {
                 messages.extend(message);
                 messages
             }
+            Self::Run(mut run) => {
+                let mut messages = spares.take();
+                messages.extend(std::iter::from_fn(|| run.take()));
+                messages
+            }
         }
     }
 
@@ -67,6 +76,7 @@ impl Items {
     pub(crate) fn len(&self) -> usize {
         match self {
             Self::One(message) => usize::from(message.is_some()),
+            Self::Run(run) => run.len(),
             Self::Many(messages) => messages.len(),
         }
     }
@@ -92,6 +102,7 @@ impl Iterator for Items {
     fn next(&mut self) -> Option<KinesisMessage> {
         match self {
             Self::One(message) => message.take(),
+            Self::Run(run) => run.take(),
             Self::Many(messages) => messages.pop_front(),
         }
     }

@@ -1,5 +1,6 @@
-//! The runtime around the handlers: the channel, the filter, lanes that hold deliveries,
-//! handlers that ack out of order, hand back and seek; the checks where a record is delivered.
+//! The runtime around the handlers: the channel, its receive's check, lanes that hold
+//! deliveries, handlers that ack out of order, hand back and seek; the checks where a record is
+//! delivered.
 
 use super::*;
 
@@ -7,7 +8,7 @@ use super::*;
 const JOINT_GATHER: Duration = Duration::from_millis(200);
 
 impl Sim {
-    // ----- the runtime: channel, filter, handlers -------------------------------------------
+    // ----- the runtime: channel, receive's check, handlers ----------------------------------
 
     pub(super) fn dispatch_soon(&mut self, i: usize) {
         let inst = &mut self.insts[i];
@@ -31,7 +32,7 @@ impl Sim {
             popped = true;
             if !self.current(i, msg) {
                 self.stats.filtered += 1;
-                // Dropped by the filter: handed back to a stopped shard, which forgets it.
+                // Dropped by the receive: handed back to a stopped shard, which forgets it.
                 self.forget(i, msg);
                 continue;
             }
@@ -157,8 +158,8 @@ impl Sim {
         }
     }
 
-    /// `subscriber.rs`'s filter (`KinesisMessage::is_current`): whether a delivery may still
-    /// reach a handler, as the shard's machine answers it without a clock
+    /// The receive's check (`Inlet::poll_next`, `KinesisMessage::is_current`): whether a
+    /// delivery may still reach a handler, as the shard's machine answers it without a clock
     /// (`ShardMachine::queued_standing`, `ShardHandle::queued_standing` live) and production's
     /// rule reads the answer (`Standing::reaches_handler`). A lease that ran out is found where
     /// the handler starts (`handler_start`).

@@ -405,7 +405,8 @@ fn clocks_skewed_beyond_the_tolerance_break_fencing() {
 
 /// Pins the regression of a fixed bug: `subscriber.rs` filtered deliveries by the stopped flag
 /// only, so a record waiting in the channel while its lease ran out (a stall, a store outage)
-/// still reached a handler. The filter and the handler's own check now read the machine's
+/// still reached a handler. The check where the subscription takes a delivery (then a filter in
+/// `subscriber.rs`, now `Inlet::poll_next`) and the handler's own check now read the machine's
 /// standing through one rule, `Standing::reaches_handler`, which the simulation applies too. The
 /// schedule the blind filter failed (seed 0x5eed_0001: i2 delivered shard 2 #3 after its lease
 /// ran out at 22.7 s, with no check where the handler starts either) is pinned. The machine's

@@ -16,11 +16,12 @@ use tokio::time::Sleep;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tracing::Instrument;
 
+use crate::KinesisError;
 use crate::clock::{Instant, sleep_until};
 use crate::delivery::message::Origin;
 use crate::delivery::outlet::{HANDED_AT_ONCE, Items};
 use crate::delivery::record::{self, Record};
-use crate::delivery::settlement::{Hold, Settlement};
+use crate::delivery::run::{MakeDelivery, Run};
 use crate::kinesis::api::{Fetched, FetchedRecord};
 use crate::kinesis::calls::{Events, Kinesis};
 use crate::kinesis::fan_out::{Consumer, Event, Refused};
@@ -35,14 +36,15 @@ use crate::shard::{
 };
 use crate::telemetry::{ReadRetry, ShardCount, ShardMeters};
 use crate::watermark::Ticket;
-use crate::{KinesisError, KinesisMessage};
 
 mod buffers;
 mod commit;
+mod deliverer;
 mod env;
 mod news;
 
 use buffers::Buffers;
+use deliverer::Deliverer;
 
 /// One shard reader's world (made in `env.rs`).
 #[derive(Debug)]
@@ -82,6 +84,8 @@ pub(crate) struct ShardEnv {
 pub(crate) struct Reader {
     env: Arc<ShardEnv>,
     handle: Arc<ShardHandle>,
+    /// Makes the shard's deliveries, here and where the subscriber takes a run of them.
+    deliverer: Arc<Deliverer>,
     cancel: CancellationToken,
 }
 
@@ -93,6 +97,7 @@ impl Reader {
         cancel: CancellationToken,
     ) -> Self {
         Self {
+            deliverer: Arc::new(Deliverer::of(&env, &handle)),
             env,
             handle,
             cancel,
@@ -145,7 +150,7 @@ pub(crate) async fn run(reader: Reader) {
     );
     let redeliver = redeliver(
         Arc::clone(&reader.env),
-        Arc::clone(&reader.handle),
+        (Arc::clone(&reader.handle), Arc::clone(&reader.deliverer)),
         reader.cancel.clone(),
     );
     let reading = async {
@@ -314,17 +319,16 @@ fn stalled(env: &ShardEnv, stall: Stall) {
 
 /// Delivers again, when due, what handlers handed back (`nack(true)`, `nack_after`, a delivery
 /// dropped unsettled), while the lease lasts.
-async fn redeliver(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: CancellationToken) {
+async fn redeliver(
+    env: Arc<ShardEnv>,
+    (handle, deliverer): (Arc<ShardHandle>, Arc<Deliverer>),
+    cancel: CancellationToken,
+) {
     loop {
         let wait = match handle.next_redelivery() {
             Redeliver::Deliver(waiting) => {
-                let message = deliver(
-                    &env,
-                    &handle,
-                    waiting.record,
-                    waiting.ticket,
-                    waiting.attempts + 1,
-                );
+                let message =
+                    deliverer.deliver(waiting.record, waiting.ticket, waiting.attempts + 1);
                 tokio::select! {
                     () = cancel.cancelled() => return,
                     sent = env.tx.send(Items::one(message)) => {
@@ -348,48 +352,6 @@ async fn redeliver(env: Arc<ShardEnv>, handle: Arc<ShardHandle>, cancel: Cancell
             () = timer => {}
         }
     }
-}
-
-/// A delivery of `record` from the shard, its `attempt`th.
-// Inlined into the loop that builds a send's deliveries: the record and the delivery are then
-// built where they go rather than copied there (232 bytes a delivery).
-#[inline]
-fn deliver(
-    env: &ShardEnv,
-    handle: &Arc<ShardHandle>,
-    record: Record,
-    ticket: Ticket,
-    attempt: u64,
-) -> KinesisMessage {
-    #[cfg(feature = "dynamodb-lease")]
-    let writes = env.exactly_once.then(|| {
-        crate::StagedWrites::exactly_once(
-            (&env.origin.shard, &record.sequence),
-            handle.take_refusal(ticket),
-        )
-        .with_commit_tables(env.commit_tables.clone())
-    });
-    let message = KinesisMessage::new(
-        record,
-        Arc::clone(&env.origin),
-        attempt,
-        Hold::new(Arc::clone(handle) as Arc<dyn Settlement>, ticket),
-    );
-    #[cfg(feature = "dynamodb-lease")]
-    if let Some(writes) = writes {
-        #[cfg(feature = "testing")]
-        let writes = match env.home.journal.clone() {
-            Some(journal) => writes.logged(crate::lease::HandlingSeed {
-                journal,
-                stream: Arc::clone(&env.origin.stream),
-                records: vec![message.handled_record()],
-                attempt,
-            }),
-            None => writes,
-        };
-        return message.with_writes(writes);
-    }
-    message
 }
 
 /// What tells the reader of a write to its shard: the tap's news in process; from the
@@ -532,24 +494,34 @@ impl Reader {
 
     /// What goes in one send: `before` (records handed out earlier that waited for room), then
     /// the delivery of the record handed out under `ticket` and those of the records handed
-    /// out with it (taken from `more`).
+    /// out with it (taken from `more`). Records handed out together with nothing before them go
+    /// as a run, made deliveries where the subscriber takes them ([`Run`]); `more` is then a new
+    /// list.
     fn delivered(
         &self,
         before: Items,
         (record, ticket): (Record, Ticket),
         more: &mut HandedOut,
     ) -> Items {
-        let first = deliver(&self.env, &self.handle, record, ticket, 1);
-        if before.is_empty() && more.is_empty() {
-            return Items::one(first);
+        if before.is_empty() {
+            if more.is_empty() {
+                return Items::one(self.deliverer.deliver(record, ticket, 1));
+            }
+            let rest = std::mem::replace(more, Vec::with_capacity(HANDED_AT_ONCE));
+            return Items::Run(Run::new(
+                record,
+                ticket,
+                rest,
+                Arc::clone(&self.deliverer) as Arc<dyn MakeDelivery>,
+            ));
         }
         let mut messages = before.into_list(&self.env.home.tx.spares);
         messages.reserve(1 + more.len());
-        messages.push(first);
+        messages.push(self.deliverer.deliver(record, ticket, 1));
         let mut ticket = ticket;
         messages.extend(more.drain(..).map(|record| {
             ticket = ticket.following();
-            deliver(&self.env, &self.handle, record, ticket, 1)
+            self.deliverer.deliver(record, ticket, 1)
         }));
         Items::of(messages)
     }

@@ -1,0 +1,127 @@
+//! Records a shard handed out at once, sent to the subscriber as they are and made deliveries
+//! there, one at a time as it takes them: a delivery is built once, where it is taken, rather
+//! than built into a list and copied out of it (216 bytes a record, twice).
+
+use std::sync::Arc;
+
+use crate::KinesisMessage;
+use crate::delivery::record::Record;
+use crate::watermark::Ticket;
+
+/// What makes a shard's deliveries: its reader's, which a run of its records carries to the
+/// subscriber.
+pub(crate) trait MakeDelivery: Send + Sync + std::fmt::Debug {
+    /// The delivery of `record`, handed out under `ticket`, its `attempt`th.
+    fn deliver(&self, record: Record, ticket: Ticket, attempt: u64) -> KinesisMessage;
+}
+
+/// Records a shard handed out at once, in order, under consecutive tickets (the first one's
+/// `next`: [`Ticket::following`]), each made a delivery as it is taken. Dropped with records
+/// left (a subscription that went), each is made a delivery and dropped, which lets it go as a
+/// delivery dropped unsettled is.
+#[derive(Debug)]
+pub(crate) struct Run {
+    first: Option<Record>,
+    rest: std::vec::IntoIter<Record>,
+    next: Ticket,
+    maker: Arc<dyn MakeDelivery>,
+}
+
+impl Run {
+    /// `first` handed out under `ticket`, then `rest` under the tickets that follow it.
+    pub(crate) fn new(
+        first: Record,
+        ticket: Ticket,
+        rest: Vec<Record>,
+        maker: Arc<dyn MakeDelivery>,
+    ) -> Self {
+        Self {
+            first: Some(first),
+            rest: rest.into_iter(),
+            next: ticket,
+            maker,
+        }
+    }
+
+    /// The next record's delivery, if any is left.
+    // Inlined into the subscriber's receive: the delivery is built where the receive answers.
+    #[inline]
+    pub(crate) fn take(&mut self) -> Option<KinesisMessage> {
+        let record = match self.first.take() {
+            Some(first) => first,
+            None => self.rest.next()?,
+        };
+        let ticket = self.next;
+        self.next = ticket.following();
+        Some(self.maker.deliver(record, ticket, 1))
+    }
+
+    /// How many records are left to take.
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        while let Some(message) = self.take() {
+            drop(message);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Makes no real delivery: says which (sequence, ticket) it was asked for.
+    #[derive(Debug, Default)]
+    struct Asked(Mutex<Vec<(String, Ticket)>>);
+
+    impl MakeDelivery for Asked {
+        fn deliver(&self, record: Record, ticket: Ticket, attempt: u64) -> KinesisMessage {
+            assert_eq!(
+                attempt, 1,
+                "a run's records are delivered for the first time"
+            );
+            self.0
+                .lock()
+                .unwrap()
+                .push((record.sequence.to_string(), ticket));
+            crate::delivery::message::tests::unheld(record)
+        }
+    }
+
+    fn ticket() -> Ticket {
+        crate::watermark::Watermark::<()>::default().push(crate::SharedStr::from("0"))
+    }
+
+    #[test]
+    fn a_run_delivers_its_records_in_order_under_consecutive_tickets_and_a_drop_lets_the_rest_go() {
+        let asked = Arc::new(Asked::default());
+        let first = ticket();
+        let mut run = Run::new(
+            Record::plain("1", b"a"),
+            first,
+            vec![Record::plain("2", b"b"), Record::plain("3", b"c")],
+            Arc::clone(&asked) as Arc<dyn MakeDelivery>,
+        );
+        assert_eq!(run.len(), 3);
+        let taken = run.take().expect("the first");
+        assert_eq!(taken.sequence_number(), "1");
+        assert_eq!(run.len(), 2);
+        drop(run);
+        let asked = asked.0.lock().unwrap().clone();
+        assert_eq!(
+            asked,
+            [
+                ("1".to_owned(), first),
+                ("2".to_owned(), first.following()),
+                ("3".to_owned(), first.following().following()),
+            ],
+            "every record is made a delivery once, the rest as the run is dropped"
+        );
+    }
+}
