@@ -190,7 +190,17 @@ impl Inlet {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<KinesisMessage, KinesisError>>> {
         loop {
-            if let Some(message) = self.received.next() {
+            // A run's record is looked at by its ticket, and made a delivery right where the
+            // answer is: made first, the delivery was copied twice more on its way (216 bytes).
+            if let Items::Run(run) = &mut self.received {
+                if let Some((record, ticket)) = run.next_record() {
+                    if run.current(ticket) {
+                        return Poll::Ready(Some(Ok(run.deliver(record, ticket))));
+                    }
+                    drop(run.deliver(record, ticket));
+                    continue;
+                }
+            } else if let Some(message) = self.received.next() {
                 if message.is_current() {
                     return Poll::Ready(Some(Ok(message)));
                 }

@@ -13,6 +13,10 @@ use crate::watermark::Ticket;
 pub(crate) trait MakeDelivery: Send + Sync + std::fmt::Debug {
     /// The delivery of `record`, handed out under `ticket`, its `attempt`th.
     fn deliver(&self, record: Record, ticket: Ticket, attempt: u64) -> KinesisMessage;
+
+    /// Whether the delivery handed out under `ticket` may still reach its handler, as its
+    /// delivery would say ([`KinesisMessage::is_current`]).
+    fn current(&self, ticket: Ticket) -> bool;
 }
 
 /// Records a shard handed out at once, in order, under consecutive tickets (the first one's
@@ -44,16 +48,33 @@ impl Run {
     }
 
     /// The next record's delivery, if any is left.
-    // Inlined into the subscriber's receive: the delivery is built where the receive answers.
-    #[inline]
     pub(crate) fn take(&mut self) -> Option<KinesisMessage> {
+        let (record, ticket) = self.next_record()?;
+        Some(self.deliver(record, ticket))
+    }
+
+    /// The next record and its ticket, if any is left, for [`deliver`](Self::deliver).
+    #[inline]
+    pub(crate) fn next_record(&mut self) -> Option<(Record, Ticket)> {
         let record = match self.first.take() {
             Some(first) => first,
             None => self.rest.next()?,
         };
         let ticket = self.next;
         self.next = ticket.following();
-        Some(self.maker.deliver(record, ticket, 1))
+        Some((record, ticket))
+    }
+
+    /// Whether the delivery of the record under `ticket` may still reach its handler.
+    #[inline]
+    pub(crate) fn current(&self, ticket: Ticket) -> bool {
+        self.maker.current(ticket)
+    }
+
+    /// The delivery of a record [`next_record`](Self::next_record) took.
+    #[inline]
+    pub(crate) fn deliver(&self, record: Record, ticket: Ticket) -> KinesisMessage {
+        self.maker.deliver(record, ticket, 1)
     }
 
     /// How many records are left to take.
@@ -91,6 +112,10 @@ mod tests {
                 .unwrap()
                 .push((record.sequence.to_string(), ticket));
             crate::delivery::message::tests::unheld(record)
+        }
+
+        fn current(&self, _: Ticket) -> bool {
+            true
         }
     }
 

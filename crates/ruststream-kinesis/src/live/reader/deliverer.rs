@@ -81,4 +81,8 @@ impl MakeDelivery for Deliverer {
         }
         message
     }
+
+    fn current(&self, ticket: Ticket) -> bool {
+        self.handle.queued_standing(ticket).reaches_handler()
+    }
 }
