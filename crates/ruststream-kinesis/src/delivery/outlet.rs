@@ -23,11 +23,13 @@ const REPORTS_WAITING: usize = 64;
 /// sends carry a record or two each.
 const MIN_SENDS_WAITING: usize = 16;
 
-/// Emptied lists of sends kept for the readers' next sends (each with room for
-/// [`HANDED_AT_ONCE`] deliveries, about 15 KiB: up to about 240 KiB a subscription kept while
+/// Emptied lists of deliveries kept for the readers' next such sends (each with room for
+/// [`HANDED_AT_ONCE`] deliveries, about 14 KiB: up to about 220 KiB a subscription kept while
 /// it idles): as many as the channel holds sends at the least, so a channel that filled and
 /// drained allocates nothing when it fills again (fewer were let go and allocated again at
-/// every such turn); past that, a large batch size's channel lets the rest go.
+/// every such turn); past that, a large batch size's channel lets the rest go. Only a send that
+/// waited for room and was joined by more records is such a list; a run's list of records goes
+/// back to its own reader ([`MakeDelivery::give_back`](crate::delivery::run::MakeDelivery)).
 const SPARES_KEPT: usize = MIN_SENDS_WAITING;
 
 /// What one send carries, in order: the records a reader handed out at once, or one record,
@@ -97,7 +99,7 @@ impl Iterator for Items {
     type Item = KinesisMessage;
 
     // Inlined into the subscriber's poll, so a delivery is copied once into what the poll
-    // answers, not once more on the way.
+    // answers, not once more on the way. (The poll takes a run's records itself.)
     #[inline]
     fn next(&mut self) -> Option<KinesisMessage> {
         match self {
@@ -108,10 +110,10 @@ impl Iterator for Items {
     }
 }
 
-/// The emptied lists of a subscription's sends, which the subscriber hands back as it takes
-/// their last delivery and the readers fill again: a send's list is allocated once, not at
-/// every send (an allocation and its release cost about 50 instructions a record, at a few
-/// dozen records a send).
+/// The emptied lists of deliveries of a subscription's sends (those that waited for room and
+/// were joined by more), which the subscriber hands back as it takes their last delivery and
+/// the readers fill again: such a list is allocated once, not at every send (an allocation and
+/// its release cost about 50 instructions a record, at a few dozen records a send).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Spares(Arc<Mutex<Vec<Vec<KinesisMessage>>>>);
 
@@ -180,7 +182,9 @@ impl Inlet {
     /// the records of the next send); `None` once every sender went and nothing waits.
     ///
     /// A delivery whose shard stopped or that a seek made stale never reaches a handler: it is
-    /// dropped here ([`KinesisMessage::is_current`]; its drop lets it go). One whose lease ran
+    /// dropped here ([`KinesisMessage::is_current`], or for a run's record
+    /// [`MakeDelivery::current`](crate::delivery::run::MakeDelivery::current) by its ticket; its
+    /// drop lets it go). One whose lease ran
     /// out while it waited is withheld where its handler starts
     /// ([`decode_error`](ruststream::IncomingMessage::decode_error)): the clocks are read there,
     /// not twice a record. (Checked here rather than by a stream combinator, which moved every
@@ -200,6 +204,9 @@ impl Inlet {
                     drop(run.deliver(record, ticket));
                     continue;
                 }
+                // Taken whole: let go now (its list goes back to its reader), not held with its
+                // shard until the next send comes.
+                self.received = Items::default();
             } else if let Some(message) = self.received.next() {
                 if message.is_current() {
                     return Poll::Ready(Some(Ok(message)));
@@ -301,6 +308,34 @@ mod tests {
         assert!(matches!(Items::of(Vec::new()), Items::Many(_)));
         assert_eq!(Items::of(Vec::new()).count(), 0);
         assert_eq!(Items::default().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_run_taken_whole_is_let_go_at_once_and_its_list_goes_back_to_its_reader() {
+        use crate::delivery::record::Record;
+        use crate::delivery::run::tests::{Asked, ticket};
+        use crate::delivery::run::{MakeDelivery, Run};
+        let (outlet, mut inlet) = channel(HANDED_AT_ONCE);
+        let maker = std::sync::Arc::new(Asked::default());
+        let run = Run::new(
+            Record::plain("1", b"a"),
+            ticket(),
+            vec![Record::plain("2", b"b")],
+            std::sync::Arc::clone(&maker) as std::sync::Arc<dyn MakeDelivery>,
+        );
+        outlet.records.try_send(Items::Run(run)).unwrap();
+        for sequence in ["1", "2"] {
+            let taken = poll_fn(|cx| inlet.poll_next(cx)).await;
+            assert!(matches!(taken, Some(Ok(m)) if m.sequence_number() == sequence));
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(inlet.poll_next(&mut cx).is_pending(), "nothing more waits");
+        assert_eq!(
+            std::sync::Arc::strong_count(&maker),
+            1,
+            "the run, taken whole, no longer holds its shard's maker"
+        );
+        assert_eq!(maker.1.lock().unwrap().len(), 1, "its list went back");
     }
 
     #[tokio::test]

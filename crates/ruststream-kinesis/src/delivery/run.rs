@@ -17,16 +17,23 @@ pub(crate) trait MakeDelivery: Send + Sync + std::fmt::Debug {
     /// Whether the delivery handed out under `ticket` may still reach its handler, as its
     /// delivery would say ([`KinesisMessage::is_current`]).
     fn current(&self, ticket: Ticket) -> bool;
+
+    /// A run's list of records, emptied, for the reader's next run: a run's list is allocated
+    /// once, not at every send.
+    fn give_back(&self, emptied: Vec<Record>);
 }
 
 /// Records a shard handed out at once, in order, under consecutive tickets (the first one's
 /// `next`: [`Ticket::following`]), each made a delivery as it is taken. Dropped with records
-/// left (a subscription that went), each is made a delivery and dropped, which lets it go as a
-/// delivery dropped unsettled is.
+/// left (a subscription that went, a send that failed), each is made a delivery and dropped,
+/// which lets it go as a delivery dropped unsettled is; dropped, it gives its emptied list back
+/// to its maker ([`MakeDelivery::give_back`]).
 #[derive(Debug)]
 pub(crate) struct Run {
     first: Option<Record>,
-    rest: std::vec::IntoIter<Record>,
+    /// The rest, last first: taken from the back, a `Vec`'s cheapest end, and given back as it
+    /// is once emptied.
+    rest: Vec<Record>,
     next: Ticket,
     maker: Arc<dyn MakeDelivery>,
 }
@@ -36,12 +43,13 @@ impl Run {
     pub(crate) fn new(
         first: Record,
         ticket: Ticket,
-        rest: Vec<Record>,
+        mut rest: Vec<Record>,
         maker: Arc<dyn MakeDelivery>,
     ) -> Self {
+        rest.reverse();
         Self {
             first: Some(first),
-            rest: rest.into_iter(),
+            rest,
             next: ticket,
             maker,
         }
@@ -58,7 +66,7 @@ impl Run {
     pub(crate) fn next_record(&mut self) -> Option<(Record, Ticket)> {
         let record = match self.first.take() {
             Some(first) => first,
-            None => self.rest.next()?,
+            None => self.rest.pop()?,
         };
         let ticket = self.next;
         self.next = ticket.following();
@@ -88,18 +96,26 @@ impl Drop for Run {
         while let Some(message) = self.take() {
             drop(message);
         }
+        let emptied = std::mem::take(&mut self.rest);
+        if emptied.capacity() > 0 {
+            self.maker.give_back(emptied);
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Mutex;
 
     use super::*;
 
-    /// Makes no real delivery: says which (sequence, ticket) it was asked for.
+    /// Makes no real delivery: says which (sequence, ticket) it was asked for, and keeps the
+    /// lists given back.
     #[derive(Debug, Default)]
-    struct Asked(Mutex<Vec<(String, Ticket)>>);
+    pub(crate) struct Asked(
+        Mutex<Vec<(String, Ticket)>>,
+        pub(crate) Mutex<Vec<Vec<Record>>>,
+    );
 
     impl MakeDelivery for Asked {
         fn deliver(&self, record: Record, ticket: Ticket, attempt: u64) -> KinesisMessage {
@@ -117,9 +133,13 @@ mod tests {
         fn current(&self, _: Ticket) -> bool {
             true
         }
+
+        fn give_back(&self, emptied: Vec<Record>) {
+            self.1.lock().unwrap().push(emptied);
+        }
     }
 
-    fn ticket() -> Ticket {
+    pub(crate) fn ticket() -> Ticket {
         crate::watermark::Watermark::<()>::default().push(crate::SharedStr::from("0"))
     }
 
@@ -138,6 +158,11 @@ mod tests {
         assert_eq!(taken.sequence_number(), "1");
         assert_eq!(run.len(), 2);
         drop(run);
+        let given = asked.1.lock().unwrap();
+        assert!(
+            given.len() == 1 && given[0].is_empty() && given[0].capacity() >= 2,
+            "its list, emptied, is given back"
+        );
         let asked = asked.0.lock().unwrap().clone();
         assert_eq!(
             asked,

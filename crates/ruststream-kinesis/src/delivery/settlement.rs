@@ -112,9 +112,8 @@ pub(crate) enum Standing {
 impl Standing {
     /// Whether a delivery of this standing may reach its handler, where the runtime pulls it
     /// (the subscription's receive, `Inlet::poll_next`) and again where its handler starts: only
-    /// a current one. A
-    /// delivery of a stopped shard, of a lease that ran out by this instance's clock, or of a
-    /// position a seek left behind is withheld. The one rule both checks share, and the
+    /// a current one. A delivery of a stopped shard, of a lease that ran out by this instance's
+    /// clock, or of a position a seek left behind is withheld. The one rule both checks share, and the
     /// simulation with them.
     pub(crate) fn reaches_handler(self) -> bool {
         self == Self::Current

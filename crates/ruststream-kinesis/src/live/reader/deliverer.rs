@@ -2,11 +2,12 @@
 //! and with the runs of records it sends, which are made deliveries where the subscriber takes
 //! them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::ShardEnv;
 use crate::KinesisMessage;
 use crate::delivery::message::Origin;
+use crate::delivery::outlet::HANDED_AT_ONCE;
 use crate::delivery::record::Record;
 use crate::delivery::run::MakeDelivery;
 use crate::delivery::settlement::{Hold, Settlement};
@@ -28,7 +29,15 @@ pub(super) struct Deliverer {
     /// In process, where exactly-once handlings are recorded.
     #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
     journal: Option<crate::InProcessCommits>,
+    /// The lists of runs the subscriber emptied, for the reader's next runs (up to
+    /// [`RUN_SPARES_KEPT`]).
+    spares: Mutex<Vec<Vec<Record>>>,
 }
+
+/// Emptied lists of runs kept for a shard's next runs (each with room for
+/// [`HANDED_AT_ONCE`] records, 8 KiB): a reader's runs in the channel at once are few, and a
+/// list let go past these is allocated again when needed.
+const RUN_SPARES_KEPT: usize = 4;
 
 impl Deliverer {
     /// The maker of the deliveries of `handle`'s shard in `env`.
@@ -42,13 +51,24 @@ impl Deliverer {
             commit_tables: env.commit_tables.clone(),
             #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
             journal: env.home.journal.clone(),
+            spares: Mutex::default(),
         }
+    }
+
+    /// An empty list for the records of a run, with room for [`HANDED_AT_ONCE`]: one a run
+    /// gave back, or a new one.
+    pub(super) fn take_list(&self) -> Vec<Record> {
+        self.spares
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(HANDED_AT_ONCE))
     }
 }
 
 impl MakeDelivery for Deliverer {
-    // Inlined into the loops that build a send's deliveries and into a run's take: the record
-    // and the delivery are built where they go rather than copied there.
+    // Inlined into the reader's loops that build a send's deliveries (a run calls it through
+    // its maker): the record and the delivery are built where they go, not copied there.
     #[inline]
     fn deliver(&self, record: Record, ticket: Ticket, attempt: u64) -> KinesisMessage {
         #[cfg(feature = "dynamodb-lease")]
@@ -84,5 +104,12 @@ impl MakeDelivery for Deliverer {
 
     fn current(&self, ticket: Ticket) -> bool {
         self.handle.queued_standing(ticket).reaches_handler()
+    }
+
+    fn give_back(&self, emptied: Vec<Record>) {
+        let mut kept = self.spares.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < RUN_SPARES_KEPT && emptied.capacity() >= HANDED_AT_ONCE {
+            kept.push(emptied);
+        }
     }
 }

@@ -507,7 +507,7 @@ impl Reader {
             if more.is_empty() {
                 return Items::one(self.deliverer.deliver(record, ticket, 1));
             }
-            let rest = std::mem::replace(more, Vec::with_capacity(HANDED_AT_ONCE));
+            let rest = std::mem::replace(more, self.deliverer.take_list());
             return Items::Run(Run::new(
                 record,
                 ticket,
