@@ -4,7 +4,9 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::Stream;
+#[cfg(feature = "dynamodb-lease")]
+use futures::StreamExt;
 use ruststream::{BatchSubscriber, BufferedSubscriber, Seekable, Subscriber};
 
 #[cfg(feature = "dynamodb-lease")]
