@@ -23,6 +23,12 @@ impl Ticket {
             index: self.index + 1,
         }
     }
+
+    /// This ticket and those following it, one after another: the tickets of a list of records
+    /// handed out at once, this one the first's.
+    pub(crate) fn onwards(self) -> impl Iterator<Item = Self> {
+        std::iter::successors(Some(self), |ticket| Some(ticket.following()))
+    }
 }
 
 #[derive(Debug)]

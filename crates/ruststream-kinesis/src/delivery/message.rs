@@ -254,7 +254,7 @@ impl KinesisMessage {
     pub(crate) fn is_current(&self) -> bool {
         self.settle
             .as_ref()
-            .is_none_or(|hold| hold.target.queued_standing(hold.ticket).reaches_handler())
+            .is_none_or(|hold| hold.target.current(hold.ticket))
     }
 
     /// Why this delivery may not reach its handler now, if it may not.

@@ -184,10 +184,9 @@ impl Inlet {
     /// A delivery whose shard stopped or that a seek made stale never reaches a handler: it is
     /// dropped here ([`KinesisMessage::is_current`], or for a run's record
     /// [`MakeDelivery::current`](crate::delivery::run::MakeDelivery::current) by its ticket; its
-    /// drop lets it go). One whose lease ran
-    /// out while it waited is withheld where its handler starts
-    /// ([`decode_error`](ruststream::IncomingMessage::decode_error)): the clocks are read there,
-    /// not twice a record. (Checked here rather than by a stream combinator, which moved every
+    /// drop lets it go). One whose lease ran out while it waited is withheld where its handler
+    /// starts ([`decode_error`](ruststream::IncomingMessage::decode_error)): the clocks are read
+    /// there, not twice a record. (Checked here rather than by a stream combinator, which moved every
     /// delivery in and out of its own slot: two copies of 216 bytes a record.)
     pub(crate) fn poll_next(
         &mut self,

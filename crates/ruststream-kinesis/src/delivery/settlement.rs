@@ -71,6 +71,12 @@ pub(crate) trait Settlement: Send + Sync + std::fmt::Debug {
     /// stopped, or a seek made it stale. No clock is read: [`standing`](Self::standing) checks
     /// the lease where the handler starts.
     fn queued_standing(&self, ticket: Ticket) -> Standing;
+
+    /// Whether the delivery of `ticket` may still reach a handler as the subscription pulls
+    /// it, by [`queued_standing`](Self::queued_standing).
+    fn current(&self, ticket: Ticket) -> bool {
+        self.queued_standing(ticket).reaches_handler()
+    }
 }
 
 /// A batch's records of one shard, as they settle together: each ticket, record and attempts so

@@ -697,9 +697,7 @@ mod tests {
         );
         let mut tickets = Vec::new();
         while let ReadStep::Deliver(_, ticket) = step {
-            tickets.extend(
-                std::iter::successors(Some(ticket), |t| Some(t.following())).take(1 + more.len()),
-            );
+            tickets.extend(ticket.onwards().take(1 + more.len()));
             more.clear();
             step = handle.next_reads((2, &mut more));
         }

@@ -772,7 +772,7 @@ impl<T, R: Sequenced> ReadState<T, R> {
             // Always so when an answer lands (a call goes out only once the batch is drained,
             // and a seek or a stop clears it): the records stay where they were decoded (a
             // `VecDeque` made of a `Vec` takes its buffer as it is), and the batch's emptied
-            // buffer is the spare. Moved one by one, each record (144 bytes) cost a copy more.
+            // buffer is the spare. Moved one by one, each record (128 bytes) cost a copy more.
             // The extend below keeps a batch that was not empty whole all the same.
             let emptied = std::mem::replace(&mut self.batch, VecDeque::from(records));
             self.spare = Vec::from(emptied);

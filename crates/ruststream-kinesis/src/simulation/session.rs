@@ -558,8 +558,8 @@ impl Sim {
                 }
                 ReadStep::Deliver(record, ticket) => {
                     let shard = s.shard;
-                    let tickets = std::iter::successors(Some(ticket), |t| Some(t.following()));
-                    for (record, ticket) in std::iter::once(record).chain(more).zip(tickets) {
+                    let records = std::iter::once(record).chain(more);
+                    for (record, ticket) in records.zip(ticket.onwards()) {
                         let msg = Msg {
                             sid,
                             shard,

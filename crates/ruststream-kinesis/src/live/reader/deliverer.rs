@@ -103,7 +103,7 @@ impl MakeDelivery for Deliverer {
     }
 
     fn current(&self, ticket: Ticket) -> bool {
-        self.handle.queued_standing(ticket).reaches_handler()
+        Settlement::current(&*self.handle, ticket)
     }
 
     fn give_back(&self, emptied: Vec<Record>) {

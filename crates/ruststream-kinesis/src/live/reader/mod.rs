@@ -517,12 +517,12 @@ impl Reader {
         }
         let mut messages = before.into_list(&self.env.home.tx.spares);
         messages.reserve(1 + more.len());
-        messages.push(self.deliverer.deliver(record, ticket, 1));
-        let mut ticket = ticket;
-        messages.extend(more.drain(..).map(|record| {
-            ticket = ticket.following();
-            self.deliverer.deliver(record, ticket, 1)
-        }));
+        messages.extend(
+            std::iter::once(record)
+                .chain(more.drain(..))
+                .zip(ticket.onwards())
+                .map(|(record, ticket)| self.deliverer.deliver(record, ticket, 1)),
+        );
         Items::of(messages)
     }
 

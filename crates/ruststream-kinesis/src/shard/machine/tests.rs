@@ -239,8 +239,11 @@ fn records_handed_out_together_are_those_handed_out_one_by_one_and_the_step_afte
         match together.next_reads(Duration::ZERO, || ms(Duration::ZERO), (3, &mut more)) {
             ReadStep::Deliver(record, ticket) => {
                 sizes.push(1 + more.len());
-                let tickets = std::iter::successors(Some(ticket), |t| Some(t.following()));
-                handed.extend(std::iter::once(record).chain(more.drain(..)).zip(tickets));
+                handed.extend(
+                    std::iter::once(record)
+                        .chain(more.drain(..))
+                        .zip(ticket.onwards()),
+                );
             }
             other => break other,
         }
