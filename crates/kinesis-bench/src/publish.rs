@@ -37,12 +37,19 @@ const SHARDS: u32 = 4;
 
 pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
     let messages: u64 = if opts.quick { 1000 } else { 2000 };
-    let reps = if opts.quick { 1 } else { 3 };
+    let reps = if opts.quick { 1 } else { 5 };
     // The loop, then the crate with one call's worth in flight, then with two (what its
     // writer's queue holds); the order rotates each round.
     let sides = [None, Some(IN_FLIGHT), Some(2 * IN_FLIGHT)];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); sides.len()];
     let mut batches: Vec<Vec<usize>> = vec![Vec::new(); sides.len()];
+    // One round of each side unmeasured first: the stack's first calls of a run are slower
+    // (kinesis-mock's JVM warming up), and would count against whichever side went first.
+    let stream = unique("bench-publish");
+    stack.create_stream(&stream, SHARDS).await?;
+    sdk_publish(stack, &stream, messages).await?;
+    crate_publish(stack, &stream, messages, 2 * IN_FLIGHT).await?;
+    stack.delete_stream(&stream).await;
     for rep in 0..reps {
         for i in 0..sides.len() {
             let side = (i + rep) % sides.len();
@@ -101,11 +108,12 @@ pub async fn run(stack: &Stack, opts: &Options) -> Result<Vec<Figure>, Error> {
         thousands(median(&rates[2])),
         thousands(median(&rates[0]))
     );
-    f.target = "≥ 0.9".to_owned();
-    f.pass = Some(value >= 0.9);
+    f.target = "≥ 0.95".to_owned();
+    f.pass = Some(value >= 0.95);
     f.detail(format!(
         "{messages} messages of ~60 B JSON per side and round, each side on a new {SHARDS}-shard \
-         stream (kinesis-mock slows as a shard fills), {reps} round(s), the order rotating; the \
+         stream (kinesis-mock slows as a shard fills), {reps} round(s) after one unmeasured, the \
+         order rotating; the \
          crate: `publisher.message(&value).to(stream).publish()` with {} publishes in flight \
          (`buffer_unordered`; the figure) or {IN_FLIGHT} (below), its writer batching them into \
          `PutRecords` calls; the loop: `serde_json::to_vec` and `PutRecords` of 500 records, one \

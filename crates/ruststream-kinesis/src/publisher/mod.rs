@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use rand::Rng;
 use ruststream::runtime::{PublishBuilder, PublishSink};
 use ruststream::{Lend, OutgoingMessage, Publisher};
@@ -20,6 +21,7 @@ use crate::settings::validate::{self, MAX_PUT_RECORDS, MAX_PUT_RECORDS_BYTES};
 use crate::telemetry::Meters;
 
 mod pack;
+mod rounds;
 
 /// How often a record Kinesis rejected inside a `PutRecords` answer is tried again before the
 /// publish reports it.
@@ -28,6 +30,11 @@ const PUT_ATTEMPTS: u32 = 5;
 /// not full: enough for publishers woken by the previous answer to queue again, far below a
 /// network round trip.
 const GATHER_TURNS: u32 = 3;
+/// How many rounds of calls the writer has out at once. A second round goes while the first is
+/// answered, so a call that left small (the first publish of a burst, taken before the rest
+/// queued) does not keep the rest waiting for its answer; the records of a key the first round
+/// carries wait for it ([`rounds::Routes`]).
+const ROUNDS_IN_FLIGHT: usize = 2;
 
 /// Per-message settings of a Kinesis publish: every field optional, so a call carries only what
 /// it adjusted.
@@ -235,6 +242,17 @@ struct Pending {
     shard: Option<Arc<str>>,
 }
 
+impl Pending {
+    /// What orders it among the stream's records: its partition key, or a packed record's
+    /// explicit hash key (its shard's). The records of one route go one a call, in order.
+    fn route(&self) -> &str {
+        self.record
+            .explicit_hash_key
+            .as_deref()
+            .unwrap_or(&self.record.partition_key)
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Sink {
     Live {
@@ -252,8 +270,9 @@ enum Sink {
 /// Each publish is checked before any call (stream name, partition key, the record limit: 1 MiB,
 /// or the stream's own, asked once, for a larger record) and then queued; a background writer
 /// sends everything queued at once in one `PutRecords` call per stream (up to 500 records,
-/// 5 MiB), retries records the service rejected inside the answer, and answers each publish with
-/// its own record's outcome.
+/// 5 MiB; a second round of calls beside one out once it makes a full call, with no key of the
+/// first's), retries records the service rejected inside the answer, and answers each publish
+/// with its own record's outcome.
 #[derive(Debug, Clone)]
 pub struct KinesisPublisher {
     default_key: Option<String>,
@@ -427,8 +446,13 @@ impl Publisher for KinesisPublisher {
 
 /// The background writer of one publisher: takes everything queued, writes it per stream, and
 /// answers each publish.
-/// `aggregate`: the records are packed into KPL aggregates, within the record limits of each
-/// stream as known.
+///
+/// With nothing out, what is queued goes at once (after a few scheduler turns for more). With
+/// one round out, the next goes beside it only once it makes a full call, else it waits for the
+/// first's answer: a burst's first publish, taken alone, does not hold the rest back, and calls
+/// stay full. At most [`ROUNDS_IN_FLIGHT`] rounds are out, none carrying a route another
+/// carries. `aggregate`: the records are packed into KPL aggregates, within the record limits
+/// of each stream as known, one round at a time.
 async fn flush(
     client: aws_sdk_kinesis::Client,
     mut rx: mpsc::Receiver<Pending>,
@@ -436,38 +460,154 @@ async fn flush(
     aggregate: Option<RecordLimits>,
     meters: Meters,
 ) {
-    let mut shard_maps = pack::ShardMaps::default();
-    let mut batch: Vec<Pending> = Vec::with_capacity(MAX_PUT_RECORDS);
-    while let Some(first) = rx.recv().await {
-        batch.push(first);
-        let mut bytes = 0;
-        // Publishers answered by the previous call are about to queue their next records: a
-        // few scheduler turns let them join this call rather than start a small one of their own.
+    let mut writer = Writer {
+        client,
+        aggregate,
+        meters,
+        shard_maps: pack::ShardMaps::default(),
+        routes: rounds::Routes::default(),
+        held: Vec::new(),
+    };
+    // Packed records go one round at a time: a packed record's route is its shard's hash key
+    // by the shard map, which can change between two rounds (listed again, or not listed and
+    // the records sent plain), so two rounds out could carry one key into one shard by two
+    // routes; and a batch packed apart from what is held makes smaller aggregates.
+    let most_out = if writer.aggregate.is_some() {
+        1
+    } else {
+        ROUNDS_IN_FLIGHT
+    };
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    let mut queued = Queued::default();
+    let mut open = true;
+    loop {
+        // Taken and not yet sent stays bounded: past it, publishers wait on the channel.
+        let room =
+            in_flight.len() < most_out && queued.records.len() + writer.held.len() < Queued::MOST;
+        let mut released = false;
+        tokio::select! {
+            biased;
+            Some(ended) = in_flight.next() => {
+                writer.ended(ended);
+                released = true;
+            }
+            first = rx.recv(), if open && room => match first {
+                Some(first) => queued.take(first, &mut rx),
+                None => open = false,
+            },
+            // Nothing out (so nothing held), nothing queued, and nothing more to come.
+            else => break,
+        }
+        let go = match in_flight.len() {
+            0 => {
+                if !queued.records.is_empty() {
+                    queued.gather(&mut rx).await;
+                }
+                !queued.records.is_empty() || !writer.held.is_empty()
+            }
+            // Beside a round out: a full call, the last records, or what waited for the round
+            // that just ended.
+            n if n < most_out => queued.is_full() || !open || (released && !writer.held.is_empty()),
+            _ => false,
+        };
+        if go && let Some(round) = writer.round(std::mem::take(&mut queued).records).await {
+            in_flight.push(round);
+        }
+        if closed.load(Ordering::Acquire) && rx.is_empty() {
+            // Keep answering queued publishes with an error rather than writing after shutdown.
+            rx.close();
+        }
+    }
+}
+
+/// The records the writer took and has not sent yet.
+#[derive(Debug, Default)]
+struct Queued {
+    records: Vec<Pending>,
+    bytes: usize,
+}
+
+impl Queued {
+    /// At most this many records a round (of several streams, in several calls).
+    const MOST: usize = MAX_PUT_RECORDS * 4;
+
+    /// `first`, and whatever is queued behind it.
+    fn take(&mut self, first: Pending, rx: &mut mpsc::Receiver<Pending>) {
+        self.push(first);
+        while self.has_room()
+            && let Ok(next) = rx.try_recv()
+        {
+            self.push(next);
+        }
+    }
+
+    /// What comes within a few scheduler turns, while a call would not be full: publishers
+    /// answered by the previous call are about to queue their next records, which then join
+    /// this call rather than start a small one of their own.
+    async fn gather(&mut self, rx: &mut mpsc::Receiver<Pending>) {
         let mut idle_turns = 0;
-        while batch.len() < MAX_PUT_RECORDS * 4 && bytes <= MAX_PUT_RECORDS_BYTES * 4 {
+        while self.has_room() {
             match rx.try_recv() {
                 Ok(next) => {
-                    bytes += next.record.data.len();
-                    batch.push(next);
+                    self.push(next);
                     idle_turns = 0;
                 }
-                Err(_) if idle_turns < GATHER_TURNS && batch.len() < MAX_PUT_RECORDS => {
+                Err(_) if idle_turns < GATHER_TURNS && !self.is_full() => {
                     idle_turns += 1;
                     tokio::task::yield_now().await;
                 }
                 Err(_) => break,
             }
         }
+    }
+
+    fn push(&mut self, pending: Pending) {
+        self.bytes += pending.record.data.len();
+        self.records.push(pending);
+    }
+
+    fn has_room(&self) -> bool {
+        self.records.len() < Self::MOST && self.bytes <= MAX_PUT_RECORDS_BYTES * 4
+    }
+
+    /// Whether the records make a full `PutRecords` call.
+    fn is_full(&self) -> bool {
+        self.records.len() >= MAX_PUT_RECORDS || self.bytes >= MAX_PUT_RECORDS_BYTES
+    }
+}
+
+/// What one round of calls answers: per stream, the routes it carried, and whether a record
+/// routed by the packer's shard map landed in another shard.
+type RoundEnded = Vec<(String, HashSet<String>, bool)>;
+
+/// The writer's state between rounds.
+struct Writer {
+    client: aws_sdk_kinesis::Client,
+    aggregate: Option<RecordLimits>,
+    meters: Meters,
+    shard_maps: pack::ShardMaps,
+    routes: rounds::Routes,
+    /// Records whose route a round in flight carries, in publish order.
+    held: Vec<Pending>,
+}
+
+impl Writer {
+    /// The next round: the records held for routes now free, then `batch` (packed when the
+    /// writer aggregates), each stream's in one `write_stream`; `None` when nothing may go.
+    async fn round(
+        &mut self,
+        batch: Vec<Pending>,
+    ) -> Option<impl Future<Output = RoundEnded> + use<>> {
         let mut by_stream: HashMap<String, Vec<Pending>> = HashMap::new();
-        for pending in batch.drain(..) {
+        for pending in batch {
             by_stream
                 .entry(pending.stream.clone())
                 .or_default()
                 .push(pending);
         }
-        if let Some(limits) = &aggregate {
+        if let Some(limits) = &self.aggregate {
             for (stream, pending) in &mut by_stream {
-                let Some(ranges) = shard_maps.of(&client, stream).await else {
+                let Some(ranges) = self.shard_maps.of(&self.client, stream).await else {
                     continue;
                 };
                 let limit = limits
@@ -479,22 +619,56 @@ async fn flush(
                 *pending = pack::pack(std::mem::take(pending), ranges, limit);
             }
         }
-        let writes = by_stream
-            .into_iter()
-            .map(|(stream, pending)| write_stream(&client, stream, pending, &meters));
-        for (stream, strayed) in futures::future::join_all(writes).await {
+        // What waited goes before what came since (held records are packed already).
+        let mut waited: HashMap<String, Vec<Pending>> = HashMap::new();
+        for pending in std::mem::take(&mut self.held) {
+            waited
+                .entry(pending.stream.clone())
+                .or_default()
+                .push(pending);
+        }
+        for (stream, mut pending) in waited {
+            let newer = by_stream.remove(&stream).unwrap_or_default();
+            pending.extend(newer);
+            by_stream.insert(stream, pending);
+        }
+        let mut streams = Vec::with_capacity(by_stream.len());
+        for (stream, pending) in by_stream {
+            let (go, claimed) = self.routes.claim(&stream, pending, &mut self.held);
+            if !go.is_empty() {
+                streams.push((stream, go, claimed));
+            }
+        }
+        if streams.is_empty() {
+            return None;
+        }
+        let client = self.client.clone();
+        let meters = self.meters.clone();
+        Some(async move {
+            let writes = streams.into_iter().map(|(stream, pending, claimed)| {
+                let (client, meters) = (&client, &meters);
+                async move {
+                    let (stream, strayed) = write_stream(client, stream, pending, meters).await;
+                    (stream, claimed, strayed)
+                }
+            });
+            futures::future::join_all(writes).await
+        })
+    }
+
+    /// A round is over: its routes are free, and a stream whose packed record strayed has its
+    /// shards listed again.
+    fn ended(&mut self, ended: RoundEnded) {
+        for (stream, claimed, strayed) in ended {
+            self.routes.release(&stream, &claimed);
             if strayed {
                 // A record routed by the map landed in another shard: the stream was resharded.
                 tracing::debug!(
                     stream,
                     "a packed record landed in another shard than its map said; listing the shards again"
                 );
-                shard_maps.forget(&stream);
+                self.shard_maps.forget(&stream);
             }
-        }
-        if closed.load(Ordering::Acquire) && rx.is_empty() {
-            // Keep answering queued publishes with an error rather than writing after shutdown.
-            rx.close();
         }
     }
 }
@@ -529,12 +703,7 @@ async fn write_stream(
                 break;
             }
             // An aggregate is routed by its explicit hash key: one per shard and call.
-            let route = next
-                .record
-                .explicit_hash_key
-                .as_ref()
-                .unwrap_or(&next.record.partition_key);
-            if !keys.insert(route.clone()) {
+            if !keys.insert(next.route().to_owned()) {
                 // A record of this key is in the call: this one waits for the next call.
                 later.push(next);
                 continue;
@@ -814,6 +983,122 @@ mod tests {
         );
     }
 
+    /// The data of the records a `PutRecords` call carried, in order.
+    fn sent_data(body: &serde_json::Value) -> Vec<String> {
+        body["Records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|record| {
+                let data = record["Data"].as_str().unwrap();
+                String::from_utf8(aws_smithy_types::base64::decode(data).unwrap()).unwrap()
+            })
+            .collect()
+    }
+
+    /// The writer on a fake that answers `PutRecords` call `n` after `slow[n]` seconds (else at
+    /// once): `first` is sent, and once its call is out (10 ms on), `then`; publishing closes
+    /// 10 s on. Every publish answered; the records (their data) of each call, and when each
+    /// call was sent from the start.
+    async fn calls_answered_after(
+        slow: &'static [u64],
+        first: Pending,
+        then: Vec<Pending>,
+        answers: Vec<oneshot::Receiver<Result<(), KinesisError>>>,
+    ) -> (Vec<Vec<String>>, Vec<Duration>) {
+        use crate::doubles::fake_kinesis::{Reply, bodies, replying};
+        let sent_at = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen_at = Arc::clone(&sent_at);
+        let (config, seen) = replying(move |n, _, body| {
+            seen_at.lock().unwrap().push(tokio::time::Instant::now());
+            let sent = body["Records"].as_array().map_or(0, Vec::len);
+            let wait = slow.get(n).copied().unwrap_or_default();
+            Reply::ok(answer(&vec![false; sent])).after(Duration::from_secs(wait))
+        });
+        let (tx, rx) = mpsc::channel(MAX_PUT_RECORDS * 2);
+        let began = tokio::time::Instant::now();
+        let writer = tokio::spawn(flush(
+            aws_sdk_kinesis::Client::new(&config),
+            rx,
+            Arc::new(AtomicBool::new(false)),
+            None,
+            Meters::default(),
+        ));
+        tx.send(first).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        for pending in then {
+            tx.send(pending).await.unwrap();
+        }
+        // Publishing stays open past the first answer: with none to come, nothing would wait.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        drop(tx);
+        writer.await.unwrap();
+        for answer in answers {
+            answer.await.unwrap().unwrap();
+        }
+        let calls = bodies(&seen, "PutRecords").iter().map(sent_data).collect();
+        let sent_at = sent_at
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|at| *at - began)
+            .collect();
+        (calls, sent_at)
+    }
+
+    /// [`calls_answered_after`]: record 0 of key `a` alone, then a call's worth with record 1
+    /// of key `a` among them.
+    async fn key_a_alone_then_a_full_call(
+        slow: &'static [u64],
+    ) -> (Vec<Vec<String>>, Vec<Duration>) {
+        let (mut records, answers) = pending(MAX_PUT_RECORDS + 1);
+        records[0].record.partition_key = "a".to_owned();
+        records[1].record.partition_key = "a".to_owned();
+        let first = records.remove(0);
+        calls_answered_after(slow, first, records, answers).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_call_of_other_keys_goes_while_one_is_answered_and_a_key_in_flight_waits() {
+        let (calls, sent_at) = key_a_alone_then_a_full_call(&[1]).await;
+        assert_eq!(calls.len(), 3, "{sent_at:?}");
+        assert_eq!(calls[0], ["record-0"]);
+        let beside: Vec<String> = (2..=MAX_PUT_RECORDS)
+            .map(|i| format!("record-{i}"))
+            .collect();
+        assert_eq!(
+            calls[1], beside,
+            "every record but key a's, beside the first call"
+        );
+        assert!(sent_at[1] < Duration::from_secs(1), "{sent_at:?}");
+        assert_eq!(
+            calls[2],
+            ["record-1"],
+            "key a's second record after its first"
+        );
+        assert!(sent_at[2] >= Duration::from_secs(1), "{sent_at:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_record_goes_when_its_round_ends_though_the_other_is_still_out() {
+        // The first call is answered after a second, the full one beside it after five.
+        let (calls, sent_at) = key_a_alone_then_a_full_call(&[1, 5]).await;
+        assert_eq!(calls[2], ["record-1"]);
+        assert!(
+            sent_at[2] >= Duration::from_secs(1) && sent_at[2] < Duration::from_secs(5),
+            "key a's second record went at the first's answer: {sent_at:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_short_of_a_full_call_wait_for_the_call_out_and_then_go_together() {
+        let (mut records, answers) = pending(3);
+        let first = records.remove(0);
+        let (calls, sent_at) = calls_answered_after(&[1], first, records, answers).await;
+        assert_eq!(calls, [vec!["record-0"], vec!["record-1", "record-2"]]);
+        assert!(sent_at[1] >= Duration::from_secs(1), "{sent_at:?}");
+    }
+
     /// A fake `PutRecords` that rejects the first record of its first call and writes the rest.
     fn first_record_throttled_once(
         n: usize,
@@ -886,21 +1171,7 @@ mod tests {
             answer.await.unwrap().unwrap();
         }
         let calls = seen.lock().unwrap();
-        let sent: Vec<Vec<String>> = calls
-            .iter()
-            .map(|(_, body)| {
-                body["Records"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|record| {
-                        let data = record["Data"].as_str().unwrap();
-                        let data = aws_smithy_types::base64::decode(data).unwrap();
-                        String::from_utf8(data).unwrap()
-                    })
-                    .collect()
-            })
-            .collect();
+        let sent: Vec<Vec<String>> = calls.iter().map(|(_, body)| sent_data(body)).collect();
         // One per call; the rejected one again, whole, before the next of its shard.
         assert_eq!(
             sent,
