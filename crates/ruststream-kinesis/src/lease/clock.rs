@@ -22,9 +22,12 @@ pub const SKEW_TOLERANCE: Duration = Duration::from_secs(1);
 /// ```
 #[must_use]
 pub fn epoch_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, millis)
+    epoch_millis_of(SystemTime::now())
+}
+
+/// `at` in whole milliseconds since the Unix epoch (0 before it).
+pub(crate) fn epoch_millis_of(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, millis)
 }
 
 /// `duration` in whole milliseconds, the unit of the lease table; saturating.

@@ -29,6 +29,8 @@ mod transactions;
 #[cfg(feature = "dynamodb-lease")]
 mod dynamo;
 
+#[cfg(test)]
+pub(crate) use clock::epoch_millis_of;
 pub(crate) use clock::millis;
 pub use clock::{SKEW_TOLERANCE, epoch_millis};
 #[cfg(feature = "dynamodb-lease")]

@@ -333,7 +333,7 @@ impl Pending {
     ) -> A {
         let mut guards: Vec<_> = self.parts.iter().map(|part| part.handle.lock()).collect();
         let mut machines: Vec<&mut ShardMachine<Instant, Record>> =
-            guards.iter_mut().map(|guard| &mut **guard).collect();
+            guards.iter_mut().map(|guard| &mut guard.machine).collect();
         decide(&mut machines, &self.parts)
     }
 

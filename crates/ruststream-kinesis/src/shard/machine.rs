@@ -692,10 +692,31 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
 
     /// How a delivery of `ticket` stands where its handler starts at `now`: a lapsed lease
     /// stops the shard then and there (another instance may hold it by now).
-    #[inline]
+    ///
+    /// The simulation's and the tests' form of [`standing_by`](Self::standing_by), which the
+    /// live driver asks: the same rule, the wall clock's question answered the same way.
+    #[cfg(test)]
     pub(crate) fn standing(&mut self, ticket: Ticket, now: T, now_ms: u64) -> Standing {
+        // Answered as the live driver answers: by its cached deadline, on a reading of `now_ms`.
+        let wall = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now_ms);
+        let mut deadline = crate::shard::WallDeadline::default();
+        self.standing_by(ticket, now, |valid_until_ms| {
+            deadline.before(wall, valid_until_ms)
+        })
+    }
+
+    /// How a delivery of `ticket` stands where its handler starts at `now`, the wall clock asked
+    /// by `wall_before` (whether it reads before the given epoch millisecond; the live driver
+    /// compares in `SystemTime`, [`WallDeadline`](crate::shard::WallDeadline)).
+    #[inline]
+    pub(crate) fn standing_by(
+        &mut self,
+        ticket: Ticket,
+        now: T,
+        wall_before: impl FnOnce(u64) -> bool,
+    ) -> Standing {
         // A halted shard stands stopped (`queued_standing`), whatever its clocks say.
-        if !self.lease.is_halted() && !self.lease.may_deliver(now, now_ms) {
+        if !self.lease.is_halted() && !self.lease.may_deliver_by(now, wall_before) {
             self.lease.run_out();
             return Standing::RanOut;
         }

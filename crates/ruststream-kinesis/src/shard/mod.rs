@@ -14,10 +14,13 @@ pub(crate) mod pace;
 pub(crate) mod read;
 #[cfg(feature = "dynamodb-lease")]
 mod units;
+mod wall_deadline;
+
+pub(crate) use wall_deadline::WallDeadline;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::SharedStr;
 use crate::clock::Instant;
@@ -49,11 +52,34 @@ pub(crate) use machine::Staged;
 pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, Settled, ShardMachine, Stall};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 
+/// What the shard's lock guards: its machine, and what the driver keeps beside it to ask the
+/// machine's questions cheaply.
+#[derive(Debug)]
+struct Locked {
+    machine: ShardMachine<Instant, Record>,
+    /// The lease's wall-clock deadline as a `SystemTime`, for the check at a handler's start.
+    wall_deadline: WallDeadline,
+}
+
+impl std::ops::Deref for Locked {
+    type Target = ShardMachine<Instant, Record>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.machine
+    }
+}
+
+impl std::ops::DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.machine
+    }
+}
+
 /// One shard this instance holds the lease of.
 #[derive(Debug)]
 pub(crate) struct ShardHandle {
     key: LeaseKey,
-    machine: Mutex<ShardMachine<Instant, Record>>,
+    machine: Mutex<Locked>,
     /// Wakes the lease writer: a checkpoint is pending, the shard is closing or stopped.
     wake: Notify,
     /// Wakes the reader: a seek, room in the window, a drained shard, a stop.
@@ -149,7 +175,10 @@ impl ShardHandle {
     ) -> Self {
         Self {
             key,
-            machine: Mutex::new(machine),
+            machine: Mutex::new(Locked {
+                machine,
+                wall_deadline: WallDeadline::default(),
+            }),
             wake: Notify::new(),
             read_wake: Notify::new(),
             handed_back: Notify::new(),
@@ -172,7 +201,7 @@ impl ShardHandle {
     }
 
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, ShardMachine<Instant, Record>> {
+    fn lock(&self) -> MutexGuard<'_, Locked> {
         self.machine.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -626,7 +655,18 @@ impl Settlement for ShardHandle {
 
     #[inline]
     fn standing(&self, ticket: Ticket) -> Standing {
-        let standing = self.lock().standing(ticket, Instant::now(), epoch_millis());
+        let standing = {
+            let mut locked = self.lock();
+            let Locked {
+                machine,
+                wall_deadline,
+            } = &mut *locked;
+            // The wall clock is read last (and only when the monotonic one still counts the
+            // lease), as the machine asks: a suspend between the two readings is then seen.
+            machine.standing_by(ticket, Instant::now(), |valid_until_ms| {
+                wall_deadline.before(SystemTime::now(), valid_until_ms)
+            })
+        };
         if standing.stops_shard() {
             // Another instance may hold the shard by now; stopping it also ends its reader, so
             // nothing waits on this record.

@@ -681,13 +681,28 @@ impl<T: Moment> ShardLease<T> {
     /// the table runs on in wall time meanwhile.
     #[inline]
     pub(crate) fn may_deliver(&self, now: T, now_ms: u64) -> bool {
-        self.phase == Phase::Holding && self.counts_at(now, now_ms)
+        self.may_deliver_by(now, |valid_until_ms| now_ms < valid_until_ms)
+    }
+
+    /// [`may_deliver`](Self::may_deliver), with the wall clock asked by `wall_before`: whether
+    /// it still reads before the given epoch millisecond. A driver that keeps the deadline in
+    /// its clock's own type compares there, rather than turn every reading into milliseconds.
+    #[inline]
+    pub(crate) fn may_deliver_by(&self, now: T, wall_before: impl FnOnce(u64) -> bool) -> bool {
+        self.phase == Phase::Holding && self.counts_by(now, wall_before)
     }
 
     /// Whether the lease counts at `now` by both clocks, whatever the phase.
     #[inline]
     fn counts_at(&self, now: T, now_ms: u64) -> bool {
-        now < self.valid_until && now_ms < self.valid_until_ms
+        self.counts_by(now, |valid_until_ms| now_ms < valid_until_ms)
+    }
+
+    /// [`counts_at`](Self::counts_at), with the wall clock asked by `wall_before` (whether it
+    /// reads before the given epoch millisecond), and only once the monotonic clock counts.
+    #[inline]
+    fn counts_by(&self, now: T, wall_before: impl FnOnce(u64) -> bool) -> bool {
+        now < self.valid_until && wall_before(self.valid_until_ms)
     }
 
     /// Whether the shard delivers nothing more: closing, or ended.
