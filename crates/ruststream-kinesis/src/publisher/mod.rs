@@ -576,6 +576,18 @@ impl Queued {
     }
 }
 
+/// `records` by stream, each stream's in their order.
+fn grouped_by_stream(records: Vec<Pending>) -> HashMap<String, Vec<Pending>> {
+    let mut by_stream: HashMap<String, Vec<Pending>> = HashMap::new();
+    for pending in records {
+        by_stream
+            .entry(pending.stream.clone())
+            .or_default()
+            .push(pending);
+    }
+    by_stream
+}
+
 /// What one round of calls answers: per stream, the routes it carried, and whether a record
 /// routed by the packer's shard map landed in another shard.
 type RoundEnded = Vec<(String, HashSet<String>, bool)>;
@@ -598,13 +610,7 @@ impl Writer {
         &mut self,
         batch: Vec<Pending>,
     ) -> Option<impl Future<Output = RoundEnded> + use<>> {
-        let mut by_stream: HashMap<String, Vec<Pending>> = HashMap::new();
-        for pending in batch {
-            by_stream
-                .entry(pending.stream.clone())
-                .or_default()
-                .push(pending);
-        }
+        let mut by_stream = grouped_by_stream(batch);
         if let Some(limits) = &self.aggregate {
             for (stream, pending) in &mut by_stream {
                 let Some(ranges) = self.shard_maps.of(&self.client, stream).await else {
@@ -620,14 +626,7 @@ impl Writer {
             }
         }
         // What waited goes before what came since (held records are packed already).
-        let mut waited: HashMap<String, Vec<Pending>> = HashMap::new();
-        for pending in std::mem::take(&mut self.held) {
-            waited
-                .entry(pending.stream.clone())
-                .or_default()
-                .push(pending);
-        }
-        for (stream, mut pending) in waited {
+        for (stream, mut pending) in grouped_by_stream(std::mem::take(&mut self.held)) {
             let newer = by_stream.remove(&stream).unwrap_or_default();
             pending.extend(newer);
             by_stream.insert(stream, pending);
