@@ -26,6 +26,10 @@ const LIMIT: i32 = 1000;
 /// The enhanced fan-out consumer of [`Side::FanOut`]: one per stream, registered by its first
 /// read.
 pub const FAN_OUT_CONSUMER: &str = "kinesis-bench";
+/// The most CPU a record consumed may cost the service against the SDK loop, with one worker
+/// thread (issue 29, item 5).
+const CPU_RATIO_TARGET: f64 = 1.35;
+
 /// The largest batch the batch handler of [`Side::Batches`] takes.
 const HANDLER_BATCH: NonZeroUsize = NonZeroUsize::new(500).expect("not zero");
 
@@ -112,7 +116,9 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
     // Enough shards that kinesis-mock, not the five-calls-per-second pacing, bounds the read,
     // and few enough records per shard that the emulator stays fast (it slows as shards fill).
     let shards: u32 = 8;
-    let records: u64 = if opts.quick { 8000 } else { 20_000 };
+    let records: u64 = opts
+        .records
+        .unwrap_or(if opts.quick { 8000 } else { 20_000 });
     let rounds = if opts.quick { 1 } else { 9 };
     let stream = unique("bench-consume");
     stack.create_stream(&stream, shards).await?;
@@ -235,8 +241,10 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             per_record(side),
             per_record(Side::Sdk)
         );
-        figure.target = "≤ 1.25".to_owned();
-        figure.pass = Some(value <= 1.25 && counted == rounds);
+        // Issue 29, item 5 (an earlier issue's 1.25 is below what a per-message subscriber on
+        // RustStream 0.7 can reach: the benchmarks page's "Where the CPU goes").
+        figure.target = format!("≤ {CPU_RATIO_TARGET}");
+        figure.pass = Some(value <= CPU_RATIO_TARGET && counted == rounds);
         figure.detail(setup.clone());
         figure.detail(match side {
             Side::Batches => format!(

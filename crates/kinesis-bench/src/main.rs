@@ -88,6 +88,9 @@ struct Cli {
     /// five-minute cadence at which every row is read).
     #[arg(long, value_name = "SECS")]
     window: Option<u64>,
+    /// `consume` only: the records of each round (default 20,000; --quick: 8,000).
+    #[arg(long, value_name = "N")]
+    records: Option<u64>,
     /// The arguments of the internal commands (the child processes of some figures).
     #[arg(hide = true, trailing_var_arg = true, allow_hyphen_values = true)]
     rest: Vec<String>,
@@ -211,6 +214,8 @@ pub struct Options {
     pub behind: bool,
     /// `cost`: the counting window, in seconds.
     pub window: Option<u64>,
+    /// `consume`: the records of each round.
+    pub records: Option<u64>,
 }
 
 /// Reads the command line: the command and its options; `Err` a clap error to print (for
@@ -240,6 +245,7 @@ where
             apart: cli.apart,
             behind: cli.behind,
             window: cli.window,
+            records: cli.records,
         },
     ))
 }

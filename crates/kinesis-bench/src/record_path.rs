@@ -15,14 +15,10 @@ use crate::report::{Figure, thousands};
 /// passes through between the SDK's answer and the framework's dispatch, and back to its settle
 /// and drop: a part left out would make the sum look better than the path is.
 const PATH: &[(&str, &str)] = &[
-    (
-        "the SDK's records taken apart",
-        "ruststream_kinesis::kinesis::api::fetched_records",
-    ),
-    (
-        "decoded (KPL, envelope)",
-        "ruststream_kinesis::live::reader::Reader::decoded",
-    ),
+    // Since the twenty-sixth session the records are taken apart where they are decoded (the
+    // first counts in the second); an earlier profile has them apart.
+    ("the SDK's records taken apart", TAKEN_APART),
+    ("decoded (KPL, envelope)", DECODED),
     (
         "the answer given to the shard",
         "ruststream_kinesis::shard::ShardHandle::read_answered",
@@ -57,6 +53,13 @@ const PATH: &[(&str, &str)] = &[
     ("the delivery dropped", DELIVERY_DROP),
 ];
 
+/// Where an answer's records were taken apart before the twenty-sixth session, on their own.
+const TAKEN_APART: &str = "ruststream_kinesis::kinesis::api::fetched_records";
+
+/// Where an answer's records are decoded, and since the twenty-sixth session taken apart as
+/// they are (`AnswerRecords::for_each`, inlined).
+const DECODED: &str = "ruststream_kinesis::live::reader::Reader::decoded";
+
 /// The delivery's `ack`: its settle, and its drop ([`DELIVERY_DROP`], counted apart: [`NESTED`]).
 const ACK: &str = "<ruststream_kinesis::delivery::message::KinesisMessage as ruststream_core::message::IncomingMessage>::ack";
 
@@ -87,14 +90,17 @@ const NESTED: &[(&str, &str)] = &[
 /// What the path spends releasing what the SDK allocated for a record's texts, which the SDK
 /// loop spends as well (it is part of the floor the issue names, the SDK's `GetRecords` parse):
 /// a function of [`PATH`] and the callee that releases. The record's two strings and the
-/// answer's buffer, where the records are taken apart.
+/// answer's buffer, where the records are taken apart (in the decoding since the twenty-sixth
+/// session, which released nothing directly before).
 const SDK_TEXTS_RELEASED: &[(&str, &str)] = &[
+    (TAKEN_APART, "__rustc::__rust_dealloc"),
     (
-        "ruststream_kinesis::kinesis::api::fetched_records",
-        "__rustc::__rust_dealloc",
+        TAKEN_APART,
+        "<alloc::vec::into_iter::IntoIter<T,A> as core::ops::drop::Drop>::drop",
     ),
+    (DECODED, "__rustc::__rust_dealloc"),
     (
-        "ruststream_kinesis::kinesis::api::fetched_records",
+        DECODED,
         "<alloc::vec::into_iter::IntoIter<T,A> as core::ops::drop::Drop>::drop",
     ),
 ];
@@ -327,6 +333,8 @@ impl Costs {
                 ACK if self.earlier => self.inclusive(ACK_INLINED),
                 // Counted in the receive, which the profile must have.
                 PULL_CHECK => self.inclusive(RECEIVE).map(|_| 0),
+                // Counted in the decoding, which the profile must have.
+                TAKEN_APART => self.inclusive(DECODED).map(|_| 0),
                 _ => None,
             };
         };
@@ -505,6 +513,20 @@ mod tests {
             "a stale delivery's drop counts as the drop's"
         );
         assert_eq!(Costs::read("").own(PULL_CHECK), None);
+        // Taken apart where they are decoded: counted there, and so are the SDK's releases.
+        let mut tree = line(300, "*", DECODED);
+        tree += &line(30, ">", "__rustc::__rust_dealloc (2x)");
+        tree += &line(
+            10,
+            ">",
+            "<alloc::vec::into_iter::IntoIter<T,A> as core::ops::drop::Drop>::drop (1x)",
+        );
+        let decoded = Costs::read(&tree);
+        assert_eq!(decoded.own(TAKEN_APART), Some(0), "counted in the decoding");
+        assert_eq!(decoded.own(DECODED), Some(300));
+        let (released, _) = sdk_releases(&decoded, 2);
+        assert!((released - 20.0).abs() < 1e-9, "{released}");
+        assert_eq!(Costs::read("").own(TAKEN_APART), None);
     }
 
     /// The tree of a run whose records' texts cost 40 to release, and whose records' drops

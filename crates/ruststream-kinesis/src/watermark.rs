@@ -111,6 +111,18 @@ impl<S: Weighed> Watermark<S> {
         }
     }
 
+    /// Records the deliveries of a run handed out at once, in order, whose settling lets the
+    /// checkpoint record each of `sequences`: as many [`push`](Self::push)es, their tickets
+    /// following one another ([`Ticket::following`]) after the ticket a `push` would take now.
+    /// Added together, with room made once, not checked for at each.
+    pub(crate) fn push_run(&mut self, sequences: impl Iterator<Item = SharedStr>) {
+        self.pending.extend(sequences.map(|sequence| Pending {
+            sequence,
+            settled: false,
+            staged: None,
+        }));
+    }
+
     /// Where `ticket`'s delivery sits in `pending`, if it is of this generation and still there.
     #[inline]
     fn offset(&self, ticket: Ticket) -> Option<usize> {

@@ -188,6 +188,7 @@ impl KinesisMessage {
     /// Exactly once, a record of a batch: its settlement by `verdict` goes to its batch's unit,
     /// which settles the batch with its last record (`Err`: not in a batch, the hold back).
     #[cfg(feature = "dynamodb-lease")]
+    #[inline(always)]
     fn to_batch(&self, hold: Hold, verdict: Verdict) -> Result<Result<(), AckError>, Hold> {
         match &self.batch {
             Some(batch) => {

@@ -31,22 +31,25 @@ pub(crate) trait MakeDelivery: Send + Sync + std::fmt::Debug {
 #[derive(Debug)]
 pub(crate) struct Run {
     first: Option<Record>,
-    /// The rest, last first: taken from the back, a `Vec`'s cheapest end, and given back as it
-    /// is once emptied.
+    /// The rest, last first: taken from the back, a `Vec`'s cheapest end (the shard hands a
+    /// run's records out so: [`ShardMachine::next_reads`]), and given back as it is once
+    /// emptied.
+    ///
+    /// [`ShardMachine::next_reads`]: crate::shard::ShardMachine::next_reads
     rest: Vec<Record>,
     next: Ticket,
     maker: Arc<dyn MakeDelivery>,
 }
 
 impl Run {
-    /// `first` handed out under `ticket`, then `rest` under the tickets that follow it.
+    /// `first` handed out under `ticket`, then `rest` (last first) under the tickets that
+    /// follow it.
     pub(crate) fn new(
         first: Record,
         ticket: Ticket,
-        mut rest: Vec<Record>,
+        rest: Vec<Record>,
         maker: Arc<dyn MakeDelivery>,
     ) -> Self {
-        rest.reverse();
         Self {
             first: Some(first),
             rest,
@@ -150,7 +153,8 @@ pub(crate) mod tests {
         let mut run = Run::new(
             Record::plain("1", b"a"),
             first,
-            vec![Record::plain("2", b"b"), Record::plain("3", b"c")],
+            // Last first, as the shard hands them out.
+            vec![Record::plain("3", b"c"), Record::plain("2", b"b")],
             Arc::clone(&asked) as Arc<dyn MakeDelivery>,
         );
         assert_eq!(run.len(), 3);

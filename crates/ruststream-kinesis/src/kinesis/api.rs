@@ -17,7 +17,7 @@ use bytes::Bytes;
 use super::iterator::ShardIterator;
 pub(crate) use super::shards::ShardInfo;
 use crate::settings::position::ShardStart;
-use crate::shared_str::Gathered;
+use crate::shared_str::{Gathered, Shared};
 use crate::{KinesisError, KinesisPosition, SharedStr};
 
 /// The error of a failed call on `stream`: [`KinesisError::StreamNotFound`] when the service
@@ -44,11 +44,75 @@ pub(crate) struct FetchedRecord {
     pub(crate) arrived_ms: Option<i64>,
 }
 
+/// The records of one answer (`GetRecords`, or an event of `SubscribeToShard`) as its source
+/// gave them: the SDK's, taken apart one by one as the reader decodes them
+/// ([`for_each`](Self::for_each)), not into a list of their own first (a move of each record
+/// and a pass less, on every record read); or, in process, records made as they were read.
+#[derive(Debug)]
+pub(crate) enum AnswerRecords {
+    Sdk(Vec<aws_sdk_kinesis::types::Record>),
+    #[cfg(any(test, feature = "testing"))]
+    Made(Vec<FetchedRecord>),
+}
+
+impl AnswerRecords {
+    /// How many records the answer brought.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Sdk(records) => records.len(),
+            #[cfg(any(test, feature = "testing"))]
+            Self::Made(records) => records.len(),
+        }
+    }
+
+    /// Whether the answer brought no record.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes of the records' data, all told.
+    pub(crate) fn data_bytes(&self) -> u64 {
+        match self {
+            Self::Sdk(records) => records.iter().map(|r| r.data.as_ref().len() as u64).sum(),
+            #[cfg(any(test, feature = "testing"))]
+            Self::Made(records) => records.iter().map(|r| r.data.len() as u64).sum(),
+        }
+    }
+
+    /// The sequence numbers of the first record and the last, if any.
+    pub(crate) fn first_and_last(&self) -> Option<(&str, &str)> {
+        match self {
+            Self::Sdk(records) => Some((
+                &*records.first()?.sequence_number,
+                &*records.last()?.sequence_number,
+            )),
+            #[cfg(any(test, feature = "testing"))]
+            Self::Made(records) => Some((&*records.first()?.sequence, &*records.last()?.sequence)),
+        }
+    }
+
+    /// The records, in order, each taken apart as it is reached ([`TakenApart`]).
+    pub(crate) fn taken_apart(self) -> TakenApart {
+        match self {
+            Self::Sdk(records) => TakenApart::sdk(records),
+            #[cfg(any(test, feature = "testing"))]
+            Self::Made(records) => TakenApart::Made(records.into_iter()),
+        }
+    }
+
+    /// The records in a list of their own.
+    #[cfg(test)]
+    pub(crate) fn into_vec(self) -> Vec<FetchedRecord> {
+        self.taken_apart().collect()
+    }
+}
+
 /// What one `GetRecords` call answered.
 #[derive(Debug)]
 pub(crate) enum Fetched {
     Records {
-        records: Vec<FetchedRecord>,
+        records: AnswerRecords,
         /// `None` when the shard is closed and read to its end.
         next: Option<ShardIterator>,
         /// How far the answer is behind the shard's tip (`MillisBehindLatest`), when told.
@@ -320,48 +384,89 @@ pub(crate) fn starting_at(
     }
 }
 
-/// The records of one answer (`GetRecords`, or an event of `SubscribeToShard`), taken apart, not
-/// borrowed: each one's data moves into its delivery uncopied, and their sequence numbers and
+/// The records of one answer, taken apart one at a time as they are reached, not borrowed: each
+/// one's data moves into its delivery uncopied, and the SDK's records' sequence numbers and
 /// partition keys are gathered into one string the records share (one allocation for the
-/// answer, not two for each record).
-pub(crate) fn fetched_records(records: Vec<aws_sdk_kinesis::types::Record>) -> Vec<FetchedRecord> {
-    let bytes = records
-        .iter()
-        .map(|record| {
-            record.sequence_number.len() + record.partition_key.as_deref().map_or(0, str::len)
-        })
-        .sum();
-    let mut gathered = Gathered::with_capacity(bytes);
-    for record in &records {
-        gathered.push(&record.sequence_number);
-        gathered.push(record.partition_key.as_deref().unwrap_or_default());
+/// answer, not two for each record). An iterator, so that the reader decodes each record in the
+/// loop that takes it apart (not a list of them made first, nor a call for each).
+#[derive(Debug)]
+pub(crate) enum TakenApart {
+    Sdk {
+        records: std::vec::IntoIter<aws_sdk_kinesis::types::Record>,
+        shared: Shared,
+        /// Where the next record's texts begin in `shared`.
+        at: usize,
+    },
+    #[cfg(any(test, feature = "testing"))]
+    Made(std::vec::IntoIter<FetchedRecord>),
+}
+
+impl TakenApart {
+    /// The SDK's `records`, their texts gathered.
+    fn sdk(records: Vec<aws_sdk_kinesis::types::Record>) -> Self {
+        let bytes = records
+            .iter()
+            .map(|record| {
+                record.sequence_number.len() + record.partition_key.as_deref().map_or(0, str::len)
+            })
+            .sum();
+        let mut gathered = Gathered::with_capacity(bytes);
+        for record in &records {
+            gathered.push(&record.sequence_number);
+            gathered.push(record.partition_key.as_deref().unwrap_or_default());
+        }
+        Self::Sdk {
+            records: records.into_iter(),
+            shared: gathered.share(),
+            at: 0,
+        }
     }
-    let shared = gathered.share();
-    // Each record's texts lie where the loop above pushed them, one after the other: read off
-    // by their lengths again rather than kept in a `Vec` of spans (an allocation and a move
-    // each record less).
-    let mut at = 0;
-    let mut next = |text: &str| {
-        let span = (at, at + text.len());
-        at = span.1;
-        shared.part(span)
-    };
-    // Pushed into a vector of their own size, not collected: collecting in place would shrink
-    // the SDK's (larger) records' buffer with a copy of the whole answer.
-    let mut fetched = Vec::with_capacity(records.len());
-    for record in records {
-        let sequence = next(&record.sequence_number);
-        let partition_key = next(record.partition_key.as_deref().unwrap_or_default());
-        fetched.push(FetchedRecord {
-            partition_key,
-            sequence,
-            arrived_ms: record
-                .approximate_arrival_timestamp
-                .and_then(|at| at.to_millis().ok()),
-            data: record.data.into_bytes(),
-        });
+}
+
+impl Iterator for TakenApart {
+    type Item = FetchedRecord;
+
+    // Inlined into the reader's loop, which decodes each record as it comes.
+    #[inline]
+    fn next(&mut self) -> Option<FetchedRecord> {
+        match self {
+            Self::Sdk {
+                records,
+                shared,
+                at,
+            } => {
+                let record = records.next()?;
+                // Each record's texts lie where `sdk` pushed them, one after the other: read
+                // off by their lengths again rather than kept in a `Vec` of spans (an
+                // allocation and a move each record less).
+                let mut next = |text: &str| {
+                    let span = (*at, *at + text.len());
+                    *at = span.1;
+                    shared.part(span)
+                };
+                let sequence = next(&record.sequence_number);
+                let partition_key = next(record.partition_key.as_deref().unwrap_or_default());
+                Some(FetchedRecord {
+                    partition_key,
+                    sequence,
+                    arrived_ms: record
+                        .approximate_arrival_timestamp
+                        .and_then(|at| at.to_millis().ok()),
+                    data: record.data.into_bytes(),
+                })
+            }
+            #[cfg(any(test, feature = "testing"))]
+            Self::Made(records) => records.next(),
+        }
     }
-    fetched
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Self::Sdk { records, .. } => records.size_hint(),
+            #[cfg(any(test, feature = "testing"))]
+            Self::Made(records) => records.size_hint(),
+        }
+    }
 }
 
 /// One `GetRecords` call on `shard`.
@@ -397,7 +502,7 @@ pub(crate) async fn get_records(
         }
         Err(err) => return Err(KinesisError::shard_api(stream, shard, "GetRecords", err)),
     };
-    let records = fetched_records(out.records);
+    let records = AnswerRecords::Sdk(out.records);
     Ok(Fetched::Records {
         records,
         next: out.next_shard_iterator.map(ShardIterator::Service),
@@ -497,7 +602,7 @@ mod tests {
         else {
             panic!("records expected");
         };
-        assert_eq!(&records[0].data[..], b"hi");
+        assert_eq!(&records.into_vec()[0].data[..], b"hi");
         assert_eq!(next, Some(ShardIterator::service("next")));
         assert_eq!(millis_behind, Some(1500));
         let err = get_records(&client, "orders", "shardId-000000000000", "it", 500)
@@ -524,11 +629,14 @@ mod tests {
                 .build()
                 .expect("a record")
         };
-        let fetched = fetched_records(vec![
+        let answer = AnswerRecords::Sdk(vec![
             record("4959001", Some("order-ü€"), b"one"),
             record("4959002", None, b"two"),
             record("4959003", Some("k"), b"three"),
         ]);
+        assert_eq!(answer.first_and_last(), Some(("4959001", "4959003")));
+        assert_eq!(answer.data_bytes(), 11);
+        let fetched = answer.into_vec();
         let read: Vec<(&str, &str, &[u8])> = fetched
             .iter()
             .map(|r| (r.sequence.as_str(), r.partition_key.as_str(), &r.data[..]))
@@ -541,6 +649,8 @@ mod tests {
                 ("4959003", "k", &b"three"[..]),
             ]
         );
-        assert!(fetched_records(Vec::new()).is_empty());
+        let none = AnswerRecords::Sdk(Vec::new());
+        assert!(none.is_empty() && none.first_and_last().is_none());
+        assert!(none.into_vec().is_empty());
     }
 }

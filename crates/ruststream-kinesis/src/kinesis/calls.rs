@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use aws_sdk_kinesis::Client;
 
-use super::api::{self, Fetched, FetchedRecord, ShardInfo};
+use super::api::{self, Fetched, ShardInfo};
 use super::fan_out::{self, Consumer, Event, Refused, SdkEvents};
 use super::iterator::ShardIterator;
 use crate::KinesisError;
@@ -81,25 +81,21 @@ impl Kinesis {
         }
     }
 
-    /// One `GetRecords` call on `shard` from `iterator`, for at most `limit` records, put in
-    /// `buffer` where the Kinesis lets a read fill one.
+    /// One `GetRecords` call on `shard` from `iterator`, for at most `limit` records.
     pub(crate) async fn get_records(
         &self,
         stream: &str,
         shard: &str,
         iterator: &ShardIterator,
         limit: u32,
-        buffer: Vec<FetchedRecord>,
     ) -> Result<Fetched, KinesisError> {
         match (self, iterator) {
             (Self::Sdk(client), ShardIterator::Service(text)) => {
-                // The SDK parses the records into a `Vec` of its own.
-                drop(buffer);
                 api::get_records(client, stream, shard, text, limit).await
             }
             #[cfg(feature = "testing")]
             (Self::InProcess(kinesis, _), ShardIterator::InProcess { .. }) => {
-                kinesis.get_records_into(iterator, limit, buffer)
+                kinesis.get_records(iterator, limit)
             }
             #[cfg(feature = "testing")]
             (Self::Sdk(_), ShardIterator::InProcess { .. })

@@ -15,7 +15,7 @@ use aws_sdk_kinesis::primitives::event_stream::EventReceiver;
 use aws_sdk_kinesis::types::error::SubscribeToShardEventStreamError;
 use aws_sdk_kinesis::types::{ConsumerStatus, StartingPosition, SubscribeToShardEventStream};
 
-use super::api::{FetchedRecord, fetched_records, starting_at};
+use super::api::{AnswerRecords, starting_at};
 use crate::KinesisError;
 use crate::clock::Instant;
 use crate::settings::position::ShardStart;
@@ -52,7 +52,7 @@ pub(crate) type SdkEvents =
 pub(crate) enum Event {
     /// Records (maybe none) and where a later subscription continues.
     Records {
-        records: Vec<FetchedRecord>,
+        records: AnswerRecords,
         continuation: Option<String>,
         millis_behind: Option<i64>,
         /// The event names child shards: the shard is read to its end.
@@ -355,7 +355,7 @@ pub(crate) async fn next_event(
                 .filter(|continuation| !continuation.is_empty()),
             millis_behind: Some(event.millis_behind_latest),
             ended,
-            records: fetched_records(event.records),
+            records: AnswerRecords::Sdk(event.records),
         });
     }
 }

@@ -1326,6 +1326,7 @@ mod tests {
             panic!("records");
         };
         let read: Vec<_> = records
+            .into_vec()
             .into_iter()
             .flat_map(crate::delivery::record::decoded)
             .map(|r| {

@@ -246,13 +246,13 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     }
 
     /// What the reader does next at `now`, as [`next_read`](Self::next_read); when that is a
-    /// delivery, the records read behind it follow into `more` (emptied by the caller since
-    /// the last step), up to `max` in all, handed out at the same moment: what as many more
-    /// `next_read`s at `now` would hand out (nothing else changed meanwhile, so the same checks
-    /// pass, the lease's by the same clocks), one lock and one reading of the clocks for a
-    /// batch rather than a record each. Each settles under the ticket following the one before
-    /// it ([`Ticket::following`]), the first after the step's. It stops before any other step,
-    /// which the next call decides.
+    /// delivery, the records read behind it are handed out with it into `more` (empty, as the
+    /// caller took the last step's), up to `max` in all, **last first** (taken with `pop`, the
+    /// next one first): what as many more `next_read`s at `now` would hand out (nothing else
+    /// changed meanwhile, so the same checks pass, the lease's by the same clocks), one lock
+    /// and one reading of the clocks for a batch rather than a record each. Each settles under
+    /// the ticket following the one before it ([`Ticket::following`]), the first after the
+    /// step's. It stops before any other step, which the next call decides.
     pub(crate) fn next_reads(
         &mut self,
         now: T,
@@ -263,16 +263,14 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         assert!(more.is_empty(), "the last step's records were taken");
         let step = self.next_read(now, now_ms);
         if matches!(step, ReadStep::Deliver(..)) {
-            // As `hand_out` each, in one pass: the batch's records go straight into `more`, and
-            // the read side hears of the last one only (what it keeps of the others would be
-            // replaced at once). Their tickets follow the step's, one after another
-            // ([`Ticket::following`]): nothing else takes a ticket meanwhile.
-            let room = max.saturating_sub(1);
-            let watermark = &mut self.watermark;
-            more.extend(self.read.next_records(room).inspect(|record| {
-                watermark.push(record.checkpoint());
-            }));
-            if let Some(last) = more.last() {
+            // As `hand_out` each: the batch's records taken together, and the read side
+            // hears of the last one only (what it keeps of the others would be replaced at
+            // once). Their tickets follow the step's, one after another ([`Ticket::following`]):
+            // nothing else takes a ticket meanwhile.
+            self.read.take_records(max.saturating_sub(1), more);
+            self.watermark
+                .push_run(more.iter().rev().map(Sequenced::checkpoint));
+            if let Some(last) = more.first() {
                 self.handed(now, more.len(), last);
             }
         }

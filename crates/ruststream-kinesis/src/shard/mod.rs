@@ -211,7 +211,7 @@ impl ShardHandle {
     }
 
     /// What the reader does next; when that is a delivery, up to `max` records in all are
-    /// handed out at once, the first in the step and the rest into `more`
+    /// handed out at once, the first in the step and the rest into `more` (last first)
     /// ([`ShardMachine::next_reads`]: one lock and one reading of the clocks for them all).
     pub(crate) fn next_reads(
         &self,
@@ -252,11 +252,11 @@ impl ShardHandle {
         (step, spare)
     }
 
-    /// Tells the harness of the records `step` and `more` hand out.
+    /// Tells the harness of the records `step` and `more` (last first) hand out, in order.
     fn delivering(&self, step: &ReadStep<Record, Instant>, more: &[Record]) {
         if let ReadStep::Deliver(record, _) = step {
             self.harness.delivering_read(record);
-            for record in more {
+            for record in more.iter().rev() {
                 self.harness.delivering_read(record);
             }
         }
@@ -301,7 +301,9 @@ impl ShardHandle {
     /// Says what a settle came to: the harness is told (`harness`: here, else where the writes
     /// it kept are let go), whoever must act is woken, and a refusal becomes the error that
     /// names why.
-    #[inline]
+    // Inlined into every record's settle (called, it cost a call's entry and exit and a move
+    // of what the settle answered); a refusal's error is made out of line.
+    #[inline(always)]
     fn settle_answered(
         &self,
         settled: Result<Settled, Refusal>,
@@ -320,13 +322,21 @@ impl ShardHandle {
                 }
                 Ok(())
             }
-            Err(Refusal::ShutDown) => Err(KinesisError::ShutDown {
+            Err(refusal) => Err(self.refusal_error(refusal)),
+        }
+    }
+
+    /// The error that names why a settle was refused.
+    #[cold]
+    fn refusal_error(&self, refusal: Refusal) -> KinesisError {
+        match refusal {
+            Refusal::ShutDown => KinesisError::ShutDown {
                 what: "settling a delivery",
-            }),
-            Err(Refusal::Handover) => Err(KinesisError::SettledAfterHandover {
+            },
+            Refusal::Handover => KinesisError::SettledAfterHandover {
                 stream: self.key.stream().to_owned(),
                 shard: self.key.shard().to_owned(),
-            }),
+            },
         }
     }
 

@@ -32,7 +32,6 @@
 //!   engine), an empty event of a shard the listing shows closed has the end confirmed by
 //!   `GetRecords`, which reads the rest of the shard.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::lease::{Close, Moment};
@@ -64,6 +63,9 @@ pub(crate) trait Sequenced {
     /// What a checkpoint through it records: its sequence number, which covers a whole KPL
     /// aggregate, or for a user record that others of its aggregate follow the sequence number
     /// and its index ([`ShardStart::Within`]).
+    // Inlined where a run's records are tracked, one call a record: a plain record's is a
+    // clone of its sequence number, and its aggregate's text is made out of line.
+    #[inline]
     fn checkpoint(&self) -> SharedStr {
         match self.sub_sequence() {
             Some(sub) if !self.ends_record() => {
@@ -75,14 +77,17 @@ pub(crate) trait Sequenced {
 }
 
 impl Sequenced for crate::delivery::record::Record {
+    #[inline]
     fn sequence(&self) -> &SharedStr {
         &self.sequence
     }
 
+    #[inline]
     fn sub_sequence(&self) -> Option<u64> {
         crate::delivery::record::Record::sub_sequence(self)
     }
 
+    #[inline]
     fn ends_record(&self) -> bool {
         self.ends_record
     }
@@ -286,7 +291,12 @@ pub(crate) struct ReadState<T, R> {
     /// At the tip under [`TipWait::UntilNews`]: no call until news of a write.
     quiet_tip: bool,
     failures: u32,
-    batch: VecDeque<R>,
+    /// The records read and not handed out yet, **last first**: the next one is at the back,
+    /// where a `Vec` gives it up cheapest, and a run of the next ones leaves from the back in
+    /// the order a run is taken in ([`take_records`](Self::take_records)). Reversed once, as
+    /// an answer lands, rather than a run at a time as a run was taken; and not taken from a
+    /// `VecDeque`'s front through its wrapping index.
+    batch: Vec<R>,
     /// The batch's emptied buffer from before the last read (the records read stay in the
     /// `Vec` they came in, which became the batch), for the reader's next read to fill (a read
     /// of a few records then allocates nothing).
@@ -309,7 +319,7 @@ pub(crate) struct ReadState<T, R> {
 #[derive(Debug)]
 pub(super) enum Want<R, T> {
     Call(Call),
-    /// The front record of the batch, to hand out if the lease allows.
+    /// The next record of the batch, to hand out if the lease allows.
     Record(R),
     /// Read to its end: finished once every delivery settled.
     Drain,
@@ -338,7 +348,7 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
             not_before: None,
             quiet_tip: false,
             failures: 0,
-            batch: VecDeque::new(),
+            batch: Vec::new(),
             spare: Vec::new(),
             behind: false,
             after: None,
@@ -515,18 +525,17 @@ impl<T: Moment, R: Sequenced> ReadState<T, R> {
         if self.in_flight != InFlight::None || self.phase == Phase::Draining {
             return None;
         }
-        self.batch.pop_front()
+        self.batch.pop()
     }
 
     /// The next records of the batch read, up to `most`, when [`want`](Self::want) would hand
-    /// them out now one after another: none while a call is in flight or reading drains.
-    pub(super) fn next_records(
-        &mut self,
-        most: usize,
-    ) -> std::collections::vec_deque::Drain<'_, R> {
+    /// them out now one after another (none while a call is in flight or reading drains), into
+    /// `into`, **last first** (taken from the back with `pop`, the next one first): the back of
+    /// the batch, as it is kept.
+    pub(super) fn take_records(&mut self, most: usize, into: &mut Vec<R>) {
         let ready = self.in_flight == InFlight::None && self.phase != Phase::Draining;
         let count = if ready { most.min(self.batch.len()) } else { 0 };
-        self.batch.drain(..count)
+        into.extend(self.batch.drain(self.batch.len() - count..));
     }
 
     /// What reading wants next at `now`, with `room` for one more delivery in the window.
@@ -768,18 +777,19 @@ impl<T, R: Sequenced> ReadState<T, R> {
                     || record.sub_sequence().is_none_or(|sub| sub > through)
             });
         }
+        // Last first, as the batch keeps them.
+        records.reverse();
         if self.batch.is_empty() {
             // Always so when an answer lands (a call goes out only once the batch is drained,
-            // and a seek or a stop clears it): the records stay where they were decoded (a
-            // `VecDeque` made of a `Vec` takes its buffer as it is), and the batch's emptied
-            // buffer is the spare. Moved one by one, each record (128 bytes) cost a copy more.
-            // The extend below keeps a batch that was not empty whole all the same.
-            let emptied = std::mem::replace(&mut self.batch, VecDeque::from(records));
-            self.spare = Vec::from(emptied);
+            // and a seek or a stop clears it): the records stay in the buffer they were decoded
+            // into, and the batch's emptied buffer is the spare. Moved one by one, each record
+            // (128 bytes) cost a copy more.
+            self.spare = std::mem::replace(&mut self.batch, records);
             return;
         }
-        self.batch.extend(records.drain(..));
-        self.spare = records;
+        // The new records go behind those waiting: in front of them, last first.
+        records.append(&mut self.batch);
+        self.spare = std::mem::replace(&mut self.batch, records);
     }
 
     /// The batch's emptied buffer from before the last read (an unallocated one when there was
@@ -801,4 +811,50 @@ fn jittered(failures: u32, coin: u64) -> Duration {
     let gap = u64::try_from(MIN_CALL_GAP.as_millis()).unwrap_or(u64::MAX);
     let ceiling = u64::try_from(backoff_ceiling(failures).as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(gap + coin % (ceiling - gap + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::record::Record;
+
+    fn sequences(records: &[Record]) -> Vec<&str> {
+        records.iter().map(|record| &*record.sequence).collect()
+    }
+
+    fn plain(sequences: &[&str]) -> Vec<Record> {
+        sequences
+            .iter()
+            .map(|sequence| Record::plain(sequence, b""))
+            .collect()
+    }
+
+    #[test]
+    fn records_leave_in_the_order_read_and_an_answer_behind_waiting_ones_comes_after_them() {
+        let mut read = ReadState::<Duration, Record>::new(
+            ReadSettings {
+                batch_size: 100,
+                pace: Pace::service(Duration::from_secs(1)),
+                window: 1000,
+                fan_out: false,
+            },
+            ShardIterator::service("it-1"),
+            ShardStart::At(crate::KinesisPosition::TrimHorizon),
+        );
+        read.extend_batch(plain(&["1", "2", "3"]));
+        read.extend_batch(plain(&["4", "5"]));
+        let first = read.next_record().expect("the first record read");
+        assert_eq!(&*first.sequence, "1");
+        let mut run = Vec::new();
+        read.take_records(3, &mut run);
+        assert_eq!(sequences(&run), ["4", "3", "2"], "a run, last first");
+        run.clear();
+        read.take_records(10, &mut run);
+        assert_eq!(
+            sequences(&run),
+            ["5"],
+            "what is left, however many are asked"
+        );
+        assert!(read.next_record().is_none() && !read.records_wait());
+    }
 }

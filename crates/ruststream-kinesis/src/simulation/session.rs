@@ -558,7 +558,7 @@ impl Sim {
                 }
                 ReadStep::Deliver(record, ticket) => {
                     let shard = s.shard;
-                    let records = std::iter::once(record).chain(more);
+                    let records = std::iter::once(record).chain(more.into_iter().rev());
                     for (record, ticket) in records.zip(ticket.onwards()) {
                         let msg = Msg {
                             sid,

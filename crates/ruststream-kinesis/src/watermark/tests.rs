@@ -30,6 +30,31 @@ fn an_out_of_order_ack_waits_for_the_gap() {
 }
 
 #[test]
+fn a_run_pushed_at_once_takes_the_tickets_as_many_pushes_would() {
+    let mut one_by_one = Watermark::<()>::default();
+    let mut run = Watermark::<()>::default();
+    let first = one_by_one.push(seq(1));
+    assert_eq!(run.push(seq(1)), first);
+    let pushed: Vec<_> = (2..=4).map(|n| one_by_one.push(seq(n))).collect();
+    run.push_run((2..5).map(seq));
+    assert_eq!(
+        pushed,
+        first.onwards().skip(1).take(3).collect::<Vec<_>>(),
+        "the tickets a run takes follow the one before it"
+    );
+    assert_eq!(
+        run.push(seq(5)),
+        one_by_one.push(seq(5)),
+        "and so on after it"
+    );
+    // Settled out of order, each checkpoint is its own record's, as one by one.
+    for ticket in [pushed[1], first, pushed[0], pushed[2]] {
+        assert_eq!(run.settle(ticket), one_by_one.settle(ticket));
+    }
+    assert_eq!(run.unsettled(), 1, "the fifth is still out");
+}
+
+#[test]
 fn a_reset_ignores_settlements_of_the_old_generation() {
     let mut mark = Watermark::<()>::default();
     let old = mark.push(seq(1));

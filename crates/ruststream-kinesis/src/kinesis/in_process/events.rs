@@ -43,7 +43,7 @@ impl InProcessEvents {
                 self.position = next;
                 let continuation = records.last().map(|last| last.sequence.to_string());
                 return Event::Records {
-                    records,
+                    records: crate::kinesis::api::AnswerRecords::Made(records),
                     continuation,
                     millis_behind: Some(0),
                     ended: false,

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use ruststream::testing::Coordinator;
 use ruststream::{OutgoingMessage, RawMessage};
 
-use crate::kinesis::api::{Fetched, FetchedRecord, OutRecord};
+use crate::kinesis::api::{AnswerRecords, Fetched, FetchedRecord, OutRecord};
 use crate::kinesis::fan_out::{Consumer, Refused};
 use crate::kinesis::iterator::ShardIterator;
 use crate::kinesis::shards::ShardInfo;
@@ -177,25 +177,13 @@ impl InProcessKinesis {
         })
     }
 
-    /// One `GetRecords` call from `iterator`, for at most `limit` records, in a new `Vec`.
-    #[cfg(test)]
+    /// One `GetRecords` call from `iterator`, for at most `limit` records: what lies there (its
+    /// bytes shared, not copied), the iterator after it, and how far behind the shard's newest
+    /// record the last one returned is (at least 1 ms while any follows it).
     pub(crate) fn get_records(
         &self,
         iterator: &ShardIterator,
         limit: u32,
-    ) -> Result<Fetched, KinesisError> {
-        self.get_records_into(iterator, limit, Vec::new())
-    }
-
-    /// One `GetRecords` call from `iterator`, for at most `limit` records, put in `buffer`
-    /// (emptied first): what lies there (its bytes shared, not copied), the iterator after it,
-    /// and how far behind the shard's newest record the last one returned is (at least 1 ms
-    /// while any follows it).
-    pub(crate) fn get_records_into(
-        &self,
-        iterator: &ShardIterator,
-        limit: u32,
-        mut buffer: Vec<FetchedRecord>,
     ) -> Result<Fetched, KinesisError> {
         let Some((stream, shard, position)) = iterator.in_process() else {
             return Err(KinesisError::Api {
@@ -214,10 +202,8 @@ impl InProcessKinesis {
             (None, _) if to < records.len() => 1,
             _ => 0,
         };
-        buffer.clear();
-        buffer.extend(read.iter().map(log::Stored::fetched));
         Ok(Fetched::Records {
-            records: buffer,
+            records: AnswerRecords::Made(read.iter().map(log::Stored::fetched).collect()),
             next: Some(ShardIterator::InProcess {
                 stream,
                 shard,

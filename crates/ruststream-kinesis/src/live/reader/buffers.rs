@@ -1,7 +1,6 @@
 //! The buffers a shard's reads reuse.
 
 use crate::delivery::record::Record;
-use crate::kinesis::api::FetchedRecord;
 
 /// The `Vec`s a shard's reads fill and the machine hands back emptied, so that a read of a few
 /// records allocates nothing, nor does a busy shard's read of many: a large buffer is kept
@@ -10,7 +9,6 @@ use crate::kinesis::api::FetchedRecord;
 /// cost about 60 instructions a record (`kinesis-bench record-path`).
 #[derive(Default)]
 pub(super) struct Buffers {
-    fetched: Vec<FetchedRecord>,
     records: Vec<Record>,
 }
 
@@ -18,19 +16,9 @@ pub(super) struct Buffers {
 const KEPT_CAPACITY: usize = 64;
 
 impl Buffers {
-    /// The buffer for the next read's records as Kinesis answers them (empty).
-    pub(super) fn take_fetched(&mut self) -> Vec<FetchedRecord> {
-        std::mem::take(&mut self.fetched)
-    }
-
     /// The buffer for the next read's decoded records (empty).
     pub(super) fn take_records(&mut self) -> Vec<Record> {
         std::mem::take(&mut self.records)
-    }
-
-    /// Keeps `fetched`, emptied, for the next read (see `keep`).
-    pub(super) fn keep_fetched(&mut self, fetched: Vec<FetchedRecord>) {
-        keep(&mut self.fetched, fetched);
     }
 
     /// Keeps `records`, emptied, for the next read, the shard's last read having brought `read`
@@ -91,9 +79,5 @@ mod tests {
             0,
             "and let go once they fill less"
         );
-        buffers.keep_fetched(Vec::with_capacity(8));
-        assert!(buffers.take_fetched().capacity() >= 8);
-        buffers.keep_fetched(Vec::with_capacity(KEPT_CAPACITY * 2));
-        assert_eq!(buffers.take_fetched().capacity(), 0);
     }
 }

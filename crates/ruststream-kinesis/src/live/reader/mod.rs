@@ -22,7 +22,7 @@ use crate::delivery::message::Origin;
 use crate::delivery::outlet::{HANDED_AT_ONCE, Items};
 use crate::delivery::record::{self, Record};
 use crate::delivery::run::{MakeDelivery, Run};
-use crate::kinesis::api::{Fetched, FetchedRecord};
+use crate::kinesis::api::{AnswerRecords, Fetched};
 use crate::kinesis::calls::{Events, Kinesis};
 use crate::kinesis::fan_out::{Consumer, Event, Refused};
 use crate::kinesis::iterator::ShardIterator;
@@ -369,7 +369,7 @@ fn news_source<'a>(handle: &'a ShardHandle, silent: &'a Notify) -> &'a Notify {
 type Step = ReadStep<Record, Instant>;
 
 /// The records handed out behind a delivery, taken together with it, under the tickets
-/// following its own ([`Ticket::following`]).
+/// following its own ([`Ticket::following`]): last first, as the shard hands them out.
 type HandedOut = Vec<Record>;
 
 /// How a call of the reader ended.
@@ -519,7 +519,7 @@ impl Reader {
         messages.reserve(1 + more.len());
         messages.extend(
             std::iter::once(record)
-                .chain(more.drain(..))
+                .chain(more.drain(..).rev())
                 .zip(ticket.onwards())
                 .map(|(record, ticket)| self.deliverer.deliver(record, ticket, 1)),
         );
@@ -696,7 +696,6 @@ impl Reader {
                 &env.origin.shard,
                 iterator,
                 env.batch_size,
-                buffers.take_fetched(),
             )
             .await;
         match fetched {
@@ -705,13 +704,8 @@ impl Reader {
                 next,
                 millis_behind,
             }) => {
-                if let (Some(first), Some(last)) = (records.first(), records.last()) {
-                    tracing::debug!(
-                        records = records.len(),
-                        first = %first.sequence,
-                        last = %last.sequence,
-                        "read"
-                    );
+                if let Some((first, last)) = records.first_and_last() {
+                    tracing::debug!(records = records.len(), first, last, "read");
                 }
                 let records = self.decoded(records, millis_behind, buffers);
                 Fetch::Records {
@@ -741,7 +735,7 @@ impl Reader {
     /// their user records).
     fn decoded(
         &self,
-        mut records: Vec<FetchedRecord>,
+        records: AnswerRecords,
         millis_behind: Option<i64>,
         buffers: &mut Buffers,
     ) -> Vec<Record> {
@@ -749,18 +743,18 @@ impl Reader {
         // Nothing is looked at for the metrics unless something counts.
         let counting = env.meters.counting();
         if counting {
-            let bytes = records.iter().map(|r| r.data.len() as u64).sum();
-            env.meters.read(records.len() as u64, bytes, millis_behind);
+            env.meters
+                .read(records.len() as u64, records.data_bytes(), millis_behind);
         }
         let mut messages = buffers.take_records();
         messages.reserve(records.len());
-        for fetched in records.drain(..) {
+        // Each record decoded as it is taken apart.
+        for fetched in records.taken_apart() {
             let aggregated = counting && kpl::has_magic(&fetched.data);
             if record::decode_into(fetched, &mut messages) && aggregated {
                 env.meters.count(ShardCount::DecodeFailures, 1);
             }
         }
-        buffers.keep_fetched(records);
         if counting {
             env.meters
                 .count(ShardCount::Consumed, messages.len() as u64);

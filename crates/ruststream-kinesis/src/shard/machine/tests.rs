@@ -241,7 +241,7 @@ fn records_handed_out_together_are_those_handed_out_one_by_one_and_the_step_afte
                 sizes.push(1 + more.len());
                 handed.extend(
                     std::iter::once(record)
-                        .chain(more.drain(..))
+                        .chain(more.drain(..).rev())
                         .zip(ticket.onwards()),
                 );
             }

@@ -51,7 +51,7 @@ fn read_records(
         };
         behind.push(millis_behind.expect("told"));
         let empty = records.is_empty();
-        read.extend(records);
+        read.extend(records.into_vec());
         iterator = next.expect("an open shard");
         if empty {
             return (read, behind);
@@ -240,6 +240,7 @@ async fn a_subscription_brings_what_was_written_past_its_start_and_waits_for_mor
     else {
         panic!("records");
     };
+    let records = records.into_vec();
     assert_eq!(records.len(), 1);
     assert_eq!(continuation.as_deref(), Some(&*records[0].sequence));
     // Nothing more yet: the next event waits for a write.
@@ -250,7 +251,11 @@ async fn a_subscription_brings_what_was_written_past_its_start_and_waits_for_mor
         panic!("records");
     };
     assert_eq!(
-        records.into_iter().map(|r| r.data).collect::<Vec<_>>(),
+        records
+            .into_vec()
+            .into_iter()
+            .map(|r| r.data)
+            .collect::<Vec<_>>(),
         [Bytes::from_static(b"b")]
     );
 }
