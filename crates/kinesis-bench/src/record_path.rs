@@ -57,7 +57,7 @@ const PATH: &[(&str, &str)] = &[
 const TAKEN_APART: &str = "ruststream_kinesis::kinesis::api::fetched_records";
 
 /// Where an answer's records are decoded, and since the twenty-sixth session taken apart as
-/// they are (`AnswerRecords::for_each`, inlined).
+/// they are (`AnswerRecords::taken_apart`, an iterator inlined there).
 const DECODED: &str = "ruststream_kinesis::live::reader::Reader::decoded";
 
 /// The delivery's `ack`: its settle, and its drop ([`DELIVERY_DROP`], counted apart: [`NESTED`]).

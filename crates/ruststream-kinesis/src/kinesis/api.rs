@@ -46,7 +46,7 @@ pub(crate) struct FetchedRecord {
 
 /// The records of one answer (`GetRecords`, or an event of `SubscribeToShard`) as its source
 /// gave them: the SDK's, taken apart one by one as the reader decodes them
-/// ([`for_each`](Self::for_each)), not into a list of their own first (a move of each record
+/// ([`taken_apart`](Self::taken_apart)), not into a list of their own first (a move of each record
 /// and a pass less, on every record read); or, in process, records made as they were read.
 #[derive(Debug)]
 pub(crate) enum AnswerRecords {

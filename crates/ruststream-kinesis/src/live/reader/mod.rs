@@ -705,7 +705,7 @@ impl Reader {
                 millis_behind,
             }) => {
                 if let Some((first, last)) = records.first_and_last() {
-                    tracing::debug!(records = records.len(), first, last, "read");
+                    tracing::debug!(records = records.len(), first = %first, last = %last, "read");
                 }
                 let records = self.decoded(records, millis_behind, buffers);
                 Fetch::Records {
