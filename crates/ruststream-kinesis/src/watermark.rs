@@ -52,6 +52,17 @@ pub(crate) trait Weighed {
     }
 }
 
+impl<S> Pending<S> {
+    /// A delivery just handed out, whose settling lets the checkpoint record `sequence`.
+    fn unsettled(sequence: SharedStr) -> Self {
+        Self {
+            sequence,
+            settled: false,
+            staged: None,
+        }
+    }
+}
+
 impl Weighed for () {
     fn weight(&self) -> usize {
         0
@@ -100,11 +111,7 @@ impl<S: Weighed> Watermark<S> {
     /// ticket.
     pub(crate) fn push(&mut self, sequence: SharedStr) -> Ticket {
         let index = self.base + self.pending.len() as u64;
-        self.pending.push_back(Pending {
-            sequence,
-            settled: false,
-            staged: None,
-        });
+        self.pending.push_back(Pending::unsettled(sequence));
         Ticket {
             generation: self.generation,
             index,
@@ -116,11 +123,7 @@ impl<S: Weighed> Watermark<S> {
     /// following one another ([`Ticket::following`]) after the ticket a `push` would take now.
     /// Added together, with room made once, not checked for at each.
     pub(crate) fn push_run(&mut self, sequences: impl Iterator<Item = SharedStr>) {
-        self.pending.extend(sequences.map(|sequence| Pending {
-            sequence,
-            settled: false,
-            staged: None,
-        }));
+        self.pending.extend(sequences.map(Pending::unsettled));
     }
 
     /// Where `ticket`'s delivery sits in `pending`, if it is of this generation and still there.

@@ -1326,8 +1326,7 @@ mod tests {
             panic!("records");
         };
         let read: Vec<_> = records
-            .into_vec()
-            .into_iter()
+            .taken_apart()
             .flat_map(crate::delivery::record::decoded)
             .map(|r| {
                 let sub_sequence = r.sub_sequence();

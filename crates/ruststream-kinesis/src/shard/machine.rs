@@ -153,6 +153,19 @@ pub(crate) struct ShardMachine<T, R> {
 
 // The methods under `cfg(test)` are what the simulation's checks and the tests read of the
 // machine; the drivers need none of them.
+/// The records a delivery step handed out, in order, each with its ticket: the step's `first`
+/// under `ticket`, then those [`ShardMachine::next_reads`] put in `more` (last first, so taken
+/// from its back) under the tickets that follow.
+pub(crate) fn handed_in_order<R>(
+    first: R,
+    ticket: Ticket,
+    more: impl DoubleEndedIterator<Item = R>,
+) -> impl Iterator<Item = (R, Ticket)> {
+    std::iter::once(first)
+        .chain(more.rev())
+        .zip(ticket.onwards())
+}
+
 impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// The shard a take granted `lease` of, read from `iterator`; later iterators with no record
     /// handed out start at `resume`.

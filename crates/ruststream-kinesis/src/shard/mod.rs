@@ -49,7 +49,9 @@ pub(crate) use machine::CommitNews;
 pub(crate) use machine::Member;
 #[cfg(any(test, feature = "dynamodb-lease"))]
 pub(crate) use machine::Staged;
-pub(crate) use machine::{HandedBack, ReadStep, Redeliver, Refusal, Settled, ShardMachine, Stall};
+pub(crate) use machine::{
+    HandedBack, ReadStep, Redeliver, Refusal, Settled, ShardMachine, Stall, handed_in_order,
+};
 pub(crate) use read::{Call, Fetch, ReadSettings, Stop};
 
 /// What the shard's lock guards: its machine, and what the driver keeps beside it to ask the

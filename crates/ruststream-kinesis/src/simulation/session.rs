@@ -558,8 +558,9 @@ impl Sim {
                 }
                 ReadStep::Deliver(record, ticket) => {
                     let shard = s.shard;
-                    let records = std::iter::once(record).chain(more.into_iter().rev());
-                    for (record, ticket) in records.zip(ticket.onwards()) {
+                    for (record, ticket) in
+                        crate::shard::handed_in_order(record, ticket, more.into_iter())
+                    {
                         let msg = Msg {
                             sid,
                             shard,

@@ -518,9 +518,7 @@ impl Reader {
         let mut messages = before.into_list(&self.env.home.tx.spares);
         messages.reserve(1 + more.len());
         messages.extend(
-            std::iter::once(record)
-                .chain(more.drain(..).rev())
-                .zip(ticket.onwards())
+            crate::shard::handed_in_order(record, ticket, more.drain(..))
                 .map(|(record, ticket)| self.deliverer.deliver(record, ticket, 1)),
         );
         Items::of(messages)

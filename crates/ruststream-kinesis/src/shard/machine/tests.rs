@@ -239,11 +239,11 @@ fn records_handed_out_together_are_those_handed_out_one_by_one_and_the_step_afte
         match together.next_reads(Duration::ZERO, || ms(Duration::ZERO), (3, &mut more)) {
             ReadStep::Deliver(record, ticket) => {
                 sizes.push(1 + more.len());
-                handed.extend(
-                    std::iter::once(record)
-                        .chain(more.drain(..).rev())
-                        .zip(ticket.onwards()),
-                );
+                handed.extend(crate::shard::handed_in_order(
+                    record,
+                    ticket,
+                    more.drain(..),
+                ));
             }
             other => break other,
         }

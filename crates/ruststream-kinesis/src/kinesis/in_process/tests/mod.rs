@@ -251,11 +251,7 @@ async fn a_subscription_brings_what_was_written_past_its_start_and_waits_for_mor
         panic!("records");
     };
     assert_eq!(
-        records
-            .into_vec()
-            .into_iter()
-            .map(|r| r.data)
-            .collect::<Vec<_>>(),
+        records.taken_apart().map(|r| r.data).collect::<Vec<_>>(),
         [Bytes::from_static(b"b")]
     );
 }
