@@ -60,6 +60,11 @@ const TAKEN_APART: &str = "ruststream_kinesis::kinesis::api::fetched_records";
 /// they are (`AnswerRecords::taken_apart`, an iterator inlined there).
 const DECODED: &str = "ruststream_kinesis::live::reader::Reader::decoded";
 
+/// The drop of what is left of an answer taken apart, which [`DECODED`] may call out of line:
+/// it frees the SDK's list of the answer's records.
+const TAKEN_APART_DROP: &str =
+    "core::ptr::drop_in_place<ruststream_kinesis::kinesis::api::TakenApart>";
+
 /// The delivery's `ack`: its settle, and its drop ([`DELIVERY_DROP`], counted apart: [`NESTED`]).
 const ACK: &str = "<ruststream_kinesis::delivery::message::KinesisMessage as ruststream_core::message::IncomingMessage>::ack";
 
@@ -101,6 +106,12 @@ const SDK_TEXTS_RELEASED: &[(&str, &str)] = &[
     (DECODED, "__rustc::__rust_dealloc"),
     (
         DECODED,
+        "<alloc::vec::into_iter::IntoIter<T,A> as core::ops::drop::Drop>::drop",
+    ),
+    // The answer's list, released where what is left of the taking apart is dropped (when the
+    // compiler keeps that drop out of line).
+    (
+        TAKEN_APART_DROP,
         "<alloc::vec::into_iter::IntoIter<T,A> as core::ops::drop::Drop>::drop",
     ),
 ];
@@ -527,6 +538,20 @@ mod tests {
         let (released, _) = sdk_releases(&decoded, 2);
         assert!((released - 20.0).abs() < 1e-9, "{released}");
         assert_eq!(Costs::read("").own(TAKEN_APART), None);
+        // The answer's list freed where what is left of the taking apart is dropped, out of
+        // line: released all the same.
+        let mut tree = line(300, "*", DECODED);
+        tree += &line(30, ">", "__rustc::__rust_dealloc (2x)");
+        tree += &line(11, ">", &format!("{TAKEN_APART_DROP} (1x)"));
+        tree += "\n";
+        tree += &line(11, "*", TAKEN_APART_DROP);
+        tree += &line(
+            10,
+            ">",
+            "<alloc::vec::into_iter::IntoIter<T,A> as core::ops::drop::Drop>::drop (1x)",
+        );
+        let (released, _) = sdk_releases(&Costs::read(&tree), 2);
+        assert!((released - 20.0).abs() < 1e-9, "{released}");
     }
 
     /// The tree of a run whose records' texts cost 40 to release, and whose records' drops

@@ -137,7 +137,7 @@ impl<S: Weighed> Watermark<S> {
     }
 
     /// Settles `ticket`; returns the new checkpoint when the settled prefix grew.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn settle(&mut self, ticket: Ticket) -> Option<SharedStr> {
         let offset = self.offset(ticket)?;
         self.pending[offset].settled = true;

@@ -1,6 +1,8 @@
 //! The delivery a handler settles: one Kinesis record.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+
+use once_cell::race::OnceBox;
 use std::time::Duration;
 
 use ruststream::codec::CodecError;
@@ -38,8 +40,10 @@ pub struct KinesisMessage {
     /// How many times this subscription delivered the record, this delivery included.
     pub(crate) attempt: u64,
     /// Why the delivery may no longer reach a handler, once that was found. Boxed: rarely set,
-    /// and the delivery is moved several times on its way (16 bytes less).
-    pub(crate) refused: OnceLock<Box<CodecError>>,
+    /// and the delivery is moved several times on its way (16 bytes less). A `OnceBox` (one
+    /// pointer, dropped inline by a test of it) rather than a `OnceLock` (whose drop was a call
+    /// of its own, on every delivery's drop).
+    pub(crate) refused: OnceBox<CodecError>,
     pub(crate) settle: Option<Hold>,
     /// What the handling stages to commit with the checkpoint (exactly once).
     #[cfg(feature = "dynamodb-lease")]
@@ -86,7 +90,7 @@ impl KinesisMessage {
             record,
             origin,
             attempt,
-            refused: OnceLock::new(),
+            refused: OnceBox::new(),
             settle: Some(settle),
         }
     }
@@ -154,6 +158,8 @@ impl KinesisMessage {
     }
 
     /// Settles the delivery: acknowledged, or dropped (`dropped`: `nack(false)`).
+    // Inlined into `ack` and `nack`: a call of its own cost its entry and exit on every record.
+    #[inline(always)]
     fn settle_now(
         &mut self,
         #[cfg_attr(
@@ -258,31 +264,39 @@ impl KinesisMessage {
             .is_none_or(|hold| hold.target.current(hold.ticket))
     }
 
-    /// Why this delivery may not reach its handler now, if it may not.
-    fn withheld(&self) -> Option<String> {
-        let hold = self.settle.as_ref()?;
-        let check = hold.target.standing(hold.ticket);
-        if check.reaches_handler() {
-            return None;
-        }
+    /// Withholds this delivery from its handler, found of standing `check` (one that may not
+    /// reach it): the error its handler's start reports, kept. Out of line: rare, and its
+    /// formatting inlined into [`decode_error`](IncomingMessage::decode_error) made every
+    /// record's check save and restore more registers.
+    #[cold]
+    #[inline(never)]
+    fn withhold(&self, check: Standing) -> &CodecError {
+        let why = self.withheld_because(check);
+        self.refused
+            .get_or_init(|| Box::new(CodecError::Decode(Box::new(Withheld(why)))))
+    }
+
+    /// Why a delivery of standing `check` is withheld from its handler.
+    fn withheld_because(&self, check: Standing) -> String {
         match check {
-            Standing::Current => None,
-            Standing::Stopped => Some(format!(
+            // Not asked of a current delivery; said as it is should it ever be.
+            Standing::Current => String::from("the delivery is current"),
+            Standing::Stopped => format!(
                 "shard {} of stream {:?} stopped before the handler started (its lease was lost, \
                  or its reader is handing it back); the record ({}) is left to the shard's next \
                  owner",
                 self.origin.shard,
                 self.origin.stream,
                 self.record_name()
-            )),
-            Standing::RanOut => Some(format!(
+            ),
+            Standing::RanOut => format!(
                 "the lease of shard {} of stream {:?} ran out by this instance's clock before \
                  the handler started; the record ({}) is left to the shard's next owner",
                 self.origin.shard,
                 self.origin.stream,
                 self.record_name()
-            )),
-            Standing::Stale => Some(self.stale()),
+            ),
+            Standing::Stale => self.stale(),
         }
     }
 
@@ -338,13 +352,14 @@ impl IncomingMessage for KinesisMessage {
 
     fn decode_error(&self) -> Option<&CodecError> {
         if let Some(refused) = self.refused.get() {
-            return Some(&**refused);
+            return Some(refused);
         }
-        let why = self.withheld()?;
-        Some(
-            self.refused
-                .get_or_init(|| Box::new(CodecError::Decode(Box::new(Withheld(why))))),
-        )
+        let hold = self.settle.as_ref()?;
+        let check = hold.target.standing(hold.ticket);
+        if check.reaches_handler() {
+            return None;
+        }
+        Some(self.withhold(check))
     }
 
     // Settled when called, not when the future is first polled: a settle waits for nothing
@@ -430,7 +445,7 @@ pub(crate) mod tests {
                 seeker: KinesisSeeker::new(Arc::new(NoSource)),
             }),
             attempt: 1,
-            refused: OnceLock::new(),
+            refused: OnceBox::new(),
             settle: None,
         }
     }

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use crate::KinesisMessage;
+use crate::delivery::message::Origin;
 use crate::delivery::record::Record;
+use crate::delivery::settlement::{Hold, Settlement};
 use crate::watermark::Ticket;
 
 /// What makes a shard's deliveries: its reader's, which a run of its records carries to the
@@ -14,6 +16,12 @@ pub(crate) trait MakeDelivery: Send + Sync + std::fmt::Debug {
     /// The delivery of `record`, handed out under `ticket`, its `attempt`th.
     fn deliver(&self, record: Record, ticket: Ticket, attempt: u64) -> KinesisMessage;
 
+    /// Where its deliveries come from and what they settle against, when a delivery is no more
+    /// than that ([`Plain`]: nothing staged with it), so that a run makes them itself, inlined
+    /// where the subscriber takes them rather than by a call to [`deliver`](Self::deliver);
+    /// `None` when the maker adds more (exactly once).
+    fn plain(&self) -> Option<Plain>;
+
     /// Whether the delivery handed out under `ticket` may still reach its handler, as its
     /// delivery would say ([`KinesisMessage::is_current`]).
     fn current(&self, ticket: Ticket) -> bool;
@@ -21,6 +29,26 @@ pub(crate) trait MakeDelivery: Send + Sync + std::fmt::Debug {
     /// A run's list of records, emptied, for the reader's next run: a run's list is allocated
     /// once, not at every send.
     fn give_back(&self, emptied: Vec<Record>);
+}
+
+/// What a delivery made of a record and its ticket alone comes from and settles against.
+#[derive(Debug, Clone)]
+pub(crate) struct Plain {
+    pub(crate) origin: Arc<Origin>,
+    pub(crate) target: Arc<dyn Settlement>,
+}
+
+impl Plain {
+    /// The delivery of `record`, handed out under `ticket`, its `attempt`th.
+    #[inline]
+    pub(crate) fn deliver(&self, record: Record, ticket: Ticket, attempt: u64) -> KinesisMessage {
+        KinesisMessage::new(
+            record,
+            Arc::clone(&self.origin),
+            attempt,
+            Hold::new(Arc::clone(&self.target), ticket),
+        )
+    }
 }
 
 /// Records a shard handed out at once, in order, under consecutive tickets (the first one's
@@ -39,6 +67,8 @@ pub(crate) struct Run {
     rest: Vec<Record>,
     next: Ticket,
     maker: Arc<dyn MakeDelivery>,
+    /// The maker's [`plain`](MakeDelivery::plain) parts, asked once: a delivery is made here.
+    plain: Option<Plain>,
 }
 
 impl Run {
@@ -54,6 +84,7 @@ impl Run {
             first: Some(first),
             rest,
             next: ticket,
+            plain: maker.plain(),
             maker,
         }
     }
@@ -85,7 +116,10 @@ impl Run {
     /// The delivery of a record [`next_record`](Self::next_record) took.
     #[inline]
     pub(crate) fn deliver(&self, record: Record, ticket: Ticket) -> KinesisMessage {
-        self.maker.deliver(record, ticket, 1)
+        match &self.plain {
+            Some(plain) => plain.deliver(record, ticket, 1),
+            None => self.maker.deliver(record, ticket, 1),
+        }
     }
 
     /// How many records are left to take.
@@ -131,6 +165,10 @@ pub(crate) mod tests {
                 .unwrap()
                 .push((record.sequence.to_string(), ticket));
             crate::delivery::message::tests::unheld(record)
+        }
+
+        fn plain(&self) -> Option<Plain> {
+            None
         }
 
         fn current(&self, _: Ticket) -> bool {

@@ -88,8 +88,10 @@ pub(crate) enum Refusal {
 /// What a settlement changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Settled {
-    /// Where the settled prefix grew to, if it grew.
-    pub(crate) grown_to: Option<SharedStr>,
+    /// The settled prefix grew: its end is the pending checkpoint now (the tests and the
+    /// simulation read it there, `pending_checkpoint`; not a copy of it here, an atomic count's
+    /// increment and decrement at every record's settle).
+    pub(crate) grew: bool,
     /// The prefix became the pending checkpoint where none was (or, exactly once, the prefix
     /// waiting for its commit grew): the lease's driver has a write it was not told of.
     pub(crate) checkpoint: bool,
@@ -544,7 +546,9 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// Settles one delivery (`broker_closed`: the broker shut down meanwhile); a grown prefix
     /// becomes the pending checkpoint. Refused once no checkpoint of the shard will be written
     /// any more: the shard's next owner delivers the record again.
-    #[inline]
+    // Inlined, with the watermark's settle, into the driver's settle of every record: each
+    // call of its own cost its entry and exit.
+    #[inline(always)]
     pub(crate) fn settle(
         &mut self,
         ticket: Ticket,
@@ -562,15 +566,21 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
         // cadence for it; a newer one replaces it in place. Told at every settle, the lease's
         // driver woke for every record.
         let told = self.lease.has_pending();
-        let checkpoint = grown_to
-            .as_ref()
-            .is_some_and(|checkpoint| self.lease.checkpoint_ready(checkpoint.clone()))
-            && !told;
+        let grew = grown_to.is_some();
+        let checkpoint =
+            grown_to.is_some_and(|checkpoint| self.lease.checkpoint_ready(checkpoint)) && !told;
         Ok(Settled {
-            grown_to,
+            grew,
             checkpoint,
             wake_reader: self.wakes_reader(),
         })
+    }
+
+    /// The checkpoint waiting to be sent, if any: where a settle that [grew](Settled::grew)
+    /// the prefix put it.
+    #[cfg(test)]
+    pub(crate) fn pending_checkpoint(&self) -> Option<&SharedStr> {
+        self.lease.pending()
     }
 
     /// A settled delivery leaves flight; refused when the broker shut down meanwhile

@@ -19,7 +19,9 @@ mod wall_deadline;
 pub(crate) use wall_deadline::WallDeadline;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use crate::SharedStr;
@@ -204,7 +206,7 @@ impl ShardHandle {
 
     #[inline]
     fn lock(&self) -> MutexGuard<'_, Locked> {
-        self.machine.lock().unwrap_or_else(PoisonError::into_inner)
+        self.machine.lock()
     }
 
     #[inline]

@@ -4,7 +4,9 @@
 //! next delivery carries.
 
 use std::collections::HashMap;
-use std::sync::{Arc, MutexGuard, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
@@ -206,7 +208,7 @@ impl Units {
 /// are held.
 impl ShardHandle {
     fn units(&self) -> MutexGuard<'_, Units> {
-        self.units.lock().unwrap_or_else(PoisonError::into_inner)
+        self.units.lock()
     }
 
     /// Settles the delivery of `record` (its `attempts`th so far) under `ticket` with what its

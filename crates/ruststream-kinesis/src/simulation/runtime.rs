@@ -311,7 +311,9 @@ impl Sim {
         if let Some(s) = self.insts[i].sessions.get_mut(&msg.sid) {
             // Refused once no checkpoint of the shard will be written any more.
             if let Ok(settled) = s.machine.settle_staged(msg.ticket, staged, false) {
-                if let Some(upto) = &settled.grown_to {
+                if settled.grew
+                    && let Some(upto) = s.machine.pending_checkpoint()
+                {
                     s.settled_upto = stream.index_through(msg.shard, Mark::of(Some(upto)));
                     // A settled prefix that grows is progress, also where a seek back made the
                     // shard deliver again what was acked before.
@@ -609,7 +611,7 @@ impl Sim {
                 None => mine.iter().fold(None, |all: Option<Settled>, msg| {
                     match (all, s.machine.settle_staged(msg.ticket, None, false).ok()) {
                         (Some(all), Some(one)) => Some(Settled {
-                            grown_to: None,
+                            grew: false,
                             checkpoint: all.checkpoint || one.checkpoint,
                             wake_reader: all.wake_reader || one.wake_reader,
                         }),

@@ -6,11 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::ShardEnv;
 use crate::KinesisMessage;
-use crate::delivery::message::Origin;
 use crate::delivery::outlet::HANDED_AT_ONCE;
 use crate::delivery::record::Record;
-use crate::delivery::run::MakeDelivery;
-use crate::delivery::settlement::{Hold, Settlement};
+use crate::delivery::run::{MakeDelivery, Plain};
+use crate::delivery::settlement::Settlement;
 use crate::shard::ShardHandle;
 use crate::watermark::Ticket;
 
@@ -18,7 +17,8 @@ use crate::watermark::Ticket;
 /// once, what their handlings stage with.
 #[derive(Debug)]
 pub(super) struct Deliverer {
-    origin: Arc<Origin>,
+    /// Where its deliveries come from, and the shard they settle against.
+    plain: Plain,
     handle: Arc<ShardHandle>,
     /// Whether handlers' staged writes commit with the checkpoint (exactly once).
     #[cfg(feature = "dynamodb-lease")]
@@ -43,7 +43,10 @@ impl Deliverer {
     /// The maker of the deliveries of `handle`'s shard in `env`.
     pub(super) fn of(env: &ShardEnv, handle: &Arc<ShardHandle>) -> Self {
         Self {
-            origin: Arc::clone(&env.origin),
+            plain: Plain {
+                origin: Arc::clone(&env.origin),
+                target: Arc::clone(handle) as Arc<dyn Settlement>,
+            },
             handle: Arc::clone(handle),
             #[cfg(feature = "dynamodb-lease")]
             exactly_once: env.exactly_once,
@@ -74,24 +77,19 @@ impl MakeDelivery for Deliverer {
         #[cfg(feature = "dynamodb-lease")]
         let writes = self.exactly_once.then(|| {
             crate::StagedWrites::exactly_once(
-                (&self.origin.shard, &record.sequence),
+                (&self.plain.origin.shard, &record.sequence),
                 self.handle.take_refusal(ticket),
             )
             .with_commit_tables(self.commit_tables.clone())
         });
-        let message = KinesisMessage::new(
-            record,
-            Arc::clone(&self.origin),
-            attempt,
-            Hold::new(Arc::clone(&self.handle) as Arc<dyn Settlement>, ticket),
-        );
+        let message = self.plain.deliver(record, ticket, attempt);
         #[cfg(feature = "dynamodb-lease")]
         if let Some(writes) = writes {
             #[cfg(feature = "testing")]
             let writes = match self.journal.clone() {
                 Some(journal) => writes.logged(crate::lease::HandlingSeed {
                     journal,
-                    stream: Arc::clone(&self.origin.stream),
+                    stream: Arc::clone(&self.plain.origin.stream),
                     records: vec![message.handled_record()],
                     attempt,
                 }),
@@ -100,6 +98,14 @@ impl MakeDelivery for Deliverer {
             return message.with_writes(writes);
         }
         message
+    }
+
+    fn plain(&self) -> Option<Plain> {
+        #[cfg(feature = "dynamodb-lease")]
+        if self.exactly_once {
+            return None;
+        }
+        Some(self.plain.clone())
     }
 
     fn current(&self, ticket: Ticket) -> bool {

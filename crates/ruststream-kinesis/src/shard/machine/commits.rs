@@ -155,7 +155,7 @@ impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
             self.ready_to_lease();
         }
         Settled {
-            grown_to: None,
+            grew: false,
             checkpoint: grew,
             wake_reader: self.wakes_reader(),
         }

@@ -208,7 +208,7 @@ fn a_settlement_without_staging_commits_too() {
     let t = delivered(&mut machine, &["1"]);
     // The plain settle of a committing machine settles with nothing staged.
     let settled = machine.settle(t[0], false).unwrap();
-    assert_eq!((settled.grown_to, settled.checkpoint), (None, true));
+    assert_eq!((settled.grew, settled.checkpoint), (false, true));
     let moved = commit(&mut machine, Duration::ZERO);
     assert_eq!((&*moved.checkpoint, moved.units.len()), ("1", 0));
 }
