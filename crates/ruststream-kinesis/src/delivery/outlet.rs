@@ -182,25 +182,25 @@ impl Inlet {
     /// the records of the next send); `None` once every sender went and nothing waits.
     ///
     /// A delivery whose shard stopped or that a seek made stale never reaches a handler: it is
-    /// dropped here ([`KinesisMessage::is_current`], or for a run's record
-    /// [`MakeDelivery::current`](crate::delivery::run::MakeDelivery::current) by its ticket; its
-    /// drop lets it go). One whose lease ran out while it waited is withheld where its handler
+    /// let go here ([`KinesisMessage::is_current`], or for a run's record
+    /// [`MakeDelivery::current`](crate::delivery::run::MakeDelivery::current) by its ticket), as
+    /// one withheld is ([`KinesisMessage::let_go_unreached`]). One whose lease ran out while it waited is withheld where its handler
     /// starts ([`decode_error`](ruststream::IncomingMessage::decode_error)): the clocks are read
     /// there, not twice a record. (Checked here rather than by a stream combinator, which moved every
-    /// delivery in and out of its own slot: two copies of 216 bytes a record.)
+    /// delivery in and out of its own slot: two copies of over 200 bytes a record.)
     pub(crate) fn poll_next(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<KinesisMessage, KinesisError>>> {
         loop {
             // A run's record is looked at by its ticket, and made a delivery right where the
-            // answer is: made first, the delivery was copied twice more on its way (216 bytes).
+            // answer is: made first, the delivery was copied twice more on its way (over 200 bytes).
             if let Items::Run(run) = &mut self.received {
                 if let Some((record, ticket)) = run.next_record() {
                     if run.current(ticket) {
                         return Poll::Ready(Some(Ok(run.deliver(record, ticket))));
                     }
-                    drop(run.deliver(record, ticket));
+                    run.deliver(record, ticket).let_go_unreached();
                     continue;
                 }
                 // Taken whole: let go now (its list goes back to its reader), not held with its
@@ -210,6 +210,7 @@ impl Inlet {
                 if message.is_current() {
                     return Poll::Ready(Some(Ok(message)));
                 }
+                message.let_go_unreached();
                 continue;
             }
             // A report waiting is taken at once; otherwise the reports are polled (a waker

@@ -783,6 +783,120 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_run_makes_its_deliveries_itself_from_its_maker_s_plain_parts_and_they_settle_here() {
+        use crate::delivery::run::{MakeDelivery, Plain, Run};
+        use ruststream::IncomingMessage;
+
+        /// A maker that gives its plain parts and nothing else.
+        #[derive(Debug)]
+        struct PlainOnly(Plain);
+
+        impl MakeDelivery for PlainOnly {
+            fn deliver(&self, _: Record, _: Ticket, _: u64) -> crate::KinesisMessage {
+                panic!("a run makes a plain delivery itself, not through its maker")
+            }
+
+            fn plain(&self) -> Option<Plain> {
+                Some(self.0.clone())
+            }
+
+            fn current(&self, _: Ticket) -> bool {
+                true
+            }
+
+            fn give_back(&self, _: Vec<Record>) {}
+        }
+
+        let closed = Arc::new(AtomicBool::new(false));
+        let (handle, tickets) = taken(&closed, &["1", "2", "3"]);
+        let handle = Arc::new(handle);
+        let origin = Arc::clone(&crate::delivery::message::tests::unheld(record("0")).origin);
+        let maker = PlainOnly(Plain {
+            origin: Arc::clone(&origin),
+            target: Arc::clone(&handle) as Arc<dyn Settlement>,
+        });
+        let mut run = Run::new(
+            record("1"),
+            tickets[0],
+            vec![record("3"), record("2")],
+            Arc::new(maker),
+        );
+        let mut taken: Vec<_> = std::iter::from_fn(|| run.take()).collect();
+        let sequences: Vec<_> = taken
+            .iter()
+            .map(|m| m.sequence_number().to_owned())
+            .collect();
+        assert_eq!(sequences, ["1", "2", "3"]);
+        assert!(
+            taken
+                .iter()
+                .all(|m| Arc::ptr_eq(&m.origin, &origin) && m.attempt == 1),
+            "each comes from the maker's origin, its first delivery"
+        );
+        let first = taken.remove(0);
+        for later in taken.into_iter().rev() {
+            later.ack().await.unwrap();
+        }
+        assert_eq!(
+            handle.lock().pending_checkpoint(),
+            None,
+            "the first record is not settled: the later ones, settled, move nothing"
+        );
+        first.ack().await.unwrap();
+        assert_eq!(
+            handle.lock().pending_checkpoint().map(|c| &**c),
+            Some("3"),
+            "settled under their own tickets, against this shard"
+        );
+    }
+
+    /// A delivery that a seek made stale while it waited in the subscription's channel never
+    /// reaches a handler: the receive lets it go as withheld, and the in-process journal of
+    /// handlings (exactly once) shows no handling of it (it showed one, handed back, when the
+    /// receive dropped it as a delivery dropped unsettled).
+    #[cfg(all(feature = "testing", feature = "dynamodb-lease"))]
+    #[tokio::test]
+    async fn a_delivery_a_seek_made_stale_in_the_channel_is_let_go_with_no_handling_recorded() {
+        use crate::delivery::outlet::{Items, channel};
+        use crate::delivery::settlement::Hold;
+
+        let closed = Arc::new(AtomicBool::new(false));
+        let (handle, tickets) = taken(&closed, &["1"]);
+        let handle = Arc::new(handle);
+        let journal = crate::InProcessCommits::default();
+        let mut message = crate::delivery::message::tests::unheld(record("1"));
+        message.settle = Some(Hold::new(
+            Arc::clone(&handle) as Arc<dyn Settlement>,
+            tickets[0],
+        ));
+        message.writes = crate::StagedWrites::exactly_once(
+            (&message.origin.shard, &message.record.sequence),
+            None,
+        )
+        .logged(crate::lease::HandlingSeed {
+            journal: journal.clone(),
+            stream: Arc::from("orders"),
+            records: vec![message.handled_record()],
+            attempt: 1,
+        });
+        let (outlet, mut inlet) = channel(1);
+        outlet.records.try_send(Items::one(message)).unwrap();
+        drop(outlet);
+        assert!(handle.seek(
+            ShardIterator::service("at-7"),
+            ShardStart::At(crate::KinesisPosition::TrimHorizon),
+            SharedStr::from("7"),
+        ));
+        let received = std::future::poll_fn(|cx| inlet.poll_next(cx)).await;
+        assert!(received.is_none(), "the stale delivery reaches no handler");
+        assert_eq!(
+            journal.handlings(),
+            [],
+            "no handler was given the record: no handling of it is recorded"
+        );
+    }
+
     #[test]
     fn settlements_the_shard_can_no_longer_take_are_refused_naming_why() {
         let closed = Arc::new(AtomicBool::new(false));

@@ -32,7 +32,8 @@ impl Sim {
             popped = true;
             if !self.current(i, msg) {
                 self.stats.filtered += 1;
-                // Dropped by the receive: handed back to a stopped shard, which forgets it.
+                // Let go by the receive as one withheld is (`KinesisMessage::let_go_unreached`):
+                // the shard forgets it.
                 self.forget(i, msg);
                 continue;
             }

@@ -71,7 +71,8 @@ impl Deliverer {
 
 impl MakeDelivery for Deliverer {
     // Inlined into the reader's loops that build a send's deliveries (a run calls it through
-    // its maker): the record and the delivery are built where they go, not copied there.
+    // its maker under exactly once; otherwise it makes them itself, `plain`): the record and
+    // the delivery are built where they go, not copied there.
     #[inline]
     fn deliver(&self, record: Record, ticket: Ticket, attempt: u64) -> KinesisMessage {
         #[cfg(feature = "dynamodb-lease")]
