@@ -184,9 +184,10 @@ impl Inlet {
     /// A delivery whose shard stopped or that a seek made stale never reaches a handler: it is
     /// let go here ([`KinesisMessage::is_current`], or for a run's record
     /// [`MakeDelivery::current`](crate::delivery::run::MakeDelivery::current) by its ticket), as
-    /// one withheld is ([`KinesisMessage::let_go_unreached`]). One whose lease ran out while it waited is withheld where its handler
-    /// starts ([`decode_error`](ruststream::IncomingMessage::decode_error)): the clocks are read
-    /// there, not twice a record. (Checked here rather than by a stream combinator, which moved every
+    /// one withheld is ([`KinesisMessage::let_go_unreached`]). One whose lease ran out while it
+    /// waited is withheld where its handler starts
+    /// ([`decode_error`](ruststream::IncomingMessage::decode_error)): the clocks are read there,
+    /// not twice a record. (Checked here rather than by a stream combinator, which moved every
     /// delivery in and out of its own slot: two copies of over 200 bytes a record.)
     pub(crate) fn poll_next(
         &mut self,
@@ -194,7 +195,8 @@ impl Inlet {
     ) -> Poll<Option<Result<KinesisMessage, KinesisError>>> {
         loop {
             // A run's record is looked at by its ticket, and made a delivery right where the
-            // answer is: made first, the delivery was copied twice more on its way (over 200 bytes).
+            // answer is: made first, the delivery was copied twice more on its way (over 200
+            // bytes).
             if let Items::Run(run) = &mut self.received {
                 if let Some((record, ticket)) = run.next_record() {
                     if run.current(ticket) {
