@@ -1,10 +1,9 @@
 //! The delivery a handler settles: one Kinesis record.
 
 use std::sync::Arc;
-
-use once_cell::race::OnceBox;
 use std::time::Duration;
 
+use once_cell::race::OnceBox;
 use ruststream::codec::CodecError;
 use ruststream::{AckError, HeaderMap, IncomingMessage, Positioned};
 

@@ -153,8 +153,6 @@ pub(crate) struct ShardMachine<T, R> {
     commit_woke_reader: bool,
 }
 
-// The methods under `cfg(test)` are what the simulation's checks and the tests read of the
-// machine; the drivers need none of them.
 /// The records a delivery step handed out, in order, each with its ticket: the step's `first`
 /// under `ticket`, then those [`ShardMachine::next_reads`] put in `more` (last first, so taken
 /// from its back) under the tickets that follow.
@@ -168,6 +166,8 @@ pub(crate) fn handed_in_order<R>(
         .zip(ticket.onwards())
 }
 
+// The methods under `cfg(test)` are what the simulation's checks and the tests read of the
+// machine; the drivers need none of them.
 impl<T: Moment, R: Sequenced> ShardMachine<T, R> {
     /// The shard a take granted `lease` of, read from `iterator`; later iterators with no record
     /// handed out start at `resume`.

@@ -20,9 +20,9 @@ pub(crate) use wall_deadline::WallDeadline;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
 
 use parking_lot::{Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
 
 use crate::SharedStr;
 use crate::clock::Instant;

@@ -5,11 +5,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-
-use parking_lot::MutexGuard;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
+use parking_lot::MutexGuard;
 
 use super::{Member, ShardHandle, ShardMachine, Staged};
 use crate::SharedStr;
