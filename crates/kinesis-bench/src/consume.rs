@@ -30,12 +30,16 @@ pub const FAN_OUT_CONSUMER: &str = "kinesis-bench";
 /// thread (issue 29, item 5).
 const CPU_RATIO_TARGET: f64 = 1.35;
 
+/// Set (to anything), every side is read alone, one after the other, the service with a
+/// handler of batches too, and no service beside the loop: what `record-path` profiles.
+pub const SIDES_IN_TURN: &str = "KINESIS_BENCH_SIDES_IN_TURN";
+
 /// The largest batch the batch handler of [`Side::Batches`] takes.
 const HANDLER_BATCH: NonZeroUsize = NonZeroUsize::new(500).expect("not zero");
 
 /// How long one reader took: from its start (`start()`, or the loop's first call) to the last
 /// record, and from the first record to the last.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Took {
     pub from_start: Duration,
     pub steady: Duration,
@@ -45,6 +49,40 @@ pub struct Took {
     pub cpu: [f64; 3],
     /// CPU seconds this process used from the first record handled to the last.
     pub read_cpu: f64,
+    /// CPU seconds of the thread that handled the first and the last record, between the two:
+    /// the reader's whole CPU when it ran on a runtime of its own with one worker thread
+    /// ([`beside_the_loop`]).
+    pub thread_cpu: f64,
+    /// The CPU time of the thread that handled the record, at every
+    /// [`CPU_POINT_EVERY`](crate::service::CPU_POINT_EVERY)th record.
+    pub cpu_points: Vec<(u64, f64)>,
+}
+
+/// The CPU seconds a record costs, as the least-squares slope of a read's CPU points from the
+/// fifth of its records on. A read's CPU between two records also holds whatever answers were
+/// taken apart early (a reader takes apart a whole answer before its first record is handled,
+/// and the service's readers each hold one), so the CPU between its first record and its last
+/// moves by up to an answer's worth with where the reads stood at the first; the slope through
+/// points every few hundred records does not depend on where one of them fell. `None` with
+/// fewer than three points.
+pub fn cpu_slope(points: &[(u64, f64)], records: u64) -> Option<f64> {
+    let used: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(n, _)| *n >= records / 5)
+        .map(|(n, cpu)| (*n as f64, *cpu))
+        .collect();
+    if used.len() < 3 {
+        return None;
+    }
+    let count = used.len() as f64;
+    let mean_n = used.iter().map(|(n, _)| n).sum::<f64>() / count;
+    let mean_cpu = used.iter().map(|(_, cpu)| cpu).sum::<f64>() / count;
+    let spread: f64 = used.iter().map(|(n, _)| (n - mean_n).powi(2)).sum();
+    let together: f64 = used
+        .iter()
+        .map(|(n, cpu)| (n - mean_n) * (cpu - mean_cpu))
+        .sum();
+    (spread > 0.0).then(|| together / spread)
 }
 
 /// The processes whose CPU time a read is charged with: this one, and the stack's emulators
@@ -59,10 +97,15 @@ pub fn processes() -> [Option<u32>; 3] {
     [Some(std::process::id()), pid("kinesis"), pid("dynamodb")]
 }
 
-/// This process's CPU time so far (user and system, every thread), in seconds, at the clock's
-/// resolution (`/proc` counts in hundredths).
+/// This process's CPU time so far (user and system, every thread), in seconds
+/// (`clock_gettime`).
 pub fn process_cpu() -> f64 {
     cpu_time::ProcessTime::now().as_duration().as_secs_f64()
+}
+
+/// The calling thread's CPU time so far (user and system), in seconds (`clock_gettime`).
+pub fn thread_cpu() -> f64 {
+    cpu_time::ThreadTime::now().as_duration().as_secs_f64()
 }
 
 /// CPU seconds (user + system) each process has used so far.
@@ -129,7 +172,7 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
         Err(err) => Err(err),
     };
     stack.delete_stream(&stream).await;
-    let (filled, took) = result?;
+    let (filled, (took, pairs)) = result?;
 
     let rates = |side: Side, steady: bool| -> Vec<f64> {
         took.iter()
@@ -226,6 +269,17 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // Each round's CPU of the service's worker thread and of the loop's, read side by side.
+    let paired = |side: Side| -> Vec<(f64, f64)> {
+        pairs
+            .iter()
+            .filter_map(|round| round.iter().find(|(s, _, _)| *s == side))
+            .map(|(_, service, sdk)| {
+                let slope = |took: &Took| cpu_slope(&took.cpu_points, records).unwrap_or(0.0);
+                (slope(service), slope(sdk))
+            })
+            .collect()
+    };
     let mut figures = Vec::new();
     for (side, name) in [
         (Side::Memory, "CPU per record consumed"),
@@ -234,12 +288,39 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
         if !(sides.contains(&Side::Sdk) && sides.contains(&side)) {
             continue;
         }
-        let (value, counted) = cpu_ratio(side, Side::Sdk);
+        let both = paired(side);
+        // Read in turn ([`SIDES_IN_TURN`]), no service read beside the loop.
+        if both.is_empty() {
+            continue;
+        }
+        // A round whose either side read no CPU (a mark missing) has no ratio; none at all
+        // fails the figure rather than reading as a ratio of zero.
+        let ratios: Vec<f64> = both
+            .iter()
+            .filter(|(service, sdk)| *service > 0.0 && *sdk > 0.0)
+            .map(|(service, sdk)| service / sdk)
+            .collect();
+        let counted = ratios.len();
+        let value = if ratios.is_empty() {
+            f64::NAN
+        } else {
+            median(&ratios)
+        };
+        let per_record = |values: Vec<f64>| median(&values) * 1e6;
+        let list = |values: Vec<f64>| {
+            values
+                .iter()
+                .map(|c| format!("{:.2}", c * 1e6))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let service_cpu = || both.iter().map(|(service, _)| *service).collect::<Vec<_>>();
+        let sdk_cpu = || both.iter().map(|(_, sdk)| *sdk).collect::<Vec<_>>();
         let mut figure = Figure::new(name, "consume");
         figure.measured = format!(
             "{value:.2} (service {:.2} µs ÷ SDK loop {:.2} µs per record)",
-            per_record(side),
-            per_record(Side::Sdk)
+            per_record(service_cpu()),
+            per_record(sdk_cpu())
         );
         // Issue 29, item 5 (an earlier issue's 1.25 is below what a per-message subscriber on
         // RustStream 0.7 can reach: the benchmarks page's "Where the CPU goes").
@@ -257,15 +338,19 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
                 .to_owned(),
         });
         figure.detail(
-            "this process's CPU time (user + system, every thread, `clock_gettime`) from the first \
-             record handled to the last, on both sides (start-up and shutdown have figures of \
-             their own); the figure is the median of the per-round ratios",
+            "each round the service and the SDK loop read the backlog at the same time, each on \
+             a runtime of its own with one worker thread, on a thread of its own, with clients \
+             of its own (the loop starts once the service handled its first record), so both \
+             are taken under the same load of the host and the stack; a side's CPU a record is \
+             the least-squares slope of its worker thread's CPU time (user + system, \
+             `clock_gettime`) noted every 500 records, from the fifth of the records on; the \
+             figure is the median of the per-round ratios",
         );
         figure.detail(format!(
-            "CPU s per read of {records} records: SDK loop {}; {} {}",
-            cpu_list(Side::Sdk),
+            "CPU µs a record, round by round: SDK loop {}; {} {}",
+            list(sdk_cpu()),
             side.name(),
-            cpu_list(side)
+            list(service_cpu())
         ));
         figures.push(figure);
     }
@@ -373,16 +458,55 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
     Ok(figures)
 }
 
-/// Runs every side once per round; each round's `(side, timing)`.
+/// What the rounds measured: each round's `(side, timing)` of the sides read one after the
+/// other, and each round's `(side, service, loop)` of the services read beside the loop.
+type Rounds = (Vec<Vec<(Side, Took)>>, Vec<Vec<(Side, Took, Took)>>);
+
+/// Runs every side once per round. With the SDK loop among the sides, the service with a handler
+/// of records and the one with a handler of batches each also read beside the loop
+/// ([`beside_the_loop`]), for the CPU figures; the service with a handler of batches has no
+/// other figure, so it is read that way only.
 async fn rounds_on(
     stack: &Stack,
     stream: &str,
     records: u64,
     rounds: usize,
     sides: &[Side],
-) -> Result<Vec<Vec<(Side, Took)>>, Error> {
+) -> Result<Rounds, Error> {
+    // `record-path` profiles the sides read in turn, as its sum was made for.
+    let in_turn = std::env::var_os(SIDES_IN_TURN).is_some();
+    let beside: Vec<Side> = if sides.contains(&Side::Sdk) && !in_turn {
+        [Side::Memory, Side::Batches]
+            .into_iter()
+            .filter(|side| sides.contains(side))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let alone: Vec<Side> = sides
+        .iter()
+        .copied()
+        .filter(|side| !(*side == Side::Batches && beside.contains(side)))
+        .collect();
     let mut out = Vec::new();
+    let mut pairs = Vec::new();
     for round in 0..rounds {
+        let mut paired = Vec::new();
+        for i in 0..beside.len() {
+            let side = beside[(i + round) % beside.len()];
+            let (service, sdk) = beside_the_loop(stack, stream, records, side).await?;
+            eprintln!(
+                "consume: round {} {} beside the SDK loop: {records} records, CPU of its thread \
+                 {:.3} s, the loop's {:.3} s",
+                round + 1,
+                side.name(),
+                service.thread_cpu,
+                sdk.thread_cpu
+            );
+            paired.push((side, service, sdk));
+        }
+        pairs.push(paired);
+        let sides = &alone;
         let mut timings = Vec::new();
         for i in 0..sides.len() {
             let side = sides[(i + round) % sides.len()];
@@ -429,7 +553,7 @@ async fn rounds_on(
         }
         out.push(timings);
     }
-    Ok(out)
+    Ok((out, pairs))
 }
 
 /// How long the service takes from `start()` to handling the `records`th record.
@@ -449,9 +573,19 @@ async fn through_service_with(
     records: u64,
     durable: bool,
 ) -> Result<Took, Error> {
+    through_service_probed(stack, mount, records, durable, Probe::default()).await
+}
+
+/// As [`through_service_with`], marking what it handles on `probe`.
+async fn through_service_probed(
+    stack: &Stack,
+    mount: Mount,
+    records: u64,
+    durable: bool,
+    probe: Probe,
+) -> Result<Took, Error> {
     let (store, table) = stack::store(stack, durable).await?;
     let counted = Arc::new(CountingStore::new(store));
-    let probe = Probe::default();
     probe.target_count(records);
     let app = service::app(
         stack,
@@ -484,6 +618,81 @@ async fn through_service_with(
         calls: counted.snapshot(),
         cpu: [0.0; 3],
         read_cpu: probe.cpu_to_target().unwrap_or(0.0),
+        thread_cpu: probe.thread_cpu_to_target().unwrap_or(0.0),
+        cpu_points: probe.cpu_points(),
+    })
+}
+
+/// The service mounted as `side` says and the SDK loop reading the backlog at the same time,
+/// each on a runtime of its own with one worker thread, on a thread of its own, with clients of
+/// its own: what each side's worker thread spent from its first record to its last is the
+/// side's CPU, and both were spent under the same load of the host and the stack. Read one after
+/// the other, the two sides' CPU a record moved by up to half between neighbouring reads on this
+/// host, as kinesis-mock and the host's other work took the cores. The loop starts once the
+/// service handled its first record (a service takes longer to start), so the two reads overlap.
+/// Answers the service's timing, then the loop's.
+async fn beside_the_loop(
+    stack: &Stack,
+    stream: &str,
+    records: u64,
+    side: Side,
+) -> Result<(Took, Took), Error> {
+    let mount = Mount {
+        handler_batch: (side == Side::Batches).then_some(HANDLER_BATCH),
+        ..Mount::new(stream)
+    };
+    let probe = Probe::default();
+    let service = {
+        let probe = probe.clone();
+        on_a_runtime_of_its_own(&stack.url, "bench-service", move |stack| async move {
+            through_service_probed(&stack, mount, records, false, probe).await
+        })?
+    };
+    let limit = Duration::from_secs(60) + Duration::from_millis(records * 10);
+    if probe.wait_first(limit).await.is_none() {
+        // The service's own answer says why (its deadline is the same).
+        return Err(service
+            .await
+            .err()
+            .unwrap_or_else(|| "the service handled no record, and answered nothing".into()));
+    }
+    let stream = stream.to_owned();
+    let sdk = on_a_runtime_of_its_own(&stack.url, "bench-sdk-loop", move |stack| async move {
+        sdk_loop(&stack, &stream, records).await
+    })?;
+    let (service, sdk) = futures::join!(service, sdk);
+    Ok((service?, sdk?))
+}
+
+/// Runs `work` on a thread of its own, on a runtime of its own with one worker thread, given a
+/// stack of its own (so its clients' connections live on that runtime), and answers its result.
+fn on_a_runtime_of_its_own<T, F>(
+    url: &str,
+    name: &str,
+    work: impl FnOnce(Stack) -> F + Send + 'static,
+) -> Result<impl Future<Output = Result<T, Error>>, Error>
+where
+    F: Future<Output = Result<T, Error>>,
+    T: Send + 'static,
+{
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let url = url.to_owned();
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let result = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .map_err(Error::from)
+                .and_then(|runtime| runtime.block_on(work(Stack::new(&url))));
+            // The figure waiting for it may have given up.
+            let _ = answer.send(result);
+        })?;
+    Ok(async move {
+        answered
+            .await
+            .map_err(|_| Error::from("a reader's thread ended without an answer"))?
     })
 }
 
@@ -492,18 +701,26 @@ async fn through_service_with(
 async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Error> {
     let started = Instant::now();
     let read = Arc::new(AtomicU64::new(0));
-    // This process's CPU time at the first record and at the last, as the service's probe marks.
+    // This process's and this thread's CPU time at the first record and at the last, as the
+    // service's probe marks.
     let cpu_marks = Arc::new(std::sync::Mutex::new((None, None)));
+    let cpu_points = Arc::new(std::sync::Mutex::new(Vec::new()));
     let shards = stack.shards(stream).await?;
+    // Each shard's loop is a task of the runtime, as the service's readers are: read from the
+    // main thread instead, every answer would cross to it from the worker that drives the
+    // connections, a cost the service does not pay.
     let last = try_join_all(shards.iter().map(|(shard, _)| {
         let client = stack.kinesis.clone();
         let read = Arc::clone(&read);
         let cpu_marks = Arc::clone(&cpu_marks);
-        async move {
+        let cpu_points = Arc::clone(&cpu_points);
+        let stream = stream.to_owned();
+        let shard = shard.clone();
+        let task = tokio::spawn(async move {
             let mut iterator = client
                 .get_shard_iterator()
-                .stream_name(stream)
-                .shard_id(shard)
+                .stream_name(&stream)
+                .shard_id(&shard)
                 .shard_iterator_type(ShardIteratorType::TrimHorizon)
                 .send()
                 .await
@@ -527,10 +744,17 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
                     let decoded: BenchRecord = serde_json::from_slice(record.data().as_ref())?;
                     std::hint::black_box(decoded.id);
                     let n = read.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n.is_multiple_of(crate::service::CPU_POINT_EVERY) {
+                        let point = (n, thread_cpu());
+                        cpu_points
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(point);
+                    }
                     if n == 1 || n == records {
                         let mut marks = cpu_marks.lock().unwrap_or_else(PoisonError::into_inner);
                         let slot = if n == 1 { &mut marks.0 } else { &mut marks.1 };
-                        *slot = Some(process_cpu());
+                        *slot = Some((process_cpu(), thread_cpu()));
                     }
                     let now = Instant::now();
                     first_record.get_or_insert(now);
@@ -542,7 +766,8 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
                 iterator = out.next_shard_iterator().map(str::to_owned);
             }
             Ok::<_, Error>((first_record, last_record))
-        }
+        });
+        async move { task.await.map_err(Error::from)? }
     }))
     .await?;
     let total = read.load(Ordering::Relaxed);
@@ -552,11 +777,60 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
     let first = last.iter().filter_map(|(f, _)| *f).min().unwrap_or(started);
     let last = last.iter().filter_map(|(_, l)| *l).max().unwrap_or(started);
     let (first_cpu, last_cpu) = *cpu_marks.lock().unwrap_or_else(PoisonError::into_inner);
+    let between = last_cpu.zip(first_cpu);
     Ok(Took {
         from_start: last - started,
         steady: last - first,
         calls: Counts::default(),
         cpu: [0.0; 3],
-        read_cpu: last_cpu.zip(first_cpu).map_or(0.0, |(l, f)| l - f),
+        read_cpu: between.map_or(0.0, |(l, f)| l.0 - f.0),
+        thread_cpu: between.map_or(0.0, |(l, f)| l.1 - f.1),
+        cpu_points: std::mem::take(&mut *cpu_points.lock().unwrap_or_else(PoisonError::into_inner)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slope_is_the_cost_a_record_whatever_was_spent_before_the_points() {
+        // 2 µs a record, after 0.5 s spent before the first point (answers taken apart early).
+        let points: Vec<(u64, f64)> = (1..=40)
+            .map(|i| (i * 500, 0.5 + (i * 500) as f64 * 2e-6))
+            .collect();
+        let slope = cpu_slope(&points, 20_000).expect("enough points");
+        assert!((slope - 2e-6).abs() < 1e-12, "{slope}");
+    }
+
+    #[test]
+    fn the_slope_leaves_out_the_first_fifth_of_the_records() {
+        // The first fifth costs ten times as much (readers starting up); the rest 1 µs.
+        let points: Vec<(u64, f64)> = (1..=40)
+            .map(|i| {
+                let n = i * 500;
+                let cpu = if n < 4000 {
+                    n as f64 * 1e-5
+                } else {
+                    0.04 + (n - 4000) as f64 * 1e-6
+                };
+                (n, cpu)
+            })
+            .collect();
+        let slope = cpu_slope(&points, 20_000).expect("enough points");
+        assert!((slope - 1e-6).abs() < 1e-12, "{slope}");
+    }
+
+    #[test]
+    fn too_few_points_make_no_slope() {
+        assert_eq!(cpu_slope(&[(4000, 0.1), (4500, 0.2)], 20_000), None);
+        assert_eq!(
+            cpu_slope(&[(500, 0.1), (1000, 0.2), (1500, 0.3)], 20_000),
+            None
+        );
+        assert_eq!(
+            cpu_slope(&[(5000, 0.1), (5000, 0.2), (5000, 0.3)], 20_000),
+            None
+        );
+    }
 }

@@ -251,6 +251,7 @@ fn profiled() -> Result<(PathBuf, u64), Error> {
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(std::env::current_exe()?)
         .args(["consume", "--quick"])
+        .env(crate::consume::SIDES_IN_TURN, "1")
         .env("TOKIO_WORKER_THREADS", "1")
         .output()?;
     if !run.status.success() {

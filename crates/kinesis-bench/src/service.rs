@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use ruststream_kinesis::prelude::*;
 use ruststream_kinesis::{KinesisPosition, ShardId};
 use serde::Deserialize;
+use tokio::sync::Notify;
 
 use crate::stack::Stack;
 
@@ -55,13 +56,23 @@ struct ProbeInner {
     /// Every target shard delivered: the handler stops taking the lock for them.
     shards_done: AtomicBool,
     marks: Mutex<Marks>,
+    /// Woken when a mark is set, so a figure waiting for one costs no CPU meanwhile: the CPU
+    /// figures charge this process's every thread to the read, and a waiter polling the marks
+    /// every few milliseconds was charged to the service's side alone.
+    marked: Notify,
     /// How long the handler works on each record (the memory figure's slow consumer).
     delay: Duration,
     /// Print `HANDLED` lines on stdout (a child process reports to its parent this way).
     echo: bool,
     /// Each record's id and when it was handled, for the latency figure.
     arrivals: Option<Mutex<Vec<(u64, Instant)>>>,
+    /// The handling thread's CPU time at every [`CPU_POINT_EVERY`]th record.
+    cpu_points: Mutex<Vec<(u64, f64)>>,
 }
+
+/// How often the handlers and the SDK loop note their thread's CPU time, in records: the CPU
+/// figures read the CPU a record costs as the slope through these points.
+pub const CPU_POINT_EVERY: u64 = 500;
 
 #[derive(Debug, Default)]
 struct Marks {
@@ -69,6 +80,10 @@ struct Marks {
     /// This process's CPU time at the first record and at the target count.
     first_cpu: Option<f64>,
     count_reached_cpu: Option<f64>,
+    /// The CPU time of the thread that handled the first record and the target one, when it
+    /// handled them: a service on a runtime with one worker thread handles every record there.
+    first_thread_cpu: Option<f64>,
+    count_reached_thread_cpu: Option<f64>,
     count_reached: Option<Instant>,
     shards_reached: Option<Instant>,
     /// This process's CPU time and the records handled when the shard target was reached.
@@ -99,9 +114,11 @@ impl Probe {
             shard_target: AtomicU64::new(u64::MAX),
             shards_done: AtomicBool::new(false),
             marks: Mutex::default(),
+            marked: Notify::new(),
             delay,
             echo,
             arrivals,
+            cpu_points: Mutex::default(),
         }))
     }
 
@@ -151,6 +168,14 @@ impl Probe {
                 .push((id, Instant::now()));
         }
         let n = self.0.count.fetch_add(1, Ordering::SeqCst) + 1;
+        if n.is_multiple_of(CPU_POINT_EVERY) {
+            let point = (n, crate::consume::thread_cpu());
+            self.0
+                .cpu_points
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(point);
+        }
         let target = n == self.0.count_target.load(Ordering::SeqCst);
         let shard_target = self.0.shard_target.load(Ordering::SeqCst);
         // A shard counts towards the shards' mark only while that mark is still due.
@@ -164,10 +189,12 @@ impl Probe {
             if marks.first.is_none() {
                 marks.first = Some(now);
                 marks.first_cpu = Some(crate::consume::process_cpu());
+                marks.first_thread_cpu = Some(crate::consume::thread_cpu());
             }
             if target {
                 marks.count_reached = Some(now);
                 marks.count_reached_cpu = Some(crate::consume::process_cpu());
+                marks.count_reached_thread_cpu = Some(crate::consume::thread_cpu());
             }
             if let Some(shard) = shard
                 && marks.shards.insert(shard)
@@ -177,6 +204,8 @@ impl Probe {
                 marks.shards_reached_at = Some((crate::consume::process_cpu(), n));
                 self.0.shards_done.store(true, Ordering::Relaxed);
             }
+            drop(marks);
+            self.0.marked.notify_waiters();
         }
         if self.0.echo && (n == 1 || n.is_multiple_of(50)) {
             println!("HANDLED {n} id {id}");
@@ -206,21 +235,41 @@ impl Probe {
         Some(marks.count_reached_cpu? - marks.first_cpu?)
     }
 
-    /// Waits until `read` answers a moment, polling every 2 ms, for at most `limit`.
+    /// The CPU seconds of the thread that handled the records, from the first record to the
+    /// target count, once reached: all of the service's CPU meanwhile when it runs on a runtime
+    /// of its own with one worker thread.
+    pub fn thread_cpu_to_target(&self) -> Option<f64> {
+        let marks = self.marks();
+        Some(marks.count_reached_thread_cpu? - marks.first_thread_cpu?)
+    }
+
+    /// The handling thread's CPU time at every [`CPU_POINT_EVERY`]th record handled so far.
+    pub fn cpu_points(&self) -> Vec<(u64, f64)> {
+        self.0
+            .cpu_points
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Waits until `read` answers a moment, woken as marks are set, for at most `limit`.
     async fn wait(
         &self,
         limit: Duration,
         read: impl Fn(&Marks) -> Option<Instant>,
     ) -> Option<Instant> {
-        let deadline = Instant::now() + limit;
+        let deadline = tokio::time::Instant::now() + limit;
         loop {
+            // Registered before the marks are read, so a mark set in between still wakes it.
+            let marked = self.0.marked.notified();
+            tokio::pin!(marked);
+            marked.as_mut().enable();
             if let Some(at) = read(&self.marks()) {
                 return Some(at);
             }
-            if Instant::now() > deadline {
-                return None;
+            if tokio::time::timeout_at(deadline, marked).await.is_err() {
+                return read(&self.marks());
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
 
