@@ -34,6 +34,11 @@ const CPU_RATIO_TARGET: f64 = 1.35;
 /// handler of batches too, and no service beside the loop: what `record-path` profiles.
 pub const SIDES_IN_TURN: &str = "KINESIS_BENCH_SIDES_IN_TURN";
 
+/// The backlog's shards: enough that kinesis-mock, not the five-calls-per-second pacing, bounds
+/// the read, and few enough records per shard that the emulator stays fast (it slows as shards
+/// fill).
+const SHARDS: u32 = 8;
+
 /// The largest batch the batch handler of [`Side::Batches`] takes.
 const HANDLER_BATCH: NonZeroUsize = NonZeroUsize::new(500).expect("not zero");
 
@@ -49,40 +54,24 @@ pub struct Took {
     pub cpu: [f64; 3],
     /// CPU seconds this process used from the first record handled to the last.
     pub read_cpu: f64,
-    /// CPU seconds of the thread that handled the first and the last record, between the two:
-    /// the reader's whole CPU when it ran on a runtime of its own with one worker thread
-    /// ([`beside_the_loop`]).
-    pub thread_cpu: f64,
-    /// The CPU time of the thread that handled the record, at every
-    /// [`CPU_POINT_EVERY`](crate::service::CPU_POINT_EVERY)th record.
-    pub cpu_points: Vec<(u64, f64)>,
+    /// CPU seconds the thread that handled the last record had used by then, since it
+    /// started: the reader's whole CPU, start-up included, when it ran on a runtime of its own
+    /// with one worker thread ([`beside_the_loop`]); 0 when not marked.
+    pub thread_cpu_at_last: f64,
 }
 
-/// The CPU seconds a record costs, as the least-squares slope of a read's CPU points from the
-/// fifth of its records on. A read's CPU between two records also holds whatever answers were
-/// taken apart early (a reader takes apart a whole answer before its first record is handled,
-/// and the service's readers each hold one), so the CPU between its first record and its last
-/// moves by up to an answer's worth with where the reads stood at the first; the slope through
-/// points every few hundred records does not depend on where one of them fell. `None` with
-/// fewer than three points.
-pub fn cpu_slope(points: &[(u64, f64)], records: u64) -> Option<f64> {
-    let used: Vec<(f64, f64)> = points
-        .iter()
-        .filter(|(n, _)| *n >= records / 5)
-        .map(|(n, cpu)| (*n as f64, *cpu))
-        .collect();
-    if used.len() < 3 {
-        return None;
-    }
-    let count = used.len() as f64;
-    let mean_n = used.iter().map(|(n, _)| n).sum::<f64>() / count;
-    let mean_cpu = used.iter().map(|(_, cpu)| cpu).sum::<f64>() / count;
-    let spread: f64 = used.iter().map(|(n, _)| (n - mean_n).powi(2)).sum();
-    let together: f64 = used
-        .iter()
-        .map(|(n, cpu)| (n - mean_n) * (cpu - mean_cpu))
-        .sum();
-    (spread > 0.0).then(|| together / spread)
+/// The CPU seconds a record costs a reader, from its worker thread's CPU at its last record in a
+/// read of `records` and in a read of `fewer` on a stream of as many shards: what the reader
+/// spends whatever the backlog (its start, its first calls) is in both and drops out of the
+/// difference, and everything the larger read's records cost is in it, taken apart and handled
+/// alike. A window between two records of one read would not be: a reader takes a whole answer
+/// apart before it hands out its first record, and the service's readers each hold one while the
+/// subscriber works, so where a window opened decided how many answers' taking apart it missed.
+/// `None` where a mark is missing or the difference is not a cost.
+pub fn cpu_a_record(larger: f64, smaller: f64, records: u64, fewer: u64) -> Option<f64> {
+    let more = records.checked_sub(fewer).filter(|more| *more > 0)?;
+    let spent = larger - smaller;
+    (larger > 0.0 && smaller > 0.0 && spent > 0.0).then(|| spent / more as f64)
 }
 
 /// The processes whose CPU time a read is charged with: this one, and the stack's emulators
@@ -156,9 +145,7 @@ impl Side {
 
 /// The two figures this experiment can produce, from the sides it ran.
 pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Figure>, Error> {
-    // Enough shards that kinesis-mock, not the five-calls-per-second pacing, bounds the read,
-    // and few enough records per shard that the emulator stays fast (it slows as shards fill).
-    let shards: u32 = 8;
+    let shards = SHARDS;
     let records: u64 = opts
         .records
         .unwrap_or(if opts.quick { 8000 } else { 20_000 });
@@ -269,15 +256,12 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             .collect::<Vec<_>>()
             .join(", ")
     };
-    // Each round's CPU of the service's worker thread and of the loop's, read side by side.
+    // Each round's CPU a record of the service and of the loop, read side by side.
     let paired = |side: Side| -> Vec<(f64, f64)> {
         pairs
             .iter()
             .filter_map(|round| round.iter().find(|(s, _, _)| *s == side))
-            .map(|(_, service, sdk)| {
-                let slope = |took: &Took| cpu_slope(&took.cpu_points, records).unwrap_or(0.0);
-                (slope(service), slope(sdk))
-            })
+            .map(|(_, service, sdk)| (*service, *sdk))
             .collect()
     };
     let mut figures = Vec::new();
@@ -338,13 +322,14 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
                 .to_owned(),
         });
         figure.detail(
-            "each round the service and the SDK loop read the backlog at the same time, each on \
-             a runtime of its own with one worker thread, on a thread of its own, with clients \
-             of its own (the loop starts once the service handled its first record), so both \
-             are taken under the same load of the host and the stack; a side's CPU a record is \
-             the least-squares slope of its worker thread's CPU time (user + system, \
-             `clock_gettime`) noted every 500 records, from the fifth of the records on; the \
-             figure is the median of the per-round ratios",
+            "each round the service and the SDK loop read the backlog side by side (the loop \
+             starts once the service handled its first record), each on a runtime of its own \
+             with one worker thread, on a thread of its own, with clients of its own, and then \
+             a fifth of the backlog on a stream of its own the same way; a side's CPU a record \
+             is its worker thread's CPU time (user + system, `clock_gettime`) at its last record \
+             of the backlog less at its last of the fifth, divided by the records between (what \
+             a reader spends whatever the backlog drops out, and every answer's taking apart is \
+             in); the figure is the median of the per-round ratios",
         );
         figure.detail(format!(
             "CPU µs a record, round by round: SDK loop {}; {} {}",
@@ -459,17 +444,45 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
 }
 
 /// What the rounds measured: each round's `(side, timing)` of the sides read one after the
-/// other, and each round's `(side, service, loop)` of the services read beside the loop.
-type Rounds = (Vec<Vec<(Side, Took)>>, Vec<Vec<(Side, Took, Took)>>);
+/// other, and each round's `(side, service, loop)` CPU seconds a record of the services read
+/// beside the loop ([`cpu_a_record`]; 0 where a mark was missing).
+type Rounds = (Vec<Vec<(Side, Took)>>, Vec<Vec<(Side, f64, f64)>>);
 
 /// Runs every side once per round. With the SDK loop among the sides, the service with a handler
 /// of records and the one with a handler of batches each also read beside the loop
-/// ([`beside_the_loop`]), for the CPU figures; the service with a handler of batches has no
-/// other figure, so it is read that way only.
+/// ([`beside_the_loop`]), the backlog and a fifth of it on a stream of its own, for the CPU
+/// figures; the service with a handler of batches has no other figure, so it is read that way
+/// only.
 async fn rounds_on(
     stack: &Stack,
     stream: &str,
     records: u64,
+    rounds: usize,
+    sides: &[Side],
+) -> Result<Rounds, Error> {
+    let smaller = unique("bench-consume-fifth");
+    let fewer = records / 5;
+    let with_pairs = sides.contains(&Side::Sdk) && std::env::var_os(SIDES_IN_TURN).is_none();
+    if with_pairs {
+        stack.create_stream(&smaller, SHARDS).await?;
+        if let Err(err) = stack.fill(&smaller, fewer, service::body).await {
+            stack.delete_stream(&smaller).await;
+            return Err(err);
+        }
+    }
+    let result = rounds_with(stack, (stream, records), (&smaller, fewer), rounds, sides).await;
+    if with_pairs {
+        stack.delete_stream(&smaller).await;
+    }
+    result
+}
+
+/// [`rounds_on`], the backlog of `records` on `stream` and, for the reads beside the loop, a
+/// fifth of it on `smaller`.
+async fn rounds_with(
+    stack: &Stack,
+    (stream, records): (&str, u64),
+    (smaller, fewer): (&str, u64),
     rounds: usize,
     sides: &[Side],
 ) -> Result<Rounds, Error> {
@@ -495,15 +508,31 @@ async fn rounds_on(
         for i in 0..beside.len() {
             let side = beside[(i + round) % beside.len()];
             let (service, sdk) = beside_the_loop(stack, stream, records, side).await?;
+            let (service_fewer, sdk_fewer) = beside_the_loop(stack, smaller, fewer, side).await?;
+            let cost = |larger: &Took, smaller: &Took| {
+                cpu_a_record(
+                    larger.thread_cpu_at_last,
+                    smaller.thread_cpu_at_last,
+                    records,
+                    fewer,
+                )
+                .unwrap_or(0.0)
+            };
+            let (service_cost, sdk_cost) = (cost(&service, &service_fewer), cost(&sdk, &sdk_fewer));
             eprintln!(
-                "consume: round {} {} beside the SDK loop: {records} records, CPU of its thread \
-                 {:.3} s, the loop's {:.3} s",
+                "consume: round {} {} beside the SDK loop: {records} records, its thread's CPU at \
+                 the last {:.3} s ({:.3} s for {fewer}), the loop's {:.3} s ({:.3} s): {:.2} µs \
+                 ÷ {:.2} µs a record",
                 round + 1,
                 side.name(),
-                service.thread_cpu,
-                sdk.thread_cpu
+                service.thread_cpu_at_last,
+                service_fewer.thread_cpu_at_last,
+                sdk.thread_cpu_at_last,
+                sdk_fewer.thread_cpu_at_last,
+                service_cost * 1e6,
+                sdk_cost * 1e6
             );
-            paired.push((side, service, sdk));
+            paired.push((side, service_cost, sdk_cost));
         }
         pairs.push(paired);
         let sides = &alone;
@@ -618,19 +647,17 @@ async fn through_service_probed(
         calls: counted.snapshot(),
         cpu: [0.0; 3],
         read_cpu: probe.cpu_to_target().unwrap_or(0.0),
-        thread_cpu: probe.thread_cpu_to_target().unwrap_or(0.0),
-        cpu_points: probe.cpu_points(),
+        thread_cpu_at_last: probe.thread_cpu_at_target().unwrap_or(0.0),
     })
 }
 
-/// The service mounted as `side` says and the SDK loop reading the backlog at the same time,
-/// each on a runtime of its own with one worker thread, on a thread of its own, with clients of
-/// its own: what each side's worker thread spent from its first record to its last is the
-/// side's CPU, and both were spent under the same load of the host and the stack. Read one after
-/// the other, the two sides' CPU a record moved by up to half between neighbouring reads on this
-/// host, as kinesis-mock and the host's other work took the cores. The loop starts once the
-/// service handled its first record (a service takes longer to start), so the two reads overlap.
-/// Answers the service's timing, then the loop's.
+/// The service mounted as `side` says and the SDK loop reading `records` from `stream` side by
+/// side, each on a runtime of its own with one worker thread, on a thread of its own, with
+/// clients of its own, so that each side's worker thread does all of that side's work and both
+/// work under much the same load of the host and the stack (read one after the other, the two
+/// sides' CPU a record moved by up to half between neighbouring reads on this host). The loop
+/// starts once the service handled its first record (a service takes longer to start), so the
+/// two reads overlap. Answers the service's timing, then the loop's.
 async fn beside_the_loop(
     stack: &Stack,
     stream: &str,
@@ -648,13 +675,18 @@ async fn beside_the_loop(
             through_service_probed(&stack, mount, records, false, probe).await
         })?
     };
+    tokio::pin!(service);
     let limit = Duration::from_secs(60) + Duration::from_millis(records * 10);
-    if probe.wait_first(limit).await.is_none() {
-        // The service's own answer says why (its deadline is the same).
-        return Err(service
-            .await
-            .err()
-            .unwrap_or_else(|| "the service handled no record, and answered nothing".into()));
+    tokio::select! {
+        first = probe.wait_first(limit) => if first.is_none() {
+            return Err(format!("the service handled no record of {stream} within {limit:?}").into());
+        },
+        // An answer before the first record is a failure to start, or to read.
+        answered = &mut service => {
+            return Err(answered.err().unwrap_or_else(|| {
+                format!("the service answered before it handled a record of {stream}").into()
+            }));
+        }
     }
     let stream = stream.to_owned();
     let sdk = on_a_runtime_of_its_own(&stack.url, "bench-sdk-loop", move |stack| async move {
@@ -704,7 +736,7 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
     // This process's and this thread's CPU time at the first record and at the last, as the
     // service's probe marks.
     let cpu_marks = Arc::new(std::sync::Mutex::new((None, None)));
-    let cpu_points = Arc::new(std::sync::Mutex::new(Vec::new()));
+
     let shards = stack.shards(stream).await?;
     // Each shard's loop is a task of the runtime, as the service's readers are: read from the
     // main thread instead, every answer would cross to it from the worker that drives the
@@ -713,7 +745,6 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
         let client = stack.kinesis.clone();
         let read = Arc::clone(&read);
         let cpu_marks = Arc::clone(&cpu_marks);
-        let cpu_points = Arc::clone(&cpu_points);
         let stream = stream.to_owned();
         let shard = shard.clone();
         let task = tokio::spawn(async move {
@@ -744,13 +775,6 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
                     let decoded: BenchRecord = serde_json::from_slice(record.data().as_ref())?;
                     std::hint::black_box(decoded.id);
                     let n = read.fetch_add(1, Ordering::Relaxed) + 1;
-                    if n.is_multiple_of(crate::service::CPU_POINT_EVERY) {
-                        let point = (n, thread_cpu());
-                        cpu_points
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .push(point);
-                    }
                     if n == 1 || n == records {
                         let mut marks = cpu_marks.lock().unwrap_or_else(PoisonError::into_inner);
                         let slot = if n == 1 { &mut marks.0 } else { &mut marks.1 };
@@ -784,8 +808,7 @@ async fn sdk_loop(stack: &Stack, stream: &str, records: u64) -> Result<Took, Err
         calls: Counts::default(),
         cpu: [0.0; 3],
         read_cpu: between.map_or(0.0, |(l, f)| l.0 - f.0),
-        thread_cpu: between.map_or(0.0, |(l, f)| l.1 - f.1),
-        cpu_points: std::mem::take(&mut *cpu_points.lock().unwrap_or_else(PoisonError::into_inner)),
+        thread_cpu_at_last: last_cpu.map_or(0.0, |(_, thread)| thread),
     })
 }
 
@@ -794,43 +817,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_slope_is_the_cost_a_record_whatever_was_spent_before_the_points() {
-        // 2 µs a record, after 0.5 s spent before the first point (answers taken apart early).
-        let points: Vec<(u64, f64)> = (1..=40)
-            .map(|i| (i * 500, 0.5 + (i * 500) as f64 * 2e-6))
-            .collect();
-        let slope = cpu_slope(&points, 20_000).expect("enough points");
-        assert!((slope - 2e-6).abs() < 1e-12, "{slope}");
+    fn a_record_costs_what_the_larger_read_spent_beyond_the_smaller() {
+        // Start-up 0.2 s in both reads, 2 µs a record: 20,000 records against 4,000.
+        let larger = 0.2 + 20_000.0 * 2e-6;
+        let smaller = 0.2 + 4_000.0 * 2e-6;
+        let cost = cpu_a_record(larger, smaller, 20_000, 4_000).expect("a cost");
+        assert!((cost - 2e-6).abs() < 1e-12, "{cost}");
     }
 
     #[test]
-    fn the_slope_leaves_out_the_first_fifth_of_the_records() {
-        // The first fifth costs ten times as much (readers starting up); the rest 1 µs.
-        let points: Vec<(u64, f64)> = (1..=40)
-            .map(|i| {
-                let n = i * 500;
-                let cpu = if n < 4000 {
-                    n as f64 * 1e-5
-                } else {
-                    0.04 + (n - 4000) as f64 * 1e-6
-                };
-                (n, cpu)
-            })
-            .collect();
-        let slope = cpu_slope(&points, 20_000).expect("enough points");
-        assert!((slope - 1e-6).abs() < 1e-12, "{slope}");
-    }
-
-    #[test]
-    fn too_few_points_make_no_slope() {
-        assert_eq!(cpu_slope(&[(4000, 0.1), (4500, 0.2)], 20_000), None);
-        assert_eq!(
-            cpu_slope(&[(500, 0.1), (1000, 0.2), (1500, 0.3)], 20_000),
-            None
-        );
-        assert_eq!(
-            cpu_slope(&[(5000, 0.1), (5000, 0.2), (5000, 0.3)], 20_000),
-            None
-        );
+    fn a_missing_mark_or_no_difference_makes_no_cost() {
+        assert_eq!(cpu_a_record(0.0, 0.1, 20_000, 4_000), None);
+        assert_eq!(cpu_a_record(0.3, 0.0, 20_000, 4_000), None);
+        assert_eq!(cpu_a_record(0.1, 0.3, 20_000, 4_000), None);
+        assert_eq!(cpu_a_record(0.3, 0.1, 4_000, 4_000), None);
+        assert_eq!(cpu_a_record(0.3, 0.1, 4_000, 20_000), None);
     }
 }

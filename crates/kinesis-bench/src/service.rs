@@ -66,13 +66,7 @@ struct ProbeInner {
     echo: bool,
     /// Each record's id and when it was handled, for the latency figure.
     arrivals: Option<Mutex<Vec<(u64, Instant)>>>,
-    /// The handling thread's CPU time at every [`CPU_POINT_EVERY`]th record.
-    cpu_points: Mutex<Vec<(u64, f64)>>,
 }
-
-/// How often the handlers and the SDK loop note their thread's CPU time, in records: the CPU
-/// figures read the CPU a record costs as the slope through these points.
-pub const CPU_POINT_EVERY: u64 = 500;
 
 #[derive(Debug, Default)]
 struct Marks {
@@ -80,9 +74,9 @@ struct Marks {
     /// This process's CPU time at the first record and at the target count.
     first_cpu: Option<f64>,
     count_reached_cpu: Option<f64>,
-    /// The CPU time of the thread that handled the first record and the target one, when it
-    /// handled them: a service on a runtime with one worker thread handles every record there.
-    first_thread_cpu: Option<f64>,
+    /// The CPU time the thread that handled the target record had used by then, since it
+    /// started: a service on a runtime of its own with one worker thread handles every record
+    /// there, and its readers run there too.
     count_reached_thread_cpu: Option<f64>,
     count_reached: Option<Instant>,
     shards_reached: Option<Instant>,
@@ -118,7 +112,6 @@ impl Probe {
             delay,
             echo,
             arrivals,
-            cpu_points: Mutex::default(),
         }))
     }
 
@@ -168,14 +161,6 @@ impl Probe {
                 .push((id, Instant::now()));
         }
         let n = self.0.count.fetch_add(1, Ordering::SeqCst) + 1;
-        if n.is_multiple_of(CPU_POINT_EVERY) {
-            let point = (n, crate::consume::thread_cpu());
-            self.0
-                .cpu_points
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(point);
-        }
         let target = n == self.0.count_target.load(Ordering::SeqCst);
         let shard_target = self.0.shard_target.load(Ordering::SeqCst);
         // A shard counts towards the shards' mark only while that mark is still due.
@@ -189,7 +174,6 @@ impl Probe {
             if marks.first.is_none() {
                 marks.first = Some(now);
                 marks.first_cpu = Some(crate::consume::process_cpu());
-                marks.first_thread_cpu = Some(crate::consume::thread_cpu());
             }
             if target {
                 marks.count_reached = Some(now);
@@ -235,21 +219,10 @@ impl Probe {
         Some(marks.count_reached_cpu? - marks.first_cpu?)
     }
 
-    /// The CPU seconds of the thread that handled the records, from the first record to the
-    /// target count, once reached: all of the service's CPU meanwhile when it runs on a runtime
-    /// of its own with one worker thread.
-    pub fn thread_cpu_to_target(&self) -> Option<f64> {
-        let marks = self.marks();
-        Some(marks.count_reached_thread_cpu? - marks.first_thread_cpu?)
-    }
-
-    /// The handling thread's CPU time at every [`CPU_POINT_EVERY`]th record handled so far.
-    pub fn cpu_points(&self) -> Vec<(u64, f64)> {
-        self.0
-            .cpu_points
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// The CPU seconds the thread that handled the target record had used by then, since it
+    /// started, once reached.
+    pub fn thread_cpu_at_target(&self) -> Option<f64> {
+        self.marks().count_reached_thread_cpu
     }
 
     /// Waits until `read` answers a moment, woken as marks are set, for at most `limit`.
