@@ -74,6 +74,23 @@ pub fn cpu_a_record(larger: f64, smaller: f64, records: u64, fewer: u64) -> Opti
     (larger > 0.0 && smaller > 0.0 && spent > 0.0).then(|| spent / more as f64)
 }
 
+/// The median of the rounds' ratios of `(numerator, denominator)` CPU, and how many rounds had
+/// one. A round whose either side read no CPU (a mark missing) has no ratio; none at all makes
+/// NaN, which fails a figure rather than reading as a ratio of zero.
+fn median_of_ratios(rounds: &[(f64, f64)]) -> (f64, usize) {
+    let ratios: Vec<f64> = rounds
+        .iter()
+        .filter(|(num, den)| *num > 0.0 && *den > 0.0)
+        .map(|(num, den)| num / den)
+        .collect();
+    let value = if ratios.is_empty() {
+        f64::NAN
+    } else {
+        median(&ratios)
+    };
+    (value, ratios.len())
+}
+
 /// The processes whose CPU time a read is charged with: this one, and the stack's emulators
 /// (their pid files in `.local-stack/`, when this is the stack `scripts/local-stack.sh` started).
 pub fn processes() -> [Option<u32>; 3] {
@@ -232,21 +249,10 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
             .collect()
     };
     // The median of the per-round ratios of `num`'s read CPU to `den`'s, and how many rounds
-    // had one. A round whose either side read no CPU (a mark missing) has no ratio; none at all
-    // fails the figure rather than reading as a ratio of zero.
+    // had one.
     let cpu_ratio = |num: Side, den: Side| -> (f64, usize) {
-        let ratios: Vec<f64> = read_cpu(num)
-            .iter()
-            .zip(read_cpu(den))
-            .filter(|(n, d)| **n > 0.0 && *d > 0.0)
-            .map(|(n, d)| n / d)
-            .collect();
-        let value = if ratios.is_empty() {
-            f64::NAN
-        } else {
-            median(&ratios)
-        };
-        (value, ratios.len())
+        let both: Vec<(f64, f64)> = read_cpu(num).into_iter().zip(read_cpu(den)).collect();
+        median_of_ratios(&both)
     };
     let per_record = |side: Side| median(&read_cpu(side)) / records as f64 * 1e6;
     let cpu_list = |side: Side| {
@@ -277,19 +283,7 @@ pub async fn run(stack: &Stack, opts: &Options, sides: &[Side]) -> Result<Vec<Fi
         if both.is_empty() {
             continue;
         }
-        // A round whose either side read no CPU (a mark missing) has no ratio; none at all
-        // fails the figure rather than reading as a ratio of zero.
-        let ratios: Vec<f64> = both
-            .iter()
-            .filter(|(service, sdk)| *service > 0.0 && *sdk > 0.0)
-            .map(|(service, sdk)| service / sdk)
-            .collect();
-        let counted = ratios.len();
-        let value = if ratios.is_empty() {
-            f64::NAN
-        } else {
-            median(&ratios)
-        };
+        let (value, counted) = median_of_ratios(&both);
         let per_record = |values: Vec<f64>| median(&values) * 1e6;
         let list = |values: Vec<f64>| {
             values
@@ -460,9 +454,19 @@ async fn rounds_on(
     rounds: usize,
     sides: &[Side],
 ) -> Result<Rounds, Error> {
+    // `record-path` profiles the sides read in turn, as its sum was made for.
+    let in_turn = std::env::var_os(SIDES_IN_TURN).is_some();
+    let beside: Vec<Side> = if sides.contains(&Side::Sdk) && !in_turn {
+        [Side::Memory, Side::Batches]
+            .into_iter()
+            .filter(|side| sides.contains(side))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let smaller = unique("bench-consume-fifth");
     let fewer = records / 5;
-    let with_pairs = sides.contains(&Side::Sdk) && std::env::var_os(SIDES_IN_TURN).is_none();
+    let with_pairs = !beside.is_empty();
     if with_pairs {
         // Deleted on every failure: creating it may fail after the stream was made (not
         // active in time).
@@ -475,32 +479,31 @@ async fn rounds_on(
             return Err(err);
         }
     }
-    let result = rounds_with(stack, (stream, records), (&smaller, fewer), rounds, sides).await;
+    let result = rounds_with(
+        stack,
+        (stream, records),
+        (&smaller, fewer),
+        rounds,
+        sides,
+        &beside,
+    )
+    .await;
     if with_pairs {
         stack.delete_stream(&smaller).await;
     }
     result
 }
 
-/// [`rounds_on`], the backlog of `records` on `stream` and, for the reads beside the loop, a
-/// fifth of it on `smaller`.
+/// [`rounds_on`], the backlog of `records` on `stream` and, for the services read `beside` the
+/// loop, a fifth of it on `smaller`.
 async fn rounds_with(
     stack: &Stack,
     (stream, records): (&str, u64),
     (smaller, fewer): (&str, u64),
     rounds: usize,
     sides: &[Side],
+    beside: &[Side],
 ) -> Result<Rounds, Error> {
-    // `record-path` profiles the sides read in turn, as its sum was made for.
-    let in_turn = std::env::var_os(SIDES_IN_TURN).is_some();
-    let beside: Vec<Side> = if sides.contains(&Side::Sdk) && !in_turn {
-        [Side::Memory, Side::Batches]
-            .into_iter()
-            .filter(|side| sides.contains(side))
-            .collect()
-    } else {
-        Vec::new()
-    };
     let alone: Vec<Side> = sides
         .iter()
         .copied()
